@@ -1,0 +1,1 @@
+"""The command-line interface: thin commands that parse, call the library, and render."""

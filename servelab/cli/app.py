@@ -1,0 +1,92 @@
+"""The `servelab` command: builds the Typer app from one module per command and maps errors to exits.
+
+Each command module under ``servelab.cli`` exposes ``register(app)``. Errors become one line on stderr:
+``ServelabError.exit_code`` (2 for bad input, 1 for failures); ``SERVELAB_DEBUG=1`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import typer
+
+from servelab import __version__
+from servelab.errors import ServelabError
+
+COMMAND_MODULES = (
+    "plan",
+    "engine",
+    "model",
+    "serve",
+    "verify",
+    "bench",
+    "sim",
+    "runs",
+    "doctor",
+    "logs",
+    "spec",
+    "report",
+    "demo",
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"servelab {__version__}")
+        raise typer.Exit()
+
+
+def build_app() -> typer.Typer:
+    app = typer.Typer(
+        name="servelab",
+        help="Plan, launch, verify, diagnose, benchmark and report LLM serving on your own GPUs.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+
+    @app.callback()
+    def _root(
+        version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+    ) -> None:
+        """servelab: will it fit, how fast can it go, what did the server really get, and why is it slow."""
+
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(f"servelab.cli.{name}")
+        module.register(app)
+    return app
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI, turning servelab errors into one line on stderr and an exit code."""
+    app = build_app()
+    try:
+        app(args=argv, prog_name="servelab", standalone_mode=False)
+    except ServelabError as exc:
+        if os.environ.get("SERVELAB_DEBUG"):
+            raise
+        print(f"servelab: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("servelab: interrupted", file=sys.stderr)
+        return 130
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        print("servelab: aborted", file=sys.stderr)
+        return 1
+    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show(file=sys.stderr)
+            return exc.exit_code
+        raise
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
