@@ -7,10 +7,10 @@ were read from a file (GGUF tensor table, safetensors header) and synthesised by
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 
-class LayerKind(str, Enum):
+class LayerKind(StrEnum):
     FULL_ATTENTION = "full_attention"  # KV cache grows with the context
     SLIDING_ATTENTION = "sliding_attention"  # KV cache capped at the window
     LINEAR_ATTENTION = "linear_attention"  # Gated DeltaNet: fixed conv + recurrent state per sequence

@@ -1,0 +1,1 @@
+"""Benchmarking: the reference server (sim), the streaming client, load schedules, workloads and metrics."""

@@ -1,0 +1,50 @@
+"""`RequestRecord`: one request of a benchmark, as data. Written to the store the moment it completes.
+
+Timestamps are monotonic nanoseconds (`time.perf_counter_ns()`), relative to nothing in particular;
+the run stores one wall-clock anchor (`wall_anchor_ns` paired with `mono_anchor_ns`) to place them in time.
+A failed request is a record with `status="error"` and an `error_kind`, never an exception out of the load loop.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+
+ERROR_KINDS = (
+    "connect",  # refused / unreachable
+    "http_429",  # rate limited (Retry-After honoured by nobody: it is recorded)
+    "http_4xx",
+    "http_5xx",
+    "timeout",  # no byte for longer than the stall timeout
+    "dropped",  # connection closed mid-stream, before [DONE] / finish_reason
+    "malformed",  # a chunk that is not valid SSE / JSON
+    "cancelled",  # interrupted by the user (Ctrl-C) before it finished
+)
+
+
+@dataclass
+class RequestRecord:
+    target_index: int  # which target of the run (order of the URLs)
+    level: str  # "c=4" for a closed-loop level, "r=2.5" for an open-loop rate
+    repeat: int  # 0-based repetition of the level
+    request_index: int  # index of the prompt in the workload: identical across targets
+    phase: str  # "warmup" or "measure"
+    status: str  # "ok" or "error"
+    sent_ns: int  # when the request was written to the socket
+    end_ns: int  # last byte / failure
+    intended_ns: int | None = None  # open loop: the scheduled send time; closed loop: when it was queued
+    first_token_ns: int | None = None  # first chunk with content, reasoning or tool-call text
+    error_kind: str | None = None
+    error: str | None = None  # short message; never contains the API key
+    http_status: int | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    tokens_source: str = "client"  # "server" (usage) or "client" (counted chunks/tokenizer)
+    max_tokens: int | None = None  # what was asked
+    finish_reason: str | None = None
+    early_eos: bool = False  # stopped before max_tokens although ignore_eos was requested
+    evicted: bool = False  # its prompt was processed again (slot eviction / re-prefill)
+    cached_prompt_tokens: int | None = None  # llama.cpp timings.cache_n / usage.prompt_tokens_details
+    chunk_ns: array = field(default_factory=lambda: array("q"))  # arrival of each content chunk
+    chunk_tokens: array = field(default_factory=lambda: array("i"))  # tokens carried by each chunk
+    server_timings: dict | None = None  # llama.cpp `timings`, as returned

@@ -1,0 +1,1 @@
+"""llama.cpp (llama-server) knowledge: build, launch flags, endpoints, allocation rules, log lines."""

@@ -1,0 +1,1 @@
+"""ollama engine knowledge."""

@@ -1,0 +1,1 @@
+"""sglang engine knowledge."""
