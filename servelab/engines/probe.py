@@ -1,0 +1,107 @@
+"""Synchronous HTTP reads of an engine's own endpoints, shared by every engine's ``endpoints.py``.
+
+Stdlib only (urllib), so any layer can call it before starting async work. The API key goes in the
+Authorization header and nowhere else: error messages name the URL without credentials, never the key.
+Redirects are not followed (a redirect could carry the key to another host).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+from servelab.errors import TargetError
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+@dataclass(frozen=True)
+class DetectedEngine:
+    """Which engine answers at a URL, as read from its own endpoints."""
+
+    name: str  # one of servelab.engines.ENGINES
+    version: str | None
+    models: tuple[str, ...]
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+def public_url(url: str) -> str:
+    """The URL without user:password, for messages."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+@dataclass(frozen=True)
+class HttpProbe:
+    """GETs and POSTs JSON or text under one base URL. Missing endpoints read as ``None``."""
+
+    base_url: str
+    api_key: str | None = None
+    timeout_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        parts = urllib.parse.urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise TargetError(f"not an http(s) URL: {public_url(self.base_url)!r}; use e.g. http://127.0.0.1:8080")
+        object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
+
+    def get_json(self, path: str) -> Any | None:
+        return _parse_json(self._request(path, None))
+
+    def post_json(self, path: str, body: dict[str, Any]) -> Any | None:
+        return _parse_json(self._request(path, json.dumps(body).encode()))
+
+    def get_text(self, path: str) -> str | None:
+        data = self._request(path, None)
+        return None if data is None else data.decode("utf-8", errors="replace")
+
+    def _request(self, path: str, body: bytes | None) -> bytes | None:
+        """The body of a 2xx answer; None for any HTTP error status; TargetError when unreachable."""
+        url = self.base_url + path
+        request = urllib.request.Request(url, data=body, method="POST" if body is not None else "GET")
+        request.add_header("Accept", "application/json, text/plain")
+        if body is not None:
+            request.add_header("Content-Type", "application/json")
+        if self.api_key:
+            request.add_header("Authorization", f"Bearer {self.api_key}")
+        try:
+            with self._opener().open(request, timeout=self.timeout_s) as response:
+                return response.read()
+        except urllib.error.HTTPError as exc:
+            if exc.code in (401, 403):
+                raise TargetError(
+                    f"{public_url(url)} refused access (HTTP {exc.code}); pass the server's key with --api-key"
+                ) from exc
+            return None
+        except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets, non-HTTP peers
+            reason = getattr(exc, "reason", exc)
+            raise TargetError(f"cannot reach {public_url(self.base_url)}: {reason}; is the server running?") from exc
+
+    def _opener(self) -> urllib.request.OpenerDirector:
+        handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
+        if urllib.parse.urlsplit(self.base_url).hostname in LOOPBACK_HOSTS:
+            handlers.append(urllib.request.ProxyHandler({}))
+        return urllib.request.build_opener(*handlers)
+
+
+def _parse_json(data: bytes | None) -> Any | None:
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None

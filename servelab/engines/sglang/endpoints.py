@@ -1,0 +1,93 @@
+"""sglang's own endpoints: /get_server_info (newer alias /server_info), /get_model_info, /v1/models.
+
+/get_server_info is ``{**dataclasses.asdict(server_args), **scheduler_info, "internal_states": [...],
+"version": ...}`` (python/sglang/srt/entrypoints/http_server.py); scheduler_info carries
+max_total_num_tokens and max_req_input_len; internal_states[i].memory_usage.token_capacity repeats the
+pool size per data-parallel rank.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servelab.engines.probe import DetectedEngine, HttpProbe
+
+SERVER_INFO_PATHS = ("/get_server_info", "/server_info")
+SPECULATIVE_KEYS = (
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "speculative_draft_model_path",
+)
+
+
+def server_info(probe: HttpProbe) -> dict[str, Any] | None:
+    """The server-info body, from whichever of the two paths this version serves."""
+    for path in SERVER_INFO_PATHS:
+        info = probe.get_json(path)
+        if isinstance(info, dict) and ("tp_size" in info or "max_total_num_tokens" in info):
+            return info
+    return None
+
+
+def identify(probe: HttpProbe) -> DetectedEngine | None:
+    info = server_info(probe)
+    if info is None:
+        return None
+    model_info = probe.get_json("/get_model_info")
+    models = _model_ids(probe.get_json("/v1/models")) or tuple(
+        str(x) for x in (info.get("served_model_name"), info.get("model_path")) if x
+    )[:1]
+    raw = {"server_info": info, "model_info": model_info}
+    return DetectedEngine("sglang", _str(info.get("version")), models, raw)
+
+
+def read_effective(probe: HttpProbe) -> dict[str, Any]:
+    return effective_from(server_info(probe) or {}, probe.get_json("/get_model_info"))
+
+
+def effective_from(info: dict[str, Any], model_info: Any) -> dict[str, Any]:
+    """Pure: effective settings from the /get_server_info and /get_model_info bodies."""
+    state = _first_state(info)
+    capacity = info.get("max_total_num_tokens") or (state.get("memory_usage") or {}).get("token_capacity")
+    spec = {k: info.get(k) for k in SPECULATIVE_KEYS if info.get(k) is not None}
+    model_path = (model_info or {}).get("model_path") if isinstance(model_info, dict) else None
+    return {
+        "context_per_slot": _context_length(info, model_info),
+        "slots": info.get("max_running_requests"),
+        "context_train": None,
+        "kv_cache_dtype": info.get("kv_cache_dtype"),
+        "model": info.get("served_model_name") or model_path or info.get("model_path"),
+        "max_total_tokens": capacity,
+        "max_request_input_tokens": info.get("max_req_input_len"),
+        "mem_fraction_static": info.get("mem_fraction_static"),
+        "tp_size": info.get("tp_size"),
+        "quantization": info.get("quantization"),
+        "speculative": spec or None,
+        "version": _str(info.get("version")),
+        "raw": {"server_info": info, "model_info": model_info},
+    }
+
+
+def _context_length(info: dict[str, Any], model_info: Any) -> int | None:
+    """The served context: the --context-length argument, else the model's own (newer /get_model_info)."""
+    asked = info.get("context_length")
+    if isinstance(asked, int):
+        return asked
+    derived = model_info.get("context_length") if isinstance(model_info, dict) else None
+    return derived if isinstance(derived, int) else None
+
+
+def _first_state(info: dict[str, Any]) -> dict[str, Any]:
+    states = info.get("internal_states")
+    return states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
+
+
+def _model_ids(models: Any) -> tuple[str, ...]:
+    data = models.get("data") if isinstance(models, dict) else None
+    return tuple(str(m["id"]) for m in data or () if isinstance(m, dict) and m.get("id"))
+
+
+def _str(value: Any) -> str | None:
+    return str(value) if value is not None else None

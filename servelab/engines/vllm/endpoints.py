@@ -1,0 +1,78 @@
+"""vLLM's own endpoints: /version, /v1/models (max_model_len) and /metrics (vllm:cache_config_info).
+
+/v1/models entries carry ``owned_by: "vllm"`` and ``max_model_len`` (vllm/entrypoints/openai serving
+models); ``vllm:cache_config_info`` is an info gauge whose labels are CacheConfig.metrics_info()
+(block_size, cache_dtype, gpu_memory_utilization, num_gpu_blocks, newer kv_cache_size_tokens).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from servelab.engines.probe import DetectedEngine, HttpProbe
+
+CACHE_INFO_METRIC = "vllm:cache_config_info"
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def identify(probe: HttpProbe) -> DetectedEngine | None:
+    models = probe.get_json("/v1/models")
+    if not any(m.get("owned_by") == "vllm" for m in _entries(models)):
+        return None
+    version = probe.get_json("/version")
+    text = version.get("version") if isinstance(version, dict) else None
+    ids = tuple(str(m["id"]) for m in _entries(models) if m.get("id"))
+    return DetectedEngine("vllm", text, ids, {"v1_models": models, "version": version})
+
+
+def read_effective(probe: HttpProbe) -> dict[str, Any]:
+    version = probe.get_json("/version")
+    return effective_from(probe.get_json("/v1/models"), probe.get_text("/metrics") or "", version)
+
+
+def effective_from(models: Any, metrics_text: str, version: Any) -> dict[str, Any]:
+    """Pure: effective settings from /v1/models, the /metrics text and /version."""
+    base = next((m for m in _entries(models) if not m.get("parent")), {})
+    cache = cache_config_labels(metrics_text)
+    return {
+        "context_per_slot": base.get("max_model_len"),
+        "slots": None,
+        "context_train": None,
+        "kv_cache_dtype": cache.get("cache_dtype"),
+        "model": base.get("id"),
+        "max_total_tokens": kv_capacity_tokens(cache),
+        "gpu_memory_utilization": _number(cache.get("gpu_memory_utilization")),
+        "speculative": None,
+        "version": version.get("version") if isinstance(version, dict) else None,
+        "raw": {"v1_models": models, "cache_config_info": cache, "version": version},
+    }
+
+
+def cache_config_labels(metrics_text: str) -> dict[str, str]:
+    """The labels of the vllm:cache_config_info line (the first engine's), or {} when absent."""
+    for line in metrics_text.splitlines():
+        if line.startswith(CACHE_INFO_METRIC + "{"):
+            return dict(_LABEL.findall(line[len(CACHE_INFO_METRIC) :].rsplit("}", 1)[0]))
+    return {}
+
+
+def kv_capacity_tokens(cache: dict[str, str]) -> int | None:
+    """Tokens the KV cache holds: kv_cache_size_tokens (newer) or num_gpu_blocks × block_size."""
+    size = _number(cache.get("kv_cache_size_tokens"))
+    if size:
+        return int(size)
+    blocks, block_size = _number(cache.get("num_gpu_blocks")), _number(cache.get("block_size"))
+    return int(blocks * block_size) if blocks and block_size else None
+
+
+def _entries(models: Any) -> list[dict[str, Any]]:
+    data = models.get("data") if isinstance(models, dict) else None
+    return [m for m in data or () if isinstance(m, dict)]
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text not in (None, "None", "") else None
+    except ValueError:
+        return None
