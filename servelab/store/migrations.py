@@ -1,0 +1,129 @@
+"""Numbered schema migrations for the result store, applied in order and recorded in a `migrations` table.
+
+Each migration is a function of a connection; its name is its identity. `migrate` applies the ones not yet
+recorded, each in its own transaction, so opening an old database upgrades it and opening a current one is a
+no-op. Never edit a released migration: add the next one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+
+def m001_initial(db: sqlite3.Connection) -> None:
+    db.execute(
+        """CREATE TABLE runs (
+    id TEXT PRIMARY KEY,
+    name TEXT,
+    created_ns INTEGER NOT NULL,
+    finished_ns INTEGER,
+    status TEXT NOT NULL,
+    partial INTEGER NOT NULL,
+    pid INTEGER,
+    host TEXT,
+    meta TEXT NOT NULL,
+    summary TEXT
+)"""
+    )
+    db.execute(
+        """CREATE TABLE targets (
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    target_index INTEGER NOT NULL,
+    url TEXT NOT NULL,
+    engine TEXT NOT NULL,
+    info TEXT NOT NULL,
+    PRIMARY KEY (run_id, target_index)
+)"""
+    )
+    db.execute(
+        """CREATE TABLE levels (
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    target_index INTEGER NOT NULL,
+    level TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    summary TEXT NOT NULL,
+    PRIMARY KEY (run_id, target_index, level, repeat)
+)"""
+    )
+    db.execute(
+        """CREATE TABLE requests (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    target_index INTEGER NOT NULL,
+    level TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    request_index INTEGER NOT NULL,
+    phase TEXT NOT NULL,
+    status TEXT NOT NULL,
+    sent_ns INTEGER NOT NULL,
+    end_ns INTEGER NOT NULL,
+    intended_ns INTEGER,
+    first_token_ns INTEGER,
+    error_kind TEXT,
+    error TEXT,
+    http_status INTEGER,
+    prompt_tokens INTEGER,
+    output_tokens INTEGER,
+    tokens_source TEXT,
+    max_tokens INTEGER,
+    finish_reason TEXT,
+    early_eos INTEGER NOT NULL,
+    evicted INTEGER NOT NULL,
+    cached_prompt_tokens INTEGER,
+    chunk_ns BLOB NOT NULL,
+    chunk_tokens BLOB NOT NULL,
+    server_timings TEXT,
+    extra TEXT
+)"""
+    )
+    db.execute("CREATE INDEX requests_by_level ON requests (run_id, target_index, level, repeat)")
+    db.execute(
+        """CREATE TABLE samples (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    kind TEXT NOT NULL,
+    t_ns INTEGER,
+    data TEXT NOT NULL
+)"""
+    )
+    db.execute("CREATE INDEX samples_by_kind ON samples (run_id, kind, t_ns)")
+    db.execute(
+        """CREATE TABLE metrics_snapshots (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    target_index INTEGER NOT NULL,
+    level TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    moment TEXT NOT NULL,
+    t_ns INTEGER,
+    text TEXT NOT NULL
+)"""
+    )
+
+
+MIGRATIONS = (m001_initial,)
+
+
+def applied_migrations(db: sqlite3.Connection) -> list[str]:
+    db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_ns INTEGER NOT NULL)")
+    return [row[0] for row in db.execute("SELECT name FROM migrations ORDER BY applied_ns, name")]
+
+
+def migrate(db: sqlite3.Connection) -> list[str]:
+    """Apply every migration not yet recorded; return the names applied now. `db` must be in autocommit mode."""
+    done = set(applied_migrations(db))
+    applied = []
+    for fn in MIGRATIONS:
+        if fn.__name__ in done:
+            continue
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            fn(db)
+            db.execute("INSERT INTO migrations (name, applied_ns) VALUES (?, ?)", (fn.__name__, time.time_ns()))
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        applied.append(fn.__name__)
+    return applied

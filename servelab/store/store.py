@@ -1,0 +1,208 @@
+"""`Store`: the SQLite result store. Every write is its own transaction, so a crash loses nothing finished.
+
+The database runs in WAL mode with ``synchronous=NORMAL``: a committed row survives the writing process being
+killed. Runs start ``status="running", partial=1`` and only `finish_run` changes that, so a run whose process
+died reads back as partial (status "interrupted"). sqlite3 errors become `StoreError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psutil
+
+from servelab import paths
+from servelab.bench.records import RequestRecord
+from servelab.errors import StoreError
+from servelab.store import codec, reader
+from servelab.store.ids import new_run_id
+from servelab.store.migrations import migrate
+from servelab.store.models import RunInfo, StoredRun
+
+SECRET_KEYS = ("api_key", "apikey", "authorization", "password", "secret", "bearer_token", "access_token")
+
+
+def _is_secret_key(key: object) -> bool:
+    name = str(key).lower().replace("-", "_")
+    return any(name == word or name.endswith("_" + word) for word in SECRET_KEYS)
+
+
+def _check_no_secret(what: str, value: object) -> None:
+    """Refuse to store a dict that carries a credential under a credential's name (API keys never reach results)."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if _is_secret_key(key) and isinstance(inner, str) and inner:
+                raise StoreError(f"refusing to store {what}: key {key!r} holds a credential; drop it first")
+            _check_no_secret(what, inner)
+    elif isinstance(value, list | tuple):
+        for inner in value:
+            _check_no_secret(what, inner)
+
+
+class Store:
+    """The result store. Open with `Store.open(path)`; use as a context manager or call `close()`."""
+
+    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
+        self._db = db
+        self.path = path
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, path: Path | None = None) -> Store:
+        path = Path(path) if path is not None else paths.default_db_path()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the directory for the result store {path}: {exc}") from exc
+        with _mapped(path, "open"):
+            db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            migrate(db)
+        return cls(db, path)
+
+    def close(self) -> None:
+        with _mapped(self.path, "close"):
+            self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _write(self, action: str) -> Iterator[sqlite3.Connection]:
+        with self._lock, _mapped(self.path, action):
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # -- writing ----------------------------------------------------------------------------------------
+    def create_run(self, meta: dict) -> str:
+        """Start a run (status running, partial until finished); return its time-sortable id."""
+        _check_no_secret("run meta", meta)
+        created_ns = time.time_ns()
+        run_id = new_run_id(created_ns)
+        with self._write("create run") as db:
+            db.execute(
+                "INSERT INTO runs (id, name, created_ns, status, partial, pid, host, meta)"
+                " VALUES (?, ?, ?, 'running', 1, ?, ?, ?)",
+                (run_id, meta.get("name"), created_ns, os.getpid(), socket.gethostname(), _dumps(meta)),
+            )
+        return run_id
+
+    def add_target(self, run_id: str, index: int, url: str, engine: str, info: dict) -> None:
+        _check_no_secret("target info", info)
+        with self._write("add target") as db:
+            db.execute(
+                "INSERT OR REPLACE INTO targets (run_id, target_index, url, engine, info) VALUES (?, ?, ?, ?, ?)",
+                (run_id, index, url, engine, _dumps(info)),
+            )
+
+    def add_request(self, run_id: str, record: RequestRecord) -> None:
+        """Store one finished request in its own transaction."""
+        self.add_requests(run_id, (record,))
+
+    def add_requests(self, run_id: str, records: Iterable[RequestRecord]) -> None:
+        """Store several finished requests in one transaction (for callers that batch)."""
+        rows = [codec.record_to_row(run_id, r) for r in records]
+        with self._write("add request") as db:
+            db.executemany(codec.INSERT_SQL, rows)
+
+    def add_level(self, run_id: str, target_index: int, level: str, repeat: int, summary: dict) -> None:
+        _check_no_secret("level summary", summary)
+        with self._write("add level") as db:
+            db.execute(
+                "INSERT OR REPLACE INTO levels (run_id, target_index, level, repeat, summary) VALUES (?, ?, ?, ?, ?)",
+                (run_id, target_index, level, repeat, _dumps(summary)),
+            )
+
+    def add_samples(self, run_id: str, kind: str, rows: list[dict]) -> None:
+        """Append time-series rows (each a dict; its ``t_ns`` is indexed when present)."""
+        values = [(run_id, kind, row.get("t_ns"), _dumps(row)) for row in rows]
+        with self._write("add samples") as db:
+            db.executemany("INSERT INTO samples (run_id, kind, t_ns, data) VALUES (?, ?, ?, ?)", values)
+
+    def add_metrics_snapshot(
+        self, run_id: str, target_index: int, level: str, repeat: int, moment: str, text: str, t_ns: int | None = None
+    ) -> None:
+        """Keep a server's /metrics text taken `moment` ("before" / "after") a level."""
+        with self._write("add metrics snapshot") as db:
+            db.execute(
+                "INSERT INTO metrics_snapshots (run_id, target_index, level, repeat, moment, t_ns, text)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (run_id, target_index, level, repeat, moment, t_ns, text),
+            )
+
+    def finish_run(self, run_id: str, *, partial: bool, summary: dict | None = None) -> None:
+        with self._write("finish run") as db:
+            cursor = db.execute(
+                "UPDATE runs SET status = 'finished', partial = ?, finished_ns = ?, summary = ? WHERE id = ?",
+                (int(partial), time.time_ns(), None if summary is None else _dumps(summary), run_id),
+            )
+            if cursor.rowcount == 0:
+                raise StoreError(f"no run {run_id!r} in {self.path}; list runs with `servelab runs`")
+
+    # -- reading ----------------------------------------------------------------------------------------
+    def list_runs(self) -> list[RunInfo]:
+        """Every run, oldest first."""
+        with self._lock, _mapped(self.path, "list runs"):
+            return reader.list_runs(self._db, _process_alive)
+
+    def resolve(self, run_id: str) -> str:
+        """The full id of the run `run_id` names (a whole id or a unique prefix)."""
+        with self._lock, _mapped(self.path, "find run"):
+            return reader.resolve(self._db, run_id, self.path)
+
+    def load_run(self, run_id: str) -> StoredRun:
+        """A whole run: meta, targets, levels, requests (as RequestRecord), samples, /metrics snapshots."""
+        full_id = self.resolve(run_id)
+        with self._lock, _mapped(self.path, "load run"):
+            return reader.load_run(self._db, full_id, _process_alive)
+
+
+def _dumps(value: object) -> str:
+    try:
+        return json.dumps(value, default=_json_default)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"cannot store a value as JSON: {exc}") from exc
+
+
+def _json_default(value: object) -> object:
+    if hasattr(value, "tolist"):  # numpy arrays/scalars, array.array
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _process_alive(pid: int | None, host: str | None) -> bool:
+    """Is the process that wrote a run still running? Unknown hosts are assumed alive."""
+    if host != socket.gethostname():
+        return True
+    if pid is None:
+        return False
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+@contextmanager
+def _mapped(path: Path, action: str) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise StoreError(f"result store {path}: {action} failed: {exc}") from exc
