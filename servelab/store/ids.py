@@ -1,4 +1,4 @@
-"""Run ids that sort by creation time: ``20261130T184512-3f9a`` (UTC, second resolution, random suffix)."""
+"""Run ids that sort by creation time: ``20261130T184512.345-3f9a`` (UTC to the millisecond, random suffix)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import time
 def new_run_id(wall_ns: int | None = None) -> str:
     wall_ns = time.time_ns() if wall_ns is None else wall_ns
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(wall_ns // 1_000_000_000))
-    return f"{stamp}-{secrets.token_hex(2)}"
+    millis = wall_ns // 1_000_000 % 1000
+    return f"{stamp}.{millis:03d}-{secrets.token_hex(2)}"
 
 
 def like_prefix(prefix: str) -> str:

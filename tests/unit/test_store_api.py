@@ -118,3 +118,12 @@ def test_sqlite_failures_become_store_errors(tmp_path: Path) -> None:
         Store.open(blocker / "sub" / "r.db")
     with Store.open(tmp_path / "r.db") as store, pytest.raises(StoreError, match="no run"):
         store.finish_run("missing", partial=False)
+
+
+def test_ids_from_later_clock_readings_sort_later() -> None:
+    from servelab.store.ids import new_run_id
+
+    base = 1_796_065_023_000_000_000
+    ids = [new_run_id(base + step * 1_000_000) for step in (0, 1, 999, 1000, 86_400_000)]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert ids[0].startswith("20261130T") and ids[0][15:19] == ".000"
