@@ -64,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, turning servelab errors into one line on stderr and an exit code."""
     app = build_app()
     try:
-        app(args=argv, prog_name="servelab", standalone_mode=False)
+        result = app(args=argv, prog_name="servelab", standalone_mode=False)
+        if isinstance(result, int) and not isinstance(result, bool):  # typer.Exit(n) comes back as n here
+            return result
     except ServelabError as exc:
         if os.environ.get("SERVELAB_DEBUG"):
             raise
