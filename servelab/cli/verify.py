@@ -1,9 +1,113 @@
-"""`servelab verify` (not yet written: the owning issue fills this in)."""
+"""`servelab verify URL`: what the running server really got, against what was asked."""
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+from typing import Any
+
 import typer
+from rich.table import Table
+
+from servelab.cli.output import print_json, stdout_console
+from servelab.engines.detect import DetectedEngine, detect_engine
+from servelab.verify import Asked, VerifyResult, from_command, from_compose, from_plan, parse_expect, verify
 
 
 def register(app: typer.Typer) -> None:
     """Add this command to the app."""
+
+    @app.command("verify")
+    def verify_command(
+        url: str = typer.Argument(..., help="Base URL of the running server, e.g. http://127.0.0.1:8080"),
+        expect: list[str] = typer.Option([], "--expect", help="key=value the server should have (repeatable)."),
+        cmd: str | None = typer.Option(None, "--cmd", help="The engine command line it was started with."),
+        compose: Path | None = typer.Option(None, "--compose", help="A docker-compose file whose service started it."),
+        service: str | None = typer.Option(None, "--service", help="The compose service (when there are several)."),
+        plan: Path | None = typer.Option(None, "--plan", help="A plan saved by `servelab plan`."),
+        strict: bool = typer.Option(False, "--strict", help="Exit 1 when anything differs."),
+        api_key: str | None = typer.Option(None, "--api-key", envvar="SERVELAB_API_KEY", help="Bearer key."),
+        timeout_s: float = typer.Option(5.0, "--timeout", help="Seconds per HTTP request."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
+    ) -> None:
+        """Read the effective configuration from the server's own endpoints and diff it against what was asked."""
+        detected = detect_engine(url, api_key=api_key, timeout_s=timeout_s)
+        asked = gather_asked(detected, expect, cmd, compose, service, plan)
+        result = verify(url, asked, api_key=api_key, timeout_s=timeout_s, engine=detected)
+        if as_json:
+            print_json(result_json(result))
+        else:
+            render(result)
+        if strict and result.mismatches:
+            raise typer.Exit(1)
+
+
+def gather_asked(
+    detected: DetectedEngine,
+    expect: list[str],
+    cmd: str | None,
+    compose: Path | None,
+    service: str | None,
+    plan: Path | None,
+) -> Asked:
+    """Plan, then compose, then --cmd, then --expect: a later source wins for the same key."""
+    asked = Asked()
+    if plan is not None:
+        asked = asked.merged(from_plan(plan))
+    if compose is not None:
+        asked = asked.merged(from_compose(compose, service, engine=detected.name))
+    if cmd is not None:
+        asked = asked.merged(from_command(cmd, engine=detected.name))
+    return asked.merged(parse_expect(expect))
+
+
+def result_json(result: VerifyResult) -> dict[str, Any]:
+    """The documented JSON shape: engine, effective, mismatches (key, asked, got, why, fix) and the rest."""
+    effective = {f.name: getattr(result.effective, f.name) for f in dataclasses.fields(result.effective)}
+    raw = effective.pop("raw")
+    effective.pop("engine")
+    return {
+        "url": result.url,
+        "engine": result.engine,
+        "version": result.version,
+        "ok": result.ok,
+        "effective": effective,
+        "asked": result.asked,
+        "mismatches": [{**dataclasses.asdict(m), "line": m.line} for m in result.mismatches],
+        "unverified": result.unverified,
+        "matched": result.matched,
+        "raw": raw,
+    }
+
+
+def render(result: VerifyResult) -> None:
+    console = stdout_console()
+    table = Table(title=f"{result.engine} {result.version or ''} at {result.url}".strip(), title_justify="left")
+    table.add_column("setting")
+    table.add_column("effective", justify="right")
+    table.add_column("asked", justify="right")
+    for key, value in result.effective.summary().items():
+        if key not in ("engine", "version"):
+            table.add_row(key, _cell(value), _cell(_asked_for(result, key)))
+    console.print(table)
+    for m in result.mismatches:
+        console.print(f"[red]MISMATCH[/red] {m.line}" + (f"  [dim](asked by {m.source})[/dim]" if m.source else ""))
+    for u in result.unverified:
+        console.print(f"[yellow]UNVERIFIED[/yellow] {u.key}={_cell(u.asked)}: {u.reason}")
+    if result.asked and result.ok:
+        console.print(f"[green]OK[/green] the server has what was asked ({', '.join(result.matched) or 'nothing checkable'})")
+
+
+_FIELD_TO_KEY = {"context_per_slot": "context", "kv_cache_dtype": "kv_dtype"}
+
+
+def _asked_for(result: VerifyResult, field: str) -> Any:
+    return result.asked.get(_FIELD_TO_KEY.get(field, field))
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    return str(value)

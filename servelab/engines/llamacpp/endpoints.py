@@ -50,11 +50,11 @@ def effective_from(props: dict[str, Any], models: Any, slots: Any) -> dict[str, 
     }
 
 
-def _speculative(slot_list: list[Any], settings: dict[str, Any]) -> dict[str, Any] | None:
+def _speculative(slot_list: list[Any], settings: dict[str, Any]) -> dict[str, Any]:
     enabled = any(isinstance(s, dict) and s.get("speculative") for s in slot_list) or bool(settings.get("speculative"))
     params = settings.get("params") or {}
     spec = {k: v for k, v in params.items() if k.startswith("speculative.")}
-    return {"enabled": enabled, **spec} if enabled or spec else None
+    return {"enabled": enabled, **spec}
 
 
 def _without_templates(props: dict[str, Any]) -> dict[str, Any]:

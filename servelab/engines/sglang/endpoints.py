@@ -64,7 +64,7 @@ def effective_from(info: dict[str, Any], model_info: Any) -> dict[str, Any]:
         "mem_fraction_static": info.get("mem_fraction_static"),
         "tp_size": info.get("tp_size"),
         "quantization": info.get("quantization"),
-        "speculative": spec or None,
+        "speculative": {"enabled": bool(info.get("speculative_algorithm")), **spec} if info else None,
         "version": _str(info.get("version")),
         "raw": {"server_info": info, "model_info": model_info},
     }

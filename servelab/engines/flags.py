@@ -1,0 +1,110 @@
+"""A small scanner for engine command lines: known flags in, canonical keys and raw values out.
+
+Each engine's ``cmdline.py`` declares its flags as a table of ``Flag``; unknown flags are skipped with
+their value, so sampling and logging options never get in the way. Values stay strings here; the engine
+module converts them and says which flag was wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from servelab.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One flag and its spellings. ``value`` None: takes the next word; otherwise a switch setting it.
+
+    ``optional_values``: the next word is taken only when it is one of these (llama.cpp's ``-fa [on|off]``).
+    """
+
+    names: tuple[str, ...]
+    key: str
+    value: Any = None
+    optional_values: tuple[str, ...] = ()
+
+
+def scan(argv: list[str], flags: tuple[Flag, ...]) -> tuple[dict[str, Any], list[str]]:
+    """Known flags (last one wins) and the positional words, from an argv without the program name."""
+    by_name = {name: flag for flag in flags for name in flag.names}
+    found: dict[str, Any] = {}
+    positionals: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        name, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
+        flag = by_name.get(name)
+        if flag is None:
+            i += _skip_unknown(argv, i, positionals)
+            continue
+        found[flag.key], used = _value(flag, argv, i, inline if eq else None)
+        i += used
+    return found, positionals
+
+
+def _value(flag: Flag, argv: list[str], i: int, inline: str | None) -> tuple[Any, int]:
+    if inline is not None:
+        return inline, 1
+    following = argv[i + 1] if i + 1 < len(argv) else None
+    if flag.optional_values:
+        return (following, 2) if following in flag.optional_values else (True, 1)
+    if flag.value is not None:
+        return flag.value, 1
+    if following is None:
+        raise ConfigError(f"{argv[i]} needs a value in the engine command line")
+    return following, 2
+
+
+def _skip_unknown(argv: list[str], i: int, positionals: list[str]) -> int:
+    """Skip an unknown flag and its value (a following word that is not itself a flag)."""
+    word = argv[i]
+    if not word.startswith("-") or _is_number(word):
+        positionals.append(word)
+        return 1
+    following = argv[i + 1] if i + 1 < len(argv) else None
+    takes_value = "=" not in word and following is not None and (not following.startswith("-") or _is_number(following))
+    return 2 if takes_value else 1
+
+
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
+def to_int(flags: dict[str, Any], key: str, spelled: str) -> int | None:
+    """An integer flag value; ConfigError naming the flag otherwise.
+
+    Accepts vLLM's human-readable suffixes: k = 1000, K = 1024, m = 10^6, M = 2^20 (vllm human_readable_int).
+    """
+    text = flags.get(key)
+    if text is None:
+        return None
+    units = {"k": 1000, "K": 1024, "m": 1000**2, "M": 1024**2}
+    raw = str(text).strip()
+    scale = units.get(raw[-1:], 1)
+    try:
+        return int(float(raw[:-1] if scale > 1 else raw) * scale)
+    except ValueError:
+        raise ConfigError(f"{spelled} expects a whole number, got {text!r}") from None
+
+
+def to_float(flags: dict[str, Any], key: str, spelled: str) -> float | None:
+    text = flags.get(key)
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError(f"{spelled} expects a number, got {text!r}") from None
+
+
+def is_on(value: Any) -> bool | None:
+    """A switch or on/off/auto word as a bool (None for auto/absent)."""
+    if value is None or value == "auto":
+        return None
+    return value is True or str(value).lower() in ("on", "1", "true", "yes", "enabled")

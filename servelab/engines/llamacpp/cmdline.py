@@ -1,0 +1,97 @@
+"""Reading a llama-server command line: the flags that decide context, slots, KV type and drafts.
+
+Spellings from ``llama-server --help`` of the pinned build (b1-0c1e570) and older builds (``-fa`` as a
+bare switch, ``-md``/``--model-draft``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from servelab.engines.flags import Flag, is_on, scan, to_int
+
+FLAGS = (
+    Flag(("-c", "--ctx-size"), "ctx_size"),
+    Flag(("-np", "--parallel"), "parallel"),
+    Flag(("-kvu", "--kv-unified"), "kv_unified", value=True),
+    Flag(("-no-kvu", "--no-kv-unified"), "kv_unified", value=False),
+    Flag(("--kv-unified-per-slot",), "kv_unified_per_slot"),
+    Flag(("-ctk", "--cache-type-k"), "cache_type_k"),
+    Flag(("-ctv", "--cache-type-v"), "cache_type_v"),
+    Flag(("-ngl", "--gpu-layers", "--n-gpu-layers"), "gpu_layers"),
+    Flag(("-fa", "--flash-attn"), "flash_attn", optional_values=("on", "off", "auto")),
+    Flag(("-m", "--model"), "model"),
+    Flag(("-a", "--alias"), "alias"),
+    Flag(("-md", "--model-draft", "--spec-draft-model"), "draft_model"),
+    Flag(("--spec-type",), "spec_type"),
+    Flag(("--host",), "host"),
+    Flag(("--port",), "port"),
+)
+PROGRAM_NAMES = ("llama-server", "server")
+
+
+@dataclass(frozen=True)
+class LlamaCppLaunch:
+    """What a llama-server command line asked for. None: not given (the server's default applies)."""
+
+    ctx_size: int | None = None
+    parallel: int | None = None
+    kv_unified: bool | None = None
+    kv_unified_per_slot: int | None = None
+    cache_type_k: str | None = None
+    cache_type_v: str | None = None
+    gpu_layers: str | None = None
+    flash_attn: bool | None = None
+    model: str | None = None
+    alias: str | None = None
+    draft_model: str | None = None
+    spec_type: str | None = None
+    host: str | None = None
+    port: int | None = None
+
+
+def recognises(argv: list[str]) -> bool:
+    """True when the command runs llama-server (or a build's bare ``server``)."""
+    return bool(argv) and os.path.basename(argv[0]) in PROGRAM_NAMES
+
+
+def parse(argv: list[str]) -> LlamaCppLaunch:
+    """Parse flags; ``argv`` may start with the program or be flags only (a compose ``command:``)."""
+    words = argv[1:] if recognises(argv) else argv
+    found, _ = scan(words, FLAGS)
+    return LlamaCppLaunch(
+        ctx_size=to_int(found, "ctx_size", "-c/--ctx-size"),
+        parallel=to_int(found, "parallel", "-np/--parallel"),
+        kv_unified=found.get("kv_unified"),
+        kv_unified_per_slot=to_int(found, "kv_unified_per_slot", "--kv-unified-per-slot"),
+        cache_type_k=found.get("cache_type_k"),
+        cache_type_v=found.get("cache_type_v"),
+        gpu_layers=found.get("gpu_layers"),
+        flash_attn=is_on(found.get("flash_attn")),
+        model=found.get("model"),
+        alias=found.get("alias"),
+        draft_model=found.get("draft_model"),
+        spec_type=found.get("spec_type"),
+        host=found.get("host"),
+        port=to_int(found, "port", "--port"),
+    )
+
+
+def expectations(launch: LlamaCppLaunch) -> dict[str, Any]:
+    """What the user meant, in verify's keys. ``-c N`` means N tokens per request, whatever -np does to it."""
+    asked: dict[str, Any] = {}
+    if launch.ctx_size:  # -c 0 means "the model's own", nothing to check
+        asked["context"] = min(launch.ctx_size, launch.kv_unified_per_slot or launch.ctx_size)
+    elif launch.kv_unified_per_slot:
+        asked["context"] = launch.kv_unified_per_slot
+    if launch.parallel and launch.parallel > 0:
+        asked["slots"] = launch.parallel
+    if launch.cache_type_k:
+        asked["kv_dtype"] = launch.cache_type_k
+    if launch.alias or launch.model:
+        asked["model"] = (launch.alias or "").split(",")[0] or os.path.basename(launch.model or "")
+    if launch.draft_model or (launch.spec_type and launch.spec_type != "none"):
+        asked["speculative"] = True
+    return asked

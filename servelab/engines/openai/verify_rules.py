@@ -1,0 +1,23 @@
+"""A generic OpenAI-compatible server reports little beyond its model list and, sometimes, a context."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from servelab.engines.verify_keys import LABELS
+from servelab.engines.verify_keys import reported_value as reported
+
+if TYPE_CHECKING:
+    from servelab.verify.asked import Asked
+    from servelab.verify.effective import EffectiveConfig
+
+__all__ = ["LABELS", "UNREPORTED", "explain", "reported"]
+
+UNREPORTED = {
+    key: "a generic OpenAI-compatible server does not report it"
+    for key in ("slots", "kv_dtype", "max_total_tokens", "tp_size", "speculative")
+}
+
+
+def explain(key: str, asked_value: Any, got_value: Any, asked: Asked, got: EffectiveConfig) -> tuple[str, str] | None:
+    return None

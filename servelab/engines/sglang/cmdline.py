@@ -1,0 +1,81 @@
+"""Reading an sglang launch command (``python -m sglang.launch_server …`` or ``sglang serve …``).
+
+Flag names from python/sglang/srt/server_args.py (ServerArgs.add_cli_args).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from servelab.engines.flags import Flag, scan, to_float, to_int
+
+FLAGS = (
+    Flag(("--model-path", "--model"), "model_path"),
+    Flag(("--served-model-name",), "served_model_name"),
+    Flag(("--context-length",), "context_length"),
+    Flag(("--max-total-tokens",), "max_total_tokens"),
+    Flag(("--max-running-requests",), "max_running_requests"),
+    Flag(("--kv-cache-dtype",), "kv_cache_dtype"),
+    Flag(("--tp", "--tp-size", "--tensor-parallel-size"), "tp_size"),
+    Flag(("--mem-fraction-static",), "mem_fraction_static"),
+    Flag(("--quantization",), "quantization"),
+    Flag(("--speculative-algorithm",), "speculative_algorithm"),
+    Flag(("--speculative-num-steps",), "speculative_num_steps"),
+    Flag(("--speculative-eagle-topk",), "speculative_eagle_topk"),
+    Flag(("--speculative-num-draft-tokens",), "speculative_num_draft_tokens"),
+    Flag(("--host",), "host"),
+    Flag(("--port",), "port"),
+)
+
+
+@dataclass(frozen=True)
+class SglangLaunch:
+    """What an sglang command line asked for. None: not given."""
+
+    model_path: str | None = None
+    served_model_name: str | None = None
+    context_length: int | None = None
+    max_total_tokens: int | None = None
+    max_running_requests: int | None = None
+    kv_cache_dtype: str | None = None
+    tp_size: int | None = None
+    mem_fraction_static: float | None = None
+    quantization: str | None = None
+    speculative_algorithm: str | None = None
+    port: int | None = None
+
+
+def recognises(argv: list[str]) -> bool:
+    return any("sglang" in word for word in argv[:3])
+
+
+def parse(argv: list[str]) -> SglangLaunch:
+    found, _ = scan(argv, FLAGS)
+    return SglangLaunch(
+        model_path=found.get("model_path"),
+        served_model_name=found.get("served_model_name"),
+        context_length=to_int(found, "context_length", "--context-length"),
+        max_total_tokens=to_int(found, "max_total_tokens", "--max-total-tokens"),
+        max_running_requests=to_int(found, "max_running_requests", "--max-running-requests"),
+        kv_cache_dtype=found.get("kv_cache_dtype"),
+        tp_size=to_int(found, "tp_size", "--tp"),
+        mem_fraction_static=to_float(found, "mem_fraction_static", "--mem-fraction-static"),
+        quantization=found.get("quantization"),
+        speculative_algorithm=found.get("speculative_algorithm"),
+        port=to_int(found, "port", "--port"),
+    )
+
+
+def expectations(launch: SglangLaunch) -> dict[str, Any]:
+    """What the user meant, in verify's keys."""
+    pairs = {
+        "context": launch.context_length,
+        "max_total_tokens": launch.max_total_tokens,
+        "slots": launch.max_running_requests,
+        "kv_dtype": launch.kv_cache_dtype if launch.kv_cache_dtype != "auto" else None,
+        "tp_size": launch.tp_size,
+        "model": launch.served_model_name or launch.model_path,
+        "speculative": True if launch.speculative_algorithm else None,
+    }
+    return {k: v for k, v in pairs.items() if v is not None}

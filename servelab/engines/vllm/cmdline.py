@@ -1,0 +1,91 @@
+"""Reading a vLLM launch command (``vllm serve MODEL …`` or ``python -m vllm.entrypoints.openai.api_server``).
+
+Flag names from vllm/engine/arg_utils.py (EngineArgs.add_cli_args); ``--max-model-len`` takes vLLM's
+human-readable numbers (``32k`` = 32000, ``32K`` = 32768).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from servelab.engines.flags import Flag, scan, to_float, to_int
+
+FLAGS = (
+    Flag(("--model",), "model"),
+    Flag(("--served-model-name",), "served_model_name"),
+    Flag(("--max-model-len",), "max_model_len"),
+    Flag(("--max-num-seqs",), "max_num_seqs"),
+    Flag(("--kv-cache-dtype",), "kv_cache_dtype"),
+    Flag(("-tp", "--tensor-parallel-size"), "tp_size"),
+    Flag(("--gpu-memory-utilization",), "gpu_memory_utilization"),
+    Flag(("--speculative-config", "--speculative_config"), "speculative_config"),
+    Flag(("--host",), "host"),
+    Flag(("--port",), "port"),
+)
+
+
+@dataclass(frozen=True)
+class VllmLaunch:
+    """What a vLLM command line asked for. None: not given."""
+
+    model: str | None = None
+    served_model_name: str | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    kv_cache_dtype: str | None = None
+    tp_size: int | None = None
+    gpu_memory_utilization: float | None = None
+    speculative_config: dict[str, Any] | None = None
+    port: int | None = None
+
+
+def recognises(argv: list[str]) -> bool:
+    return any(word == "vllm" or word.startswith("vllm.") or word.endswith("/vllm") for word in argv[:3])
+
+
+def parse(argv: list[str]) -> VllmLaunch:
+    found, positionals = scan(argv, FLAGS)
+    model = found.get("model") or _serve_positional(positionals)
+    return VllmLaunch(
+        model=model,
+        served_model_name=found.get("served_model_name"),
+        max_model_len=to_int(found, "max_model_len", "--max-model-len"),
+        max_num_seqs=to_int(found, "max_num_seqs", "--max-num-seqs"),
+        kv_cache_dtype=found.get("kv_cache_dtype"),
+        tp_size=to_int(found, "tp_size", "-tp/--tensor-parallel-size"),
+        gpu_memory_utilization=to_float(found, "gpu_memory_utilization", "--gpu-memory-utilization"),
+        speculative_config=_json_or_none(found.get("speculative_config")),
+        port=to_int(found, "port", "--port"),
+    )
+
+
+def expectations(launch: VllmLaunch) -> dict[str, Any]:
+    pairs = {
+        "context": launch.max_model_len,
+        "slots": launch.max_num_seqs,
+        "kv_dtype": launch.kv_cache_dtype if launch.kv_cache_dtype != "auto" else None,
+        "tp_size": launch.tp_size,
+        "model": launch.served_model_name or launch.model,
+        "speculative": True if launch.speculative_config else None,
+    }
+    return {k: v for k, v in pairs.items() if v is not None}
+
+
+def _serve_positional(positionals: list[str]) -> str | None:
+    """``vllm serve MODEL``: the word after ``serve``."""
+    if "serve" in positionals:
+        index = positionals.index("serve")
+        return positionals[index + 1] if index + 1 < len(positionals) else None
+    return None
+
+
+def _json_or_none(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {"raw": text}
+    return value if isinstance(value, dict) else {"raw": text}

@@ -1,0 +1,101 @@
+"""Reading a docker-compose service's engine command: ``command:`` as a list or a string, ``image`` as hint.
+
+The field report's service ran a llama.cpp fork built from a Dockerfile (``build:``, no image) whose
+``command:`` was a list of flags (``-ngl 99 -c 262144 -fa on -np 4 …``); the entrypoint was llama-server.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from servelab.errors import ConfigError
+from servelab.verify.asked import Asked, engine_of_command, from_command
+
+IMAGE_HINTS = (("llama.cpp", "llamacpp"), ("llama-cpp", "llamacpp"), ("llamacpp", "llamacpp"),
+               ("sglang", "sglang"), ("vllm", "vllm"), ("ollama", "ollama"))
+
+
+@dataclass(frozen=True)
+class ComposeService:
+    """One service: its name, image (may be None when built locally) and full argv."""
+
+    name: str
+    image: str | None
+    argv: tuple[str, ...]
+
+    @property
+    def engine_hint(self) -> str | None:
+        """The engine named by the program words, else by the image name."""
+        return engine_of_command(list(self.argv)) or image_engine(self.image)
+
+
+def image_engine(image: str | None) -> str | None:
+    lowered = (image or "").lower()
+    return next((engine for needle, engine in IMAGE_HINTS if needle in lowered), None)
+
+
+def load_service(path: Path, service: str | None = None) -> ComposeService:
+    """The named service, or the only one, or the one whose command or image names an engine."""
+    services = _services(path)
+    if service is not None:
+        if service not in services:
+            raise ConfigError(f"--compose {path}: no service {service!r}; services: {', '.join(services)}")
+        return _service(service, services[service])
+    parsed = [_service(name, body) for name, body in services.items()]
+    if len(parsed) == 1:
+        return parsed[0]
+    engines = [s for s in parsed if s.engine_hint and s.argv]
+    if len(engines) != 1:
+        raise ConfigError(f"--compose {path}: several services ({', '.join(services)}); name one with --service")
+    return engines[0]
+
+
+def from_compose(path: Path, service: str | None = None, *, engine: str | None = None) -> Asked:
+    """Asked from a compose service; ``engine`` (e.g. the detected one) is used when nothing hints one."""
+    chosen = load_service(path, service)
+    if not chosen.argv:
+        raise ConfigError(f"--compose {path}: service {chosen.name!r} has no command: to read flags from")
+    return from_command(list(chosen.argv), engine=chosen.engine_hint or engine, source=f"compose {chosen.name}")
+
+
+def _service(name: str, body: Any) -> ComposeService:
+    if not isinstance(body, dict):
+        raise ConfigError(f"compose service {name!r} is not a mapping")
+    argv = _words(body.get("entrypoint"), name) + _words(body.get("command"), name)
+    image = body.get("image")
+    return ComposeService(name, str(image) if image else None, tuple(argv))
+
+
+def _words(value: Any, name: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return shlex.split(value)
+    if isinstance(value, list):
+        return [_word(item) for item in value]
+    raise ConfigError(f"compose service {name!r}: command must be a list or a string")
+
+
+def _word(item: Any) -> str:
+    """A list item as a word; YAML 1.1 reads a bare ``on``/``off`` as a bool."""
+    if isinstance(item, bool):
+        return "on" if item else "off"
+    return str(item)
+
+
+def _services(path: Path) -> dict[str, Any]:
+    try:
+        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"--compose {path}: cannot read it ({exc.strerror})") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--compose {path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
+    services = document.get("services") if isinstance(document, dict) else None
+    if not isinstance(services, dict) or not services:
+        raise ConfigError(f"--compose {path}: no services: section")
+    return services

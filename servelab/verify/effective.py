@@ -1,0 +1,72 @@
+"""What a running server really uses, read from its own endpoints into one engine-neutral value."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from servelab.engines.detect import DetectedEngine, detect_engine, endpoints_for
+from servelab.engines.probe import HttpProbe
+
+
+@dataclass(frozen=True)
+class EffectiveConfig:
+    """The effective configuration. None means the engine does not report it.
+
+    ``context_per_slot`` is the longest request one slot/sequence can hold (llama.cpp: -c divided by -np,
+    capped at ``context_train``; sglang: context_length; vLLM: max_model_len; Ollama: the served num_ctx).
+    ``max_total_tokens`` is the KV pool's capacity in tokens, all requests together.
+    """
+
+    engine: str
+    context_per_slot: int | None = None
+    slots: int | None = None
+    context_train: int | None = None
+    kv_cache_dtype: str | None = None
+    model: str | None = None
+    max_total_tokens: int | None = None
+    max_request_input_tokens: int | None = None
+    kv_unified: bool | None = None
+    tp_size: int | None = None
+    mem_fraction_static: float | None = None
+    gpu_memory_utilization: float | None = None
+    quantization: str | None = None
+    loaded: bool | None = None
+    size_bytes: int | None = None
+    size_vram_bytes: int | None = None
+    gpu_fraction: float | None = None
+    speculative: dict[str, Any] | None = None
+    version: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_fields(cls, engine: str, fields: dict[str, Any]) -> EffectiveConfig:
+        """Build from an engine's ``read_effective`` dict; keys this class does not know go to raw."""
+        known = {f.name for f in dataclasses.fields(cls)} - {"engine", "raw"}
+        values = {k: v for k, v in fields.items() if k in known}
+        extra = {k: v for k, v in fields.items() if k not in known and k != "raw"}
+        raw = {**(fields.get("raw") or {}), **({"extra": extra} if extra else {})}
+        return cls(engine=engine, raw=raw, **values)
+
+    def summary(self) -> dict[str, Any]:
+        """The reported fields without raw or empty ones, for tables."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "raw" and v is not None}
+
+
+def read_effective(
+    base_url: str,
+    *,
+    engine: DetectedEngine | str | None = None,
+    api_key: str | None = None,
+    timeout_s: float = 5.0,
+) -> EffectiveConfig:
+    """Detect the engine (unless given) and read its effective configuration."""
+    if engine is None:
+        engine = detect_engine(base_url, api_key=api_key, timeout_s=timeout_s)
+    name = engine.name if isinstance(engine, DetectedEngine) else engine
+    probe = HttpProbe(base_url, api_key, timeout_s)
+    config = EffectiveConfig.from_fields(name, endpoints_for(name).read_effective(probe))
+    if config.version is None and isinstance(engine, DetectedEngine) and engine.version:
+        config = dataclasses.replace(config, version=engine.version)
+    return config
