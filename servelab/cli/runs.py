@@ -1,9 +1,131 @@
-"""`servelab runs` (not yet written: the owning issue fills this in)."""
+"""`servelab runs`, `servelab compare A B`, `servelab export RUN`: what the result store holds."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import typer
+from rich import box
+from rich.table import Column, Table
+from rich.text import Text
+
+from servelab.cli.output import print_json, stderr_console, stdout_console, to_jsonable
+from servelab.errors import ConfigError
+from servelab.report.compare import Comparison, compare_runs
+from servelab.report.export import run_csv, run_json
+from servelab.store import RunInfo, Store
+
+EXPORT_FORMATS = ("json", "csv")
+DB_HELP = "The result store (default: the user data directory's runs.db)."
 
 
 def register(app: typer.Typer) -> None:
-    """Add this command to the app."""
+    """Add `runs`, `compare` and `export` to the app."""
+
+    @app.command("runs")
+    def runs_command(
+        db: Path | None = typer.Option(None, "--db", help=DB_HELP),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
+    ) -> None:
+        """List the stored benchmark runs, oldest first."""
+        with Store.open(db) as store:
+            runs = store.list_runs()
+        if as_json:
+            print_json([run_info_json(r) for r in runs])
+        else:
+            render_runs(runs)
+
+    @app.command("compare")
+    def compare_command(
+        run_a: str = typer.Argument(..., help="Run id (or a unique prefix): the baseline."),
+        run_b: str = typer.Argument(..., help="Run id (or a unique prefix): compared against A."),
+        db: Path | None = typer.Option(None, "--db", help=DB_HELP),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
+    ) -> None:
+        """Two runs side by side per target and level, with Mann-Whitney U p-values on per-request samples."""
+        with Store.open(db, must_exist=db is not None) as store:
+            comparison = compare_runs(store.load_run(run_a), store.load_run(run_b))
+        for warning in comparison.warnings:
+            stderr_console().print(f"warning: {warning}", markup=False)
+        if as_json:
+            print_json(comparison)
+        else:
+            render_comparison(comparison)
+
+    @app.command("export")
+    def export_command(
+        run: str = typer.Argument(..., help="Run id (or a unique prefix)."),
+        fmt: str = typer.Option("json", "--format", help="json (vLLM-like, per target and level) or csv (per request)."),
+        output: Path | None = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
+        db: Path | None = typer.Option(None, "--db", help=DB_HELP),
+    ) -> None:
+        """Export a run as JSON close to vLLM's --save-result (schema: docs/results-schema.md) or CSV."""
+        if fmt not in EXPORT_FORMATS:
+            raise ConfigError(f"unknown export format {fmt!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
+        with Store.open(db, must_exist=db is not None) as store:
+            stored = store.load_run(run)
+        text = run_csv(stored) if fmt == "csv" else None
+        write_export(text, stored if text is None else None, output)
+
+
+def write_export(text: str | None, stored: object, output: Path | None) -> None:
+    """Write CSV text, or the run as JSON, to `output` or stdout."""
+
+
+    body = text if text is not None else json.dumps(to_jsonable(run_json(stored)), indent=2) + "\n"
+    if output is None:
+        typer.echo(body, nl=False)
+        return
+    try:
+        output.write_text(body)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {output}: {exc.strerror}") from exc
+    stderr_console().print(f"wrote {output}", markup=False)
+
+
+def run_info_json(info: RunInfo) -> dict:
+    return {
+        "id": info.id,
+        "name": info.name,
+        "created": info.created_iso,
+        "status": info.status,
+        "partial": info.partial,
+        "engines": list(info.engines),
+        "workload": info.workload,
+        "requests": info.request_count,
+        "errors": info.error_count,
+    }
+
+
+def render_runs(runs: list[RunInfo]) -> None:
+    console = stdout_console()
+    if not runs:
+        console.print("no runs stored yet: `servelab bench URL` records one", markup=False)
+        return
+    headers = ("id (UTC time)", "name", "status", "engines", "workload", "ok/err")
+    table = Table(*(Column(h, overflow="fold", no_wrap=h.startswith("id")) for h in headers), box=box.SIMPLE_HEAD)
+    for r in runs:
+        status = r.status + (", partial" if r.partial and r.status == "finished" else "")
+        status = "interrupted, partial" if r.status == "interrupted" else status
+        status = "running, partial" if r.status == "running" else status
+        cells = (r.id, r.name or "", status, ", ".join(r.engines), r.workload or "",
+                 f"{r.request_count - r.error_count}/{r.error_count}")  # fmt: skip
+        table.add_row(*(Text(cell) for cell in cells))
+    console.print(table)
+
+
+def _number(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g}"
+
+
+def render_comparison(comparison: Comparison) -> None:
+    table = Table("target", "level", "metric", f"A {comparison.run_a}", f"B {comparison.run_b}", "change", "p",
+                  title=f"A = {comparison.run_a}   B = {comparison.run_b}")  # fmt: skip
+    for row in comparison.rows:
+        change = "—" if row.change_pct is None else f"{row.change_pct:+.1f}%"
+        p = "—" if row.p_value is None else f"{row.p_value:.3g}" + (" *" if row.significant else "")
+        cells = (str(row.target_index), row.level, row.metric, _number(row.a), _number(row.b), change, p)
+        table.add_row(*(Text(cell) for cell in cells))
+    stdout_console().print(table)
+    stdout_console().print("medians of per-request samples; * = p < 0.05 (Mann-Whitney U, two-sided)", markup=False)

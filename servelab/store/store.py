@@ -56,8 +56,11 @@ class Store:
         self._lock = threading.Lock()
 
     @classmethod
-    def open(cls, path: Path | None = None) -> Store:
+    def open(cls, path: Path | None = None, *, must_exist: bool = False) -> Store:
+        """Open (creating unless `must_exist`) the store at `path`, default `paths.default_db_path()`."""
         path = Path(path) if path is not None else paths.default_db_path()
+        if must_exist and not path.is_file():
+            raise StoreError(f"no result store at {path}; run `servelab bench --db {path}` first or pass --db")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -1,0 +1,105 @@
+"""`servelab compare A B`: two stored runs side by side, per target and level, with significance.
+
+Targets pair up by position (target 0 of A with target 0 of B); levels by name. Each latency metric is
+tested with Mann-Whitney U on the per-request samples; aggregate throughput has one value per level and
+gets no p-value. A warning is raised when the workloads (or settings) differ, or a run is partial.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from servelab.report.levels import LevelFigures, all_level_figures
+from servelab.report.significance import mann_whitney
+from servelab.store import StoredRun
+
+Samples = Callable[[LevelFigures], list[float]]
+METRICS: tuple[tuple[str, Samples], ...] = (
+    ("ttft_ms", lambda lv: [r.ttft_s * 1e3 for r in lv.requests]),
+    ("tpot_ms", lambda lv: [r.tpot_s * 1e3 for r in lv.requests if r.tpot_s is not None]),
+    ("e2el_ms", lambda lv: [r.latency_s * 1e3 for r in lv.requests]),
+    ("decode_tok_s", lambda lv: [r.decode_tok_s for r in lv.requests if r.decode_tok_s is not None]),
+)
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    target_index: int
+    level: str
+    metric: str  # "ttft_ms" (median) … or "output_tok_s" (aggregate)
+    a: float | None
+    b: float | None
+    change_pct: float | None
+    p_value: float | None
+    significant: bool
+
+
+@dataclass(frozen=True)
+class Comparison:
+    run_a: str
+    run_b: str
+    targets_a: tuple[str, ...]  # "engine model" per target
+    targets_b: tuple[str, ...]
+    warnings: tuple[str, ...]
+    rows: tuple[MetricComparison, ...]
+
+
+def _median(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _change_pct(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or a == 0 else (b - a) / a * 100
+
+
+def workload_warnings(runs: list[StoredRun]) -> list[str]:
+    """Sentences warning that runs are not like for like (workload/settings differ, or a run is partial)."""
+    warnings = []
+    first = runs[0]
+    for other in runs[1:]:
+        for key in ("workload", "settings"):
+            if json.dumps(first.meta.get(key), sort_keys=True) != json.dumps(other.meta.get(key), sort_keys=True):
+                warnings.append(
+                    f"runs {first.id} and {other.id} used different {key}s: figures are not like for like"
+                )
+    warnings += [f"run {run.id} is partial: it did not finish, its levels may be incomplete" for run in runs if run.info.partial]
+    return warnings
+
+
+def _level_rows(a: LevelFigures, b: LevelFigures) -> list[MetricComparison]:
+    rows = []
+    for name, samples in METRICS:
+        xa, xb = samples(a), samples(b)
+        test = mann_whitney(xa, xb)
+        ma, mb = _median(xa), _median(xb)
+        rows.append(MetricComparison(a.target_index, a.level, name, ma, mb, _change_pct(ma, mb),
+                                     test.p_value, test.significant()))  # fmt: skip
+    rows.append(MetricComparison(a.target_index, a.level, "output_tok_s", a.output_tok_s, b.output_tok_s,
+                                 _change_pct(a.output_tok_s, b.output_tok_s), None, False))  # fmt: skip
+    return rows
+
+
+def _label(run: StoredRun) -> tuple[str, ...]:
+    return tuple(f"{t.engine} {t.info.get('model', '?')}" for t in run.targets)
+
+
+def compare_runs(run_a: StoredRun, run_b: StoredRun) -> Comparison:
+    levels_b = {(lv.target_index, lv.level): lv for lv in all_level_figures(run_b.requests)}
+    rows: list[MetricComparison] = []
+    missing = []
+    for lv in all_level_figures(run_a.requests):
+        other = levels_b.get((lv.target_index, lv.level))
+        if other is None:
+            missing.append(f"target {lv.target_index} {lv.level}")
+            continue
+        rows += _level_rows(lv, other)
+    warnings = workload_warnings([run_a, run_b])
+    if missing:
+        warnings.append(f"run {run_b.id} has no {', '.join(missing)}: those levels are not compared")
+    return Comparison(run_a.id, run_b.id, _label(run_a), _label(run_b), tuple(warnings), tuple(rows))

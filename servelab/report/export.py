@@ -1,0 +1,117 @@
+"""`servelab export`: a stored run as JSON close to vLLM's ``--save-result`` (per target and level), or CSV.
+
+The JSON schema is documented in docs/results-schema.md; every level object carries vLLM's field names
+(duration, completed, ttfts, p99_ttft_ms, …) so tools that read vLLM results can read each level.
+Figures are recomputed from the stored per-request records. CSV has one row per request.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+
+from servelab.bench.records import RequestRecord
+from servelab.report.levels import PERCENTILES, Distribution, LevelFigures, all_level_figures, request_figures
+from servelab.store import StoredRun
+
+SCHEMA = "servelab.export/1"
+
+
+def _distribution_fields(name: str, dist: Distribution) -> dict:
+    fields = {f"mean_{name}_ms": dist.mean, f"median_{name}_ms": dist.median, f"std_{name}_ms": dist.std}
+    fields.update({f"p{q}_{name}_ms": dist.p[q] for q in PERCENTILES})
+    return fields
+
+
+def level_validity(run: StoredRun, target_index: int, level: str) -> tuple[bool, str]:
+    """Whether the bench marked every repeat of a level valid, and why not."""
+    summaries = [lv.summary for lv in run.levels if lv.target_index == target_index and lv.level == level]
+    reasons = [str(s.get("why") or "marked invalid") for s in summaries if s.get("valid") is False]
+    return not reasons, "; ".join(reasons)
+
+
+def level_json(run: StoredRun, lv: LevelFigures) -> dict:
+    valid, why = level_validity(run, lv.target_index, lv.level)
+    errors = [r.error for r in run.requests
+              if r.target_index == lv.target_index and r.level == lv.level and r.phase == "measure" and r.error]  # fmt: skip
+    out = {
+        "level": lv.level,
+        "max_concurrency": lv.concurrency,
+        "request_rate": lv.rate_rps,
+        "valid": valid,
+        "why_invalid": why or None,
+        "duration": lv.duration_s,
+        "completed": lv.completed,
+        "failed": lv.failed,
+        "errors_by_kind": lv.errors_by_kind,
+        "evictions": lv.evictions,
+        "total_input_tokens": lv.total_input_tokens,
+        "total_output_tokens": lv.total_output_tokens,
+        "request_throughput": lv.request_rps,
+        "output_throughput": lv.output_tok_s,
+        "total_token_throughput": lv.total_tok_s,
+        "input_lens": [r.input_tokens for r in lv.requests],
+        "output_lens": [r.output_tokens for r in lv.requests],
+        "ttfts": [r.ttft_s for r in lv.requests],
+        "itls": [list(r.itls_s) for r in lv.requests],
+        "latencies": [r.latency_s for r in lv.requests],
+        "errors": errors,
+    }
+    for name, dist in (("ttft", lv.ttft_ms), ("tpot", lv.tpot_ms), ("itl", lv.itl_ms), ("e2el", lv.e2el_ms)):
+        out.update(_distribution_fields(name, dist))
+    return out
+
+
+def run_json(run: StoredRun) -> dict:
+    """The whole run: metadata, then each target with its levels in vLLM's result shape."""
+    levels = all_level_figures(run.requests)
+    return {
+        "schema": SCHEMA,
+        "run_id": run.id,
+        "name": run.info.name,
+        "created": run.info.created_iso,
+        "status": run.info.status,
+        "partial": run.info.partial,
+        "servelab_version": run.meta.get("servelab_version"),
+        "client_host": run.meta.get("client_host"),
+        "workload": run.meta.get("workload"),
+        "settings": run.meta.get("settings"),
+        "targets": [
+            {
+                "index": t.index,
+                "url": t.url,
+                "engine": t.engine,
+                "model": t.info.get("model"),
+                "info": t.info,
+                "levels": [level_json(run, lv) for lv in levels if lv.target_index == t.index],
+            }
+            for t in run.targets
+        ],
+    }
+
+
+CSV_SCALARS = [f.name for f in dataclasses.fields(RequestRecord) if f.name not in ("chunk_ns", "chunk_tokens", "server_timings")]
+CSV_COLUMNS = ["run_id", "url", "engine", *CSV_SCALARS, "chunks", "ttft_ms", "tpot_ms", "e2el_ms", "decode_tok_s"]
+
+
+def _csv_row(run: StoredRun, urls: dict[int, tuple[str, str]], record: RequestRecord) -> list:
+    url, engine = urls.get(record.target_index, ("", ""))
+    figures = request_figures(record)
+    derived = ["", "", "", ""]
+    if figures is not None:
+        tpot = "" if figures.tpot_s is None else figures.tpot_s * 1e3
+        decode = "" if figures.decode_tok_s is None else figures.decode_tok_s
+        derived = [figures.ttft_s * 1e3, tpot, figures.latency_s * 1e3, decode]
+    scalars = ["" if getattr(record, name) is None else getattr(record, name) for name in CSV_SCALARS]
+    return [run.id, url, engine, *scalars, len(record.chunk_ns), *derived]
+
+
+def run_csv(run: StoredRun) -> str:
+    """One row per stored request (warm-up included, marked by `phase`)."""
+    urls = {t.index: (t.url, t.engine) for t in run.targets}
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    writer.writerows(_csv_row(run, urls, r) for r in run.requests)
+    return buffer.getvalue()

@@ -1,0 +1,54 @@
+"""`servelab runs` against a real SQLite store written through the Store API."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from servelab.cli.app import main
+from tests.runs_factory import store_run
+
+
+def test_runs_lists_every_run_oldest_first_as_json(tmp_path: Path, capsys) -> None:
+    db = tmp_path / "runs.db"
+    first = store_run(db, name="baseline", engines=("llamacpp", "sglang"))
+    second = store_run(db, name="unfinished", finish=False)
+    assert main(["runs", "--db", str(db), "--json"]) == 0
+    out, err = capsys.readouterr()
+    runs = json.loads(out)
+    assert err == ""
+    assert [r["id"] for r in runs] == [first, second]
+    assert runs[0] | {"created": None} == {
+        "id": first, "name": "baseline", "created": None, "status": "finished", "partial": False,
+        "engines": ["llamacpp", "sglang"], "workload": "short", "requests": 2 * (3 + 6 + 12), "errors": 0,
+    }  # fmt: skip
+    assert runs[1]["partial"] is True and runs[1]["status"] == "running"
+
+
+def test_runs_table_shows_ids_whole_and_marks_partial_runs(tmp_path: Path, capsys) -> None:
+    db = tmp_path / "runs.db"
+    run_id = store_run(db, name="[bold]x[/bold]", finish=False)
+    assert main(["runs", "--db", str(db)]) == 0
+    out, err = capsys.readouterr()
+    assert run_id in out
+    assert "partial" in out
+    assert "[bold]x" in out  # a run name is shown as text, never interpreted as markup
+    assert err == ""
+
+
+def test_runs_on_an_empty_store_says_how_to_fill_it(tmp_path: Path, capsys) -> None:
+    assert main(["runs", "--db", str(tmp_path / "new.db")]) == 0
+    out, err = capsys.readouterr()
+    assert "servelab bench" in out and err == ""
+    assert main(["runs", "--db", str(tmp_path / "new.db"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_a_store_that_is_not_sqlite_is_one_line_on_stderr(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "runs.db"
+    bad.write_bytes(b"\x00garbage" * 512)
+    assert main(["runs", "--db", str(bad)]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("servelab: error: result store") and "not a database" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
