@@ -1,0 +1,57 @@
+"""make_model(): write a self-made GGUF model of a given kind; the file appears whole or not at all."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import gguf
+
+from servelab.errors import ConfigError
+from servelab.modelmake import llama, qwen35
+from servelab.modelmake.header import write_general, write_tokenizer
+from servelab.modelmake.shapes import ModelShape, shape_for
+from servelab.modelmake.tensors import TensorSink
+from servelab.modelmake.tokenizer import train_vocabulary
+
+
+@dataclass(frozen=True)
+class MadeModel:
+    path: Path
+    kind: str
+    architecture: str
+    weight_type: str
+    n_params: int
+    file_bytes: int
+    shape: ModelShape
+
+
+def make_model(kind: str, path: Path | str, shape: ModelShape | None = None) -> MadeModel:
+    """Write a ``kind`` model (dense, hybrid, quantized, draft) to ``path``; ``shape`` defaults per kind."""
+    shape = shape or shape_for(kind)
+    arch = qwen35 if kind == "hybrid" else llama
+    path = Path(path)
+    partial = path.with_name(path.name + ".partial")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        n_params = _write(partial, kind, arch, shape)
+        os.replace(partial, path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise ConfigError(f"cannot write model to {path}: {exc.strerror or exc}; choose a writable -o path") from exc
+    return MadeModel(path, kind, arch.ARCH, shape.weight_type, n_params, path.stat().st_size, shape)
+
+
+def _write(path: Path, kind: str, arch, shape: ModelShape) -> int:
+    writer = gguf.GGUFWriter(path, arch.ARCH)
+    write_general(writer, f"servelab-{kind}", shape)
+    arch.write_hparams(writer, shape)
+    write_tokenizer(writer, train_vocabulary(shape.vocab))
+    sink = TensorSink(writer, shape.weight_type, shape.seed)
+    arch.write_tensors(sink, shape)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return sink.n_params

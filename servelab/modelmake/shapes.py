@@ -1,0 +1,71 @@
+"""The shape of a self-made model: sizes per kind, checked before anything is written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+from servelab.errors import ConfigError
+
+KINDS = ("dense", "hybrid", "quantized", "draft")
+WEIGHT_TYPES = ("f32", "f16", "q8_0", "q4_0")
+QUANT_BLOCK = 32  # Q8_0 / Q4_0 quantize rows in blocks of 32 values
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """Sizes of a self-made model. ``ssm_*`` apply to the hybrid's Gated DeltaNet layers only."""
+
+    layers: int = 4
+    hidden: int = 128
+    heads: int = 4
+    kv_heads: int = 2
+    head_dim: int = 32
+    ffn: int = 256
+    vocab: int = 512
+    ctx_train: int = 8192
+    weight_type: str = "f32"  # type of the 2-D weight matrices; norms and state parameters stay f32
+    full_attention_interval: int = 4
+    ssm_state: int = 16  # Gated DeltaNet head dim (llama.cpp: key and value head dim alike)
+    ssm_key_heads: int = 2
+    ssm_value_heads: int = 4
+    ssm_conv_kernel: int = 4
+    seed: int = 0
+
+
+DEFAULTS = {
+    "dense": ModelShape(),
+    "hybrid": ModelShape(layers=8),
+    "quantized": ModelShape(weight_type="q8_0"),
+    "draft": ModelShape(layers=2, hidden=64, heads=2, kv_heads=1, ffn=128),
+}
+
+
+def shape_for(kind: str, **overrides: object) -> ModelShape:
+    """The default shape of ``kind`` with the given fields replaced (None values are ignored), validated."""
+    if kind not in KINDS:
+        raise ConfigError(f"unknown model kind {kind!r}; choose one of: {', '.join(KINDS)}")
+    known = {f.name for f in fields(ModelShape)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ConfigError(f"unknown model shape field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
+    shape = replace(DEFAULTS[kind], **{k: v for k, v in overrides.items() if v is not None})
+    validate(shape, kind)
+    return shape
+
+
+def validate(shape: ModelShape, kind: str) -> None:
+    """Raise ConfigError naming the first size llama.cpp could not load."""
+    for f in fields(ModelShape):
+        value = getattr(shape, f.name)
+        if isinstance(value, int) and f.name != "seed" and value <= 0:
+            raise ConfigError(f"model {f.name} must be a positive integer, not {value}")
+    if shape.weight_type not in WEIGHT_TYPES:
+        raise ConfigError(f"unknown weight type {shape.weight_type!r}; choose one of: {', '.join(WEIGHT_TYPES)}")
+    if shape.heads % shape.kv_heads:
+        raise ConfigError(f"heads ({shape.heads}) must be a multiple of kv_heads ({shape.kv_heads})")
+    if shape.weight_type.startswith("q") and (shape.hidden % QUANT_BLOCK or shape.ffn % QUANT_BLOCK):
+        raise ConfigError(f"{shape.weight_type} needs hidden and ffn to be multiples of {QUANT_BLOCK}")
+    if kind == "hybrid" and shape.layers < shape.full_attention_interval:
+        raise ConfigError(f"a hybrid needs at least {shape.full_attention_interval} layers (one full-attention layer)")
+    if kind == "hybrid" and shape.ssm_value_heads % shape.ssm_key_heads:
+        raise ConfigError("hybrid ssm_value_heads must be a multiple of ssm_key_heads")
