@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servelab.engines.detect import DetectedEngine, detect_engine, endpoints_for
-from servelab.engines.probe import HttpProbe
+from servelab.engines.probe import HttpProbe, redact
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class EffectiveConfig:
         values = {k: v for k, v in fields.items() if k in known}
         extra = {k: v for k, v in fields.items() if k not in known and k != "raw"}
         raw = {**(fields.get("raw") or {}), **({"extra": extra} if extra else {})}
-        return cls(engine=engine, raw=raw, **values)
+        return cls(engine=engine, raw=redact(raw), **values)
 
     def summary(self) -> dict[str, Any]:
         """The reported fields without raw or empty ones, for tables."""

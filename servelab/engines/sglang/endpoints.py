@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from servelab.engines.probe import DetectedEngine, HttpProbe
+from servelab.engines.probe import DetectedEngine, HttpProbe, redact
 
 SERVER_INFO_PATHS = ("/get_server_info", "/server_info")
 SPECULATIVE_KEYS = (
@@ -35,16 +35,22 @@ def identify(probe: HttpProbe) -> DetectedEngine | None:
     info = server_info(probe)
     if info is None:
         return None
-    model_info = probe.get_json("/get_model_info")
+    about = model_info(probe)
     models = _model_ids(probe.get_json("/v1/models")) or tuple(
         str(x) for x in (info.get("served_model_name"), info.get("model_path")) if x
     )[:1]
-    raw = {"server_info": info, "model_info": model_info}
+    raw = redact({"server_info": info, "model_info": about})
     return DetectedEngine("sglang", _str(info.get("version")), models, raw)
 
 
 def read_effective(probe: HttpProbe) -> dict[str, Any]:
-    return effective_from(server_info(probe) or {}, probe.get_json("/get_model_info"))
+    return effective_from(server_info(probe) or {}, model_info(probe))
+
+
+def model_info(probe: HttpProbe) -> Any | None:
+    """/get_model_info, or /model_info on versions that renamed it."""
+    found = probe.get_json("/get_model_info")
+    return found if found is not None else probe.get_json("/model_info")
 
 
 def effective_from(info: dict[str, Any], model_info: Any) -> dict[str, Any]:
