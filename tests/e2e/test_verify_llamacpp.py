@@ -1,0 +1,182 @@
+"""`servelab verify` against a REAL llama-server: the per-slot division, the n_ctx_train cap, compose, --strict.
+
+Each server runs a model the project makes itself (servelab.modelmake), with one thread, on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from servelab.cli.app import main
+from servelab.modelmake import make_model, shape_for
+from servelab.verify import from_command, parse_expect, verify
+
+LLAMA_SERVER = Path.home() / ".cache/servelab/llama.cpp/0.3.36-cpu/build/bin/llama-server"
+
+# The field report's compose service (a llama.cpp fork built from a Dockerfile; entrypoint llama-server),
+# with the context scaled down from 262144 to 8192 so it runs on this machine's tiny model.
+FIELD_REPORT_COMPOSE = """\
+services:
+  llama:
+    build: .
+    ports: ["8080:8080"]
+    volumes: ["./models:/models"]
+    command: ["-m", "/models/dense.gguf", "--host", "0.0.0.0", "--port", "8080",
+              "-ngl", "99", "-c", "8192", "-fa", "on", "-np", "4",
+              "--temp", "0.7", "--top-p", "0.95", "--top-k", "20"]
+    healthcheck:
+      test: ["CMD", "curl", "-f", "http://localhost:8080/health"]
+      interval: 30s
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"llama-server exited {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"llama-server not healthy in {timeout_s}s: {log.read_text()[-2000:]}")
+
+
+@pytest.fixture(scope="module")
+def verify_llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str, int, list[str]], str]]:
+    """Start a real llama-server on a self-made model; returns its URL. All are stopped at module end."""
+    procs: list[subprocess.Popen] = []
+    root = tmp_path_factory.mktemp("verify-llama")
+
+    def start(kind: str, ctx_train: int, args: list[str]) -> str:
+        model = root / "models" / "dense.gguf" if ctx_train == 8192 else root / f"{kind}-{ctx_train}" / "dense.gguf"
+        if not model.exists():
+            make_model(kind, model, shape_for(kind, ctx_train=ctx_train))
+        port = _free_port()
+        log = root / f"server-{port}.log"
+        env = {**os.environ, "LD_LIBRARY_PATH": str(LLAMA_SERVER.parent)}
+        argv = [str(LLAMA_SERVER), "-m", str(model), "-t", "1", "--host", "127.0.0.1", "--port", str(port), *args]
+        with log.open("wb") as sink:
+            proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=env)
+        procs.append(proc)
+        url = f"http://127.0.0.1:{port}"
+        _wait_healthy(url, proc, log)
+        return url
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def divided_url(verify_llama_server) -> str:
+    """-c 8192 -np 4 without --kv-unified: each slot gets 2048."""
+    return verify_llama_server("dense", 8192, ["-c", "8192", "-np", "4"])
+
+
+@pytest.fixture(scope="module")
+def unified_url(verify_llama_server) -> str:
+    """The right launch: -c 8192 -np 4 --kv-unified lets every slot use the whole 8192."""
+    return verify_llama_server("dense", 8192, ["-c", "8192", "-np", "4", "--kv-unified"])
+
+
+@pytest.fixture(scope="module")
+def capped_url(verify_llama_server) -> str:
+    """A model trained for 2048 tokens, started with -c 8192 -np 1: llama-server caps the slot at 2048."""
+    return verify_llama_server("dense", 2048, ["-c", "8192", "-np", "1"])
+
+
+def test_per_slot_division_is_caught_with_its_cause_and_fix(divided_url: str) -> None:
+    result = verify(divided_url, from_command("llama-server -m /models/dense.gguf -c 8192 -np 4"))
+    assert result.engine == "llamacpp"
+    assert (result.effective.context_per_slot, result.effective.slots) == (2048, 4)
+    assert result.effective.context_train == 8192
+    (m,) = result.mismatches
+    assert (m.key, m.asked, m.got) == ("context", 8192, 2048)
+    assert m.line == (
+        "context per slot is 2048, not 8192: -c is divided by -np 4; "
+        "add --kv-unified or use -np 1 (or -c 32768 for 4 full slots)"
+    )
+    assert set(result.matched) == {"slots", "model"}
+
+
+def test_verify_json_shape_and_strict_exit(divided_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["verify", divided_url, "--expect", "context=8192", "--json", "--strict"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert captured.err == ""
+    out = json.loads(captured.out)
+    assert out["engine"] == "llamacpp"
+    assert {k: out["effective"][k] for k in ("context_per_slot", "slots", "context_train", "kv_cache_dtype")} == {
+        "context_per_slot": 2048, "slots": 4, "context_train": 8192, "kv_cache_dtype": None}
+    assert out["effective"]["model"].endswith(".gguf")
+    (m,) = out["mismatches"]
+    assert (m["key"], m["asked"], m["got"]) == ("context", 8192, 2048)
+    assert m["why"] == "context per slot is 2048, not 8192: the context is divided among 4 slots"
+    assert m["fix"].startswith("add --kv-unified")
+
+
+def test_without_strict_a_mismatch_still_exits_zero(divided_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", divided_url, "--expect", "context=8192"]) == 0
+    out = capsys.readouterr().out
+    assert "MISMATCH context per slot is 2048, not 8192" in out
+
+
+def test_field_report_compose_service_is_read_and_diffed(
+    divided_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    compose = tmp_path / "docker-compose.yml"
+    compose.write_text(FIELD_REPORT_COMPOSE)
+    code = main(["verify", divided_url, "--compose", str(compose), "--json", "--strict"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert out["asked"] == {"context": 8192, "slots": 4, "model": "dense.gguf"}
+    assert [(m["key"], m["source"]) for m in out["mismatches"]] == [("context", "compose llama")]
+    assert "-c is divided by -np 4" in out["mismatches"][0]["why"]
+
+
+def test_the_right_launch_verifies_clean(unified_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    cmd = "llama-server -m /models/dense.gguf -c 8192 -np 4 --kv-unified"
+    assert main(["verify", unified_url, "--cmd", cmd, "--strict"]) == 0
+    out = capsys.readouterr().out
+    assert "OK the server has what was asked" in out and "MISMATCH" not in out
+
+
+def test_training_context_cap_is_caught(capped_url: str) -> None:
+    result = verify(capped_url, parse_expect(["context=8192", "slots=1"]))
+    assert (result.effective.context_per_slot, result.effective.context_train) == (2048, 2048)
+    (m,) = result.mismatches
+    assert m.line == (
+        "context per slot is 2048, not 8192: the slot context was capped at the model's training context 2048 "
+        "(n_ctx_train); ask for at most 2048, or use a model trained for a longer context"
+    )
+
+
+def test_kv_dtype_is_reported_unverifiable_not_guessed(capped_url: str) -> None:
+    result = verify(capped_url, parse_expect(["kv_dtype=q8_0"]))
+    assert result.mismatches == ()
+    (u,) = result.unverified
+    assert u.key == "kv_dtype" and "llama_kv_cache" in u.reason
