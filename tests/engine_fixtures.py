@@ -1,1 +1,77 @@
-"""Fixtures that give tests a real llama-server and the project's own GGUF models (filled in by the engine work)."""
+"""Fixtures that give tests a real llama-server and the project's own GGUF models (loaded by conftest.py).
+
+- ``llama_server_bin`` (session): Path of a real llama-server, resolved like ``find_llama_server()``
+  (SERVELAB_LLAMA_SERVER, then the user's config, then the user's cache) from the environment as it was
+  when this plugin was imported, before the autouse fixture isolates SERVELAB_*_DIR. Missing → the test
+  fails with the install command to run (``servelab engine install llama.cpp``).
+- ``model_files`` (session): {"dense", "hybrid", "quantized", "draft"} → Path of each self-made model
+  (servelab.modelmake defaults: dense 4 layers, hybrid 8 layers qwen35, quantized Q8_0, draft 2 layers;
+  n_ctx_train 8192; all share one vocabulary, so the draft suits ``-md``).
+- ``llama_server`` (function): a factory ``llama_server(model_path, *args, port=None) -> LlamaServer``
+  returning a healthy server with ``.url`` (http://127.0.0.1:PORT), ``.port``, ``.log_path``, ``.pid``,
+  ``.stop()``. ``args`` are llama-server flags; ``-t 1`` is added unless ``-t/--threads`` is given. A free
+  port is chosen unless ``port`` is given. Every server is stopped at teardown, even when the test fails.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from servelab import paths
+from servelab.engines.llamacpp.install import find_llama_server
+from servelab.engines.llamacpp.server import LlamaServer, start_llama_server
+from servelab.errors import EngineError, EngineStartError
+from servelab.modelmake import KINDS, make_model
+
+# Read at plugin import, before `_isolate_user_dirs` points SERVELAB_*_DIR at a temporary folder.
+_REAL_ENV = dict(os.environ)
+_REAL_CONFIG_DIR = paths.config_dir()
+_REAL_CACHE_DIR = paths.cache_dir()
+PORT_RETRIES = 3
+BIND_FAILURE = ("bind", "address already in use")
+
+
+@pytest.fixture(scope="session")
+def llama_server_bin() -> Path:
+    try:
+        return find_llama_server(_REAL_ENV, _REAL_CONFIG_DIR, _REAL_CACHE_DIR).path
+    except EngineError as exc:
+        pytest.fail(f"these tests need a real llama-server: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def model_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("models")
+    return {kind: make_model(kind, folder / f"{kind}.gguf").path for kind in KINDS}
+
+
+def _with_threads(args: tuple[str, ...]) -> list[str]:
+    return list(args) if {"-t", "--threads"} & set(args) else ["-t", "1", *args]
+
+
+@pytest.fixture
+def llama_server(llama_server_bin: Path, tmp_path: Path) -> Iterator[Callable[..., LlamaServer]]:
+    started: list[LlamaServer] = []
+
+    def start(model_path: Path | str, *args: str, port: int | None = None) -> LlamaServer:
+        for attempt in range(PORT_RETRIES):
+            log_path = tmp_path / f"llama-server-{len(started)}-{attempt}.log"
+            try:
+                server = start_llama_server(
+                    model_path, _with_threads(args), binary=llama_server_bin, port=port, log_path=log_path
+                )
+            except EngineStartError as exc:  # another test took the free port between pick and bind
+                if port is not None or attempt + 1 == PORT_RETRIES or not any(w in exc.log_tail for w in BIND_FAILURE):
+                    raise
+                continue
+            started.append(server)
+            return server
+        raise AssertionError("unreachable")
+
+    yield start
+    for server in started:
+        server.stop()

@@ -1,0 +1,147 @@
+"""A managed engine child process: own process group, log file, health wait, clean stop, no orphans.
+
+The child starts in a new session (its own process group), so ``stop()`` signals the engine and anything it
+spawned: SIGTERM first, SIGKILL after a grace period. A running process is stopped at interpreter exit
+(atexit), and on Linux the kernel kills it if this process dies without cleaning up (PR_SET_PDEATHSIG).
+``terminate_on_signals()`` turns SIGTERM/SIGHUP into KeyboardInterrupt so ``finally`` blocks run.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+from servelab.errors import EngineError, EngineStartError
+
+STOP_GRACE_S = 10.0
+POLL_INTERVAL_S = 0.1
+TAIL_LINES = 20
+PR_SET_PDEATHSIG = 1
+ERROR_WORDS = ("error", "failed", "fatal", "exception", "couldn't", "cannot", "invalid", "abort")
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def read_log_tail(log_path: Path, lines: int = TAIL_LINES) -> str:
+    """The last ``lines`` lines of a log file ('' when it does not exist)."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def telling_line(log_tail: str) -> str:
+    """The line of a log tail that best says why an engine stopped: the last error-like line, else the last."""
+    lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
+    errors = [line for line in lines if any(word in line.lower() for word in ERROR_WORDS)]
+    return (errors or lines or ["(empty log)"])[-1]
+
+
+class ManagedProcess:
+    """One engine process. Use as a context manager or call ``stop()``; stopping twice is harmless."""
+
+    def __init__(self, argv: Sequence[str], log_path: Path, *, env: Mapping[str, str] | None = None, name: str = "") -> None:
+        self.argv = list(argv)
+        self.log_path = Path(log_path)
+        self.env = dict(env) if env is not None else None
+        self.name = name or Path(self.argv[0]).name
+        self._popen: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        if self._popen is None:
+            raise EngineError(f"{self.name} was never started")
+        return self._popen.pid
+
+    def start(self) -> ManagedProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        preexec = _die_with_parent if sys.platform.startswith("linux") else None
+        try:
+            with open(self.log_path, "ab") as log:
+                self._popen = subprocess.Popen(
+                    self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    env=self.env, start_new_session=True, preexec_fn=preexec,
+                )
+        except OSError as exc:
+            raise EngineStartError(f"cannot run {self.argv[0]}: {exc.strerror or exc}") from exc
+        atexit.register(self.stop)
+        return self
+
+    def exit_code(self) -> int | None:
+        """None while running; the exit status once it has exited."""
+        return None if self._popen is None else self._popen.poll()
+
+    def log_tail(self, lines: int = TAIL_LINES) -> str:
+        return read_log_tail(self.log_path, lines)
+
+    def wait_healthy(self, is_healthy: Callable[[], bool], timeout_s: float) -> None:
+        """Poll ``is_healthy`` until it is True; on death or timeout stop the process and raise EngineStartError."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            code = self.exit_code()
+            if code is not None:
+                self._fail(f"{self.name} exited with code {code} at start")
+            if is_healthy():
+                return
+            time.sleep(POLL_INTERVAL_S)
+        self._fail(f"{self.name} did not become healthy within {timeout_s:g} s")
+
+    def _fail(self, what: str) -> None:
+        self.stop()
+        tail = self.log_tail()
+        raise EngineStartError(f"{what}: {telling_line(tail)} (log: {self.log_path})", log_tail=tail)
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
+        """SIGTERM the process group, SIGKILL it after ``grace_s``; returns the exit status."""
+        atexit.unregister(self.stop)
+        if self._popen is None:
+            return None
+        if self._popen.poll() is None:
+            self._signal_group(signal.SIGTERM)
+            try:
+                self._popen.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                self._signal_group(signal.SIGKILL)
+                self._popen.wait()
+        self._signal_group(signal.SIGKILL)  # anything the engine left behind in its group
+        return self._popen.returncode
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._popen.pid, sig)  # type: ignore[union-attr]
+
+    def __enter__(self) -> ManagedProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def terminate_on_signals(signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
+    """While inside, SIGTERM/SIGHUP raise KeyboardInterrupt (so engines get stopped); handlers restored after."""
+    previous = {sig: signal.signal(sig, _raise_interrupt) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
