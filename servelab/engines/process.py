@@ -46,10 +46,11 @@ def read_log_tail(log_path: Path, lines: int = TAIL_LINES) -> str:
 
 
 def telling_line(log_tail: str) -> str:
-    """The line of a log tail that best says why an engine stopped: the last error-like line, else the last."""
+    """The line of a log tail that best says why an engine stopped: the first error-like line (the cause;
+    later ones tend to be consequences), else the last line."""
     lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
     errors = [line for line in lines if any(word in line.lower() for word in ERROR_WORDS)]
-    return (errors or lines or ["(empty log)"])[-1]
+    return errors[0] if errors else (lines or ["(empty log)"])[-1]
 
 
 class ManagedProcess:

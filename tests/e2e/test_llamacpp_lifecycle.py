@@ -98,6 +98,7 @@ def test_engine_dying_at_start_gives_one_line_with_log_tail(llama_server_bin, mo
     message = str(info.value)
     assert "\n" not in message
     assert message.startswith("llama-server exited with code")
+    assert "error loading model" in message  # the cause, not the final "exiting" line
     assert str(tmp_path / "die.log") in message
-    assert "truncated.gguf" in info.value.log_tail or "failed" in info.value.log_tail
+    assert "failed to load model" in info.value.log_tail
     assert _our_llama_servers() == []
