@@ -60,6 +60,8 @@ def _context(asked_value: int, per_slot: int, launch: LlamaCppLaunch, got: Effec
     if launch.kv_unified_per_slot and per_slot == launch.kv_unified_per_slot:
         return (f"--kv-unified-per-slot caps each slot at {per_slot}", "raise or drop --kv-unified-per-slot")
     if per_slot < asked_value:
-        return (f"the server was started with a smaller -c ({per_slot * slots} over {slots} slots)",
-                f"restart with -c {asked_value}" + (f" -np {slots} --kv-unified" if slots > 1 else ""))
+        return ("the running server was started with other flags (a smaller -c, --kv-unified-per-slot, or --fit "
+                "shrinking the context to fit memory)",
+                "compare its command line or log ('n_ctx_slot') with this one and restart with -c "
+                f"{asked_value}" + (f" -np {slots} --kv-unified" if slots > 1 else ""))
     return None
