@@ -16,7 +16,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from servelab.errors import TargetError
+from servelab.errors import ConfigError, TargetError
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -70,7 +70,7 @@ class HttpProbe:
     def __post_init__(self) -> None:
         parts = urllib.parse.urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise TargetError(f"not an http(s) URL: {public_url(self.base_url)!r}; use e.g. http://127.0.0.1:8080")
+            raise ConfigError(f"not an http(s) URL: {public_url(self.base_url)!r}; use e.g. http://127.0.0.1:8080")
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
 
     def get_json(self, path: str) -> Any | None:

@@ -7,6 +7,7 @@ thread, so detection, reading and the CLI go through the same urllib path as aga
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +17,7 @@ import pytest
 
 from servelab.cli.app import main
 from servelab.engines.detect import detect_engine
+from servelab.errors import TargetError
 from servelab.verify import parse_expect, read_effective, verify
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "endpoints"
@@ -24,6 +26,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "endpoints"
 class _FixtureHandler(BaseHTTPRequestHandler):
     root: Path
     seen: list[tuple[str, str, str | None]]
+    required_key: str | None = None
 
     def do_GET(self) -> None:
         self._answer("GET")
@@ -38,6 +41,9 @@ class _FixtureHandler(BaseHTTPRequestHandler):
 
     def _answer(self, method: str) -> None:
         self.seen.append((method, self.path, self.headers.get("Authorization")))
+        if self.required_key and self.headers.get("Authorization") != f"Bearer {self.required_key}":
+            self._send(401, b'{"error": "invalid api key"}', "application/json")
+            return
         name = self.path.strip("/").replace("/", "_")
         for suffix, kind in ((".json", "application/json"), (".txt", "text/plain")):
             path = self.root / (name + suffix)
@@ -67,12 +73,13 @@ def _body(path: Path) -> bytes:
 
 
 class FixtureServer:
-    def __init__(self, scenario: str) -> None:
-        handler = type("Handler", (_FixtureHandler,), {"root": FIXTURES / scenario, "seen": []})
+    def __init__(self, scenario: str, required_key: str | None = None) -> None:
+        attributes = {"root": FIXTURES / scenario, "seen": [], "required_key": required_key}
+        handler = type("Handler", (_FixtureHandler,), attributes)
         self.handler = handler
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
 
     @property
     def seen(self) -> list[tuple[str, str, str | None]]:
@@ -83,8 +90,8 @@ class FixtureServer:
 def serve_fixture() -> Iterator:
     servers: list[FixtureServer] = []
 
-    def start(scenario: str) -> FixtureServer:
-        server = FixtureServer(scenario)
+    def start(scenario: str, required_key: str | None = None) -> FixtureServer:
+        server = FixtureServer(scenario, required_key)
         server.thread.start()
         servers.append(server)
         return server
@@ -192,3 +199,45 @@ def test_ollama_idle_context_is_unverified_not_a_mismatch(serve_fixture, capsys)
     assert main(["verify", server.url, "--expect", "context=8192", "--strict"]) == 0
     out = capsys.readouterr().out
     assert "UNVERIFIED context=8192" in out and "send it one request first" in out
+
+
+# --- detection edges ----------------------------------------------------------------------------------
+
+
+def test_generic_openai_server_is_the_fallback(serve_fixture) -> None:
+    server = serve_fixture("openai/plain")
+    found = detect_engine(server.url + "/")
+    assert (found.name, found.version, found.models) == ("openai", None, ("qwen3.5-27b-ptq1",))
+    result = verify(server.url, parse_expect(["context=8192", "slots=2"]))
+    assert result.mismatches == ()
+    assert {u.key for u in result.unverified} == {"context", "slots"}
+
+
+def test_server_that_is_not_openai_compatible(serve_fixture, capsys) -> None:
+    server = serve_fixture("none/empty")
+    with pytest.raises(TargetError, match="is not an OpenAI-compatible server"):
+        detect_engine(server.url)
+    assert main(["verify", server.url]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and "not an OpenAI-compatible server" in captured.err
+
+
+def test_wrong_api_key_is_named_without_echoing_it(serve_fixture, capsys) -> None:
+    server = serve_fixture("openai/plain", required_key="right-key")
+    assert main(["verify", server.url, "--api-key", "wrong-key"]) == 1
+    err = capsys.readouterr().err
+    assert "refused access (HTTP 401); pass the server's key with --api-key" in err and "wrong-key" not in err
+    assert main(["verify", server.url, "--api-key", "right-key", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["engine"] == "openai"
+
+
+def test_unreachable_url_and_credentials_in_url_stay_out_of_messages(capsys) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    assert main(["verify", f"http://user:hunter2@127.0.0.1:{port}"]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot reach http://127.0.0.1:{port}" in err and "hunter2" not in err
+    assert main(["verify", "ftp://127.0.0.1/"]) == 2
+    assert "not an http(s) URL" in capsys.readouterr().err
