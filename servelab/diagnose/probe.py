@@ -1,0 +1,188 @@
+"""`Probe`: every question doctor asks the machine, behind one small interface.
+
+`RealProbe` answers from NVML (nvidia-ml-py, imported as ``pynvml``), subprocesses and files; `RecordedProbe`
+replays a fixture directory (``nvml.json``, ``commands.json``, ``files.json``, ``env.json``) so the rules that
+turn answers into findings are pure and testable without a GPU. A query the hardware or driver cannot answer
+returns None, never raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import glob as globlib
+import json
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from servelab.errors import ConfigError
+
+GPU_QUERIES = (
+    "name", "uuid", "bus_id", "memory_total_bytes", "driver_version", "cuda_driver_version",
+    "power_limit_mw", "power_default_limit_mw", "power_usage_mw", "sm_clock_mhz", "mem_clock_mhz",
+    "max_sm_clock_mhz", "max_mem_clock_mhz", "pcie_gen_current", "pcie_gen_max", "pcie_width_current",
+    "pcie_width_max", "virtualization_mode", "nvlink_active_links", "sm_util_pct", "mem_util_pct",
+)  # fmt: skip
+PAIR_QUERIES = ("p2p_read", "p2p_write", "p2p_nvlink", "common_ancestor")
+
+
+@dataclass(frozen=True)
+class CommandOutput:
+    returncode: int
+    stdout: str
+
+
+class Probe(Protocol):
+    def nvml_error(self) -> str | None: ...
+    def gpu_count(self) -> int: ...
+    def gpu(self, index: int, query: str) -> Any: ...
+    def pair(self, a: int, b: int, query: str) -> int | None: ...
+    def run(self, argv: Sequence[str]) -> CommandOutput | None: ...
+    def read_text(self, path: str) -> str | None: ...
+    def glob(self, pattern: str) -> list[str]: ...
+    def environ(self) -> Mapping[str, str]: ...
+
+
+def _check_query(query: str, known: tuple[str, ...]) -> None:
+    if query not in known:
+        raise ValueError(f"unknown probe query {query!r}; known: {', '.join(known)}")
+
+
+class RealProbe:
+    """This machine. ``root`` prefixes absolute system paths (tests point it at a temporary tree)."""
+
+    def __init__(self, root: str = "/", command_timeout_s: float = 20.0) -> None:
+        self._root = root
+        self._timeout_s = command_timeout_s
+        self._nvml: Any = None
+        self._nvml_error: str | None = None
+        self._started = False
+
+    def __enter__(self) -> RealProbe:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._nvml is not None:
+            with contextlib.suppress(Exception):  # a broken driver at shutdown must not mask the result
+                self._nvml.nvmlShutdown()
+            self._nvml = None
+
+    def _start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._nvml = pynvml
+        except ImportError as exc:
+            self._nvml_error = f"nvidia-ml-py is not installed ({exc})"
+        except Exception as exc:  # pynvml.NVMLError and its many subclasses
+            self._nvml_error = str(exc) or type(exc).__name__
+
+    def nvml_error(self) -> str | None:
+        self._start()
+        return self._nvml_error
+
+    def gpu_count(self) -> int:
+        self._start()
+        return 0 if self._nvml is None else int(self._nvml.nvmlDeviceGetCount())
+
+    def gpu(self, index: int, query: str) -> Any:
+        _check_query(query, GPU_QUERIES)
+        self._start()
+        if self._nvml is None:
+            return None
+        from servelab.diagnose import nvml_queries
+
+        return nvml_queries.gpu_query(self._nvml, index, query)
+
+    def pair(self, a: int, b: int, query: str) -> int | None:
+        _check_query(query, PAIR_QUERIES)
+        self._start()
+        if self._nvml is None:
+            return None
+        from servelab.diagnose import nvml_queries
+
+        return nvml_queries.pair_query(self._nvml, a, b, query)
+
+    def run(self, argv: Sequence[str]) -> CommandOutput | None:
+        try:
+            done = subprocess.run(list(argv), capture_output=True, text=True, timeout=self._timeout_s, check=False)
+        except (FileNotFoundError, PermissionError):
+            return None
+        except subprocess.TimeoutExpired:
+            return CommandOutput(returncode=124, stdout="")
+        return CommandOutput(returncode=done.returncode, stdout=done.stdout)
+
+    def _path(self, path: str) -> str:
+        return str(Path(self._root) / path.lstrip("/")) if path.startswith("/") else path
+
+    def read_text(self, path: str) -> str | None:
+        try:
+            return Path(self._path(path)).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    def glob(self, pattern: str) -> list[str]:
+        return sorted(globlib.glob(self._path(pattern)))
+
+    def environ(self) -> Mapping[str, str]:
+        return dict(os.environ)
+
+
+class RecordedProbe:
+    """Replays a fixture directory recorded from a real machine (see tests/fixtures/doctor/*/SOURCE.md)."""
+
+    def __init__(self, directory: Path | str) -> None:
+        self._dir = Path(directory)
+        if not self._dir.is_dir():
+            raise ConfigError(f"no recorded probe at {self._dir}: give a fixture directory")
+        self._nvml = self._json("nvml.json", {"error": "no nvml.json recorded"})
+        self._commands = self._json("commands.json", {})
+        self._files = self._json("files.json", {})
+        self._env = self._json("env.json", {})
+
+    def _json(self, name: str, default: Any) -> Any:
+        path = self._dir / name
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else default
+
+    def nvml_error(self) -> str | None:
+        return self._nvml.get("error")
+
+    def gpu_count(self) -> int:
+        return len(self._nvml.get("gpus", []))
+
+    def gpu(self, index: int, query: str) -> Any:
+        _check_query(query, GPU_QUERIES)
+        return self._nvml["gpus"][index].get(query)
+
+    def pair(self, a: int, b: int, query: str) -> int | None:
+        _check_query(query, PAIR_QUERIES)
+        return self._nvml.get("pairs", {}).get(f"{a}-{b}", {}).get(query)
+
+    def run(self, argv: Sequence[str]) -> CommandOutput | None:
+        entry = self._commands.get(" ".join(argv))
+        if entry is None:
+            return None
+        stdout = entry.get("stdout", "")
+        if "stdout_file" in entry:
+            stdout = (self._dir / entry["stdout_file"]).read_text(encoding="utf-8")
+        return CommandOutput(returncode=int(entry.get("rc", 0)), stdout=stdout)
+
+    def read_text(self, path: str) -> str | None:
+        return self._files.get(path)
+
+    def glob(self, pattern: str) -> list[str]:
+        return sorted(p for p in self._files if fnmatch.fnmatch(p, pattern))
+
+    def environ(self) -> Mapping[str, str]:
+        return dict(self._env)
