@@ -83,7 +83,15 @@ class HttpProbe:
         data = self._request(path, None)
         return None if data is None else data.decode("utf-8", errors="replace")
 
-    def _request(self, path: str, body: bytes | None) -> bytes | None:
+    def status(self, path: str) -> int:
+        """The HTTP status of a GET (TargetError when unreachable)."""
+        try:
+            self._request(path, None, raise_status=True)
+        except urllib.error.HTTPError as exc:
+            return exc.code
+        return 200
+
+    def _request(self, path: str, body: bytes | None, raise_status: bool = False) -> bytes | None:
         """The body of a 2xx answer; None for any HTTP error status; TargetError when unreachable."""
         url = self.base_url + path
         request = urllib.request.Request(url, data=body, method="POST" if body is not None else "GET")
@@ -96,6 +104,8 @@ class HttpProbe:
             with self._opener().open(request, timeout=self.timeout_s) as response:
                 return response.read()
         except urllib.error.HTTPError as exc:
+            if raise_status:
+                raise
             if exc.code in (401, 403):
                 raise TargetError(
                     f"{public_url(url)} refused access (HTTP {exc.code}); pass the server's key with --api-key"

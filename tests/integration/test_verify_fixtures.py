@@ -27,6 +27,7 @@ class _FixtureHandler(BaseHTTPRequestHandler):
     root: Path
     seen: list[tuple[str, str, str | None]]
     required_key: str | None = None
+    fixed_status: int | None = None  # answer every request with this status (503: a server still loading)
 
     def do_GET(self) -> None:
         self._answer("GET")
@@ -41,6 +42,9 @@ class _FixtureHandler(BaseHTTPRequestHandler):
 
     def _answer(self, method: str) -> None:
         self.seen.append((method, self.path, self.headers.get("Authorization")))
+        if self.fixed_status:
+            self._send(self.fixed_status, b'{"error": {"code": 503, "message": "Loading model"}}', "application/json")
+            return
         if self.required_key and self.headers.get("Authorization") != f"Bearer {self.required_key}":
             self._send(401, b'{"error": "invalid api key"}', "application/json")
             return
@@ -73,8 +77,8 @@ def _body(path: Path) -> bytes:
 
 
 class FixtureServer:
-    def __init__(self, scenario: str, required_key: str | None = None) -> None:
-        attributes = {"root": FIXTURES / scenario, "seen": [], "required_key": required_key}
+    def __init__(self, scenario: str, required_key: str | None = None, fixed_status: int | None = None) -> None:
+        attributes = {"root": FIXTURES / scenario, "seen": [], "required_key": required_key, "fixed_status": fixed_status}
         handler = type("Handler", (_FixtureHandler,), attributes)
         self.handler = handler
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -90,8 +94,8 @@ class FixtureServer:
 def serve_fixture() -> Iterator:
     servers: list[FixtureServer] = []
 
-    def start(scenario: str, required_key: str | None = None) -> FixtureServer:
-        server = FixtureServer(scenario, required_key)
+    def start(scenario: str, required_key: str | None = None, fixed_status: int | None = None) -> FixtureServer:
+        server = FixtureServer(scenario, required_key, fixed_status)
         server.thread.start()
         servers.append(server)
         return server
@@ -221,6 +225,12 @@ def test_server_that_is_not_openai_compatible(serve_fixture, capsys) -> None:
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.count("\n") == 1 and "not an OpenAI-compatible server" in captured.err
+
+
+def test_server_still_loading_says_so(serve_fixture) -> None:
+    server = serve_fixture("none/empty", fixed_status=503)  # llama-server's answer while it loads the model
+    with pytest.raises(TargetError, match="is still loading"):
+        detect_engine(server.url)
 
 
 def test_wrong_api_key_is_named_without_echoing_it(serve_fixture, capsys) -> None:
