@@ -1,9 +1,85 @@
-"""`servelab doctor` (not yet written: the owning issue fills this in)."""
+"""`servelab doctor [--burn] [--p2p-test] [--json]`: GPUs, pairs, virtualisation, environment → ranked findings."""
 
 from __future__ import annotations
 
 import typer
+from rich.table import Table
+
+from servelab.cli.output import print_json, stderr_console, stdout_console
+from servelab.diagnose.burn import BURN_SECONDS, run_burn
+from servelab.diagnose.doctor import DoctorReport, run_doctor
+from servelab.diagnose.p2ptest import run_p2p_test
+from servelab.diagnose.probe import RealProbe
+from servelab.errors import ConfigError
+
+SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _na(value: object, unit: str = "") -> str:
+    return "—" if value is None else f"{value}{unit}"
+
+
+def _gpu_table(report: DoctorReport) -> Table:
+    table = Table(title="GPUs")
+    for column in ("#", "name", "memory", "bandwidth", "driver / CUDA", "power limit", "SM / mem clock", "PCIe now / max", "virt."):
+        table.add_column(column)
+    for g in report.gpus:
+        table.add_row(
+            str(g.index), g.name, _na(g.memory_total_mib, " MiB"), _na(g.bandwidth_gb_s, " GB/s"),
+            f"{_na(g.driver_version)} / {_na(g.cuda_version)}",
+            "—" if g.power_limit_w is None else f"{g.power_limit_w:.0f} W (default {_na(g.power_default_limit_w and round(g.power_default_limit_w))} W)",
+            f"{_na(g.sm_clock_mhz)} / {_na(g.mem_clock_mhz)} MHz",
+            f"gen{_na(g.pcie_gen_current)} x{_na(g.pcie_width_current)} / gen{_na(g.pcie_gen_max)} x{_na(g.pcie_width_max)}",
+            _na(g.virtualization_mode),
+        )  # fmt: skip
+    return table
+
+
+def _pair_table(report: DoctorReport) -> Table:
+    table = Table(title="GPU pairs")
+    for column in ("pair", "interconnect", "P2P read / write / NVLink", "common ancestor", "topo -m", "topo -p2p r"):
+        table.add_column(column)
+    for p in report.pairs:
+        table.add_row(p.label, _na(p.interconnect), f"{_na(p.p2p_read)} / {_na(p.p2p_write)} / {_na(p.p2p_nvlink)}",
+                      _na(p.common_ancestor), _na(p.topo_link), _na(p.topo_p2p_read))  # fmt: skip
+    return table
+
+
+def render(report: DoctorReport) -> None:
+    """Tables for GPUs and pairs, then the findings, most severe first."""
+    console = stdout_console()
+    if report.gpus:
+        console.print(_gpu_table(report))
+    if report.pairs:
+        console.print(_pair_table(report))
+    console.print(f"[bold]Findings[/bold] ({len(report.findings)})")
+    for number, f in enumerate(report.findings, 1):
+        console.print(f"{number}. [{SEVERITY_STYLE[f.severity]}]{f.severity.upper()}[/] {f.title}", markup=True)
+        for label, text in (("evidence", f.evidence), ("why it matters", f.consequence), ("fix", f.fix)):
+            console.print(f"   {label}: {text}", markup=False)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this command to the app."""
+    """Add `servelab doctor` to the app."""
+
+    @app.command("doctor")
+    def doctor(
+        burn: bool = typer.Option(False, "--burn", help="Run a short FP16 matmul burn (torch or cupy) and sample power."),
+        burn_seconds: float = typer.Option(BURN_SECONDS, "--burn-seconds", help="Length of the burn in seconds."),
+        p2p_test: bool = typer.Option(False, "--p2p-test", help="Test real CUDA IPC peer copies (needs torch with CUDA)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    ) -> None:
+        """Why is it slow? GPUs, NVLink/P2P per pair, virtualisation, degrading environment, ranked findings."""
+        if burn_seconds <= 0 or burn_seconds > 600:
+            raise ConfigError(f"--burn-seconds must be in (0, 600], got {burn_seconds}")
+        with RealProbe() as probe:
+            burn_result = None
+            if burn:
+                stderr_console().print(f"burning GPU0 for {burn_seconds:.0f} s …")
+                burn_result = run_burn(probe, seconds=burn_seconds)
+            p2p = run_p2p_test(probe.gpu_count() if probe.nvml_error() is None else 0) if p2p_test else None
+            report = run_doctor(probe, burn=burn_result, p2p_test=p2p)
+        if as_json:
+            print_json(report.to_json())
+        else:
+            render(report)
