@@ -1,0 +1,155 @@
+"""Data assembly for the bill: stored runs plus optional plan / doctor / spec JSON files, as plain values.
+
+Pure: takes loaded runs and parsed JSON, returns a `Bill`. Rendering (HTML, Markdown, terminal) reads only
+the `Bill`. A section whose input is absent carries a note saying what to pass to get it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from servelab.errors import ConfigError
+from servelab.report.compare import workload_warnings
+from servelab.report.levels import LevelFigures, all_level_figures
+from servelab.store import StoredRun
+
+
+@dataclass(frozen=True)
+class EngineSummary:
+    """One engine/configuration: a target of a stored run, with its ladder."""
+
+    label: str  # "llamacpp · model-name" (+ run id when several runs)
+    run_id: str
+    target_index: int
+    engine: str
+    model: str
+    url: str
+    partial: bool
+    levels: tuple[LevelFigures, ...]
+    usable_context: int | None  # verified context per request/slot (the target's effective config)
+    memory_used_bytes: int | None
+
+    @property
+    def closed_loop(self) -> tuple[LevelFigures, ...]:
+        return tuple(lv for lv in self.levels if lv.concurrency is not None)
+
+    @property
+    def single_stream(self) -> LevelFigures | None:
+        return next((lv for lv in self.closed_loop if lv.concurrency == 1), None)
+
+    @property
+    def single_stream_tok_s(self) -> float | None:
+        lv = self.single_stream
+        return None if lv is None else lv.decode_tok_s.median
+
+    @property
+    def best_aggregate(self) -> LevelFigures | None:
+        return max(self.closed_loop, key=lambda lv: lv.output_tok_s, default=None)
+
+    @property
+    def evictions(self) -> int:
+        return sum(lv.evictions for lv in self.levels)
+
+
+@dataclass(frozen=True)
+class Bill:
+    run_ids: tuple[str, ...]
+    engines: tuple[EngineSummary, ...]
+    warnings: tuple[str, ...]
+    plan: dict | None  # one plan entry of `servelab plan --json` (memory_bytes, decode_ceiling_tok_s, …)
+    plan_context: dict | None  # model and gpu of that plan
+    doctor: dict | None  # `servelab doctor --json`
+    spec: dict | None  # `servelab spec --json`
+    invalid_levels: frozenset[tuple[str, int, str]] = frozenset()  # (run id, target, level) marked invalid
+    partial_runs: tuple[str, ...] = ()
+
+    @property
+    def ceiling_short_tok_s(self) -> float | None:
+        return _number((self.plan or {}).get("decode_ceiling_tok_s", {}).get("short"))
+
+    @property
+    def ceiling_full_tok_s(self) -> float | None:
+        return _number((self.plan or {}).get("decode_ceiling_tok_s", {}).get("full_context"))
+
+    @property
+    def planned_total_bytes(self) -> int | None:
+        total = (self.plan or {}).get("memory_bytes", {}).get("total")
+        return int(total) if isinstance(total, int | float) else None
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def read_json_file(path: Path, what: str) -> dict:
+    """A JSON object from `path`, or a one-line ConfigError naming the file and what was expected."""
+    try:
+        value = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read the {what} file {path}: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"the {what} file {path} is not JSON ({exc.msg} at line {exc.lineno})") from exc
+    if not isinstance(value, dict):
+        raise ConfigError(f"the {what} file {path} should hold a JSON object (the output of --json)")
+    return value
+
+
+def pick_plan(plan_doc: dict | None, engines: tuple[str, ...]) -> tuple[dict | None, dict | None]:
+    """The plan entry to hold the runs against: the first that fits, preferring the first run's engine."""
+    if plan_doc is None:
+        return None, None
+    plans = plan_doc.get("plans") if isinstance(plan_doc.get("plans"), list) else [plan_doc]
+    plans = [p for p in plans if isinstance(p, dict)]
+    fitting = [p for p in plans if p.get("fits", True)] or plans
+    preferred = [p for p in fitting if engines and p.get("engine") == engines[0]]
+    chosen = (preferred or fitting or [None])[0]
+    return chosen, {"model": plan_doc.get("model"), "gpu": plan_doc.get("gpu")}
+
+
+def _effective_context(info: dict) -> int | None:
+    effective = info.get("effective") if isinstance(info.get("effective"), dict) else {}
+    for value in (effective.get("context_per_slot"), info.get("context_per_slot"), effective.get("context")):
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def _memory_used(run: StoredRun, info: dict) -> int | None:
+    """The peak device memory the run recorded (GPU samples), or what the target reported."""
+    peaks = [row.get(key) for rows in run.samples.values() for row in rows
+             for key in ("memory_used_bytes", "mem_used_bytes") if isinstance(row.get(key), int)]  # fmt: skip
+    if peaks:
+        return max(peaks)
+    value = info.get("memory_used_bytes")
+    return value if isinstance(value, int) else None
+
+
+def engine_summaries(runs: list[StoredRun]) -> tuple[EngineSummary, ...]:
+    summaries = []
+    for run in runs:
+        levels = all_level_figures(run.requests)
+        for target in run.targets:
+            model = str(target.info.get("model") or "unknown model")
+            label = f"{target.engine} · {model}" + (f" ({run.id})" if len(runs) > 1 else "")
+            summaries.append(EngineSummary(
+                label=label, run_id=run.id, target_index=target.index, engine=target.engine, model=model,
+                url=target.url, partial=run.info.partial,
+                levels=tuple(lv for lv in levels if lv.target_index == target.index),
+                usable_context=_effective_context(target.info), memory_used_bytes=_memory_used(run, target.info),
+            ))  # fmt: skip
+    return tuple(summaries)
+
+
+def assemble(
+    runs: list[StoredRun], plan_doc: dict | None = None, doctor: dict | None = None, spec: dict | None = None
+) -> Bill:
+    """Everything the bill shows, from loaded runs and the parsed optional files."""
+    engines = engine_summaries(runs)
+    plan, plan_context = pick_plan(plan_doc, tuple(e.engine for e in engines))
+    warnings = tuple(workload_warnings(runs)) if runs else ()
+    invalid = frozenset((run.id, lv.target_index, lv.level) for run in runs for lv in run.levels
+                        if lv.summary.get("valid") is False)  # fmt: skip
+    partial = tuple(run.id for run in runs if run.info.partial)
+    return Bill(tuple(r.id for r in runs), engines, warnings, plan, plan_context, doctor, spec, invalid, partial)

@@ -1,0 +1,87 @@
+"""The bill as one self-contained HTML page, built as an ElementTree and serialised (never concatenated).
+
+Every string — model names, URLs, error texts a server returned — is a text node or attribute value of the
+tree, so the serialiser escapes it. The stylesheet ships in the package (``assets/report.css``, read with
+importlib.resources); plots are inline SVG; nothing is fetched from the network.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from importlib import resources
+
+from servelab import __version__
+from servelab.report.page import Items, Para, Section
+from servelab.report.plots import Plot
+from servelab.report.tables import TableData
+
+
+def stylesheet() -> str:
+    return resources.files("servelab.report").joinpath("assets/report.css").read_text(encoding="utf-8")
+
+
+def _el(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
+    node = ET.SubElement(parent, tag, {k.rstrip("_").replace("_", "-"): v for k, v in attrs.items()})
+    node.text = text
+    return node
+
+
+def _table(parent: ET.Element, table: TableData) -> None:
+    wrap = _el(parent, "div", class_="table-wrap")
+    node = _el(wrap, "table", id=f"table-{table.key}")
+    _el(node, "caption", table.title)
+    head = _el(_el(node, "thead"), "tr")
+    for header in table.headers:
+        _el(head, "th", header, scope="col")
+    body = _el(node, "tbody")
+    for row in table.rows:
+        tr = _el(body, "tr")
+        for cell in row:
+            css = {"critical": "severity-critical", "NO": "invalid"}.get(cell)
+            _el(tr, "td", cell, **({"class_": css} if css else {}))
+
+
+def _plot(parent: ET.Element, plot: Plot) -> None:
+    figure = _el(parent, "figure", data_plot=plot.key)
+    figure.append(plot.svg)
+    _el(figure, "figcaption", plot.title)
+
+
+def _block(parent: ET.Element, block: object) -> None:
+    if isinstance(block, Para):
+        _el(parent, "p", block.text, class_=block.kind)
+    elif isinstance(block, Items):
+        ul = _el(parent, "ul", class_="verdicts")
+        for item in block.items:
+            _el(ul, "li", item)
+    elif isinstance(block, TableData):
+        _table(parent, block)
+    elif isinstance(block, Plot):
+        _plot(parent, block)
+
+
+def _head(html: ET.Element, title: str) -> None:
+    head = _el(html, "head")
+    _el(head, "meta", charset="utf-8")
+    _el(head, "meta", name="viewport", content="width=device-width, initial-scale=1")
+    _el(head, "meta", name="color-scheme", content="light dark")
+    _el(head, "meta", name="generator", content=f"servelab {__version__}")
+    _el(head, "title", title)
+    _el(head, "style", stylesheet())
+
+
+def render_html(sections: tuple[Section, ...], *, title: str, generated: str) -> str:
+    """The page as a complete HTML document."""
+    html = ET.Element("html", lang="en")
+    _head(html, title)
+    body = _el(html, "body")
+    header = _el(body, "header")
+    _el(header, "h1", title)
+    _el(header, "p", f"Generated {generated} by servelab {__version__}.", class_="meta")
+    main = _el(body, "main")
+    for section in sections:
+        node = _el(main, "section", id=section.key)
+        _el(node, "h2", section.title)
+        for block in section.blocks:
+            _block(node, block)
+    return "<!DOCTYPE html>\n" + ET.tostring(html, encoding="unicode", method="html") + "\n"

@@ -1,0 +1,103 @@
+"""The bill as an ordered list of sections of plain blocks (paragraphs, lists, tables, plots).
+
+Built once from a `Bill`; the HTML, Markdown and terminal renderers only lay these blocks out, so the three
+say the same things. Every sentence comes from the data; a section whose input is absent holds a note.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servelab.report import plots, tables
+from servelab.report.data import Bill
+from servelab.report.plots import Plot
+from servelab.report.tables import TableData
+from servelab.report.verdict import verdicts
+
+
+@dataclass(frozen=True)
+class Para:
+    text: str
+    kind: str = "text"  # "text", "note" (an input is missing) or "warning"
+
+
+@dataclass(frozen=True)
+class Items:
+    items: tuple[str, ...]
+
+
+Block = Para | Items | TableData | Plot
+
+
+@dataclass(frozen=True)
+class Section:
+    key: str  # the HTML id
+    title: str
+    blocks: tuple[Block, ...]
+
+
+def _runs_section(bill: Bill) -> Section:
+    blocks: list[Block] = [Para(f"Runs: {', '.join(bill.run_ids)}." if bill.run_ids else "No stored runs given.")]
+    blocks += [Para(w[0].upper() + w[1:], "warning") for w in bill.warnings]
+    return Section("runs", "Runs", tuple(blocks))
+
+
+def _ceiling_para(bill: Bill) -> Para:
+    if bill.plan is None:
+        return Para("No plan given, so no ceilings: pass --plan FILE (the output of `servelab plan --json`).", "note")
+    where = " on ".join(str(v) for v in ((bill.plan_context or {}).get("model"), (bill.plan_context or {}).get("gpu")) if v)
+    short, full = bill.ceiling_short_tok_s, bill.ceiling_full_tok_s
+    return Para(f"Plan{' for ' + where if where else ''}: {bill.plan.get('engine', '?')}, {bill.plan.get('quant', '?')}, "
+                f"context {bill.plan.get('context', '?')}; decode ceiling {tables.fmt(short)} tok/s short, "
+                f"{tables.fmt(full)} tok/s at full context.")  # fmt: skip
+
+
+def _plot_section(key: str, title: str, made: list[Plot]) -> Section:
+    blocks: list[Block] = []
+    for plot in made:
+        if plot.svg is not None:
+            blocks.append(plot)
+        if plot.note:
+            blocks.append(Para(f"{plot.title}: {plot.note}.", "note"))
+    return Section(key, title, tuple(blocks))
+
+
+def _doctor_section(bill: Bill) -> Section:
+    if bill.doctor is None:
+        return Section("doctor", "Doctor findings",
+                       (Para("No doctor findings: pass --doctor FILE (the output of `servelab doctor --json`).", "note"),))  # fmt: skip
+    table = tables.doctor_table(bill.doctor)
+    if not table.rows:
+        return Section("doctor", "Doctor findings", (Para("Doctor found nothing to report."),))
+    counts = {s: sum(1 for r in table.rows if r[0] == s) for s in ("critical", "warning", "info")}
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    return Section("doctor", "Doctor findings", (Para(f"Doctor found {summary}."), table))
+
+
+def _spec_section(bill: Bill) -> Section:
+    if bill.spec is None:
+        return Section("spec", "Speculative decoding",
+                       (Para("No speculative-decoding verdict: pass --spec FILE (the output of `servelab spec --json`).", "note"),))  # fmt: skip
+    return Section("spec", "Speculative decoding", (tables.spec_table(bill.spec),))
+
+
+def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
+    """All sections of the bill in reading order. Without plots the plot sections keep only their notes."""
+    made = {p.key: p for p in plots.all_plots(bill)} if with_plots else {}
+
+    def pick(*keys: str) -> list[Plot]:
+        return [made[k] for k in keys if k in made]
+
+    return (
+        _runs_section(bill),
+        Section("summary", "Summary", (tables.summary_table(bill), _ceiling_para(bill))),
+        Section("ladder", "Concurrency ladder", tuple(tables.ladder_tables(bill))),
+        _plot_section("throughput", "Throughput", pick("aggregate-throughput", "per-stream")),
+        _plot_section("latency", "Latency", pick("latency-percentiles", "itl-distribution")),
+        _plot_section("roofline", "Against the ceiling", pick("roofline")),
+        _plot_section("memory", "Memory", pick("memory")),
+        _plot_section("timeline", "Timeline and slot evictions", pick("timeline")),
+        _doctor_section(bill),
+        _spec_section(bill),
+        Section("verdict", "Verdict", (Items(tuple(f"{v.scenario.capitalize()}: {v.sentence}" for v in verdicts(bill))),)),
+    )

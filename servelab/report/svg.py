@@ -1,0 +1,95 @@
+"""Matplotlib figures as inline SVG elements that follow the page's colours (light and dark mode).
+
+Text, axes and ticks are drawn in a placeholder colour that becomes ``currentColor``, the background is
+transparent, and text stays text (``svg.fonttype: none``), so the CSS ``color`` of the page decides how
+the plot looks. The SVG is parsed into an ElementTree element, never pasted into HTML as a string.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import xml.etree.ElementTree as ET
+from contextlib import AbstractContextManager
+
+import matplotlib
+from matplotlib.backends.backend_svg import FigureCanvasSVG
+from matplotlib.figure import Figure
+
+INK = "#0b0c0d"  # placeholder replaced by currentColor
+SERIES = ("#3b82f6", "#f97316", "#10b981", "#e11d48", "#a855f7", "#eab308", "#06b6d4", "#64748b")
+STYLE = {
+    "svg.fonttype": "none",
+    "svg.hashsalt": "servelab",  # stable ids: the same data gives the same SVG
+    "text.color": INK,
+    "axes.edgecolor": INK,
+    "axes.labelcolor": INK,
+    "xtick.color": INK,
+    "ytick.color": INK,
+    "axes.facecolor": "none",
+    "figure.facecolor": "none",
+    "savefig.transparent": True,
+    "grid.color": "#8a8f98",
+    "grid.alpha": 0.35,
+    "legend.frameon": False,
+    "font.size": 9,
+    "axes.prop_cycle": matplotlib.cycler(color=SERIES),
+    "text.usetex": False,
+}
+SVG_NS = "{http://www.w3.org/2000/svg}"
+XLINK_HREF = "{http://www.w3.org/1999/xlink}href"
+
+
+def styled() -> AbstractContextManager:
+    """The plot style; draw inside it (``with styled(): …``) so axes pick up the transparent colours."""
+    return matplotlib.rc_context(STYLE)
+
+
+def new_figure(width_in: float = 6.4, height_in: float = 3.4) -> Figure:
+    return Figure(figsize=(width_in, height_in), layout="constrained")
+
+
+def plain(text: str) -> str:
+    """A label shown literally (no mathtext from a stray ``$`` in a model name)."""
+    return text.replace("\\", "\\\\").replace("$", r"\$")
+
+
+def _strip_namespaces(element: ET.Element) -> None:
+    for node in element.iter():
+        node.tag = node.tag.removeprefix(SVG_NS)
+        if XLINK_HREF in node.attrib:
+            node.attrib["href"] = node.attrib.pop(XLINK_HREF)
+
+
+def _prefix_ids(root: ET.Element, prefix: str) -> None:
+    """Make every id unique to this plot (several SVGs share one HTML document) and fix the references."""
+    ids = [node.attrib["id"] for node in root.iter() if "id" in node.attrib]
+    rename = {old: f"{prefix}-{old}" for old in ids}
+    pattern = re.compile(r"url\(#([^)]+)\)")
+    for node in root.iter():
+        for key, value in list(node.attrib.items()):
+            if key == "id":
+                node.attrib[key] = rename[value]
+            elif key == "href" and value.startswith("#") and value[1:] in rename:
+                node.attrib[key] = "#" + rename[value[1:]]
+            elif "url(#" in value:
+                node.attrib[key] = pattern.sub(lambda m: f"url(#{rename.get(m.group(1), m.group(1))})", value)
+
+
+def figure_svg(figure: Figure, key: str, label: str) -> ET.Element:
+    """The figure as an <svg> that scales to its container; `key` prefixes its ids, `label` names it."""
+    buffer = io.StringIO()
+    with styled():
+        FigureCanvasSVG(figure).print_svg(buffer)
+    text = buffer.getvalue().replace(INK, "currentColor")
+    root = ET.fromstring(text.encode())
+    _strip_namespaces(root)
+    _prefix_ids(root, key)
+    for attribute in ("width", "height"):
+        root.attrib.pop(attribute, None)
+    root.set("role", "img")
+    root.set("aria-label", label)
+    for node in list(root):
+        if node.tag == "metadata":
+            root.remove(node)
+    return root

@@ -1,0 +1,93 @@
+"""The bill's tables as rows of plain strings, shared by the HTML, Markdown and terminal renderers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servelab.report.data import Bill, EngineSummary
+from servelab.report.levels import LevelFigures
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class TableData:
+    key: str
+    title: str
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+def fmt(value: float | int | None, digits: int = 1) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.{digits}f}"
+
+
+def _concurrencies(bill: Bill) -> list[float]:
+    return sorted({lv.concurrency for e in bill.engines for lv in e.closed_loop if lv.concurrency is not None})
+
+
+def _memory(bill: Bill, engine: EngineSummary) -> str:
+    used = fmt(engine.memory_used_bytes / GIB, 2) if engine.memory_used_bytes is not None else "—"
+    planned = fmt(bill.planned_total_bytes / GIB, 2) if bill.planned_total_bytes else "—"
+    return f"{used} / {planned}"
+
+
+def _ceiling_pct(bill: Bill, engine: EngineSummary) -> str:
+    speed, ceiling = engine.single_stream_tok_s, bill.ceiling_short_tok_s
+    return "—" if speed is None or not ceiling else f"{speed / ceiling * 100:.0f}%"
+
+
+def summary_table(bill: Bill) -> TableData:
+    ladder = _concurrencies(bill)
+    headers = ("engine / configuration", "single-stream tok/s (p50)", "of ceiling",
+               *(f"aggregate tok/s @ c={c:g}" for c in ladder),
+               "TTFT p50 / p99 ms (c=1)", "usable context (tokens)", "memory used / planned (GiB)", "evictions")  # fmt: skip
+    rows = []
+    for e in bill.engines:
+        by_c = {lv.concurrency: lv for lv in e.closed_loop}
+        single = e.single_stream
+        ttft = "—" if single is None else f"{fmt(single.ttft_ms.p[50], 0)} / {fmt(single.ttft_ms.p[99], 0)}"
+        label = e.label + (" (partial run)" if e.partial else "")
+        rows.append((label, fmt(e.single_stream_tok_s), _ceiling_pct(bill, e),
+                     *(fmt(by_c[c].output_tok_s) if c in by_c else "—" for c in ladder),
+                     ttft, fmt(e.usable_context), _memory(bill, e), fmt(e.evictions)))  # fmt: skip
+    return TableData("summary", "Summary per engine / configuration", headers, tuple(rows))
+
+
+def _level_row(lv: LevelFigures, valid: bool) -> tuple[str, ...]:
+    return (lv.level, fmt(lv.completed), fmt(lv.failed), fmt(lv.evictions), "yes" if valid else "NO",
+            fmt(lv.decode_tok_s.median), fmt(lv.output_tok_s), fmt(lv.ttft_ms.p[50], 0), fmt(lv.ttft_ms.p[99], 0),
+            fmt(lv.itl_ms.p[50], 2), fmt(lv.itl_ms.p[99], 2))  # fmt: skip
+
+
+LADDER_HEADERS = ("level", "completed", "errors", "evictions", "valid", "per-stream tok/s p50", "aggregate tok/s",
+                  "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms")  # fmt: skip
+
+
+def ladder_tables(bill: Bill) -> list[TableData]:
+    """One table per engine, a row per level; a level the bench marked invalid says so."""
+    tables = []
+    for i, e in enumerate(bill.engines):
+        rows = tuple(_level_row(lv, (e.run_id, e.target_index, lv.level) not in bill.invalid_levels)
+                     for lv in e.levels)  # fmt: skip
+        tables.append(TableData(f"ladder-{i}", f"Ladder: {e.label}", LADDER_HEADERS, rows))
+    return tables
+
+
+def doctor_table(doctor: dict) -> TableData:
+    findings = [f for f in doctor.get("findings", []) if isinstance(f, dict)]
+    rows = tuple((str(f.get("severity", "")), str(f.get("title") or f.get("text") or f.get("id", "")),
+                  str(f.get("consequence") or f.get("meaning") or ""), str(f.get("fix", "")))
+                 for f in findings)  # fmt: skip
+    return TableData("doctor", "Doctor findings", ("severity", "finding", "consequence", "fix"), rows)
+
+
+def spec_table(spec: dict) -> TableData:
+    keys = ("alpha", "expected_tokens_per_step", "predicted_speedup", "measured_speedup", "verdict", "why")
+    rows = tuple((key, fmt(spec[key], 3) if isinstance(spec.get(key), float) else str(spec.get(key, "—")))
+                 for key in keys if key in spec)  # fmt: skip
+    return TableData("spec", "Speculative decoding", ("figure", "value"), rows)

@@ -1,0 +1,109 @@
+"""The closing verdict: which engine/configuration for which scenario, and how far each figure is from its ceiling.
+
+Every sentence is built from the Bill's figures; a scenario without the data to judge it says what is missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servelab.report.data import Bill, EngineSummary
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Verdict:
+    scenario: str  # "single user", "serving many", "memory-starved", "speculative decoding", "machine"
+    choice: str | None  # the engine/configuration label chosen, or None
+    sentence: str
+
+
+def _pct(value: float, ceiling: float) -> str:
+    return f"{value / ceiling * 100:.0f}%"
+
+
+def single_user(bill: Bill) -> Verdict:
+    candidates = [e for e in bill.engines if e.single_stream_tok_s is not None]
+    if not candidates:
+        return Verdict("single user", None, "No run measured concurrency 1, so single-user speed is unknown.")
+    best = max(candidates, key=lambda e: e.single_stream_tok_s or 0.0)
+    speed = best.single_stream_tok_s or 0.0
+    sentence = f"{best.label} decodes one stream fastest: {speed:.1f} tok/s (median)"
+    others = [e for e in candidates if e is not best]
+    if others:
+        runner = max(others, key=lambda e: e.single_stream_tok_s or 0.0)
+        sentence += f", {speed / (runner.single_stream_tok_s or 1):.2f}× {runner.label}"
+    ceiling = bill.ceiling_short_tok_s
+    if ceiling:
+        sentence += f"; that is {_pct(speed, ceiling)} of the {ceiling:.1f} tok/s bandwidth ceiling of the plan"
+    return Verdict("single user", best.label, sentence + ".")
+
+
+def serving_many(bill: Bill) -> Verdict:
+    candidates = [(e, e.best_aggregate) for e in bill.engines if e.best_aggregate is not None]
+    if not candidates:
+        return Verdict("serving many", None, "No closed-loop ladder was measured, so aggregate throughput is unknown.")
+    best, level = max(candidates, key=lambda pair: pair[1].output_tok_s)
+    sentence = (f"{best.label} serves the most: {level.output_tok_s:.1f} tok/s aggregate at concurrency "
+                f"{level.concurrency}, TTFT p99 {level.ttft_ms.p[99] or 0:.0f} ms")  # fmt: skip
+    if best.evictions:
+        sentence += f"; {best.evictions} request(s) had their prompt evicted and recomputed"
+    return Verdict("serving many", best.label, sentence + ".")
+
+
+def memory_starved(bill: Bill) -> Verdict:
+    known = [e for e in bill.engines if e.memory_used_bytes is not None]
+    if known:
+        best = min(known, key=lambda e: e.memory_used_bytes or 0)
+        sentence = f"{best.label} needs the least memory: {(best.memory_used_bytes or 0) / GIB:.1f} GiB used"
+        if bill.planned_total_bytes:
+            sentence += f" (plan: {bill.planned_total_bytes / GIB:.1f} GiB)"
+        return Verdict("memory-starved", best.label, sentence + ".")
+    if bill.plan is not None and bill.planned_total_bytes:
+        capacity = (bill.plan.get("memory_bytes") or {}).get("capacity")
+        room = f" of {capacity / GIB:.1f} GiB" if isinstance(capacity, int | float) and capacity else ""
+        quant = bill.plan.get("quant", "the planned quantization")
+        return Verdict("memory-starved", None, f"No run recorded memory used; the plan puts {quant} at "
+                       f"{bill.planned_total_bytes / GIB:.1f} GiB{room}.")  # fmt: skip
+    return Verdict("memory-starved", None, "No memory figures: record GPU memory during the run or pass --plan.")
+
+
+def speculative(bill: Bill) -> Verdict | None:
+    spec = bill.spec
+    if not spec:
+        return None
+    verdict = str(spec.get("verdict", "unknown"))
+    parts = [f"Speculative decoding: {verdict}"]
+    if isinstance(spec.get("alpha"), int | float):
+        parts.append(f"acceptance {spec['alpha'] * 100:.0f}%")
+    if isinstance(spec.get("measured_speedup"), int | float):
+        parts.append(f"measured speedup {spec['measured_speedup']:.2f}×")
+    if isinstance(spec.get("predicted_speedup"), int | float):
+        parts.append(f"predicted {spec['predicted_speedup']:.2f}×")
+    why = f" — {spec['why']}" if spec.get("why") else ""
+    return Verdict("speculative decoding", None, ", ".join(parts) + why + ".")
+
+
+def long_context(bill: Bill, engine: EngineSummary) -> str | None:
+    """The usable context an engine really got, against the plan's context."""
+    planned = (bill.plan or {}).get("context")
+    if engine.usable_context is None or not isinstance(planned, int):
+        return None
+    if engine.usable_context < planned:
+        return (f"{engine.label} got {engine.usable_context} tokens of context per request, "
+                f"{_pct(engine.usable_context, planned)} of the {planned} planned.")  # fmt: skip
+    return f"{engine.label} got the full planned context ({engine.usable_context} tokens)."
+
+
+def verdicts(bill: Bill) -> list[Verdict]:
+    """The closing verdicts, in reading order."""
+    found = [single_user(bill), serving_many(bill), memory_starved(bill)]
+    spec = speculative(bill)
+    if spec is not None:
+        found.append(spec)
+    for engine in bill.engines:
+        sentence = long_context(bill, engine)
+        if sentence:
+            found.append(Verdict("usable context", engine.label, sentence))
+    return found
