@@ -81,15 +81,21 @@ def engine_of_command(argv: list[str]) -> str | None:
     return next((name for name, module in CMDLINES.items() if module.recognises(argv)), None)
 
 
-def from_command(command: str | list[str], *, engine: str | None = None, source: str = "--cmd") -> Asked:
-    """Asked from an engine command line. ``engine`` is used when the words do not name one."""
+def from_command(
+    command: str | list[str],
+    *,
+    engine: str | None = None,
+    source: str = "--cmd",
+    environment: dict[str, str] | None = None,
+) -> Asked:
+    """Asked from an engine command line (and its environment). ``engine`` is used when the words name none."""
     argv = shlex.split(command) if isinstance(command, str) else [str(word) for word in command]
     name = engine_of_command(argv) or engine
     if name not in CMDLINES:
         choices = "llama-server …, python -m sglang.launch_server …, vllm serve …"
         raise ConfigError(f"{source}: cannot tell which engine runs {shlex.join(argv[:3])!r}; expected {choices}")
     module = CMDLINES[name]
-    launch = module.parse(argv)
+    launch = module.parse(argv, environment)
     values = module.expectations(launch)
     return Asked(values, dict.fromkeys(values, source), name, launch)
 

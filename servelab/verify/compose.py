@@ -7,7 +7,7 @@ The field report's service ran a llama.cpp fork built from a Dockerfile (``build
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ class ComposeService:
     name: str
     image: str | None
     argv: tuple[str, ...]
+    environment: dict[str, str] = field(default_factory=dict)
 
     @property
     def engine_hint(self) -> str | None:
@@ -60,7 +61,12 @@ def from_compose(path: Path, service: str | None = None, *, engine: str | None =
     chosen = load_service(path, service)
     if not chosen.argv:
         raise ConfigError(f"--compose {path}: service {chosen.name!r} has no command: to read flags from")
-    return from_command(list(chosen.argv), engine=chosen.engine_hint or engine, source=f"compose {chosen.name}")
+    return from_command(
+        list(chosen.argv),
+        engine=chosen.engine_hint or engine,
+        source=f"compose {chosen.name}",
+        environment=chosen.environment,
+    )
 
 
 def _service(name: str, body: Any) -> ComposeService:
@@ -68,7 +74,16 @@ def _service(name: str, body: Any) -> ComposeService:
         raise ConfigError(f"compose service {name!r} is not a mapping")
     argv = _words(body.get("entrypoint"), name) + _words(body.get("command"), name)
     image = body.get("image")
-    return ComposeService(name, str(image) if image else None, tuple(argv))
+    return ComposeService(name, str(image) if image else None, tuple(argv), _environment(body.get("environment")))
+
+
+def _environment(value: Any) -> dict[str, str]:
+    """``environment:`` as a mapping or a list of KEY=VALUE strings."""
+    if isinstance(value, dict):
+        return {str(k): _word(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return dict(str(item).partition("=")[::2] for item in value if "=" in str(item))
+    return {}
 
 
 def _words(value: Any, name: str) -> list[str]:

@@ -139,3 +139,24 @@ def test_plan_errors(tmp_path: Path) -> None:
         from_plan(_write(tmp_path, "{", "p.json"))
     with pytest.raises(ConfigError, match=r"no plans\[0\]"):
         from_plan(_write(tmp_path, '{"plans": []}', "p.json"))
+
+
+def test_llama_arg_environment_is_read_and_the_command_line_wins(tmp_path: Path) -> None:
+    text = """
+services:
+  llamacpp-server:
+    image: ghcr.io/ggml-org/llama.cpp:server
+    environment:
+      LLAMA_ARG_MODEL: /models/m.gguf
+      LLAMA_ARG_CTX_SIZE: 4096
+      LLAMA_ARG_N_PARALLEL: 2
+      LLAMA_ARG_KV_UNIFIED: "true"
+    command: ["-c", "16384"]
+"""
+    asked = from_compose(_write(tmp_path, text))
+    assert asked.values == {"context": 16384, "slots": 2, "model": "m.gguf"}
+    assert asked.launch.kv_unified is True
+    listed = text.replace("LLAMA_ARG_MODEL: /models/m.gguf", "- LLAMA_ARG_MODEL=/models/m.gguf").replace(
+        "      LLAMA_ARG_CTX_SIZE: 4096\n      LLAMA_ARG_N_PARALLEL: 2\n      LLAMA_ARG_KV_UNIFIED: \"true\"\n",
+        "      - LLAMA_ARG_N_PARALLEL=3\n")
+    assert from_compose(_write(tmp_path, listed)).values == {"context": 16384, "slots": 3, "model": "m.gguf"}

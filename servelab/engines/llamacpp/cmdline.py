@@ -30,6 +30,21 @@ FLAGS = (
     Flag(("--port",), "port"),
 )
 PROGRAM_NAMES = ("llama-server", "server")
+# llama-server reads these environment variables as flags; a flag on the command line wins (`--help`).
+ENV_FLAGS = {
+    "LLAMA_ARG_CTX_SIZE": "-c",
+    "LLAMA_ARG_N_PARALLEL": "-np",
+    "LLAMA_ARG_KV_UNIFIED_PER_SLOT": "--kv-unified-per-slot",
+    "LLAMA_ARG_CACHE_TYPE_K": "-ctk",
+    "LLAMA_ARG_CACHE_TYPE_V": "-ctv",
+    "LLAMA_ARG_N_GPU_LAYERS": "-ngl",
+    "LLAMA_ARG_FLASH_ATTN": "-fa",
+    "LLAMA_ARG_MODEL": "-m",
+    "LLAMA_ARG_ALIAS": "-a",
+    "LLAMA_ARG_SPEC_DRAFT_MODEL": "-md",
+    "LLAMA_ARG_HOST": "--host",
+    "LLAMA_ARG_PORT": "--port",
+}
 
 
 @dataclass(frozen=True)
@@ -57,9 +72,23 @@ def recognises(argv: list[str]) -> bool:
     return bool(argv) and os.path.basename(argv[0]) in PROGRAM_NAMES
 
 
-def parse(argv: list[str]) -> LlamaCppLaunch:
-    """Parse flags; ``argv`` may start with the program or be flags only (a compose ``command:``)."""
-    words = argv[1:] if recognises(argv) else argv
+def env_words(environment: dict[str, str] | None) -> list[str]:
+    """LLAMA_ARG_* variables as the flags they stand for."""
+    words: list[str] = []
+    for name, value in (environment or {}).items():
+        if name in ENV_FLAGS:
+            words += [ENV_FLAGS[name], str(value)]
+        elif name == "LLAMA_ARG_KV_UNIFIED":
+            words.append("-kvu" if is_on(str(value)) else "-no-kvu")
+    return words
+
+
+def parse(argv: list[str], environment: dict[str, str] | None = None) -> LlamaCppLaunch:
+    """Parse flags; ``argv`` may start with the program or be flags only (a compose ``command:``).
+
+    ``environment``: LLAMA_ARG_* variables, overridden by the same flag on the command line.
+    """
+    words = env_words(environment) + (argv[1:] if recognises(argv) else argv)
     found, _ = scan(words, FLAGS)
     return LlamaCppLaunch(
         ctx_size=to_int(found, "ctx_size", "-c/--ctx-size"),

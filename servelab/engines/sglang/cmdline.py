@@ -50,7 +50,8 @@ def recognises(argv: list[str]) -> bool:
     return any("sglang" in word for word in argv[:3])
 
 
-def parse(argv: list[str]) -> SglangLaunch:
+def parse(argv: list[str], environment: dict[str, str] | None = None) -> SglangLaunch:
+    """Parse flags (the environment carries none of these for this engine)."""
     found, _ = scan(argv, FLAGS)
     return SglangLaunch(
         model_path=found.get("model_path"),

@@ -45,7 +45,8 @@ def recognises(argv: list[str]) -> bool:
     return any(word == "vllm" or word.startswith("vllm.") or word.endswith("/vllm") for word in argv[:3])
 
 
-def parse(argv: list[str]) -> VllmLaunch:
+def parse(argv: list[str], environment: dict[str, str] | None = None) -> VllmLaunch:
+    """Parse flags (the environment carries none of these for this engine)."""
     found, positionals = scan(argv, FLAGS)
     model = found.get("model") or _serve_positional(positionals)
     return VllmLaunch(
