@@ -1,17 +1,12 @@
 """`servelab verify` against a REAL llama-server: the per-slot division, the n_ctx_train cap, compose, --strict.
 
-Each server runs a model the project makes itself (servelab.modelmake), with one thread, on 127.0.0.1.
+Servers come from the shared ``llama_server`` fixture (tests/engine_fixtures.py): one thread, 127.0.0.1,
+models the project makes itself.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import time
-import urllib.request
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,8 +14,6 @@ import pytest
 from servelab.cli.app import main
 from servelab.modelmake import make_model, shape_for
 from servelab.verify import from_command, parse_expect, verify
-
-LLAMA_SERVER = Path.home() / ".cache/servelab/llama.cpp/0.3.36-cpu/build/bin/llama-server"
 
 # The field report's compose service (a llama.cpp fork built from a Dockerfile; entrypoint llama-server),
 # with the context scaled down from 262144 to 8192 so it runs on this machine's tiny model.
@@ -39,78 +32,23 @@ services:
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"llama-server exited {proc.returncode}: {log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"llama-server not healthy in {timeout_s}s: {log.read_text()[-2000:]}")
-
-
-@pytest.fixture(scope="module")
-def verify_llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str, int, list[str]], str]]:
-    """Start a real llama-server on a self-made model; returns its URL. All are stopped at module end."""
-    procs: list[subprocess.Popen] = []
-    root = tmp_path_factory.mktemp("verify-llama")
-
-    def start(kind: str, ctx_train: int, args: list[str]) -> str:
-        model = root / "models" / "dense.gguf" if ctx_train == 8192 else root / f"{kind}-{ctx_train}" / "dense.gguf"
-        if not model.exists():
-            make_model(kind, model, shape_for(kind, ctx_train=ctx_train))
-        port = _free_port()
-        log = root / f"server-{port}.log"
-        env = {**os.environ, "LD_LIBRARY_PATH": str(LLAMA_SERVER.parent)}
-        argv = [str(LLAMA_SERVER), "-m", str(model), "-t", "1", "--host", "127.0.0.1", "--port", str(port), *args]
-        with log.open("wb") as sink:
-            proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=env)
-        procs.append(proc)
-        url = f"http://127.0.0.1:{port}"
-        _wait_healthy(url, proc, log)
-        return url
-
-    yield start
-    for proc in procs:
-        proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-@pytest.fixture(scope="module")
-def divided_url(verify_llama_server) -> str:
+@pytest.fixture
+def divided_url(llama_server, model_files) -> str:
     """-c 8192 -np 4 without --kv-unified: each slot gets 2048."""
-    return verify_llama_server("dense", 8192, ["-c", "8192", "-np", "4"])
+    return llama_server(model_files["dense"], "-c", "8192", "-np", "4").url
 
 
-@pytest.fixture(scope="module")
-def unified_url(verify_llama_server) -> str:
-    """The right launch: -c 8192 -np 4 --kv-unified lets every slot use the whole 8192."""
-    return verify_llama_server("dense", 8192, ["-c", "8192", "-np", "4", "--kv-unified"])
-
-
-@pytest.fixture(scope="module")
-def capped_url(verify_llama_server) -> str:
+@pytest.fixture
+def capped_url(llama_server, tmp_path: Path) -> str:
     """A model trained for 2048 tokens, started with -c 8192 -np 1: llama-server caps the slot at 2048."""
-    return verify_llama_server("dense", 2048, ["-c", "8192", "-np", "1"])
+    model = make_model("dense", tmp_path / "short" / "dense.gguf", shape_for("dense", ctx_train=2048)).path
+    return llama_server(model, "-c", "8192", "-np", "1").url
 
 
-def test_per_slot_division_is_caught_with_its_cause_and_fix(divided_url: str) -> None:
-    result = verify(divided_url, from_command("llama-server -m /models/dense.gguf -c 8192 -np 4"))
+@pytest.mark.parametrize("kind", ["dense", "hybrid"])
+def test_per_slot_division_is_caught_with_its_cause_and_fix(llama_server, model_files, kind: str) -> None:
+    url = llama_server(model_files[kind], "-c", "8192", "-np", "4").url
+    result = verify(url, from_command(f"llama-server -m /models/{kind}.gguf -c 8192 -np 4"))
     assert result.engine == "llamacpp"
     assert (result.effective.context_per_slot, result.effective.slots) == (2048, 4)
     assert result.effective.context_train == 8192
@@ -158,9 +96,11 @@ def test_field_report_compose_service_is_read_and_diffed(
     assert "-c is divided by -np 4" in out["mismatches"][0]["why"]
 
 
-def test_the_right_launch_verifies_clean(unified_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_right_launch_verifies_clean(llama_server, model_files, capsys: pytest.CaptureFixture[str]) -> None:
+    """-c 8192 -np 4 --kv-unified lets every slot use the whole 8192."""
+    url = llama_server(model_files["dense"], "-c", "8192", "-np", "4", "--kv-unified").url
     cmd = "llama-server -m /models/dense.gguf -c 8192 -np 4 --kv-unified"
-    assert main(["verify", unified_url, "--cmd", cmd, "--strict"]) == 0
+    assert main(["verify", url, "--cmd", cmd, "--strict"]) == 0
     out = capsys.readouterr().out
     assert "OK the server has what was asked" in out and "MISMATCH" not in out
 
