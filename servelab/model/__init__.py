@@ -1,5 +1,6 @@
 """Model description: one `ModelSpec` type, built from a HF config, a GGUF file or the bundled catalog."""
 
+from servelab.model.load import load_model
 from servelab.model.spec import (
     AttentionSpec,
     LayerKind,
@@ -20,4 +21,5 @@ __all__ = [
     "MoESpec",
     "ModelSpec",
     "WeightGroup",
+    "load_model",
 ]
