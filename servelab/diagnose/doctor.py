@@ -73,11 +73,14 @@ def run_doctor(
     gpus = read_gpus(probe)
     virt = read_virt(probe, tuple(g.virtualization_mode for g in gpus if g.virtualization_mode))
     pairs = read_pairs(probe, len(gpus))
-    findings = (
-        _gpu_part(probe, gpus, burn)
+    gpu_part = _gpu_part(probe, gpus, burn)
+    no_gpu = [f for f in gpu_part if f.id == "no-gpu"]
+    findings = (  # within one severity, causes (pairs, VM, environment) come before per-card details
+        no_gpu
         + pair_findings(pairs, virt.in_vm)
         + virt_findings(virt, len(gpus))
         + environment_findings(probe, gpus, pairs)
+        + [f for f in gpu_part if f.id != "no-gpu"]
         + ([burn_finding(burn)] if burn is not None else [])
         + p2p_test_findings(p2p_test or [])
     )

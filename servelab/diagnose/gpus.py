@@ -109,8 +109,8 @@ def _pcie_width(gpu: GpuInfo) -> Finding | None:
         id="pcie-narrow",
         severity="warning",
         title=f"GPU{gpu.index} PCIe link is x{gpu.pcie_width_current}, the card supports x{gpu.pcie_width_max}",
-        evidence=f"{gpu.name}: link width x{gpu.pcie_width_current} (max x{gpu.pcie_width_max}), "
-        f"gen {gpu.pcie_gen_current} (max {gpu.pcie_gen_max})",
+        evidence=f"{gpu.name}: link width x{gpu.pcie_width_current} (max x{gpu.pcie_width_max})"
+        + (f", gen {gpu.pcie_gen_current} (max {gpu.pcie_gen_max})" if gpu.pcie_gen_current else ""),
         consequence="Model loading, host-staged all-reduce and CPU offload move data at a fraction of the "
         "slot's speed; tensor parallelism over PCIe suffers most.",
         fix="Move the card to a full x16 slot (check the board manual for lanes shared with M.2), or check "

@@ -79,8 +79,12 @@ def read_pairs(probe: Probe, gpu_count: int) -> list[PairInfo]:
 
 
 def _status_text(pair: PairInfo) -> str:
-    cell = f", nvidia-smi topo -p2p r: {pair.topo_p2p_read}" if pair.topo_p2p_read else ""
-    return f"{pair.label}: P2P read {pair.p2p_read}, write {pair.p2p_write}, path {pair.common_ancestor}{cell}"
+    parts = [f"P2P read {pair.p2p_read}", f"write {pair.p2p_write}"]
+    if pair.common_ancestor:
+        parts.append(f"path {pair.common_ancestor}")
+    if pair.topo_p2p_read:
+        parts.append(f"nvidia-smi topo -p2p r: {pair.topo_p2p_read}")
+    return f"{pair.label}: " + ", ".join(parts)
 
 
 def _blocked(pairs: list[PairInfo], in_vm: bool) -> Finding | None:

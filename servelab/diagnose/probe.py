@@ -186,3 +186,84 @@ class RecordedProbe:
 
     def environ(self) -> Mapping[str, str]:
         return dict(self._env)
+
+
+class RecordingProbe:
+    """Wraps a probe and remembers every answer; `save(directory)` writes a `RecordedProbe` fixture.
+
+    Environment variables are saved only by name and value for NCCL_*, CUDA_*, VLLM_*, SGLANG_*, HOME and
+    XDG_CACHE_HOME (nothing else — API keys and tokens never reach a fixture).
+    """
+
+    ENV_PREFIXES = ("NCCL_", "CUDA_", "VLLM_", "SGLANG_")
+    ENV_NAMES = ("HOME", "XDG_CACHE_HOME")
+
+    def __init__(self, inner: Probe) -> None:
+        self._inner = inner
+        self._nvml: dict[str, Any] = {"gpus": [], "pairs": {}}
+        self._commands: dict[str, Any] = {}
+        self._files: dict[str, str] = {}
+
+    def nvml_error(self) -> str | None:
+        error = self._inner.nvml_error()
+        if error is not None:
+            self._nvml["error"] = error
+        return error
+
+    def gpu_count(self) -> int:
+        count = self._inner.gpu_count()
+        while len(self._nvml["gpus"]) < count:
+            self._nvml["gpus"].append({})
+        return count
+
+    def gpu(self, index: int, query: str) -> Any:
+        answer = self._inner.gpu(index, query)
+        self.gpu_count()
+        if query not in ("power_usage_mw", "sm_util_pct", "mem_util_pct") or query not in self._nvml["gpus"][index]:
+            self._nvml["gpus"][index][query] = answer
+        return answer
+
+    def pair(self, a: int, b: int, query: str) -> int | None:
+        answer = self._inner.pair(a, b, query)
+        self._nvml["pairs"].setdefault(f"{a}-{b}", {})[query] = answer
+        return answer
+
+    def run(self, argv: Sequence[str]) -> CommandOutput | None:
+        output = self._inner.run(argv)
+        if output is not None:
+            self._commands[" ".join(argv)] = {"stdout": output.stdout, "rc": output.returncode}
+        return output
+
+    def read_text(self, path: str) -> str | None:
+        text = self._inner.read_text(path)
+        if text is not None:
+            self._files[path] = _flags_only(text) if path == "/proc/cpuinfo" else text
+        return text
+
+    def glob(self, pattern: str) -> list[str]:
+        paths = self._inner.glob(pattern)
+        for path in paths:
+            self.read_text(path)
+        return paths
+
+    def environ(self) -> Mapping[str, str]:
+        return self._inner.environ()
+
+    def _safe_env(self) -> dict[str, str]:
+        env = self._inner.environ()
+        return {k: v for k, v in env.items() if k.startswith(self.ENV_PREFIXES) or k in self.ENV_NAMES}
+
+    def save(self, directory: Path | str) -> Path:
+        """Write nvml.json, commands.json, files.json and env.json into `directory` (created)."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, value in (("nvml", self._nvml), ("commands", self._commands), ("files", self._files),
+                            ("env", self._safe_env())):  # fmt: skip
+            (out / f"{name}.json").write_text(json.dumps(value, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        return out
+
+
+def _flags_only(cpuinfo: str) -> str:
+    """The first `flags` line of /proc/cpuinfo: all doctor reads, and far smaller than the file."""
+    flags = next((line for line in cpuinfo.splitlines() if line.startswith("flags")), "")
+    return flags + "\n" if flags else ""
