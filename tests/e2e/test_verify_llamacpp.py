@@ -120,3 +120,23 @@ def test_kv_dtype_is_reported_unverifiable_not_guessed(capped_url: str) -> None:
     assert result.mismatches == ()
     (u,) = result.unverified
     assert u.key == "kv_dtype" and "llama_kv_cache" in u.reason
+
+
+def test_draft_model_without_spec_type_is_caught(llama_server, model_files) -> None:
+    """On this build -md loads the draft but nothing speculates until --spec-type is given."""
+    draft = str(model_files["draft"])
+    url = llama_server(model_files["dense"], "-md", draft, "-c", "2048", "-np", "1").url
+    result = verify(url, from_command(f"llama-server -m dense.gguf -md {draft} -c 2048 -np 1"))
+    assert result.effective.speculative == {"enabled": False}
+    (m,) = result.mismatches
+    assert m.key == "speculative" and m.why.startswith("speculative decoding is off, not on: the draft model loads")
+    assert m.fix.startswith("add --spec-type draft-simple")
+
+
+def test_draft_model_with_spec_type_verifies(llama_server, model_files) -> None:
+    draft = str(model_files["draft"])
+    args = ("-md", draft, "--spec-type", "draft-simple", "-c", "2048", "-np", "1")
+    url = llama_server(model_files["dense"], *args).url
+    result = verify(url, from_command(["llama-server", "-m", "dense.gguf", *args]))
+    assert result.effective.speculative == {"enabled": True}
+    assert result.mismatches == () and "speculative" in result.matched

@@ -128,7 +128,8 @@ def test_llamacpp_effective_from_props_models_slots() -> None:
     slots = [{"id": i, "n_ctx": 2048, "speculative": i == 0} for i in range(4)]
     fields = llamacpp_effective(props, models, slots)
     assert (fields["context_per_slot"], fields["slots"], fields["context_train"]) == (2048, 4, 8192)
-    assert fields["speculative"] == {"enabled": True, "speculative.types": "none"}
+    assert fields["speculative"] == {"enabled": True}
+    assert llamacpp_effective(props, models, None)["speculative"] == {"enabled": False}
     assert "chat_template" not in fields["raw"]["props"]
 
 

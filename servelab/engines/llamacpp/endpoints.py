@@ -51,10 +51,9 @@ def effective_from(props: dict[str, Any], models: Any, slots: Any) -> dict[str, 
 
 
 def _speculative(slot_list: list[Any], settings: dict[str, Any]) -> dict[str, Any]:
-    enabled = any(isinstance(s, dict) and s.get("speculative") for s in slot_list) or bool(settings.get("speculative"))
-    params = settings.get("params") or {}
-    spec = {k: v for k, v in params.items() if k.startswith("speculative.")}
-    return {"enabled": enabled, **spec}
+    """Drafting is on when a slot says so; /props' params 'speculative.types' stays "none" even then."""
+    slot_flags = [bool(s.get("speculative")) for s in slot_list if isinstance(s, dict)]
+    return {"enabled": any(slot_flags) if slot_flags else bool(settings.get("speculative"))}
 
 
 def _without_templates(props: dict[str, Any]) -> dict[str, Any]:

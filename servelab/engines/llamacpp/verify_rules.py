@@ -36,12 +36,20 @@ def explain(key: str, asked_value: Any, got_value: Any, asked: Asked, got: Effec
         cause = "-np was not given, so this build chose the slot count itself" if launch.parallel is None else None
         return (cause or f"the server runs {got_value} slots", f"pass -np {asked_value}")
     if key == "speculative" and asked_value:
-        return ("no slot reports speculative decoding: the draft did not load or this model's context cannot "
-                "roll back (look for 'speculative decoding not supported' in the log)",
-                "pass -md DRAFT.gguf (or --spec-type) and read the server log")
+        return _speculative(launch)
     if key == "model":
         return ("the server loaded or names another model", f"check -m, or name it with --alias {asked_value}")
     return None
+
+
+def _speculative(launch: LlamaCppLaunch) -> tuple[str, str]:
+    if launch.draft_model and launch.spec_type in (None, "none"):
+        return ("the draft model loads but no slot speculates: this build drafts only with --spec-type "
+                "(seen on b1-0c1e570: '-md' alone leaves /slots speculative=false)",
+                "add --spec-type draft-simple (or draft-eagle3 / draft-mtp for such heads) beside -md")
+    return ("no slot reports speculative decoding: the draft did not load or this model's context cannot "
+            "roll back (look for 'speculative decoding not supported' in the log)",
+            "pass -md DRAFT.gguf with --spec-type draft-simple and read the server log")
 
 
 def _context(asked_value: int, per_slot: int, launch: LlamaCppLaunch, got: EffectiveConfig) -> tuple[str, str] | None:
