@@ -1,9 +1,91 @@
-"""`servelab report` (not yet written: the owning issue fills this in)."""
+"""`servelab report [RUN…]`: the bill as a self-contained HTML page, its Markdown twin, or in the terminal."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+
+from servelab.cli.output import print_json, stderr_console, stdout_console
+from servelab.errors import ConfigError, StoreError
+from servelab.report import FORMATS, assemble, render_report
+from servelab.report.data import Bill, read_json_file
+from servelab.report.page import build_page
+from servelab.report.terminal import render_terminal
+from servelab.report.verdict import verdicts
+from servelab.store import Store, StoredRun
 
 
 def register(app: typer.Typer) -> None:
-    """Add this command to the app."""
+    """Add `report` to the app."""
+
+    @app.command("report")
+    def report_command(
+        runs: list[str] = typer.Argument(None, help="Run ids or unique prefixes (default: the latest run)."),
+        db: Path | None = typer.Option(None, "--db", help="The result store (default: the user data directory's)."),
+        plan: Path | None = typer.Option(None, "--plan", help="`servelab plan --json` output: ceilings and memory."),
+        doctor: Path | None = typer.Option(None, "--doctor", help="`servelab doctor --json` output: findings."),
+        spec: Path | None = typer.Option(None, "--spec", help="`servelab spec --json` output: the spec verdict."),
+        output: Path | None = typer.Option(None, "-o", "--output", help="Write here (default bill.html / bill.md)."),
+        fmt: str | None = typer.Option(None, "--format", help="html or md (default: from -o's suffix, else html)."),
+        terminal: bool = typer.Option(False, "--terminal", help="Show the tables and small plots here instead."),
+        as_json: bool = typer.Option(False, "--json", help="Print what was written and the verdicts as JSON."),
+    ) -> None:
+        """Render the bill: every figure beside its ceiling, plots, diagnosis and a verdict per scenario."""
+        fmt = choose_format(fmt, output)
+        bill = assemble(load_runs(db, runs or []), *(_optional(p, w) for p, w in
+                        ((plan, "plan"), (doctor, "doctor"), (spec, "spec"))))  # fmt: skip
+        if terminal:
+            render_terminal(stdout_console(), bill, build_page(bill, with_plots=False))
+            return
+        path = output or Path(f"bill.{fmt}")
+        text, extra_files = render_report(bill, fmt, plot_dir=f"{path.stem}_plots")
+        write(path, text)
+        for name, body in extra_files.items():
+            write(path.parent / name, body)
+        if as_json:
+            print_json(report_json(bill, path, fmt))
+        else:
+            stderr_console().print(f"wrote {path}", markup=False)
+
+
+def choose_format(fmt: str | None, output: Path | None) -> str:
+    if fmt is None:
+        return "md" if output is not None and output.suffix.lower() in (".md", ".markdown") else "html"
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown report format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+    return fmt
+
+
+def _optional(path: Path | None, what: str) -> dict | None:
+    return None if path is None else read_json_file(path, what)
+
+
+def load_runs(db: Path | None, run_ids: list[str]) -> list[StoredRun]:
+    """The named runs, or the latest one when none is named."""
+    with Store.open(db, must_exist=db is not None) as store:
+        if not run_ids:
+            latest = store.list_runs()[-1:]
+            if not latest:
+                raise StoreError(f"no runs in {store.path}; record one with `servelab bench URL` first")
+            run_ids = [latest[0].id]
+        return [store.load_run(run_id) for run_id in run_ids]
+
+
+def write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot write the report to {path}: {exc.strerror}") from exc
+
+
+def report_json(bill: Bill, path: Path, fmt: str) -> dict:
+    return {
+        "output": str(path),
+        "format": fmt,
+        "runs": list(bill.run_ids),
+        "partial_runs": list(bill.partial_runs),
+        "warnings": list(bill.warnings),
+        "verdicts": [{"scenario": v.scenario, "choice": v.choice, "sentence": v.sentence} for v in verdicts(bill)],
+    }

@@ -52,7 +52,9 @@ def _ceiling_para(bill: Bill) -> Para:
                 f"{tables.fmt(full)} tok/s at full context.")  # fmt: skip
 
 
-def _plot_section(key: str, title: str, made: list[Plot]) -> Section:
+def _plot_section(key: str, title: str, made: list[Plot] | None) -> Section:
+    if made is None:
+        return Section(key, title, (Para("Plots of this section are in the HTML report (servelab report -o bill.html).", "note"),))
     blocks: list[Block] = []
     for plot in made:
         if plot.svg is not None:
@@ -85,8 +87,8 @@ def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
     """All sections of the bill in reading order. Without plots the plot sections keep only their notes."""
     made = {p.key: p for p in plots.all_plots(bill)} if with_plots else {}
 
-    def pick(*keys: str) -> list[Plot]:
-        return [made[k] for k in keys if k in made]
+    def pick(*keys: str) -> list[Plot] | None:
+        return [made[k] for k in keys if k in made] if with_plots else None
 
     return (
         _runs_section(bill),

@@ -1,0 +1,68 @@
+"""The bill as Markdown: the same sections as the HTML, tables as pipe tables, plots referenced by title.
+
+Every string is escaped for Markdown and for the HTML that Markdown renderers pass through, so a model
+name such as ``<script>`` stays text.
+"""
+
+from __future__ import annotations
+
+import copy
+import html
+import xml.etree.ElementTree as ET
+
+from servelab import __version__
+from servelab.report.page import Items, Para, Section
+from servelab.report.plots import Plot
+from servelab.report.tables import TableData
+
+MARKDOWN_SPECIALS = "\\`*_[]|#<>!"
+
+
+def md_text(text: str) -> str:
+    """`text` as literal Markdown: HTML-escaped, Markdown punctuation backslash-escaped, on one line."""
+    escaped = html.escape(" ".join(str(text).split()), quote=False)
+    return "".join("\\" + c if c in MARKDOWN_SPECIALS else c for c in escaped)
+
+
+def _table(table: TableData) -> list[str]:
+    lines = [f"**{md_text(table.title)}**", ""]
+    lines.append("| " + " | ".join(md_text(h) for h in table.headers) + " |")
+    lines.append("|" + "|".join([":--"] + ["--:"] * (len(table.headers) - 1)) + "|")
+    lines += ["| " + " | ".join(md_text(c) for c in row) + " |" for row in table.rows]
+    return [*lines, ""]
+
+
+def _block(block: object, plot_dir: str | None) -> list[str]:
+    if isinstance(block, Para):
+        prefix = {"note": "> ℹ️ ", "warning": "> ⚠️ **Warning:** "}.get(block.kind, "")
+        return [prefix + md_text(block.text), ""]
+    if isinstance(block, Items):
+        return [*(f"- {md_text(item)}" for item in block.items), ""]
+    if isinstance(block, TableData):
+        return _table(block)
+    if isinstance(block, Plot) and plot_dir is not None:
+        return [f"![{md_text(block.title)}]({plot_dir}/{block.key}.svg)", ""]
+    if isinstance(block, Plot):
+        return [f"_Plot: {md_text(block.title)} (in the HTML report)._", ""]
+    return []
+
+
+def render_markdown(sections: tuple[Section, ...], *, title: str, generated: str, plot_dir: str | None = None) -> str:
+    """The Markdown document; plots become image links ``plot_dir/<key>.svg`` (see `standalone_svgs`)."""
+    lines = [f"# {md_text(title)}", "", f"_Generated {md_text(generated)} by servelab {__version__}._", ""]
+    for section in sections:
+        lines += [f"## {md_text(section.title)}", ""]
+        for block in section.blocks:
+            lines += _block(block, plot_dir)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def standalone_svgs(sections: tuple[Section, ...]) -> dict[str, str]:
+    """Each plot as a standalone SVG file body, keyed by file name; mid-grey ink reads on light and dark."""
+    files = {}
+    for block in (b for s in sections for b in s.blocks if isinstance(b, Plot) and b.svg is not None):
+        root = copy.deepcopy(block.svg)
+        root.set("xmlns", "http://www.w3.org/2000/svg")
+        root.set("color", "#6b7280")
+        files[f"{block.key}.svg"] = ET.tostring(root, encoding="unicode")
+    return files

@@ -1,0 +1,120 @@
+"""The bill's pure layers: figures from records, sections with notes for absent inputs, verdict sentences."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from servelab.report import assemble, render_report
+from servelab.report.levels import level_figures, per_token_itls_s
+from servelab.report.markdown import md_text
+from servelab.report.page import Para, build_page
+from servelab.report.verdict import verdicts
+from servelab.store import Store
+from tests.runs_factory import MS, make_record, store_run
+
+GIB = 1024**3
+PLAN = {"model": "tiny", "gpu": "rtx4090-48g", "plans": [
+    {"engine": "sglang", "quant": "awq", "context": 8192, "fits": False, "memory_bytes": {"total": 99 * GIB},
+     "decode_ceiling_tok_s": {"short": 1.0, "full_context": 1.0}},
+    {"engine": "llamacpp", "quant": "q8_0", "context": 4096, "fits": True,
+     "memory_bytes": {"weights": 2 * GIB, "kv_cache": GIB, "recurrent_state": 0, "activations": 0, "runtime": GIB,
+                      "total": 4 * GIB, "capacity": 8 * GIB},
+     "decode_ceiling_tok_s": {"short": 200.0, "full_context": 100.0}},
+]}  # fmt: skip
+
+
+def _run(tmp_path: Path, **kwargs):
+    run_id = store_run(tmp_path / "r.db", **kwargs)
+    with Store.open(tmp_path / "r.db") as store:
+        return store.load_run(run_id)
+
+
+def test_a_chunk_of_n_tokens_gives_n_itl_samples_of_gap_over_n() -> None:
+    record = make_record(0, "c=1", 0, start_ns=0, ttft_ms=5, itl_ms=4, output_tokens=3)
+    record.chunk_tokens[2] = 4  # the last chunk carries 4 tokens after a 4 ms gap
+    assert per_token_itls_s(record) == pytest.approx([0.004, 0.001, 0.001, 0.001, 0.001])
+
+
+def test_level_figures_count_failures_and_evictions_and_skip_warmup() -> None:
+    records = [
+        make_record(0, "c=2", 0, start_ns=0, ttft_ms=10, itl_ms=5, output_tokens=5),
+        make_record(0, "c=2", 1, start_ns=0, ttft_ms=10, itl_ms=5, output_tokens=5, evicted=True),
+        make_record(0, "c=2", 2, start_ns=0, ttft_ms=10, itl_ms=5, output_tokens=5, status="error"),
+        make_record(0, "c=2", 3, start_ns=0, ttft_ms=900, itl_ms=5, output_tokens=5, phase="warmup"),
+    ]
+    lv = level_figures(0, "c=2", records)
+    assert (lv.completed, lv.failed, lv.evictions, lv.concurrency) == (2, 1, 1, 2)
+    assert lv.errors_by_kind == {"http_5xx": 1}
+    assert lv.ttft_ms.p[99] == pytest.approx(10.0)  # the 900 ms warm-up is excluded
+    assert lv.decode_tok_s.median == pytest.approx(200.0)
+    assert lv.duration_s == pytest.approx(30 * MS / 1e9)
+
+
+def test_the_plan_entry_that_fits_for_the_runs_engine_gives_the_ceilings(tmp_path: Path) -> None:
+    bill = assemble([_run(tmp_path)], PLAN)
+    assert bill.plan["quant"] == "q8_0"
+    assert (bill.ceiling_short_tok_s, bill.planned_total_bytes) == (200.0, 4 * GIB)
+    single = next(v for v in verdicts(bill) if v.scenario == "single user")
+    assert single.sentence == (
+        "llamacpp · tiny-test-model decodes one stream fastest: 100.0 tok/s (median); "
+        "that is 50% of the 200.0 tok/s bandwidth ceiling of the plan."
+    )
+    context = next(v for v in verdicts(bill) if v.scenario == "usable context")
+    assert "2048 tokens of context per request, 50% of the 4096 planned" in context.sentence
+
+
+def test_verdicts_pick_the_engine_per_scenario(tmp_path: Path) -> None:
+    bill = assemble([_run(tmp_path, engines=("llamacpp", "sglang"))])
+    by = {v.scenario: v for v in verdicts(bill)}
+    assert by["single user"].choice == "llamacpp · tiny-test-model"  # target 1 has twice the ITL
+    assert "2.00× sglang · tiny-test-model" in by["single user"].sentence
+    assert by["serving many"].choice == "llamacpp · tiny-test-model"
+    assert "at concurrency 4" in by["serving many"].sentence
+    assert by["memory-starved"].choice is None and "--plan" in by["memory-starved"].sentence
+
+
+def test_absent_inputs_leave_notes_and_every_section_is_there(tmp_path: Path) -> None:
+    sections = build_page(assemble([_run(tmp_path)]))
+    keys = [s.key for s in sections]
+    assert keys == ["runs", "summary", "ladder", "throughput", "latency", "roofline", "memory", "timeline",
+                    "doctor", "spec", "verdict"]  # fmt: skip
+    notes = [b.text for s in sections for b in s.blocks if isinstance(b, Para) and b.kind == "note"]
+    assert any("--plan" in n for n in notes) and any("--doctor" in n for n in notes)
+    assert any("--spec" in n for n in notes)
+    assert any(n.startswith("Memory: planned breakdown") for n in notes)
+
+
+def test_a_partial_run_says_so(tmp_path: Path) -> None:
+    bill = assemble([_run(tmp_path, finish=False)])
+    warnings = [b.text for s in build_page(bill, with_plots=False) for b in s.blocks
+                if isinstance(b, Para) and b.kind == "warning"]  # fmt: skip
+    assert any("partial" in w for w in warnings)
+    text, _ = render_report(bill, "md")
+    assert "partial run" in text
+
+
+def test_html_is_well_formed_and_escapes_what_servers_return(tmp_path: Path) -> None:
+    run = _run(tmp_path, model="<script>alert(1)</script>")
+    html, extra = render_report(assemble([run], PLAN, doctor={"findings": [
+        {"severity": "critical", "title": "<img src=x onerror=alert(2)>", "fix": "x"}]}), "html")  # fmt: skip
+    assert extra == {}
+    assert "<script" not in html and "<img" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert not re.search(r"(src|href)=\"(https?:)?//|@import|url\(\s*['\"]?https?:", html)  # nothing to fetch
+
+
+def test_markdown_escapes_markup() -> None:
+    assert md_text("<b>x</b> | *y*") == r"&lt;b&gt;x&lt;/b&gt; \| \*y\*"
+    assert md_text("a\nb") == "a b"
+
+
+def test_markdown_links_plots_written_as_standalone_svg(tmp_path: Path) -> None:
+    text, files = render_report(assemble([_run(tmp_path)], PLAN), "md", plot_dir="bill_plots")
+    assert "![Aggregate output throughput vs concurrency](bill_plots/aggregate-throughput.svg)" in text
+    assert set(files) >= {"bill_plots/aggregate-throughput.svg", "bill_plots/memory.svg", "bill_plots/roofline.svg"}
+    root = ET.fromstring(files["bill_plots/memory.svg"])
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
