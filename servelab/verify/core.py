@@ -39,8 +39,10 @@ def verify(
 ) -> VerifyResult:
     """Detect the engine at ``url``, read its effective configuration, diff it against ``asked``."""
     detected = engine or detect_engine(url, api_key=api_key, timeout_s=timeout_s)
-    effective = read_effective(url, engine=detected, api_key=api_key, timeout_s=timeout_s)
-    return compare(public_url(url), effective, asked or Asked())
+    asked = asked or Asked()
+    model = asked.values.get("model") if detected.name in ("ollama", "openai", "vllm") else None
+    effective = read_effective(url, engine=detected, api_key=api_key, timeout_s=timeout_s, model=model)
+    return compare(public_url(url), effective, asked)
 
 
 def compare(url: str, effective: EffectiveConfig, asked: Asked) -> VerifyResult:

@@ -60,13 +60,14 @@ def read_effective(
     engine: DetectedEngine | str | None = None,
     api_key: str | None = None,
     timeout_s: float = 5.0,
+    model: str | None = None,
 ) -> EffectiveConfig:
-    """Detect the engine (unless given) and read its effective configuration."""
+    """Detect the engine (unless given) and read its effective configuration (of ``model`` where it serves several)."""
     if engine is None:
         engine = detect_engine(base_url, api_key=api_key, timeout_s=timeout_s)
     name = engine.name if isinstance(engine, DetectedEngine) else engine
     probe = HttpProbe(base_url, api_key, timeout_s)
-    config = EffectiveConfig.from_fields(name, endpoints_for(name).read_effective(probe))
+    config = EffectiveConfig.from_fields(name, endpoints_for(name).read_effective(probe, model))
     if config.version is None and isinstance(engine, DetectedEngine) and engine.version:
         config = dataclasses.replace(config, version=engine.version)
     return config

@@ -198,6 +198,20 @@ def test_ollama_served_window_versus_training_context(serve_fixture) -> None:
     assert ("POST", "/api/show", None) in server.seen
 
 
+def test_ollama_named_model_short_name(serve_fixture) -> None:
+    server = serve_fixture("ollama/num-ctx-default")
+    result = verify(server.url, parse_expect(["model=llama3.2", "context=4096"]))
+    assert result.mismatches == () and set(result.matched) == {"model", "context"}
+    assert ("POST", "/api/show", None) in server.seen
+
+
+def test_vllm_named_lora_adapter_has_no_length_of_its_own(serve_fixture) -> None:
+    server = serve_fixture("vllm/fp8-ignored")
+    result = verify(server.url, parse_expect(["model=sql-lora", "context=32768"]))
+    assert result.effective.model == "sql-lora"
+    assert [u.key for u in result.unverified] == ["context"] and result.mismatches == ()
+
+
 def test_ollama_idle_context_is_unverified_not_a_mismatch(serve_fixture, capsys) -> None:
     server = serve_fixture("ollama/idle")
     assert main(["verify", server.url, "--expect", "context=8192", "--strict"]) == 0

@@ -23,8 +23,8 @@ def identify(probe: HttpProbe) -> DetectedEngine | None:
     return DetectedEngine("llamacpp", props.get("build_info"), _model_ids(models, props), raw)
 
 
-def read_effective(probe: HttpProbe) -> dict[str, Any]:
-    """Effective settings as EffectiveConfig field names, plus ``raw`` with what was read."""
+def read_effective(probe: HttpProbe, model: str | None = None) -> dict[str, Any]:
+    """Effective settings as EffectiveConfig field names, plus ``raw``. One model per server: ``model`` unused."""
     props = probe.get_json("/props") or {}
     models = probe.get_json("/v1/models")
     slots = probe.get_json("/slots")

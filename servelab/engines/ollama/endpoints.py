@@ -72,7 +72,9 @@ def parse_parameters(text: str) -> dict[str, str]:
 
 
 def _pick(models: list[dict[str, Any]], name: str | None) -> dict[str, Any]:
-    matching = [m for m in models if name in (None, m.get("name"), m.get("model"))]
+    """The entry for ``name`` (Ollama's "llama3.2" means "llama3.2:latest"), or the first when None."""
+    wanted = {name, f"{name}:latest"}
+    matching = [m for m in models if name is None or wanted & {m.get("name"), m.get("model")}]
     return matching[0] if matching else {}
 
 

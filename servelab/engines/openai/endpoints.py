@@ -16,14 +16,15 @@ def identify(probe: HttpProbe) -> DetectedEngine | None:
     return DetectedEngine("openai", None, ids, {"v1_models": models})
 
 
-def read_effective(probe: HttpProbe) -> dict[str, Any]:
-    return effective_from(probe.get_json("/v1/models"))
+def read_effective(probe: HttpProbe, model: str | None = None) -> dict[str, Any]:
+    return effective_from(probe.get_json("/v1/models"), model)
 
 
-def effective_from(models: Any) -> dict[str, Any]:
-    """Pure: what /v1/models tells; some servers add max_model_len (vLLM-style) or context_length."""
+def effective_from(models: Any, model: str | None = None) -> dict[str, Any]:
+    """Pure: what /v1/models tells of ``model`` (or the first); some servers add max_model_len or context_length."""
     data = models.get("data") if isinstance(models, dict) else None
-    first = data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
+    entries = [m for m in data or () if isinstance(m, dict)]
+    first = next((m for m in entries if m.get("id") == model), entries[0] if entries else {})
     context = first.get("max_model_len") or first.get("context_length")
     return {
         "context_per_slot": context if isinstance(context, int) else None,

@@ -43,7 +43,8 @@ def identify(probe: HttpProbe) -> DetectedEngine | None:
     return DetectedEngine("sglang", _str(info.get("version")), models, raw)
 
 
-def read_effective(probe: HttpProbe) -> dict[str, Any]:
+def read_effective(probe: HttpProbe, model: str | None = None) -> dict[str, Any]:
+    """Effective settings; sglang serves one model, so ``model`` is not needed."""
     return effective_from(server_info(probe) or {}, model_info(probe))
 
 

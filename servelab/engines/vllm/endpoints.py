@@ -26,14 +26,15 @@ def identify(probe: HttpProbe) -> DetectedEngine | None:
     return DetectedEngine("vllm", text, ids, {"v1_models": models, "version": version})
 
 
-def read_effective(probe: HttpProbe) -> dict[str, Any]:
+def read_effective(probe: HttpProbe, model: str | None = None) -> dict[str, Any]:
     version = probe.get_json("/version")
-    return effective_from(probe.get_json("/v1/models"), probe.get_text("/metrics") or "", version)
+    return effective_from(probe.get_json("/v1/models"), probe.get_text("/metrics") or "", version, model)
 
 
-def effective_from(models: Any, metrics_text: str, version: Any) -> dict[str, Any]:
-    """Pure: effective settings from /v1/models, the /metrics text and /version."""
-    base = next((m for m in _entries(models) if not m.get("parent")), {})
+def effective_from(models: Any, metrics_text: str, version: Any, model: str | None = None) -> dict[str, Any]:
+    """Pure: effective settings of ``model`` (default: the base model, not a LoRA) from /v1/models, /metrics, /version."""
+    entries = _entries(models)
+    base = next((m for m in entries if m.get("id") == model), None) or next((m for m in entries if not m.get("parent")), {})
     cache = cache_config_labels(metrics_text)
     return {
         "context_per_slot": base.get("max_model_len"),
