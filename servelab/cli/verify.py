@@ -11,7 +11,16 @@ from rich.table import Table
 
 from servelab.cli.output import print_json, stdout_console
 from servelab.engines.detect import DetectedEngine, detect_engine
-from servelab.verify import Asked, VerifyResult, from_command, from_compose, from_plan, parse_expect, verify
+from servelab.verify import (
+    EXPECT_KEYS,
+    Asked,
+    VerifyResult,
+    from_command,
+    from_compose,
+    from_plan,
+    parse_expect,
+    verify,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -20,7 +29,9 @@ def register(app: typer.Typer) -> None:
     @app.command("verify")
     def verify_command(
         url: str = typer.Argument(..., help="Base URL of the running server, e.g. http://127.0.0.1:8080"),
-        expect: list[str] = typer.Option([], "--expect", help="key=value the server should have (repeatable)."),
+        expect: list[str] = typer.Option(
+            [], "--expect", help=f"key=value the server should have (repeatable); keys: {', '.join(EXPECT_KEYS)}."
+        ),
         cmd: str | None = typer.Option(None, "--cmd", help="The engine command line it was started with."),
         compose: Path | None = typer.Option(None, "--compose", help="A docker-compose file whose service started it."),
         service: str | None = typer.Option(None, "--service", help="The compose service (when there are several)."),
