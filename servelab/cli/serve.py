@@ -1,9 +1,109 @@
-"""`servelab serve` (not yet written: the owning issue fills this in)."""
+"""`servelab serve ENGINE MODEL [--port P] [--host H] [-- ENGINE ARGS…]`: run an engine in the foreground.
+
+Starts the engine as a managed child process, waits for health, prints the effective configuration
+(read back by servelab.verify and diffed against the command line), then waits for Ctrl-C or SIGTERM
+and stops the engine. An engine that exits by itself ends the command with its telling log line.
+"""
 
 from __future__ import annotations
 
+import shlex
+import time
+from pathlib import Path
+
 import typer
+
+from servelab import paths
+from servelab.cli.output import print_json, stderr_console, stdout_console
+from servelab.engines.process import EngineServer, check_port_free, start_server, telling_line
+from servelab.errors import ConfigError, EngineError
+
+ENGINES = ("llama.cpp", "sglang", "vllm")
+DEFAULT_PORTS = {"llama.cpp": 8080, "sglang": 30000, "vllm": 8000}
+POLL_S = 0.5
+
+
+def start_engine(engine: str, model: str, args: list[str], *, host: str, port: int | None, log_path: Path | None,
+                 timeout_s: float | None) -> EngineServer:
+    """Start ``engine`` on ``model``; the engine's own module builds its command line."""
+    if engine == "llama.cpp":
+        from servelab.engines.llamacpp.server import HEALTH_TIMEOUT_S, start_llama_server
+
+        return start_llama_server(model, args, host=host, port=port or DEFAULT_PORTS[engine], log_path=log_path,
+                                  timeout_s=timeout_s or HEALTH_TIMEOUT_S)
+    if engine == "sglang":
+        from servelab.engines.sglang import launch
+    else:
+        from servelab.engines.vllm import launch  # type: ignore[no-redef]
+    launch.check_installed()
+    port = port or DEFAULT_PORTS[engine]
+    check_port_free(host, port)
+    log_path = log_path or paths.data_dir() / "logs" / f"{engine}-{time.strftime('%Y%m%d-%H%M%S')}-{port}.log"
+    return start_server(launch.launch_argv(model, host=host, port=port, args=args), host=host, port=port,
+                        model=Path(model), log_path=log_path, health_path=launch.HEALTH_PATH,
+                        timeout_s=timeout_s or launch.HEALTH_TIMEOUT_S, name=engine)
+
+
+def effective_report(server: EngineServer, engine: str) -> dict[str, object]:
+    """What the running engine really got, diffed against its own command line."""
+    from servelab.verify import from_command, verify
+
+    result = verify(server.url, from_command(server.process.argv, engine=engine.replace(".", "")))
+    return {
+        "engine": engine, "url": server.url, "pid": server.pid, "log_path": str(server.log_path),
+        "command": shlex.join(server.process.argv), "effective": result.effective.summary(),
+        "mismatches": [m.line for m in result.mismatches],
+    }
+
+
+def render(report: dict[str, object]) -> None:
+    out = stdout_console()
+    out.print(f"{report['engine']} serving at {report['url']} (pid {report['pid']}, log {report['log_path']})")
+    out.print(f"command: {report['command']}")
+    for key, value in report["effective"].items():  # type: ignore[union-attr]
+        out.print(f"  {key}: {value}")
+    for line in report["mismatches"]:  # type: ignore[union-attr]
+        out.print(f"  note: {line}")
+
+
+def wait_until_stopped(server: EngineServer) -> None:
+    """Block until Ctrl-C / SIGTERM (KeyboardInterrupt) or the engine exits (EngineError)."""
+    while (code := server.process.exit_code()) is None:
+        time.sleep(POLL_S)
+    raise EngineError(f"{server.process.name} exited with code {code}: {telling_line(server.process.log_tail())}"
+                      f" (log: {server.log_path})")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this command to the app."""
+    """Add `servelab serve` to the app."""
+
+    @app.command("serve")
+    def serve(
+        engine: str = typer.Argument(..., help=f"One of: {', '.join(ENGINES)}."),
+        model: str = typer.Argument(..., help="Model: a .gguf file for llama.cpp; a path or hub id for sglang/vLLM."),
+        engine_args: list[str] | None = typer.Argument(None, help="Engine flags, after `--`."),
+        port: int | None = typer.Option(None, help="Port (default: the engine's usual one)."),
+        host: str = typer.Option("127.0.0.1", help="Address to bind; loopback unless you ask otherwise."),
+        log: Path | None = typer.Option(None, help="Engine log file (default: in servelab's data dir)."),
+        timeout: float | None = typer.Option(None, help="Seconds to wait for health."),
+        as_json: bool = typer.Option(False, "--json", help="Print the effective configuration as JSON."),
+    ) -> None:
+        """Start an engine, wait for health, print what it really got; Ctrl-C or SIGTERM stops it."""
+        from servelab.engines.process import terminate_on_signals
+
+        if engine not in ENGINES:
+            raise ConfigError(f"unknown engine {engine!r}; choose one of: {', '.join(ENGINES)}")
+        err = stderr_console()
+        with terminate_on_signals():
+            err.print(f"starting {engine} on {model} …")
+            server = start_engine(engine, model, list(engine_args or []), host=host, port=port, log_path=log,
+                                  timeout_s=timeout)
+            try:
+                report = effective_report(server, engine)
+                print_json(report) if as_json else render(report)
+                err.print("press Ctrl-C to stop")
+                wait_until_stopped(server)
+            except KeyboardInterrupt:
+                err.print(f"stopping {engine} (pid {server.pid})")
+            finally:
+                server.stop()

@@ -13,10 +13,14 @@ import contextlib
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.errors import EngineError, EngineStartError
@@ -25,6 +29,7 @@ STOP_GRACE_S = 10.0
 POLL_INTERVAL_S = 0.1
 TAIL_LINES = 20
 PR_SET_PDEATHSIG = 1
+HEALTH_REQUEST_TIMEOUT_S = 2.0
 ERROR_WORDS = ("error", "failed", "fatal", "exception", "couldn't", "cannot", "invalid", "abort")
 
 
@@ -131,6 +136,79 @@ class ManagedProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@dataclass
+class EngineServer:
+    """A running engine that serves HTTP on host:port. ``stop()`` ends it and everything it spawned."""
+
+    process: ManagedProcess
+    host: str
+    port: int
+    model: Path
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def log_path(self) -> Path:
+        return self.process.log_path
+
+    def stop(self) -> int | None:
+        return self.process.stop()
+
+    def __enter__(self) -> EngineServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def http_ok(url: str) -> bool:
+    """True when GET ``url`` answers 200 (engines answer 503 while loading)."""
+    try:
+        with urllib.request.urlopen(url, timeout=HEALTH_REQUEST_TIMEOUT_S) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now (the OS picks it)."""
+    with socket.socket(_family(host), socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def check_port_free(host: str, port: int) -> None:
+    """EngineError when ``host:port`` cannot be bound (something already listens there)."""
+    with socket.socket(_family(host), socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as engines' HTTP servers do
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise EngineError(f"port {port} on {host} is already in use; choose another with --port") from exc
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def start_server(
+    argv: Sequence[str], *, host: str, port: int, model: Path, log_path: Path, health_path: str,
+    timeout_s: float, env: Mapping[str, str] | None = None, name: str = "",
+) -> EngineServer:
+    """Start an engine whose port was checked free and wait until GET ``health_path`` answers 200."""
+    process = ManagedProcess(argv, log_path, env=env, name=name).start()
+    server = EngineServer(process, host, port, model)
+    process.wait_healthy(lambda: http_ok(server.url + health_path), timeout_s)
+    return server
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
