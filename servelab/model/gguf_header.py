@@ -1,0 +1,150 @@
+"""A bounds-checked reader of the GGUF header: metadata and the tensor table, never the tensor data.
+
+Every length and count is checked against the bytes left in the file before it is used, so hostile files
+(wrong magic, truncated, declared counts of 10^15) raise ModelFormatError without large allocations.
+gguf.GGUFReader is not used for this: it memory-maps first and raises arbitrary errors on hostile input, and it
+rejects fork-only tensor types (PQ2_0 = 142, PTQ1_0 = 143) that servelab must still size. Value-type ids and
+block sizes come from the `gguf` package (servelab.model.gguf_types).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from servelab.errors import ModelFormatError
+from servelab.model.gguf_types import GGUFType, gguf_types
+
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+_KEPT_ARRAY_LEN = 4096  # longer arrays (tokenizer tables) are skipped; their length is kept
+_MAX_DIMS = 4
+
+
+@dataclass(frozen=True)
+class SkippedArray:
+    """A metadata array too long to keep (e.g. tokenizer.ggml.tokens): only its length."""
+
+    length: int
+
+
+@dataclass(frozen=True)
+class GGUFTensorInfo:
+    name: str
+    shape: tuple[int, ...]  # ggml order: ne[0] is the row length
+    type: GGUFType
+    offset: int  # from the start of the data section
+    nbytes: int
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class GGUFHeader:
+    version: int
+    metadata: dict[str, object]
+    tensors: tuple[GGUFTensorInfo, ...]
+    data_start: int
+    file_size: int
+
+
+class _Cursor:
+    def __init__(self, handle: BinaryIO, size: int) -> None:
+        self.handle, self.size, self.pos = handle, size, 0
+
+    def take(self, n: int, what: str) -> bytes:
+        if n < 0 or self.pos + n > self.size:
+            raise ModelFormatError(f"GGUF {what} needs {n} bytes at offset {self.pos} but the file has {self.size}; "
+                                   "the file is truncated or corrupt")
+        data = self.handle.read(n)
+        self.pos += n
+        return data
+
+    def unpack(self, fmt: str, what: str) -> int | float | bool:
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt), what))[0]
+
+    def count(self, what: str, min_item_bytes: int) -> int:
+        n = int(self.unpack("<Q", what))
+        if n * min_item_bytes > self.size - self.pos:
+            raise ModelFormatError(f"GGUF declares {n} {what} but only {self.size - self.pos} bytes remain; "
+                                   "the file is truncated or hostile")
+        return n
+
+    def string(self, what: str) -> str:
+        raw = self.take(self.count(f"bytes of {what}", 1), what)
+        return raw.decode("utf-8", errors="replace")
+
+
+def read_gguf_header(path: Path) -> GGUFHeader:
+    """Metadata and tensor table of a GGUF file, validated against its size."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            return _read(_Cursor(handle, size))
+    except OSError as exc:
+        raise ModelFormatError(f"cannot read {path}: {exc}") from exc
+
+
+def _read(cur: _Cursor) -> GGUFHeader:
+    if cur.take(4, "magic") != b"GGUF":
+        raise ModelFormatError("not a GGUF file (the first 4 bytes are not 'GGUF')")
+    version = int(cur.unpack("<I", "version"))
+    if version not in (2, 3):
+        raise ModelFormatError(f"GGUF version {version} is not supported (2 or 3)")
+    n_tensors = cur.count("tensors", 8 + 4 + 8 + 4 + 8)
+    n_kv = cur.count("metadata entries", 8 + 4 + 1)
+    metadata = {}
+    for _ in range(n_kv):
+        key = cur.string("metadata key")
+        metadata[key] = _value(cur, int(cur.unpack("<I", f"type of {key}")), key)
+    infos = [_tensor_info(cur) for _ in range(n_tensors)]
+    alignment = int(metadata.get("general.alignment", 32) or 32)
+    data_start = -(-cur.pos // alignment) * alignment
+    tensors = tuple(_check_bounds(info, data_start, cur.size) for info in infos)
+    return GGUFHeader(version, metadata, tensors, data_start, cur.size)
+
+
+def _value(cur: _Cursor, vtype: int, key: str) -> object:
+    if vtype in _SCALARS:
+        return cur.unpack(_SCALARS[vtype], key)
+    if vtype == _STRING:
+        return cur.string(key)
+    if vtype != _ARRAY:
+        raise ModelFormatError(f"GGUF metadata {key!r} has unknown value type {vtype}")
+    item_type = int(cur.unpack("<I", f"item type of {key}"))
+    item_bytes = struct.calcsize(_SCALARS[item_type]) if item_type in _SCALARS else 8
+    length = cur.count(f"items of {key}", item_bytes)
+    if item_type in _SCALARS and length > _KEPT_ARRAY_LEN:
+        cur.take(length * item_bytes, key)
+        return SkippedArray(length)
+    items = [_value(cur, item_type, key) for _ in range(length)]
+    return SkippedArray(length) if length > _KEPT_ARRAY_LEN else items
+
+
+def _tensor_info(cur: _Cursor) -> GGUFTensorInfo:
+    name = cur.string("tensor name")
+    n_dims = int(cur.unpack("<I", f"dims of {name}"))
+    if not 1 <= n_dims <= _MAX_DIMS:
+        raise ModelFormatError(f"GGUF tensor {name!r} declares {n_dims} dimensions (1 to {_MAX_DIMS})")
+    shape = tuple(int(cur.unpack("<Q", f"shape of {name}")) for _ in range(n_dims))
+    type_id = int(cur.unpack("<I", f"type of {name}"))
+    qtype = next((t for t in gguf_types().values() if t.type_id == type_id), None)
+    if qtype is None:
+        raise ModelFormatError(f"GGUF tensor {name!r} has unknown ggml type {type_id}")
+    offset = int(cur.unpack("<Q", f"offset of {name}"))
+    elements = math.prod(shape)
+    if shape[0] % qtype.block_weights:
+        raise ModelFormatError(f"GGUF tensor {name!r}: row of {shape[0]} is not whole {qtype.name} blocks")
+    return GGUFTensorInfo(name, shape, qtype, offset, elements // qtype.block_weights * qtype.block_bytes)
+
+
+def _check_bounds(info: GGUFTensorInfo, data_start: int, size: int) -> GGUFTensorInfo:
+    if data_start + info.offset + info.nbytes > size:
+        raise ModelFormatError(f"GGUF tensor {info.name!r} ({info.nbytes} bytes at data offset {info.offset}) runs "
+                               f"past the end of the {size}-byte file; the file is truncated")
+    return info
