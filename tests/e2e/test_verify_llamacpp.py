@@ -140,3 +140,14 @@ def test_draft_model_with_spec_type_verifies(llama_server, model_files) -> None:
     result = verify(url, from_command(["llama-server", "-m", "dense.gguf", *args]))
     assert result.effective.speculative == {"enabled": True}
     assert result.mismatches == () and "speculative" in result.matched
+
+
+def test_without_np_this_build_runs_four_unified_slots(llama_server, model_files) -> None:
+    """No -np: the build picks 4 slots and unifies the KV cache, so each slot keeps the whole -c."""
+    url = llama_server(model_files["dense"], "-c", "8192").url
+    asked = from_command("llama-server -m dense.gguf -c 8192").merged(parse_expect(["slots=1"]))
+    result = verify(url, asked)
+    assert (result.effective.context_per_slot, result.effective.slots) == (8192, 4)
+    (m,) = result.mismatches
+    assert m.line == "slots is 4, not 1: -np was not given, so this build chose the slot count itself; pass -np 1"
+    assert "context" in result.matched
