@@ -97,9 +97,9 @@ def _settled_power(rows: list[dict]) -> tuple[float | None, float | None]:
 
 
 def run_burn(probe: Probe, gpu: int = 0, seconds: float = BURN_SECONDS, size: int = BURN_SIZE,
-             backend: str | None = None, hz: float = 5.0) -> BurnResult:  # fmt: skip
+             backends: tuple[str, ...] = tuple(BACKENDS), hz: float = 5.0) -> BurnResult:  # fmt: skip
     """Burn GPU `gpu` for `seconds` with `size`² FP16 matmuls, sampling power; skipped without torch/cupy."""
-    backend = backend or find_backend()
+    backend = find_backend(backends)
     if backend is None:
         return BurnResult(status="skipped", reason="neither torch nor cupy is installed", gpu=gpu, size=size)
     if probe.nvml_error() is not None or gpu >= probe.gpu_count():

@@ -1,0 +1,50 @@
+"""`servelab doctor` on this GPU-less machine, through the real probe."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from servelab.cli.app import main
+
+
+@pytest.fixture(autouse=True)
+def _no_degrading_env(monkeypatch):
+    for name in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_json_reports_no_gpu_and_still_checks_the_environment(capsys, monkeypatch):
+    monkeypatch.setenv("NCCL_P2P_DISABLE", "1")
+    assert main(["doctor", "--json"]) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert doc["gpus"] == [] and doc["pairs"] == []
+    ids = [f["id"] for f in doc["findings"]]
+    assert ids[0] == "no-gpu" and "env-nccl-p2p-disable" in ids
+    assert next(f for f in doc["findings"] if f["id"] == "env-nccl-p2p-disable")["severity"] == "info"
+    assert err == ""
+
+
+def test_table_output_lists_ranked_findings(capsys):
+    assert main(["doctor"]) == 0
+    out, err = capsys.readouterr()
+    assert "Findings" in out and "1. INFO No NVIDIA GPU is visible" in out and "fix:" in out
+    assert err == ""
+
+
+def test_burn_and_p2p_test_are_skipped_with_reasons_not_errors(capsys):
+    assert main(["doctor", "--burn", "--burn-seconds", "1", "--p2p-test", "--json"]) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert doc["burn"]["status"] == "skipped" and doc["burn"]["reason"]
+    assert doc["p2p_test"][0]["status"] == "skipped"
+    assert {"burn-skipped", "p2p-test-skipped"} <= {f["id"] for f in doc["findings"]}
+    assert "burning GPU0" in err
+
+
+def test_bad_burn_length_is_a_one_line_usage_error(capsys):
+    assert main(["doctor", "--burn-seconds", "0"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip().splitlines() == ["servelab: error: --burn-seconds must be in (0, 600], got 0.0"]
