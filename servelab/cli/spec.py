@@ -1,9 +1,107 @@
-"""`servelab spec` (not yet written: the owning issue fills this in)."""
+"""`servelab spec`: acceptance, the speedup theory predicts, the speedup measured, and a verdict."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import typer
+
+from servelab.cli.output import print_json, stdout_console
+from servelab.errors import ConfigError
+from servelab.spec import measured, sources
+from servelab.spec.verdict import DEFAULT_DRAFT_COST, SpecVerdict, decide
 
 
 def register(app: typer.Typer) -> None:
-    """Add this command to the app."""
+    """Add `servelab spec` to the app."""
+
+    @app.command("spec")
+    def spec(
+        logs: list[str] = typer.Argument(None, help="Engine logs with speculative lines ('-' = stdin)."),
+        metrics_url: str = typer.Option(None, "--metrics-url", help="Read acceptance from URL/metrics."),
+        accept_length: float = typer.Option(None, "--accept-length", help="Tokens per verify step, bonus included."),
+        accept_rate: float = typer.Option(None, "--accept-rate", help="Accepted / drafted tokens (0-1 or percent)."),
+        draft_tokens: int = typer.Option(None, "--draft-tokens", min=1, help="Draft tokens per step (gamma)."),
+        draft_cost: float = typer.Option(
+            None, "--draft-cost", min=0.0, help=f"Draft step time / target step time (default {DEFAULT_DRAFT_COST})."
+        ),
+        plan: Path = typer.Option(None, "--plan", help="Plan JSON: draft cost = draft bytes / target bytes."),
+        baseline_tok_s: float = typer.Option(None, "--baseline-tok-s", min=0.0, help="Decode tok/s without speculation."),
+        spec_tok_s: float = typer.Option(None, "--spec-tok-s", min=0.0, help="Decode tok/s with speculation."),
+        baseline_run: str = typer.Option(None, "--baseline-run", help="Stored bench run without speculation."),
+        spec_run: str = typer.Option(None, "--spec-run", help="Stored bench run with speculation."),
+        db: Path = typer.Option(None, "--db", help="Result store (default: the user data dir)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
+    ) -> None:
+        """Is speculative decoding paying off? Keep, tune or roll back, with the numbers."""
+        acceptance = _acceptance(logs or [], metrics_url, accept_length, accept_rate, draft_tokens)
+        cost, cost_source = _draft_cost(draft_cost, plan)
+        speedup = _measured(baseline_tok_s, spec_tok_s, baseline_run, spec_run, db)
+        result = decide(acceptance, cost, speedup, cost_source)
+        if as_json:
+            print_json(result)
+        else:
+            _render(result)
+
+
+def _acceptance(
+    logs: list[str], url: str | None, length: float | None, rate: float | None, gamma: int | None
+) -> sources.Acceptance:
+    numbers = length is not None or rate is not None
+    if sum((bool(logs), bool(url), numbers)) != 1:
+        raise ConfigError("give exactly one source of acceptance: LOG files, --metrics-url, or --accept-length/--accept-rate")
+    if logs:
+        return sources.resolve(sources.observations_from_logs(logs, sys.stdin), "logs", gamma)
+    if url:
+        return sources.resolve(sources.observations_from_metrics(url), "metrics", gamma)
+    if gamma is None:
+        raise ConfigError("--accept-length/--accept-rate need --draft-tokens N (draft tokens per step)")
+    return sources.from_numbers(gamma, length, rate)
+
+
+def _draft_cost(cost: float | None, plan: Path | None) -> tuple[float, str]:
+    if cost is not None and plan is not None:
+        raise ConfigError("give --draft-cost or --plan, not both")
+    if cost is not None:
+        return cost, "--draft-cost"
+    if plan is not None:
+        return measured.draft_cost_from_plan(plan), f"plan {plan}"
+    return DEFAULT_DRAFT_COST, "default"
+
+
+def _measured(
+    baseline: float | None, spec: float | None, baseline_run: str | None, spec_run: str | None, db: Path | None
+) -> float | None:
+    if (baseline is None) != (spec is None) or (baseline_run is None) != (spec_run is None):
+        raise ConfigError("measured speedup needs both --baseline-tok-s and --spec-tok-s (or both --baseline-run and --spec-run)")
+    if baseline is not None and baseline_run is not None:
+        raise ConfigError("give tok/s figures or run ids, not both")
+    if baseline_run is not None:
+        baseline = measured.run_single_stream_tok_s(db, baseline_run)
+        spec = measured.run_single_stream_tok_s(db, spec_run)
+    if baseline is None or spec is None:
+        return None
+    if baseline <= 0:
+        raise ConfigError("--baseline-tok-s must be above 0")
+    return spec / baseline
+
+
+def _render(result: SpecVerdict) -> None:
+    console = stdout_console()
+    measured_text = "-" if result.measured_speedup is None else f"{result.measured_speedup:.2f}x"
+    rate = "-" if result.token_accept_rate is None else f"{result.token_accept_rate:.1%}"
+    rows = [
+        ("source", f"{result.acceptance_source}" + (f" ({result.engine}, {result.where})" if result.engine else "")),
+        ("draft tokens per step", str(result.draft_tokens)),
+        ("accept length (bonus incl.)", f"{result.expected_tokens_per_step:.3f}"),
+        ("draft token acceptance", rate),
+        ("alpha (per token)", f"{result.alpha:.3f}"),
+        ("draft cost c", f"{result.draft_cost:.3g} ({result.draft_cost_source})"),
+        ("predicted speedup", f"{result.predicted_speedup:.2f}x"),
+        ("measured speedup", measured_text),
+        ("best draft tokens", f"{result.best_draft_tokens} ({result.best_predicted_speedup:.2f}x)"),
+    ]
+    for name, value in rows:
+        console.print(f"{name:<28} {value}", markup=False)
+    console.print(f"verdict: {result.verdict.upper()} - {result.why}", markup=False)

@@ -1,0 +1,72 @@
+"""vLLM's speculative-decoding numbers: the periodic "SpecDecoding metrics" log line and the Prometheus counters.
+
+Log (vllm/v1/spec_decode/metrics.py@016a8587edb0), one line per logging interval, counts are per interval:
+  SpecDecoding metrics: Mean acceptance length: 2.62, Accepted throughput: ..., Drafted throughput: ...,
+  Accepted: 1625 tokens, Drafted: 2000 tokens, Per-position acceptance rate: 0.885, 0.740, Avg Draft ...
+Mean acceptance length = 1 + accepted / drafts (bonus included); gamma = number of per-position rates.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from servelab.spec.observation import SpecObservation, metric_sums
+
+LOG_MARKER = "SpecDecoding metrics:"
+_ACCEPTED = re.compile(r"Accepted: (\d+) tokens")
+_DRAFTED = re.compile(r"Drafted: (\d+) tokens")
+_PER_POSITION = re.compile(r"Per-position acceptance rate: ([0-9., ]+)")
+METRICS = (
+    "vllm:spec_decode_num_accepted_tokens_total",
+    "vllm:spec_decode_num_draft_tokens_total",
+    "vllm:spec_decode_num_drafts_total",
+)
+
+
+def parse_log(lines: Iterable[str], where: str) -> SpecObservation | None:
+    """Pool every SpecDecoding metrics line of a log; None when there is none."""
+    pooled: SpecObservation | None = None
+    for line in lines:
+        if LOG_MARKER not in line:
+            continue
+        found = _parse_line(line, where)
+        if found is not None:
+            pooled = found if pooled is None else pooled.merged(found)
+    return pooled
+
+
+def _parse_line(line: str, where: str) -> SpecObservation | None:
+    accepted, drafted, per_position = _ACCEPTED.search(line), _DRAFTED.search(line), _PER_POSITION.search(line)
+    if accepted is None or drafted is None or per_position is None:
+        return None
+    gamma = len([p for p in per_position.group(1).split(",") if p.strip().rstrip(".")])
+    if gamma == 0:
+        return None
+    drafted_tokens = float(drafted.group(1))
+    return SpecObservation(
+        engine="vllm",
+        where=where,
+        samples=1,
+        accepted_tokens=float(accepted.group(1)),
+        drafted_tokens=drafted_tokens,
+        verify_steps=drafted_tokens / gamma,
+        draft_tokens=gamma,
+    )
+
+
+def parse_metrics(metrics_text: str, where: str) -> SpecObservation | None:
+    """From /metrics counters (cumulative since start); None when the server exposes none."""
+    sums = metric_sums(metrics_text, METRICS)
+    accepted, drafted, drafts = (sums.get(name) for name in METRICS)
+    if accepted is None or drafted is None or not drafts:
+        return None
+    return SpecObservation(
+        engine="vllm",
+        where=where,
+        samples=1,
+        accepted_tokens=accepted,
+        drafted_tokens=drafted,
+        verify_steps=drafts,
+        draft_tokens=round(drafted / drafts) if drafts else None,
+    )

@@ -1,0 +1,116 @@
+"""Where acceptance comes from: engine logs, a live /metrics, or numbers given by the user.
+
+Engine-specific parsing lives in servelab/engines/<engine>/speculative.py; this module reads the files or
+the endpoint, pools what each engine found and resolves it to one accept length for a known gamma.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TextIO
+
+from servelab.diagnose.logs import read_lines
+from servelab.engines.llamacpp import speculative as llamacpp_spec
+from servelab.engines.probe import HttpProbe
+from servelab.engines.sglang import speculative as sglang_spec
+from servelab.engines.vllm import speculative as vllm_spec
+from servelab.errors import ConfigError, TargetError
+from servelab.spec.observation import SpecObservation
+from servelab.spec.theory import accept_length_from_rate
+
+_PARSERS = {"sglang": sglang_spec, "vllm": vllm_spec, "llamacpp": llamacpp_spec}
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """One accept length (bonus included) for a known number of draft tokens per step, and where it came from."""
+
+    accept_length: float
+    draft_tokens: int
+    source: str  # "log", "metrics" or "numbers"
+    engine: str | None = None
+    where: str | None = None
+    samples: int = 0
+    token_accept_rate: float | None = None  # accepted / drafted draft tokens
+
+
+def observations_from_logs(paths: Iterable[str], stdin: TextIO | None = None) -> list[SpecObservation]:
+    """What each engine's parser finds in each log (``-`` is standard input)."""
+    found: list[SpecObservation] = []
+    for path in paths:
+        lines = _read_all(path, stdin)
+        found += [obs for parser in _PARSERS.values() if (obs := parser.parse_log(lines, path)) is not None]
+    return found
+
+
+def observations_from_metrics(url: str, api_key: str | None = None) -> list[SpecObservation]:
+    """What each engine's parser finds in ``url``/metrics."""
+    probe = HttpProbe(url, api_key=api_key)
+    text = probe.get_text("/metrics")
+    if text is None:
+        raise TargetError(f"{probe.base_url}/metrics answered with an error; start the server with metrics on")
+    where = f"{probe.base_url}/metrics"
+    return [obs for parser in _PARSERS.values() if (obs := parser.parse_metrics(text, where)) is not None]
+
+
+def from_numbers(draft_tokens: int, accept_length: float | None = None, accept_rate: float | None = None) -> Acceptance:
+    """Acceptance given on the command line: an accept length, or an accepted/drafted token fraction."""
+    if (accept_length is None) == (accept_rate is None):
+        raise ConfigError("give exactly one of --accept-length and --accept-rate")
+    if accept_length is not None:
+        if not 1.0 <= accept_length <= draft_tokens + 1:
+            raise ConfigError(
+                f"--accept-length {accept_length} must lie between 1 and draft tokens + 1 = {draft_tokens + 1} "
+                "(it counts the bonus token)"
+            )
+        rate = (accept_length - 1.0) / draft_tokens
+        return Acceptance(accept_length, draft_tokens, "numbers", token_accept_rate=rate)
+    rate = accept_rate / 100 if accept_rate is not None and 1.0 < accept_rate <= 100.0 else accept_rate
+    if rate is None or not 0.0 <= rate <= 1.0:
+        raise ConfigError(f"--accept-rate {accept_rate} must be a fraction between 0 and 1 (or a percent up to 100)")
+    length = accept_length_from_rate(rate, draft_tokens)
+    return Acceptance(length, draft_tokens, "numbers", token_accept_rate=rate)
+
+
+def resolve(observations: list[SpecObservation], source: str, draft_tokens: int | None) -> Acceptance:
+    """Pool observations of one engine into an Acceptance; ConfigError if none, several engines, or no gamma."""
+    if not observations:
+        raise ConfigError(f"no speculative-decoding numbers found in the {source}; is speculation on?")
+    engines = sorted({obs.engine for obs in observations})
+    if len(engines) > 1:
+        raise ConfigError(f"the {source} show speculative numbers from several engines ({', '.join(engines)}); give one")
+    pooled = observations[0]
+    for obs in observations[1:]:
+        pooled = pooled.merged(obs)
+    gamma = draft_tokens or pooled.draft_tokens
+    if gamma is None:
+        raise ConfigError(f"the {source} do not say how many tokens are drafted per step; pass --draft-tokens N")
+    length = _accept_length(pooled, gamma)
+    rate = (length - 1.0) / gamma
+    if pooled.accepted_tokens is not None and pooled.drafted_tokens:
+        rate = pooled.accepted_tokens / pooled.drafted_tokens
+    return Acceptance(length, gamma, source, pooled.engine, pooled.where, pooled.samples, rate)
+
+
+def _accept_length(obs: SpecObservation, gamma: int) -> float:
+    """Best available: accepted/steps, then the engine's own mean, then gamma * accepted/drafted."""
+    if obs.accepted_tokens is not None and obs.verify_steps:
+        return 1.0 + obs.accepted_tokens / obs.verify_steps
+    if obs.accept_length is not None:
+        return obs.accept_length
+    if obs.accepted_tokens is not None and obs.drafted_tokens:
+        return accept_length_from_rate(min(obs.accepted_tokens / obs.drafted_tokens, 1.0), gamma)
+    raise ConfigError(f"the speculative numbers in {obs.where} are incomplete; pass --accept-length or --accept-rate")
+
+
+def _read_all(path: str, stdin: TextIO | None) -> list[str]:
+    if path == "-":
+        if stdin is None:
+            raise ConfigError("'-' needs standard input")
+        return list(read_lines(stdin))
+    try:
+        with open(path, encoding="utf-8", errors="replace") as stream:
+            return list(read_lines(stream))
+    except OSError as exc:
+        raise ConfigError(f"cannot read log file {path}: {exc.strerror}") from exc
