@@ -1,9 +1,164 @@
-"""`servelab bench` (not yet written: the owning issue fills this in)."""
+"""`servelab bench`: the concurrency ladder against one or more OpenAI-compatible servers."""
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+from typing import Any
+
 import typer
+from rich.table import Table
+
+from servelab.bench.config import BenchConfig, load_experiment
+from servelab.bench.metrics import parse_slo
+from servelab.bench.result import BenchResult
+from servelab.bench.runner import run
+from servelab.bench.schedule import StopRule, parse_concurrency
+from servelab.bench.workloads import WorkloadSpec
+from servelab.cli.output import print_json, stderr_console, stdout_console
+from servelab.errors import ConfigError
 
 
 def register(app: typer.Typer) -> None:
     """Add this command to the app."""
+
+    @app.command("bench")
+    def bench(
+        urls: list[str] = typer.Argument(None, help="Base URLs of OpenAI-compatible servers, e.g. http://127.0.0.1:8080."),
+        concurrency: str = typer.Option("1,2,4,8,16", "--concurrency", help="Closed-loop concurrency levels."),
+        workload: str = typer.Option("short", "--workload", help="short|long|mixed|shared-prefix|multi-turn|FILE."),
+        input_tokens: int = typer.Option(None, "--input-tokens", help="Prompt length in tokens."),
+        output_tokens: int = typer.Option(None, "--output-tokens", help="Output length in tokens (ignore_eos)."),
+        requests: int = typer.Option(None, "--requests", help="Measured requests per level (default 32)."),
+        duration: float = typer.Option(None, "--duration", help="Seconds per level instead of --requests."),
+        rate: float = typer.Option(None, "--rate", help="Open loop: requests/s on a seeded absolute schedule."),
+        burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape of arrivals (1 = Poisson)."),
+        repeat: int = typer.Option(1, "--repeat", help="Repeat each level N times (95% confidence intervals)."),
+        warmup: int = typer.Option(None, "--warmup", help="Warm-up requests per level (default: one per slot)."),
+        max_errors: int = typer.Option(None, "--max-errors", help="End a level after this many errors."),
+        slo: str = typer.Option(None, "--slo", help="Goodput SLOs, e.g. ttft_ms=500,tpot_ms=50."),
+        seed: int = typer.Option(0, "--seed", help="Seed for prompts and arrivals."),
+        db: Path = typer.Option(None, "--db", help="Result store (default: the user data directory)."),
+        name: str = typer.Option(None, "--name", help="A name for the run."),
+        api_key: str = typer.Option(None, "--api-key", help="API key (else OPENAI_API_KEY / SERVELAB_API_KEY)."),
+        model: str = typer.Option(None, "--model", help="Model name (default: the server's first)."),
+        chat: bool = typer.Option(True, "--chat/--completions", help="Chat or completions endpoint."),
+        config_path: Path = typer.Option(None, "--config", help="Experiment YAML (targets and settings)."),
+        json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
+    ) -> None:
+        """Run the concurrency ladder (or an open-loop rate) and store every request as it completes."""
+        options = {
+            "targets": list(urls or []), "concurrency": concurrency, "workload": workload,
+            "input_tokens": input_tokens, "output_tokens": output_tokens, "requests": requests, "duration": duration,
+            "rate": rate, "burstiness": burstiness, "repeat": repeat, "warmup": warmup, "max_errors": max_errors,
+            "slo": slo, "seed": seed, "name": name, "model": model, "chat": chat,
+        }  # fmt: skip
+        if config_path is not None:
+            options = _merge_yaml(options, load_experiment(config_path))
+        key = api_key or os.environ.get("SERVELAB_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        config = build_config(options, key)
+        result = _run_with_store(config, db, json_out)
+        _render(result, json_out)
+        if result.partial:
+            raise typer.Exit(130)
+
+
+def build_config(o: dict[str, Any], api_key: str | None) -> BenchConfig:
+    """CLI/YAML options → BenchConfig (ConfigError on bad values)."""
+    if o.get("requests") is not None and o.get("duration") is not None:
+        raise ConfigError("give --requests or --duration, not both")
+    levels = o["concurrency"]
+    levels = parse_concurrency(",".join(map(str, levels)) if isinstance(levels, list) else str(levels))
+    requests = o.get("requests") if o.get("duration") is None else None
+    stop = StopRule(requests=requests or (None if o.get("duration") else 32), duration_s=o.get("duration"),
+                    max_errors=o.get("max_errors"))  # fmt: skip
+    spec = WorkloadSpec(str(o["workload"]), o.get("input_tokens"), o.get("output_tokens"), o.get("seed") or 0, o["chat"])
+    return BenchConfig(
+        targets=tuple(o["targets"]), concurrency=levels, workload=spec, stop=stop, rate=o.get("rate"),
+        burstiness=o.get("burstiness") or 1.0, repeat=o.get("repeat") or 1, warmup=o.get("warmup"),
+        api_key=api_key, model=o.get("model"), chat=o["chat"], slo=parse_slo(o.get("slo")), name=o.get("name"),
+        seed=o.get("seed") or 0,
+    )  # fmt: skip
+
+
+def _merge_yaml(cli: dict[str, Any], yaml_values: dict[str, Any]) -> dict[str, Any]:
+    """YAML gives the settings; URLs on the command line are added to its targets."""
+    merged = dict(cli)
+    for key, value in yaml_values.items():
+        if key == "targets":
+            merged["targets"] = list(value) + [u for u in cli["targets"] if u not in value]
+        elif value is not None:
+            merged[key] = value
+    return merged
+
+
+def _run_with_store(config: BenchConfig, db: Path | None, quiet: bool) -> BenchResult:
+    from servelab.store import Store
+
+    with Store.open(db) as store:
+        progress = _Progress(quiet)
+        try:
+            return run(config, store, progress=progress.update)
+        finally:
+            progress.close()
+
+
+class _Progress:
+    """One status line on stderr: target, level, done/total, live tok/s, errors."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.console = stderr_console()
+        self.status = None if quiet or not self.console.is_terminal else self.console.status("starting…")
+        if self.status is not None:
+            self.status.start()
+        self._last = 0.0
+        self._level = None
+
+    def update(self, event: dict[str, Any]) -> None:
+        state = event["state"]
+        now = time.monotonic()
+        if (event["url"], event["level"]) != self._level:
+            self._level = (event["url"], event["level"])
+            self.console.print(f"{event['url']} {event['level']} repeat {event['repeat']}…")
+        if self.status is None or now - self._last < 0.2:
+            return
+        self._last = now
+        elapsed = max(state.elapsed_ns() / 1e9, 1e-9)
+        total = state.stop.requests and state.stop.requests + state.warmup
+        text = f"{event['level']}: {state.done}/{total or '?'} done, {state.output_tokens / elapsed:.0f} tok/s, "
+        self.status.update(text + f"{state.errors} errors")
+
+    def close(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+
+
+def _render(result: BenchResult, json_out: bool) -> None:
+    if json_out:
+        print_json(result.to_json())
+        return
+    console = stdout_console()
+    for target in result.targets:
+        console.print(_ladder_table(target))
+    state = "partial (interrupted)" if result.partial else "complete"
+    console.print(f"run {result.run_id}: {state}")
+
+
+def _ladder_table(target) -> Table:
+    title = f"{target.url} ({target.engine}, {target.model})"
+    table = Table(title=title)
+    for column in ("level", "tok/s/stream p50", "aggregate tok/s", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms",
+                   "ITL p99 ms", "errors", "evictions", "valid"):  # fmt: skip
+        table.add_column(column, justify="right")
+    for lv in target.levels:
+        table.add_row(
+            lv["level"], _f(lv["per_stream_tok_s"]["p50"]), _f(lv["output_tok_s"]), _f(lv["ttft_ms"]["p50"]),
+            _f(lv["ttft_ms"]["p99"]), _f(lv["itl_ms"]["p50"]), _f(lv["itl_ms"]["p99"]), str(lv["errors"]),
+            str(lv["evictions"]), "yes" if lv["valid"] else "NO",
+        )  # fmt: skip
+    return table
+
+
+def _f(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"

@@ -1,0 +1,197 @@
+"""The streaming client: one aiohttp session, keep-alive, 1 MiB read buffer, a monotonic ns stamp per read.
+
+``await client.send(request)`` always returns a RequestRecord and never raises: failures become
+``status="error"`` with an ``error_kind`` from records.ERROR_KINDS, and cancellation (Ctrl-C) becomes a
+``cancelled`` record. Events are parsed incrementally from raw reads (``iter_any``); each event is stamped
+with the ``perf_counter_ns()`` of the read that carried its first byte (see sse.py). The API key goes in
+the Authorization header only; error texts are cut short and never contain it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from servelab.bench.events import StreamTally
+from servelab.bench.records import RequestRecord
+from servelab.bench.sse import SseParser
+
+READ_BUFSIZE = 1 << 20  # aiohttp's 64 KiB default collapses throughput at long contexts (vLLM #39963)
+
+
+@dataclass(frozen=True)
+class ClientRequest:
+    """One request to send, and where it belongs in the run."""
+
+    path: str  # "/v1/chat/completions" or "/v1/completions"
+    body: dict  # with stream=True, max_tokens and the engine's extra fields
+    target_index: int = 0
+    level: str = "c=1"
+    repeat: int = 0
+    request_index: int = 0
+    phase: str = "measure"
+    intended_ns: int | None = None
+    expected_prompt_tokens: int | None = None
+    expected_cached_tokens: int | None = None
+
+    @property
+    def max_tokens(self) -> int | None:
+        return self.body.get("max_tokens")
+
+    @property
+    def ignore_eos(self) -> bool:
+        return bool(self.body.get("ignore_eos"))
+
+
+class StreamClient:
+    """``async with StreamClient(url, api_key) as client: record = await client.send(request)``."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, *, stall_timeout_s: float = 120.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._secret = api_key or ""
+        self._stall_timeout_s = stall_timeout_s
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> StreamClient:
+        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=self._stall_timeout_s)
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=timeout, read_bufsize=READ_BUFSIZE, headers=self._headers
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def send(self, request: ClientRequest) -> RequestRecord:
+        """Send one streaming request; a RequestRecord whatever happens."""
+        if self._session is None:
+            raise RuntimeError("StreamClient used outside `async with`")
+        tally = StreamTally()
+        sent_ns = time.perf_counter_ns()
+        try:
+            async with self._session.post(self.base_url + request.path, json=request.body) as response:
+                if response.status >= 400:
+                    return await self._http_error(request, response, sent_ns)
+                kind, message = await _read_stream(response, tally)
+        except asyncio.CancelledError:
+            kind, message = "cancelled", "interrupted before it finished"
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            kind, message = "timeout", f"no byte for {self._stall_timeout_s:g} s ({type(exc).__name__})"
+        except aiohttp.ClientPayloadError as exc:
+            kind, message = "dropped", f"connection closed mid-stream ({type(exc).__name__})"
+        except (aiohttp.ClientConnectionError, OSError) as exc:
+            kind, message = _connection_failure(tally, exc)
+        return self._record(request, tally, sent_ns, kind, self._clean(message))
+
+    async def _http_error(self, request: ClientRequest, response: aiohttp.ClientResponse, sent_ns: int):
+        status = response.status
+        kind = "http_429" if status == 429 else "http_4xx" if status < 500 else "http_5xx"
+        try:
+            text = (await response.text())[:300]
+        except (aiohttp.ClientError, UnicodeDecodeError):
+            text = ""
+        message = _error_message(text) or response.reason or ""
+        retry = response.headers.get("Retry-After")
+        if retry:
+            message += f" (Retry-After: {retry})"
+        record = self._record(request, StreamTally(), sent_ns, kind, self._clean(f"HTTP {status}: {message}"))
+        record.http_status = status
+        return record
+
+    def _record(
+        self, request: ClientRequest, tally: StreamTally, sent_ns: int, kind: str | None, message: str | None
+    ) -> RequestRecord:
+        record = RequestRecord(
+            target_index=request.target_index, level=request.level, repeat=request.repeat,
+            request_index=request.request_index, phase=request.phase,
+            status="ok" if kind is None else "error", sent_ns=sent_ns, end_ns=time.perf_counter_ns(),
+            intended_ns=request.intended_ns, first_token_ns=tally.first_token_ns, error_kind=kind,
+            error=message, max_tokens=request.max_tokens, finish_reason=tally.finish_reason,
+            chunk_ns=tally.chunk_ns, chunk_tokens=tally.chunk_tokens, server_timings=tally.timings,
+            chunk_tokens_source=tally.chunk_tokens_source, expected_prompt_tokens=request.expected_prompt_tokens,
+            expected_cached_tokens=request.expected_cached_tokens,
+        )  # fmt: skip
+        _count_tokens(record, tally, request.ignore_eos)
+        return record
+
+    def _clean(self, message: str | None) -> str | None:
+        if message is None:
+            return None
+        return message.replace(self._secret, "***")[:300] if self._secret else message[:300]
+
+
+async def _read_stream(response: aiohttp.ClientResponse, tally: StreamTally) -> tuple[str | None, str | None]:
+    """Consume the SSE body into ``tally``. (error kind, message), or (None, None) when it ended properly."""
+    parser = SseParser()
+    async for chunk in response.content.iter_any():
+        t_ns = time.perf_counter_ns()
+        for event in parser.feed(chunk, t_ns):
+            if event.data == "[DONE]":
+                tally.done = True
+                return None, None
+            try:
+                decoded = json.loads(event.data)
+            except json.JSONDecodeError:
+                return "malformed", f"not JSON: {event.data[:80]!r}"
+            if not isinstance(decoded, dict):
+                return "malformed", f"not a JSON object: {event.data[:80]!r}"
+            tally.add(decoded, event.t_ns)
+            if tally.server_error is not None:
+                return "http_5xx", f"error inside the stream: {tally.server_error}"
+    if parser.pending:
+        return "malformed", "stream ended inside an event"
+    return (None, None) if tally.finished else ("dropped", "stream ended before [DONE] or a finish_reason")
+
+
+def _connection_failure(tally: StreamTally, exc: BaseException) -> tuple[str, str]:
+    if tally.chunk_ns or tally.finish_reason:  # the answer had begun: the connection dropped mid-stream
+        return "dropped", f"connection lost mid-stream ({type(exc).__name__})"
+    return "connect", f"{type(exc).__name__}: {exc}"
+
+
+def _count_tokens(record: RequestRecord, tally: StreamTally, ignore_eos: bool) -> None:
+    """Token counts with provenance: server usage when given, else the streamed chunks."""
+    streamed = sum(tally.chunk_tokens)
+    usage = tally.final_usage or {}
+    completion, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+    timings = tally.timings or {}
+    if isinstance(completion, int):
+        record.output_tokens, record.tokens_source = completion, "server"
+        record.token_mismatch = record.status == "ok" and completion != streamed
+    else:
+        record.output_tokens, record.tokens_source = streamed, "client"
+    record.prompt_tokens = prompt if isinstance(prompt, int) else _int(timings.get("prompt_n"), timings.get("cache_n"))
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    record.cached_prompt_tokens = cached if isinstance(cached, int) else timings.get("cache_n")
+    asked = record.max_tokens
+    if record.status == "ok" and ignore_eos and asked and record.output_tokens is not None:
+        record.early_eos = record.output_tokens < asked
+
+
+def _int(prompt_n: Any, cache_n: Any) -> int | None:
+    if isinstance(prompt_n, int):
+        return prompt_n + (cache_n if isinstance(cache_n, int) else 0)
+    return None
+
+
+def _error_message(text: str) -> str:
+    try:
+        body = json.loads(text)
+    except (json.JSONDecodeError, ValueError):
+        return text.strip()[:200]
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message") or error)[:200]
+    return str(error or body)[:200]

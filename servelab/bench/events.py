@@ -1,0 +1,89 @@
+"""What an OpenAI-style stream says, chunk by chunk: pure bookkeeping, no I/O.
+
+A chunk is token-bearing when its delta has non-empty ``content``, ``reasoning_content`` (or ``reasoning``)
+or ``tool_calls`` (chat) or non-empty ``text`` (completions). Role-only, empty and usage-only chunks never
+are, so they never count as the first token. Tokens per chunk come from continuous usage deltas
+(``usage.completion_tokens`` in every chunk, vLLM's ``continuous_usage_stats``) when the server sends them,
+else 1 per token-bearing chunk (llama.cpp streams one token per chunk).
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class StreamTally:
+    """Running state of one streamed answer."""
+
+    first_token_ns: int | None = None
+    chunk_ns: array = field(default_factory=lambda: array("q"))
+    chunk_tokens: array = field(default_factory=lambda: array("i"))
+    usage_seen_in_chunks: bool = False  # continuous usage: token counts come from deltas
+    usage_completion: int = 0  # last cumulative completion_tokens seen
+    pending_tokens: int = 0  # usage tokens announced by chunks that carried no text
+    final_usage: dict | None = None
+    finish_reason: str | None = None
+    timings: dict | None = None
+    done: bool = False  # [DONE] seen
+    server_error: str | None = None  # an {"error": ...} event inside the stream
+
+    def add(self, event: dict, t_ns: int) -> None:
+        """Account one decoded JSON event received at t_ns."""
+        if "error" in event and not event.get("choices"):
+            self.server_error = _error_text(event["error"])
+            return
+        usage = event.get("usage")
+        choices = event.get("choices") or []
+        if isinstance(usage, dict):
+            self._usage(usage, bool(choices))
+        if isinstance(event.get("timings"), dict):
+            self.timings = event["timings"]
+        if choices and isinstance(choices[0], dict):
+            self._choice(choices[0], t_ns)
+
+    def _usage(self, usage: dict, with_choices: bool) -> None:
+        self.final_usage = usage
+        completion = usage.get("completion_tokens")
+        if with_choices and isinstance(completion, int):
+            self.usage_seen_in_chunks = True
+            self.pending_tokens += max(0, completion - self.usage_completion)
+            self.usage_completion = completion
+
+    def _choice(self, choice: dict, t_ns: int) -> None:
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+        if not _bears_token(choice):
+            return
+        if self.first_token_ns is None:
+            self.first_token_ns = t_ns
+        self.chunk_ns.append(t_ns)
+        self.chunk_tokens.append(self.pending_tokens if self.usage_seen_in_chunks else 1)
+        self.pending_tokens = 0
+
+    @property
+    def chunk_tokens_source(self) -> str:
+        return "usage" if self.usage_seen_in_chunks else "one_per_chunk"
+
+    @property
+    def finished(self) -> bool:
+        """The answer ended properly: [DONE], or a finish_reason (some servers omit [DONE])."""
+        return self.done or self.finish_reason is not None
+
+
+def _bears_token(choice: dict) -> bool:
+    text = choice.get("text")
+    if text:
+        return True
+    delta = choice.get("delta")
+    if not isinstance(delta, dict):
+        return False
+    return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls"))
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        return str(error.get("message") or error)[:200]
+    return str(error)[:200]

@@ -1,0 +1,119 @@
+"""Running one level: closed loop (N workers, each sends its next prompt when its previous one finishes)
+or open loop (sends on a precomputed absolute schedule, whatever is in flight).
+
+Every finished request goes to ``on_record`` at once. ``stop_event`` set (Ctrl-C) stops new sends;
+in-flight requests are cancelled by the caller and come back as ``cancelled`` records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from servelab.bench.client import ClientRequest, StreamClient
+from servelab.bench.records import RequestRecord
+from servelab.bench.schedule import StopRule
+
+
+@dataclass
+class LevelState:
+    """Counters of a running level (shared by its workers and the progress display)."""
+
+    warmup: int
+    stop: StopRule
+    next_index: int = 0
+    measured_started: int = 0
+    errors: int = 0
+    done: int = 0
+    output_tokens: int = 0
+    start_ns: int | None = None  # first measured send
+    tasks: set[asyncio.Task] = field(default_factory=set)
+
+    def elapsed_ns(self) -> int:
+        return 0 if self.start_ns is None else time.perf_counter_ns() - self.start_ns
+
+    def take(self, stop_event: asyncio.Event) -> tuple[int, str] | None:
+        """The next (index, phase), or None when the level is over."""
+        if stop_event.is_set():
+            return None
+        index = self.next_index
+        if index < self.warmup:
+            self.next_index += 1
+            return index, "warmup"
+        if not self.stop.may_start(self.measured_started, self.elapsed_ns(), self.errors):
+            return None
+        if self.start_ns is None:
+            self.start_ns = time.perf_counter_ns()
+        self.next_index += 1
+        self.measured_started += 1
+        return index, "measure"
+
+    def count(self, record: RequestRecord) -> None:
+        self.done += 1
+        if record.phase == "measure":
+            self.errors += record.status != "ok"
+            self.output_tokens += sum(record.chunk_tokens)
+
+
+MakeRequest = Callable[[int, str, int | None], ClientRequest]  # (index, phase, intended_ns) -> request
+
+
+async def run_closed(
+    client: StreamClient, concurrency: int, state: LevelState, make: MakeRequest,
+    on_record: Callable[[RequestRecord], None], stop_event: asyncio.Event,
+) -> None:  # fmt: skip
+    async def worker() -> None:
+        while (job := state.take(stop_event)) is not None:
+            record = await client.send(make(job[0], job[1], None))
+            state.count(record)
+            on_record(record)
+
+    workers = [asyncio.ensure_future(worker()) for _ in range(concurrency)]
+    state.tasks.update(workers)
+    await asyncio.gather(*workers, return_exceptions=True)
+
+
+async def run_open(
+    client: StreamClient, offsets_ns: Sequence[int], state: LevelState, make: MakeRequest,
+    on_record: Callable[[RequestRecord], None], stop_event: asyncio.Event,
+) -> None:  # fmt: skip
+    """Warm-up first (one at a time), then each request at t0 + offset, absolute."""
+    while state.next_index < state.warmup and not stop_event.is_set():
+        record = await client.send(make(state.next_index, "warmup", None))
+        state.next_index += 1
+        state.count(record)
+        on_record(record)
+    t0 = time.perf_counter_ns()
+    state.start_ns = t0
+    pending: list[asyncio.Task] = []
+    for offset in offsets_ns:
+        if stop_event.is_set() or state.stop.errors_exhausted(state.errors):
+            break
+        intended = t0 + offset
+        delay = intended - time.perf_counter_ns()
+        if delay > 0 and await _stopped_within(stop_event, delay / 1e9):
+            break
+        index = state.next_index
+        state.next_index += 1
+        state.measured_started += 1
+        task = asyncio.ensure_future(_send_one(client, make(index, "measure", intended), state, on_record))
+        state.tasks.add(task)
+        pending.append(task)
+    await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def _send_one(client: StreamClient, request: ClientRequest, state: LevelState, on_record) -> None:
+    record = await client.send(request)
+    state.count(record)
+    on_record(record)
+
+
+async def _stopped_within(stop_event: asyncio.Event, seconds: float) -> bool:
+    """Sleep ``seconds`` unless ``stop_event`` is set first; True when it was."""
+    try:
+        await asyncio.wait_for(stop_event.wait(), timeout=seconds)
+    except TimeoutError:
+        return False
+    return True

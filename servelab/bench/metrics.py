@@ -1,0 +1,186 @@
+"""Benchmark metrics as pure functions of recorded timestamps (definitions in docs/metrics.md).
+
+Times are nanoseconds in, milliseconds out. Percentiles use linear interpolation between closest ranks
+(Hyndman–Fan type 7, numpy's default): p of sorted x[0..n-1] is x[h] interpolated at h = (n-1)·p/100.
+Level summaries are always recomputed from raw per-request records, never from other summaries, so results
+from several client processes merge exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from servelab.bench.records import RequestRecord
+from servelab.errors import ConfigError
+
+PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
+SLO_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+REPREFILL_GAP_FACTOR = 10.0  # a mid-stream gap this many times the request's median gap looks like a re-prefill
+REPREFILL_MIN_GAPS = 4
+
+
+def percentile(values: Sequence[float], p: float) -> float | None:
+    """Linear interpolation between closest ranks; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    h = (len(ordered) - 1) * p / 100.0
+    low = math.floor(h)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (h - low) * (ordered[high] - ordered[low])
+
+
+def distribution(values: Sequence[float]) -> dict[str, float | None]:
+    """p50 … p99.9, mean, min, max and n of the values."""
+    out: dict[str, float | None] = {_pname(p): percentile(values, p) for p in PERCENTILES}
+    out["mean"] = statistics.fmean(values) if values else None
+    out["min"] = min(values) if values else None
+    out["max"] = max(values) if values else None
+    out["n"] = len(values)
+    return out
+
+
+def _pname(p: float) -> str:
+    return f"p{p:g}".replace(".", "_") if p != 99.9 else "p99_9"
+
+
+# -- per request --------------------------------------------------------------------------------------------
+def ttft_ms(r: RequestRecord) -> float | None:
+    """First token-bearing chunk − send."""
+    return None if r.first_token_ns is None else (r.first_token_ns - r.sent_ns) / 1e6
+
+
+def ttft_sched_ms(r: RequestRecord) -> float | None:
+    """First token − intended send time (what a user arriving on schedule waits)."""
+    if r.first_token_ns is None or r.intended_ns is None:
+        return None
+    return (r.first_token_ns - r.intended_ns) / 1e6
+
+
+def lateness_ms(r: RequestRecord) -> float | None:
+    return None if r.intended_ns is None else (r.sent_ns - r.intended_ns) / 1e6
+
+
+def e2e_ms(r: RequestRecord) -> float | None:
+    """Last token-bearing chunk − send."""
+    return (r.chunk_ns[-1] - r.sent_ns) / 1e6 if len(r.chunk_ns) else None
+
+
+def decode_tokens(r: RequestRecord) -> int:
+    """Tokens after the first chunk: those the decode time produced."""
+    return sum(r.chunk_tokens) - r.chunk_tokens[0] if len(r.chunk_tokens) else 0
+
+
+def tpot_ms(r: RequestRecord) -> float | None:
+    """(last chunk − first chunk) / (tokens − tokens of the first chunk)."""
+    n = decode_tokens(r)
+    return (r.chunk_ns[-1] - r.chunk_ns[0]) / 1e6 / n if n > 0 else None
+
+
+def itl_samples_ms(r: RequestRecord) -> list[float]:
+    """Per-token ITL: a chunk carrying n tokens after a gap g gives n samples of g/n."""
+    out: list[float] = []
+    for k in range(1, len(r.chunk_ns)):
+        n = r.chunk_tokens[k]
+        if n > 0:
+            out.extend([(r.chunk_ns[k] - r.chunk_ns[k - 1]) / 1e6 / n] * n)
+    return out
+
+
+def chunk_gaps_ms(r: RequestRecord) -> list[float]:
+    """Raw gaps between consecutive token-bearing chunks (inter-chunk latency)."""
+    return [(r.chunk_ns[k] - r.chunk_ns[k - 1]) / 1e6 for k in range(1, len(r.chunk_ns))]
+
+
+def decode_tok_s(r: RequestRecord) -> float | None:
+    """Per-stream decode speed, 1000 / TPOT."""
+    tpot = tpot_ms(r)
+    return 1000.0 / tpot if tpot else None
+
+
+def prefill_tok_s(r: RequestRecord) -> float | None:
+    """Prompt tokens / TTFT (includes queueing and network: a lower bound of the engine's prefill speed)."""
+    ttft = ttft_ms(r)
+    return r.prompt_tokens / ttft * 1000.0 if r.prompt_tokens and ttft else None
+
+
+def eviction_signal(r: RequestRecord) -> str | None:
+    """Why this request looks like its prompt was processed again, or None.
+
+    cache_n: the server cached fewer prompt tokens than the workload had primed (llama.cpp timings /
+    usage.prompt_tokens_details); prompt_n: it processed more prompt tokens than the prompt has;
+    reprefill_gap: a mid-stream gap ≥ 10× the request's median chunk gap.
+    """
+    cached = r.cached_prompt_tokens
+    if r.expected_cached_tokens and cached is not None and cached < r.expected_cached_tokens:
+        return "cache_n"
+    timings = r.server_timings or {}
+    prompt_n = timings.get("prompt_n")
+    if isinstance(prompt_n, int) and r.expected_prompt_tokens and prompt_n > r.expected_prompt_tokens:
+        return "prompt_n"
+    gaps = chunk_gaps_ms(r)
+    if len(gaps) >= REPREFILL_MIN_GAPS:
+        median = statistics.median(gaps)
+        if median > 0 and max(gaps) >= REPREFILL_GAP_FACTOR * median:
+            return "reprefill_gap"
+    return None
+
+
+def mark_eviction(r: RequestRecord) -> RequestRecord:
+    """Set ``evicted``/``eviction_signal`` on a finished record (the runner calls this before storing it)."""
+    signal = eviction_signal(r) if r.status == "ok" else None
+    r.evicted, r.eviction_signal = signal is not None, signal
+    return r
+
+
+# -- SLOs and windows ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Slo:
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    itl_ms: float | None = None  # p99 of the request's own per-token ITL
+    e2e_ms: float | None = None
+
+    def met_by(self, r: RequestRecord) -> bool:
+        if r.status != "ok":
+            return False
+        checks = (
+            (self.ttft_ms, ttft_ms(r)),
+            (self.tpot_ms, tpot_ms(r)),
+            (self.itl_ms, percentile(itl_samples_ms(r), 99.0)),
+            (self.e2e_ms, e2e_ms(r)),
+        )
+        return all(limit is None or (value is not None and value <= limit) for limit, value in checks)
+
+    @property
+    def empty(self) -> bool:
+        return all(v is None for v in (self.ttft_ms, self.tpot_ms, self.itl_ms, self.e2e_ms))
+
+
+def parse_slo(text: str | None) -> Slo:
+    """``ttft_ms=500,tpot_ms=50`` → Slo; ConfigError naming the keys otherwise."""
+    if not text:
+        return Slo()
+    values: dict[str, float] = {}
+    for part in text.split(","):
+        key, _, number = part.strip().partition("=")
+        if key not in SLO_KEYS:
+            raise ConfigError(f"unknown SLO {key!r} in --slo; use {', '.join(k + '=N' for k in SLO_KEYS)}")
+        try:
+            values[key] = float(number)
+        except ValueError:
+            raise ConfigError(f"bad number {number!r} for {key} in --slo") from None
+    return Slo(**values)
+
+
+def tokens_in_window(records: Iterable[RequestRecord], t0_ns: int, t1_ns: int) -> int:
+    """Output tokens whose chunk arrived inside [t0, t1] (counted by arrival: no edge bias)."""
+    total = 0
+    for r in records:
+        for t, n in zip(r.chunk_ns, r.chunk_tokens, strict=True):
+            if t0_ns <= t <= t1_ns:
+                total += n
+    return total

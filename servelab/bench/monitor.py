@@ -1,0 +1,59 @@
+"""The client watching itself: event-loop lag and CPU per level, so a level where the client was the
+bottleneck is marked invalid instead of reported as the server's speed.
+
+Lag is measured as how long a freshly queued callback waits for the loop (a ticker yields once every
+``interval_s`` and times the round): that is the delay a socket read that just arrived would see before
+being stamped. CPU is the process's CPU time over wall time (1.0 = one core busy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from array import array
+
+from servelab.bench.metrics import percentile
+
+
+class LoopMonitor:
+    def __init__(self, interval_s: float = 0.01) -> None:
+        self.interval_s = interval_s
+        self.lags_ns = array("q")
+        self._task: asyncio.Task | None = None
+        self._cpu0 = self._wall0 = 0.0
+
+    def start(self) -> None:
+        self._cpu0, self._wall0 = time.process_time(), time.perf_counter()
+        self._task = asyncio.get_running_loop().create_task(self._tick())
+
+    async def stop(self) -> dict:
+        """Stop and return {lag_p50_ms, lag_p99_ms, lag_max_ms, cpu_fraction}."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        wall = max(time.perf_counter() - self._wall0, 1e-9)
+        lags = [x / 1e6 for x in self.lags_ns]
+        return {
+            "lag_p50_ms": percentile(lags, 50.0),
+            "lag_p99_ms": percentile(lags, 99.0),
+            "lag_max_ms": max(lags) if lags else None,
+            "cpu_fraction": (time.process_time() - self._cpu0) / wall,
+        }
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            t = time.perf_counter_ns()
+            await asyncio.sleep(0)
+            self.lags_ns.append(time.perf_counter_ns() - t)
+
+
+def validity(client: dict, lag_limit_ms: float, cpu_limit: float) -> tuple[bool, str | None]:
+    """(valid, why not): invalid when the client's loop lag p99 or CPU says it was the bottleneck."""
+    lag = client.get("lag_p99_ms")
+    if lag is not None and lag > lag_limit_ms:
+        return False, f"client event-loop lag p99 {lag:.2f} ms > {lag_limit_ms:g} ms: the client was the bottleneck"
+    cpu = client.get("cpu_fraction") or 0.0
+    if cpu > cpu_limit:
+        return False, f"client CPU {cpu:.0%} of a core > {cpu_limit:.0%}: the client was the bottleneck"
+    return True, None

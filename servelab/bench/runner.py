@@ -1,0 +1,256 @@
+"""`run(config, store) -> BenchResult`: the ladder per target, every record stored as it completes.
+
+Targets run one after another with identical prompts in the same order. Before each level the server's
+/metrics is snapshotted (and after); samplers (anything with ``start()`` and ``stop() -> list[dict]``,
+e.g. the NVML power sampler) run during each level. Ctrl-C (SIGINT) cancels the requests in flight —
+they are stored as ``cancelled`` — keeps every completed one, and the run ends as partial.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from servelab import __version__
+from servelab.bench.client import ClientRequest, StreamClient
+from servelab.bench.config import BenchConfig
+from servelab.bench.level import LevelState, run_closed, run_open
+from servelab.bench.metrics import mark_eviction
+from servelab.bench.monitor import LoopMonitor, validity
+from servelab.bench.records import RequestRecord
+from servelab.bench.result import BenchResult, TargetResult
+from servelab.bench.schedule import arrival_offsets_ns, confidence_interval
+from servelab.bench.sink import RecordSink
+from servelab.bench.summary import summarize_level
+from servelab.bench.target import Target, connect_target, target_prompts
+from servelab.bench.workloads import Prompt
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+def run(
+    config: BenchConfig, store: Any | None = None, *, samplers: Sequence[Any] = (), progress: Progress | None = None
+) -> BenchResult:
+    """Validate every target (no load sent on failure), then run the ladder on each; returns the result."""
+    targets = [connect_target(i, url, config) for i, url in enumerate(config.targets)]
+    prompts = {t.index: target_prompts(t, config, _prompt_count(config)) for t in targets}
+    run_id = store.create_run(_run_meta(config)) if store is not None else None
+    for t in targets:
+        if store is not None:
+            store.add_target(run_id, t.index, t.url, t.engine, t.info())
+    runner = _Runner(config, store, run_id, samplers, progress)
+    result = _with_loop(runner.run_all(targets, prompts))
+    if store is not None:
+        store.finish_run(run_id, partial=result.partial, summary=result.to_json())
+    return result
+
+
+def _with_loop(coro):
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency, but optional in spirit
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+def _prompt_count(config: BenchConfig) -> int:
+    per_level = sum(_level_prompts(config, c) for c in _slots(config))
+    return per_level * config.repeat
+
+
+def _slots(config: BenchConfig) -> tuple[int, ...]:
+    return (1,) if config.rate is not None else config.concurrency
+
+
+def _warmup(config: BenchConfig, slots: int) -> int:
+    return slots if config.warmup is None else config.warmup
+
+
+def _level_prompts(config: BenchConfig, slots: int) -> int:
+    stop = config.stop
+    if stop.requests is not None:
+        return _warmup(config, slots) + stop.requests
+    if config.rate is not None:
+        return _warmup(config, slots) + int(config.rate * (stop.duration_s or 0)) + 1
+    return _warmup(config, slots) + config.pool_per_slot * slots
+
+
+def _run_meta(config: BenchConfig) -> dict[str, Any]:
+    spec = config.workload
+    return {
+        "name": config.name,
+        "servelab_version": __version__,
+        "client_host": socket.gethostname(),
+        "workload": {"kind": spec.kind, "input_tokens": spec.input_tokens, "output_tokens": spec.output_tokens,
+                     "seed": spec.seed, "chat": config.chat},
+        "settings": config.settings(),
+        "targets": list(config.targets),
+        "wall_anchor_ns": time.time_ns(),
+        "mono_anchor_ns": time.perf_counter_ns(),
+    }
+
+
+class _Runner:
+    def __init__(self, config: BenchConfig, store, run_id, samplers, progress) -> None:
+        self.config, self.store, self.run_id = config, store, run_id
+        self.samplers, self.progress = samplers, progress
+        self.stop_event = asyncio.Event()
+        self.state: LevelState | None = None
+
+    async def run_all(self, targets: list[Target], prompts: dict[int, list[Prompt]]) -> BenchResult:
+        self.stop_event = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        installed = _install_sigint(loop, self._interrupt)
+        result = BenchResult(self.run_id, partial=False)
+        try:
+            for target in targets:
+                if self.stop_event.is_set():
+                    break
+                result.targets.append(await self._target(target, prompts[target.index]))
+        finally:
+            if installed:
+                loop.remove_signal_handler(signal.SIGINT)
+        result.partial = self.stop_event.is_set()
+        return result
+
+    def _interrupt(self) -> None:
+        self.stop_event.set()
+        for task in list(self.state.tasks if self.state else ()):
+            task.cancel()
+
+    async def _target(self, target: Target, prompts: list[Prompt]) -> TargetResult:
+        out = TargetResult(target.url, target.engine, target.model, target.context)
+        sink = RecordSink(self.store, self.run_id)
+        base = 0
+        async with StreamClient(target.url, self.config.api_key, stall_timeout_s=self.config.stall_timeout_s) as client:
+            for level, slots in zip(self.config.levels, _slots(self.config), strict=True):
+                repeats: list[tuple[list[RequestRecord], dict]] = []
+                for rep in range(self.config.repeat):
+                    count = _level_prompts(self.config, slots)
+                    records, summary = await self._level(client, target, level, slots, rep, prompts[base : base + count], sink)
+                    base += count
+                    repeats.append((records, summary))
+                    if self.stop_event.is_set():
+                        break
+                out.levels.append(_combine(level, slots, self.config, repeats))
+                if self.stop_event.is_set():
+                    break
+        await sink.close()
+        return out
+
+    async def _level(self, client, target: Target, level: str, slots: int, rep: int, prompts: list[Prompt], sink):
+        config = self.config
+        state = LevelState(warmup=_warmup(config, slots), stop=config.stop)
+        self.state = state
+        records: list[RequestRecord] = []
+        make = _maker(target, config, level, rep, prompts, state.warmup)
+
+        def on_record(record: RequestRecord) -> None:
+            records.append(mark_eviction(record))
+            sink.add(record)
+            if self.progress:
+                self.progress({"url": target.url, "level": level, "repeat": rep, "state": state})
+
+        self._snapshot(target, level, rep, "before")
+        for sampler in self.samplers:
+            sampler.start()
+        monitor = LoopMonitor()
+        monitor.start()
+        if config.rate is None:
+            await run_closed(client, slots, state, make, on_record, self.stop_event)
+        else:
+            offsets = arrival_offsets_ns(config.rate, state_count(config), burstiness=config.burstiness, seed=config.seed)
+            await run_open(client, offsets, state, make, on_record, self.stop_event)
+        client_stats = await monitor.stop()
+        self._stop_samplers()
+        await sink.flush()
+        self._snapshot(target, level, rep, "after")
+        summary = summarize_level(records, None if config.rate is not None else slots, config.slo)
+        valid, why = validity(client_stats, config.lag_limit_ms, config.cpu_limit)
+        summary.update(level=level, client=client_stats, valid=valid, invalid_reason=why, partial=self.stop_event.is_set())
+        if self.store is not None:
+            self.store.add_level(self.run_id, target.index, level, rep, summary)
+        return records, summary
+
+    def _stop_samplers(self) -> None:
+        for sampler in self.samplers:
+            rows = sampler.stop()
+            if self.store is not None and rows:
+                self.store.add_samples(self.run_id, getattr(sampler, "kind", "gpu_power"), rows)
+
+    def _snapshot(self, target: Target, level: str, rep: int, moment: str) -> None:
+        if self.store is None:
+            return
+        for path in getattr(target.extras, "SNAPSHOT_PATHS", ()):
+            text = _safe_get_text(target, path)
+            if text is not None:
+                label = moment if path == "/metrics" else f"{moment} {path}"
+                self.store.add_metrics_snapshot(self.run_id, target.index, level, rep, label, text, time.time_ns())
+
+
+def state_count(config: BenchConfig) -> int:
+    """How many open-loop arrivals a level schedules."""
+    stop = config.stop
+    if stop.requests is not None:
+        return stop.requests
+    return max(1, int((config.rate or 0) * (stop.duration_s or 0)))
+
+
+def _maker(target: Target, config: BenchConfig, level: str, rep: int, prompts: list[Prompt], warmup: int):
+    path = "/v1/chat/completions" if config.chat else "/v1/completions"
+    pool = max(1, len(prompts) - warmup)
+
+    def make(index: int, phase: str, intended_ns: int | None) -> ClientRequest:
+        prompt = prompts[index] if index < warmup else prompts[warmup + (index - warmup) % pool]
+        return ClientRequest(
+            path, target.request_body(prompt, config.chat), target_index=target.index, level=level, repeat=rep,
+            request_index=prompt.index, phase=phase, intended_ns=intended_ns,
+            expected_prompt_tokens=prompt.input_tokens if prompt.verified else None,
+            expected_cached_tokens=prompt.expected_cached_tokens or None,
+        )  # fmt: skip
+
+    return make
+
+
+def _combine(level: str, slots: int, config: BenchConfig, repeats) -> dict:
+    """One level across repeats: distributions from all raw records, throughput as mean ± 95% CI."""
+    if len(repeats) == 1:
+        summary = dict(repeats[0][1])
+    else:
+        records = [r for recs, _ in repeats for r in recs]
+        summary = summarize_level(records, None if config.rate is not None else slots, config.slo)
+        summaries = [s for _, s in repeats]
+        ci = {}
+        for key in ("output_tok_s", "total_tok_s", "request_s"):
+            values = [s[key] for s in summaries]
+            summary[key] = sum(values) / len(values)
+            ci[key] = confidence_interval(values)
+        for key in ("ttft_ms", "per_stream_tok_s"):
+            values = [s[key]["p50"] for s in summaries if s[key]["p50"] is not None]
+            ci[f"{key}_p50"] = confidence_interval(values)
+        summary["ci95"] = {k: (None if v is None else {"mean": v[0], "half_width": v[1]}) for k, v in ci.items()}
+        summary["valid"] = all(s["valid"] for s in summaries)
+        summary["invalid_reason"] = next((s["invalid_reason"] for s in summaries if s["invalid_reason"]), None)
+        summary["client"] = summaries[-1]["client"]
+        summary["partial"] = any(s["partial"] for s in summaries)
+    summary.update(level=level, repeats=len(repeats), rate=config.rate)
+    return summary
+
+
+def _safe_get_text(target: Target, path: str) -> str | None:
+    try:
+        return target.probe.get_text(path)
+    except Exception:
+        return None
+
+
+def _install_sigint(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> bool:
+    try:
+        loop.add_signal_handler(signal.SIGINT, handler)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+        return False
+    return True

@@ -1,0 +1,290 @@
+"""`servelab sim`: an OpenAI-compatible server with exactly known behaviour, the ground truth for the client.
+
+Every content chunk is written at an ABSOLUTE deadline, t0 + ttft + j·K·itl (t0 = when the request was
+received), never after a relative sleep, so lateness does not accumulate. asyncio wakes up to 1 ms late
+(epoll's resolution), so the sim sleeps until 1.5 ms before a deadline and yields (``sleep(0)``) for the
+rest: the sim spends CPU to be on time. Usable in-process::
+
+    async with SimServer(SimConfig(itl_ms=5)) as url: ...
+    with SimThread(SimConfig()) as url: ...          # its own event loop in a thread
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from typing import Any
+
+from aiohttp import web
+
+from servelab.bench.sim_config import SimConfig, sim_prompt_tokens
+
+SPIN_NS = 1_500_000
+
+
+class SimServer:
+    """The aiohttp application and its listening socket. ``url`` is set once started."""
+
+    def __init__(self, config: SimConfig) -> None:
+        self.config = config
+        self.url = ""
+        self.requests_seen = 0
+        self._runner: web.AppRunner | None = None
+
+    async def __aenter__(self) -> str:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> str:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/completions", self._completions)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/health", self._health)
+        app.router.add_post("/tokenize", self._tokenize)
+        app.router.add_get("/metrics", self._metrics)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.config.host, self.config.port, backlog=4096)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://{self.config.host}:{port}"
+        return self.url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- small endpoints ---------------------------------------------------------------------------------
+    async def _models(self, request: web.Request) -> web.Response:
+        entry = {"id": self.config.model, "object": "model", "owned_by": "servelab-sim"}
+        entry["max_model_len"] = self.config.context
+        return web.json_response({"object": "list", "data": [entry]})
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        text = f"# TYPE sim_requests_total counter\nsim_requests_total {self.requests_seen}\n"
+        return web.Response(text=text, content_type="text/plain")
+
+    async def _tokenize(self, request: web.Request) -> web.Response:
+        """vLLM-style (prompt or messages → count, tokens, max_model_len); llama.cpp-style "content" too."""
+        body = await _json_body(request)
+        if body is None:
+            return _error(400, "body is not JSON")
+        if "messages" in body:
+            count = sim_prompt_tokens(body, chat=True)
+        else:
+            count = sim_prompt_tokens({"prompt": body.get("prompt", body.get("content", ""))}, chat=False)
+        tokens = list(range(100, 100 + count))
+        return web.json_response({"count": count, "tokens": tokens, "max_model_len": self.config.context})
+
+    # -- generation ----------------------------------------------------------------------------------------
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=True)
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=False)
+
+    async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        t0_ns = time.perf_counter_ns()
+        n = self.requests_seen
+        self.requests_seen += 1
+        body = await _json_body(request)
+        if body is None:
+            return _error(400, "body is not JSON")
+        fault = next((f.kind for f in self.config.faults if f.hits(n)), None)
+        early = await self._early_fault(request, fault)
+        if early is not None:
+            return early
+        plan, problem = self._plan(body, chat)
+        if problem is not None:
+            return problem
+        if not body.get("stream"):
+            await _sleep_until(self.config.chunk_deadline_ns(t0_ns, plan.chunks - 1))
+            return web.json_response(plan.full_response(n))
+        return await self._stream(request, plan, t0_ns, n, fault)
+
+    async def _early_fault(self, request: web.Request, fault: str | None) -> web.StreamResponse | None:
+        if fault == "refuse":
+            if request.transport is not None:
+                request.transport.abort()
+            return web.Response(status=500)  # never reaches the client: the connection is gone
+        if fault == "500":
+            return _error(500, "simulated internal error")
+        if fault == "429":
+            return _error(429, "simulated rate limit", headers={"Retry-After": "1"})
+        return None
+
+    def _plan(self, body: dict, chat: bool) -> tuple[_Plan, web.Response | None]:
+        cfg = self.config
+        model = body.get("model")
+        if model not in (None, "", cfg.model):
+            return _Plan.empty(), _error(404, f"The model `{model}` does not exist.")
+        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or cfg.max_tokens
+        prompt_tokens = sim_prompt_tokens(body, chat)
+        if prompt_tokens + max_tokens > cfg.context:
+            return _Plan.empty(), _error(
+                400,
+                f"This model's maximum context length is {cfg.context} tokens. However, you requested "
+                f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the completion).",
+            )
+        ignore_eos = bool(body.get("ignore_eos")) and cfg.honour_ignore_eos
+        out = max_tokens if ignore_eos or cfg.eos_after is None else min(max_tokens, cfg.eos_after)
+        options = body.get("stream_options") or {}
+        usage = cfg.usage
+        if usage == "honour":
+            usage = "off" if not options.get("include_usage") else "final"  # as vLLM: continuous needs include
+            usage = "continuous" if usage == "final" and options.get("continuous_usage_stats") else usage
+        finish = "length" if out == max_tokens else "stop"
+        return _Plan(chat, cfg.model, prompt_tokens, out, cfg.tokens_per_chunk, usage, finish), None
+
+    async def _stream(self, request: web.Request, plan: _Plan, t0_ns: int, n: int, fault: str | None):
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        if plan.chat and self.config.role_chunk:
+            await response.write(plan.event(n, plan.role_delta(), None, 0))
+        fault_at = plan.chunks // 2
+        for j in range(plan.chunks):
+            await self._wait_with_keepalive(response, self.config.chunk_deadline_ns(t0_ns, j))
+            if j == fault_at and fault in ("drop", "stall", "malformed"):
+                return await self._mid_stream_fault(request, response, fault)
+            await response.write(plan.content_event(n, j))
+        if plan.usage in ("final", "continuous"):
+            await response.write(plan.usage_event(n))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    async def _mid_stream_fault(self, request: web.Request, response: web.StreamResponse, fault: str):
+        if fault == "malformed":
+            await response.write(b'data: {"choices": [{"delta": {"content": "x"\n\n')
+            await response.write_eof()
+        elif fault == "stall":
+            await asyncio.sleep(self.config.stall_s)
+        elif request.transport is not None:
+            request.transport.abort()
+        return response
+
+    async def _wait_with_keepalive(self, response: web.StreamResponse, deadline_ns: int) -> None:
+        keepalive_ns = int((self.config.keepalive_ms or 0) * 1e6)
+        while keepalive_ns and deadline_ns - time.perf_counter_ns() > keepalive_ns:
+            await _sleep_until(time.perf_counter_ns() + keepalive_ns)
+            await response.write(b": keep-alive\n\n")
+        await _sleep_until(deadline_ns)
+
+
+class _Plan:
+    """One answer: how many tokens, in which chunks, with which usage reporting."""
+
+    def __init__(self, chat: bool, model: str, prompt_tokens: int, out: int, k: int, usage: str, finish: str):
+        self.chat, self.model, self.prompt_tokens, self.out = chat, model, prompt_tokens, out
+        self.k, self.usage, self.finish = k, usage, finish
+        self.chunks = -(-out // k)
+        self.created = int(time.time())
+
+    @classmethod
+    def empty(cls) -> _Plan:
+        return cls(False, "", 0, 1, 1, "off", "stop")
+
+    def role_delta(self) -> dict:
+        return {"role": "assistant", "content": ""}
+
+    def tokens_in(self, j: int) -> int:
+        return min(self.k, self.out - j * self.k)
+
+    def text_of(self, j: int) -> str:
+        return "".join(f"t{j * self.k + i} " for i in range(self.tokens_in(j)))
+
+    def content_event(self, n: int, j: int) -> bytes:
+        finish = self.finish if j == self.chunks - 1 else None
+        done = min(self.out, (j + 1) * self.k)
+        if self.chat:
+            payload: dict = {"content": self.text_of(j)}
+            return self.event(n, payload, finish, done)
+        return self.event(n, self.text_of(j), finish, done)
+
+    def usage_dict(self, completion: int) -> dict:
+        total = self.prompt_tokens + completion
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion, "total_tokens": total}
+
+    def event(self, n: int, delta: dict | str, finish: str | None, done: int) -> bytes:
+        choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
+        if self.chat:
+            choice["delta"] = delta
+        else:
+            choice["text"] = delta
+        body: dict[str, Any] = {"id": f"sim-{n}", "object": self._object(True), "created": self.created}
+        body.update(model=self.model, choices=[choice])
+        if self.usage == "continuous":
+            body["usage"] = self.usage_dict(done)
+        return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
+
+    def usage_event(self, n: int) -> bytes:
+        body = {"id": f"sim-{n}", "object": self._object(True), "created": self.created, "model": self.model}
+        body.update(choices=[], usage=self.usage_dict(self.out))
+        return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
+
+    def full_response(self, n: int) -> dict:
+        text = "".join(self.text_of(j) for j in range(self.chunks))
+        choice: dict[str, Any] = {"index": 0, "finish_reason": self.finish}
+        if self.chat:
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice["text"] = text
+        body = {"id": f"sim-{n}", "object": self._object(False), "created": self.created, "model": self.model}
+        body.update(choices=[choice], usage=self.usage_dict(self.out))
+        return body
+
+    def _object(self, stream: bool) -> str:
+        if self.chat:
+            return "chat.completion.chunk" if stream else "chat.completion"
+        return "text_completion"
+
+
+class SimThread:
+    """Run a SimServer on its own event loop in a daemon thread: ``with SimThread(cfg) as url:``."""
+
+    def __init__(self, config: SimConfig) -> None:
+        self.server = SimServer(config)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="servelab-sim", daemon=True)
+
+    def __enter__(self) -> str:
+        self._thread.start()
+        return asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(timeout=30)
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(timeout=30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+        self._loop.close()
+
+
+async def _sleep_until(deadline_ns: int) -> None:
+    """Sleep until a perf_counter_ns deadline: asyncio for the bulk, yielding for the last 1.5 ms."""
+    remaining = deadline_ns - time.perf_counter_ns()
+    if remaining > SPIN_NS:
+        await asyncio.sleep((remaining - SPIN_NS) / 1e9)
+    while time.perf_counter_ns() < deadline_ns:
+        await asyncio.sleep(0)
+
+
+async def _json_body(request: web.Request) -> dict | None:
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _error(status: int, message: str, headers: dict | None = None) -> web.Response:
+    kind = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError"}.get(status, "InternalServerError")
+    body = {"error": {"message": message, "type": kind, "code": status}}
+    return web.json_response(body, status=status, headers=headers)

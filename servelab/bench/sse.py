@@ -1,0 +1,81 @@
+"""Incremental Server-Sent-Events parsing with a timestamp per event.
+
+Raw bytes arrive in reads of any size; each read carries the monotonic time it was received. An event is
+stamped with the time of the read that held its FIRST byte (its first field line). Several events that
+arrive in one TCP read therefore share that read's timestamp: that is the resolution the socket gives.
+Comment lines (``: keep-alive``) are counted but never become events, so they cannot be mistaken for tokens.
+Lines end with LF or CRLF (what every LLM server sends); a lone CR is not a line end here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    data: str  # the data lines joined with "\n"
+    t_ns: int  # receive time of the read that held the event's first byte
+
+
+class SseParser:
+    """Feed raw reads with their receive time; get the complete events back."""
+
+    def __init__(self) -> None:
+        self._partial = b""  # an incomplete line carried to the next read
+        self._partial_ns = 0
+        self._data: list[bytes] = []
+        self._event_ns: int | None = None
+        self.comments = 0  # keep-alive comments seen
+
+    def feed(self, chunk: bytes, t_ns: int) -> list[SseEvent]:
+        events: list[SseEvent] = []
+        pos = 0
+        while True:
+            end = chunk.find(b"\n", pos)
+            if end < 0:
+                self._keep_partial(chunk[pos:], t_ns)
+                return events
+            if self._partial:
+                line, line_ns = self._partial + chunk[pos:end], self._partial_ns
+                self._partial = b""
+            else:
+                line, line_ns = chunk[pos:end], t_ns
+            pos = end + 1
+            event = self._line(line[:-1] if line.endswith(b"\r") else line, line_ns)
+            if event is not None:
+                events.append(event)
+
+    @property
+    def pending(self) -> bool:
+        """True when bytes of an unfinished event are buffered (a stream cut here was cut mid-event)."""
+        return bool(self._partial or self._data)
+
+    def _keep_partial(self, rest: bytes, t_ns: int) -> None:
+        if rest:
+            if not self._partial:
+                self._partial_ns = t_ns
+            self._partial += rest
+
+    def _line(self, line: bytes, line_ns: int) -> SseEvent | None:
+        if not line:
+            return self._dispatch()
+        if line[0] == 0x3A:  # ":" comment
+            self.comments += 1
+            return None
+        if self._event_ns is None:
+            self._event_ns = line_ns
+        name, _, value = line.partition(b":")
+        if name == b"data":
+            self._data.append(value[1:] if value.startswith(b" ") else value)
+        return None
+
+    def _dispatch(self) -> SseEvent | None:
+        if not self._data:
+            self._event_ns = None
+            return None
+        data = b"\n".join(self._data).decode("utf-8", errors="replace")
+        event = SseEvent(data, self._event_ns if self._event_ns is not None else 0)
+        self._data = []
+        self._event_ns = None
+        return event

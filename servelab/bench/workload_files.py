@@ -1,0 +1,65 @@
+"""User workloads from local files: JSONL (one {"prompt"} or {"messages"} per line, optional
+"max_tokens"/"output_tokens") or ShareGPT JSON ({"conversations": [{"from": "human", "value": ...}]}).
+Read in file order, cycled when the run needs more prompts than the file has. Never downloaded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from servelab.errors import ConfigError
+
+
+def load_file_prompts(path: Path, count: int, default_output: int, chat: bool) -> list:
+    from servelab.bench.workloads import Prompt
+
+    entries = _read_entries(path)
+    if not entries:
+        raise ConfigError(f"workload file {path} has no usable prompts (JSONL with \"prompt\" or \"messages\")")
+    prompts = []
+    for i in range(count):
+        messages, output = entries[i % len(entries)]
+        out = output or default_output
+        if chat:
+            prompts.append(Prompt(i, out, messages=tuple(messages)))
+        else:
+            prompts.append(Prompt(i, out, text="\n".join(str(m.get("content", "")) for m in messages)))
+    return prompts
+
+
+def _read_entries(path: Path) -> list[tuple[list[dict], int | None]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read workload file {path}: {exc}") from exc
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"workload file {path} is not valid JSON: {exc}") from exc
+    else:
+        rows = [_json_line(path, n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    return [entry for entry in (_entry(row) for row in rows if isinstance(row, dict)) if entry is not None]
+
+
+def _json_line(path: Path, number: int, line: str) -> object:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path} line {number} is not JSON: {exc.msg}") from exc
+
+
+def _entry(row: dict) -> tuple[list[dict], int | None] | None:
+    output = row.get("output_tokens") or row.get("max_tokens")
+    output = output if isinstance(output, int) and output > 0 else None
+    if isinstance(row.get("messages"), list):
+        return [m for m in row["messages"] if isinstance(m, dict)], output
+    if isinstance(row.get("prompt"), str):
+        return [{"role": "user", "content": row["prompt"]}], output
+    turns = row.get("conversations")
+    if isinstance(turns, list):
+        human = next((t.get("value") for t in turns if isinstance(t, dict) and t.get("from") == "human"), None)
+        if isinstance(human, str):
+            return [{"role": "user", "content": human}], output
+    return None

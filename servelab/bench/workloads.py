@@ -1,0 +1,177 @@
+"""Benchmark prompts with exact token lengths, deterministic from a seed, identical for every target.
+
+Text is built from a fixed word list (seeded), then measured with the TARGET's own tokenizer (/tokenize,
+the chat template included when the server can apply it) and corrected word by word until the count is
+exact; where the server accepts token ids (/v1/completions on llama.cpp, vLLM, sglang), the same text is
+tokenized and cut to exactly N ids. Without a tokenizer the word count stands in, marked unverified.
+Presets: short, long (capped by the server's context), mixed (1 long for every 3 short: slot eviction and
+head-of-line blocking), shared-prefix (3/4 of the prompt shared per group of 4: cache hit vs miss),
+multi-turn (conversations of 4 turns, each turn resending the history), or a local JSONL/ShareGPT file.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from servelab.bench.workload_files import load_file_prompts
+from servelab.errors import ConfigError
+
+PRESETS = ("short", "long", "mixed", "shared-prefix", "multi-turn")
+DEFAULT_LENGTHS = {"short": (128, 128), "long": (4096, 128)}
+CONTEXT_MARGIN_TOKENS = 16
+TURNS = 4
+PREFIX_GROUP = 4
+_WORDS = ["time", "person", "year", "way", "day", "thing", "man", "world", "life", "hand", "part", "child", "eye", "woman", "place", "work", "week", "case", "point", "number", "group", "problem", "fact", "river", "stone", "light", "music", "garden", "window", "letter", "market", "story", "table", "paper", "water", "city", "mountain", "voice", "morning", "answer", "question", "system", "program", "country", "family", "school", "history", "money", "night", "power", "court", "village", "road", "field", "ocean", "island", "forest", "winter", "summer", "bridge", "train", "engine"]
+
+
+class Tokenizer(Protocol):
+    def ids(self, text: str) -> list[int] | None: ...
+    def count_chat(self, messages: list[dict]) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class Prompt:
+    index: int
+    output_tokens: int
+    text: str | None = None  # completions
+    token_ids: tuple[int, ...] | None = None  # completions, exact
+    messages: tuple[dict, ...] | None = None  # chat
+    input_tokens: int | None = None  # achieved length as measured; None when it could not be measured
+    verified: bool = False  # input_tokens comes from the server's tokenizer
+    expected_cached_tokens: int = 0  # prefix a previous request should have left in the cache
+
+    def body(self) -> dict:
+        """The prompt part of a request body."""
+        if self.messages is not None:
+            return {"messages": list(self.messages)}
+        return {"prompt": list(self.token_ids) if self.token_ids is not None else self.text}
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    kind: str = "short"  # a preset or a file path
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    seed: int = 0
+    chat: bool = True
+    use_token_ids: bool = False  # completions only, and only where the engine accepts ids
+
+    def __post_init__(self) -> None:
+        if self.kind not in PRESETS and not Path(self.kind).is_file():
+            raise ConfigError(f"unknown workload {self.kind!r}; choose one of {', '.join(PRESETS)} or a JSONL file")
+
+    def lengths(self, kind: str) -> tuple[int, int]:
+        default_in, default_out = DEFAULT_LENGTHS[kind]
+        if kind == "short" or self.kind == kind:
+            return self.input_tokens or default_in, self.output_tokens or default_out
+        return default_in, self.output_tokens or default_out
+
+
+def build_prompts(spec: WorkloadSpec, count: int, tokenizer: Tokenizer | None, context: int | None) -> list[Prompt]:
+    """Prompts 0..count-1 of the workload, exact where a tokenizer is available."""
+    check_fits(spec, context)
+    if spec.kind not in PRESETS:
+        return load_file_prompts(Path(spec.kind), count, spec.output_tokens or 128, spec.chat)
+    builder = _Builder(spec, tokenizer, context)
+    return [builder.prompt(i) for i in range(count)]
+
+
+def check_fits(spec: WorkloadSpec, context: int | None) -> None:
+    """ConfigError when an explicitly asked length cannot fit the server's verified context."""
+    if context is None or spec.input_tokens is None:
+        return
+    out = spec.output_tokens or 128
+    if spec.input_tokens + out > context:
+        raise ConfigError(
+            f"workload needs {spec.input_tokens} + {out} tokens but the server's context is {context}; "
+            f"lower --input-tokens/--output-tokens or raise the server's context"
+        )
+
+
+class _Builder:
+    def __init__(self, spec: WorkloadSpec, tokenizer: Tokenizer | None, context: int | None) -> None:
+        self.spec, self.tokenizer, self.context = spec, tokenizer, context
+
+    def prompt(self, i: int) -> Prompt:
+        kind = self.spec.kind
+        if kind == "mixed":
+            return self._single(i, "long" if i % 4 == 3 else "short")
+        if kind == "shared-prefix":
+            return self._shared_prefix(i)
+        if kind == "multi-turn":
+            return self._turn(i)
+        return self._single(i, kind)
+
+    def _cap(self, n_in: int, n_out: int) -> int:
+        if self.context is None:
+            return n_in
+        return max(1, min(n_in, self.context - n_out - CONTEXT_MARGIN_TOKENS))
+
+    def _single(self, i: int, kind: str) -> Prompt:
+        n_in, n_out = self.spec.lengths(kind)
+        n_in = self._cap(n_in, n_out)
+        return self._exact(i, n_out, [], _words(self.spec.seed, i, n_in * 2), n_in, 0)
+
+    def _shared_prefix(self, i: int) -> Prompt:
+        n_in, n_out = self.spec.lengths("short")
+        n_in = self._cap(n_in, n_out)
+        group = i // PREFIX_GROUP
+        shared = n_in * 3 // 4
+        prefix = _words(self.spec.seed + 7919, group, shared)
+        cached = shared if i % PREFIX_GROUP else 0
+        return self._exact(i, n_out, prefix, _words(self.spec.seed, i, n_in * 2), n_in, cached)
+
+    def _turn(self, i: int) -> Prompt:
+        """Conversation i // TURNS, turn i % TURNS: the history of earlier turns, then a new question."""
+        n_in, n_out = self.spec.lengths("short")
+        conv, turn = divmod(i, TURNS)
+        history: list[str] = []
+        for t in range(turn):
+            history += _words(self.spec.seed + 31, conv * TURNS + t, n_in) + _words(self.spec.seed + 37, t, n_out)
+        cached = len(history)  # in words: an estimate for text prompts
+        total = self._cap(len(history) + n_in, n_out)
+        return self._exact(i, n_out, history, _words(self.spec.seed + 31, conv * TURNS + turn, n_in * 2), total, cached)
+
+    def _exact(self, i: int, n_out: int, fixed: list[str], pool: list[str], n_in: int, cached: int) -> Prompt:
+        if not self.spec.chat and self.spec.use_token_ids and self.tokenizer is not None:
+            ids = self.tokenizer.ids(" ".join(fixed + pool))
+            if ids is not None and len(ids) >= n_in:
+                return Prompt(i, n_out, token_ids=tuple(ids[:n_in]), input_tokens=n_in, verified=True,
+                              expected_cached_tokens=cached)  # fmt: skip
+        words = max(1, n_in - len(fixed))
+        for _ in range(6):
+            text = " ".join(fixed + pool[:words])
+            measured = self._measure(text)
+            if measured is None or measured == n_in or not 0 < words + n_in - measured <= len(pool):
+                break
+            words += n_in - measured
+        else:
+            text, measured = " ".join(fixed + pool[:words]), self._measure(" ".join(fixed + pool[:words]))
+        return self._made(i, n_out, text, measured, cached)
+
+    def _measure(self, text: str) -> int | None:
+        if self.tokenizer is None:
+            return None
+        if self.spec.chat:
+            counted = self.tokenizer.count_chat([{"role": "user", "content": text}])
+            if counted is not None:
+                return counted
+        ids = self.tokenizer.ids(text)
+        return None if ids is None else len(ids)
+
+    def _made(self, i: int, n_out: int, text: str, measured: int | None, cached: int) -> Prompt:
+        tokens = measured if measured is not None else len(text.split())
+        if self.spec.chat:
+            messages = ({"role": "user", "content": text},)
+            return Prompt(i, n_out, messages=messages, input_tokens=tokens, verified=measured is not None,
+                          expected_cached_tokens=cached)  # fmt: skip
+        return Prompt(i, n_out, text=text, input_tokens=tokens, verified=measured is not None,
+                      expected_cached_tokens=cached)  # fmt: skip
+
+
+def _words(seed: int, index: int, count: int) -> list[str]:
+    rng = random.Random(seed * 1_000_003 + index)
+    return [rng.choice(_WORDS) for _ in range(count)]

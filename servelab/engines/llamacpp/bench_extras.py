@@ -1,0 +1,37 @@
+"""Benchmark extras for llama-server.
+
+Request fields: ``ignore_eos`` and ``stream_options.include_usage`` (llama.cpp streams one token per
+chunk and puts ``timings`` — prompt_n, cache_n, predicted_n, predicted_per_second … — in the final chunk).
+POST /tokenize ``{"content", "add_special"}`` → ``{"tokens"}``; POST /apply-template ``{"messages"}`` →
+``{"prompt"}`` (the chat template applied); /v1/completions accepts a list of token ids as ``prompt``.
+/slots and /metrics are snapshotted around each level (/metrics needs ``--metrics``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servelab.engines.probe import HttpProbe
+
+ACCEPTS_TOKEN_IDS = True
+SNAPSHOT_PATHS: tuple[str, ...] = ("/metrics", "/slots")
+
+
+def request_fields() -> dict[str, Any]:
+    return {"ignore_eos": True, "stream_options": {"include_usage": True}}
+
+
+def tokenize(probe: HttpProbe, text: str, model: str | None) -> list[int] | None:
+    body = probe.post_json("/tokenize", {"content": text, "add_special": False})
+    tokens = body.get("tokens") if isinstance(body, dict) else None
+    return tokens if isinstance(tokens, list) else None
+
+
+def count_chat_tokens(probe: HttpProbe, messages: list[dict], model: str | None) -> int | None:
+    applied = probe.post_json("/apply-template", {"messages": messages})
+    prompt = applied.get("prompt") if isinstance(applied, dict) else None
+    if not isinstance(prompt, str):
+        return None
+    body = probe.post_json("/tokenize", {"content": prompt, "add_special": True})
+    tokens = body.get("tokens") if isinstance(body, dict) else None
+    return len(tokens) if isinstance(tokens, list) else None

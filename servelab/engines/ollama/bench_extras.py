@@ -1,0 +1,22 @@
+"""Benchmark extras for Ollama's OpenAI API (/v1): include_usage only; no ignore_eos, no /tokenize."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servelab.engines.probe import HttpProbe
+
+ACCEPTS_TOKEN_IDS = False
+SNAPSHOT_PATHS: tuple[str, ...] = ()
+
+
+def request_fields() -> dict[str, Any]:
+    return {"stream_options": {"include_usage": True}}
+
+
+def tokenize(probe: HttpProbe, text: str, model: str | None) -> list[int] | None:
+    return None
+
+
+def count_chat_tokens(probe: HttpProbe, messages: list[dict], model: str | None) -> int | None:
+    return None
