@@ -87,6 +87,7 @@ def result_json(result: VerifyResult) -> dict[str, Any]:
         "mismatches": [{**dataclasses.asdict(m), "line": m.line} for m in result.mismatches],
         "unverified": result.unverified,
         "matched": result.matched,
+        "notes": result.notes,
         "raw": raw,
     }
 
@@ -103,6 +104,8 @@ def render(result: VerifyResult) -> None:
     console.print(table)
     for m in result.mismatches:
         console.print(f"[red]MISMATCH[/red] {m.line}" + (f"  [dim](asked by {m.source})[/dim]" if m.source else ""))
+    for note in result.notes:
+        console.print(f"[cyan]NOTE[/cyan] {note}")
     for u in result.unverified:
         console.print(f"[yellow]UNVERIFIED[/yellow] {u.key}={_cell(u.asked)}: {u.reason}")
     if result.asked and result.ok:

@@ -23,6 +23,7 @@ class VerifyResult:
     mismatches: tuple[Mismatch, ...]
     unverified: tuple[Unverified, ...]
     matched: tuple[str, ...]
+    notes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -57,6 +58,7 @@ def compare(url: str, effective: EffectiveConfig, asked: Asked) -> VerifyResult:
         mismatches=_engine_mismatch(asked, effective) + found.mismatches,
         unverified=found.unverified,
         matched=found.matched,
+        notes=found.notes,
     )
 
 

@@ -61,6 +61,7 @@ class Diff:
     mismatches: tuple[Mismatch, ...]
     unverified: tuple[Unverified, ...]
     matched: tuple[str, ...]
+    notes: tuple[str, ...] = ()
 
 
 def diff(asked: Asked, got: EffectiveConfig) -> Diff:
@@ -76,7 +77,7 @@ def diff(asked: Asked, got: EffectiveConfig) -> Diff:
             matched.append(key)
         else:
             mismatches.append(_mismatch(rules, key, asked_value, got_value, asked, got))
-    return Diff(tuple(mismatches), tuple(unverified), tuple(matched))
+    return Diff(tuple(mismatches), tuple(unverified), tuple(matched), rules.notes(got))
 
 
 def _mismatch(rules: ModuleType, key: str, asked_value: Any, got_value: Any, asked: Asked, got: EffectiveConfig) -> Mismatch:

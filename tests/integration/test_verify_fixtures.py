@@ -195,6 +195,8 @@ def test_ollama_served_window_versus_training_context(serve_fixture) -> None:
     (m,) = result.mismatches
     assert "Ollama serves a 4096-token window (the model was trained for 131072)" in m.why
     assert "num_ctx 32768" in m.fix
+    assert result.notes == ("20% of the loaded model runs on the CPU (size_vram < size): expect CPU-bound speed; "
+                            "lower num_ctx or use a smaller quantization to fit the GPU",)
     assert ("POST", "/api/show", None) in server.seen
 
 

@@ -147,3 +147,11 @@ def test_ollama_parameters_and_training_context() -> None:
     assert parse_parameters('num_ctx 8192\nstop "<|eot_id|>"\nstop "x"') == {"num_ctx": "8192", "stop": "<|eot_id|>"}
     assert training_context({"general.architecture": "qwen3", "qwen3.context_length": 40960}) == 40960
     assert training_context({}) is None
+
+
+def test_notes_per_engine() -> None:
+    sglang = diff(Asked(), EffectiveConfig("sglang", slots=32))
+    assert len(sglang.notes) == 1 and sglang.notes[0].startswith("max_running_requests 32 is the command-line value")
+    assert diff(Asked(), EffectiveConfig("sglang")).notes == ()
+    assert diff(Asked(), EffectiveConfig("ollama", gpu_fraction=1.0)).notes == ()
+    assert diff(Asked(), _llama(2048, 4, 8192)).notes == ()

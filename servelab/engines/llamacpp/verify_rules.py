@@ -73,3 +73,8 @@ def _context(asked_value: int, per_slot: int, launch: LlamaCppLaunch, got: Effec
                 "compare its command line or log ('n_ctx_slot') with this one and restart with -c "
                 f"{asked_value}" + (f" -np {slots} --kv-unified" if slots > 1 else ""))
     return None
+
+
+def notes(got: EffectiveConfig) -> tuple[str, ...]:
+    """Things worth knowing about this server even when nothing was asked."""
+    return ()

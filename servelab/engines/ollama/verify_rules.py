@@ -37,3 +37,12 @@ def explain(key: str, asked_value: Any, got_value: Any, asked: Asked, got: Effec
     if key == "model":
         return ("that model is not the one loaded", f"load it with one request to {asked_value}, then verify again")
     return None
+
+
+def notes(got: EffectiveConfig) -> tuple[str, ...]:
+    """Partial offload: size_vram < size means part of the model runs on the CPU, at CPU speed."""
+    if got.gpu_fraction is not None and got.gpu_fraction < 1:
+        cpu_percent = round(100 * (1 - got.gpu_fraction))
+        return (f"{cpu_percent}% of the loaded model runs on the CPU (size_vram < size): expect CPU-bound speed; "
+                "lower num_ctx or use a smaller quantization to fit the GPU",)
+    return ()

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from servelab.verify.asked import Asked
     from servelab.verify.effective import EffectiveConfig
 
-__all__ = ["LABELS", "UNREPORTED", "explain", "reported"]
+__all__ = ["LABELS", "UNREPORTED", "explain", "notes", "reported"]
 
 UNREPORTED = {
     key: "a generic OpenAI-compatible server does not report it"
@@ -21,3 +21,8 @@ UNREPORTED = {
 
 def explain(key: str, asked_value: Any, got_value: Any, asked: Asked, got: EffectiveConfig) -> tuple[str, str] | None:
     return None
+
+
+def notes(got: EffectiveConfig) -> tuple[str, ...]:
+    """Things worth knowing about this server even when nothing was asked."""
+    return ()

@@ -46,3 +46,11 @@ def explain(key: str, asked_value: Any, got_value: Any, asked: Asked, got: Effec
     if key == "speculative":
         return ("speculative_algorithm is not set", "pass --speculative-algorithm EAGLE (and measure it: servelab spec)")
     return None
+
+
+def notes(got: EffectiveConfig) -> tuple[str, ...]:
+    """The reported max_running_requests is the command-line value, not always the running one."""
+    if got.slots:
+        return (f"max_running_requests {got.slots} is the command-line value: on hybrid (Mamba / Gated DeltaNet) "
+                "models sglang may cap it lower and say so only in its log (sgl-project/sglang#38846)",)
+    return ()

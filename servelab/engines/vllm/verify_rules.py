@@ -38,3 +38,8 @@ def explain(key: str, asked_value: Any, got_value: Any, asked: Asked, got: Effec
         return ("the KV cache is what fits after the weights (num_gpu_blocks × block_size)",
                 f"raise --gpu-memory-utilization{memory}, use --kv-cache-dtype fp8, or a smaller quantization")
     return None
+
+
+def notes(got: EffectiveConfig) -> tuple[str, ...]:
+    """Things worth knowing about this server even when nothing was asked."""
+    return ()
