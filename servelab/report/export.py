@@ -27,7 +27,8 @@ def _distribution_fields(name: str, dist: Distribution) -> dict:
 def level_validity(run: StoredRun, target_index: int, level: str) -> tuple[bool, str]:
     """Whether the bench marked every repeat of a level valid, and why not."""
     summaries = [lv.summary for lv in run.levels if lv.target_index == target_index and lv.level == level]
-    reasons = [str(s.get("why") or "marked invalid") for s in summaries if s.get("valid") is False]
+    reasons = [str(s.get("invalid_reason") or s.get("why") or "marked invalid")
+               for s in summaries if s.get("valid") is False]  # fmt: skip
     return not reasons, "; ".join(reasons)
 
 

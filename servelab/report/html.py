@@ -7,6 +7,7 @@ importlib.resources); plots are inline SVG; nothing is fetched from the network.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from importlib import resources
 
@@ -14,6 +15,8 @@ from servelab import __version__
 from servelab.report.page import Items, Para, Section
 from servelab.report.plots import Plot
 from servelab.report.tables import TableData
+
+NUMERIC = re.compile(r"^[\d,.\s/%—×-]*$")  # numbers, "55 / 60", "83%", "—": right-aligned
 
 
 def stylesheet() -> str:
@@ -37,7 +40,7 @@ def _table(parent: ET.Element, table: TableData) -> None:
     for row in table.rows:
         tr = _el(body, "tr")
         for cell in row:
-            css = {"critical": "severity-critical", "NO": "invalid"}.get(cell)
+            css = {"critical": "severity-critical", "NO": "invalid"}.get(cell) or ("" if NUMERIC.match(cell) else "text")
             _el(tr, "td", cell, **({"class_": css} if css else {}))
 
 

@@ -47,6 +47,8 @@ def _no_ladder(bill: Bill) -> bool:
 def ladder_plot(bill: Bill, key: str, title: str, ylabel: str, value: Callable[[LevelFigures], float | None]) -> Plot:
     if _no_ladder(bill):
         return Plot(key, title, None, "no closed-loop levels in these runs")
+    if not any(_ladder(engine, value)[0] for engine in bill.engines):
+        return Plot(key, title, None, "no level has this figure (no request produced more than one token)")
     with styled():
         figure = new_figure()
         ax = figure.add_subplot()

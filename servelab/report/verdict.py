@@ -26,7 +26,10 @@ def _pct(value: float, ceiling: float) -> str:
 def single_user(bill: Bill) -> Verdict:
     candidates = [e for e in bill.engines if e.single_stream_tok_s is not None]
     if not candidates:
-        return Verdict("single user", None, "No run measured concurrency 1, so single-user speed is unknown.")
+        measured = any(e.single_stream is not None for e in bill.engines)
+        why = ("no request at concurrency 1 produced more than one token" if measured
+               else "no run measured concurrency 1")  # fmt: skip
+        return Verdict("single user", None, f"Single-user decode speed is unknown: {why}.")
     best = max(candidates, key=lambda e: e.single_stream_tok_s or 0.0)
     speed = best.single_stream_tok_s or 0.0
     sentence = f"{best.label} decodes one stream fastest: {speed:.1f} tok/s (median)"

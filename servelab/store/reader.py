@@ -32,7 +32,7 @@ def _run_info(db: sqlite3.Connection, row: tuple, alive: AliveCheck) -> RunInfo:
         (run_id,),
     ).fetchone()
     workload = json.loads(meta).get("workload") or {}
-    workload_name = workload.get("name") if isinstance(workload, dict) else str(workload)
+    workload_name = (workload.get("name") or workload.get("kind")) if isinstance(workload, dict) else str(workload)
     return RunInfo(
         id=run_id,
         name=name,
