@@ -29,6 +29,10 @@ class P2PTestResult:
     detail: str = ""
 
 
+class _IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_byte * IPC_HANDLE_BYTES)]  # cudaIpcMemHandle_t, passed by value to Open
+
+
 def _cudart() -> ctypes.CDLL:
     """The CUDA runtime torch loaded into this process (found in /proc/self/maps, as vLLM does)."""
     import torch
@@ -38,7 +42,14 @@ def _cudart() -> ctypes.CDLL:
         paths = [line.split()[-1] for line in maps if "libcudart" in line]
     if not paths:
         raise RuntimeError("torch did not load libcudart")
-    return ctypes.CDLL(paths[0])
+    lib = ctypes.CDLL(paths[0])
+    vp, size = ctypes.c_void_p, ctypes.c_size_t
+    lib.cudaMalloc.argtypes = [ctypes.POINTER(vp), size]
+    lib.cudaMemset.argtypes = [vp, ctypes.c_int, size]
+    lib.cudaMemcpy.argtypes = [vp, vp, size, ctypes.c_int]
+    lib.cudaIpcGetMemHandle.argtypes = [ctypes.POINTER(_IpcHandle), vp]
+    lib.cudaIpcOpenMemHandle.argtypes = [ctypes.POINTER(vp), _IpcHandle, ctypes.c_uint]
+    return lib
 
 
 def _check(code: int, what: str) -> None:
@@ -48,7 +59,7 @@ def _check(code: int, what: str) -> None:
 
 def _expect(lib: ctypes.CDLL, pointer: ctypes.c_void_p, byte: int) -> bool:
     host = (ctypes.c_char * BUFFER_BYTES)()
-    _check(lib.cudaMemcpy(host, pointer, BUFFER_BYTES, DEVICE_TO_HOST), "cudaMemcpy")
+    _check(lib.cudaMemcpy(ctypes.cast(host, ctypes.c_void_p), pointer, BUFFER_BYTES, DEVICE_TO_HOST), "cudaMemcpy")
     return host.raw == bytes([byte]) * BUFFER_BYTES
 
 
@@ -59,8 +70,8 @@ def _producer(gpu: int, conn) -> None:
         _check(lib.cudaMalloc(ctypes.byref(pointer), BUFFER_BYTES), "cudaMalloc")
         _check(lib.cudaMemset(pointer, 1, BUFFER_BYTES), "cudaMemset")
         _check(lib.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
-        handle = (ctypes.c_byte * IPC_HANDLE_BYTES)()
-        _check(lib.cudaIpcGetMemHandle(handle, pointer), "cudaIpcGetMemHandle")
+        handle = _IpcHandle()
+        _check(lib.cudaIpcGetMemHandle(ctypes.byref(handle), pointer), "cudaIpcGetMemHandle")
         conn.send(bytes(handle))
         conn.recv()  # the consumer has written its bytes
         conn.send("ok" if _expect(lib, pointer, 2) else "producer read wrong bytes back")
@@ -72,7 +83,7 @@ def _consumer(gpu: int, handle_bytes: bytes, conn) -> None:
     try:
         lib, pointer = _cudart(), ctypes.c_void_p()
         _check(lib.cudaSetDevice(gpu), "cudaSetDevice")
-        handle = (ctypes.c_byte * IPC_HANDLE_BYTES).from_buffer_copy(handle_bytes)
+        handle = _IpcHandle.from_buffer_copy(handle_bytes)
         _check(lib.cudaIpcOpenMemHandle(ctypes.byref(pointer), handle, LAZY_ENABLE_PEER_ACCESS), "cudaIpcOpenMemHandle")
         ok = _expect(lib, pointer, 1)
         _check(lib.cudaMemset(pointer, 2, BUFFER_BYTES), "cudaMemset")
@@ -86,25 +97,24 @@ def _test_pair(a: int, b: int, timeout_s: float) -> P2PTestResult:
     ctx = multiprocessing.get_context("spawn")
     to_producer, producer_end = ctx.Pipe()
     to_consumer, consumer_end = ctx.Pipe()
-    producer = ctx.Process(target=_producer, args=(a, producer_end), daemon=True)
-    producer.start()
+    processes = [ctx.Process(target=_producer, args=(a, producer_end), daemon=True)]
+    processes[0].start()
     try:
         if not to_producer.poll(timeout_s):
             return P2PTestResult(a, b, "failed", "producer timed out")
         handle = to_producer.recv()
         if isinstance(handle, str):
             return P2PTestResult(a, b, "failed", handle)
-        consumer = ctx.Process(target=_consumer, args=(b, handle, consumer_end), daemon=True)
-        consumer.start()
+        processes.append(ctx.Process(target=_consumer, args=(b, handle, consumer_end), daemon=True))
+        processes[1].start()
         verdict = to_consumer.recv() if to_consumer.poll(timeout_s) else "consumer timed out (P2P hang?)"
-        consumer.join(timeout_s)
         to_producer.send("done")
         back = to_producer.recv() if to_producer.poll(timeout_s) else "producer timed out"
         ok = verdict == "ok" and back == "ok"
         return P2PTestResult(a, b, "ok" if ok else "failed", "" if ok else f"{verdict}; {back}")
     finally:
-        for process in (producer,):
-            process.join(1)
+        for process in processes:  # only the processes this test started
+            process.join(5)
             if process.is_alive():
                 process.kill()
 
