@@ -52,11 +52,13 @@ def ladder_plot(bill: Bill, key: str, title: str, ylabel: str, value: Callable[[
     with styled():
         figure = new_figure()
         ax = figure.add_subplot()
+        peak = 0.0
         for engine in bill.engines:
             xs, ys = _ladder(engine, value)
             ax.plot(xs, ys, marker="o", label=plain(engine.label))
+            peak = max([peak, *ys])
         _ladder_axes(ax, ylabel)
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, peak * 1.3 or 1)  # headroom for the legend
         ax.legend()
         return Plot(key, title, figure_svg(figure, key, title))
 
@@ -135,20 +137,22 @@ def memory_breakdown(bill: Bill) -> Plot:
     memory = (bill.plan or {}).get("memory_bytes")
     if not isinstance(memory, dict):
         return Plot(key, title, None, "no plan: pass --plan FILE (the output of `servelab plan --json`)")
+    total = float(memory.get("total") or sum(float(memory.get(p) or 0) for p in MEMORY_PARTS))
+    unit, scale = ("GiB", GIB) if total >= GIB else ("MiB", 1024**2)
     with styled():
         figure = new_figure(6.4, 2.6)
         ax = figure.add_subplot()
         left = 0.0
         for i, part in enumerate(MEMORY_PARTS):
-            gib = float(memory.get(part) or 0) / GIB
-            ax.barh(["plan"], [gib], left=left, color=f"C{i}", label=f"{part} {gib:.2f} GiB")
-            left += gib
+            size = float(memory.get(part) or 0) / scale
+            ax.barh(["plan"], [size], left=left, color=f"C{i}", label=f"{part} {size:.2f} {unit}")
+            left += size
         for engine in bill.engines:
             if engine.memory_used_bytes is not None:
-                ax.barh([plain(engine.label)], [engine.memory_used_bytes / GIB], color="#64748b")
-        if isinstance(memory.get("capacity"), int | float) and memory["capacity"]:
-            ax.axvline(memory["capacity"] / GIB, color=INK, linestyle="--", label="capacity")
-        ax.set_xlabel("memory (GiB)")
+                ax.barh([plain(engine.label)], [engine.memory_used_bytes / scale], color="#64748b")
+        if isinstance(memory.get("capacity"), int | float) and memory["capacity"] and memory["capacity"] < 4 * total:
+            ax.axvline(memory["capacity"] / scale, color=INK, linestyle="--", label="capacity")
+        ax.set_xlabel(f"memory ({unit})")
         ax.legend(fontsize=7, loc="lower right", ncols=2)
         return Plot(key, title, figure_svg(figure, key, title))
 

@@ -1,0 +1,133 @@
+"""The bill of a REAL stored run, opened in headless Chromium.
+
+A short ladder runs against a real llama-server (the project's self-made dense model, CPU build, -t 1)
+through the bench library into a real SQLite store; `servelab report` renders it with the real
+`servelab doctor --json` output and a plan; Chromium (over its DevTools protocol) checks every section
+and plot, that nothing was fetched and that the console stayed clean, and saves screenshots (light and
+dark) to the test's tmp dir and to out/ for a person to look at.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from servelab.bench.config import BenchConfig
+from servelab.bench.runner import run
+from servelab.bench.schedule import StopRule
+from servelab.bench.workloads import WorkloadSpec
+from servelab.cli.app import main
+from servelab.store import Store
+from tests.e2e.chromium_cdp import Chromium, inspect_page
+from tests.runs_factory import store_run
+
+pytestmark = [pytest.mark.engine, pytest.mark.browser]
+
+REPO = Path(__file__).resolve().parents[2]
+SECTIONS = ["runs", "summary", "ladder", "throughput", "latency", "roofline", "memory", "timeline", "doctor",
+            "spec", "verdict"]  # fmt: skip
+PLOTS = ["aggregate-throughput", "per-stream", "latency-percentiles", "itl-distribution", "roofline", "memory",
+         "timeline"]  # fmt: skip
+CHECKS_JS = """(() => {
+  const plots = [...document.querySelectorAll('figure[data-plot]')].map(f => {
+    const svg = f.querySelector('svg');
+    const box = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
+    return {key: f.dataset.plot, width: box.width, height: box.height,
+            text: svg ? svg.textContent : '', caption: f.querySelector('figcaption')?.textContent};
+  });
+  const ids = [...document.querySelectorAll('[id]')].map(e => e.id);
+  return {
+    sections: [...document.querySelectorAll('main > section')].map(s => s.id),
+    headings: [...document.querySelectorAll('main > section > h2')].map(h => h.textContent),
+    plots,
+    duplicateIds: ids.filter((id, i) => ids.indexOf(id) !== i),
+    scripts: document.querySelectorAll('script').length,
+    summaryRows: [...document.querySelectorAll('#table-summary tbody tr')].map(r => r.cells[0].textContent),
+    verdicts: [...document.querySelectorAll('#verdict li')].map(li => li.textContent),
+    bodyText: document.body.innerText,
+  };
+})()"""
+
+
+def _plan_for(model: Path) -> dict:
+    """A plan for this CPU machine: weights = the GGUF file's bytes; ceilings from an assumed 20 GB/s of
+    memory bandwidth (a stated input of this test, not a measured figure)."""
+    weights = model.stat().st_size
+    short = 20e9 / weights
+    return {"model": model.name, "gpu": "cpu (assumed 20 GB/s)", "plans": [{
+        "engine": "llamacpp", "quant": "f16", "context": 2048, "fits": True,
+        "memory_bytes": {"weights": weights, "kv_cache": 2048 * 4096, "recurrent_state": 0, "activations": 1 << 20,
+                         "runtime": 1 << 24, "total": weights + 2048 * 4096 + (1 << 20) + (1 << 24), "capacity": 1 << 32},
+        "decode_ceiling_tok_s": {"short": short, "full_context": short * 0.8}}]}  # fmt: skip
+
+
+@pytest.fixture
+def real_run(llama_server, model_files: dict[str, Path], tmp_path: Path) -> tuple[Path, str]:
+    """A stored run: concurrency 1 and 2, 4 measured requests each, against a real llama-server."""
+    server = llama_server(model_files["dense"], "-c", "2048", "-np", "2")
+    config = BenchConfig(targets=(server.url,), concurrency=(1, 2), stop=StopRule(requests=4),
+                         workload=WorkloadSpec("short", input_tokens=32, output_tokens=16), name="browser-e2e")  # fmt: skip
+    db = tmp_path / "runs.db"
+    with Store.open(db) as store:
+        result = run(config, store)
+    return db, result.run_id
+
+
+def _open_in_chromium(tmp_path: Path, html: Path, shots: dict[str, tuple[Path, bool]]) -> dict:
+    chromium = Chromium(tmp_path / "chromium-profile")
+    try:
+        return asyncio.run(inspect_page(chromium, html.as_uri(), CHECKS_JS, shots))
+    finally:
+        chromium.close()
+
+
+def test_the_bill_of_a_real_run_renders_every_section_and_plot(real_run, model_files, tmp_path: Path, capsys) -> None:
+    db, run_id = real_run
+    doctor = tmp_path / "doctor.json"
+    assert main(["doctor", "--json"]) == 0
+    doctor.write_text(capsys.readouterr().out)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(_plan_for(model_files["dense"])))
+    bill = tmp_path / "bill.html"
+    assert main(["report", run_id, "--db", str(db), "--plan", str(plan), "--doctor", str(doctor), "-o", str(bill)]) == 0
+
+    shots = {"light": (tmp_path / "report-screenshot.png", False), "dark": (tmp_path / "report-screenshot-dark.png", True)}
+    page = _open_in_chromium(tmp_path, bill, shots)
+    out = REPO / "out"
+    out.mkdir(exist_ok=True)
+    for path, _ in shots.values():
+        assert path.stat().st_size > 10_000
+        shutil.copy(path, out / path.name)
+
+    assert page["exceptions"] == [] and [c for c in page["console"] if c["level"] in ("error", "warning")] == []
+    assert page["requests"] == [bill.as_uri()]  # self-contained: nothing else fetched
+    checks = page["checks"]
+    assert checks["sections"] == SECTIONS and checks["duplicateIds"] == [] and checks["scripts"] == 0
+    assert sorted(p["key"] for p in checks["plots"]) == sorted(PLOTS)
+    for plot in checks["plots"]:
+        assert plot["width"] > 300 and plot["height"] > 100, plot["key"]
+    throughput = next(p for p in checks["plots"] if p["key"] == "aggregate-throughput")
+    assert "concurrency (requests in flight)" in throughput["text"] and "(tokens/s)" in throughput["text"]
+    assert checks["summaryRows"] == [f"llamacpp · {model_files['dense']}"]
+    with Store.open(db) as store:
+        stored = store.load_run(run_id)
+    assert f"Runs: {run_id}." in checks["bodyText"]
+    assert any(v.startswith("Serving many: llamacpp") for v in checks["verdicts"])
+    assert "Doctor found" in checks["bodyText"] and len(stored.requests) >= 8
+
+
+def test_a_model_name_carrying_a_script_stays_text_in_the_browser(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+    run_id = store_run(db, model=hostile)
+    bill = tmp_path / "hostile.html"
+    assert main(["report", run_id, "--db", str(db), "-o", str(bill)]) == 0
+    page = _open_in_chromium(tmp_path, bill, {})
+    checks = page["checks"]
+    assert checks["scripts"] == 0 and page["exceptions"] == []
+    assert checks["summaryRows"] == [f"llamacpp · {hostile}"]  # shown as text, exactly
+    assert page["requests"] == [bill.as_uri()]  # the <img src=x> was never parsed as an element
