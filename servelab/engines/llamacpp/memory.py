@@ -1,0 +1,239 @@
+"""How llama.cpp (llama-server) allocates memory, buffer by buffer, as its log reports it.
+
+Rules (llama.cpp src/llama-context.cpp, llama-kv-cache*.cpp, llama-memory-recurrent.cpp, llama-model.cpp
+create_memory, tools/server/server.cpp; ../shared/reference/memory.md §4):
+- -c 0 means n_ctx_train; n_ctx = pad(n_ctx, 256). Unified: every slot may use n_ctx cells of one shared pool.
+  Otherwise n_ctx_seq = pad(n_ctx / n_seq_max, 256) and n_ctx = n_ctx_seq x n_seq_max. Either way the KV buffer
+  holds n_ctx cells. -np -1 (auto) = 4 slots with a unified cache.
+- A slot's window is min(n_ctx_seq, n_ctx_train) (server n_ctx_slot()).
+- KV rows per full-attention layer: row(type_k, n_kv x head_k) + row(type_v, n_kv x head_v); MLA keeps K only.
+  Sliding layers keep pad(min(n_ctx_seq, n_swa x (unified ? n_seq : 1) + n_ubatch), 256) cells per stream.
+- Recurrent state: R = (K-1) x conv_dim and S = ssm elements, both f32, per layer, x max(1, n_seq_max) x (1+n_rs_seq).
+- Output buffer: n_vocab x max(n_seq_max, 1) f32 logits. Quantised V needs flash attention.
+- Compute buffer: an estimate of the worst-case ubatch graph (see `_compute_bytes`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from servelab.errors import ConfigError
+from servelab.model.spec import ModelSpec
+from servelab.plan.dtypes import row_bytes
+from servelab.plan.kv import layer_kv_bytes_per_token
+from servelab.plan.state import state_layout
+from servelab.plan.weights import weight_bytes
+
+CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+PAD = 256
+AUTO_PARALLEL = 4
+GRAPH_OVERHEAD_BYTES = 512 * 1024  # ggml graph metadata / alignment slack in the compute buffer (estimate)
+
+
+def pad(n: int, to: int = PAD) -> int:
+    return (n + to - 1) // to * to
+
+
+@dataclass(frozen=True)
+class LlamaCppMemory:
+    """What llama-server would allocate; byte fields match its log lines (model/KV/RS/compute/output buffer)."""
+
+    n_ctx: int  # padded and rounded, as `llama_context: n_ctx = ...` logs it
+    n_ctx_seq: int  # cells one stream holds (`n_ctx_seq = ...`)
+    n_ctx_per_slot: int  # what /props reports as n_ctx: n_ctx_seq capped at n_ctx_train
+    n_parallel: int
+    kv_unified: bool
+    flash_attn: bool
+    n_gpu_layers: int  # repeating layers on the GPU (0: CPU only)
+    output_on_gpu: bool
+    model_bytes: int  # all tensor data (`model buffer size`, summed over devices)
+    model_gpu_bytes: int
+    kv_bytes: int  # `KV buffer size`, all layers
+    kv_gpu_bytes: int
+    kv_cells: int  # cells per stream, as `llama_kv_cache: size = ... (N cells, ...)`
+    recurrent_bytes: int  # `RS buffer size`
+    recurrent_gpu_bytes: int
+    compute_bytes: int  # `compute buffer size` (estimate)
+    output_bytes: int  # `output buffer size` (host)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def gpu_bytes(self) -> int:
+        """Device memory llama.cpp itself allocates (CUDA context not included)."""
+        compute = self.compute_bytes if self.n_gpu_layers else 0
+        return self.model_gpu_bytes + self.kv_gpu_bytes + self.recurrent_gpu_bytes + compute
+
+    @property
+    def host_bytes(self) -> int:
+        host_compute = 0 if self.n_gpu_layers else self.compute_bytes
+        return (
+            self.model_bytes - self.model_gpu_bytes
+            + self.kv_bytes - self.kv_gpu_bytes
+            + self.recurrent_bytes - self.recurrent_gpu_bytes
+            + host_compute + self.output_bytes
+        )
+
+
+def _context(model: ModelSpec, n_ctx: int, n_seq: int, unified: bool) -> tuple[int, int, list[str]]:
+    """(n_ctx, n_ctx_seq, warnings) after llama_context's padding and rounding."""
+    warnings: list[str] = []
+    asked = n_ctx or model.max_context
+    n_ctx = pad(asked)
+    if unified:
+        return n_ctx, n_ctx, warnings
+    n_ctx_seq = pad(n_ctx // n_seq)
+    if n_ctx_seq * n_seq != n_ctx:
+        n_ctx = n_ctx_seq * n_seq
+        warnings.append(f"llama.cpp: n_ctx is not divisible by -np {n_seq}: rounded to {n_ctx}")
+    if n_seq > 1:
+        warnings.append(
+            f"llama.cpp: -c {asked} with -np {n_seq} and no --kv-unified gives each slot {n_ctx_seq} tokens"
+            " (a 1/np share); add --kv-unified to let any slot use the whole pool"
+        )
+    return n_ctx, n_ctx_seq, warnings
+
+
+def _check_cache_types(cache_type_k: str, cache_type_v: str, flash_attn: bool) -> None:
+    for name, value in (("--cache-type-k", cache_type_k), ("--cache-type-v", cache_type_v)):
+        if value.lower() not in CACHE_TYPES:
+            raise ConfigError(f"llama.cpp {name} {value!r} is not a cache type; choose one of: {', '.join(CACHE_TYPES)}")
+    if cache_type_v.lower().startswith(("q", "iq")) and not flash_attn:
+        raise ConfigError("llama.cpp: a quantized V cache needs flash attention (-fa on)")
+
+
+def _kv_row_bytes(model: ModelSpec, layer: int, type_k: str, type_v: str) -> int:
+    """Bytes one cell occupies in one layer with separate K and V types."""
+    if not layer_kv_bytes_per_token(model, layer, "fp32"):
+        return 0
+    if model.mla is not None:
+        return row_bytes(type_k, model.mla.kv_lora_rank + model.mla.qk_rope_head_dim)
+    attn = model.attention
+    n_kv = model.kv_heads_per_layer[layer] if model.kv_heads_per_layer else attn.num_kv_heads
+    return row_bytes(type_k, n_kv * attn.head_dim) + row_bytes(type_v, n_kv * attn.value_head_dim)
+
+
+def _swa_cells(model: ModelSpec, n_ctx_seq: int, n_seq: int, unified: bool, n_ubatch: int) -> int:
+    window = model.attention.sliding_window if model.attention else None
+    if not window:
+        return n_ctx_seq
+    return pad(min(n_ctx_seq, window * (n_seq if unified else 1) + n_ubatch))
+
+
+def _compute_bytes(model: ModelSpec, *, n_tokens: int, n_outputs: int, n_kv: int, flash_attn: bool) -> int:
+    """Worst-case ubatch graph: the larger of the output step (hidden + logits for the server's n_outputs_max =
+    n_parallel rows) and one layer's live intermediates (FFN or MoE; attention with its KQ scores, one f32 copy,
+    when flash attention is off), plus the KQ mask (n_kv x n_tokens, f16 with FA, f32 without) and graph slack.
+    Calibrated against this build's `sched_reserve: compute buffer size` lines; the log line is the truth."""
+    f32 = 4
+    hidden = model.hidden_size * n_tokens * f32
+    logits = model.vocab_size * n_outputs * f32
+    ffn_width = model.intermediate_size
+    if model.moe is not None:
+        ffn_width = max(ffn_width, model.moe.experts_per_token * model.moe.expert_intermediate_size)
+    ffn = 3 * ffn_width * n_tokens * f32
+    attn = 0
+    if model.attention is not None:
+        a = model.attention
+        attn = (2 * a.num_heads + 2 * a.num_kv_heads) * a.head_dim * n_tokens * f32
+        if not flash_attn:
+            attn += a.num_heads * n_kv * n_tokens * f32
+    mask = n_kv * n_tokens * (2 if flash_attn else 4) if model.attention is not None else 0
+    layer_peak = 2 * hidden + max(ffn, attn, _recurrent_scratch(model, n_tokens))
+    return max(hidden + logits, layer_peak) + mask + GRAPH_OVERHEAD_BYTES
+
+
+def _recurrent_scratch(model: ModelSpec, n_tokens: int) -> int:
+    """Gated DeltaNet / Mamba intermediates for one ubatch: conv input/output and projected q, k, v, gates."""
+    la = model.linear_attention
+    if la is not None:
+        return (3 * la.conv_dim + 2 * la.value_dim + 2 * la.num_value_heads) * (n_tokens + la.conv_kernel) * 4
+    if model.mamba is not None:
+        return 4 * model.mamba.d_inner * (n_tokens + model.mamba.d_conv) * 4
+    return 0
+
+
+def llamacpp_memory(
+    model: ModelSpec,
+    *,
+    n_ctx: int = 0,
+    n_parallel: int = -1,
+    kv_unified: bool = False,
+    cache_type_k: str = "f16",
+    cache_type_v: str = "f16",
+    n_batch: int = 2048,
+    n_ubatch: int = 512,
+    flash_attn: bool = True,
+    n_gpu_layers: int | None = None,
+    n_rs_seq: int = 0,
+) -> LlamaCppMemory:
+    """llama-server's buffers for these flags. n_parallel -1 is the server's auto (4 slots, unified cache);
+    n_gpu_layers None offloads everything (output layer included), 0 keeps it all on the host."""
+    if n_ctx < 0:
+        raise ConfigError(f"llama.cpp -c must be 0 (the model's {model.max_context}) or positive, got {n_ctx}")
+    if n_parallel == -1:
+        n_parallel, kv_unified = AUTO_PARALLEL, True
+    if n_parallel < 1:
+        raise ConfigError(f"llama.cpp -np must be -1 (auto) or at least 1, got {n_parallel}")
+    _check_cache_types(cache_type_k, cache_type_v, flash_attn)
+    n_ctx, n_ctx_seq, warnings = _context(model, n_ctx, n_parallel, kv_unified)
+    n_layer = model.num_layers
+    ngl = n_layer + 1 if n_gpu_layers is None else max(0, min(n_gpu_layers, n_layer + 1))
+    on_gpu = [layer >= n_layer - ngl for layer in range(n_layer)]
+    streams = 1 if kv_unified else n_parallel
+    swa_cells = _swa_cells(model, n_ctx_seq, n_parallel, kv_unified, min(n_ubatch, n_batch, n_ctx))
+    kv_gpu = kv_all = 0
+    for layer in range(n_layer):
+        cells = swa_cells if model.layer_kinds[layer].value == "sliding_attention" else n_ctx_seq
+        size = cells * streams * _kv_row_bytes(model, layer, cache_type_k, cache_type_v)
+        kv_all += size
+        kv_gpu += size if on_gpu[layer] else 0
+    state = state_layout(model, conv_dtype="fp32", ssm_dtype="fp32")
+    rows = max(1, n_parallel) * (1 + n_rs_seq)
+    rec_layers_gpu = sum(1 for i, k in enumerate(model.layer_kinds) if on_gpu[i] and k.value in ("linear_attention", "mamba"))
+    recurrent = state.bytes_per_layer * state.layers * rows
+    weights = weight_bytes(model)
+    output_on_gpu = ngl > n_layer
+    body_gpu = weights.text * sum(on_gpu) // max(1, n_layer)
+    head = weights.lm_head or (weights.embedding if model.tie_word_embeddings else 0)
+    n_tokens = min(n_ctx, n_ubatch, n_batch)
+    n_outputs = min(n_tokens, n_parallel)
+    compute = _compute_bytes(model, n_tokens=n_tokens, n_outputs=n_outputs, n_kv=n_ctx_seq, flash_attn=flash_attn)
+    n_ctx_slot = min(n_ctx_seq, model.max_context)
+    if n_ctx_seq > model.max_context:
+        warnings.append(
+            f"llama.cpp: the slot context ({n_ctx_seq}) exceeds the training context of the model"
+            f" ({model.max_context}) - llama-server caps each slot at {model.max_context}"
+        )
+    return LlamaCppMemory(
+        n_ctx=n_ctx,
+        n_ctx_seq=n_ctx_seq,
+        n_ctx_per_slot=n_ctx_slot,
+        n_parallel=n_parallel,
+        kv_unified=kv_unified,
+        flash_attn=flash_attn,
+        n_gpu_layers=min(ngl, n_layer),
+        output_on_gpu=output_on_gpu,
+        model_bytes=weights.total,
+        model_gpu_bytes=body_gpu + (head if output_on_gpu else 0) + (weights.mtp if output_on_gpu else 0),
+        kv_bytes=kv_all,
+        kv_gpu_bytes=kv_gpu,
+        kv_cells=n_ctx_seq,
+        recurrent_bytes=recurrent,
+        recurrent_gpu_bytes=state.bytes_per_layer * rec_layers_gpu * rows,
+        compute_bytes=compute,
+        output_bytes=model.vocab_size * max(1, n_parallel) * 4,
+        warnings=tuple(warnings),
+    )
+
+
+def max_context_that_fits(model: ModelSpec, budget_bytes: int, **flags: object) -> int:
+    """The largest -c (multiple of 256) whose GPU buffers fit in `budget_bytes` (0 when none does)."""
+    low, high = 0, math.ceil(model.max_context / PAD)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if llamacpp_memory(model, n_ctx=mid * PAD, **flags).gpu_bytes <= budget_bytes:  # type: ignore[arg-type]
+            low = mid
+        else:
+            high = mid - 1
+    return low * PAD

@@ -1,0 +1,205 @@
+"""How vLLM (v1) sizes its memory: --gpu-memory-utilization, the block pool, hybrid page alignment and padding.
+
+Rules (vllm-project/vllm vllm/v1/worker/gpu_worker.py determine_available_memory, vllm/v1/core/kv_cache_utils.py,
+vllm/model_executor/models/config.py HybridAttentionMambaModelConfig; ../shared/reference/memory.md §3):
+- requested = total x utilization; KV budget = requested - (weights + activation peak + non-torch + CUDA graphs).
+- attention page = block_size x per-layer token bytes; hybrids raise block_size to the smallest multiple of the
+  alignment (16; 32 on Blackwell with head 256) whose page holds one layer's mamba state, then pad the state.
+- layers bucketed by kind; group size = smallest bucket (largest if < 1.5x smallest); buckets padded to whole
+  groups ("Add N padding layers"); one pool, one block = page x group size.
+- a request of L tokens takes ceil(L/block) blocks in each full-attention group, min(that, window/block + 1) in
+  each sliding group, one block in each mamba group. When L does not fit, vLLM prints the estimated maximum model
+  length: the largest L that does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from servelab.errors import ConfigError
+from servelab.model.spec import LayerKind, ModelSpec
+from servelab.plan.kv import layer_kv_bytes_per_token
+from servelab.plan.state import state_layout
+
+GIB = 1024**3
+KV_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
+NON_TORCH_BYTES = int(0.27 * GIB)  # NCCL/cuBLAS/driver growth after init, measured on a 5090 (memory.md §9 V4)
+BIG_GPU_BYTES = 70 * GIB
+
+
+@dataclass(frozen=True)
+class VllmMemory:
+    gpu_memory_utilization: float
+    requested_bytes: int
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    cuda_graph_bytes: int
+    kv_budget_bytes: int
+    block_size: int
+    page_bytes: int  # one layer's block
+    group_size: int
+    num_groups: int
+    padding_layers: int
+    num_blocks: int
+    kv_tokens: int  # "GPU KV cache size: N tokens"
+    max_model_len: int
+    blocks_per_request: int
+    max_concurrency: float  # "Maximum concurrency for L tokens per request"
+    estimated_max_model_len: int  # the largest length one request could have
+    max_num_seqs: int
+    mamba_blocks: int  # state slots for running sequences (hybrids); 0 otherwise
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def fits(self) -> bool:
+        return self.num_blocks >= self.blocks_per_request and (not self.mamba_blocks or self.max_num_seqs <= self.mamba_blocks)
+
+
+def _dtype(model: ModelSpec, kv_cache_dtype: str) -> str:
+    if kv_cache_dtype not in KV_DTYPES:
+        raise ConfigError(f"vLLM --kv-cache-dtype {kv_cache_dtype!r} is not supported; choose one of: {', '.join(KV_DTYPES)}")
+    return {"auto": model.dtype, "bfloat16": "bf16"}.get(kv_cache_dtype, kv_cache_dtype)
+
+
+def _buckets(model: ModelSpec, draft_layers: int) -> dict[str, int]:
+    counts = {"full": model.count(LayerKind.FULL_ATTENTION) + draft_layers,
+              "sliding": model.count(LayerKind.SLIDING_ATTENTION),
+              "mamba": model.count(LayerKind.LINEAR_ATTENTION) + model.count(LayerKind.MAMBA)}
+    return {k: v for k, v in counts.items() if v}
+
+
+def _grouping(buckets: dict[str, int]) -> tuple[int, dict[str, int], int, float]:
+    """(group_size, groups per kind, padding layers, share of the padded kinds' memory they may waste)."""
+    smallest, largest = min(buckets.values()), max(buckets.values())
+    size = largest if largest < 1.5 * smallest else smallest
+    groups = {k: math.ceil(n / size) for k, n in buckets.items()}
+    padded = {k: groups[k] * size - n for k, n in buckets.items() if groups[k] * size != n}
+    padding = sum(padded.values())
+    waste = padding / sum(buckets[k] for k in padded) if padded else 0.0
+    return size, groups, padding, waste
+
+
+def _attn_layer_bytes(model: ModelSpec, dtype: str, tp: int) -> int:
+    for layer in range(model.num_layers):
+        size = layer_kv_bytes_per_token(model, layer, dtype)
+        if size:
+            return size // (1 if model.mla is not None else tp)
+    return 0
+
+
+def _block_size(token_bytes: int, mamba_page: int, align: int) -> int:
+    if not mamba_page or not token_bytes:
+        return 16
+    return max(align, math.ceil(mamba_page / token_bytes / align) * align)
+
+
+def _blocks_for(length: int, block: int, groups: dict[str, int], window: int) -> int:
+    full = math.ceil(length / block)
+    sliding = min(full, math.ceil(window / block) + 1) if window else full
+    return groups.get("full", 0) * full + groups.get("sliding", 0) * sliding + groups.get("mamba", 0)
+
+
+def activation_peak_bytes(model: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int) -> int:
+    """profile_run's torch peak (estimate): one layer's bf16 activations for the dummy batch (hidden x 8 +
+    MLP width x 3 per token) plus the sampler's f32 logits/probs/scratch for max_num_seqs rows."""
+    width = model.intermediate_size
+    if model.moe is not None:
+        width = max(width, model.moe.experts_per_token * model.moe.expert_intermediate_size)
+    per_token = (8 * model.hidden_size + 3 * width // tp) * 2
+    return max_num_batched_tokens * per_token + 3 * max_num_seqs * model.vocab_size * 4
+
+
+def cuda_graph_bytes(model: ModelSpec, max_num_seqs: int) -> int:
+    """CUDA graph pool (estimate): ~0.45 GiB for a 27B hybrid at 256 seqs (memory.md §9 V4), scaled by batch."""
+    return int(0.45 * GIB * min(max_num_seqs, 512) / 256)
+
+
+def _largest_length(num_blocks: int, block: int, groups: dict[str, int], window: int, cap: int) -> int:
+    low, high = 0, max(1, cap // block + 1)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if _blocks_for(mid * block, block, groups, window) <= num_blocks:
+            low = mid
+        else:
+            high = mid - 1
+    return min(low * block, cap)
+
+
+def vllm_memory(
+    model: ModelSpec,
+    *,
+    gpu_memory_bytes: int,
+    weights_bytes: int,
+    tp: int = 1,
+    gpu_memory_utilization: float = 0.9,
+    max_model_len: int | None = None,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    kv_cache_dtype: str = "auto",
+    enforce_eager: bool = False,
+    speculative_tokens: int = 0,
+    draft_layers: int = 0,
+    block_align: int = 16,
+) -> VllmMemory:
+    """What vLLM would allocate on each GPU; `weights_bytes` is the per-GPU share."""
+    if not 0 < gpu_memory_utilization <= 1:
+        raise ConfigError(f"vLLM --gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}")
+    big = gpu_memory_bytes >= BIG_GPU_BYTES
+    seqs = max_num_seqs or (1024 if big else 256)
+    batched = max_num_batched_tokens or (8192 if big else 2048)
+    length = max_model_len or model.max_context
+    warnings: list[str] = []
+    if length > model.max_context:
+        warnings.append(f"vLLM: --max-model-len {length} is greater than the derived max_model_len"
+                        f" ({model.max_context}); vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+    requested = int(gpu_memory_bytes * gpu_memory_utilization)
+    activation = activation_peak_bytes(model, batched, seqs, tp)
+    graphs = 0 if enforce_eager else cuda_graph_bytes(model, seqs)
+    budget = max(0, requested - weights_bytes - activation - NON_TORCH_BYTES - graphs)
+    dtype = _dtype(model, kv_cache_dtype)
+    token_bytes = _attn_layer_bytes(model, dtype, tp)
+    mamba = state_layout(model, ssm_dtype=None, spec_tokens=speculative_tokens)
+    mamba_page = mamba.bytes_per_layer // tp
+    block = _block_size(token_bytes, mamba_page, block_align)
+    page = max(block * token_bytes, mamba_page)
+    group_size, groups, padding, waste = _grouping(_buckets(model, draft_layers))
+    num_blocks = budget // (page * group_size) if page else 0
+    window = (model.attention.sliding_window or 0) if model.attention else 0
+    per_request = _blocks_for(length, block, groups, window)
+    n_groups = sum(groups.values())
+    estimated = _largest_length(num_blocks, block, groups, window, length)
+    mamba_blocks = num_blocks if "mamba" in groups else 0
+    if padding and "mamba" in groups:
+        warnings.append(f"vLLM: adds {padding} padding layers to group {model.num_layers + draft_layers} layers"
+                        f" (may waste at most {waste:.2%} of the KV cache)")
+    if num_blocks < per_request:
+        warnings.append(f"vLLM: --max-model-len {length} does not fit; the estimated maximum model length is"
+                        f" {estimated}: lower --max-model-len or raise --gpu-memory-utilization")
+    if mamba_blocks and seqs > mamba_blocks:
+        warnings.append(f"vLLM: max_num_seqs ({seqs}) exceeds available Mamba cache blocks ({mamba_blocks});"
+                        f" pass --max-num-seqs {mamba_blocks} or fewer")
+    return VllmMemory(
+        gpu_memory_utilization=gpu_memory_utilization,
+        requested_bytes=requested,
+        weights_bytes=weights_bytes,
+        activation_bytes=activation,
+        non_torch_bytes=NON_TORCH_BYTES,
+        cuda_graph_bytes=graphs,
+        kv_budget_bytes=budget,
+        block_size=block,
+        page_bytes=page,
+        group_size=group_size,
+        num_groups=n_groups,
+        padding_layers=padding,
+        num_blocks=num_blocks,
+        kv_tokens=num_blocks // max(1, n_groups) * block,
+        max_model_len=length,
+        blocks_per_request=per_request,
+        max_concurrency=num_blocks / per_request if per_request else 0.0,
+        estimated_max_model_len=estimated,
+        max_num_seqs=seqs,
+        mamba_blocks=mamba_blocks,
+        warnings=tuple(warnings),
+    )

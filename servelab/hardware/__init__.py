@@ -1,0 +1,5 @@
+"""Hardware facts the planner needs: the GPU catalog (`gpus.py`, data in `gpus.json`)."""
+
+from servelab.hardware.gpus import GPU, INTERCONNECTS, find_gpu, gpu_names, load_gpus, with_overrides
+
+__all__ = ["GPU", "INTERCONNECTS", "find_gpu", "gpu_names", "load_gpus", "with_overrides"]

@@ -1,0 +1,116 @@
+"""The GPU catalog: memory, bandwidth, dense tensor throughput, power and peer links, read from gpus.json.
+
+Lookup is tolerant of case, spaces, dashes and vendor prefixes (`RTX 4090`, `rtx4090`, `NVIDIA GeForce
+RTX 4090`); an unknown name is a ConfigError that lists the catalog. `with_overrides` applies the CLI's
+--vram / --bandwidth / --tflops to a catalog entry or builds a custom card from them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+from servelab.errors import ConfigError
+
+MIB = 1024**2
+GIB = 1024**3
+INTERCONNECTS = ("nvlink", "pcie-p2p", "pcie-host-staged")
+# CUDA/ROCm context + driver allocations per device, outside any engine's accounting (0.3-0.6 GiB measured;
+# ../shared/reference/memory.md §8). Unified-memory Apple GPUs have none to speak of.
+RUNTIME_CONTEXT_MIB = 512
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    label: str
+    memory_mib: int
+    bandwidth_gb_s: float
+    bf16_tflops: float
+    fp16_tflops: float | None = None
+    fp8_tflops: float | None = None
+    int8_tflops: float | None = None
+    tdp_w: float | None = None
+    nvlink_gb_s: float | None = None
+    pcie_gen: int | None = None
+    unified_memory: bool = False
+    aliases: tuple[str, ...] = ()
+    source: str = ""
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.memory_mib * MIB
+
+    @property
+    def runtime_context_bytes(self) -> int:
+        return 0 if self.unified_memory else RUNTIME_CONTEXT_MIB * MIB
+
+    @property
+    def bandwidth_bytes_s(self) -> float:
+        return self.bandwidth_gb_s * 1e9
+
+    def tensor_flops(self, compute_dtype: str) -> float:
+        """Dense tensor FLOP/s for a matmul input dtype (`bf16`, `fp16`, `fp8`, `int8`); falls back to BF16."""
+        tflops = {"fp16": self.fp16_tflops, "fp8": self.fp8_tflops, "int8": self.int8_tflops}.get(compute_dtype)
+        return (tflops or self.bf16_tflops) * 1e12
+
+    @property
+    def pcie_gb_s(self) -> float:
+        """Per-direction x16 PCIe bandwidth (theoretical): 2 GB/s per lane at gen 4, doubling per gen."""
+        gen = self.pcie_gen or 4
+        return 16 * 2.0 * 2 ** (gen - 4)
+
+
+def _normalise(name: str) -> str:
+    name = name.lower().replace("geforce", "").replace("nvidia", "")
+    return re.sub(r"[^a-z0-9]", "", name)
+
+
+def _from_json(row: dict) -> GPU:
+    fields = {f.name for f in dataclasses.fields(GPU)}
+    values = {k: v for k, v in row.items() if k in fields}
+    values["aliases"] = tuple(values.get("aliases", ()))
+    return GPU(**values)
+
+
+def load_gpus() -> tuple[GPU, ...]:
+    """Every GPU in the bundled catalog, in catalog order."""
+    text = resources.files("servelab.hardware").joinpath("gpus.json").read_text(encoding="utf-8")
+    return tuple(_from_json(row) for row in json.loads(text)["gpus"])
+
+
+def gpu_names() -> tuple[str, ...]:
+    return tuple(g.name for g in load_gpus())
+
+
+def find_gpu(name: str) -> GPU:
+    """The catalog GPU called `name` (or one of its aliases); ConfigError listing the names otherwise."""
+    wanted = _normalise(name)
+    for gpu in load_gpus():
+        if wanted in {_normalise(n) for n in (gpu.name, gpu.label, *gpu.aliases)}:
+            return gpu
+    raise ConfigError(f"unknown GPU {name!r}; choose one of: {', '.join(gpu_names())} (or give --vram/--bandwidth)")
+
+
+def with_overrides(
+    gpu: GPU | None, *, vram_gib: float | None = None, bandwidth_gb_s: float | None = None, tflops: float | None = None
+) -> GPU:
+    """`gpu` with memory (GiB), bandwidth (GB/s) or dense BF16 TFLOPS replaced; a custom card when gpu is None."""
+    for label, value in (("--vram", vram_gib), ("--bandwidth", bandwidth_gb_s), ("--tflops", tflops)):
+        if value is not None and value <= 0:
+            raise ConfigError(f"{label} must be positive, got {value}")
+    if gpu is None:
+        if vram_gib is None or bandwidth_gb_s is None:
+            raise ConfigError("give --gpu NAME, or both --vram GB and --bandwidth GBps for a custom GPU")
+        gpu = GPU(name="custom", label="custom GPU", memory_mib=0, bandwidth_gb_s=0, bf16_tflops=100.0)
+    changes: dict[str, object] = {}
+    if vram_gib is not None:
+        changes["memory_mib"] = round(vram_gib * 1024)
+    if bandwidth_gb_s is not None:
+        changes["bandwidth_gb_s"] = bandwidth_gb_s
+    if tflops is not None:
+        changes.update(bf16_tflops=tflops, fp16_tflops=tflops)
+    return dataclasses.replace(gpu, **changes) if changes else gpu
