@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 from rich.table import Table
 
@@ -9,7 +11,7 @@ from servelab.cli.output import print_json, stderr_console, stdout_console
 from servelab.diagnose.burn import BURN_SECONDS, run_burn
 from servelab.diagnose.doctor import DoctorReport, run_doctor
 from servelab.diagnose.p2ptest import run_p2p_test
-from servelab.diagnose.probe import RealProbe
+from servelab.diagnose.probe import RealProbe, RecordedProbe, RecordingProbe
 from servelab.errors import ConfigError
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -17,6 +19,12 @@ SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 def _na(value: object, unit: str = "") -> str:
     return "—" if value is None else f"{value}{unit}"
+
+
+def _watts(limit_w: float | None, default_w: float | None) -> str:
+    if limit_w is None:
+        return "—"
+    return f"{limit_w:.0f} W" + (f" (default {default_w:.0f} W)" if default_w is not None else "")
 
 
 def _gpu_table(report: DoctorReport) -> Table:
@@ -27,7 +35,7 @@ def _gpu_table(report: DoctorReport) -> Table:
         table.add_row(
             str(g.index), g.name, _na(g.memory_total_mib, " MiB"), _na(g.bandwidth_gb_s, " GB/s"),
             f"{_na(g.driver_version)} / {_na(g.cuda_version)}",
-            "—" if g.power_limit_w is None else f"{g.power_limit_w:.0f} W (default {_na(g.power_default_limit_w and round(g.power_default_limit_w))} W)",
+            _watts(g.power_limit_w, g.power_default_limit_w),
             f"{_na(g.sm_clock_mhz)} / {_na(g.mem_clock_mhz)} MHz",
             f"gen{_na(g.pcie_gen_current)} x{_na(g.pcie_width_current)} / gen{_na(g.pcie_gen_max)} x{_na(g.pcie_width_max)}",
             _na(g.virtualization_mode),
@@ -67,19 +75,31 @@ def register(app: typer.Typer) -> None:
         burn: bool = typer.Option(False, "--burn", help="Run a short FP16 matmul burn (torch or cupy) and sample power."),
         burn_seconds: float = typer.Option(BURN_SECONDS, "--burn-seconds", help="Length of the burn in seconds."),
         p2p_test: bool = typer.Option(False, "--p2p-test", help="Test real CUDA IPC peer copies (needs torch with CUDA)."),
+        replay: Path | None = typer.Option(None, "--from", help="Diagnose a recorded machine (fixture directory) instead of this one."),
+        record: Path | None = typer.Option(None, "--record", help="Also save what this machine answered, as a fixture directory."),
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     ) -> None:
         """Why is it slow? GPUs, NVLink/P2P per pair, virtualisation, degrading environment, ranked findings."""
         if burn_seconds <= 0 or burn_seconds > 600:
             raise ConfigError(f"--burn-seconds must be in (0, 600], got {burn_seconds}")
-        with RealProbe() as probe:
-            burn_result = None
-            if burn:
-                stderr_console().print(f"burning GPU0 for {burn_seconds:.0f} s …")
-                burn_result = run_burn(probe, seconds=burn_seconds)
-            p2p = run_p2p_test(probe.gpu_count() if probe.nvml_error() is None else 0) if p2p_test else None
-            report = run_doctor(probe, burn=burn_result, p2p_test=p2p)
+        if replay is not None and (burn or p2p_test or record):
+            raise ConfigError("--from reads a recorded machine: it cannot be combined with --burn, --p2p-test or --record")
+        report = run_doctor(RecordedProbe(replay)) if replay is not None else _diagnose_here(burn, burn_seconds, p2p_test, record)
         if as_json:
             print_json(report.to_json())
         else:
             render(report)
+
+
+def _diagnose_here(burn: bool, burn_seconds: float, p2p_test: bool, record: Path | None) -> DoctorReport:
+    with RealProbe() as real:
+        probe = RecordingProbe(real) if record is not None else real
+        burn_result = None
+        if burn:
+            stderr_console().print(f"burning GPU0 for {burn_seconds:.0f} s …")
+            burn_result = run_burn(probe, seconds=burn_seconds)
+        p2p = run_p2p_test(probe.gpu_count() if probe.nvml_error() is None else 0) if p2p_test else None
+        report = run_doctor(probe, burn=burn_result, p2p_test=p2p)
+        if record is not None:
+            stderr_console().print(f"recorded this machine in {probe.save(record)}")
+    return report

@@ -107,3 +107,16 @@ def test_recording_this_machine_replays_to_the_same_report(tmp_path, monkeypatch
     assert replayed.to_json() == live.to_json()
     saved_env = json.loads((tmp_path / "rec" / "env.json").read_text())
     assert "OPENAI_API_KEY" not in saved_env and saved_env["NCCL_SHM_DISABLE"] == "1"
+
+
+def test_pcie_generation_read_during_the_burn_is_judged_under_load():
+    from servelab.diagnose.burn import BurnResult
+
+    burn = BurnResult(status="ok", backend="torch", gpu=1, seconds=20, iterations=100, tflops=70.0, power_w=285.0,
+                      pcie_gen_under_load=1, pcie_width_under_load=8)  # fmt: skip
+    report = run_doctor(RecordedProbe(FIXTURES / "kvm-2x3090-pcie"), burn=burn)
+    gen = [f for f in report.findings if f.id == "pcie-gen-low"]
+    assert [(f.severity, f.title) for f in gen] == [
+        ("warning", "GPU1 PCIe link runs at gen 1 under load (max gen 4)")
+    ]
+    assert ("info", "burn") in ids(report)
