@@ -120,12 +120,16 @@ def _number(value: float | None) -> str:
 
 
 def render_comparison(comparison: Comparison) -> None:
-    table = Table("target", "level", "metric", f"A {comparison.run_a}", f"B {comparison.run_b}", "change", "p",
-                  title=f"A = {comparison.run_a}   B = {comparison.run_b}")  # fmt: skip
+    table = Table("target", "level", "metric", "A", "B", "change", "95% CI of B−A", "p",
+                  title=f"A = {comparison.run_a}   B = {comparison.run_b}", box=box.SIMPLE_HEAD)  # fmt: skip
     for row in comparison.rows:
         change = "—" if row.change_pct is None else f"{row.change_pct:+.1f}%"
         p = "—" if row.p_value is None else f"{row.p_value:.3g}" + (" *" if row.significant else "")
-        cells = (str(row.target_index), row.level, row.metric, _number(row.a), _number(row.b), change, p)
+        ci = "—" if row.diff_ci is None else f"{_number(row.diff_ci[0])} … {_number(row.diff_ci[1])}"
+        cells = (str(row.target_index), row.level, row.metric, _number(row.a), _number(row.b), change, ci, p)
         table.add_row(*(Text(cell) for cell in cells))
     stdout_console().print(table)
-    stdout_console().print("medians of per-request samples; * = p < 0.05 (Mann-Whitney U, two-sided)", markup=False)
+    stdout_console().print(
+        "medians of per-request samples; CI: bootstrap of the median difference; * = p < 0.05 (Mann-Whitney U)",
+        markup=False,
+    )

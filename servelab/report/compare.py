@@ -1,7 +1,8 @@
 """`servelab compare A B`: two stored runs side by side, per target and level, with significance.
 
 Targets pair up by position (target 0 of A with target 0 of B); levels by name. Each latency metric is
-tested with Mann-Whitney U on the per-request samples; aggregate throughput has one value per level and
+tested with Mann-Whitney U on the per-request samples, with a bootstrap interval for the change of its
+median; aggregate throughput has one value per level and
 gets no p-value. A warning is raised when the workloads (or settings) differ, or a run is partial.
 """
 
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from servelab.report.levels import LevelFigures, all_level_figures
-from servelab.report.significance import mann_whitney
+from servelab.report.significance import bootstrap_median_diff, mann_whitney
 from servelab.store import StoredRun
 
 Samples = Callable[[LevelFigures], list[float]]
@@ -34,6 +35,7 @@ class MetricComparison:
     change_pct: float | None
     p_value: float | None
     significant: bool
+    diff_ci: tuple[float, float] | None = None  # 95% bootstrap interval of median(B) − median(A)
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ def _level_rows(a: LevelFigures, b: LevelFigures) -> list[MetricComparison]:
         test = mann_whitney(xa, xb)
         ma, mb = _median(xa), _median(xb)
         rows.append(MetricComparison(a.target_index, a.level, name, ma, mb, _change_pct(ma, mb),
-                                     test.p_value, test.significant()))  # fmt: skip
+                                     test.p_value, test.significant(), bootstrap_median_diff(xa, xb, rounds=1000)))  # fmt: skip
     rows.append(MetricComparison(a.target_index, a.level, "output_tok_s", a.output_tok_s, b.output_tok_s,
                                  _change_pct(a.output_tok_s, b.output_tok_s), None, False))  # fmt: skip
     return rows

@@ -50,6 +50,9 @@ def serving_many(bill: Bill) -> Verdict:
     best, level = max(candidates, key=lambda pair: pair[1].output_tok_s)
     sentence = (f"{best.label} serves the most: {level.output_tok_s:.1f} tok/s aggregate at concurrency "
                 f"{level.concurrency}, TTFT p99 {level.ttft_ms.p[99] or 0:.0f} ms")  # fmt: skip
+    single = best.single_stream
+    if single is not None and single.output_tok_s > 0 and level is not single:
+        sentence += f", {level.output_tok_s / single.output_tok_s:.1f}× its own concurrency-1 throughput"
     if best.evictions:
         sentence += f"; {best.evictions} request(s) had their prompt evicted and recomputed"
     return Verdict("serving many", best.label, sentence + ".")

@@ -25,6 +25,7 @@ def test_a_slower_run_shows_the_change_and_a_significant_p(tmp_path: Path, capsy
     assert tpot["a"] == pytest.approx(13.0) and tpot["b"] == pytest.approx(15.6)  # 10 and 12 ms × 1.3 at c=4
     assert tpot["change_pct"] == pytest.approx(20.0)
     assert tpot["significant"] is True and tpot["p_value"] < 0.001
+    assert tpot["diff_ci"] == pytest.approx([2.6, 2.6])  # every request moved by exactly 2.6 ms
     ttft = rows[("c=4", "ttft_ms")]
     assert ttft["change_pct"] == pytest.approx(0.0) and ttft["significant"] is False
     assert rows[("c=1", "output_tok_s")]["p_value"] is None

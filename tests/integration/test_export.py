@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,20 @@ def test_bad_format_is_a_usage_error_naming_the_choices(tmp_path: Path, capsys) 
     out, err = capsys.readouterr()
     assert out == ""
     assert err.strip() == "servelab: error: unknown export format 'xml'; choose one of: json, csv"
+
+
+def test_the_results_schema_doc_names_every_exported_field_and_store_column(tmp_path: Path, capsys) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "results-schema.md").read_text()
+    db = tmp_path / "runs.db"
+    run_id = store_run(db)
+    assert main(["export", run_id, "--db", str(db)]) == 0
+    exported = json.loads(capsys.readouterr().out)
+    level = exported["targets"][0]["levels"][0]
+    distribution = {f"{s}_{m}_ms" for s in ("mean", "median", "std", "p50", "p90", "p95", "p99")
+                    for m in ("ttft", "tpot", "itl", "e2el")}  # fmt: skip
+    assert set(level) - distribution <= {name for name in level if f"`{name}`" in doc}
+    assert "`{mean,median,std,p50,p90,p95,p99}_{ttft,tpot,itl,e2el}_ms`" in doc
+    assert [k for k in exported if k != "targets" and f'"{k}"' not in doc] == []
+    columns = {row[1] for table in ("runs", "targets", "levels", "requests", "samples", "metrics_snapshots")
+               for row in sqlite3.connect(db).execute(f"PRAGMA table_info({table})")}  # fmt: skip
+    assert [c for c in sorted(columns) if c not in doc] == []
