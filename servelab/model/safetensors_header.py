@@ -92,7 +92,7 @@ def shard_files(directory: Path) -> list[Path]:
     """The safetensors shards of a model directory (from model.safetensors.index.json when present)."""
     index = directory / "model.safetensors.index.json"
     if index.is_file():
-        names = sorted(set(_index_weight_map(index.read_bytes()).values()))
+        names = sorted(set(index_weight_map(index.read_bytes()).values()))
         missing = [n for n in names if not (directory / n).is_file()]
         if missing:
             raise ModelFormatError(f"{index} lists {missing[0]} which is not in {directory}")
@@ -100,7 +100,7 @@ def shard_files(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.safetensors"))
 
 
-def _index_weight_map(raw: bytes) -> dict[str, str]:
+def index_weight_map(raw: bytes) -> dict[str, str]:
     try:
         weight_map = json.loads(raw)["weight_map"]
     except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:

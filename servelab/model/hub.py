@@ -1,0 +1,126 @@
+"""`--hf`: a model's config.json and safetensors headers from a Hugging Face–style hub, by HTTP range requests.
+
+Files are read from `{endpoint}/{repo}/resolve/main/{file}`; the endpoint is the argument, else $HF_ENDPOINT,
+else https://huggingface.co. Each shard costs two small requests (`Range: bytes=0-7`, then the header);
+weights are never downloaded. $HF_TOKEN (or `token`) is sent as a bearer token and never logged or echoed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+from servelab.errors import ConfigError, ModelFormatError
+from servelab.model.hf_config import spec_from_config
+from servelab.model.safetensors_header import (
+    TensorEntry,
+    apply_headers,
+    header_length,
+    index_weight_map,
+    parse_header,
+)
+from servelab.model.spec import ModelSpec
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+_REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class HubClient:
+    """Reads files of one repository; `token` goes only into the Authorization header."""
+
+    endpoint: str
+    repo: str
+    token: str | None = field(default=None, repr=False)
+    revision: str = "main"
+
+    def url(self, filename: str) -> str:
+        return f"{self.endpoint.rstrip('/')}/{self.repo}/resolve/{self.revision}/{filename}"
+
+    def get(self, filename: str, byte_range: tuple[int, int] | None = None, limit: int | None = None) -> tuple[bytes, int]:
+        """The body (at most `limit` bytes) and the file's total size (from Content-Range or Content-Length)."""
+        request = urllib.request.Request(self.url(filename))
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        if byte_range:
+            request.add_header("Range", f"bytes={byte_range[0]}-{byte_range[1]}")
+        try:
+            with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
+                body = response.read(limit) if limit is not None else response.read()
+                return body, _total_size(response.headers, len(body))
+        except urllib.error.HTTPError as exc:
+            raise _http_error(self, filename, exc.code) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise ConfigError(f"cannot reach {self.endpoint} for {self.repo}/{filename} ({_reason(exc)}); check the "
+                              "network, or set HF_ENDPOINT") from None
+
+    def exists(self, filename: str) -> bool:
+        try:
+            self.get(filename, (0, 0), limit=1)
+        except ConfigError as exc:
+            if "not found" in str(exc):
+                return False
+            raise
+        return True
+
+
+def _reason(exc: Exception) -> str:
+    return str(getattr(exc, "reason", exc))
+
+
+def _total_size(headers: Any, body_len: int) -> int:
+    content_range = headers.get("Content-Range") or ""
+    match = re.fullmatch(r"bytes \d+-\d+/(\d+)", content_range.strip())
+    if match:
+        return int(match.group(1))
+    return int(headers.get("Content-Length") or body_len)
+
+
+def _http_error(client: HubClient, filename: str, status: int) -> ConfigError:
+    if status == 404:
+        return ConfigError(f"{filename} not found in {client.repo} at {client.endpoint} (HTTP 404); check the repo id")
+    if status in (401, 403):
+        return ConfigError(f"{client.endpoint} refused {client.repo}/{filename} (HTTP {status}); for gated models "
+                           "accept the licence and set HF_TOKEN")
+    return ConfigError(f"{client.endpoint} answered HTTP {status} for {client.repo}/{filename}")
+
+
+def read_remote_header(client: HubClient, filename: str) -> list[TensorEntry]:
+    """One shard's tensor table from two range requests."""
+    prefix, total = client.get(filename, (0, 7), limit=8)
+    length = header_length(prefix, total)
+    header, _ = client.get(filename, (8, 8 + length - 1), limit=length)
+    if len(header) != length:
+        raise ModelFormatError(f"{client.repo}/{filename}: asked for {length} header bytes, got {len(header)}")
+    return parse_header(header, total - 8 - length)
+
+
+def remote_shards(client: HubClient) -> list[str]:
+    if client.exists("model.safetensors.index.json"):
+        raw, _ = client.get("model.safetensors.index.json")
+        return sorted(set(index_weight_map(raw).values()))
+    return ["model.safetensors"] if client.exists("model.safetensors") else []
+
+
+def fetch_model(repo: str, *, endpoint: str | None = None, token: str | None = None) -> ModelSpec:
+    """ModelSpec of a hub repository: architecture from config.json, exact bytes from safetensors headers."""
+    if not _REPO.fullmatch(repo):
+        raise ConfigError(f"--hf needs a repository id like Org/Name, not {repo!r}")
+    client = HubClient(endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT, repo,
+                       token or os.environ.get("HF_TOKEN") or None)
+    raw, _ = client.get("config.json")
+    try:
+        config = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelFormatError(f"{repo}/config.json is not JSON ({exc})") from exc
+    if not isinstance(config, dict):
+        raise ModelFormatError(f"{repo}/config.json is not a JSON object")
+    spec = spec_from_config(config, name=repo, source="hf")
+    entries = [entry for shard in remote_shards(client) for entry in read_remote_header(client, shard)]
+    return apply_headers(spec, entries) if entries else spec
