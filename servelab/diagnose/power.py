@@ -2,11 +2,11 @@
 
 Rows are plain dicts (``t_ns`` from ``time.monotonic_ns``, ``gpu``, ``power_w``, ``sm_util_pct``,
 ``mem_util_pct``, ``sm_clock_mhz``, ``mem_clock_mhz``), ready for ``Store.add_samples(run_id, "gpu_power",
-rows)``. One sample is taken at `start()` and one at `stop()`, so even a short window yields data.
+rows)``. One sample is taken at `start()` and one at `stop()`, so even a short window yields data; a sampler
+can run many windows (the bench runner starts and stops it around each concurrency level).
 
-    sampler = start_sampler(hz=5)      # None on a machine without NVIDIA GPUs
-    ...                                # the load
-    rows = sampler.stop() if sampler else []
+    sampler = gpu_sampler(hz=5)        # None on a machine without NVIDIA GPUs
+    sampler.start(); ...; rows = sampler.stop()
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ class PowerSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    kind = "gpu_power"  # the store's sample kind for these rows
+
     def sample_once(self) -> list[dict]:
         """One row per GPU, now."""
         t_ns = self._clock_ns()
@@ -56,36 +58,52 @@ class PowerSampler:
             rows.append(row)
         return rows
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self._period_s):
-            self._rows.extend(self.sample_once())
+    def _loop(self, stop: threading.Event, rows: list[dict]) -> None:
+        while not stop.wait(self._period_s):
+            rows.extend(self.sample_once())
 
     def start(self) -> None:
+        """Begin a sampling window (a sampler can be started again after `stop()`)."""
         if self._thread is not None:
-            raise RuntimeError("PowerSampler.start() called twice")
-        self._rows.extend(self.sample_once())
-        self._thread = threading.Thread(target=self._loop, name="servelab-power", daemon=True)
+            raise RuntimeError("PowerSampler.start() called while already sampling")
+        self._rows, self._stop = self.sample_once(), threading.Event()
+        self._thread = threading.Thread(target=self._loop, args=(self._stop, self._rows), name="servelab-power",
+                                        daemon=True)  # fmt: skip
         self._thread.start()
 
     def stop(self) -> list[dict]:
-        """Stop sampling and return every row, in time order."""
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._rows.extend(self.sample_once())
-        if self._owns_probe and hasattr(self._probe, "close"):
-            self._probe.close()
+        """End the window and return its rows, in time order ([] when it was not started)."""
+        if self._thread is None:
+            return []
+        self._stop.set()
+        self._thread.join()
+        self._thread = None
+        self._rows.extend(self.sample_once())
         return list(self._rows)
 
+    def close(self) -> None:
+        """Release NVML if this sampler opened it."""
+        if self._owns_probe and hasattr(self._probe, "close"):
+            self._probe.close()
 
-def start_sampler(hz: float = 5.0, gpus: Sequence[int] | None = None) -> PowerSampler | None:
-    """A started sampler over this machine's NVIDIA GPUs, or None when NVML sees none."""
+
+def gpu_sampler(hz: float = 5.0, gpus: Sequence[int] | None = None) -> PowerSampler | None:
+    """A sampler (not started) over this machine's NVIDIA GPUs, or None when NVML sees none.
+
+    For the bench runner: ``samplers=[s] if (s := gpu_sampler()) else []``; rows go to the store as "gpu_power".
+    """
     probe = RealProbe()
     if probe.nvml_error() is not None or probe.gpu_count() == 0:
         probe.close()
         return None
-    sampler = PowerSampler(probe, hz=hz, gpus=gpus, owns_probe=True)
-    sampler.start()
+    return PowerSampler(probe, hz=hz, gpus=gpus, owns_probe=True)
+
+
+def start_sampler(hz: float = 5.0, gpus: Sequence[int] | None = None) -> PowerSampler | None:
+    """`gpu_sampler`, already started."""
+    sampler = gpu_sampler(hz, gpus)
+    if sampler is not None:
+        sampler.start()
     return sampler
 
 

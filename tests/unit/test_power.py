@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from servelab.diagnose.power import POWER_FIELDS, PowerSampler, mean_power_w, start_sampler, summarize
+from servelab.diagnose.power import (
+    POWER_FIELDS,
+    PowerSampler,
+    gpu_sampler,
+    mean_power_w,
+    start_sampler,
+    summarize,
+)
 from servelab.diagnose.probe import RecordedProbe
 from servelab.errors import ConfigError
 
@@ -32,8 +39,13 @@ def test_background_thread_samples_until_stopped():
     assert {r["gpu"] for r in rows} == {1}
     times = [r["t_ns"] for r in rows]
     assert times == sorted(times) and times[-1] > times[0]
+    assert sampler.stop() == []  # already stopped: nothing new
+    sampler.start()  # the bench runner starts the same sampler again for each level
     with pytest.raises(RuntimeError):
         sampler.start()
+    second = sampler.stop()
+    assert len(second) >= 2 and second[0]["t_ns"] >= times[-1]
+    assert sampler.kind == "gpu_power"
 
 
 @pytest.mark.parametrize("hz", [0.5, 11, 0])
@@ -58,5 +70,5 @@ def test_mean_power_and_summary_are_exact():
     assert summary[1]["max_power_w"] == 300.0 and summary[1]["mean_sm_util_pct"] == 20.0
 
 
-def test_start_sampler_is_none_without_nvidia_gpus():
-    assert start_sampler(hz=5) is None  # this machine has no NVIDIA driver
+def test_no_sampler_without_nvidia_gpus():
+    assert gpu_sampler(hz=5) is None and start_sampler(hz=5) is None  # this machine has no NVIDIA driver
