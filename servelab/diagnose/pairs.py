@@ -22,6 +22,15 @@ P2P_STATUS = {
     5: "not_supported",
     6: "unknown",
 }
+CAUSES = {
+    "gpu_not_supported": "GNS: the stock driver refuses P2P on these (consumer GeForce) cards; patched open "
+    "kernel modules exist but are unsupported — if you use one, keep VLLM_SKIP_P2P_CHECK=0 so engines test it.",
+    "chipset_not_supported": "CNS: the driver does not trust this chipset or root complex for P2P (or this is "
+    "a VM).",
+    "topology_not_supported": "TNS: the GPUs sit under different CPU sockets or host bridges; pick GPUs under "
+    "one switch/socket (nvidia-smi topo -m).",
+    "disabled_by_regkey": "DR: P2P is disabled by a driver registry key (NVreg_RegistryDwords); remove it.",
+}
 ANCESTOR = {0: "INTERNAL", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 
 
@@ -96,6 +105,8 @@ def _blocked(pairs: list[PairInfo], in_vm: bool) -> Finding | None:
         "same P2P clique on the host (QEMU: -set device.hostpciN.x-nv-gpudirect-clique=0; no hidden=1/kvm=off), "
         "reboot the guest and check nvidia-smi topo -p2p r shows OK; then validate with a real request. "
     )
+    statuses = {p.p2p_read for p in blocked}
+    causes = "".join(CAUSES[s] + " " for s in sorted(statuses - {None}) if s in CAUSES and not in_vm)
     return Finding(
         id="p2p-blocked",
         severity="critical" if in_vm else "warning",
@@ -104,7 +115,7 @@ def _blocked(pairs: list[PairInfo], in_vm: bool) -> Finding | None:
         consequence="Every tensor-parallel all-reduce is staged through host RAM (NCCL 'via SHM'); vLLM and "
         "sglang log 'Custom allreduce is disabled because your platform lacks GPU P2P capability or P2P test "
         "failed'. Two cards can decode slower than one.",
-        fix=(vm_fix if in_vm else "")
+        fix=(vm_fix if in_vm else causes)
         + "If the model fits one GPU, serve it on one (servelab plan … without --tp); otherwise prefer "
         "pipeline parallelism or NVLink-bridged pairs.",
     )
