@@ -52,8 +52,9 @@ class HubClient:
             request.add_header("Range", f"bytes={byte_range[0]}-{byte_range[1]}")
         try:
             with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
-                body = response.read(limit) if limit is not None else response.read()
-                return body, _total_size(response.headers, len(body))
+                skip = byte_range[0] if byte_range and response.status == 200 else 0  # Range ignored: whole file
+                body = response.read(skip + limit) if limit is not None else response.read()
+                return body[skip:], _total_size(response.headers, len(body))
         except urllib.error.HTTPError as exc:
             raise _http_error(self, filename, exc.code) from None
         except (urllib.error.URLError, OSError) as exc:

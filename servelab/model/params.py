@@ -110,7 +110,8 @@ def gated_deltanet(spec: ModelSpec) -> Counter[str]:
     """in_proj_qkvz (q, k, v, z), in_proj_ba (beta, alpha), conv1d, dt_bias, A_log, gated norm, out_proj."""
     la, h = spec.linear_attention, spec.hidden_size
     roles: Counter[str] = Counter()
-    roles["linear"] += h * (2 * la.key_dim + 2 * la.value_dim) + h * 2 * la.num_value_heads
+    roles["linear"] += h * (2 * la.key_dim + 2 * la.value_dim)
+    roles["small"] += h * 2 * la.num_value_heads  # beta/alpha gates: quantizers leave them 16-bit
     roles["small"] += la.conv_dim * la.conv_kernel + 2 * la.num_value_heads + la.value_head_dim
     roles["linear"] += la.value_dim * h
     return roles
