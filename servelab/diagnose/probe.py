@@ -133,7 +133,12 @@ class RealProbe:
             return None
 
     def glob(self, pattern: str) -> list[str]:
-        return sorted(globlib.glob(self._path(pattern)))
+        """Matching paths, as this machine names them (without ``root``)."""
+        found = globlib.glob(self._path(pattern))
+        if self._root == "/" or not pattern.startswith("/"):
+            return sorted(found)
+        root = str(Path(self._root))
+        return sorted("/" + str(Path(path).relative_to(root)) for path in found)
 
     def environ(self) -> Mapping[str, str]:
         return dict(os.environ)
