@@ -82,8 +82,8 @@ def _level_rows(a: LevelFigures, b: LevelFigures) -> list[MetricComparison]:
         ma, mb = _median(xa), _median(xb)
         rows.append(MetricComparison(a.target_index, a.level, name, ma, mb, _change_pct(ma, mb),
                                      test.p_value, test.significant(), bootstrap_median_diff(xa, xb, rounds=1000)))  # fmt: skip
-    rows.append(MetricComparison(a.target_index, a.level, "output_tok_s", a.output_tok_s, b.output_tok_s,
-                                 _change_pct(a.output_tok_s, b.output_tok_s), None, False))  # fmt: skip
+    rows.append(MetricComparison(a.target_index, a.level, "output_tok_s", a.aggregate_tok_s, b.aggregate_tok_s,
+                                 _change_pct(a.aggregate_tok_s, b.aggregate_tok_s), None, False))  # fmt: skip
     return rows
 
 

@@ -46,7 +46,7 @@ class EngineSummary:
 
     @property
     def best_aggregate(self) -> LevelFigures | None:
-        return max(self.closed_loop, key=lambda lv: lv.output_tok_s, default=None)
+        return max(self.closed_loop, key=lambda lv: lv.aggregate_tok_s, default=None)
 
     @property
     def evictions(self) -> int:

@@ -52,6 +52,7 @@ def level_json(run: StoredRun, lv: LevelFigures) -> dict:
         "request_throughput": lv.request_rps,
         "output_throughput": lv.output_tok_s,
         "total_token_throughput": lv.total_tok_s,
+        "steady_output_throughput": lv.steady_output_tok_s,
         "input_lens": [r.input_tokens for r in lv.requests],
         "output_lens": [r.output_tokens for r in lv.requests],
         "ttfts": [r.ttft_s for r in lv.requests],

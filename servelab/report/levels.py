@@ -1,10 +1,10 @@
 """Per-level figures recomputed from stored RequestRecords (never from averaged summaries).
 
-Definitions (as in vLLM's `bench serve`, with servelab's per-token ITL): TTFT = first content token − send;
-E2EL = last content chunk − send; TPOT = (last chunk − first token) / (output tokens − 1); ITL = each gap
-between content chunks divided evenly over the tokens the later chunk carries; per-stream decode tok/s =
-(output tokens − 1) / (last chunk − first token); throughputs = totals / level duration (first send to last end,
-summed over repeats). Only ``phase == "measure"`` records count.
+Per-request metrics are the bench's own definitions (servelab.bench.metrics, docs/metrics.md): TTFT,
+E2E, TPOT, per-token ITL, per-stream decode tok/s. On top, the vLLM-style level totals the export needs:
+throughputs = totals / level duration (first send to last end, summed over repeats), and the bench's
+steady-window aggregate (`steady_output_tok_s`) that the report and compare show.
+Only ``phase == "measure"`` records count.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from servelab.bench import metrics
 from servelab.bench.records import RequestRecord
+from servelab.bench.summary import summarize_level
 
 NS_PER_S = 1e9
 PERCENTILES = (50, 90, 95, 99)
@@ -35,8 +37,8 @@ class Distribution:
         if not len(samples):
             return cls(0, None, None, None, {q: None for q in PERCENTILES})
         values = np.asarray(samples, dtype=float)
-        p = {q: float(np.percentile(values, q)) for q in PERCENTILES}
-        return cls(len(values), float(values.mean()), float(np.median(values)), float(values.std()), p)
+        p = {q: metrics.percentile(samples, q) for q in PERCENTILES}
+        return cls(len(values), float(values.mean()), metrics.percentile(samples, 50), float(values.std()), p)
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class LevelFigures:
     itl_ms: Distribution
     e2el_ms: Distribution
     decode_tok_s: Distribution
+    steady_output_tok_s: float | None = None  # the bench's steady-window aggregate
     first_send_ns: int | None = None
     timeline: tuple[tuple[int, int, bool, bool], ...] = field(default=(), repr=False)  # sent, end, ok, evicted
 
@@ -83,6 +86,11 @@ class LevelFigures:
     @property
     def output_tok_s(self) -> float:
         return self.total_output_tokens / self.duration_s if self.duration_s > 0 else 0.0
+
+    @property
+    def aggregate_tok_s(self) -> float:
+        """What the report calls aggregate throughput: the bench's steady-window figure when there is one."""
+        return self.output_tok_s if self.steady_output_tok_s is None else self.steady_output_tok_s
 
     @property
     def request_rps(self) -> float:
@@ -106,35 +114,35 @@ def parse_level(level: str) -> tuple[float | None, float | None]:
     return (None, number) if kind == "r" else (None, None)
 
 
-def per_token_itls_s(record: RequestRecord) -> list[float]:
-    """Each gap between content chunks, split evenly over the tokens the later chunk carries."""
-    itls: list[float] = []
-    times, tokens = record.chunk_ns, record.chunk_tokens
-    for i in range(1, len(times)):
-        n = tokens[i] if i < len(tokens) else 1
-        if n > 0:
-            gap_s = (times[i] - times[i - 1]) / NS_PER_S
-            itls.extend([gap_s / n] * n)
-    return itls
+def _s(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1e3
 
 
 def request_figures(record: RequestRecord) -> RequestFigures | None:
     """Figures of one successful request; None for a failure or a request with no content."""
-    if record.status != "ok" or record.first_token_ns is None:
+    ttft_ms = metrics.ttft_ms(record)
+    if record.status != "ok" or ttft_ms is None:
         return None
-    last_ns = record.chunk_ns[-1] if len(record.chunk_ns) else record.end_ns
+    e2e_ms = metrics.e2e_ms(record)
     out = record.output_tokens if record.output_tokens is not None else sum(record.chunk_tokens)
-    decode_s = (last_ns - record.first_token_ns) / NS_PER_S
-    tpot = decode_s / (out - 1) if out > 1 else None
     return RequestFigures(
         input_tokens=record.prompt_tokens or 0,
         output_tokens=out,
-        ttft_s=(record.first_token_ns - record.sent_ns) / NS_PER_S,
-        latency_s=(last_ns - record.sent_ns) / NS_PER_S,
-        itls_s=tuple(per_token_itls_s(record)),
-        tpot_s=tpot,
-        decode_tok_s=(out - 1) / decode_s if out > 1 and decode_s > 0 else None,
+        ttft_s=ttft_ms / 1e3,
+        latency_s=(record.end_ns - record.sent_ns) / NS_PER_S if e2e_ms is None else e2e_ms / 1e3,
+        itls_s=tuple(x / 1e3 for x in metrics.itl_samples_ms(record)),
+        tpot_s=_s(metrics.tpot_ms(record)),
+        decode_tok_s=metrics.decode_tok_s(record),
     )
+
+
+def _steady_output_tok_s(records: Sequence[RequestRecord], concurrency: int | None) -> float | None:
+    """The bench's steady-window aggregate output tok/s, averaged over repeats."""
+    by_repeat: dict[int, list[RequestRecord]] = {}
+    for r in records:
+        by_repeat.setdefault(r.repeat, []).append(r)
+    values = [summarize_level(rs, concurrency)["output_tok_s"] for rs in by_repeat.values()]
+    return sum(values) / len(values) if values else None
 
 
 def _duration_s(records: Sequence[RequestRecord]) -> float:
@@ -170,6 +178,7 @@ def level_figures(target_index: int, level: str, records: Sequence[RequestRecord
         itl_ms=Distribution.of([x * 1e3 for f in figures for x in f.itls_s]),
         e2el_ms=Distribution.of([f.latency_s * 1e3 for f in figures]),
         decode_tok_s=Distribution.of([f.decode_tok_s for f in figures if f.decode_tok_s is not None]),
+        steady_output_tok_s=_steady_output_tok_s(measured, concurrency if isinstance(concurrency, int) else None),
         first_send_ns=min((r.sent_ns for r in measured), default=None),
         timeline=tuple((r.sent_ns, r.end_ns, r.status == "ok", r.evicted) for r in measured),
     )

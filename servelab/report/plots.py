@@ -65,7 +65,7 @@ def ladder_plot(bill: Bill, key: str, title: str, ylabel: str, value: Callable[[
 
 def aggregate_throughput(bill: Bill) -> Plot:
     return ladder_plot(bill, "aggregate-throughput", "Aggregate output throughput vs concurrency",
-                       "aggregate output (tokens/s)", lambda lv: lv.output_tok_s)  # fmt: skip
+                       "aggregate output (tokens/s)", lambda lv: lv.aggregate_tok_s)  # fmt: skip
 
 
 def per_stream(bill: Bill) -> Plot:

@@ -53,14 +53,14 @@ def summary_table(bill: Bill) -> TableData:
         ttft = "—" if single is None else f"{fmt(single.ttft_ms.p[50], 0)} / {fmt(single.ttft_ms.p[99], 0)}"
         label = e.label + (" (partial run)" if e.partial else "")
         rows.append((label, fmt(e.single_stream_tok_s), _ceiling_pct(bill, e),
-                     *(fmt(by_c[c].output_tok_s) if c in by_c else "—" for c in ladder),
+                     *(fmt(by_c[c].aggregate_tok_s) if c in by_c else "—" for c in ladder),
                      ttft, fmt(e.usable_context), _memory(bill, e), fmt(e.evictions)))  # fmt: skip
     return TableData("summary", "Summary per engine / configuration", headers, tuple(rows))
 
 
 def _level_row(lv: LevelFigures, valid: bool) -> tuple[str, ...]:
     return (lv.level, fmt(lv.completed), fmt(lv.failed), fmt(lv.evictions), "yes" if valid else "NO",
-            fmt(lv.decode_tok_s.median), fmt(lv.output_tok_s), fmt(lv.ttft_ms.p[50], 0), fmt(lv.ttft_ms.p[99], 0),
+            fmt(lv.decode_tok_s.median), fmt(lv.aggregate_tok_s), fmt(lv.ttft_ms.p[50], 0), fmt(lv.ttft_ms.p[99], 0),
             fmt(lv.itl_ms.p[50], 2), fmt(lv.itl_ms.p[99], 2))  # fmt: skip
 
 

@@ -42,7 +42,7 @@ def ladder_bars(bill: Bill, title: str, value: Callable[[LevelFigures], float | 
 
 
 SECTION_BARS: dict[str, tuple[tuple[str, Callable[[LevelFigures], float | None]], ...]] = {
-    "throughput": (("aggregate output tok/s vs concurrency", lambda lv: lv.output_tok_s),
+    "throughput": (("aggregate output tok/s vs concurrency", lambda lv: lv.aggregate_tok_s),
                    ("per-stream decode tok/s (median) vs concurrency", lambda lv: lv.decode_tok_s.median)),
     "latency": (("TTFT p99 ms vs concurrency", lambda lv: lv.ttft_ms.p[99]),
                 ("ITL p99 ms vs concurrency", lambda lv: lv.itl_ms.p[99])),

@@ -47,12 +47,12 @@ def serving_many(bill: Bill) -> Verdict:
     candidates = [(e, e.best_aggregate) for e in bill.engines if e.best_aggregate is not None]
     if not candidates:
         return Verdict("serving many", None, "No closed-loop ladder was measured, so aggregate throughput is unknown.")
-    best, level = max(candidates, key=lambda pair: pair[1].output_tok_s)
-    sentence = (f"{best.label} serves the most: {level.output_tok_s:.1f} tok/s aggregate at concurrency "
+    best, level = max(candidates, key=lambda pair: pair[1].aggregate_tok_s)
+    sentence = (f"{best.label} serves the most: {level.aggregate_tok_s:.1f} tok/s aggregate at concurrency "
                 f"{level.concurrency}, TTFT p99 {level.ttft_ms.p[99] or 0:.0f} ms")  # fmt: skip
     single = best.single_stream
-    if single is not None and single.output_tok_s > 0 and level is not single:
-        sentence += f", {level.output_tok_s / single.output_tok_s:.1f}× its own concurrency-1 throughput"
+    if single is not None and single.aggregate_tok_s > 0 and level is not single:
+        sentence += f", {level.aggregate_tok_s / single.aggregate_tok_s:.1f}× its own concurrency-1 throughput"
     if best.evictions:
         sentence += f"; {best.evictions} request(s) had their prompt evicted and recomputed"
     return Verdict("serving many", best.label, sentence + ".")

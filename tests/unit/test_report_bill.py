@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from servelab.report import assemble, render_report
-from servelab.report.levels import level_figures, per_token_itls_s
+from servelab.report.levels import level_figures, request_figures
 from servelab.report.markdown import md_text
 from servelab.report.page import Para, build_page
 from servelab.report.verdict import verdicts
@@ -36,7 +36,9 @@ def _run(tmp_path: Path, **kwargs):
 def test_a_chunk_of_n_tokens_gives_n_itl_samples_of_gap_over_n() -> None:
     record = make_record(0, "c=1", 0, start_ns=0, ttft_ms=5, itl_ms=4, output_tokens=3)
     record.chunk_tokens[2] = 4  # the last chunk carries 4 tokens after a 4 ms gap
-    assert per_token_itls_s(record) == pytest.approx([0.004, 0.001, 0.001, 0.001, 0.001])
+    figures = request_figures(record)
+    assert figures.itls_s == pytest.approx([0.004, 0.001, 0.001, 0.001, 0.001])
+    assert figures.tpot_s == pytest.approx(0.008 / 5) and figures.decode_tok_s == pytest.approx(625.0)
 
 
 def test_level_figures_count_failures_and_evictions_and_skip_warmup() -> None:
