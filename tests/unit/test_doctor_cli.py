@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -52,7 +53,7 @@ def test_bad_burn_length_is_a_one_line_usage_error(capsys):
 
 def test_from_renders_a_recorded_machine(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "220")  # a wide terminal, so table cells are not wrapped
-    assert main(["doctor", "--from", "tests/fixtures/doctor/kvm-2x3090-pcie"]) == 0
+    assert main(["doctor", "--from", str(Path(__file__).parent.parent / "fixtures/doctor/kvm-2x3090-pcie")]) == 0
     out, _ = capsys.readouterr()
     assert "NVIDIA GeForce RTX 3090" in out and "290 W (default 350 W)" in out and "pcie-host-staged" in out
     assert out.index("1. CRITICAL Peer-to-peer is blocked") < out.index("2. WARNING This is a virtual machine")
