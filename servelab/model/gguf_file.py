@@ -13,7 +13,9 @@ from typing import Any
 
 import gguf
 
+from servelab.errors import ModelFormatError
 from servelab.model.gguf_header import GGUFHeader, GGUFTensorInfo, SkippedArray, read_gguf_header
+from servelab.model.hf_config import MAX_LAYERS
 from servelab.model.spec import (
     AttentionSpec,
     LayerKind,
@@ -45,6 +47,9 @@ def spec_from_header(header: GGUFHeader, *, name: str) -> ModelSpec:
 
     n_mtp = int(key("nextn_predict_layers", 0) or 0)
     n_layers = int(key("block_count", 0)) - n_mtp
+    if not 0 < n_layers <= MAX_LAYERS or n_mtp < 0:
+        raise ModelFormatError(f"GGUF {arch}.block_count {n_layers + n_mtp} (nextn {n_mtp}) is out of range "
+                               f"(1 to {MAX_LAYERS} decoder layers)")
     kv_heads = _per_layer(key("attention.head_count_kv", 0), n_layers + n_mtp)[:n_layers]
     kinds = _layer_kinds(arch, key, kv_heads, n_layers)
     per_layer_kv = tuple(kv if kind not in (LayerKind.LINEAR_ATTENTION, LayerKind.MAMBA) else 0

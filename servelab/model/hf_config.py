@@ -35,6 +35,7 @@ _LAYER_TYPE_NAMES = {
     "linear_attention": LayerKind.LINEAR_ATTENTION,
     "mamba": LayerKind.MAMBA,
 }
+MAX_LAYERS = 4096  # more decoder layers than any real model: a hostile or broken config
 _MAMBA_ONLY_TYPES = frozenset({"mamba", "mamba2", "falcon_mamba"})
 
 
@@ -61,7 +62,7 @@ def text_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def spec_from_config(config: dict[str, Any], *, name: str, source: str = "hf") -> ModelSpec:
-    """Build the architecture part of a ModelSpec; weights are counted in bf16 (callers apply the quant)."""
+    """The ModelSpec a config describes, weights priced from parameter counts in the checkpoint's own format."""
     text = text_config(config)
     try:
         return _build(config, text, name, source)
@@ -93,7 +94,6 @@ def _build(config: dict[str, Any], text: dict[str, Any], name: str, source: str)
         mtp_layers=int(text.get("mtp_num_hidden_layers") or text.get("num_nextn_predict_layers") or 0),
         tie_word_embeddings=bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
         dtype=_dtype_name(text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or "bfloat16"),
-        extra={"config": config},
     )
     groups, roles = count_params(spec, text, config.get("vision_config"))
     spec.extra.update(param_groups=groups, param_roles=roles)
@@ -111,10 +111,14 @@ def native_quant(config: dict[str, Any], dtype: str) -> QuantFormat:
 def layer_kinds(text: dict[str, Any]) -> tuple[LayerKind, ...]:
     """Each decoder layer's kind, from the most explicit field the config has."""
     n = int(text["num_hidden_layers"])
-    if isinstance(text.get("layer_types"), list):
-        return tuple(_layer_kind(t) for t in text["layer_types"][:n])
-    if isinstance(text.get("layers_block_type"), list):
-        return tuple(_layer_kind(t) for t in text["layers_block_type"][:n])
+    if not 0 < n <= MAX_LAYERS:
+        raise ModelFormatError(f"num_hidden_layers {n} is out of range (1 to {MAX_LAYERS})")
+    for field in ("layer_types", "layers_block_type"):
+        names = text.get(field)
+        if isinstance(names, list):
+            if len(names) < n:
+                raise ModelFormatError(f"{field} lists {len(names)} layers but num_hidden_layers is {n}")
+            return tuple(_layer_kind(t) for t in names[:n])
     if text.get("model_type") in _MAMBA_ONLY_TYPES:
         return (LayerKind.MAMBA,) * n
     if text.get("full_attention_interval"):

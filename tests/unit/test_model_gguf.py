@@ -126,3 +126,10 @@ def test_truncated_real_file(hybrid: Path, tmp_path: Path) -> None:
     cut.write_bytes(hybrid.read_bytes()[: hybrid.stat().st_size // 2])
     with pytest.raises(ModelFormatError, match="truncated"):
         load_model(str(cut))
+
+
+def test_hostile_block_count(tmp_path: Path) -> None:
+    path = tmp_path / "huge.gguf"
+    write_gguf(path, _llama_kvs("llama", 10**9), [])
+    with pytest.raises(ModelFormatError, match=r"block_count 1000000000 .* out of range"):
+        read_gguf(path)

@@ -136,3 +136,10 @@ def test_read_config_errors(tmp_path) -> None:
         read_config(tmp_path / "config.json")
     with pytest.raises(ModelFormatError, match="hidden_size"):
         spec_from_config({"num_hidden_layers": 2}, name="broken")
+
+
+def test_hostile_layer_counts_fail_before_allocating() -> None:
+    with pytest.raises(ModelFormatError, match=r"num_hidden_layers 1000000000 is out of range \(1 to 4096\)"):
+        spec_from_config({**TINY, "num_hidden_layers": 10**9}, name="t")
+    with pytest.raises(ModelFormatError, match="layer_types lists 1 layers but num_hidden_layers is 2"):
+        spec_from_config({**TINY, "layer_types": ["full_attention"]}, name="t")
