@@ -201,5 +201,7 @@ def _mix_role_bits(spec: ModelSpec, mix: GGUFMix) -> dict[str, float]:
 
     down = mean_bits("ffn_down", spec.num_layers)
     base = types[mix.base].bits_per_weight
+    experts = types[mix.role_type("experts", 0, 1, gqa)].bits_per_weight
+    experts = experts if experts != base else (2 * base + down) / 3  # gate/up at base, down by the ffn_down rule
     return {"attn_v": mean_bits("attn_v", attn_layers), "attn_output": mean_bits("attn_output", attn_layers),
-            "ffn_down": down, "experts": (2 * base + down) / 3}
+            "ffn_down": down, "experts": experts}

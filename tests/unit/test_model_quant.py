@@ -42,7 +42,8 @@ def test_use_more_bits_matches_llama_quant() -> None:
 
 @pytest.mark.parametrize(
     ("mix", "bpw"),
-    [("Q4_K_M", 4.8944), ("Q4_K_S", 4.6672), ("Q5_K_M", 5.7036), ("Q6_K", 6.5633), ("Q8_0", 8.5008), ("Q2_K", 3.1593)],
+    [("Q4_K_M", 4.8944), ("Q4_K_S", 4.6672), ("Q5_K_M", 5.7036), ("Q6_K", 6.5633), ("Q8_0", 8.5008), ("Q2_K", 3.1593),
+     ("IQ4_XS", 4.4597)],
 )
 def test_gguf_mixes_match_llama_quantize_readme(mix: str, bpw: float) -> None:
     spec = load_model("meta-llama/Llama-3.1-8B", quant=mix)
@@ -106,3 +107,12 @@ def test_requantising_a_catalog_model() -> None:
     assert native.quant == "fp8-block" and native.weight_group("mtp").dtype == "fp8-block"
     nvfp4 = synthesise_weights(native, "nvfp4")
     assert nvfp4.weight_group("text").bytes < native.weight_group("text").bytes * 0.6
+
+
+def test_mxfp4_moe_mix_prices_experts_in_mxfp4_and_the_rest_in_q8_0() -> None:
+    spec = load_model("openai/gpt-oss-20b", quant="MXFP4_MOE")
+    roles = spec.extra["param_roles"]
+    dense = sum(n for role, n in roles.items() if role not in ("experts", "small"))
+    expected_bits = roles["experts"] * 4.25 + dense * 8.5 + roles["small"] * 32  # llama-quant.cpp MXFP4_MOE
+    assert spec.weight_group("text").bytes == -(-expected_bits // 8)
+    assert spec.weight_group("lm_head").dtype == spec.weight_group("embedding").dtype == "Q8_0"
