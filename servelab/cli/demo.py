@@ -1,9 +1,38 @@
-"""`servelab demo` (not yet written: the owning issue fills this in)."""
+"""`servelab demo [--workdir DIR] [--json]`: the whole chain on this machine, step by step."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import typer
+
+from servelab.cli.output import print_json, stderr_console, stdout_console
+from servelab.demo import DemoConfig, DemoResult, run_demo
+
+
+def render(result: DemoResult) -> None:
+    out = stdout_console()
+    for step in result.steps:
+        out.print(f"{step.name}: {step.outcome}")
+    out.print(f"report: {result.report_path or '(none)'}")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this command to the app."""
+    """Add `servelab demo` to the app."""
+
+    @app.command("demo")
+    def demo(
+        workdir: Path | None = typer.Option(None, help="Where to keep the model, logs, runs and report."),
+        threads: int = typer.Option(2, min=1, help="llama-server threads (-t)."),
+        requests: int = typer.Option(8, min=1, help="Measured requests per concurrency level."),
+        as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    ) -> None:
+        """Build or find llama-server, make a hybrid model, plan it, catch a divided context, fix it, benchmark, report."""
+        from servelab.engines.process import terminate_on_signals
+
+        workdir = workdir or Path(tempfile.mkdtemp(prefix="servelab-demo-"))
+        err = stderr_console()
+        with terminate_on_signals():
+            result = run_demo(DemoConfig(workdir=workdir, threads=threads, requests_per_level=requests), lambda line: err.print(line, markup=False))
+        print_json(result) if as_json else render(result)

@@ -1,0 +1,209 @@
+"""`servelab demo`: the whole chain on this machine with a real llama-server and a model the project makes.
+
+Each step is a small function that says what it does and why (through ``say``) and returns what it found;
+``run_demo`` strings them together. Other layers (plan, verify, bench, report) are imported lazily, and a
+step whose layer is missing says so and the demo goes on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servelab.engines.process import EngineServer
+from servelab.errors import ServelabError
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    workdir: Path
+    ctx: int = 16384  # -c for both launches; the model's n_ctx_train is the same
+    slots: int = 4  # -np: the divided launch gives each slot ctx / slots
+    threads: int = 2
+    concurrency: tuple[int, ...] = (1, 2, 4)
+    workloads: tuple[str, ...] = ("short", "mixed")
+    requests_per_level: int = 8
+    output_tokens: int = 32
+
+
+@dataclass(frozen=True)
+class DemoStep:
+    name: str
+    outcome: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    workdir: Path
+    steps: tuple[DemoStep, ...]
+    report_path: Path | None
+
+
+def find_engine(cfg: DemoConfig, say: Say) -> Path:
+    """Step 1: a llama-server binary, built from source if this machine has none yet."""
+    from servelab.engines.llamacpp.install import find_llama_server, install_llama_cpp
+    from servelab.errors import EngineError
+
+    say("1. engine: looking for llama-server (env, config, then servelab's cache)")
+    try:
+        found = find_llama_server()
+    except EngineError:
+        say("   none found: building it from the pinned llama-cpp-python source (about 5 minutes on 2 cores)")
+        found = install_llama_cpp(progress=lambda line: say(f"   {line}"))
+    say(f"   using {found.path} ({found.version})")
+    return found.path
+
+
+def make_hybrid(cfg: DemoConfig, say: Say) -> Path:
+    """Step 2: a small qwen35 hybrid (full attention every 4th layer), like the field report's model."""
+    from servelab.modelmake import make_model, shape_for
+
+    say("2. model: making a small Qwen3.5-style hybrid: 2 of 8 layers keep a KV cache, 6 hold a fixed state")
+    made = make_model("hybrid", cfg.workdir / "hybrid.gguf", shape_for("hybrid", ctx_train=cfg.ctx))
+    say(f"   wrote {made.path} ({made.file_bytes / 2**20:.1f} MiB, n_ctx_train {cfg.ctx}, random weights)")
+    return made.path
+
+
+def plan_launch(model: Path, cfg: DemoConfig, say: Say) -> dict[str, Any]:
+    """Step 3: what the planner expects llama.cpp to allocate, and what it warns about, before launching."""
+    say(f"3. plan: what llama.cpp should allocate for -c {cfg.ctx} -np {cfg.slots}, before anything runs")
+    try:
+        from servelab.engines.llamacpp.memory import llamacpp_memory
+        from servelab.model import load_model
+
+        memory = llamacpp_memory(load_model(str(model)), n_ctx=cfg.ctx, n_parallel=cfg.slots, n_gpu_layers=0)
+    except (ImportError, ServelabError) as exc:
+        say(f"   planner not available for this model yet ({exc}); skipping")
+        return {"available": False}
+    say(f"   context per slot {memory.n_ctx_per_slot}, KV {memory.kv_bytes / 2**20:.2f} MiB, "
+        f"state {memory.recurrent_bytes / 2**20:.2f} MiB, weights {memory.model_bytes / 2**20:.2f} MiB")
+    for warning in memory.warnings:
+        say(f"   warning: {warning}")
+    return {"available": True, "context_per_slot": memory.n_ctx_per_slot, "warnings": list(memory.warnings)}
+
+
+def launch(binary: Path, model: Path, args: list[str], cfg: DemoConfig, name: str) -> EngineServer:
+    from servelab.engines.llamacpp.server import start_llama_server
+
+    return start_llama_server(model, ["-t", str(cfg.threads), *args], binary=binary,
+                              log_path=cfg.workdir / f"{name}.log")
+
+
+def verify_launch(server: EngineServer, say: Say) -> dict[str, Any]:
+    """Read what the server really got (/props, /slots, /v1/models) and diff it against its command line."""
+    from servelab.verify import from_command, verify
+
+    result = verify(server.url, from_command(server.process.argv, engine="llamacpp"))
+    eff = result.effective
+    say(f"   the server reports: context per slot {eff.context_per_slot}, slots {eff.slots}")
+    for mismatch in result.mismatches:
+        say(f"   MISMATCH: {mismatch.line}")
+    if not result.mismatches:
+        say("   no mismatch: the server runs with what was asked")
+    return {"context_per_slot": eff.context_per_slot, "slots": eff.slots,
+            "mismatches": [m.line for m in result.mismatches]}
+
+
+def divided_launch(binary: Path, model: Path, cfg: DemoConfig, say: Say) -> dict[str, Any]:
+    """Step 4: the field report's trap: -c N -np 4 quietly gives each slot N/4."""
+    args = ["-c", str(cfg.ctx), "-np", str(cfg.slots)]
+    say(f"4. launch as in the field report: llama-server -c {cfg.ctx} -np {cfg.slots}, then verify it")
+    with launch(binary, model, args, cfg, "divided") as server:
+        return {"args": args, **verify_launch(server, say)}
+
+
+def right_args(cfg: DemoConfig) -> list[str]:
+    return ["-c", str(cfg.ctx), "-np", str(cfg.slots), "--kv-unified"]
+
+
+def bench_ladder(server: EngineServer, cfg: DemoConfig, say: Say) -> list[str]:
+    """Step 6: the concurrency ladder with short and mixed prompts through servelab's bench library."""
+    from servelab.bench.config import BenchConfig
+    from servelab.bench.runner import run
+    from servelab.bench.schedule import StopRule
+    from servelab.bench.workloads import WorkloadSpec
+    from servelab.store import Store
+
+    run_ids = []
+    with Store.open(cfg.workdir / "runs.db") as store:
+        for kind in cfg.workloads:
+            say(f"6. bench: {kind} prompts at concurrency {', '.join(map(str, cfg.concurrency))} "
+                f"({cfg.requests_per_level} requests per level)")
+            config = BenchConfig(  # token-id prompts: exact lengths whatever the tiny vocabulary makes of words
+                targets=(server.url,), concurrency=cfg.concurrency, name=f"demo-{kind}", chat=False,
+                workload=WorkloadSpec(kind=kind, output_tokens=cfg.output_tokens, chat=False, use_token_ids=True),
+                stop=StopRule(requests=cfg.requests_per_level),
+            )
+            result = run(config, store)
+            run_ids.append(result.run_id)
+            for level in result.targets[0].levels:
+                say(f"   {level['level']}: {_fmt(level.get('output_tok_s'))} tok/s in total, "
+                    f"TTFT p50 {_fmt(_p50(level.get('ttft_ms')))} ms, errors {level.get('errors', 0)}")
+    return [r for r in run_ids if r]
+
+
+def _p50(dist: Any) -> Any:
+    return dist.get("p50") if isinstance(dist, dict) else dist
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.1f}" if isinstance(value, int | float) else "-"
+
+
+def right_launch_and_bench(binary: Path, model: Path, cfg: DemoConfig, say: Say) -> tuple[dict[str, Any], list[str]]:
+    """Step 5 and 6: relaunch with a unified KV cache (every slot may use the whole -c), verify, benchmark."""
+    args = right_args(cfg)
+    say(f"5. relaunch right: --kv-unified lets any slot use all {cfg.ctx} tokens (or use -np 1); verify again")
+    with launch(binary, model, args, cfg, "right") as server:
+        verified = {"args": args, **verify_launch(server, say)}
+        try:
+            run_ids = bench_ladder(server, cfg, say)
+        except ImportError as exc:
+            say(f"6. bench library not available ({exc}); skipping the ladder")
+            run_ids = []
+    return verified, run_ids
+
+
+def write_report(cfg: DemoConfig, run_ids: list[str], say: Say) -> Path | None:
+    """Step 7: the bill, as a self-contained HTML page rendered from the stored runs."""
+    if not run_ids:
+        return None
+    say("7. report: every figure side by side, rendered from the stored runs")
+    try:
+        from servelab.report import assemble, render_report
+        from servelab.store import Store
+
+        with Store.open(cfg.workdir / "runs.db", must_exist=True) as store:
+            runs = [store.load_run(run_id) for run_id in run_ids]
+        html, _ = render_report(assemble(runs), "html")
+    except (ImportError, ServelabError) as exc:
+        say(f"   report not available ({exc}); the results are in {cfg.workdir / 'runs.db'}")
+        return None
+    path = cfg.workdir / "report.html"
+    path.write_text(html, encoding="utf-8")
+    say(f"   wrote {path}")
+    return path
+
+
+def run_demo(cfg: DemoConfig, say: Say) -> DemoResult:
+    """Every step in order; engines are stopped whatever happens."""
+    start = time.monotonic()
+    cfg.workdir.mkdir(parents=True, exist_ok=True)
+    binary = find_engine(cfg, say)
+    model = make_hybrid(cfg, say)
+    planned = plan_launch(model, cfg, say)
+    divided = divided_launch(binary, model, cfg, say)
+    right, run_ids = right_launch_and_bench(binary, model, cfg, say)
+    report = write_report(cfg, run_ids, say)
+    say(f"done in {time.monotonic() - start:.0f} s; everything is in {cfg.workdir}")
+    steps = (
+        DemoStep("engine", {"llama_server": str(binary)}), DemoStep("model", {"path": str(model)}),
+        DemoStep("plan", planned), DemoStep("divided", divided), DemoStep("right", right),
+        DemoStep("bench", {"run_ids": run_ids, "db": str(cfg.workdir / "runs.db")}),
+    )
+    return DemoResult(cfg.workdir, steps, report)

@@ -1,0 +1,34 @@
+"""`servelab demo` end to end on this machine: a real llama-server, the project's own hybrid model."""
+
+from __future__ import annotations
+
+import json
+
+import psutil
+
+from servelab.cli.app import main
+
+
+def test_demo_catches_the_divided_context_fixes_it_and_reports(llama_server_bin, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SERVELAB_LLAMA_SERVER", str(llama_server_bin))
+    workdir = tmp_path / "demo"
+    assert main(["demo", "--workdir", str(workdir), "--threads", "1", "--requests", "3", "--json"]) == 0
+    captured = capsys.readouterr()
+    steps = {step["name"]: step["outcome"] for step in json.loads(captured.out)["steps"]}
+
+    assert steps["engine"]["llama_server"] == str(llama_server_bin)
+    divided, right = steps["divided"], steps["right"]
+    assert divided["args"] == ["-c", "16384", "-np", "4"]
+    assert divided["context_per_slot"] == 4096 and divided["slots"] == 4
+    assert any("context per slot is 4096, not 16384" in line for line in divided["mismatches"])
+    assert right["context_per_slot"] == 16384 and right["mismatches"] == []
+    assert steps["plan"]["available"] is False or steps["plan"]["context_per_slot"] == divided["context_per_slot"]
+    assert len(steps["bench"]["run_ids"]) == 2  # short and mixed, each a 1/2/4 ladder
+    report = workdir / "report.html"
+    assert report.is_file() and "<html" in report.read_text()[:500].lower()
+
+    narration = captured.err
+    for step in ("1. engine", "2. model", "3. plan", "4. launch", "5. relaunch right", "6. bench", "7. report"):
+        assert step in narration
+    assert "MISMATCH: context per slot is 4096" in narration
+    assert [p for p in psutil.Process().children(recursive=True) if "llama-server" in p.name()] == []
