@@ -42,5 +42,7 @@ def _read(ref: str, *, hf: bool, hf_endpoint: str | None) -> ModelSpec:
     model_id = find_catalog_id(ref)
     if model_id is not None:
         return catalog_model(model_id)
+    if path.suffix.lower() in (".gguf", ".json", ".safetensors") or ref.startswith((".", "~")) or path.is_absolute():
+        raise ConfigError(f"model file {ref!r} does not exist (or is not a .gguf, config.json or model directory)")
     raise ConfigError(f"unknown model {ref!r}: give a catalog id ({', '.join(catalog_ids())}), a .gguf file, "
                       "a config.json or a model directory (or --hf with network access)")

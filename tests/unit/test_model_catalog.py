@@ -77,3 +77,8 @@ def test_catalog_model_with_gguf_mix() -> None:
     spec = load_model("Qwen3-32B", quant="Q4_K_M")
     assert spec.quant == "Q4_K_M" and spec.name == "Qwen/Qwen3-32B"
     assert 4.5 < spec.weight_bytes * 8 / spec.total_params < 5.0
+
+
+def test_missing_file_is_named() -> None:
+    with pytest.raises(ConfigError, match=r"model file '/nowhere/m\.gguf' does not exist"):
+        load_model("/nowhere/m.gguf")
