@@ -237,3 +237,14 @@ def max_context_that_fits(model: ModelSpec, budget_bytes: int, **flags: object) 
         else:
             high = mid - 1
     return low * PAD
+
+
+def engine_kv_dtype(requested: str | None) -> tuple[str, str | None]:
+    """llama.cpp's cache type for a requested KV dtype, and a note when it had to substitute one."""
+    value = (requested or "f16").lower()
+    value = {"auto": "f16", "fp16": "f16", "float16": "f16", "fp32": "f32", "bfloat16": "bf16"}.get(value, value)
+    if value in CACHE_TYPES:
+        return value, None
+    if value.startswith("fp8"):
+        return "q8_0", f"llama.cpp has no {requested} cache type; q8_0 (8.5 bits) is the closest"
+    raise ConfigError(f"llama.cpp cache type {requested!r} is not supported; choose one of: {', '.join(CACHE_TYPES)}")

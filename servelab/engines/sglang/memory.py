@@ -192,3 +192,14 @@ def sglang_memory(
         max_req_len=max_req_len,
         warnings=tuple(warnings),
     )
+
+
+def engine_kv_dtype(requested: str | None) -> tuple[str, str | None]:
+    """sglang's --kv-cache-dtype for a requested KV dtype, and a note when it had to substitute one."""
+    value = (requested or "auto").lower()
+    value = {"bfloat16": "bf16", "f16": "fp16", "float16": "fp16", "fp8": "fp8_e4m3"}.get(value, value)
+    if value in KV_DTYPES:
+        return value, None
+    if value.startswith(("q8", "q4", "q5", "iq4")):
+        return "fp8_e4m3", f"sglang has no {requested} KV cache; fp8_e4m3 (1 byte) is the closest"
+    raise ConfigError(f"sglang --kv-cache-dtype {requested!r} is not supported; choose one of: {', '.join(KV_DTYPES)}")

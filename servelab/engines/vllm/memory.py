@@ -203,3 +203,14 @@ def vllm_memory(
         mamba_blocks=mamba_blocks,
         warnings=tuple(warnings),
     )
+
+
+def engine_kv_dtype(requested: str | None) -> tuple[str, str | None]:
+    """vLLM's --kv-cache-dtype for a requested KV dtype, and a note when it had to substitute one."""
+    value = (requested or "auto").lower()
+    value = {"bf16": "bfloat16", "fp16": "auto", "f16": "auto", "float16": "auto"}.get(value, value)
+    if value in KV_DTYPES:
+        return value, None
+    if value.startswith(("q8", "q4", "q5", "iq4")):
+        return "fp8", f"vLLM has no {requested} KV cache; fp8 (1 byte) is the closest"
+    raise ConfigError(f"vLLM --kv-cache-dtype {requested!r} is not supported; choose one of: {', '.join(KV_DTYPES)}")

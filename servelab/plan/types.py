@@ -1,0 +1,77 @@
+"""The planner's result types. `PlanSet` is what `servelab plan --json` prints and `load_plan` reads back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from servelab.plan.parallel import TensorParallelCost
+
+
+@dataclass(frozen=True)
+class MemoryBytes:
+    """Per-GPU memory by component, in bytes. `total` is what the engine would hold; `capacity` the card."""
+
+    weights: int
+    kv_cache: int
+    recurrent_state: int
+    activations: int  # activation peak / compute buffers / CUDA graphs / the engine's reserve
+    runtime: int  # CUDA context and other non-engine allocations
+    total: int
+    capacity: int
+    weights_text: int = 0  # body + embedding + lm_head
+    weights_vision: int = 0
+    weights_mtp: int = 0
+    host_bytes: int = 0  # what stays in host RAM (llama.cpp partial offload, output buffer)
+
+
+@dataclass(frozen=True)
+class DecodeCeilings:
+    """Single-sequence decode tok/s at a short context and at the planned context."""
+
+    short: float
+    full_context: float
+    short_context: int
+    bound: str = "memory"
+
+
+@dataclass(frozen=True)
+class BatchPoint:
+    batch: int
+    context: int
+    aggregate_tok_s: float
+    per_sequence_tok_s: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    engine: str
+    quant: str
+    context: int  # the longest request the plan serves, as asked
+    kv_dtype: str  # the engine's own spelling
+    fits: bool
+    memory_bytes: MemoryBytes
+    decode_ceiling_tok_s: DecodeCeilings  # physical ceiling (100% of bandwidth)
+    decode_expected_tok_s: DecodeCeilings  # ceiling x the engine's efficiency factor
+    prefill_ceiling_tok_s: float
+    tensor_parallel: int
+    model: str = ""
+    gpu: str = ""
+    slots: int = 1
+    context_served: int = 0  # the longest request the engine would accept with these settings
+    efficiency: dict[str, float] = field(default_factory=dict)
+    decode_batch_tok_s: tuple[BatchPoint, ...] = ()
+    parallel_cost: TensorParallelCost | None = None
+    single_gpu_decode_tok_s: float | None = None  # for comparison when tensor_parallel > 1
+    details: dict[str, object] = field(default_factory=dict)  # engine-specific figures
+    command: tuple[str, ...] = ()
+    command_line: str = ""
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlanSet:
+    model: str
+    gpu: str
+    gpus: int
+    interconnect: str | None
+    plans: tuple[Plan, ...]
