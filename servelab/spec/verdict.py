@@ -19,6 +19,7 @@ from servelab.spec.theory import (
 
 DEFAULT_DRAFT_COST = 0.1  # a draft model about a tenth of the target (an MTP/EAGLE head is nearer 0.02-0.05)
 MIN_GAIN = 1.05  # below a 5% gain speculation is not worth its memory and complexity
+MIN_RESCUE_GAIN = 1.10  # a losing setup is only worth re-tuning if theory promises 10%: it is optimistic at low alpha
 
 
 @dataclass(frozen=True)
@@ -91,12 +92,13 @@ def _verdict(
         f"acceptance alpha = {alpha:.2f} (accept length {accept_length:.2f} tokens/step with {gamma} draft tokens), "
         f"draft cost c = {cost:.3g}: {kind} speedup {speedup:.2f}x"
     )
-    better = best_gamma != gamma and best >= max(speedup, 1.0) * MIN_GAIN
-    if better:
-        return "tune", f"{facts}; {best_gamma} draft tokens per step would give about {best:.2f}x: use {best_gamma}."
+    tune = f"{facts}; {best_gamma} draft tokens per step would give about {best:.2f}x: use {best_gamma}."
     if speedup >= MIN_GAIN:
-        return "keep", f"{facts}: speculation pays."
+        better = best_gamma != gamma and best >= speedup * MIN_GAIN
+        return ("tune", tune) if better else ("keep", f"{facts}: speculation pays.")
+    if best_gamma != gamma and best >= MIN_RESCUE_GAIN:
+        return "tune", tune
     return "rollback", (
-        f"{facts}; no draft length reaches a {MIN_GAIN:.2f}x gain (best {best_gamma} tokens: {best:.2f}x): "
+        f"{facts}; no draft length promises a {MIN_RESCUE_GAIN:.2f}x gain (best {best_gamma}: {best:.2f}x): "
         "turn speculation off, or find a draft that agrees with the target (same quantization, unquantized head)."
     )

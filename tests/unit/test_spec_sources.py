@@ -1,0 +1,202 @@
+"""Acceptance from logs (recorded fixtures), from a live /metrics on loopback, and `servelab spec` end to end."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from servelab.cli.app import main
+from servelab.engines.llamacpp import speculative as llamacpp_spec
+from servelab.engines.sglang import speculative as sglang_spec
+from servelab.engines.vllm import speculative as vllm_spec
+from servelab.errors import ConfigError
+from servelab.spec import sources
+from tests.runs_factory import store_run
+
+LOGS = Path(__file__).parent.parent / "fixtures" / "logs"
+VLLM_LOG = LOGS / "vllm" / "vllm-startup-and-serving.log"
+SGLANG_LOG = LOGS / "sglang" / "sglang-server.log"
+COPY_LOG = LOGS / "llamacpp" / "llama-server-real-spec-copy-draft.log"
+RANDOM_LOG = LOGS / "llamacpp" / "llama-server-real-spec-random-draft.log"
+
+# Exposition text in each engine's metric names (vllm/v1/spec_decode/metrics.py, sglang collector.py,
+# llama.cpp tools/server): numbers chosen so the expected accept length is easy to check by hand.
+VLLM_METRICS = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 1000.0
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 2000.0
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 1625.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 885.0
+"""
+SGLANG_METRICS = """# TYPE sglang:spec_accept_length gauge
+sglang:spec_accept_length{model_name="m",tp_rank="0"} 1.5
+sglang:spec_accept_length{model_name="m",tp_rank="1"} 1.7
+"""
+
+
+def test_vllm_log_pools_accepted_over_drafts():
+    obs = vllm_spec.parse_log(VLLM_LOG.read_text().splitlines(), "v.log")
+    assert (obs.accepted_tokens, obs.drafted_tokens, obs.draft_tokens, obs.verify_steps) == (0.0, 692.0, 2, 346.0)
+    acceptance = sources.resolve([obs], "logs", None)
+    assert acceptance.accept_length == 1.0 and acceptance.draft_tokens == 2
+
+
+def test_vllm_log_mean_length_across_intervals():
+    lines = [
+        "SpecDecoding metrics: Mean acceptance length: 2.62, Accepted throughput: 1.0 tokens/s, Drafted throughput: "
+        "1.0 tokens/s, Accepted: 1625 tokens, Drafted: 2000 tokens, Per-position acceptance rate: 0.885, 0.740, "
+        "Avg Draft acceptance rate: 81.2%",
+        "SpecDecoding metrics: Mean acceptance length: 1.50, Accepted throughput: 1.0 tokens/s, Drafted throughput: "
+        "1.0 tokens/s, Accepted: 1000 tokens, Drafted: 4000 tokens, Per-position acceptance rate: 0.4, 0.1, "
+        "Avg Draft acceptance rate: 25.0%",
+    ]
+    acceptance = sources.resolve([vllm_spec.parse_log(lines, "x")], "logs", None)
+    assert acceptance.accept_length == pytest.approx(1 + 2625 / 3000)
+    assert acceptance.token_accept_rate == pytest.approx(2625 / 6000)
+
+
+def test_sglang_log_needs_the_draft_tokens():
+    obs = sglang_spec.parse_log(SGLANG_LOG.read_text().splitlines(), "s.log")
+    assert (obs.accept_length, obs.samples) == (1.07, 1)
+    with pytest.raises(ConfigError, match="pass --draft-tokens N"):
+        sources.resolve([obs], "logs", None)
+    assert sources.resolve([obs], "logs", 3).accept_length == 1.07
+
+
+def test_llamacpp_real_logs():
+    copy = sources.resolve([llamacpp_spec.parse_log(COPY_LOG.read_text().splitlines(), "c")], "logs", 4)
+    assert copy.accept_length == pytest.approx(1 + 37 / 10)  # mean len 4.70 -> 10 verify steps
+    assert copy.token_accept_rate == 1.0
+    rand = sources.resolve([llamacpp_spec.parse_log(RANDOM_LOG.read_text().splitlines(), "r")], "logs", 4)
+    assert (rand.accept_length, rand.token_accept_rate) == (1.0, 0.0)
+
+
+def test_old_llamacpp_format_without_mean_len_uses_the_rate():
+    line = "slot print_timing: id  0 | task 1 | draft acceptance rate = 0.50000 (   10 accepted /    20 generated)"
+    acceptance = sources.resolve([llamacpp_spec.parse_log([line], "x")], "logs", 4)
+    assert acceptance.accept_length == pytest.approx(1 + 4 * 0.5)
+
+
+def test_logs_from_two_engines_are_refused():
+    observations = sources.observations_from_logs([str(VLLM_LOG), str(SGLANG_LOG)])
+    with pytest.raises(ConfigError, match="several engines"):
+        sources.resolve(observations, "logs", 4)
+
+
+@pytest.fixture
+def metrics_server():
+    """A real HTTP server on 127.0.0.1 that serves the exposition text the test sets."""
+    body = {"text": ""}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            data = body["text"].encode()
+            self.send_response(200 if self.path == "/metrics" else 404)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield body, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_vllm_metrics_over_http(metrics_server):
+    body, url = metrics_server
+    body["text"] = VLLM_METRICS
+    acceptance = sources.resolve(sources.observations_from_metrics(url), "metrics", None)
+    assert (acceptance.engine, acceptance.draft_tokens) == ("vllm", 2)
+    assert acceptance.accept_length == pytest.approx(2.625)
+
+
+def test_sglang_metrics_through_the_cli(metrics_server, capsys):
+    body, url = metrics_server
+    body["text"] = SGLANG_METRICS
+    assert main(["spec", "--metrics-url", url, "--draft-tokens", "3", "--draft-cost", "0.05", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    result = json.loads(out)
+    assert result["expected_tokens_per_step"] == pytest.approx(1.6)
+    assert result["engine"] == "sglang"
+
+
+def test_metrics_without_speculation_is_a_clear_error(metrics_server, capsys):
+    body, url = metrics_server
+    body["text"] = "vllm:num_requests_running 0\n"
+    assert main(["spec", "--metrics-url", url]) == 2
+    assert "no speculative-decoding numbers found in the metrics" in capsys.readouterr().err
+
+
+def test_cli_rollback_from_the_field_report_numbers(capsys):
+    assert main(["spec", "--accept-rate", "0.03", "--draft-tokens", "4", "--json"]) == 0
+    out, err = capsys.readouterr()
+    result = json.loads(out)
+    assert err == ""
+    assert set(result) >= {"alpha", "expected_tokens_per_step", "predicted_speedup", "measured_speedup", "verdict", "why"}
+    assert (result["verdict"], result["measured_speedup"]) == ("rollback", None)
+
+
+def test_cli_measured_speedup_from_tok_s(capsys):
+    args = ["spec", "--accept-length", "2.84", "--draft-tokens", "4", "--draft-cost", "0.05"]
+    assert main([*args, "--baseline-tok-s", "40", "--spec-tok-s", "30", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["measured_speedup"] == pytest.approx(0.75)
+    assert result["verdict"] == "rollback"
+
+
+def test_cli_measured_speedup_from_stored_runs(tmp_path, capsys):
+    db = tmp_path / "runs.db"
+    baseline = store_run(db, name="baseline", itl_ms=10.0, ladder=(1,))
+    spec = store_run(db, name="spec", itl_ms=5.0, ladder=(1,))
+    args = ["spec", "--accept-rate", "0.46", "--draft-tokens", "4", "--draft-cost", "0.05"]
+    assert main([*args, "--baseline-run", baseline, "--spec-run", spec, "--db", str(db), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["measured_speedup"] == pytest.approx(2.0)  # 100 tok/s -> 200 tok/s per stream
+    assert result["verdict"] == "keep"
+
+
+def test_cli_reads_a_log_from_stdin(capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO(RANDOM_LOG.read_text()))
+    assert main(["spec", "-", "--draft-tokens", "4", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["alpha"], result["verdict"]) == (0.0, "rollback")
+
+
+def test_draft_cost_from_a_plan(tmp_path, capsys):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"memory": {"weight_bytes": 16e9, "draft_weight_bytes": 0.8e9}}))
+    assert main(["spec", "--accept-rate", "0.46", "--draft-tokens", "4", "--plan", str(plan), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["draft_cost"] == pytest.approx(0.05)
+    assert result["draft_cost_source"] == f"plan {plan}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["spec"], "give exactly one source of acceptance"),
+        (["spec", "--accept-rate", "0.5"], "need --draft-tokens"),
+        (["spec", "--accept-rate", "0.5", "--accept-length", "2", "--draft-tokens", "4"], "give exactly one of"),
+        (["spec", "--accept-length", "9", "--draft-tokens", "4"], "must lie between 1 and draft tokens + 1 = 5"),
+        (["spec", "--accept-rate", "300", "--draft-tokens", "4"], "must be a fraction between 0 and 1"),
+        (["spec", "--accept-rate", "0.5", "--draft-tokens", "4", "--baseline-tok-s", "10"], "needs both"),
+        (["spec", "--accept-rate", "0.5", "--draft-tokens", "4", "--draft-cost", "0.1", "--plan", "p"], "not both"),
+    ],
+)
+def test_bad_spec_arguments_are_one_line_usage_errors(args, message, capsys):
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert message in err and err.count("\n") == 1
