@@ -3,6 +3,8 @@
 The measured speedup decides when two benchmark runs (or two tok/s figures) are given; otherwise the
 prediction E / (gamma * c + 1). When measured, the theory's other predictions are scaled by
 measured / predicted before tuning is considered, so a tuning advice never promises more than the machine showed.
+Tuning only ever proposes FEWER draft tokens: acceptance beyond the configured positions was never observed,
+and verifying more tokens costs more than the theory's verify_cost = 1, so "more" is a hint in `why`, not a verdict.
 """
 
 from __future__ import annotations
@@ -10,12 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servelab.spec.sources import Acceptance
-from servelab.spec.theory import (
-    MAX_GAMMA,
-    alpha_from_accept_length,
-    best_draft_tokens,
-    predicted_speedup,
-)
+from servelab.spec.theory import MAX_GAMMA, alpha_from_accept_length, best_draft_tokens, predicted_speedup
 
 DEFAULT_DRAFT_COST = 0.1  # a draft model about a tenth of the target (an MTP/EAGLE head is nearer 0.02-0.05)
 MIN_GAIN = 1.05  # below a 5% gain speculation is not worth its memory and complexity
@@ -32,7 +29,7 @@ class SpecVerdict:
     draft_cost_source: str
     predicted_speedup: float
     measured_speedup: float | None
-    best_draft_tokens: int
+    best_draft_tokens: int  # the best gamma not above the configured one
     best_predicted_speedup: float  # at best_draft_tokens, scaled by measured/predicted when measured
     verdict: str  # "keep", "tune" or "rollback"
     why: str
@@ -52,11 +49,14 @@ def decide(
     gamma = acceptance.draft_tokens
     alpha = alpha_from_accept_length(acceptance.accept_length, gamma)
     predicted = predicted_speedup(alpha, gamma, draft_cost)
-    best_gamma, best = best_draft_tokens(alpha, draft_cost, max(MAX_GAMMA, gamma))
-    if measured_speedup is not None:
-        best *= measured_speedup / predicted
+    best_gamma, best = best_draft_tokens(alpha, draft_cost, gamma)
+    scale = 1.0 if measured_speedup is None else measured_speedup / predicted
+    best *= scale
     speedup = predicted if measured_speedup is None else measured_speedup
     verdict, why = _verdict(alpha, acceptance.accept_length, gamma, draft_cost, speedup, measured_speedup, best_gamma, best)
+    more_gamma, more = best_draft_tokens(alpha, draft_cost, MAX_GAMMA)
+    if verdict == "keep" and more_gamma > gamma and more * scale >= speedup * MIN_GAIN:
+        why += f" Theory says {more_gamma} draft tokens could give {more * scale:.2f}x; measure before raising it."
     return SpecVerdict(
         alpha=alpha,
         expected_tokens_per_step=acceptance.accept_length,
