@@ -1,9 +1,112 @@
-"""`servelab plan` (not yet written: the owning issue fills this in)."""
+"""`servelab plan`: will a model fit, with which engine flags, and how fast can it possibly go."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+
+from servelab.cli.output import print_json, stderr_console, stdout_console, to_jsonable
+from servelab.errors import ConfigError
+
+
+def _gpu(name: str | None, vram: float | None, bandwidth: float | None, tflops: float | None):
+    from servelab.hardware.gpus import find_gpu, with_overrides
+
+    if name is None and vram is not None and bandwidth is not None:
+        return with_overrides(None, vram_gib=vram, bandwidth_gb_s=bandwidth, tflops=tflops)
+    base = find_gpu(name or "rtx4090")
+    return with_overrides(base, vram_gib=vram, bandwidth_gb_s=bandwidth, tflops=tflops)
+
+
+def _emit(plan, emit: str, host: str, gpus: int) -> str:
+    from importlib import import_module
+
+    from servelab.plan.launch import compose_service
+
+    if emit == "cmd":
+        return plan.command_line
+    recipe = import_module(f"servelab.engines.{plan.engine}.recipe")
+    port = int(plan.command[plan.command.index("--port") + 1])
+    return compose_service(plan.engine, list(plan.command), image=recipe.IMAGE, port=port,
+                           health_path=recipe.HEALTH_PATH, host=host, gpus=gpus).rstrip("\n")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this command to the app."""
+    """Add `servelab plan` to the app."""
+
+    @app.command("plan")
+    def plan_command(
+        model: str = typer.Argument(..., help="Catalog id (Qwen/Qwen3.5-27B), a .gguf file, config.json or model dir."),
+        gpu: str | None = typer.Option(None, "--gpu", help="GPU name from the catalog (default rtx4090)."),
+        engine: str = typer.Option("all", "--engine", help="sglang, vllm, llamacpp or all."),
+        quant: str = typer.Option("all", "--quant", help="Weight format (awq, fp8, bf16, Q4_K_M, …) or all."),
+        context: int | None = typer.Option(None, "--context", help="Longest request in tokens (default: the model's)."),
+        kv_dtype: str | None = typer.Option(None, "--kv-dtype", help="KV cache dtype: bf16, fp8_e5m2, fp8_e4m3, q8_0, q4_0 …"),
+        parallel: int = typer.Option(1, "--parallel", help="Concurrent sequences to plan for (llama.cpp -np)."),
+        gpus: int = typer.Option(1, "--gpus", help="GPUs for tensor parallelism."),
+        interconnect: str | None = typer.Option(None, "--interconnect", help="nvlink, pcie-p2p or pcie-host-staged."),
+        vram: float | None = typer.Option(None, "--vram", help="Override GPU memory, GiB."),
+        bandwidth: float | None = typer.Option(None, "--bandwidth", help="Override memory bandwidth, GB/s."),
+        tflops: float | None = typer.Option(None, "--tflops", help="Override dense BF16 TFLOPS."),
+        hf: bool = typer.Option(False, "--hf", help="Fetch config and safetensors headers from the Hugging Face Hub."),
+        emit: str | None = typer.Option(None, "--emit", help="Print the launch recipe: cmd or compose."),
+        host: str = typer.Option("127.0.0.1", "--host", help="Address the launched server binds."),
+        mem_fraction_static: float | None = typer.Option(None, "--mem-fraction-static", help="sglang override."),
+        gpu_memory_utilization: float | None = typer.Option(None, "--gpu-memory-utilization", help="vLLM override."),
+        max_total_tokens: int | None = typer.Option(None, "--max-total-tokens", help="sglang --max-total-tokens."),
+        save: Path | None = typer.Option(None, "--save", help="Also write the JSON plan to this file."),
+        json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+    ) -> None:
+        """Plan memory, flags and speed ceilings for serving MODEL."""
+        from servelab.hardware.gpus import INTERCONNECTS
+        from servelab.model.load import load_model
+        from servelab.plan.launch import check_emit
+        from servelab.plan.make import compare_plans, make_plan, plan_set
+
+        check_emit(emit)
+        if interconnect is not None and interconnect not in INTERCONNECTS:
+            raise ConfigError(f"--interconnect {interconnect!r}; choose one of: {', '.join(INTERCONNECTS)}")
+        if context is not None and context <= 0:
+            raise ConfigError(f"--context must be a positive number of tokens, got {context}")
+        card = _gpu(gpu, vram, bandwidth, tflops)
+        spec = load_model(model, hf=hf)
+        flags = {k: v for k, v in (("mem_fraction_static", mem_fraction_static), ("max_total_tokens", max_total_tokens),
+                                   ("gpu_memory_utilization", gpu_memory_utilization)) if v is not None}
+        common = dict(context=context, kv_dtype=kv_dtype, parallel=parallel, gpus=gpus, interconnect=interconnect,
+                      model_path=model, host=host, **flags)
+        one_quant = None if quant.lower() == "all" else quant
+        if engine.lower() != "all" and one_quant is not None:
+            plans = plan_set(make_plan(spec, card, engine=engine, quant=one_quant, **common), gpus,
+                             interconnect or ("nvlink" if card.nvlink_gb_s else "pcie-p2p"))
+        else:
+            engines = ("sglang", "vllm", "llamacpp") if engine.lower() == "all" else (engine,)
+            plans = compare_plans(spec, card, engines=engines, quant=one_quant, **common)
+        _output(plans, json_out=json_out, emit=emit, host=host, save=save)
+
+
+def _output(plans, *, json_out: bool, emit: str | None, host: str, save: Path | None) -> None:
+    import json
+
+    from servelab.plan.render import comparison_table, render_plan
+
+    if save is not None:
+        try:
+            save.write_text(json.dumps(to_jsonable(plans), indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"--save {save}: cannot write it ({exc.strerror or exc})") from exc
+        stderr_console().print(f"plan saved to {save}", markup=False)
+    best = next((p for p in plans.plans if p.fits), plans.plans[0])
+    if emit is not None:
+        typer.echo(_emit(best, emit, host, plans.gpus))
+    elif json_out:
+        print_json(plans)
+    elif len(plans.plans) == 1:
+        render_plan(stdout_console(), best)
+    else:
+        console = stdout_console()
+        console.width = max(console.width, 160)
+        console.print(comparison_table(plans))
+        console.print(f"best: {best.engine} {best.quant} — {best.command_line}", markup=False)
+        if not best.fits:
+            stderr_console().print("nothing fits: lower --context, pick a smaller --quant or add GPUs", markup=False)

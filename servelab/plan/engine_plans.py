@@ -149,7 +149,7 @@ def plan_llamacpp(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         warnings.append("llama.cpp: less than 1024 MiB would stay free; --fit (on by default) may lower -ngl or"
                         " -c for unset flags")
     argv = llamacpp_recipe.command(
-        s.model_path, n_ctx=m.n_ctx, n_parallel=s.parallel, cache_type_k=cache_type, cache_type_v=cache_type,
+        s.model_path, n_ctx=m.n_ctx, quant=model.quant, n_parallel=s.parallel, cache_type_k=cache_type, cache_type_v=cache_type,
         n_gpu_layers=s.n_gpu_layers, tp=s.tp, host=s.host, port=s.port or llamacpp_recipe.DEFAULT_PORT)
     details = {"n_ctx": m.n_ctx, "n_ctx_per_slot": m.n_ctx_per_slot, "n_parallel": m.n_parallel,
                "kv_unified": m.kv_unified, "n_gpu_layers": m.n_gpu_layers, "compute_buffer_bytes": m.compute_bytes,

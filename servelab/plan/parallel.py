@@ -3,11 +3,12 @@
 volume per token = 2 x layers x hidden x 2 bytes (bf16 activations); a ring all-reduce over N GPUs moves
 2 (N-1) / N of it through each GPU's link, and each call pays a fixed latency. The links (per direction):
 - nvlink:           the card's NVLink bandwidth / 2, ~5 us per call (custom all-reduce)
-- pcie-p2p:         x16 PCIe at ~80% of theoretical, ~12 us per call
+- pcie-p2p:         x16 PCIe at ~80% of theoretical, ~15 us per call (NCCL over P2P)
 - pcie-host-staged: no peer access (KVM, NCCL_P2P_DISABLE=1): GPU -> host -> GPU halves the bandwidth,
-                    ~60 us per call (NCCL shared-memory transport)
-Latencies are order-of-magnitude figures (NCCL/sglang custom all-reduce small-message timings); they decide
-whether TP pays off, because decode sends ~2 x layers tiny messages per token.
+                    ~150 us per call: chosen so that the field report holds (../shared/brief.md step 2: on
+                    2 x 4090 48 GB under KVM one card decoded Qwen3.5-27B more than 1.5x faster than TP=2)
+Latencies are order-of-magnitude figures; they decide whether TP pays off, because decode sends ~2 x layers
+tiny messages per token.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU, INTERCONNECTS
 from servelab.model.spec import ModelSpec
 
-LATENCY_S = {"nvlink": 5e-6, "pcie-p2p": 12e-6, "pcie-host-staged": 60e-6}
+LATENCY_S = {"nvlink": 5e-6, "pcie-p2p": 15e-6, "pcie-host-staged": 150e-6}
 ACTIVATION_BYTES = 2
 
 
