@@ -10,10 +10,10 @@ block sizes come from the `gguf` package (servelab.model.gguf_types).
 from __future__ import annotations
 
 import math
+import mmap
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from servelab.errors import ModelFormatError
 from servelab.model.gguf_types import GGUFType, gguf_types
@@ -54,19 +54,26 @@ class GGUFHeader:
 
 
 class _Cursor:
-    def __init__(self, handle: BinaryIO, size: int) -> None:
-        self.handle, self.size, self.pos = handle, size, 0
+    """Reads a memory-mapped file front to back; every read is checked against the file size first."""
+
+    def __init__(self, data: mmap.mmap | bytes) -> None:
+        self.data, self.size, self.pos = data, len(data), 0
 
     def take(self, n: int, what: str) -> bytes:
+        self.need(n, what)
+        self.pos += n
+        return self.data[self.pos - n : self.pos]
+
+    def need(self, n: int, what: str) -> None:
         if n < 0 or self.pos + n > self.size:
             raise ModelFormatError(f"GGUF {what} needs {n} bytes at offset {self.pos} but the file has {self.size}; "
                                    "the file is truncated or corrupt")
-        data = self.handle.read(n)
-        self.pos += n
-        return data
 
     def unpack(self, fmt: str, what: str) -> int | float | bool:
-        return struct.unpack(fmt, self.take(struct.calcsize(fmt), what))[0]
+        size = struct.calcsize(fmt)
+        self.need(size, what)
+        self.pos += size
+        return struct.unpack_from(fmt, self.data, self.pos - size)[0]
 
     def count(self, what: str, min_item_bytes: int) -> int:
         n = int(self.unpack("<Q", what))
@@ -79,13 +86,20 @@ class _Cursor:
         raw = self.take(self.count(f"bytes of {what}", 1), what)
         return raw.decode("utf-8", errors="replace")
 
+    def skip_strings(self, n: int, what: str) -> None:
+        for _ in range(n):
+            length = self.count(f"bytes of {what}", 1)  # advances past the length first
+            self.pos += length
+
 
 def read_gguf_header(path: Path) -> GGUFHeader:
-    """Metadata and tensor table of a GGUF file, validated against its size."""
+    """Metadata and tensor table of a GGUF file, validated against its size (mapped, never read whole)."""
     try:
-        size = path.stat().st_size
         with path.open("rb") as handle:
-            return _read(_Cursor(handle, size))
+            if path.stat().st_size < 24:
+                return _read(_Cursor(handle.read()))
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return _read(_Cursor(data))
     except OSError as exc:
         raise ModelFormatError(f"cannot read {path}: {exc}") from exc
 
@@ -102,7 +116,8 @@ def _read(cur: _Cursor) -> GGUFHeader:
     for _ in range(n_kv):
         key = cur.string("metadata key")
         metadata[key] = _value(cur, int(cur.unpack("<I", f"type of {key}")), key)
-    infos = [_tensor_info(cur) for _ in range(n_tensors)]
+    types = {t.type_id: t for t in gguf_types().values()}
+    infos = [_tensor_info(cur, types) for _ in range(n_tensors)]
     alignment = int(metadata.get("general.alignment", 32) or 32)
     data_start = -(-cur.pos // alignment) * alignment
     tensors = tuple(_check_bounds(info, data_start, cur.size) for info in infos)
@@ -119,21 +134,25 @@ def _value(cur: _Cursor, vtype: int, key: str) -> object:
     item_type = int(cur.unpack("<I", f"item type of {key}"))
     item_bytes = struct.calcsize(_SCALARS[item_type]) if item_type in _SCALARS else 8
     length = cur.count(f"items of {key}", item_bytes)
-    if item_type in _SCALARS and length > _KEPT_ARRAY_LEN:
+    if length <= _KEPT_ARRAY_LEN:
+        return [_value(cur, item_type, key) for _ in range(length)]
+    if item_type in _SCALARS:
         cur.take(length * item_bytes, key)
-        return SkippedArray(length)
-    items = [_value(cur, item_type, key) for _ in range(length)]
-    return SkippedArray(length) if length > _KEPT_ARRAY_LEN else items
+    elif item_type == _STRING:
+        cur.skip_strings(length, key)
+    else:
+        raise ModelFormatError(f"GGUF metadata {key!r} is a long array of type {item_type}; only scalars and strings")
+    return SkippedArray(length)
 
 
-def _tensor_info(cur: _Cursor) -> GGUFTensorInfo:
+def _tensor_info(cur: _Cursor, types: dict[int, GGUFType]) -> GGUFTensorInfo:
     name = cur.string("tensor name")
     n_dims = int(cur.unpack("<I", f"dims of {name}"))
     if not 1 <= n_dims <= _MAX_DIMS:
         raise ModelFormatError(f"GGUF tensor {name!r} declares {n_dims} dimensions (1 to {_MAX_DIMS})")
     shape = tuple(int(cur.unpack("<Q", f"shape of {name}")) for _ in range(n_dims))
     type_id = int(cur.unpack("<I", f"type of {name}"))
-    qtype = next((t for t in gguf_types().values() if t.type_id == type_id), None)
+    qtype = types.get(type_id)
     if qtype is None:
         raise ModelFormatError(f"GGUF tensor {name!r} has unknown ggml type {type_id}")
     offset = int(cur.unpack("<Q", f"offset of {name}"))

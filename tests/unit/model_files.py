@@ -16,9 +16,12 @@ def gguf_string(text: str) -> bytes:
 
 
 def gguf_kv(key: str, value: object) -> bytes:
-    """One metadata entry: str → string, int → u32, float → f32, list[int] → array of u32."""
+    """One metadata entry: str → string, int → u32, float → f32, list[int] → u32 array, list[str] → string array."""
     if isinstance(value, str):
         return gguf_string(key) + struct.pack("<I", GGUF_STRING) + gguf_string(value)
+    if isinstance(value, list) and value and isinstance(value[0], str):
+        body = struct.pack("<IQ", GGUF_STRING, len(value)) + b"".join(gguf_string(v) for v in value)
+        return gguf_string(key) + struct.pack("<I", GGUF_ARRAY) + body
     if isinstance(value, list):
         body = struct.pack("<IQ", GGUF_U32, len(value)) + b"".join(struct.pack("<I", v) for v in value)
         return gguf_string(key) + struct.pack("<I", GGUF_ARRAY) + body

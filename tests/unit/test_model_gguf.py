@@ -133,3 +133,12 @@ def test_hostile_block_count(tmp_path: Path) -> None:
     write_gguf(path, _llama_kvs("llama", 10**9), [])
     with pytest.raises(ModelFormatError, match=r"block_count 1000000000 .* out of range"):
         read_gguf(path)
+
+
+def test_long_tokenizer_array_is_skipped_but_counted(tmp_path: Path) -> None:
+    path = tmp_path / "vocab.gguf"
+    kvs = {**_llama_kvs(), "tokenizer.ggml.tokens": [f"t{i}" for i in range(5000)], "general.name": "after-vocab"}
+    write_gguf(path, kvs, [("token_embd.weight", (128, 5000), 0, 128 * 5000 * 4)])
+    spec = read_gguf(path)
+    assert spec.vocab_size == 5000 and spec.name == "after-vocab"  # keys after the skipped array still read
+    assert spec.weight_group("embedding").bytes == 2_560_000
