@@ -11,8 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import gguf
-
 from servelab.errors import ModelFormatError
 from servelab.model.gguf_header import GGUFHeader, GGUFTensorInfo, SkippedArray, read_gguf_header
 from servelab.model.hf_config import MAX_LAYERS
@@ -197,6 +195,8 @@ def _weights(tensors: tuple[GGUFTensorInfo, ...], n_layers: int, key: Any) -> tu
 
 
 def _file_type_name(ftype: object) -> str:
+    import gguf  # late: see gguf_types.gguf_types
+
     try:
         return gguf.LlamaFileType(int(ftype)).name.removeprefix("MOSTLY_").removeprefix("ALL_")
     except (ValueError, TypeError):

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import gguf
-
 from servelab.errors import ModelFormatError
 
 
@@ -41,6 +39,8 @@ FORK_TYPES = (GGUFType("PQ2_0", 142, 128, 34), GGUFType("PTQ1_0", 143, 128, 28))
 
 def gguf_types() -> dict[str, GGUFType]:
     """Every known GGUF type by upper-case name."""
+    import gguf  # late: gguf pulls in numpy, which `import servelab.model` should not pay for
+
     types = {
         qtype.name: GGUFType(qtype.name, int(qtype.value), block, size)
         for qtype, (block, size) in gguf.GGML_QUANT_SIZES.items()
