@@ -60,10 +60,7 @@ class Template:
 
     source: str
     parts: tuple[str | Capture, ...]
-
-    @property
-    def literals(self) -> tuple[str, ...]:
-        return tuple(p for p in self.parts if isinstance(p, str) and p)
+    literals: tuple[str, ...] = ()  # every literal, longest first: the substring prefilter
 
     @property
     def capture_names(self) -> tuple[str, ...]:
@@ -71,8 +68,9 @@ class Template:
 
     def match(self, line: str) -> dict[str, str] | None:
         """The captures of the first match in ``line``, or None. Linear in ``len(line)``."""
-        if any(lit not in line for lit in self.literals):
-            return None
+        for literal in self.literals:
+            if literal not in line:
+                return None
         head = self.parts[0]
         state = _MatchState(line)
         start = line.find(head)
@@ -88,7 +86,8 @@ def compile_template(source: str) -> Template:
     """Parse and validate ``source``; TemplateError names the problem."""
     parts = _tokenize(source)
     _validate(parts)
-    return Template(source=source, parts=tuple(parts))
+    literals = tuple(sorted((p for p in parts if isinstance(p, str) and p), key=len, reverse=True))
+    return Template(source=source, parts=tuple(parts), literals=literals)
 
 
 def _tokenize(source: str) -> list[str | Capture]:
