@@ -1,0 +1,144 @@
+"""llama.cpp allocation rules against llama-server's own log lines and hand-computed values.
+
+Log figures: ../shared/reference/llamacpp-local.md (llama.cpp b1-0c1e570 vendored in llama-cpp-python 0.3.36, CPU
+build, run on this machine 2026-11-30 with random-weight GGUFs of the stated shapes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from servelab.engines.llamacpp.memory import engine_kv_dtype, llamacpp_memory, max_context_that_fits
+from servelab.errors import ConfigError
+from servelab.model.spec import AttentionSpec, LayerKind, LinearAttentionSpec, ModelSpec, WeightGroup
+from tests.unit.plan_models import dense_gqa, mla_moe, qwen35_27b, sliding_5_to_1
+
+MIB = 1024**2
+
+
+def tiny_hybrid(vocab: int = 512) -> ModelSpec:
+    """The 8-layer qwen35 test model of llamacpp-local.md: full attention every 4th layer (2 KV heads x 32),
+    GDN head dim 16 with 2 key / 4 value heads, conv kernel 4; 128 wide, FFN 256, f32 weights."""
+    kinds = tuple(LayerKind.FULL_ATTENTION if (i + 1) % 4 == 0 else LayerKind.LINEAR_ATTENTION for i in range(8))
+    kv = tuple(2 if k == LayerKind.FULL_ATTENTION else 0 for k in kinds)
+    return ModelSpec("tiny", "qwen35", "gguf", 128, vocab, kinds, kv, AttentionSpec(4, 2, 32), 4096,
+                     intermediate_size=256, linear_attention=LinearAttentionSpec(2, 4, 16, 16, 4), dtype="fp32",
+                     weights=(WeightGroup("text", 1_000_000, 4_000_000, "F32"),), weights_exact=True)
+
+
+def test_log_buffers_of_the_8_layer_hybrid() -> None:
+    # -c 8192 -np 4: "KV buffer size = 4.00 MiB", "RS buffer size = 0.13 MiB", "compute buffer size = 4.27 MiB",
+    # "n_ctx_seq = 2048", "(2048 cells, 2 layers, 4/4 seqs)", R 0.04 MiB + S 0.09 MiB
+    m = llamacpp_memory(tiny_hybrid(), n_ctx=8192, n_parallel=4)
+    assert m.kv_bytes == 4 * MIB
+    assert (m.n_ctx, m.n_ctx_seq, m.kv_cells, m.n_ctx_per_slot) == (8192, 2048, 2048, 2048)
+    assert m.recurrent_bytes == 6 * 4 * (3 * 128 * 4 + 4 * 16 * 16 * 4)  # 135,168 B = 0.13 MiB
+    assert m.recurrent_bytes / MIB == pytest.approx(0.13, abs=0.005)
+    assert m.compute_bytes / MIB == pytest.approx(4.27, rel=0.25)
+    assert m.output_bytes == 512 * 4 * 4
+
+
+@pytest.mark.parametrize(("flags", "compute_mib"), [
+    # recorded with /tmp calibration runs of the same build (shape in each case), see docs/planning.md
+    ({"n_ctx": 16384, "n_parallel": 1, "flash_attn": False}, 163.01),  # llama 4 x 256, 4 heads, vocab 32000
+    ({"n_ctx": 4096, "n_parallel": 1}, 10.51),
+])
+def test_compute_buffer_against_recorded_logs(flags: dict, compute_mib: float) -> None:
+    model = dense_gqa(layers=4, kv_heads=2, head_dim=64, vocab=32000, hidden=256)
+    model = ModelSpec(**{**model.__dict__, "attention": AttentionSpec(4, 2, 64), "intermediate_size": 768})
+    assert llamacpp_memory(model, **flags).compute_bytes / MIB == pytest.approx(compute_mib, rel=0.25)
+
+
+def test_n_ctx_is_padded_to_256_and_split_per_slot() -> None:
+    m = llamacpp_memory(dense_gqa(), n_ctx=10_000, n_parallel=3)
+    assert m.n_ctx_seq == 3584  # pad(10240 / 3 = 3413, 256)
+    assert m.n_ctx == 3 * 3584
+    assert any("rounded" in w for w in m.warnings)
+    assert any("each slot 3584 tokens" in w for w in m.warnings)
+
+
+def test_unified_cache_lets_every_slot_use_the_whole_window() -> None:
+    m = llamacpp_memory(dense_gqa(), n_ctx=32768, n_parallel=4, kv_unified=True)
+    assert (m.n_ctx_seq, m.n_ctx_per_slot) == (32768, 32768)
+    assert m.kv_bytes == 32768 * 131072
+    assert not any("each slot" in w for w in m.warnings)
+
+
+def test_auto_parallel_is_four_unified_slots() -> None:
+    # llama.cpp tools/server/server.cpp: "n_parallel is set to auto, using n_parallel = 4 and kv_unified = true"
+    m = llamacpp_memory(dense_gqa(), n_ctx=8192)
+    assert (m.n_parallel, m.kv_unified, m.n_ctx_per_slot) == (4, True, 8192)
+
+
+def test_field_report_trap_262144_with_np_4() -> None:
+    # brief step 6: -c 262144 -np 4 silently gave each slot a quarter of the context
+    m = llamacpp_memory(qwen35_27b(), n_ctx=262144, n_parallel=4, cache_type_k="q8_0", cache_type_v="q8_0")
+    assert m.n_ctx_per_slot == 65536
+    assert any("65536" in w for w in m.warnings)
+
+
+def test_slot_context_is_capped_at_the_training_context() -> None:
+    # memory.md §9 V12: "the slot context (131072) exceeds the training context of the model (32768) - capping"
+    model = dense_gqa(max_context=32768)
+    m = llamacpp_memory(model, n_ctx=131072, n_parallel=1)
+    assert m.n_ctx_per_slot == 32768 and m.kv_bytes == 131072 * 131072
+    assert any("exceeds the training context" in w for w in m.warnings)
+
+
+def test_zero_context_means_the_training_context() -> None:
+    assert llamacpp_memory(dense_gqa(max_context=8000), n_ctx=0, n_parallel=1).n_ctx == 8192
+
+
+def test_v1_q4_0_kv_slope_is_18_kib_per_token() -> None:
+    # memory.md §9 V1: Qwen3.5-27B with q4_0 KV grows ~18 KiB per token of context (16 full layers only)
+    small = llamacpp_memory(qwen35_27b(), n_ctx=2048, n_parallel=1, cache_type_k="q4_0", cache_type_v="q4_0")
+    big = llamacpp_memory(qwen35_27b(), n_ctx=131072, n_parallel=1, cache_type_k="q4_0", cache_type_v="q4_0")
+    assert (big.kv_bytes - small.kv_bytes) / (131072 - 2048) == 18 * 1024
+    # and the measured VRAM growth 2K -> 128K was 2,474 MB (within 10%)
+    assert (big.kv_bytes - small.kv_bytes) / 1e6 == pytest.approx(2474, rel=0.10)
+
+
+def test_recurrent_state_scales_with_slots() -> None:
+    # memory.md §5: 149.6 MiB per sequence in llama.cpp (f32), x4 with -np 4
+    m = llamacpp_memory(qwen35_27b(), n_ctx=8192, n_parallel=4)
+    assert m.recurrent_bytes / MIB == pytest.approx(4 * 149.6, abs=0.2)
+
+
+def test_sliding_window_cells() -> None:
+    # llama-kv-cache-iswa.cpp: size_swa = pad(min(n_ctx_seq, n_swa * 1 + n_ubatch), 256)
+    m = llamacpp_memory(sliding_5_to_1(), n_ctx=65536, n_parallel=1)
+    per_layer = 2 * 16 * 128 * 2
+    assert m.kv_bytes == 10 * per_layer * 65536 + 52 * per_layer * 1536
+
+
+def test_mla_keeps_only_k() -> None:
+    m = llamacpp_memory(mla_moe(), n_ctx=4096, n_parallel=1)
+    assert m.kv_bytes == 4096 * 61 * 576 * 2
+
+
+def test_partial_offload_splits_layers_between_gpu_and_host() -> None:
+    model = dense_gqa()
+    full = llamacpp_memory(model, n_ctx=8192, n_parallel=1)
+    half = llamacpp_memory(model, n_ctx=8192, n_parallel=1, n_gpu_layers=16)
+    assert half.kv_gpu_bytes == full.kv_bytes // 2
+    assert not half.output_on_gpu and full.output_on_gpu
+    assert half.model_gpu_bytes < full.model_gpu_bytes // 2 + 1
+    assert half.host_bytes > full.host_bytes
+
+
+def test_quantized_v_needs_flash_attention() -> None:
+    with pytest.raises(ConfigError, match="flash attention"):
+        llamacpp_memory(dense_gqa(), n_ctx=4096, cache_type_v="q8_0", flash_attn=False)
+
+
+def test_unknown_cache_type_names_the_choices() -> None:
+    with pytest.raises(ConfigError, match="q4_0"):
+        llamacpp_memory(dense_gqa(), n_ctx=4096, cache_type_k="fp8")
+    assert engine_kv_dtype("fp8_e5m2")[0] == "q8_0"
+
+
+def test_max_context_that_fits_is_monotone_in_the_budget() -> None:
+    model = dense_gqa()
+    small = max_context_that_fits(model, 20 * 1024**3, n_parallel=1)
+    big = max_context_that_fits(model, 24 * 1024**3, n_parallel=1)
+    assert 0 < small < big and small % 256 == 0
+    assert llamacpp_memory(model, n_ctx=small, n_parallel=1).gpu_bytes <= 20 * 1024**3
