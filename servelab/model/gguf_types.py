@@ -131,7 +131,6 @@ GGUF_MIXES = (
     GGUFMix("PTQ1_0", "PTQ1_0", output="PTQ1_0"),
     GGUFMix("PQ2_0", "PQ2_0", output="PQ2_0"),
     GGUFMix("F16", "F16", output="F16"),
-    GGUFMix("BF16", "BF16", output="BF16"),
 )
 
 

@@ -86,7 +86,8 @@ def _named_formats() -> dict[str, QuantFormat]:
 
 def quant_names() -> list[str]:
     """Every name `get_quant` accepts (besides the awq-w{b}g{g} / gptq-w{b}g{g} patterns)."""
-    extra_types = [n for n in gguf_types() if n not in gguf_mixes() and n.lower() not in _named_formats()]
+    skip = {*gguf_mixes(), "I8", "I16", "I32", "I64", "F64"}  # integer / f64 tensors are not weight formats
+    extra_types = [n for n in gguf_types() if n not in skip and _ALIASES.get(n.lower(), n.lower()) not in _named_formats()]
     return [*_named_formats(), *gguf_mixes(), *extra_types]
 
 

@@ -116,3 +116,13 @@ def test_mxfp4_moe_mix_prices_experts_in_mxfp4_and_the_rest_in_q8_0() -> None:
     expected_bits = roles["experts"] * 4.25 + dense * 8.5 + roles["small"] * 32  # llama-quant.cpp MXFP4_MOE
     assert spec.weight_group("text").bytes == -(-expected_bits // 8)
     assert spec.weight_group("lm_head").dtype == spec.weight_group("embedding").dtype == "Q8_0"
+
+
+def test_docs_list_every_quant_name() -> None:
+    from pathlib import Path
+
+    from servelab.model.quant import quant_names
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text()
+    missing = [name for name in quant_names() if f"| `{name}` |" not in docs]
+    assert missing == []
