@@ -80,9 +80,9 @@ def speculative(bill: Bill) -> Verdict | None:
     if not spec:
         return None
     verdict = str(spec.get("verdict", "unknown"))
-    parts = [f"Speculative decoding: {verdict}"]
+    parts = [verdict.capitalize()]
     if isinstance(spec.get("alpha"), int | float):
-        parts.append(f"acceptance {spec['alpha'] * 100:.0f}%")
+        parts.append(f"acceptance alpha {spec['alpha']:.2f}")
     if isinstance(spec.get("measured_speedup"), int | float):
         parts.append(f"measured speedup {spec['measured_speedup']:.2f}×")
     if isinstance(spec.get("predicted_speedup"), int | float):

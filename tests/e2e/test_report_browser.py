@@ -67,10 +67,10 @@ def _plan_for(model: Path) -> dict:
 
 @pytest.fixture
 def real_run(llama_server, model_files: dict[str, Path], tmp_path: Path) -> tuple[Path, str]:
-    """A stored run: concurrency 1 and 2, 4 measured requests each, against a real llama-server."""
+    """A stored run: concurrency 1 and 2, 6 measured requests each, against a real llama-server."""
     server = llama_server(model_files["dense"], "-c", "2048", "-np", "2")
-    config = BenchConfig(targets=(server.url,), concurrency=(1, 2), stop=StopRule(requests=4),
-                         workload=WorkloadSpec("short", input_tokens=32, output_tokens=16), name="browser-e2e")  # fmt: skip
+    config = BenchConfig(targets=(server.url,), concurrency=(1, 2), stop=StopRule(requests=6),
+                         workload=WorkloadSpec("short", input_tokens=32, output_tokens=64), name="browser-e2e")  # fmt: skip
     db = tmp_path / "runs.db"
     with Store.open(db) as store:
         result = run(config, store)
@@ -90,10 +90,14 @@ def test_the_bill_of_a_real_run_renders_every_section_and_plot(real_run, model_f
     doctor = tmp_path / "doctor.json"
     assert main(["doctor", "--json"]) == 0
     doctor.write_text(capsys.readouterr().out)
+    spec = tmp_path / "spec.json"
+    assert main(["spec", "--accept-rate", "0.46", "--draft-tokens", "4", "--json"]) == 0
+    spec.write_text(capsys.readouterr().out)
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(_plan_for(model_files["dense"])))
     bill = tmp_path / "bill.html"
-    assert main(["report", run_id, "--db", str(db), "--plan", str(plan), "--doctor", str(doctor), "-o", str(bill)]) == 0
+    assert main(["report", run_id, "--db", str(db), "--plan", str(plan), "--doctor", str(doctor), "--spec", str(spec),
+                 "-o", str(bill)]) == 0  # fmt: skip
 
     shots = {"light": (tmp_path / "report-screenshot.png", False), "dark": (tmp_path / "report-screenshot-dark.png", True)}
     page = _open_in_chromium(tmp_path, bill, shots)
@@ -118,6 +122,8 @@ def test_the_bill_of_a_real_run_renders_every_section_and_plot(real_run, model_f
     assert f"Runs: {run_id}." in checks["bodyText"]
     assert any(v.startswith("Serving many: llamacpp") for v in checks["verdicts"])
     assert "Doctor found" in checks["bodyText"] and len(stored.requests) >= 8
+    assert any(v.startswith("Speculative decoding: Keep, acceptance alpha 0.71") for v in checks["verdicts"])
+    assert "No doctor findings" not in checks["bodyText"] and "No speculative-decoding verdict" not in checks["bodyText"]
 
 
 def test_a_model_name_carrying_a_script_stays_text_in_the_browser(tmp_path: Path) -> None:
