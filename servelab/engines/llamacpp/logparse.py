@@ -106,3 +106,32 @@ def parse_server_log(text: str) -> ServerLog:
     if current != LoggedBuffers():
         sections.append(current)
     return ServerLog(tuple(sections), slots, ctx_slot)
+
+
+# --- planner prediction versus the log -------------------------------------------------------------------
+
+BUFFERS = ("model_bytes", "kv_bytes", "recurrent_bytes", "compute_bytes")  # names shared with LlamaCppMemory
+
+
+@dataclass(frozen=True)
+class BufferCheck:
+    buffer: str  # model_bytes, kv_bytes, recurrent_bytes, compute_bytes
+    predicted_bytes: int
+    logged_bytes: int
+
+    @property
+    def error_bytes(self) -> int:
+        return self.predicted_bytes - self.logged_bytes
+
+    @property
+    def relative_error(self) -> float | None:
+        return self.error_bytes / self.logged_bytes if self.logged_bytes else None
+
+    def within(self, fraction: float) -> bool:
+        """|predicted - logged| <= fraction of logged, or within the log's own print precision (0.005 MiB)."""
+        return abs(self.error_bytes) <= max(fraction * self.logged_bytes, MIB_PRECISION_BYTES)
+
+
+def compare_buffers(predicted: object, logged: LoggedBuffers) -> tuple[BufferCheck, ...]:
+    """Each buffer the planner predicts (a LlamaCppMemory) beside the one llama-server logged."""
+    return tuple(BufferCheck(name, int(getattr(predicted, name)), getattr(logged, name)) for name in BUFFERS)
