@@ -46,8 +46,8 @@ class HubClient:
     def get(self, filename: str, byte_range: tuple[int, int] | None = None, limit: int | None = None) -> tuple[bytes, int]:
         """The body (at most `limit` bytes) and the file's total size (from Content-Range or Content-Length)."""
         request = urllib.request.Request(self.url(filename))
-        if self.token:
-            request.add_header("Authorization", f"Bearer {self.token}")
+        if self.token:  # unredirected: the hub redirects to a CDN with signed URLs, which must not see the token
+            request.add_unredirected_header("Authorization", f"Bearer {self.token}")
         if byte_range:
             request.add_header("Range", f"bytes={byte_range[0]}-{byte_range[1]}")
         try:

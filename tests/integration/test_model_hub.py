@@ -33,13 +33,20 @@ class Hub:
     root: Path
     requests: list[dict[str, str]] = field(default_factory=list)
     ranges_ignored: bool = False
+    redirect_shards: bool = False  # answer shard requests with a 302 to /cdn/…, like the real hub
 
 
 def _handler(hub: Hub) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             hub.requests.append({"path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
-            match = re.fullmatch(r"/([^/]+/[^/]+)/resolve/main/(.+)", self.path)
+            if hub.redirect_shards and self.path.endswith(".safetensors") and "/resolve/" in self.path:
+                self.send_response(302)
+                self.send_header("Location", "/cdn" + self.path.replace("/resolve/main", ""))
+                self.end_headers()
+                return
+            cdn = re.fullmatch(r"/cdn/([^/]+/[^/]+)/(.+)", self.path)
+            match = cdn or re.fullmatch(r"/([^/]+/[^/]+)/resolve/main/(.+)", self.path)
             file = hub.root / match.group(1) / match.group(2) if match else None
             if file is None or not file.is_file():
                 self.send_error(404)
@@ -128,3 +135,12 @@ def test_bad_repo_id_and_unreachable_endpoint() -> None:
         fetch_model("../etc", endpoint="http://127.0.0.1:9")
     with pytest.raises(ConfigError, match=r"cannot reach http://127\.0\.0\.1:9"):
         fetch_model(REPO, endpoint="http://127.0.0.1:9")
+
+
+def test_redirect_keeps_range_and_drops_the_token(hub: Hub) -> None:
+    hub.redirect_shards = True
+    spec = fetch_model(REPO, endpoint=hub.url, token=SECRET)
+    assert spec.weight_group("embedding").bytes == 12_800
+    cdn = [r for r in hub.requests if r["path"].startswith("/cdn/")]
+    assert cdn and all("range" in r and "authorization" not in r for r in cdn)
+    assert all(r.get("authorization") == f"Bearer {SECRET}" for r in hub.requests if "/resolve/" in r["path"])
