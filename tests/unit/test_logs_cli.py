@@ -25,7 +25,7 @@ def test_json_output_has_the_interface_fields(capsys):
     assert {"id", "engine", "severity", "line", "text", "meaning", "fix"} <= set(first)
     assert first["severity"] == "critical"
     by_id = {f["id"]: f for f in findings}
-    assert by_id["sglang.context.input_too_long"]["line"] == 6
+    assert by_id["sglang.context.input_too_long"]["line"] == 7
     assert "160062" in by_id["sglang.context.input_too_long"]["meaning"]
 
 
@@ -33,7 +33,7 @@ def test_text_output_names_severity_and_location(capsys):
     assert main(["logs", str(SGLANG_LOG)]) == 0
     out, err = capsys.readouterr()
     assert err == ""
-    assert f"CRITICAL sglang.context.input_too_long [sglang] {SGLANG_LOG}:6" in out
+    assert f"CRITICAL sglang.context.input_too_long [sglang] {SGLANG_LOG}:7" in out
     assert "fix:" in out
 
 

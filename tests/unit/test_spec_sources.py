@@ -60,12 +60,25 @@ def test_vllm_log_mean_length_across_intervals():
     assert acceptance.token_accept_rate == pytest.approx(2625 / 6000)
 
 
-def test_sglang_log_needs_the_draft_tokens():
+def test_sglang_log_reads_gamma_from_server_args():
     obs = sglang_spec.parse_log(SGLANG_LOG.read_text().splitlines(), "s.log")
-    assert (obs.accept_length, obs.samples) == (1.07, 1)
+    assert (obs.accept_length, obs.samples, obs.draft_tokens) == (1.07, 1, 3)
+    assert sources.resolve([obs], "logs", None).draft_tokens == 3
+    assert sources.resolve([obs], "logs", 5).draft_tokens == 5  # --draft-tokens wins
+
+
+def test_sglang_decode_lines_alone_need_the_draft_tokens():
+    line = "Decode batch, #running-req: 1, #token: 5120, token usage: 0.01, accept len: 1.07, accept rate: 0.02, "
     with pytest.raises(ConfigError, match="pass --draft-tokens N"):
-        sources.resolve([obs], "logs", None)
-    assert sources.resolve([obs], "logs", 3).accept_length == 1.07
+        sources.resolve([sglang_spec.parse_log([line], "s.log")], "logs", None)
+
+
+def test_vllm_v0_cumulative_line():
+    log = LOGS / "vllm" / "vllm-v0-speculative.log"
+    acceptance = sources.resolve([vllm_spec.parse_log(log.read_text().splitlines(), "v0")], "logs", None)
+    assert acceptance.draft_tokens == 3
+    assert acceptance.accept_length == pytest.approx(1 + 8547 / (13311 / 3))
+    assert acceptance.token_accept_rate == pytest.approx(8547 / 13311)
 
 
 def test_llamacpp_real_logs():

@@ -4,6 +4,10 @@ Log (vllm/v1/spec_decode/metrics.py@016a8587edb0), one line per logging interval
   SpecDecoding metrics: Mean acceptance length: 2.62, Accepted throughput: ..., Drafted throughput: ...,
   Accepted: 1625 tokens, Drafted: 2000 tokens, Per-position acceptance rate: 0.885, 0.740, Avg Draft ...
 Mean acceptance length = 1 + accepted / drafts (bonus included); gamma = number of per-position rates.
+vLLM v0 (<= 0.9, vllm/engine/metrics.py; real line in vllm#9539) printed CUMULATIVE counts instead:
+  Speculative metrics: Draft acceptance rate: 0.642, System efficiency: 0.598, Number of speculative tokens: 3,
+  Number of accepted tokens: 8547, Number of draft tokens: 13311, Number of emitted tokens: 10616.
+so the last such line holds the totals.
 """
 
 from __future__ import annotations
@@ -14,6 +18,10 @@ from collections.abc import Iterable
 from servelab.spec.observation import SpecObservation, metric_sums
 
 LOG_MARKER = "SpecDecoding metrics:"
+V0_MARKER = "Speculative metrics: Draft acceptance rate:"
+_V0 = re.compile(
+    r"Number of speculative tokens: (\d+), Number of accepted tokens: (\d+), Number of draft tokens: (\d+)"
+)
 _ACCEPTED = re.compile(r"Accepted: (\d+) tokens")
 _DRAFTED = re.compile(r"Drafted: (\d+) tokens")
 _PER_POSITION = re.compile(r"Per-position acceptance rate: ([0-9., ]+)")
@@ -27,13 +35,32 @@ METRICS = (
 def parse_log(lines: Iterable[str], where: str) -> SpecObservation | None:
     """Pool every SpecDecoding metrics line of a log; None when there is none."""
     pooled: SpecObservation | None = None
+    last_v0: SpecObservation | None = None
     for line in lines:
+        if V0_MARKER in line:
+            last_v0 = _parse_v0_line(line, where) or last_v0
         if LOG_MARKER not in line:
             continue
         found = _parse_line(line, where)
         if found is not None:
             pooled = found if pooled is None else pooled.merged(found)
-    return pooled
+    return pooled or last_v0
+
+
+def _parse_v0_line(line: str, where: str) -> SpecObservation | None:
+    match = _V0.search(line)
+    if match is None or int(match.group(1)) == 0:
+        return None
+    gamma, accepted, drafted = (int(g) for g in match.groups())
+    return SpecObservation(
+        engine="vllm",
+        where=where,
+        samples=1,
+        accepted_tokens=float(accepted),
+        drafted_tokens=float(drafted),
+        verify_steps=drafted / gamma,
+        draft_tokens=gamma,
+    )
 
 
 def _parse_line(line: str, where: str) -> SpecObservation | None:
