@@ -1,0 +1,84 @@
+"""vLLM's memory rules against the public validation points of ../shared/reference/memory.md §9 (V4-V7)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from servelab.engines.vllm.memory import NON_TORCH_BYTES, activation_peak_bytes, engine_kv_dtype, vllm_memory
+from servelab.errors import ConfigError
+from tests.unit.plan_models import dense_gqa, qwen35_27b, sliding_5_to_1
+
+GIB = 1024**3
+
+
+def _with_kv_budget(model, kv_budget: int, weights: int, **kwargs):
+    """vllm_memory on a card sized so that exactly `kv_budget` bytes are left for the KV cache."""
+    seqs = kwargs.pop("max_num_seqs", 256)
+    act = activation_peak_bytes(model, 2048, seqs, 1)
+    total = kv_budget + weights + act + NON_TORCH_BYTES
+    return vllm_memory(model, gpu_memory_bytes=total, weights_bytes=weights, gpu_memory_utilization=1.0,
+                       enforce_eager=True, max_num_seqs=seqs, max_num_batched_tokens=2048, **kwargs)
+
+
+def test_v5_estimated_maximum_model_length() -> None:
+    # V5: Qwen3-8B-based, max_model_len 40960 needs 5.62 GiB, 4.50 GiB available ->
+    # "the estimated maximum model length is 32768"
+    m = _with_kv_budget(dense_gqa(layers=36), int(4.50 * GIB), int(15.27 * GIB), max_model_len=40960)
+    assert m.kv_budget_bytes == int(4.50 * GIB)
+    assert not m.fits
+    assert m.estimated_max_model_len == 32768
+    assert any("estimated maximum model length is 32768" in w for w in m.warnings)
+
+
+def test_dense_blocks_are_16_tokens() -> None:
+    m = _with_kv_budget(dense_gqa(), 2 * GIB, 16 * GIB, max_model_len=8192)
+    assert m.block_size == 16 and m.page_bytes == 16 * 4096 and m.group_size == 32
+    assert m.num_blocks == 2 * GIB // (16 * 4096 * 32)
+    assert m.kv_tokens == m.num_blocks * 16
+    assert m.max_concurrency == pytest.approx(m.num_blocks / 512)
+
+
+def test_v4_hybrid_block_size_and_padding_on_a_5090() -> None:
+    # V4/V6: Qwen3.5-27B + MTP on an RTX 5090, fp8 KV: "attention block size 1,600 tokens",
+    # "Add 3 padding layers, may waste at most 6.25%" (48 GDN + 17 attention -> 4 groups of 17);
+    # 9.28 GiB available serves 262,144 tokens.
+    model = dataclasses.replace(qwen35_27b(), weights=())
+    m = _with_kv_budget(model, int(9.28 * GIB), int(18.19 * GIB), kv_cache_dtype="fp8", speculative_tokens=1,
+                        draft_layers=1, block_align=32, max_model_len=262144, max_num_seqs=64)
+    assert m.block_size == 1600
+    assert (m.group_size, m.num_groups, m.padding_layers) == (17, 4, 3)
+    assert any("6.25%" in w for w in m.warnings)
+    assert m.blocks_per_request == 164 + 3
+    assert m.fits and m.estimated_max_model_len == 262144
+
+
+def test_hybrid_max_num_seqs_beyond_mamba_blocks_is_flagged() -> None:
+    # V7: "max_num_seqs (256) exceeds available Mamba cache blocks (N)"
+    model = dataclasses.replace(qwen35_27b(), weights=())
+    m = _with_kv_budget(model, 2 * GIB, 17 * GIB, kv_cache_dtype="fp8", max_model_len=32768)
+    assert m.mamba_blocks == m.num_blocks < 256
+    assert not m.fits
+    assert any(f"exceeds available Mamba cache blocks ({m.num_blocks})" in w for w in m.warnings)
+
+
+def test_sliding_groups_need_only_the_window() -> None:
+    model = sliding_5_to_1()
+    short = _with_kv_budget(model, 4 * GIB, 50 * GIB, max_model_len=131072)
+    # 10 full layers form one group; 52 sliding layers fill 6 groups of 10 (8 padding layers)
+    assert (short.group_size, short.num_groups, short.padding_layers) == (10, 7, 8)
+    assert short.blocks_per_request == 131072 // 16 + 6 * (1024 // 16 + 1)
+
+
+def test_longer_than_the_model_warns() -> None:
+    m = _with_kv_budget(dense_gqa(max_context=8192), GIB, GIB, max_model_len=16384)
+    assert any("VLLM_ALLOW_LONG_MAX_MODEL_LEN" in w for w in m.warnings)
+
+
+def test_bad_utilization_and_kv_dtype() -> None:
+    with pytest.raises(ConfigError, match="gpu-memory-utilization"):
+        vllm_memory(dense_gqa(), gpu_memory_bytes=GIB, weights_bytes=0, gpu_memory_utilization=0)
+    with pytest.raises(ConfigError, match="fp8_e5m2"):
+        vllm_memory(dense_gqa(), gpu_memory_bytes=GIB, weights_bytes=0, kv_cache_dtype="q8_0")
+    assert engine_kv_dtype("bf16") == ("bfloat16", None)
