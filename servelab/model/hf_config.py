@@ -36,6 +36,8 @@ _LAYER_TYPE_NAMES = {
     "mamba": LayerKind.MAMBA,
 }
 MAX_LAYERS = 4096  # more decoder layers than any real model: a hostile or broken config
+# transformers defaults when the config omits the pattern: Gemma2 alternates, Gemma3 has 5 local : 1 global
+_DEFAULT_SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "gemma3_text": 6}
 _MAMBA_ONLY_TYPES = frozenset({"mamba", "mamba2", "falcon_mamba"})
 
 
@@ -121,6 +123,12 @@ def layer_kinds(text: dict[str, Any]) -> tuple[LayerKind, ...]:
             return tuple(_layer_kind(t) for t in names[:n])
     if text.get("model_type") in _MAMBA_ONLY_TYPES:
         return (LayerKind.MAMBA,) * n
+    if text.get("hybrid_override_pattern"):
+        raise ModelFormatError(f"{text.get('model_type')}: hybrid_override_pattern layouts (Nemotron-H) are not "
+                               "supported yet; give a GGUF file of the model instead")
+    if text.get("attn_layer_period"):  # Jamba: attention every `period` layers at `offset`, Mamba elsewhere
+        period, offset = int(text["attn_layer_period"]), int(text.get("attn_layer_offset") or 0)
+        return tuple(LayerKind.FULL_ATTENTION if i % period == offset else LayerKind.MAMBA for i in range(n))
     if text.get("full_attention_interval"):
         every = int(text["full_attention_interval"])
         return tuple(LayerKind.FULL_ATTENTION if (i + 1) % every == 0 else LayerKind.LINEAR_ATTENTION for i in range(n))
@@ -139,7 +147,7 @@ def _sliding_pattern(text: dict[str, Any], n: int) -> tuple[LayerKind, ...]:
     window = text.get("sliding_window")
     if not window or text.get("use_sliding_window") is False:
         return (LayerKind.FULL_ATTENTION,) * n
-    pattern = text.get("sliding_window_pattern")
+    pattern = text.get("sliding_window_pattern") or _DEFAULT_SWA_PATTERN.get(str(text.get("model_type")))
     if pattern:
         every = int(pattern)
         return tuple(LayerKind.FULL_ATTENTION if (i + 1) % every == 0 else LayerKind.SLIDING_ATTENTION for i in range(n))

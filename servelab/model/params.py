@@ -126,7 +126,7 @@ def mamba_mixer(spec: ModelSpec, text: dict[str, Any]) -> Counter[str]:
         roles["linear"] += h * (2 * m.d_inner + 2 * m.n_groups * m.d_state + m.n_heads)
         roles["small"] += m.conv_dim * (m.d_conv + 1) + 3 * m.n_heads + m.d_inner
         return roles
-    dt_rank = int(text.get("time_step_rank") or -(-h // 16))
+    dt_rank = int(text.get("time_step_rank") or text.get("mamba_dt_rank") or -(-h // 16))
     roles["linear"] += h * 2 * m.d_inner + m.d_inner * (dt_rank + 2 * m.d_state) + dt_rank * m.d_inner
     roles["small"] += m.d_inner * (m.d_conv + 1) + m.d_inner + m.d_inner * m.d_state + m.d_inner
     return roles
@@ -191,12 +191,14 @@ def attention_output_gate(text: dict[str, Any]) -> bool:
 
 
 def is_moe_layer(text: dict[str, Any], layer: int) -> bool:
-    """`first_k_dense_replace` (DeepSeek), `decoder_sparse_step` / `mlp_only_layers` (Qwen MoE)."""
+    """`first_k_dense_replace` (DeepSeek), `decoder_sparse_step` / `mlp_only_layers` (Qwen MoE), Jamba periods."""
     if not (text.get("num_experts") or text.get("num_local_experts") or text.get("n_routed_experts")):
         return False
     if layer < int(text.get("first_k_dense_replace") or 0):
         return False
     if layer in (text.get("mlp_only_layers") or []):
         return False
+    if text.get("expert_layer_period"):  # Jamba
+        return layer % int(text["expert_layer_period"]) == int(text.get("expert_layer_offset") or 0)
     step = int(text.get("decoder_sparse_step") or 1)
     return (layer + 1) % step == 0

@@ -143,3 +143,21 @@ def test_hostile_layer_counts_fail_before_allocating() -> None:
         spec_from_config({**TINY, "num_hidden_layers": 10**9}, name="t")
     with pytest.raises(ModelFormatError, match="layer_types lists 1 layers but num_hidden_layers is 2"):
         spec_from_config({**TINY, "layer_types": ["full_attention"]}, name="t")
+
+
+def test_gemma2_default_alternation_and_jamba_periods() -> None:
+    gemma2 = spec_from_config({**TINY, "model_type": "gemma2", "num_hidden_layers": 4, "sliding_window": 4096},
+                              name="g2")
+    assert gemma2.layer_kinds == (LayerKind.SLIDING_ATTENTION, LayerKind.FULL_ATTENTION) * 2
+    jamba = {**TINY, "model_type": "jamba", "num_hidden_layers": 8, "attn_layer_period": 8, "attn_layer_offset": 4,
+             "expert_layer_period": 2, "expert_layer_offset": 1, "num_experts": 4, "num_experts_per_tok": 2,
+             "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2}
+    spec = spec_from_config(jamba, name="jamba")
+    assert [i for i, k in enumerate(spec.layer_kinds) if k == LayerKind.FULL_ATTENTION] == [4]
+    assert spec.count(LayerKind.MAMBA) == 7 and spec.moe.num_moe_layers == 4
+    assert spec.mamba.d_inner == 128 and spec.kv_heads_per_layer[4] == 2
+
+
+def test_unsupported_hybrid_pattern_is_refused_not_guessed() -> None:
+    with pytest.raises(ModelFormatError, match="hybrid_override_pattern layouts"):
+        spec_from_config({**TINY, "model_type": "nemotron_h", "hybrid_override_pattern": "M*M-"}, name="n")
