@@ -13,7 +13,7 @@ from pathlib import Path
 from servelab.errors import ConfigError
 from servelab.report.compare import workload_warnings
 from servelab.report.levels import LevelFigures, all_level_figures
-from servelab.store import StoredRun
+from servelab.store import RunInfo, StoredRun
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,8 @@ class Bill:
     spec: dict | None  # `servelab spec --json`
     invalid_levels: frozenset[tuple[str, int, str]] = frozenset()  # (run id, target, level) marked invalid
     partial_runs: tuple[str, ...] = ()
+    run_infos: tuple[RunInfo, ...] = ()
+    workloads: tuple[dict, ...] = ()  # each run's meta["workload"], in run order
 
     @property
     def ceiling_short_tok_s(self) -> float | None:
@@ -152,4 +154,6 @@ def assemble(
     invalid = frozenset((run.id, lv.target_index, lv.level) for run in runs for lv in run.levels
                         if lv.summary.get("valid") is False)  # fmt: skip
     partial = tuple(run.id for run in runs if run.info.partial)
-    return Bill(tuple(r.id for r in runs), engines, warnings, plan, plan_context, doctor, spec, invalid, partial)
+    workloads = tuple(r.meta.get("workload") if isinstance(r.meta.get("workload"), dict) else {} for r in runs)
+    return Bill(tuple(r.id for r in runs), engines, warnings, plan, plan_context, doctor, spec, invalid, partial,
+                tuple(r.info for r in runs), workloads)  # fmt: skip

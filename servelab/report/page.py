@@ -38,6 +38,8 @@ class Section:
 
 def _runs_section(bill: Bill) -> Section:
     blocks: list[Block] = [Para(f"Runs: {', '.join(bill.run_ids)}." if bill.run_ids else "No stored runs given.")]
+    if bill.run_infos:
+        blocks.append(tables.runs_table(bill))
     blocks += [Para(w[0].upper() + w[1:], "warning") for w in bill.warnings]
     return Section("runs", "Runs", tuple(blocks))
 

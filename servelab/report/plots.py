@@ -140,7 +140,7 @@ def memory_breakdown(bill: Bill) -> Plot:
     total = float(memory.get("total") or sum(float(memory.get(p) or 0) for p in MEMORY_PARTS))
     unit, scale = ("GiB", GIB) if total >= GIB else ("MiB", 1024**2)
     with styled():
-        figure = new_figure(6.4, 2.6)
+        figure = new_figure(6.4, 3.0)
         ax = figure.add_subplot()
         left = 0.0
         for i, part in enumerate(MEMORY_PARTS):
@@ -153,7 +153,7 @@ def memory_breakdown(bill: Bill) -> Plot:
         if isinstance(memory.get("capacity"), int | float) and memory["capacity"] and memory["capacity"] < 4 * total:
             ax.axvline(memory["capacity"] / scale, color=INK, linestyle="--", label="capacity")
         ax.set_xlabel(f"memory ({unit})")
-        ax.legend(fontsize=7, loc="lower right", ncols=2)
+        figure.legend(fontsize=7, loc="outside lower center", ncols=3)
         return Plot(key, title, figure_svg(figure, key, title))
 
 

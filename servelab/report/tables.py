@@ -43,7 +43,7 @@ def _ceiling_pct(bill: Bill, engine: EngineSummary) -> str:
 
 def summary_table(bill: Bill) -> TableData:
     ladder = _concurrencies(bill)
-    headers = ("engine / configuration", "single-stream tok/s (p50)", "of ceiling",
+    headers = ("engine / configuration", "single-stream tok/s (p50)", "% of ceiling",
                *(f"aggregate tok/s @ c={c:g}" for c in ladder),
                "TTFT p50 / p99 ms (c=1)", "usable context (tokens)", "memory used / planned (GiB)", "evictions")  # fmt: skip
     rows = []
@@ -88,6 +88,25 @@ def doctor_table(doctor: dict) -> TableData:
 
 def spec_table(spec: dict) -> TableData:
     keys = ("alpha", "expected_tokens_per_step", "predicted_speedup", "measured_speedup", "verdict", "why")
-    rows = tuple((key, fmt(spec[key], 3) if isinstance(spec.get(key), float) else str(spec.get(key, "—")))
-                 for key in keys if key in spec)  # fmt: skip
+    def shown(value: object) -> str:
+        return fmt(value, 3) if isinstance(value, float) else "—" if value is None else str(value)
+
+    rows = tuple((key, shown(spec[key])) for key in keys if key in spec)
     return TableData("spec", "Speculative decoding", ("figure", "value"), rows)
+
+
+def _workload(workload: dict) -> str:
+    kind = str(workload.get("kind") or workload.get("name") or "?")
+    lengths = [f"{workload[k]} {label}" for k, label in (("input_tokens", "in"), ("output_tokens", "out"))
+               if workload.get(k) is not None]  # fmt: skip
+    return kind + (f" ({', '.join(lengths)} tokens)" if lengths else "")
+
+
+def runs_table(bill: Bill) -> TableData:
+    rows = []
+    for info, workload in zip(bill.run_infos, bill.workloads, strict=True):
+        status = info.status + (", partial" if info.partial else "")
+        rows.append((info.id, info.name or "", info.created_iso, status, _workload(workload),
+                     fmt(info.request_count - info.error_count), fmt(info.error_count)))  # fmt: skip
+    headers = ("run", "name", "created (UTC)", "status", "workload", "completed", "errors")
+    return TableData("runs", "Runs in this report", headers, tuple(rows))
