@@ -82,3 +82,11 @@ def test_catalog_model_with_gguf_mix() -> None:
 def test_missing_file_is_named() -> None:
     with pytest.raises(ConfigError, match=r"model file '/nowhere/m\.gguf' does not exist"):
         load_model("/nowhere/m.gguf")
+
+
+def test_qwen3_30b_a3b_totals() -> None:
+    spec = catalog_model("Qwen/Qwen3-30B-A3B")
+    # Qwen3-30B-A3B model card: 30.5B parameters, 29.9B non-embedding (lm_head counted as embedding)
+    assert round(spec.total_params / 1e9, 1) == 30.5
+    assert round(spec.weight_group("text").params / 1e9, 1) == 29.9
+    assert spec.moe.num_moe_layers == 48 and spec.moe.experts_per_token == 8
