@@ -6,7 +6,10 @@
   fails with the install command to run (``servelab engine install llama.cpp``).
 - ``model_files`` (session): {"dense", "hybrid", "quantized", "draft"} → Path of each self-made model
   (servelab.modelmake defaults: dense 4 layers, hybrid 8 layers qwen35, quantized Q8_0, draft 2 layers;
-  n_ctx_train 8192; all share one vocabulary, so the draft suits ``-md``).
+  n_ctx_train 8192; all share one vocabulary, so the draft suits ``-md``). In the pinned build ``-md`` alone
+  only loads the draft: add ``--spec-type draft-simple`` to speculate. A draft made with the dense model's
+  shape and seed (``shape_for("draft", layers=4, hidden=128, heads=4, kv_heads=2, ffn=256)``) has the
+  target's tensors, so greedy drafts are all accepted; the default small draft is mostly rejected.
 - ``llama_server`` (function): a factory ``llama_server(model_path, *args, port=None) -> LlamaServer``
   returning a healthy server with ``.url`` (http://127.0.0.1:PORT), ``.port``, ``.log_path``, ``.pid``,
   ``.stop()``. ``args`` are llama-server flags; ``-t 1`` is added unless ``-t/--threads`` is given. A free

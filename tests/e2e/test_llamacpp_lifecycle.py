@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import urllib.request
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 
 from servelab.engines.llamacpp.install import check_llama_server
 from servelab.engines.llamacpp.server import start_llama_server
+from servelab.engines.process import ManagedProcess
 from servelab.errors import EngineError, EngineStartError, ModelFormatError
 
 
@@ -23,10 +25,11 @@ def _is_gone(pid: int) -> bool:
 
 
 def _group_members(pgid: int) -> list[psutil.Process]:
+    """Live processes of a process group (zombies are dead, waiting for their new parent to reap them)."""
     members = []
     for proc in psutil.process_iter():
         try:
-            if os.getpgid(proc.pid) == pgid:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
                 members.append(proc)
         except (ProcessLookupError, psutil.NoSuchProcess):
             continue
@@ -102,3 +105,22 @@ def test_engine_dying_at_start_gives_one_line_with_log_tail(llama_server_bin, mo
     assert str(tmp_path / "die.log") in message
     assert "failed to load model" in info.value.log_tail
     assert _our_llama_servers() == []
+
+
+def test_stop_ends_the_whole_process_group_even_a_child_that_ignores_sigterm(tmp_path):
+    script = "trap '' TERM; sleep 60 & echo child $! ; wait"
+    proc = ManagedProcess(["sh", "-c", script], tmp_path / "p.log", name="stubborn").start()
+    deadline = time.monotonic() + 10
+    while "child" not in (tmp_path / "p.log").read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child_pid = int((tmp_path / "p.log").read_text().split()[1])
+    assert proc.stop(grace_s=0.5) is not None
+    assert _is_gone(proc.pid) and _is_gone(child_pid)
+    assert _group_members(proc.pid) == []
+
+
+def test_wait_healthy_times_out_stops_the_process_and_names_the_log(tmp_path):
+    proc = ManagedProcess(["sh", "-c", "echo loading forever; sleep 60"], tmp_path / "slow.log", name="slow").start()
+    with pytest.raises(EngineStartError, match=r"slow did not become healthy within 0.5 s: loading forever \(log: "):
+        proc.wait_healthy(lambda: False, timeout_s=0.5)
+    assert _is_gone(proc.pid)
