@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import typer
 from rich.markup import escape
 
 from servelab.cli.output import print_json, stdout_console, to_jsonable
 from servelab.diagnose.logs import LogFinding, follow, scan_files
-from servelab.diagnose.signatures import SIGNATURE_FILES, load_signatures
+from servelab.diagnose.signatures import SIGNATURE_FILES, load_signature_file, load_signatures
 from servelab.errors import ConfigError
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -26,10 +27,13 @@ def register(app: typer.Typer) -> None:
         engine: list[str] = typer.Option(
             [], "--engine", help=f"Only these signature sets (repeatable): {', '.join(SIGNATURE_FILES)}."
         ),
+        extra: list[Path] = typer.Option(
+            [], "--signatures", help="Also use this signature YAML file (repeatable; format in docs/diagnostics.md)."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print {\"findings\": [...]} as JSON."),
     ) -> None:
         """Explain known warning lines in engine and NCCL logs, most severe first."""
-        signatures = load_signatures(engine or None)
+        signatures = load_signatures(engine or None) + tuple(s for path in extra for s in load_signature_file(path))
         if follow_:
             _follow(files, signatures, as_json)
             return

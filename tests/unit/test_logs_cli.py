@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from servelab.cli.app import main
-from servelab.diagnose.logs import follow
+from servelab.diagnose.logs import follow, scan_lines
 from servelab.diagnose.signatures import load_signatures
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "logs"
@@ -103,3 +103,40 @@ def test_follow_reports_lines_appended_later(tmp_path):
     assert seen == ["llamacpp.ctx.shift"]
     (finding,) = result[0]
     assert (finding.line, finding.count) == (2, 2)
+
+
+def test_user_signature_file_extends_the_database(tmp_path, capsys):
+    extra = tmp_path / "mine.yaml"
+    extra.write_text(
+        "engine: mine\n"
+        "signatures:\n"
+        "  - id: mine.oom\n"
+        "    versions_seen: [local]\n"
+        "    source: our own wrapper\n"
+        "    severity: critical\n"
+        "    match: 'worker {rank:int} ran out of memory'\n"
+        "    meaning: 'rank {rank} died'\n"
+        "    fix: restart it\n"
+    )
+    log = tmp_path / "run.log"
+    log.write_text("ok\nworker 3 ran out of memory\n")
+    assert main(["logs", str(log), "--signatures", str(extra), "--json"]) == 0
+    (finding,) = json.loads(capsys.readouterr().out)["findings"]
+    assert (finding["id"], finding["engine"], finding["line"], finding["meaning"]) == ("mine.oom", "mine", 2, "rank 3 died")
+
+
+def test_a_broken_user_signature_file_names_file_and_entry(tmp_path, capsys):
+    extra = tmp_path / "broken.yaml"
+    extra.write_text("engine: mine\nsignatures:\n  - id: mine.bad\n    match: '(a+)+b'\n")
+    assert main(["logs", str(SGLANG_LOG), "--signatures", str(extra)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert f"signature file {extra}, entry 0 (mine.bad): missing" in err
+
+
+def test_findings_convert_to_the_doctor_shape():
+    line = "NCCL INFO NCCL_P2P_DISABLE set by environment to 1"
+    (finding,) = scan_lines([line], load_signatures(["nccl"]), "nccl.log")
+    doctor = finding.as_doctor_finding()
+    assert (doctor.id, doctor.severity) == ("logs.nccl.env.p2p_disable", "critical")
+    assert doctor.evidence == f"nccl.log:1: {line}"
