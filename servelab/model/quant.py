@@ -4,7 +4,8 @@ Figures (../shared/reference/memory.md §6): AWQ/GPTQ store `bits` per weight pl
 `bits`-wide zero point per group (GPTQ checkpoints keep qzeros even when symmetric): 4 + 20/128 = 4.15625 for
 w4g128. Symmetric compressed-tensors int drops the zero point. FP8 per-tensor/per-channel: 8 bits plus one fp32
 scale per tensor/row (counted as 8); block 128×128: 8 + 32/16384. NVFP4: 4 + 8/16 (fp8 scale per 16) = 4.5;
-MXFP4: 4 + 8/32 (e8m0 scale per 32) = 4.25. GPTQ g_idx (int32 per input channel) is not counted.
+MXFP4: 4 + 8/32 (e8m0 scale per 32) = 4.25. bitsandbytes NF4: 4 + 32/64 (fp32 absmax per 64), with double
+quantization 4 + 8/64 + 32/16384. GPTQ g_idx (int32 per input channel) is not counted.
 Embeddings, lm_head, norms, routers, convolutions and SSM parameters stay 16-bit for the HF formats; the
 vision tower and MTP head too. GGUF types and mixes: servelab.model.gguf_types.
 """
@@ -33,7 +34,7 @@ class QuantFormat:
     """How weights are stored: bits for the quantized matrices and for everything the format leaves alone."""
 
     name: str
-    family: str  # float, fp8, awq, gptq, int, nvfp4, mxfp4, gguf
+    family: str  # float, fp8, awq, gptq, int, bnb, nvfp4, mxfp4, gguf
     bits_per_weight: float  # the quantized matrices, scales and zero points included
     quantized_roles: frozenset[str] = LINEAR_ROLES
     embedding_bits: float = 16.0
@@ -79,6 +80,9 @@ def _named_formats() -> dict[str, QuantFormat]:
     formats.update({"fp8": fp8_format(), "fp8-channel": fp8_format("channel"), "fp8-block": fp8_format("block")})
     formats["awq"] = int_group_format("awq", 4, 128)
     formats["gptq"] = int_group_format("gptq", 4, 128)
+    formats["bnb-nf4"] = QuantFormat("bnb-nf4", "bnb", 4 + 32 / 64)  # fp32 absmax per 64
+    formats["bnb-nf4-dq"] = QuantFormat("bnb-nf4-dq", "bnb", 4 + 8 / 64 + 32 / (64 * 256))  # 8-bit absmax, fp32 per 256
+    formats["bnb-int8"] = QuantFormat("bnb-int8", "bnb", 8.0)  # + one fp32 scale per row
     formats["nvfp4"] = QuantFormat("nvfp4", "nvfp4", 4.5)
     formats["mxfp4"] = QuantFormat("mxfp4", "mxfp4", 4.25)
     return formats
@@ -128,10 +132,14 @@ def quant_from_config(qc: dict[str, Any]) -> QuantFormat:
     if method == "modelopt":
         algo = str(qc.get("quant_algo") or qc.get("quantization", {}).get("quant_algo", "")).upper()
         return replace(get_quant("nvfp4" if "FP4" in algo else "fp8"), unquantized_modules=ignore)
+    if method == "bitsandbytes":
+        if qc.get("load_in_8bit"):
+            return get_quant("bnb-int8")
+        return get_quant("bnb-nf4-dq" if qc.get("bnb_4bit_use_double_quant") else "bnb-nf4")
     if method == "compressed-tensors":
         return replace(_compressed_tensors(qc), unquantized_modules=ignore)
     raise ConfigError(f"unsupported quant_method {method!r}; supported: awq, gptq, fp8, mxfp4, modelopt, "
-                      "compressed-tensors")
+                      "compressed-tensors, bitsandbytes")
 
 
 def _compressed_tensors(qc: dict[str, Any]) -> QuantFormat:

@@ -19,7 +19,8 @@ from servelab.model.quant import get_quant, quant_from_config, synthesise_weight
     ("name", "bits"),
     [("bf16", 16), ("fp16", 16), ("fp32", 32), ("fp8", 8), ("fp8-block", 8 + 32 / 16_384),
      ("awq", 4 + 20 / 128), ("awq-w4g64", 4 + 20 / 64), ("awq-w4g32", 4.625), ("gptq-w8g128", 8 + 24 / 128),
-     ("gptq-w4g-1", 4), ("nvfp4", 4.5), ("mxfp4", 4.25), ("int-w4g128-sym", 4 + 16 / 128)],
+     ("gptq-w4g-1", 4), ("nvfp4", 4.5), ("mxfp4", 4.25), ("int-w4g128-sym", 4 + 16 / 128), ("bnb-nf4", 4.5),
+     ("bnb-nf4-dq", 4 + 8 / 64 + 32 / 16_384)],
 )
 def test_effective_bits(name: str, bits: float) -> None:
     assert get_quant(name).bits_per_weight == pytest.approx(bits, abs=1e-12)
@@ -74,6 +75,8 @@ def test_quant_from_config() -> None:
     assert quant_from_config(ct).bits_per_weight == 4.125
     assert quant_from_config({"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}).name == "nvfp4"
     assert quant_from_config({"quant_method": "modelopt", "quant_algo": "NVFP4"}).name == "nvfp4"
+    bnb = {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_use_double_quant": True}
+    assert quant_from_config(bnb).name == "bnb-nf4-dq"
     with pytest.raises(ConfigError, match="unsupported quant_method 'hqq'; supported: awq, gptq"):
         quant_from_config({"quant_method": "hqq"})
 
