@@ -29,7 +29,7 @@ def _read(ref: str, *, hf: bool, hf_endpoint: str | None) -> ModelSpec:
     if hf:
         from servelab.model.hub import fetch_model
 
-        return fetch_model(ref, endpoint=hf_endpoint)
+        return fetch_model(find_catalog_id(ref) or ref, endpoint=hf_endpoint)  # "qwen3-8b" → Qwen/Qwen3-8B
     path = Path(ref).expanduser()
     if path.suffix.lower() == ".gguf" and path.is_file():
         from servelab.model.gguf_file import read_gguf

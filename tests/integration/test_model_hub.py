@@ -144,3 +144,12 @@ def test_redirect_keeps_range_and_drops_the_token(hub: Hub) -> None:
     cdn = [r for r in hub.requests if r["path"].startswith("/cdn/")]
     assert cdn and all("range" in r and "authorization" not in r for r in cdn)
     assert all(r.get("authorization") == f"Bearer {SECRET}" for r in hub.requests if "/resolve/" in r["path"])
+
+
+def test_catalog_short_name_resolves_to_the_hub_id(hub: Hub) -> None:
+    repo = hub.root / "Qwen" / "Qwen3-8B"
+    repo.mkdir(parents=True)
+    (repo / "config.json").write_text(json.dumps(CONFIG))
+    spec = load_model("qwen3-8b", hf=True, hf_endpoint=hub.url)
+    assert spec.name == "Qwen/Qwen3-8B" and spec.source == "hf" and spec.hidden_size == 64
+    assert hub.requests[0]["path"] == "/Qwen/Qwen3-8B/resolve/main/config.json"
