@@ -1,0 +1,125 @@
+"""`servelab plan` end to end through the CLI: the issue's Done-means, the JSON interface, bad input."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from servelab.cli.app import main
+from servelab.plan.io import load_plan
+from servelab.verify.asked import from_plan
+
+BRIEF = ["plan", "Qwen/Qwen3.5-27B", "--gpu", "rtx4090-48g", "--engine", "sglang", "--quant", "awq",
+         "--context", "262144", "--kv-dtype", "fp8_e5m2"]
+INTERFACE_MEMORY = {"weights", "kv_cache", "recurrent_state", "activations", "runtime", "total", "capacity"}
+
+
+def test_brief_plan_prints_the_component_table_and_ceilings(capsys) -> None:
+    assert main(BRIEF) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    for text in ("weights (text)", "KV cache", "recurrent state", "activations", "runtime", "total",
+                 "decode ceiling", "prefill ceiling", "fits", "--kv-cache-dtype fp8_e5m2"):
+        assert text in out
+
+
+def test_brief_plan_json_has_the_interface_fields(capsys) -> None:
+    assert main([*BRIEF, "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    doc = json.loads(out)
+    assert (doc["model"], doc["gpu"]) == ("Qwen/Qwen3.5-27B", "rtx4090-48g")
+    plan = doc["plans"][0]
+    assert (plan["engine"], plan["context"], plan["kv_dtype"], plan["tensor_parallel"]) == (
+        "sglang", 262144, "fp8_e5m2", 1)
+    assert plan["quant"].startswith("awq") and plan["fits"] is True
+    assert set(plan["memory_bytes"]) >= INTERFACE_MEMORY
+    memory = plan["memory_bytes"]
+    assert memory["total"] <= memory["capacity"] == 49140 * 1024**2
+    # the KV pool holds at least the whole context at 32 KiB per token (fp8, 16 full-attention layers)
+    assert memory["kv_cache"] >= 262144 * 32 * 1024
+    ceiling = plan["decode_ceiling_tok_s"]
+    assert ceiling["short"] > ceiling["full_context"] > 0
+    assert plan["prefill_ceiling_tok_s"] > 0 and isinstance(plan["warnings"], list)
+    assert plan["details"]["max_req_len"] == 262143
+
+
+def test_without_engine_and_quant_it_compares_candidates(capsys) -> None:
+    assert main(["plan", "Qwen/Qwen3.5-27B", "--gpu", "rtx4090-48g", "--json"]) == 0
+    plans = json.loads(capsys.readouterr().out)["plans"]
+    pairs = {(p["engine"], p["quant"]) for p in plans}
+    assert {"sglang", "vllm", "llamacpp"} == {e for e, _ in pairs}
+    assert ("llamacpp", "Q4_K_M") in pairs and any(q.startswith("awq") for _, q in pairs)
+    fits = [p["fits"] for p in plans]
+    assert fits == sorted(fits, reverse=True)  # fitting plans first
+    assert not any(p["quant"] == "bf16" and p["fits"] for p in plans)  # 54 GB of bf16 weights cannot fit 48 GB
+
+
+def test_comparison_table_names_the_best_plan(capsys) -> None:
+    assert main(["plan", "Qwen/Qwen3-8B", "--gpu", "rtx4090", "--context", "32768"]) == 0
+    out = capsys.readouterr().out
+    assert "best:" in out and "Q4_K_M" in out
+
+
+def test_emit_cmd_prints_one_quoted_command(capsys) -> None:
+    assert main([*BRIEF, "--emit", "cmd", "--mem-fraction-static", "0.9", "--max-total-tokens", "262144"]) == 0
+    line = capsys.readouterr().out.strip()
+    argv = shlex.split(line)
+    assert argv[:3] == ["python", "-m", "sglang.launch_server"]
+    assert "--mem-fraction-static" in argv and "--max-total-tokens" in argv and "127.0.0.1" in argv
+
+
+def test_emit_compose_is_yaml_with_a_health_check(capsys) -> None:
+    assert main(["plan", "Qwen/Qwen3-8B", "--engine", "llamacpp", "--quant", "Q4_K_M", "--context", "8192",
+                 "--emit", "compose"]) == 0
+    doc = yaml.safe_load(capsys.readouterr().out)
+    service = doc["services"]["llamacpp"]
+    assert service["ports"] == ["127.0.0.1:8080:8080"] and "healthcheck" in service
+
+
+def test_saved_plan_reads_back_for_verify_and_report(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "plan.json"
+    assert main(["plan", "Qwen/Qwen3-8B", "--engine", "llamacpp", "--quant", "Q4_K_M", "--context", "16384",
+                 "--kv-dtype", "q8_0", "--save", str(path)]) == 0
+    assert "plan saved" in capsys.readouterr().err
+    doc = load_plan(path)
+    assert doc["plans"][0]["engine"] == "llamacpp"
+    asked = from_plan(path)  # the verify command's reader understands our file
+    assert asked.engine == "llamacpp"
+
+
+def test_tensor_parallel_without_p2p_warns(capsys) -> None:
+    assert main([*BRIEF, "--gpus", "2", "--interconnect", "pcie-host-staged", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)["plans"][0]
+    assert plan["tensor_parallel"] == 2 and plan["parallel_cost"]["interconnect"] == "pcie-host-staged"
+    assert plan["decode_ceiling_tok_s"]["full_context"] < plan["single_gpu_decode_tok_s"]
+
+
+def test_overrides_make_a_custom_gpu(capsys) -> None:
+    assert main(["plan", "Qwen/Qwen3-8B", "--vram", "12", "--bandwidth", "360", "--engine", "llamacpp",
+                 "--quant", "Q4_K_M", "--context", "8192", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)["plans"][0]
+    assert plan["memory_bytes"]["capacity"] == 12 * 1024**3
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["plan", "Nobody/Nothing-1B"], "unknown model"),
+    (["plan", "Qwen/Qwen3-8B", "--gpu", "rtx9999"], "rtx4090-48g"),
+    (["plan", "Qwen/Qwen3-8B", "--context", "0"], "--context must be a positive"),
+    (["plan", "Qwen/Qwen3-8B", "--context", "-5"], "--context must be a positive"),
+    (["plan", "Qwen/Qwen3-8B", "--quant", "awq-w5g128"], "valid"),
+    (["plan", "Qwen/Qwen3-8B", "--engine", "llamacpp", "--quant", "awq"], "cannot load"),
+    (["plan", "Qwen/Qwen3-8B", "--engine", "tgi"], "sglang, vllm, llamacpp"),
+    (["plan", "Qwen/Qwen3-8B", "--emit", "helm"], "cmd, compose"),
+    (["plan", "Qwen/Qwen3-8B", "--gpus", "2", "--interconnect", "carrier-pigeon"], "pcie-host-staged"),
+    (["plan", "Qwen/Qwen3-8B", "--engine", "sglang", "--quant", "bf16", "--kv-dtype", "int3"], "fp8_e5m2"),
+])
+def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str, capsys) -> None:
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err
