@@ -27,12 +27,13 @@ def make_record(
     phase: str = "measure",
     status: str = "ok",
     evicted: bool = False,
+    error: str = "HTTP 500: boom",
 ) -> RequestRecord:
     """A streamed request: first token after `ttft_ms`, then one token every `itl_ms`."""
     if status != "ok":
         return RequestRecord(
             target_index, level, 0, request_index, phase, status, start_ns, start_ns + int(ttft_ms * MS),
-            error_kind="http_5xx", error="HTTP 500: boom", http_status=500, prompt_tokens=prompt_tokens,
+            error_kind="http_5xx", error=error, http_status=500, prompt_tokens=prompt_tokens,
         )  # fmt: skip
     first = start_ns + int(ttft_ms * MS)
     chunks = array("q", (first + int(i * itl_ms * MS) for i in range(output_tokens)))
@@ -85,8 +86,10 @@ def store_run(
     itl_ms: float = 10.0,
     workload: dict | None = None,
     finish: bool = True,
+    failure: str | None = None,
 ) -> str:
-    """Write a whole run (targets, records, level summaries) and return its id."""
+    """Write a whole run (targets, records, level summaries) and return its id; `failure`: one failed request
+    with that message is added to each target's first level."""
     workload = workload or {"name": "short", "input_tokens": 32, "output_tokens": 16}
     with Store.open(db) as store:
         run_id = store.create_run({"name": name, "servelab_version": "0.1.0", "client_host": "test",
@@ -94,6 +97,9 @@ def store_run(
         for t, engine in enumerate(engines):
             info = {"model": model, "version": "b1234", "effective": {"context_per_slot": 2048, "slots": 4}}
             store.add_target(run_id, t, f"http://127.0.0.1:{8000 + t}/v1", engine, info)
+            if failure is not None:
+                store.add_request(run_id, make_record(t, f"c={ladder[0]}", 999, start_ns=10_000 * MS, ttft_ms=1,
+                                                      itl_ms=1, output_tokens=0, status="error", error=failure))  # fmt: skip
             for c in ladder:
                 records = level_records(t, c, ttft_ms=50.0 + 5 * c, itl_ms=itl_ms * (1 + t))
                 store.add_requests(run_id, records)

@@ -72,6 +72,7 @@ class LevelFigures:
     e2el_ms: Distribution
     decode_tok_s: Distribution
     steady_output_tok_s: float | None = None  # the bench's steady-window aggregate
+    error_examples: dict[str, str] = field(default_factory=dict)  # error kind -> the first message seen
     first_send_ns: int | None = None
     timeline: tuple[tuple[int, int, bool, bool], ...] = field(default=(), repr=False)  # sent, end, ok, evicted
 
@@ -158,9 +159,12 @@ def level_figures(target_index: int, level: str, records: Sequence[RequestRecord
     measured = [r for r in records if r.phase == "measure"]
     figures = tuple(f for f in map(request_figures, measured) if f is not None)
     errors: dict[str, int] = {}
+    examples: dict[str, str] = {}
     for r in measured:
         if r.status != "ok":
-            errors[r.error_kind or "unknown"] = errors.get(r.error_kind or "unknown", 0) + 1
+            kind = r.error_kind or "unknown"
+            errors[kind] = errors.get(kind, 0) + 1
+            examples.setdefault(kind, r.error or "")
     concurrency, rate = parse_level(level)
     return LevelFigures(
         target_index=target_index,
@@ -171,6 +175,7 @@ def level_figures(target_index: int, level: str, records: Sequence[RequestRecord
         completed=len(figures),
         failed=len(measured) - len(figures),
         errors_by_kind=errors,
+        error_examples=examples,
         evictions=sum(r.evicted for r in measured),
         duration_s=_duration_s(measured) if measured else 0.0,
         ttft_ms=Distribution.of([f.ttft_s * 1e3 for f in figures]),

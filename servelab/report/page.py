@@ -66,6 +66,11 @@ def _plot_section(key: str, title: str, made: list[Plot] | None) -> Section:
     return Section(key, title, tuple(blocks))
 
 
+def _failures(bill: Bill) -> tuple[Block, ...]:
+    table = tables.failures_table(bill)
+    return (Para("No request failed."),) if table is None else (table,)
+
+
 def _doctor_section(bill: Bill) -> Section:
     if bill.doctor is None:
         return Section("doctor", "Doctor findings",
@@ -95,7 +100,7 @@ def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
     return (
         _runs_section(bill),
         Section("summary", "Summary", (tables.summary_table(bill), _ceiling_para(bill))),
-        Section("ladder", "Concurrency ladder", tuple(tables.ladder_tables(bill))),
+        Section("ladder", "Concurrency ladder", (*tables.ladder_tables(bill), *_failures(bill))),
         _plot_section("throughput", "Throughput", pick("aggregate-throughput", "per-stream")),
         _plot_section("latency", "Latency", pick("latency-percentiles", "itl-distribution")),
         _plot_section("roofline", "Against the ceiling", pick("roofline")),

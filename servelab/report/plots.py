@@ -14,6 +14,7 @@ import numpy as np
 from servelab.report.data import Bill, EngineSummary
 from servelab.report.levels import NS_PER_S, LevelFigures
 from servelab.report.svg import INK, figure_svg, new_figure, plain, styled
+from servelab.report.verdict import ceiling_at
 
 GIB = 1024**3
 
@@ -95,12 +96,12 @@ def latency_percentiles(bill: Bill) -> Plot:
 
 
 def _ceiling_curve(bill: Bill, max_context: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """tok/s ceiling vs context: bytes per token grow linearly from the short to the full-context ceiling."""
-    short, full, context = bill.ceiling_short_tok_s, bill.ceiling_full_tok_s, (bill.plan or {}).get("context")
-    if not short or not full or not isinstance(context, int) or context <= 0:
+    """tok/s ceiling vs context (see `verdict.ceiling_at`)."""
+    context = (bill.plan or {}).get("context")
+    if ceiling_at(bill, 0) is None or not isinstance(context, int):
         return None
     xs = np.linspace(0, max(context, max_context), 200)
-    return xs, 1 / (1 / short + (1 / full - 1 / short) * xs / context)
+    return xs, np.array([ceiling_at(bill, x) for x in xs])
 
 
 def roofline(bill: Bill) -> Plot:

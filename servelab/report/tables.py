@@ -110,3 +110,12 @@ def runs_table(bill: Bill) -> TableData:
                      fmt(info.request_count - info.error_count), fmt(info.error_count)))  # fmt: skip
     headers = ("run", "name", "created (UTC)", "status", "workload", "completed", "errors")
     return TableData("runs", "Runs in this report", headers, tuple(rows))
+
+
+def failures_table(bill: Bill) -> TableData | None:
+    """Failed requests by engine, level and kind, with the first message the client recorded; None if none."""
+    rows = tuple((e.label, lv.level, kind, fmt(count), lv.error_examples.get(kind, ""))
+                 for e in bill.engines for lv in e.levels for kind, count in sorted(lv.errors_by_kind.items()))  # fmt: skip
+    if not rows:
+        return None
+    return TableData("failures", "Failed requests", ("engine / configuration", "level", "kind", "count", "first message"), rows)

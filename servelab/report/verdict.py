@@ -91,6 +91,29 @@ def speculative(bill: Bill) -> Verdict | None:
     return Verdict("speculative decoding", None, ", ".join(parts) + why + ".")
 
 
+def ceiling_at(bill: Bill, context_tokens: float) -> float | None:
+    """The plan's decode ceiling at a context: bytes per token grow linearly from short to full context."""
+    short, full, planned = bill.ceiling_short_tok_s, bill.ceiling_full_tok_s, (bill.plan or {}).get("context")
+    if not short or not full or not isinstance(planned, int) or planned <= 0:
+        return None
+    return 1 / (1 / short + (1 / full - 1 / short) * context_tokens / planned)
+
+
+def longest_context(bill: Bill) -> Verdict | None:
+    """The single-stream request with the longest context, against the ceiling at that context."""
+    points = [(r.input_tokens + r.output_tokens / 2, r.decode_tok_s, e.label)
+              for e in bill.engines if e.single_stream is not None
+              for r in e.single_stream.requests if r.decode_tok_s is not None]  # fmt: skip
+    if not points:
+        return None
+    context, speed, label = max(points, key=lambda p: (p[0], p[1]))
+    ceiling = ceiling_at(bill, context)
+    if ceiling is None or speed is None:
+        return None
+    return Verdict("against the ceiling", label, f"At {context:,.0f} tokens of context {label} decoded {speed:.1f} tok/s, "
+                   f"{_pct(speed, ceiling)} of the {ceiling:.1f} tok/s ceiling at that context.")  # fmt: skip
+
+
 def long_context(bill: Bill, engine: EngineSummary) -> str | None:
     """The usable context an engine really got, against the plan's context."""
     planned = (bill.plan or {}).get("context")
@@ -105,6 +128,9 @@ def long_context(bill: Bill, engine: EngineSummary) -> str | None:
 def verdicts(bill: Bill) -> list[Verdict]:
     """The closing verdicts, in reading order."""
     found = [single_user(bill), serving_many(bill), memory_starved(bill)]
+    ceiling = longest_context(bill)
+    if ceiling is not None:
+        found.append(ceiling)
     spec = speculative(bill)
     if spec is not None:
         found.append(spec)

@@ -129,11 +129,12 @@ def test_the_bill_of_a_real_run_renders_every_section_and_plot(real_run, model_f
 def test_a_model_name_carrying_a_script_stays_text_in_the_browser(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>"
-    run_id = store_run(db, model=hostile)
+    run_id = store_run(db, model=hostile, failure="HTTP 500: <script>alert(3)</script>")
     bill = tmp_path / "hostile.html"
     assert main(["report", run_id, "--db", str(db), "-o", str(bill)]) == 0
     page = _open_in_chromium(tmp_path, bill, {})
     checks = page["checks"]
     assert checks["scripts"] == 0 and page["exceptions"] == []
     assert checks["summaryRows"] == [f"llamacpp · {hostile}"]  # shown as text, exactly
+    assert "HTTP 500: <script>alert(3)</script>" in checks["bodyText"]  # an error text the server returned
     assert page["requests"] == [bill.as_uri()]  # the <img src=x> was never parsed as an element

@@ -69,6 +69,23 @@ def test_the_plan_entry_that_fits_for_the_runs_engine_gives_the_ceilings(tmp_pat
     assert "2048 tokens of context per request, 50% of the 4096 planned" in context.sentence
 
 
+def test_the_longest_single_stream_context_is_held_against_the_ceiling_there(tmp_path: Path) -> None:
+    bill = assemble([_run(tmp_path)], PLAN)
+    # context = 32 prompt + 16/2 output = 40 tokens; ceiling = 1 / (1/200 + (1/100 − 1/200) · 40/4096)
+    expected_ceiling = 1 / (1 / 200 + (1 / 100 - 1 / 200) * 40 / 4096)
+    (verdict,) = [v for v in verdicts(bill) if v.scenario == "against the ceiling"]
+    assert verdict.sentence == (f"At 40 tokens of context llamacpp · tiny-test-model decoded 100.0 tok/s, "
+                                f"{100 / expected_ceiling * 100:.0f}% of the {expected_ceiling:.1f} tok/s ceiling at that context.")  # fmt: skip
+
+
+def test_failures_are_listed_with_their_first_message(tmp_path: Path) -> None:
+    sections = build_page(assemble([_run(tmp_path, failure="HTTP 503: <overloaded>")]), with_plots=False)
+    (ladder,) = [s for s in sections if s.key == "ladder"]
+    failures = ladder.blocks[-1]
+    assert failures.key == "failures"
+    assert failures.rows == (("llamacpp · tiny-test-model", "c=1", "http_5xx", "1", "HTTP 503: <overloaded>"),)
+
+
 def test_verdicts_pick_the_engine_per_scenario(tmp_path: Path) -> None:
     bill = assemble([_run(tmp_path, engines=("llamacpp", "sglang"))])
     by = {v.scenario: v for v in verdicts(bill)}
