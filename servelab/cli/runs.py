@@ -59,8 +59,11 @@ def register(app: typer.Typer) -> None:
         fmt: str = typer.Option("json", "--format", help="json (vLLM-like, per target and level) or csv (per request)."),
         output: Path | None = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
         db: Path | None = typer.Option(None, "--db", help=DB_HELP),
+        as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
     ) -> None:
         """Export a run as JSON close to vLLM's --save-result (schema: docs/results-schema.md) or CSV."""
+        if as_json and fmt == "csv":
+            raise ConfigError("--json and --format csv contradict each other; choose one")
         if fmt not in EXPORT_FORMATS:
             raise ConfigError(f"unknown export format {fmt!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
         with Store.open(db, must_exist=db is not None) as store:

@@ -92,3 +92,12 @@ def test_the_results_schema_doc_names_every_exported_field_and_store_column(tmp_
     columns = {row[1] for table in ("runs", "targets", "levels", "requests", "samples", "metrics_snapshots")
                for row in sqlite3.connect(db).execute(f"PRAGMA table_info({table})")}  # fmt: skip
     assert [c for c in sorted(columns) if c not in doc] == []
+
+
+def test_json_flag_is_the_json_format_and_contradicting_csv_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    db = tmp_path / "runs.db"
+    run_id = store_run(db)
+    assert main(["export", run_id, "--db", str(db), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run_id"] == run_id
+    assert main(["export", run_id, "--db", str(db), "--json", "--format", "csv"]) == 2
+    assert "contradict" in capsys.readouterr().err
