@@ -57,8 +57,9 @@ def int_group_format(family: str, bits: int, group: int, *, zero_point: bool = T
         raise ConfigError(f"{family} cannot store {bits}-bit weights; valid: {', '.join(map(str, _BITS.get(family, (2, 3, 4, 8))))}")
     if group not in _GROUP_SIZES:
         raise ConfigError(f"{family} group size {group} is not supported; valid: {', '.join(map(str, _GROUP_SIZES))}")
+    zero_point = zero_point or family == "gptq"  # GPTQ checkpoints store qzeros even when symmetric
     overhead = 0.0 if group == -1 else (16 + (bits if zero_point else 0)) / group
-    suffix = "" if zero_point or family != "int" else "-sym"
+    suffix = "" if zero_point else "-sym"
     return QuantFormat(f"{family}-w{bits}g{group}{suffix}", family, bits + overhead)
 
 

@@ -20,7 +20,7 @@ from servelab.model.quant import get_quant, quant_from_config, synthesise_weight
     [("bf16", 16), ("fp16", 16), ("fp32", 32), ("fp8", 8), ("fp8-block", 8 + 32 / 16_384),
      ("awq", 4 + 20 / 128), ("awq-w4g64", 4 + 20 / 64), ("awq-w4g32", 4.625), ("gptq-w8g128", 8 + 24 / 128),
      ("gptq-w4g-1", 4), ("nvfp4", 4.5), ("mxfp4", 4.25), ("int-w4g128-sym", 4 + 16 / 128), ("bnb-nf4", 4.5),
-     ("bnb-nf4-dq", 4 + 8 / 64 + 32 / 16_384)],
+     ("bnb-nf4-dq", 4 + 8 / 64 + 32 / 16_384), ("awq-w4g128-sym", 4 + 16 / 128), ("gptq-w4g128-sym", 4 + 20 / 128)],
 )
 def test_effective_bits(name: str, bits: float) -> None:
     assert get_quant(name).bits_per_weight == pytest.approx(bits, abs=1e-12)
@@ -65,6 +65,8 @@ def test_quant_from_config() -> None:
     awq = quant_from_config({"quant_method": "awq", "bits": 4, "group_size": 64, "zero_point": True,
                              "modules_to_not_convert": ["visual"]})
     assert (awq.name, awq.unquantized_modules) == ("awq-w4g64", ("visual",))
+    assert quant_from_config({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": False}).name == (
+        "awq-w4g128-sym")
     assert quant_from_config({"quant_method": "gptq", "bits": 8, "group_size": 32, "sym": True}).name == "gptq-w8g32"
     assert quant_from_config({"quant_method": "fp8", "weight_block_size": [128, 128]}).name == "fp8-block"
     mxfp4 = quant_from_config({"quant_method": "mxfp4"})
