@@ -80,6 +80,9 @@ def resolve(observations: list[SpecObservation], source: str, draft_tokens: int 
     engines = sorted({obs.engine for obs in observations})
     if len(engines) > 1:
         raise ConfigError(f"the {source} show speculative numbers from several engines ({', '.join(engines)}); give one")
+    sizes = sorted({obs.draft_tokens for obs in observations if obs.draft_tokens is not None})
+    if len(sizes) > 1:
+        raise ConfigError(f"the {source} come from runs with different draft sizes ({sizes}); give one run's")
     pooled = observations[0]
     for obs in observations[1:]:
         pooled = pooled.merged(obs)

@@ -213,3 +213,9 @@ def test_bad_spec_arguments_are_one_line_usage_errors(args, message, capsys):
     out, err = capsys.readouterr()
     assert out == ""
     assert message in err and err.count("\n") == 1
+
+
+def test_logs_with_different_draft_sizes_are_refused():
+    logs = [str(VLLM_LOG), str(LOGS / "vllm" / "vllm-v0-speculative.log")]
+    with pytest.raises(ConfigError, match=r"different draft sizes \(\[2, 3\]\)"):
+        sources.resolve(sources.observations_from_logs(logs), "logs", None)
