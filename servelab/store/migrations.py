@@ -112,17 +112,20 @@ def applied_migrations(db: sqlite3.Connection) -> list[str]:
 
 def migrate(db: sqlite3.Connection) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now. `db` must be in autocommit mode."""
-    done = set(applied_migrations(db))
     applied = []
     for fn in MIGRATIONS:
-        if fn.__name__ in done:
+        if fn.__name__ in applied_migrations(db):
             continue
         db.execute("BEGIN IMMEDIATE")
         try:
+            if fn.__name__ in applied_migrations(db):  # another process applied it while we waited for the lock
+                db.execute("COMMIT")
+                continue
             fn(db)
             db.execute("INSERT INTO migrations (name, applied_ns) VALUES (?, ?)", (fn.__name__, time.time_ns()))
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
         applied.append(fn.__name__)

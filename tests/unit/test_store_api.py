@@ -116,8 +116,13 @@ def test_sqlite_failures_become_store_errors(tmp_path: Path) -> None:
     blocker.write_text("x")
     with pytest.raises(StoreError, match="cannot create the directory"):
         Store.open(blocker / "sub" / "r.db")
-    with Store.open(tmp_path / "r.db") as store, pytest.raises(StoreError, match="no run"):
-        store.finish_run("missing", partial=False)
+    with Store.open(tmp_path / "r.db") as store:
+        with pytest.raises(StoreError, match="no run"):
+            store.finish_run("missing", partial=False)
+        with pytest.raises(StoreError, match="add request failed: FOREIGN KEY"):
+            store.add_request("missing", make_record(0, "c=1", 0, start_ns=0, ttft_ms=1, itl_ms=1, output_tokens=2))
+        run_id = store.create_run({})  # the failed writes left no transaction open
+        assert store.load_run(run_id).requests == ()
 
 
 def test_ids_from_later_clock_readings_sort_later() -> None:
