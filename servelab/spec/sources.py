@@ -6,7 +6,7 @@ the endpoint, pools what each engine found and resolves it to one accept length 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -39,8 +39,11 @@ def observations_from_logs(paths: Iterable[str], stdin: TextIO | None = None) ->
     """What each engine's parser finds in each log (``-`` is standard input)."""
     found: list[SpecObservation] = []
     for path in paths:
-        lines = _read_all(path, stdin)
-        found += [obs for parser in _PARSERS.values() if (obs := parser.parse_log(lines, path)) is not None]
+        stdin_lines = _read_stdin(stdin) if path == "-" else None
+        for parser in _PARSERS.values():
+            lines = stdin_lines if stdin_lines is not None else _stream_lines(path)
+            if (obs := parser.parse_log(lines, path)) is not None:
+                found.append(obs)
     return found
 
 
@@ -107,13 +110,17 @@ def _accept_length(obs: SpecObservation, gamma: int) -> float:
     raise ConfigError(f"the speculative numbers in {obs.where} are incomplete; pass --accept-length or --accept-rate")
 
 
-def _read_all(path: str, stdin: TextIO | None) -> list[str]:
-    if path == "-":
-        if stdin is None:
-            raise ConfigError("'-' needs standard input")
-        return list(read_lines(stdin))
+def _read_stdin(stdin: TextIO | None) -> list[str]:
+    """Standard input can be read once, so it is kept; files are streamed once per engine parser."""
+    if stdin is None:
+        raise ConfigError("'-' needs standard input")
+    return list(read_lines(stdin))
+
+
+def _stream_lines(path: str) -> Iterator[str]:
     try:
-        with open(path, encoding="utf-8", errors="replace") as stream:
-            return list(read_lines(stream))
+        stream = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed by the with below
     except OSError as exc:
         raise ConfigError(f"cannot read log file {path}: {exc.strerror}") from exc
+    with stream:
+        yield from read_lines(stream)
