@@ -12,9 +12,14 @@ from servelab.demo import DemoConfig, DemoResult, run_demo
 
 
 def render(result: DemoResult) -> None:
+    """A short summary on stdout; the narration went to stderr as it happened."""
+    steps = {step.name: step.outcome for step in result.steps}
     out = stdout_console()
-    for step in result.steps:
-        out.print(f"{step.name}: {step.outcome}")
+    for name in ("divided", "right"):
+        got = steps[name]
+        verdict = "; ".join(got["mismatches"]) or "as asked"
+        out.print(f"{' '.join(got['args'])}: context per slot {got['context_per_slot']}, {verdict}", markup=False)
+    out.print(f"benchmark runs: {', '.join(steps['bench']['run_ids']) or '(none)'} in {steps['bench']['db']}")
     out.print(f"report: {result.report_path or '(none)'}")
 
 

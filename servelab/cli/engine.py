@@ -42,5 +42,5 @@ def register(app: typer.Typer) -> None:
             binary = register_llama_server(llama_server)
         else:
             err = stderr_console()
-            binary = install_llama_cpp(cuda=cuda, progress=lambda line: err.print(f"[engine install] {line}"))
+            binary = install_llama_cpp(cuda=cuda, progress=lambda line: err.print(f"engine install: {line}", markup=False))
         print_json(binary) if as_json else render(binary)

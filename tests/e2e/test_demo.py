@@ -32,3 +32,22 @@ def test_demo_catches_the_divided_context_fixes_it_and_reports(llama_server_bin,
         assert step in narration
     assert "MISMATCH: context per slot is 4096" in narration
     assert [p for p in psutil.Process().children(recursive=True) if "llama-server" in p.name()] == []
+
+
+def test_demo_summary_names_both_launches_and_the_report(tmp_path, capsys):
+    from servelab.cli.demo import render
+    from servelab.demo import DemoResult, DemoStep
+
+    mismatch = "context per slot is 4096, not 16384: -c is divided by -np 4; add --kv-unified or use -np 1"
+    result = DemoResult(tmp_path, (
+        DemoStep("divided", {"args": ["-c", "16384", "-np", "4"], "context_per_slot": 4096, "mismatches": [mismatch]}),
+        DemoStep("right", {"args": ["-c", "16384", "-np", "4", "--kv-unified"], "context_per_slot": 16384,
+                           "mismatches": []}),
+        DemoStep("bench", {"run_ids": ["r1", "r2"], "db": str(tmp_path / "runs.db")}),
+    ), tmp_path / "report.html")
+    render(result)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"-c 16384 -np 4: context per slot 4096, {mismatch}"
+    assert lines[1] == "-c 16384 -np 4 --kv-unified: context per slot 16384, as asked"
+    assert lines[2] == f"benchmark runs: r1, r2 in {tmp_path / 'runs.db'}"
+    assert lines[3] == f"report: {tmp_path / 'report.html'}"
