@@ -48,7 +48,8 @@ def test_unknown_model_lists_catalog_ids() -> None:
 @pytest.mark.parametrize(
     ("model_id", "params"),
     [("meta-llama/Llama-3.1-8B", 8_030_261_248),  # safetensors total on the model page
-     ("meta-llama/Llama-3.1-70B", 70_553_706_496)],
+     ("meta-llama/Llama-3.1-70B", 70_553_706_496), ("meta-llama/Llama-3.2-1B", 1_235_814_400),
+     ("meta-llama/Llama-3.2-3B-Instruct", 3_212_749_824)],
 )
 def test_llama_params_exact(model_id: str, params: int) -> None:
     assert catalog_model(model_id).total_params == params
@@ -90,3 +91,11 @@ def test_qwen3_30b_a3b_totals() -> None:
     assert round(spec.total_params / 1e9, 1) == 30.5
     assert round(spec.weight_group("text").params / 1e9, 1) == 29.9
     assert spec.moe.num_moe_layers == 48 and spec.moe.experts_per_token == 8
+
+
+def test_qwen25_biases_counted() -> None:
+    spec = catalog_model("Qwen/Qwen2.5-7B-Instruct")
+    # Qwen2.5 technical report: 7.61B parameters, 6.53B non-embedding (q/k/v carry biases)
+    assert spec.total_params == 7_615_616_512  # the report's 7.61B, truncated
+    assert round(spec.weight_group("text").params / 1e9, 2) == 6.53
+    assert spec.count(LayerKind.FULL_ATTENTION) == 28  # use_sliding_window false
