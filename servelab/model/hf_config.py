@@ -46,7 +46,7 @@ def read_config(path: Path) -> dict[str, Any]:
     file = path / "config.json" if path.is_dir() else path
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ModelFormatError(f"cannot read {file}: {exc}; give a Hugging Face config.json") from exc
     if not isinstance(data, dict):
         raise ModelFormatError(f"{file} is not a JSON object; give a Hugging Face config.json")

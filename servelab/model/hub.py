@@ -118,7 +118,7 @@ def fetch_model(repo: str, *, endpoint: str | None = None, token: str | None = N
     raw, _ = client.get("config.json")
     try:
         config = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ModelFormatError(f"{repo}/config.json is not JSON ({exc})") from exc
     if not isinstance(config, dict):
         raise ModelFormatError(f"{repo}/config.json is not a JSON object")

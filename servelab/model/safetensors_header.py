@@ -51,7 +51,7 @@ def parse_header(header: bytes, data_size: int) -> list[TensorEntry]:
     """Tensor entries from the JSON header; `data_size` is the file size minus 8 minus the header."""
     try:
         table = json.loads(header.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ModelFormatError(f"safetensors header is not JSON ({exc}); the file is corrupt") from exc
     if not isinstance(table, dict):
         raise ModelFormatError("safetensors header is not a JSON object; the file is corrupt")
@@ -103,7 +103,7 @@ def shard_files(directory: Path) -> list[Path]:
 def index_weight_map(raw: bytes) -> dict[str, str]:
     try:
         weight_map = json.loads(raw)["weight_map"]
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, KeyError, TypeError) as exc:
         raise ModelFormatError(f"model.safetensors.index.json has no weight_map ({exc!r})") from exc
     if not isinstance(weight_map, dict) or any(not isinstance(v, str) or "/" in v or "\\" in v
                                                for v in weight_map.values()):

@@ -78,6 +78,7 @@ def _entry(offsets: list[int], dtype: str = "F32", shape: list[int] | None = Non
     [(b"{}", 10**15, b"", "header length 1000000000000000 does not fit"),
      (b"not json", None, b"", "header is not JSON"),
      (b"[1]", None, b"", "not a JSON object"),
+     (b"[" * 100_000 + b"]" * 100_000, None, b"", "header is not JSON"),  # nesting deeper than the parser's stack
      (_entry([0, 8]), None, b"\0" * 4, "lies outside the file"),
      (_entry([0, 8]), None, b"\0" * 8 + b"", None),
      (_entry([0, 4]), None, b"\0" * 8, "needs 8 bytes, offsets give 4"),
