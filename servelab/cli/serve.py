@@ -16,7 +16,7 @@ import typer
 from servelab import paths
 from servelab.cli.output import print_json, stderr_console, stdout_console
 from servelab.engines.process import EngineServer, check_port_free, start_server, telling_line
-from servelab.errors import ConfigError, EngineError
+from servelab.errors import ConfigError, EngineError, ServelabError
 
 ENGINES = ("llama.cpp", "sglang", "vllm")
 DEFAULT_PORTS = {"llama.cpp": 8080, "sglang": 30000, "vllm": 8000}
@@ -48,12 +48,15 @@ def effective_report(server: EngineServer, engine: str) -> dict[str, object]:
     """What the running engine really got, diffed against its own command line."""
     from servelab.verify import from_command, verify
 
-    result = verify(server.url, from_command(server.process.argv, engine=engine.replace(".", "")))
-    return {
+    report: dict[str, object] = {
         "engine": engine, "url": server.url, "pid": server.pid, "log_path": str(server.log_path),
-        "command": shlex.join(server.process.argv), "effective": result.effective.summary(),
-        "mismatches": [m.line for m in result.mismatches],
+        "command": shlex.join(server.process.argv), "effective": {}, "mismatches": [],
     }
+    try:
+        result = verify(server.url, from_command(server.process.argv, engine=engine.replace(".", "")))
+    except ServelabError as exc:  # the engine runs; say why its configuration could not be read back
+        return {**report, "mismatches": [f"could not read the effective configuration: {exc}"]}
+    return {**report, "effective": result.effective.summary(), "mismatches": [m.line for m in result.mismatches]}
 
 
 def render(report: dict[str, object]) -> None:

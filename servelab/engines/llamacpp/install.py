@@ -85,8 +85,9 @@ def find_llama_server(
     configured = configured_binary(config_dir)
     if configured:
         return LlamaServerBinary(Path(configured), check_llama_server(configured), "config")
-    for path in cached_binaries(cache_dir):
-        return LlamaServerBinary(path, check_llama_server(path), "cache")
+    cached = cached_binaries(cache_dir)
+    if cached:
+        return LlamaServerBinary(cached[0], check_llama_server(cached[0]), "cache")
     raise EngineError(
         "no llama-server found; run `servelab engine install llama.cpp` (builds it, ~5 min on 2 cores) "
         f"or `servelab engine install llama.cpp --llama-server PATH`, or set {ENV_VAR}"
