@@ -29,6 +29,7 @@ from servelab.model.spec import ModelSpec
 DEFAULT_ENDPOINT = "https://huggingface.co"
 _REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 _TIMEOUT_S = 30.0
+MAX_JSON_BYTES = 16 * 1024 * 1024  # config.json and the shard index are kilobytes to a few MB
 
 
 @dataclass(frozen=True)
@@ -102,9 +103,17 @@ def read_remote_header(client: HubClient, filename: str) -> list[TensorEntry]:
     return parse_header(header, total - 8 - length)
 
 
+def _json_file(client: HubClient, filename: str) -> bytes:
+    """A small JSON file, refused when larger than MAX_JSON_BYTES (a hostile or wrong endpoint)."""
+    raw, size = client.get(filename, limit=MAX_JSON_BYTES + 1)
+    if len(raw) > MAX_JSON_BYTES or size > MAX_JSON_BYTES:
+        raise ModelFormatError(f"{client.repo}/{filename} is {size} bytes, more than {MAX_JSON_BYTES}; not a model file")
+    return raw
+
+
 def remote_shards(client: HubClient) -> list[str]:
     if client.exists("model.safetensors.index.json"):
-        raw, _ = client.get("model.safetensors.index.json")
+        raw = _json_file(client, "model.safetensors.index.json")
         return sorted(set(index_weight_map(raw).values()))
     return ["model.safetensors"] if client.exists("model.safetensors") else []
 
@@ -115,7 +124,7 @@ def fetch_model(repo: str, *, endpoint: str | None = None, token: str | None = N
         raise ConfigError(f"--hf needs a repository id like Org/Name, not {repo!r}")
     client = HubClient(endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT, repo,
                        token or os.environ.get("HF_TOKEN") or None)
-    raw, _ = client.get("config.json")
+    raw = _json_file(client, "config.json")
     try:
         config = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:

@@ -153,3 +153,9 @@ def test_catalog_short_name_resolves_to_the_hub_id(hub: Hub) -> None:
     spec = load_model("qwen3-8b", hf=True, hf_endpoint=hub.url)
     assert spec.name == "Qwen/Qwen3-8B" and spec.source == "hf" and spec.hidden_size == 64
     assert hub.requests[0]["path"] == "/Qwen/Qwen3-8B/resolve/main/config.json"
+
+
+def test_oversized_config_is_refused(hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("servelab.model.hub.MAX_JSON_BYTES", 64)
+    with pytest.raises(ModelFormatError, match=r"config\.json is \d+ bytes, more than 64"):
+        fetch_model(REPO, endpoint=hub.url)
