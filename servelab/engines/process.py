@@ -3,6 +3,8 @@
 The child starts in a new session (its own process group), so ``stop()`` signals the engine and anything it
 spawned: SIGTERM first, SIGKILL after a grace period. A running process is stopped at interpreter exit
 (atexit), and on Linux the kernel kills it if this process dies without cleaning up (PR_SET_PDEATHSIG).
+PR_SET_PDEATHSIG fires when the *thread* that started the child exits: start engines from a thread that
+outlives them (the main thread), or pass ``die_with_parent=False``.
 ``terminate_on_signals()`` turns SIGTERM/SIGHUP into KeyboardInterrupt so ``finally`` blocks run.
 """
 
@@ -61,8 +63,12 @@ def telling_line(log_tail: str) -> str:
 class ManagedProcess:
     """One engine process. Use as a context manager or call ``stop()``; stopping twice is harmless."""
 
-    def __init__(self, argv: Sequence[str], log_path: Path, *, env: Mapping[str, str] | None = None, name: str = "") -> None:
+    def __init__(
+        self, argv: Sequence[str], log_path: Path, *, env: Mapping[str, str] | None = None, name: str = "",
+        die_with_parent: bool = True,
+    ) -> None:
         self.argv = list(argv)
+        self.die_with_parent = die_with_parent
         self.log_path = Path(log_path)
         self.env = dict(env) if env is not None else None
         self.name = name or Path(self.argv[0]).name
@@ -76,7 +82,7 @@ class ManagedProcess:
 
     def start(self) -> ManagedProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        preexec = _die_with_parent if sys.platform.startswith("linux") else None
+        preexec = _die_with_parent if self.die_with_parent and sys.platform.startswith("linux") else None
         try:
             with open(self.log_path, "ab") as log:
                 self._popen = subprocess.Popen(
