@@ -17,7 +17,7 @@ import pytest
 
 from servelab.cli.app import main
 from servelab.engines.llamacpp import install
-from servelab.errors import DeviceError, EngineError
+from servelab.errors import ConfigError, DeviceError, EngineError
 
 
 @pytest.fixture
@@ -109,3 +109,16 @@ def test_sdist_is_extracted_without_its_top_folder(tmp_path):
         tar.add(tmp_path / "llama_cpp_python-0.3.36", arcname="llama_cpp_python-0.3.36")
     install._extract_stripped(tarball, tmp_path / "src")
     assert (tmp_path / "src" / "vendor" / "llama.cpp" / "CMakeLists.txt").read_text() == "project(x)\n"
+
+
+def test_registering_keeps_other_settings_and_a_broken_config_is_named(llama_server_bin):
+    file = install.config_file()
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text('llama_server = "/old/path"\ntheme = "dark"\n')
+    install.register_llama_server(llama_server_bin)
+    text = file.read_text()
+    assert "/old/path" not in text and 'theme = "dark"' in text
+    assert install.configured_binary() == str(llama_server_bin.resolve())
+    file.write_text("llama_server = [unclosed\n")
+    with pytest.raises(ConfigError, match=f"cannot read {re.escape(str(file))}"):
+        install.find_llama_server(env={})
