@@ -24,10 +24,10 @@ DRAFT_TOKENS = "4"
 PRODUCTION_DRAFT_COST = "0.05"
 
 
-def _speculative_server(llama_server, model_files, draft: str):
+def _speculative_server(llama_server, model_files, draft: str, *extra: str):
     return llama_server(
         model_files["dense"], "-md", str(model_files[draft]), "--spec-type", "draft-simple",
-        "--spec-draft-n-max", DRAFT_TOKENS, "-c", "512", "-np", "1",
+        "--spec-draft-n-max", DRAFT_TOKENS, "-c", "512", "-np", "1", *extra,
     )  # fmt: skip
 
 
@@ -48,8 +48,8 @@ def _wait_for_acceptance_line(log_path, timeout_s: float = 20.0) -> str:
     raise AssertionError(f"no draft acceptance line in {log_path}:\n{log_path.read_text()[-2000:]}")
 
 
-def _spec(capsys, log_path, *extra: str) -> dict:
-    args = ["spec", str(log_path), "--draft-tokens", DRAFT_TOKENS, *extra, "--json"]
+def _spec(capsys, *source_and_options) -> dict:
+    args = ["spec", *map(str, source_and_options), "--draft-tokens", DRAFT_TOKENS, "--json"]
     assert main(args) == 0, capsys.readouterr().err
     out, err = capsys.readouterr()
     assert err == ""
@@ -95,3 +95,16 @@ def test_logs_command_explains_the_acceptance_line(copy_draft_log, capsys):
     assert main(["logs", str(copy_draft_log), "--json"]) == 0
     ids = [f["id"] for f in json.loads(capsys.readouterr().out)["findings"]]
     assert "llamacpp.spec.acceptance" in ids
+
+
+def test_live_metrics_agree_with_the_log(llama_server, model_files, capsys):
+    """The same run read two ways: /metrics counters (llamacpp:spec_decode_*) and the print_timings line."""
+    server = _speculative_server(llama_server, model_files, "dense", "--metrics")
+    _complete(server.url, "The quick brown fox")
+    _wait_for_acceptance_line(server.log_path)
+    from_metrics = _spec(capsys, "--metrics-url", server.url, "--draft-cost", PRODUCTION_DRAFT_COST)
+    from_log = _spec(capsys, server.log_path, "--draft-cost", PRODUCTION_DRAFT_COST)
+    assert from_metrics["engine"] == "llamacpp"
+    assert from_metrics["verdict"] == "keep"
+    assert from_metrics["token_accept_rate"] == from_log["token_accept_rate"]
+    assert from_metrics["expected_tokens_per_step"] == pytest.approx(from_log["expected_tokens_per_step"], abs=0.01)
