@@ -15,13 +15,14 @@ from tests.unit.plan_models import dense_gqa, mla_moe, qwen35_27b, sliding_5_to_
 MIB = 1024**2
 
 
-def tiny_hybrid(vocab: int = 512) -> ModelSpec:
+def tiny_hybrid(vocab: int = 512, state_dim: int = 16, value_heads: int = 4) -> ModelSpec:
     """The 8-layer qwen35 test model of llamacpp-local.md: full attention every 4th layer (2 KV heads x 32),
     GDN head dim 16 with 2 key / 4 value heads, conv kernel 4; 128 wide, FFN 256, f32 weights."""
     kinds = tuple(LayerKind.FULL_ATTENTION if (i + 1) % 4 == 0 else LayerKind.LINEAR_ATTENTION for i in range(8))
     kv = tuple(2 if k == LayerKind.FULL_ATTENTION else 0 for k in kinds)
     return ModelSpec("tiny", "qwen35", "gguf", 128, vocab, kinds, kv, AttentionSpec(4, 2, 32), 4096,
-                     intermediate_size=256, linear_attention=LinearAttentionSpec(2, 4, 16, 16, 4), dtype="fp32",
+                     intermediate_size=256, dtype="fp32",
+                     linear_attention=LinearAttentionSpec(2, value_heads, state_dim, state_dim, 4),
                      weights=(WeightGroup("text", 1_000_000, 4_000_000, "F32"),), weights_exact=True)
 
 
@@ -46,6 +47,14 @@ def test_compute_buffer_against_recorded_logs(flags: dict, compute_mib: float) -
     model = dense_gqa(layers=4, kv_heads=2, head_dim=64, vocab=32000, hidden=256)
     model = ModelSpec(**{**model.__dict__, "attention": AttentionSpec(4, 2, 64), "intermediate_size": 768})
     assert llamacpp_memory(model, **flags).compute_bytes / MIB == pytest.approx(compute_mib, rel=0.25)
+
+
+def test_compute_buffer_of_a_wide_state_hybrid() -> None:
+    # same build, the 8-layer hybrid with GDN head dim 64 and 8 value heads (servelab.modelmake shape
+    # "wide-hybrid"), -c 2048 -np 1: "CPU compute buffer size = 7.29 MiB", "RS buffer size = 0.80 MiB"
+    m = llamacpp_memory(tiny_hybrid(state_dim=64, value_heads=8), n_ctx=2048, n_parallel=1)
+    assert m.compute_bytes / MIB == pytest.approx(7.29, rel=0.25)
+    assert m.recurrent_bytes / MIB == pytest.approx(0.80, abs=0.005)
 
 
 def test_n_ctx_is_padded_to_256_and_split_per_slot() -> None:

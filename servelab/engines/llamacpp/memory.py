@@ -144,10 +144,11 @@ def _compute_bytes(model: ModelSpec, *, n_tokens: int, n_outputs: int, n_kv: int
 
 
 def _recurrent_scratch(model: ModelSpec, n_tokens: int) -> int:
-    """Gated DeltaNet / Mamba intermediates for one ubatch: conv input/output and projected q, k, v, gates."""
+    """Gated DeltaNet / Mamba intermediates for one ubatch: the conv input and output (q, k, v) and the output
+    gate, f32 (calibrated on wide-state qwen35 GGUFs, see docs/planning.md)."""
     la = model.linear_attention
     if la is not None:
-        return (3 * la.conv_dim + 2 * la.value_dim + 2 * la.num_value_heads) * (n_tokens + la.conv_kernel) * 4
+        return (2 * la.conv_dim + la.value_dim) * (n_tokens + la.conv_kernel) * 4
     if model.mamba is not None:
         return 4 * model.mamba.d_inner * (n_tokens + model.mamba.d_conv) * 4
     return 0
