@@ -26,7 +26,8 @@ def register(app: typer.Typer) -> None:
         draft_cost: float = typer.Option(
             None, "--draft-cost", min=0.0, help=f"Draft step time / target step time (default {DEFAULT_DRAFT_COST})."
         ),
-        plan: Path = typer.Option(None, "--plan", help="Plan JSON: draft cost = draft bytes / target bytes."),
+        plan: Path = typer.Option(None, "--plan", help="Target plan JSON (servelab plan --json): draft cost from it."),
+        draft_plan: Path = typer.Option(None, "--draft-plan", help="Draft model's plan JSON: c = ceiling ratio."),
         baseline_tok_s: float = typer.Option(None, "--baseline-tok-s", min=0.0, help="Decode tok/s without speculation."),
         spec_tok_s: float = typer.Option(None, "--spec-tok-s", min=0.0, help="Decode tok/s with speculation."),
         baseline_run: str = typer.Option(None, "--baseline-run", help="Stored bench run without speculation."),
@@ -36,7 +37,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Is speculative decoding paying off? Keep, tune or roll back, with the numbers."""
         acceptance = _acceptance(logs or [], metrics_url, accept_length, accept_rate, draft_tokens)
-        cost, cost_source = _draft_cost(draft_cost, plan)
+        cost, cost_source = _draft_cost(draft_cost, plan, draft_plan)
         speedup = _measured(baseline_tok_s, spec_tok_s, baseline_run, spec_run, db)
         result = decide(acceptance, cost, speedup, cost_source)
         if as_json:
@@ -60,13 +61,15 @@ def _acceptance(
     return sources.from_numbers(gamma, length, rate)
 
 
-def _draft_cost(cost: float | None, plan: Path | None) -> tuple[float, str]:
+def _draft_cost(cost: float | None, plan: Path | None, draft_plan: Path | None) -> tuple[float, str]:
     if cost is not None and plan is not None:
         raise ConfigError("give --draft-cost or --plan, not both")
+    if draft_plan is not None and plan is None:
+        raise ConfigError("--draft-plan needs --plan (the target's plan)")
     if cost is not None:
         return cost, "--draft-cost"
     if plan is not None:
-        return measured.draft_cost_from_plan(plan), f"plan {plan}"
+        return measured.draft_cost_from_plans(plan, draft_plan)
     return DEFAULT_DRAFT_COST, "default"
 
 

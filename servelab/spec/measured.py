@@ -1,17 +1,15 @@
-"""Measured inputs for the verdict: single-stream decode speed of stored bench runs, draft cost from a plan."""
+"""Measured inputs for the verdict: single-stream decode speed of stored bench runs, draft cost from plans."""
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
 from servelab.bench.records import RequestRecord
 from servelab.errors import ConfigError
+from servelab.plan.io import load_plan
 
 SINGLE_STREAM_LEVEL = "c=1"
-_DRAFT_KEYS = ("draft_weight_bytes", "draft_bytes")
-_TARGET_KEYS = ("weight_bytes", "target_weight_bytes", "target_bytes")
 
 
 def per_stream_tok_s(record: RequestRecord) -> float | None:
@@ -38,29 +36,31 @@ def run_single_stream_tok_s(db_path: Path | None, run_id: str) -> float:
     return statistics.median(speeds)
 
 
-def draft_cost_from_plan(path: Path) -> float:
-    """c = draft bytes / target bytes read per token, from a plan JSON (decode is bandwidth-bound)."""
-    try:
-        plan = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"cannot read plan {path}: {exc}") from exc
-    draft, target = _find_number(plan, _DRAFT_KEYS), _find_number(plan, _TARGET_KEYS)
-    if draft is None or not target:
+def draft_cost_from_plans(target_plan: Path, draft_plan: Path | None = None) -> tuple[float, str]:
+    """Draft cost c from `servelab plan --json` documents (first plan of each), and how it was found.
+
+    With a draft plan: target step time / draft step time = draft decode ceiling / target ceiling inverted,
+    i.e. c = target ceiling tok/s / draft ceiling tok/s (short context). Without: the target plan's MTP
+    weights over its text weights (decode is bandwidth-bound). The lm_head pass an MTP draft also makes is
+    not in that ratio; give --draft-cost to include it.
+    """
+    target = load_plan(target_plan)["plans"][0]
+    if draft_plan is not None:
+        draft = load_plan(draft_plan)["plans"][0]
+        target_tok_s, draft_tok_s = _short_ceiling(target, target_plan), _short_ceiling(draft, draft_plan)
+        return target_tok_s / draft_tok_s, f"plans: decode ceilings {target_tok_s:g} / {draft_tok_s:g} tok/s"
+    memory = target.get("memory_bytes") or {}
+    mtp, text = memory.get("weights_mtp") or 0, memory.get("weights_text") or 0
+    if mtp <= 0 or text <= 0:
         raise ConfigError(
-            f"plan {path} has no draft and target sizes ({'/'.join(_DRAFT_KEYS)} and {'/'.join(_TARGET_KEYS)}); "
-            "pass --draft-cost C instead"
+            f"plan {target_plan} has no draft (MTP) weights; pass --draft-plan DRAFT.json (a plan of the draft "
+            "model) or --draft-cost C"
         )
-    return draft / target
+    return mtp / text, f"plan: MTP weights / text weights ({mtp:,} / {text:,} bytes)"
 
 
-def _find_number(value: object, keys: tuple[str, ...]) -> float | None:
-    """First numeric value under any of ``keys``, searching nested mappings breadth-first."""
-    queue = [value]
-    while queue:
-        item = queue.pop(0)
-        if isinstance(item, dict):
-            for key in keys:
-                if isinstance(item.get(key), int | float) and not isinstance(item.get(key), bool):
-                    return float(item[key])
-            queue += [v for v in item.values() if isinstance(v, dict)]
-    return None
+def _short_ceiling(plan: dict, path: Path) -> float:
+    ceiling = (plan.get("decode_ceiling_tok_s") or {}).get("short")
+    if not isinstance(ceiling, int | float) or ceiling <= 0:
+        raise ConfigError(f"plan {path} has no positive decode_ceiling_tok_s.short")
+    return float(ceiling)

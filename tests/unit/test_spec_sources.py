@@ -187,13 +187,30 @@ def test_cli_reads_a_log_from_stdin(capsys, monkeypatch):
     assert (result["alpha"], result["verdict"]) == (0.0, "rollback")
 
 
-def test_draft_cost_from_a_plan(tmp_path, capsys):
-    plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"memory": {"weight_bytes": 16e9, "draft_weight_bytes": 0.8e9}}))
-    assert main(["spec", "--accept-rate", "0.46", "--draft-tokens", "4", "--plan", str(plan), "--json"]) == 0
+def _plan(tmp_path, capsys, model: str, quant: str) -> Path:
+    """A real plan document from the planner (`servelab plan --json`)."""
+    assert main(["plan", model, "--engine", "vllm", "--quant", quant, "--gpu", "rtx4090", "--json"]) == 0
+    path = tmp_path / f"{model.replace('/', '_')}.json"
+    path.write_text(capsys.readouterr().out)
+    return path
+
+
+def test_draft_cost_from_the_plans_ceilings(tmp_path, capsys):
+    target = _plan(tmp_path, capsys, "meta-llama/Llama-3.1-8B-Instruct", "bf16")
+    draft = _plan(tmp_path, capsys, "meta-llama/Llama-3.2-1B", "bf16")
+    ceiling = [json.loads(p.read_text())["plans"][0]["decode_ceiling_tok_s"]["short"] for p in (target, draft)]
+    args = ["spec", "--accept-rate", "0.46", "--draft-tokens", "4", "--plan", str(target), "--draft-plan", str(draft)]
+    assert main([*args, "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["draft_cost"] == pytest.approx(0.05)
-    assert result["draft_cost_source"] == f"plan {plan}"
+    assert result["draft_cost"] == pytest.approx(ceiling[0] / ceiling[1])
+    assert 0.05 < result["draft_cost"] < 0.4  # a 1B draft for an 8B target
+    assert result["draft_cost_source"].startswith("plans: decode ceilings")
+
+
+def test_a_plan_without_draft_weights_asks_for_a_draft_plan(tmp_path, capsys):
+    target = _plan(tmp_path, capsys, "meta-llama/Llama-3.1-8B-Instruct", "bf16")
+    assert main(["spec", "--accept-rate", "0.46", "--draft-tokens", "4", "--plan", str(target)]) == 2
+    assert "has no draft (MTP) weights; pass --draft-plan" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -206,6 +223,7 @@ def test_draft_cost_from_a_plan(tmp_path, capsys):
         (["spec", "--accept-rate", "300", "--draft-tokens", "4"], "must be a fraction between 0 and 1"),
         (["spec", "--accept-rate", "0.5", "--draft-tokens", "4", "--baseline-tok-s", "10"], "needs both"),
         (["spec", "--accept-rate", "0.5", "--draft-tokens", "4", "--draft-cost", "0.1", "--plan", "p"], "not both"),
+        (["spec", "--accept-rate", "0.5", "--draft-tokens", "4", "--draft-plan", "p"], "--draft-plan needs --plan"),
     ],
 )
 def test_bad_spec_arguments_are_one_line_usage_errors(args, message, capsys):
