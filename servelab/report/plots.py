@@ -123,11 +123,23 @@ def roofline(bill: Bill) -> Plot:
             ax.plot(*curve, color=INK, linestyle="--", label="ceiling (plan: weights + KV bytes / bandwidth)")
         ax.set_xlabel("context (tokens: prompt + half the output)")
         ax.set_ylabel("single-stream decode (tokens/s)")
-        ax.set_ylim(bottom=0)
+        top = _y_top([y for _, _, y in points], None if curve is None else float(curve[1].max()))
+        ax.set_ylim(0, top)
         ax.grid(True)
         ax.legend(fontsize=7)
-        note = None if curve is not None else "no ceiling: pass --plan with decode_ceiling_tok_s and context"
-        return Plot(key, title, figure_svg(figure, key, title), note)
+        notes = [] if curve is not None else ["no ceiling: pass --plan with decode_ceiling_tok_s and context"]
+        above = sum(1 for _, _, y in points if y > top)
+        if above:
+            notes.append(f"{above} measured point(s) above {top:,.0f} tok/s are off the chart (several chunks read at once)")
+        return Plot(key, title, figure_svg(figure, key, title), "; ".join(notes) or None)
+
+
+def _y_top(values: list[float], ceiling: float | None) -> float:
+    """Room for the ceiling and the bulk of the points, not for a few outliers (chunks read at once)."""
+    bulk = float(np.percentile(values, 90)) if len(values) >= 10 else max(values)
+    if ceiling is not None:
+        bulk = min(max(bulk, ceiling), max(values))
+    return max(bulk, ceiling or 0.0) * 1.3
 
 
 MEMORY_PARTS = ("weights", "kv_cache", "recurrent_state", "activations", "runtime")
@@ -168,10 +180,13 @@ def itl_distribution(bill: Bill) -> Plot:
         figure = new_figure()
         ax = figure.add_subplot()
         everything = np.concatenate([xs for _, xs in samples])
-        low, high = max(everything.min(), 1e-3), max(everything.max(), 1e-2)
-        bins = np.geomspace(low, high * 1.01, 40)
+        positive = everything[everything > 0]
+        low = positive.min() if len(positive) else 1e-3
+        bins = np.geomspace(low, max(everything.max(), low * 10) * 1.01, 40)
         for engine, xs in samples:
-            ax.hist(xs, bins=bins, histtype="step", linewidth=1.5, label=plain(engine.label))
+            zeros = sum(1 for x in xs if x <= 0)
+            extra = f" ({zeros} gaps of 0 ms not shown)" if zeros else ""
+            ax.hist([x for x in xs if x > 0], bins=bins, histtype="step", linewidth=1.5, label=plain(engine.label + extra))
         ax.set_xscale("log")
         ax.set_xlabel("inter-token latency (ms)")
         ax.set_ylabel("tokens (count)")

@@ -67,10 +67,13 @@ def _plan_for(model: Path) -> dict:
 
 @pytest.fixture
 def real_run(llama_server, model_files: dict[str, Path], tmp_path: Path) -> tuple[Path, str]:
-    """A stored run: concurrency 1 and 2, 6 measured requests each, against a real llama-server."""
+    """A stored run: concurrency 1 and 2, 6 measured requests each, against a real llama-server.
+
+    256-token outputs: the tiny model decodes thousands of tokens/s, so on a loaded 2-core machine a short
+    stream can arrive in one socket read (every gap 0, no decode speed); 256 tokens span many reads."""
     server = llama_server(model_files["dense"], "-c", "2048", "-np", "2")
     config = BenchConfig(targets=(server.url,), concurrency=(1, 2), stop=StopRule(requests=6),
-                         workload=WorkloadSpec("short", input_tokens=32, output_tokens=64), name="browser-e2e")  # fmt: skip
+                         workload=WorkloadSpec("short", input_tokens=32, output_tokens=256), name="browser-e2e")  # fmt: skip
     db = tmp_path / "runs.db"
     with Store.open(db) as store:
         result = run(config, store)
