@@ -1,6 +1,7 @@
 """The streaming client: one aiohttp session, keep-alive, 1 MiB read buffer, a monotonic ns stamp per read.
 
-``await client.send(request)`` always returns a RequestRecord and never raises: failures become
+``sent_ns`` is stamped when aiohttp has written the request headers (trace hook), so building the request
+in Python is not charged to the server's TTFT; sending the body is. ``await client.send(request)`` always returns a RequestRecord and never raises: failures become
 ``status="error"`` with an ``error_kind`` from records.ERROR_KINDS, and cancellation (Ctrl-C) becomes a
 ``cancelled`` record. Events are parsed incrementally from raw reads (``iter_any``); each event is stamped
 with the ``perf_counter_ns()`` of the read that carried its first byte (see sse.py). The API key goes in
@@ -38,6 +39,12 @@ class ClientRequest:
     intended_ns: int | None = None
     expected_prompt_tokens: int | None = None
     expected_cached_tokens: int | None = None
+    serial: int = 0  # position in the level: request_index repeats when a pool of prompts is cycled
+
+    @property
+    def request_id(self) -> str:
+        """Sent as X-Request-Id (vLLM and others log it) so server logs can be joined with records."""
+        return f"servelab-{self.target_index}-{self.level}-{self.repeat}-{self.phase}-{self.request_index}-{self.serial}"
 
     @property
     def max_tokens(self) -> int | None:
@@ -63,8 +70,11 @@ class StreamClient:
     async def __aenter__(self) -> StreamClient:
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=self._stall_timeout_s)
+        trace = aiohttp.TraceConfig()
+        trace.on_request_headers_sent.append(_stamp_headers_sent)
         self._session = aiohttp.ClientSession(
-            connector=connector, timeout=timeout, read_bufsize=READ_BUFSIZE, headers=self._headers
+            connector=connector, timeout=timeout, read_bufsize=READ_BUFSIZE, headers=self._headers,
+            trace_configs=[trace],
         )
         return self
 
@@ -78,11 +88,13 @@ class StreamClient:
         if self._session is None:
             raise RuntimeError("StreamClient used outside `async with`")
         tally = StreamTally()
-        sent_ns = time.perf_counter_ns()
+        stamp = {"sent_ns": time.perf_counter_ns()}  # replaced when the request headers are on the socket
+        url = self.base_url + request.path
         try:
-            async with self._session.post(self.base_url + request.path, json=request.body) as response:
+            headers = {"X-Request-Id": request.request_id}
+            async with self._session.post(url, json=request.body, headers=headers, trace_request_ctx=stamp) as response:
                 if response.status >= 400:
-                    return await self._http_error(request, response, sent_ns)
+                    return await self._http_error(request, response, stamp["sent_ns"])
                 kind, message = await _read_stream(response, tally)
         except asyncio.CancelledError:
             kind, message = "cancelled", "interrupted before it finished"
@@ -92,7 +104,7 @@ class StreamClient:
             kind, message = "dropped", f"connection closed mid-stream ({type(exc).__name__})"
         except (aiohttp.ClientConnectionError, OSError) as exc:
             kind, message = _connection_failure(tally, exc)
-        return self._record(request, tally, sent_ns, kind, self._clean(message))
+        return self._record(request, tally, stamp["sent_ns"], kind, self._clean(message))
 
     async def _http_error(self, request: ClientRequest, response: aiohttp.ClientResponse, sent_ns: int):
         status = response.status
@@ -120,7 +132,7 @@ class StreamClient:
             error=message, max_tokens=request.max_tokens, finish_reason=tally.finish_reason,
             chunk_ns=tally.chunk_ns, chunk_tokens=tally.chunk_tokens, server_timings=tally.timings,
             chunk_tokens_source=tally.chunk_tokens_source, expected_prompt_tokens=request.expected_prompt_tokens,
-            expected_cached_tokens=request.expected_cached_tokens,
+            expected_cached_tokens=request.expected_cached_tokens, request_id=request.request_id,
         )  # fmt: skip
         _count_tokens(record, tally, request.ignore_eos)
         return record
@@ -129,6 +141,11 @@ class StreamClient:
         if message is None:
             return None
         return message.replace(self._secret, "***")[:300] if self._secret else message[:300]
+
+
+async def _stamp_headers_sent(session: Any, context: Any, params: Any) -> None:
+    """aiohttp trace hook: the request is on the wire (headers written; a body follows at once)."""
+    context.trace_request_ctx["sent_ns"] = time.perf_counter_ns()
 
 
 async def _read_stream(response: aiohttp.ClientResponse, tally: StreamTally) -> tuple[str | None, str | None]:

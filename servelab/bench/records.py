@@ -54,3 +54,4 @@ class RequestRecord:
     expected_prompt_tokens: int | None = None  # what the workload built (verified against /tokenize when it could)
     expected_cached_tokens: int | None = None  # prefix the server should have cached (shared-prefix, multi-turn)
     eviction_signal: str | None = None  # why `evicted` is set: "cache_n", "prompt_n" or "reprefill_gap"
+    request_id: str | None = None  # sent as X-Request-Id: joins this record with the server's own logs

@@ -208,7 +208,7 @@ def _maker(target: Target, config: BenchConfig, level: str, rep: int, prompts: l
         prompt = prompts[index] if index < warmup else prompts[warmup + (index - warmup) % pool]
         return ClientRequest(
             path, target.request_body(prompt, config.chat), target_index=target.index, level=level, repeat=rep,
-            request_index=prompt.index, phase=phase, intended_ns=intended_ns,
+            request_index=prompt.index, phase=phase, intended_ns=intended_ns, serial=index,
             expected_prompt_tokens=prompt.input_tokens if prompt.verified else None,
             expected_cached_tokens=prompt.expected_cached_tokens or None,
         )  # fmt: skip

@@ -2,8 +2,8 @@
 
 Every content chunk is written at an ABSOLUTE deadline, t0 + ttft + j·K·itl (t0 = when the request was
 received), never after a relative sleep, so lateness does not accumulate. asyncio wakes up to 1 ms late
-(epoll's resolution), so the sim sleeps until 1.5 ms before a deadline and yields (``sleep(0)``) for the
-rest: the sim spends CPU to be on time. Usable in-process::
+(epoll's resolution), so the sim sleeps until 3 ms before a deadline and yields (``sleep(0)``) for the
+rest (a VM can take a millisecond or more to wake an idle process): the sim spends CPU to be on time. Usable in-process::
 
     async with SimServer(SimConfig(itl_ms=5)) as url: ...
     with SimThread(SimConfig()) as url: ...          # its own event loop in a thread
@@ -12,6 +12,7 @@ rest: the sim spends CPU to be on time. Usable in-process::
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import threading
 import time
@@ -21,7 +22,7 @@ from aiohttp import web
 
 from servelab.bench.sim_config import SimConfig, sim_prompt_tokens
 
-SPIN_NS = 1_500_000
+SPIN_NS = 3_000_000
 
 
 class SimServer:
@@ -31,7 +32,10 @@ class SimServer:
         self.config = config
         self.url = ""
         self.requests_seen = 0
+        # X-Request-Id → {t0_ns, first_chunk_ns}: perf_counter_ns, i.e. CLOCK_MONOTONIC, shared by processes
+        self.log: dict[str, dict[str, int | None]] = {}
         self._runner: web.AppRunner | None = None
+        self._pacer = _Pacer()
 
     async def __aenter__(self) -> str:
         return await self.start()
@@ -47,6 +51,7 @@ class SimServer:
         app.router.add_get("/health", self._health)
         app.router.add_post("/tokenize", self._tokenize)
         app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/sim/requests", self._request_log)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.host, self.config.port, backlog=4096)
@@ -73,6 +78,10 @@ class SimServer:
         text = f"# TYPE sim_requests_total counter\nsim_requests_total {self.requests_seen}\n"
         return web.Response(text=text, content_type="text/plain")
 
+    async def _request_log(self, request: web.Request) -> web.Response:
+        """When each request arrived (t0) and its first content chunk was written, by X-Request-Id."""
+        return web.json_response(self.log)
+
     async def _tokenize(self, request: web.Request) -> web.Response:
         """vLLM-style (prompt or messages → count, tokens, max_model_len); llama.cpp-style "content" too."""
         body = await _json_body(request)
@@ -96,6 +105,8 @@ class SimServer:
         t0_ns = time.perf_counter_ns()
         n = self.requests_seen
         self.requests_seen += 1
+        request_id = request.headers.get("X-Request-Id", f"sim-{n}")
+        self.log[request_id] = {"t0_ns": t0_ns, "first_chunk_ns": None}
         body = await _json_body(request)
         if body is None:
             return _error(400, "body is not JSON")
@@ -107,9 +118,9 @@ class SimServer:
         if problem is not None:
             return problem
         if not body.get("stream"):
-            await _sleep_until(self.config.chunk_deadline_ns(t0_ns, plan.chunks - 1))
+            await self._pacer.sleep_until(self.config.chunk_deadline_ns(t0_ns, plan.chunks - 1))
             return web.json_response(plan.full_response(n))
-        return await self._stream(request, plan, t0_ns, n, fault)
+        return await self._stream(request, plan, (t0_ns, n), self.log[request_id], fault)
 
     async def _early_fault(self, request: web.Request, fault: str | None) -> web.StreamResponse | None:
         if fault == "refuse":
@@ -145,8 +156,10 @@ class SimServer:
         finish = "length" if out == max_tokens else "stop"
         return _Plan(chat, cfg.model, prompt_tokens, out, cfg.tokens_per_chunk, usage, finish), None
 
-    async def _stream(self, request: web.Request, plan: _Plan, t0_ns: int, n: int, fault: str | None):
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    async def _stream(self, request: web.Request, plan: _Plan, start: tuple[int, int], log: dict, fault: str | None):
+        t0_ns, n = start
+        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Sim-T0-Ns": str(t0_ns)}
+        response = web.StreamResponse(headers=headers)
         await response.prepare(request)
         if plan.chat and self.config.role_chunk:
             await response.write(plan.event(n, plan.role_delta(), None, 0))
@@ -155,7 +168,10 @@ class SimServer:
             await self._wait_with_keepalive(response, self.config.chunk_deadline_ns(t0_ns, j))
             if j == fault_at and fault in ("drop", "stall", "malformed"):
                 return await self._mid_stream_fault(request, response, fault)
-            await response.write(plan.content_event(n, j))
+            event = plan.content_event(n, j)
+            if j == 0:
+                log["first_chunk_ns"] = time.perf_counter_ns()
+            await response.write(event)
         if plan.usage in ("final", "continuous"):
             await response.write(plan.usage_event(n))
         await response.write(b"data: [DONE]\n\n")
@@ -175,9 +191,9 @@ class SimServer:
     async def _wait_with_keepalive(self, response: web.StreamResponse, deadline_ns: int) -> None:
         keepalive_ns = int((self.config.keepalive_ms or 0) * 1e6)
         while keepalive_ns and deadline_ns - time.perf_counter_ns() > keepalive_ns:
-            await _sleep_until(time.perf_counter_ns() + keepalive_ns)
+            await self._pacer.sleep_until(time.perf_counter_ns() + keepalive_ns)
             await response.write(b": keep-alive\n\n")
-        await _sleep_until(deadline_ns)
+        await self._pacer.sleep_until(deadline_ns)
 
 
 class _Plan:
@@ -224,6 +240,7 @@ class _Plan:
         body.update(model=self.model, choices=[choice])
         if self.usage == "continuous":
             body["usage"] = self.usage_dict(done)
+        body["sim_sent_ns"] = time.perf_counter_ns()  # the sim's write time (CLOCK_MONOTONIC, same host)
         return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
 
     def usage_event(self, n: int) -> bytes:
@@ -267,13 +284,37 @@ class SimThread:
         self._loop.close()
 
 
-async def _sleep_until(deadline_ns: int) -> None:
-    """Sleep until a perf_counter_ns deadline: asyncio for the bulk, yielding for the last 1.5 ms."""
-    remaining = deadline_ns - time.perf_counter_ns()
-    if remaining > SPIN_NS:
-        await asyncio.sleep((remaining - SPIN_NS) / 1e9)
-    while time.perf_counter_ns() < deadline_ns:
-        await asyncio.sleep(0)
+class _Pacer:
+    """Wakes sleepers at perf_counter_ns deadlines: asyncio for the bulk, then ONE task that yields
+    (``sleep(0)``) through the last 3 ms for every sleeper at once and resolves each on its deadline."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, asyncio.Future]] = []
+        self._serial = 0
+        self._spinner: asyncio.Task | None = None
+
+    async def sleep_until(self, deadline_ns: int) -> None:
+        remaining = deadline_ns - time.perf_counter_ns()
+        if remaining > SPIN_NS:
+            await asyncio.sleep((remaining - SPIN_NS) / 1e9)
+        if time.perf_counter_ns() >= deadline_ns:
+            return
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._serial += 1
+        heapq.heappush(self._heap, (deadline_ns, self._serial, future))
+        if self._spinner is None or self._spinner.done():
+            self._spinner = loop.create_task(self._spin())
+        await future
+
+    async def _spin(self) -> None:
+        while self._heap:
+            now = time.perf_counter_ns()
+            while self._heap and self._heap[0][0] <= now:
+                future = heapq.heappop(self._heap)[2]
+                if not future.done():
+                    future.set_result(None)
+            await asyncio.sleep(0)
 
 
 async def _json_body(request: web.Request) -> dict | None:

@@ -43,9 +43,19 @@ def register(app: typer.Typer) -> None:
         if not 0 <= port <= 65535:
             raise ConfigError(f"--port {port} is outside 0..65535")
         try:
-            asyncio.run(_serve(config, json_out))
+            _run_loop(_serve(config, json_out))
         except KeyboardInterrupt:
             return
+
+
+def _run_loop(coro) -> None:
+    """uvloop when available: the sim must answer bursts of connections without falling behind."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover
+        asyncio.run(coro)
+        return
+    uvloop.run(coro)
 
 
 async def _serve(config: SimConfig, json_out: bool) -> None:

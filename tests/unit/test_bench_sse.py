@@ -1,0 +1,57 @@
+"""SSE parsing: events split across reads, several per read, comments, CRLF — with exact timestamps."""
+
+from __future__ import annotations
+
+from servelab.bench.sse import SseParser
+
+
+def test_one_event_in_one_read_gets_that_reads_time():
+    parser = SseParser()
+    events = parser.feed(b'data: {"a": 1}\n\n', 100)
+    assert [(e.data, e.t_ns) for e in events] == [('{"a": 1}', 100)]
+    assert not parser.pending
+
+
+def test_event_split_over_reads_is_stamped_at_its_first_byte():
+    parser = SseParser()
+    assert parser.feed(b"da", 10) == []
+    assert parser.pending
+    assert parser.feed(b"ta: x", 20) == []
+    events = parser.feed(b"yz\n\n", 30)
+    assert [(e.data, e.t_ns) for e in events] == [("xyz", 10)]
+
+
+def test_several_events_in_one_read_share_its_time():
+    parser = SseParser()
+    events = parser.feed(b"data: 1\n\ndata: 2\n\ndata: 3", 50)
+    assert [(e.data, e.t_ns) for e in events] == [("1", 50), ("2", 50)]
+    events = parser.feed(b"\n\n", 60)
+    assert [(e.data, e.t_ns) for e in events] == [("3", 50)]
+
+
+def test_keepalive_comments_are_counted_not_events_and_do_not_set_the_stamp():
+    parser = SseParser()
+    assert parser.feed(b": keep-alive\n\n", 5) == []
+    assert parser.feed(b": keep-alive\n\n", 6) == []
+    events = parser.feed(b"data: tok\n\n", 7)
+    assert [(e.data, e.t_ns) for e in events] == [("tok", 7)]
+    assert parser.comments == 2
+
+
+def test_crlf_multiline_data_and_other_fields():
+    parser = SseParser()
+    events = parser.feed(b"event: message\r\nid: 3\r\ndata: a\r\ndata:b\r\n\r\n", 9)
+    assert [(e.data, e.t_ns) for e in events] == [("a\nb", 9)]
+
+
+def test_line_split_exactly_at_newline_boundary():
+    parser = SseParser()
+    assert parser.feed(b"data: a\n", 1) == []
+    events = parser.feed(b"\n", 2)
+    assert [(e.data, e.t_ns) for e in events] == [("a", 1)]
+
+
+def test_blank_lines_without_data_dispatch_nothing():
+    parser = SseParser()
+    assert parser.feed(b"\n\n\n", 1) == []
+    assert not parser.pending
