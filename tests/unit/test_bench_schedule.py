@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 
@@ -28,15 +29,15 @@ def test_arrivals_are_absolute_seeded_and_at_the_asked_rate():
     a = arrival_offsets_ns(10.0, 2000, seed=3)
     assert a == arrival_offsets_ns(10.0, 2000, seed=3)
     assert a != arrival_offsets_ns(10.0, 2000, seed=4)
-    assert a[0] == 0 and all(x <= y for x, y in zip(a, a[1:]))
-    gaps = [(y - x) / 1e9 for x, y in zip(a, a[1:])]
+    assert a[0] == 0 and all(x <= y for x, y in itertools.pairwise(a))
+    gaps = [(y - x) / 1e9 for x, y in itertools.pairwise(a)]
     assert statistics.fmean(gaps) == pytest.approx(0.1, rel=0.06)
     assert statistics.stdev(gaps) == pytest.approx(0.1, rel=0.1)  # Poisson: sd = mean
 
 
 def test_burstiness_changes_spread_not_rate_and_inf_is_even():
     smooth = arrival_offsets_ns(100.0, 3000, burstiness=16.0, seed=1)
-    gaps = [(y - x) / 1e9 for x, y in zip(smooth, smooth[1:])]
+    gaps = [(y - x) / 1e9 for x, y in itertools.pairwise(smooth)]
     assert statistics.fmean(gaps) == pytest.approx(0.01, rel=0.05)
     assert statistics.stdev(gaps) == pytest.approx(0.01 / 4, rel=0.15)  # sd = mean / sqrt(shape)
     even = arrival_offsets_ns(4.0, 5, burstiness=math.inf)
