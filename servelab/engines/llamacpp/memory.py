@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from servelab.errors import ConfigError
-from servelab.model.spec import ModelSpec
+from servelab.model.spec import RECURRENT_KINDS, LayerKind, ModelSpec
 from servelab.plan.dtypes import row_bytes
 from servelab.plan.kv import layer_kv_bytes_per_token
 from servelab.plan.state import state_layout
@@ -154,6 +154,32 @@ def _recurrent_scratch(model: ModelSpec, n_tokens: int) -> int:
     return 0
 
 
+def _kv_split(model: ModelSpec, on_gpu: list[bool], cells: tuple[int, int], type_k: str, type_v: str) -> tuple[int, int]:
+    """(all KV bytes, KV bytes on the GPU); cells = (full-layer cells, sliding-layer cells) over all streams."""
+    total = gpu = 0
+    for layer, kind in enumerate(model.layer_kinds):
+        size = cells[kind == LayerKind.SLIDING_ATTENTION] * _kv_row_bytes(model, layer, type_k, type_v)
+        total += size
+        gpu += size if on_gpu[layer] else 0
+    return total, gpu
+
+
+def _recurrent_split(model: ModelSpec, on_gpu: list[bool], rows: int) -> tuple[int, int]:
+    """(all recurrent-state bytes, those on the GPU): f32 R and S rows per recurrent layer."""
+    state = state_layout(model, conv_dtype="fp32", ssm_dtype="fp32")
+    gpu_layers = sum(1 for i, k in enumerate(model.layer_kinds) if on_gpu[i] and k in RECURRENT_KINDS)
+    return state.bytes_per_layer * state.layers * rows, state.bytes_per_layer * gpu_layers * rows
+
+
+def _weights_split(model: ModelSpec, on_gpu: list[bool], *, output_on_gpu: bool) -> tuple[int, int]:
+    """(all tensor bytes, bytes on the GPU): repeating layers by -ngl (evenly sized), the output layer (and the
+    MTP head) when -ngl exceeds the layer count; token_embd always stays on the host."""
+    weights = weight_bytes(model)
+    body = weights.text * sum(on_gpu) // max(1, len(on_gpu))
+    head = weights.lm_head or (weights.embedding if model.tie_word_embeddings else 0)
+    return weights.total, body + ((head + weights.mtp) if output_on_gpu else 0)
+
+
 def llamacpp_memory(
     model: ModelSpec,
     *,
@@ -181,26 +207,14 @@ def llamacpp_memory(
     n_layer = model.num_layers
     ngl = n_layer + 1 if n_gpu_layers is None else max(0, min(n_gpu_layers, n_layer + 1))
     on_gpu = [layer >= n_layer - ngl for layer in range(n_layer)]
-    streams = 1 if kv_unified else n_parallel
     swa_cells = _swa_cells(model, n_ctx_seq, n_parallel, kv_unified, min(n_ubatch, n_batch, n_ctx))
-    kv_gpu = kv_all = 0
-    for layer in range(n_layer):
-        cells = swa_cells if model.layer_kinds[layer].value == "sliding_attention" else n_ctx_seq
-        size = cells * streams * _kv_row_bytes(model, layer, cache_type_k, cache_type_v)
-        kv_all += size
-        kv_gpu += size if on_gpu[layer] else 0
-    state = state_layout(model, conv_dtype="fp32", ssm_dtype="fp32")
-    rows = max(1, n_parallel) * (1 + n_rs_seq)
-    rec_layers_gpu = sum(1 for i, k in enumerate(model.layer_kinds) if on_gpu[i] and k.value in ("linear_attention", "mamba"))
-    recurrent = state.bytes_per_layer * state.layers * rows
-    weights = weight_bytes(model)
-    output_on_gpu = ngl > n_layer
-    body_gpu = weights.text * sum(on_gpu) // max(1, n_layer)
-    head = weights.lm_head or (weights.embedding if model.tie_word_embeddings else 0)
+    streams = 1 if kv_unified else n_parallel
+    kv_all, kv_gpu = _kv_split(model, on_gpu, (n_ctx_seq * streams, swa_cells * streams), cache_type_k, cache_type_v)
+    recurrent, recurrent_gpu = _recurrent_split(model, on_gpu, max(1, n_parallel) * (1 + n_rs_seq))
+    model_bytes, model_gpu = _weights_split(model, on_gpu, output_on_gpu=ngl > n_layer)
     n_tokens = min(n_ctx, n_ubatch, n_batch)
-    n_outputs = min(n_tokens, n_parallel)
-    compute = _compute_bytes(model, n_tokens=n_tokens, n_outputs=n_outputs, n_kv=n_ctx_seq, flash_attn=flash_attn)
-    n_ctx_slot = min(n_ctx_seq, model.max_context)
+    compute = _compute_bytes(model, n_tokens=n_tokens, n_outputs=min(n_tokens, n_parallel), n_kv=n_ctx_seq,
+                             flash_attn=flash_attn)
     if n_ctx_seq > model.max_context:
         warnings.append(
             f"llama.cpp: the slot context ({n_ctx_seq}) exceeds the training context of the model"
@@ -209,19 +223,19 @@ def llamacpp_memory(
     return LlamaCppMemory(
         n_ctx=n_ctx,
         n_ctx_seq=n_ctx_seq,
-        n_ctx_per_slot=n_ctx_slot,
+        n_ctx_per_slot=min(n_ctx_seq, model.max_context),
         n_parallel=n_parallel,
         kv_unified=kv_unified,
         flash_attn=flash_attn,
         n_gpu_layers=min(ngl, n_layer),
-        output_on_gpu=output_on_gpu,
-        model_bytes=weights.total,
-        model_gpu_bytes=body_gpu + (head if output_on_gpu else 0) + (weights.mtp if output_on_gpu else 0),
+        output_on_gpu=ngl > n_layer,
+        model_bytes=model_bytes,
+        model_gpu_bytes=model_gpu,
         kv_bytes=kv_all,
         kv_gpu_bytes=kv_gpu,
         kv_cells=n_ctx_seq,
         recurrent_bytes=recurrent,
-        recurrent_gpu_bytes=state.bytes_per_layer * rec_layers_gpu * rows,
+        recurrent_gpu_bytes=recurrent_gpu,
         compute_bytes=compute,
         output_bytes=model.vocab_size * max(1, n_parallel) * 4,
         warnings=tuple(warnings),

@@ -113,6 +113,29 @@ def _running_requests(tokens: int, context: int, mamba_slots: int, per_request: 
     return max(0, running)
 
 
+def _context_warnings(model: ModelSpec, context: int) -> list[str]:
+    if context <= model.max_context:
+        return []
+    return [f"sglang: --context-length {context} exceeds the model's {model.max_context}; sglang refuses it unless"
+            " SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"]
+
+
+def _pool_warnings(budget: int, tokens: int, context: int, max_req_len: int, state_bytes: int, slots: int,
+                   mfs: float, ratio: float) -> list[str]:
+    """What the pools silently cap: no room at all, fewer tokens than the context, the state pool's share."""
+    if budget <= 0:
+        return [f"sglang: weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}"
+                " ('Not enough memory. Please try to increase --mem-fraction-static.')"]
+    warnings = []
+    if tokens < context:
+        warnings.append(f"sglang: the KV pool holds {tokens} tokens, less than --context-length {context}: "
+                        f"requests are capped at {max_req_len} tokens")
+    if state_bytes:
+        warnings.append(f"sglang: the linear-attention state pool takes {state_bytes / 2**30:.1f} GiB for {slots}"
+                        f" slots (--mamba-full-memory-ratio {ratio}); --max-mamba-cache-size N frees it for KV tokens")
+    return warnings
+
+
 def sglang_memory(
     model: ModelSpec,
     *,
@@ -141,11 +164,8 @@ def sglang_memory(
     mfs = mem_fraction_static if mem_fraction_static is not None else default_mfs
     if not 0 < mfs <= 1:
         raise ConfigError(f"sglang --mem-fraction-static must be in (0, 1], got {mfs}")
-    warnings: list[str] = []
     context = context_length or model.max_context
-    if context > model.max_context:
-        warnings.append(f"sglang: --context-length {context} exceeds the model's {model.max_context}; sglang refuses"
-                        " it unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+    warnings = _context_warnings(model, context)
     free = free_memory_bytes if free_memory_bytes is not None else gpu_memory_bytes
     budget = int(mfs * free) - weights_bytes
     cell = _cell_bytes(model, _kv_dtype(model, kv_cache_dtype), speculative_draft_layers)
@@ -164,16 +184,8 @@ def sglang_memory(
     if max_running_requests is not None:
         running = min(running, max_running_requests) if running else max_running_requests
     max_req_len = max(0, min(context - 1, tokens - 1))
-    if budget <= 0:
-        warnings.append(f"sglang: weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}"
-                        " ('Not enough memory. Please try to increase --mem-fraction-static.')")
-    elif tokens < context:
-        warnings.append(f"sglang: the KV pool holds {tokens} tokens, less than --context-length {context}: "
-                        f"requests are capped at {max_req_len} tokens")
-    if per_req and budget > 0:
-        warnings.append(f"sglang: the linear-attention state pool takes {slots * per_req / 2**30:.1f} GiB for {slots}"
-                        f" slots (--mamba-full-memory-ratio {mamba_full_memory_ratio}); --max-mamba-cache-size N"
-                        " frees it for KV tokens")
+    warnings += _pool_warnings(budget, tokens, context, max_req_len, slots * per_req, slots, mfs,
+                               mamba_full_memory_ratio)
     return SglangMemory(
         mem_fraction_static=mfs,
         chunked_prefill_size=chunk,

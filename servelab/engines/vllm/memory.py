@@ -127,6 +127,22 @@ def _largest_length(num_blocks: int, block: int, groups: dict[str, int], window:
     return min(low * block, cap)
 
 
+def _pool_warnings(length: int, estimated: int, seqs: int, mamba_blocks: int, too_long: bool, padding: int,
+                   waste: float, layers: int) -> list[str]:
+    """vLLM's own complaints: padding layers, a max-model-len that does not fit, too few mamba blocks."""
+    warnings = []
+    if padding:
+        warnings.append(f"vLLM: adds {padding} padding layers to group {layers} layers"
+                        f" (may waste at most {waste:.2%} of the KV cache)")
+    if too_long:
+        warnings.append(f"vLLM: --max-model-len {length} does not fit; the estimated maximum model length is"
+                        f" {estimated}: lower --max-model-len or raise --gpu-memory-utilization")
+    if mamba_blocks and seqs > mamba_blocks:
+        warnings.append(f"vLLM: max_num_seqs ({seqs}) exceeds available Mamba cache blocks ({mamba_blocks});"
+                        f" pass --max-num-seqs {mamba_blocks} or fewer")
+    return warnings
+
+
 def vllm_memory(
     model: ModelSpec,
     *,
@@ -171,15 +187,8 @@ def vllm_memory(
     n_groups = sum(groups.values())
     estimated = _largest_length(num_blocks, block, groups, window, length)
     mamba_blocks = num_blocks if "mamba" in groups else 0
-    if padding and "mamba" in groups:
-        warnings.append(f"vLLM: adds {padding} padding layers to group {model.num_layers + draft_layers} layers"
-                        f" (may waste at most {waste:.2%} of the KV cache)")
-    if num_blocks < per_request:
-        warnings.append(f"vLLM: --max-model-len {length} does not fit; the estimated maximum model length is"
-                        f" {estimated}: lower --max-model-len or raise --gpu-memory-utilization")
-    if mamba_blocks and seqs > mamba_blocks:
-        warnings.append(f"vLLM: max_num_seqs ({seqs}) exceeds available Mamba cache blocks ({mamba_blocks});"
-                        f" pass --max-num-seqs {mamba_blocks} or fewer")
+    warnings += _pool_warnings(length, estimated, seqs, mamba_blocks, num_blocks < per_request,
+                               padding if "mamba" in groups else 0, waste, model.num_layers + draft_layers)
     return VllmMemory(
         gpu_memory_utilization=gpu_memory_utilization,
         requested_bytes=requested,
