@@ -65,18 +65,20 @@ def _memory(gpu: GPU, text: int, vision: int, mtp: int, kv: int, state: int, act
 def plan_sglang(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     kv_dtype, note = sglang_mem.engine_kv_dtype(s.kv_dtype)
     text, vision, mtp = _breakdown(model, s.tp, vision=True, mtp=False)
+    running = s.parallel if s.parallel > 1 else None
     free = gpu.memory_bytes - gpu.runtime_context_bytes
     m = sglang_mem.sglang_memory(
         model, gpu_memory_bytes=gpu.memory_bytes, free_memory_bytes=free, weights_bytes=text + vision, tp=s.tp,
         kv_cache_dtype=kv_dtype, context_length=s.context, max_total_tokens=s.max_total_tokens,
-        mem_fraction_static=s.mem_fraction_static)
+        mem_fraction_static=s.mem_fraction_static, max_running_requests=running)
     activations = max(0, free - int(m.mem_fraction_static * free))
     memory = _memory(gpu, text, vision, mtp, m.kv_pool_bytes, m.mamba_pool_bytes, activations,
                      gpu.runtime_context_bytes)
     served = m.max_req_len + 1 if m.max_req_len else 0
     argv = sglang_recipe.command(
         s.model_path, quant=model.quant, context_length=s.context, kv_cache_dtype=kv_dtype, tp=s.tp,
-        max_total_tokens=s.max_total_tokens, mem_fraction_static=s.mem_fraction_static, host=s.host,
+        max_total_tokens=s.max_total_tokens, mem_fraction_static=s.mem_fraction_static,
+        max_running_requests=running, host=s.host,
         port=s.port or sglang_recipe.DEFAULT_PORT)
     details = {"mem_fraction_static": m.mem_fraction_static, "max_total_tokens": m.max_total_tokens,
                "max_req_len": m.max_req_len, "max_running_requests": m.max_running_requests,

@@ -20,6 +20,7 @@ from servelab.plan.types import BatchPoint, DecodeCeilings, Plan, PlanSet
 HF_QUANTS = ("bf16", "fp8", "awq")
 GGUF_QUANTS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS")
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+UNIFIED_GPU_SHARE = 0.75  # Metal recommendedMaxWorkingSetSize on Apple silicon, by default
 
 
 def _engine(name: str) -> str:
@@ -135,6 +136,8 @@ def make_plan(
     """Plan serving `model` with `engine` on `gpus` x `gpu` (tensor parallel when gpus > 1). `engine_flags`:
     mem_fraction_static, gpu_memory_utilization, max_total_tokens, n_gpu_layers, host, port."""
     engine = _engine(engine)
+    if gpu.unified_memory and engine != "llamacpp":
+        raise ConfigError(f"{engine} needs a CUDA or ROCm GPU; on {gpu.label} plan --engine llamacpp")
     model = with_quant(model, quant)
     if not engine_accepts(engine, model):
         raise ConfigError(f"{engine} cannot load {model.quant} weights; GGUF types run on llamacpp, "
@@ -150,6 +153,9 @@ def make_plan(
     served = min(context, fit.context_served) if fit.context_served else context
     ceiling = _ceilings(sp, min(speed.SHORT_CONTEXT_TOKENS, served), served)
     warnings = list(fit.warnings)
+    if gpu.unified_memory and fit.memory.total > UNIFIED_GPU_SHARE * gpu.memory_bytes:
+        warnings.append(f"macOS lets the GPU wire about {UNIFIED_GPU_SHARE:.0%} of unified memory by default; this plan"
+                        " needs more (raise it with `sudo sysctl iogpu.wired_limit_mb=...`)")
     single = None
     if gpus > 1:
         single = round(_Speed(model, gpu, engine, fit.kv_dtype, 1, None).per_sequence(served)[0], 2)
@@ -191,6 +197,8 @@ def compare_plans(model: ModelSpec, gpu: GPU, *, engines: tuple[str, ...] = ENGI
                   gpus: int = 1, interconnect: str | None = None, **kwargs: object) -> PlanSet:
     """Every sensible (engine, quant) plan; fitting plans first, fastest full-context decode first."""
     engines = tuple(_engine(e) for e in engines)
+    if gpu.unified_memory:
+        engines = tuple(e for e in engines if e == "llamacpp") or ("llamacpp",)
     pairs = candidates(model, engines, quant)
     if not pairs:
         raise ConfigError(f"no engine among {', '.join(engines)} can load {quant or model.quant} weights")

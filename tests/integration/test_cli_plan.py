@@ -123,3 +123,36 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str, capsys) 
     out, err = capsys.readouterr()
     assert out == ""
     assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_gguf_file_is_planned_with_its_exact_bytes_on_llamacpp_only(tmp_path: Path, capsys) -> None:
+    from servelab.modelmake import make_model
+
+    made = make_model("hybrid", tmp_path / "tiny.gguf")
+    assert main(["plan", str(made.path), "--gpu", "l4", "--context", "4096", "--json"]) == 0
+    plans = json.loads(capsys.readouterr().out)["plans"]
+    assert [p["engine"] for p in plans] == ["llamacpp"]
+    plan = plans[0]
+    assert plan["fits"] and plan["details"]["n_ctx_per_slot"] == 4096
+    assert plan["command"][plan["command"].index("-m") + 1] == str(made.path)
+    assert main(["plan", str(made.path), "--quant", "Q4_K_M"]) == 2
+    assert "read from a file" in capsys.readouterr().err
+
+
+def test_apple_gpus_plan_llamacpp_only(capsys) -> None:
+    assert main(["plan", "Qwen/Qwen3-8B", "--gpu", "m4-max", "--context", "32768", "--json"]) == 0
+    assert {p["engine"] for p in json.loads(capsys.readouterr().out)["plans"]} == {"llamacpp"}
+    assert main(["plan", "Qwen/Qwen3-8B", "--gpu", "m4-max", "--engine", "sglang", "--quant", "awq"]) == 2
+    assert "CUDA or ROCm" in capsys.readouterr().err
+
+
+def test_parallel_sets_the_concurrency_flags(capsys) -> None:
+    assert main(["plan", "Qwen/Qwen3-8B", "--gpu", "rtx4090", "--engine", "llamacpp", "--quant", "Q4_K_M",
+                 "--context", "16384", "--parallel", "4", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)["plans"][0]
+    # each of the 4 slots gets the whole 16384: -c is 4 x 16384 without a unified cache
+    assert plan["details"]["n_ctx"] == 65536 and plan["details"]["n_ctx_per_slot"] == 16384
+    assert plan["slots"] == 4
+    assert main(["plan", "Qwen/Qwen3-8B", "--gpu", "rtx4090", "--engine", "vllm", "--quant", "awq",
+                 "--context", "16384", "--parallel", "8", "--emit", "cmd"]) == 0
+    assert "--max-num-seqs 8" in capsys.readouterr().out

@@ -17,7 +17,7 @@ def quantization_flag(quant: str) -> str | None:
 
 def command(model_path: str, *, quant: str, context_length: int, kv_cache_dtype: str, tp: int = 1,
             max_total_tokens: int | None = None, mem_fraction_static: float | None = None,
-            max_mamba_cache_size: int | None = None, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> list[str]:
+            max_mamba_cache_size: int | None = None, max_running_requests: int | None = None, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> list[str]:
     """argv for sglang; pass it through shlex.join to print it."""
     argv = ["python", "-m", "sglang.launch_server", "--model-path", model_path, "--host", host, "--port", str(port)]
     flag = quantization_flag(quant)
@@ -30,6 +30,8 @@ def command(model_path: str, *, quant: str, context_length: int, kv_cache_dtype:
         argv += ["--kv-cache-dtype", kv_cache_dtype]
     if mem_fraction_static is not None:
         argv += ["--mem-fraction-static", f"{mem_fraction_static:g}"]
+    if max_running_requests:
+        argv += ["--max-running-requests", str(max_running_requests)]
     if max_mamba_cache_size:
         argv += ["--max-mamba-cache-size", str(max_mamba_cache_size)]
     if tp > 1:
