@@ -76,6 +76,20 @@ class Bill:
         return _number((self.plan or {}).get("decode_ceiling_tok_s", {}).get("full_context"))
 
     @property
+    def short_context_tokens(self) -> int:
+        """The context the plan's "short" ceiling is for (0 when the plan does not say)."""
+        value = (self.plan or {}).get("decode_ceiling_tok_s", {}).get("short_context")
+        return value if isinstance(value, int) and value >= 0 else 0
+
+    @property
+    def batch_ceilings_tok_s(self) -> dict[int, float]:
+        """The plan's aggregate decode ceiling per batch size (concurrency), where it gives one."""
+        rows = (self.plan or {}).get("decode_batch_tok_s")
+        rows = rows if isinstance(rows, list) else []
+        return {int(r["batch"]): float(r["aggregate_tok_s"]) for r in rows if isinstance(r, dict)
+                and isinstance(r.get("batch"), int) and isinstance(r.get("aggregate_tok_s"), int | float)}  # fmt: skip
+
+    @property
     def planned_total_bytes(self) -> int | None:
         total = (self.plan or {}).get("memory_bytes", {}).get("total")
         return int(total) if isinstance(total, int | float) else None

@@ -45,7 +45,15 @@ def _no_ladder(bill: Bill) -> bool:
     return not any(e.closed_loop for e in bill.engines)
 
 
-def ladder_plot(bill: Bill, key: str, title: str, ylabel: str, value: Callable[[LevelFigures], float | None]) -> Plot:
+def ladder_plot(
+    bill: Bill,
+    key: str,
+    title: str,
+    ylabel: str,
+    value: Callable[[LevelFigures], float | None],
+    ceilings: dict[int, float] | None = None,
+) -> Plot:
+    """One line per engine over the closed-loop levels; `ceilings` (concurrency → value) drawn dashed."""
     if _no_ladder(bill):
         return Plot(key, title, None, "no closed-loop levels in these runs")
     if not any(_ladder(engine, value)[0] for engine in bill.engines):
@@ -58,6 +66,10 @@ def ladder_plot(bill: Bill, key: str, title: str, ylabel: str, value: Callable[[
             xs, ys = _ladder(engine, value)
             ax.plot(xs, ys, marker="o", label=plain(engine.label))
             peak = max([peak, *ys])
+        if ceilings:
+            xs = sorted(ceilings)
+            ax.plot(xs, [ceilings[x] for x in xs], "--", color=INK, label="ceiling (plan, memory bandwidth)")
+            peak = max(peak, *ceilings.values())
         _ladder_axes(ax, ylabel)
         ax.set_ylim(0, peak * 1.3 or 1)  # headroom for the legend
         ax.legend()
@@ -66,7 +78,8 @@ def ladder_plot(bill: Bill, key: str, title: str, ylabel: str, value: Callable[[
 
 def aggregate_throughput(bill: Bill) -> Plot:
     return ladder_plot(bill, "aggregate-throughput", "Aggregate output throughput vs concurrency",
-                       "aggregate output (tokens/s)", lambda lv: lv.aggregate_tok_s)  # fmt: skip
+                       "aggregate output (tokens/s)", lambda lv: lv.aggregate_tok_s,
+                       ceilings=bill.batch_ceilings_tok_s)  # fmt: skip
 
 
 def per_stream(bill: Bill) -> Plot:

@@ -50,6 +50,9 @@ def serving_many(bill: Bill) -> Verdict:
     best, level = max(candidates, key=lambda pair: pair[1].aggregate_tok_s)
     sentence = (f"{best.label} serves the most: {level.aggregate_tok_s:.1f} tok/s aggregate at concurrency "
                 f"{level.concurrency}, TTFT p99 {level.ttft_ms.p[99] or 0:.0f} ms")  # fmt: skip
+    ceiling = bill.batch_ceilings_tok_s.get(int(level.concurrency or 0))
+    if ceiling:
+        sentence += f", {_pct(level.aggregate_tok_s, ceiling)} of the plan's {ceiling:.1f} tok/s ceiling at that concurrency"
     single = best.single_stream
     if single is not None and single.aggregate_tok_s > 0 and level is not single:
         sentence += f", {level.aggregate_tok_s / single.aggregate_tok_s:.1f}× its own concurrency-1 throughput"
@@ -94,9 +97,10 @@ def speculative(bill: Bill) -> Verdict | None:
 def ceiling_at(bill: Bill, context_tokens: float) -> float | None:
     """The plan's decode ceiling at a context: bytes per token grow linearly from short to full context."""
     short, full, planned = bill.ceiling_short_tok_s, bill.ceiling_full_tok_s, (bill.plan or {}).get("context")
-    if not short or not full or not isinstance(planned, int) or planned <= 0:
+    start = bill.short_context_tokens
+    if not short or not full or not isinstance(planned, int) or planned <= start:
         return None
-    return 1 / (1 / short + (1 / full - 1 / short) * context_tokens / planned)
+    return 1 / (1 / short + (1 / full - 1 / short) * (context_tokens - start) / (planned - start))
 
 
 def longest_context(bill: Bill) -> Verdict | None:

@@ -10,7 +10,6 @@ dark) to the test's tmp dir and to out/ for a person to look at.
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 from pathlib import Path
 
@@ -53,18 +52,6 @@ CHECKS_JS = """(() => {
 })()"""
 
 
-def _plan_for(model: Path) -> dict:
-    """A plan for this CPU machine: weights = the GGUF file's bytes; ceilings from an assumed 20 GB/s of
-    memory bandwidth (a stated input of this test, not a measured figure)."""
-    weights = model.stat().st_size
-    short = 20e9 / weights
-    return {"model": model.name, "gpu": "cpu (assumed 20 GB/s)", "plans": [{
-        "engine": "llamacpp", "quant": "f16", "context": 2048, "fits": True,
-        "memory_bytes": {"weights": weights, "kv_cache": 2048 * 4096, "recurrent_state": 0, "activations": 1 << 20,
-                         "runtime": 1 << 24, "total": weights + 2048 * 4096 + (1 << 20) + (1 << 24), "capacity": 1 << 32},
-        "decode_ceiling_tok_s": {"short": short, "full_context": short * 0.8}}]}  # fmt: skip
-
-
 @pytest.fixture
 def real_run(llama_server, model_files: dict[str, Path], tmp_path: Path) -> tuple[Path, str]:
     """A stored run: concurrency 1 and 2, 6 measured requests each, against a real llama-server.
@@ -96,8 +83,10 @@ def test_the_bill_of_a_real_run_renders_every_section_and_plot(real_run, model_f
     spec = tmp_path / "spec.json"
     assert main(["spec", "--accept-rate", "0.46", "--draft-tokens", "4", "--json"]) == 0
     spec.write_text(capsys.readouterr().out)
-    plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps(_plan_for(model_files["dense"])))
+    plan = tmp_path / "plan.json"  # this CPU machine stated as 8 GiB at 20 GB/s: the ceilings are an input
+    assert main(["plan", str(model_files["dense"]), "--engine", "llamacpp", "--context", "2048", "--parallel", "2",
+                 "--vram", "8", "--bandwidth", "20", "--json"]) == 0  # fmt: skip
+    plan.write_text(capsys.readouterr().out)
     bill = tmp_path / "bill.html"
     assert main(["report", run_id, "--db", str(db), "--plan", str(plan), "--doctor", str(doctor), "--spec", str(spec),
                  "-o", str(bill)]) == 0  # fmt: skip
@@ -127,6 +116,9 @@ def test_the_bill_of_a_real_run_renders_every_section_and_plot(real_run, model_f
     assert "Doctor found" in checks["bodyText"] and len(stored.requests) >= 8
     assert any(v.startswith("Speculative decoding: Keep, acceptance alpha 0.71") for v in checks["verdicts"])
     assert "No doctor findings" not in checks["bodyText"] and "No speculative-decoding verdict" not in checks["bodyText"]
+    assert "no ceiling" not in checks["bodyText"] and "No plan given" not in checks["bodyText"]
+    assert "ceiling (plan" in throughput["text"]
+    assert any("of the plan's" in v and "ceiling at that concurrency" in v for v in checks["verdicts"])
 
 
 def test_a_model_name_carrying_a_script_stays_text_in_the_browser(tmp_path: Path) -> None:

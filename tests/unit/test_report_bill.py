@@ -78,6 +78,19 @@ def test_the_longest_single_stream_context_is_held_against_the_ceiling_there(tmp
                                 f"{100 / expected_ceiling * 100:.0f}% of the {expected_ceiling:.1f} tok/s ceiling at that context.")  # fmt: skip
 
 
+def test_batch_ceilings_and_the_short_context_of_the_plan_are_used(tmp_path: Path) -> None:
+    plan = {"plans": [{**PLAN["plans"][1], "context": 4136,
+                       "decode_ceiling_tok_s": {"short": 200.0, "full_context": 100.0, "short_context": 40},
+                       "decode_batch_tok_s": [{"batch": 1, "aggregate_tok_s": 200.0}, {"batch": 4, "aggregate_tok_s": 500.0}]}]}  # fmt: skip
+    bill = assemble([_run(tmp_path)], plan)
+    assert bill.batch_ceilings_tok_s == {1: 200.0, 4: 500.0}
+    (ceiling,) = [v for v in verdicts(bill) if v.scenario == "against the ceiling"]
+    assert "50% of the 200.0 tok/s ceiling at that context" in ceiling.sentence  # 40 tokens = the short context
+    serving = next(v for v in verdicts(bill) if v.scenario == "serving many")
+    level = next(lv for lv in bill.engines[0].levels if lv.level == "c=4")
+    assert f"{level.aggregate_tok_s / 500 * 100:.0f}% of the plan's 500.0 tok/s ceiling at that concurrency" in serving.sentence
+
+
 def test_failures_are_listed_with_their_first_message(tmp_path: Path) -> None:
     sections = build_page(assemble([_run(tmp_path, failure="HTTP 503: <overloaded>")]), with_plots=False)
     (ladder,) = [s for s in sections if s.key == "ladder"]
