@@ -87,9 +87,10 @@ def store_run(
     workload: dict | None = None,
     finish: bool = True,
     failure: str | None = None,
+    invalid: dict[str, str] | None = None,
 ) -> str:
     """Write a whole run (targets, records, level summaries) and return its id; `failure`: one failed request
-    with that message is added to each target's first level."""
+    with that message is added to each target's first level; `invalid`: level -> why the bench distrusts it."""
     workload = workload or {"name": "short", "input_tokens": 32, "output_tokens": 16}
     with Store.open(db) as store:
         run_id = store.create_run({"name": name, "servelab_version": "0.1.0", "client_host": "test",
@@ -103,7 +104,8 @@ def store_run(
             for c in ladder:
                 records = level_records(t, c, ttft_ms=50.0 + 5 * c, itl_ms=itl_ms * (1 + t))
                 store.add_requests(run_id, records)
-                store.add_level(run_id, t, f"c={c}", 0, {"valid": True, "why": "", "client_lag_ms_p99": 0.1})
+                why = (invalid or {}).get(f"c={c}")
+                store.add_level(run_id, t, f"c={c}", 0, {"valid": why is None, "invalid_reason": why})
         if finish:
             store.finish_run(run_id, partial=False)
     return run_id

@@ -7,7 +7,7 @@ the `Bill`. A section whose input is absent carries a note saying what to pass t
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from servelab.errors import ConfigError
@@ -62,7 +62,7 @@ class Bill:
     plan_context: dict | None  # model and gpu of that plan
     doctor: dict | None  # `servelab doctor --json`
     spec: dict | None  # `servelab spec --json`
-    invalid_levels: frozenset[tuple[str, int, str]] = frozenset()  # (run id, target, level) marked invalid
+    invalid_levels: dict[tuple[str, int, str], str] = field(default_factory=dict)  # (run, target, level) -> why
     partial_runs: tuple[str, ...] = ()
     run_infos: tuple[RunInfo, ...] = ()
     workloads: tuple[dict, ...] = ()  # each run's meta["workload"], in run order
@@ -165,8 +165,8 @@ def assemble(
     engines = engine_summaries(runs)
     plan, plan_context = pick_plan(plan_doc, tuple(e.engine for e in engines))
     warnings = tuple(workload_warnings(runs)) if runs else ()
-    invalid = frozenset((run.id, lv.target_index, lv.level) for run in runs for lv in run.levels
-                        if lv.summary.get("valid") is False)  # fmt: skip
+    invalid = {(run.id, lv.target_index, lv.level): str(lv.summary.get("invalid_reason") or lv.summary.get("why") or "")
+               for run in runs for lv in run.levels if lv.summary.get("valid") is False}  # fmt: skip
     partial = tuple(run.id for run in runs if run.info.partial)
     workloads = tuple(r.meta.get("workload") if isinstance(r.meta.get("workload"), dict) else {} for r in runs)
     return Bill(tuple(r.id for r in runs), engines, warnings, plan, plan_context, doctor, spec, invalid, partial,

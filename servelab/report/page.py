@@ -71,6 +71,13 @@ def _failures(bill: Bill) -> tuple[Block, ...]:
     return (Para("No request failed."),) if table is None else (table,)
 
 
+def _invalid(bill: Bill) -> tuple[Block, ...]:
+    labels = {(e.run_id, e.target_index): e.label for e in bill.engines}
+    return tuple(Para(f"Level {level} of {labels.get((run, target), run)} is not trustworthy: "
+                      f"{why or 'the bench marked it invalid'}.", "warning")
+                 for (run, target, level), why in bill.invalid_levels.items())  # fmt: skip
+
+
 def _doctor_section(bill: Bill) -> Section:
     if bill.doctor is None:
         return Section("doctor", "Doctor findings",
@@ -100,7 +107,7 @@ def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
     return (
         _runs_section(bill),
         Section("summary", "Summary", (tables.summary_table(bill), _ceiling_para(bill))),
-        Section("ladder", "Concurrency ladder", (*tables.ladder_tables(bill), *_failures(bill))),
+        Section("ladder", "Concurrency ladder", (*_invalid(bill), *tables.ladder_tables(bill), *_failures(bill))),
         _plot_section("throughput", "Throughput", pick("aggregate-throughput", "per-stream")),
         _plot_section("latency", "Latency", pick("latency-percentiles", "itl-distribution")),
         _plot_section("roofline", "Against the ceiling", pick("roofline")),

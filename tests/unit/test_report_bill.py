@@ -36,6 +36,7 @@ def _run(tmp_path: Path, **kwargs):
 def test_a_chunk_of_n_tokens_gives_n_itl_samples_of_gap_over_n() -> None:
     record = make_record(0, "c=1", 0, start_ns=0, ttft_ms=5, itl_ms=4, output_tokens=3)
     record.chunk_tokens[2] = 4  # the last chunk carries 4 tokens after a 4 ms gap
+    record.output_tokens = 6
     figures = request_figures(record)
     assert figures.itls_s == pytest.approx([0.004, 0.001, 0.001, 0.001, 0.001])
     assert figures.tpot_s == pytest.approx(0.008 / 5) and figures.decode_tok_s == pytest.approx(625.0)
@@ -89,6 +90,15 @@ def test_batch_ceilings_and_the_short_context_of_the_plan_are_used(tmp_path: Pat
     serving = next(v for v in verdicts(bill) if v.scenario == "serving many")
     level = next(lv for lv in bill.engines[0].levels if lv.level == "c=4")
     assert f"{level.aggregate_tok_s / 500 * 100:.0f}% of the plan's 500.0 tok/s ceiling at that concurrency" in serving.sentence
+
+
+def test_a_level_the_bench_marked_invalid_is_flagged_with_why(tmp_path: Path) -> None:
+    bill = assemble([_run(tmp_path, invalid={"c=4": "client event-loop lag p99 3.1 ms > 2 ms"})])
+    (ladder,) = [s for s in build_page(bill, with_plots=False) if s.key == "ladder"]
+    assert ladder.blocks[0] == Para("Level c=4 of llamacpp · tiny-test-model is not trustworthy: "
+                                    "client event-loop lag p99 3.1 ms > 2 ms.", "warning")  # fmt: skip
+    rows = {row[0]: row for row in ladder.blocks[1].rows}
+    assert rows["c=4"][4] == "NO" and rows["c=1"][4] == "yes"
 
 
 def test_failures_are_listed_with_their_first_message(tmp_path: Path) -> None:
