@@ -20,6 +20,7 @@ from servelab.plan.types import BatchPoint, DecodeCeilings, Plan, PlanSet
 HF_QUANTS = ("bf16", "fp8", "awq")
 GGUF_QUANTS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS")
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+PREFILL_CHUNK = {"llamacpp": 512, "sglang": 4096, "vllm": 2048}  # n_ubatch / chunked prefill / batched tokens
 UNIFIED_GPU_SHARE = 0.75  # Metal recommendedMaxWorkingSetSize on Apple silicon, by default
 
 
@@ -119,6 +120,14 @@ def _batch_points(sp: _Speed, context: int, max_batch: int) -> tuple[BatchPoint,
     return tuple(points)
 
 
+def _full_context_batch(fit: EngineFit, model: ModelSpec, served: int) -> int:
+    """How many sequences of `served` tokens the planned KV cache holds at once (llama.cpp: its slots)."""
+    if fit.slots and "n_ctx_per_slot" in fit.details:
+        return fit.slots
+    per_sequence = kv_layout(model, _kv_dtype_bytes_name(fit.kv_dtype, model)).bytes_for(served)
+    return max(1, min(fit.max_batch, fit.memory.kv_cache // max(1, per_sequence)))
+
+
 def make_plan(
     model: ModelSpec,
     gpu: GPU,
@@ -170,7 +179,12 @@ def make_plan(
             model, gpu, served, compute_dtype=_compute_dtype(model, gpu), gpus=gpus), 1),
         tensor_parallel=gpus, model=model.name, gpu=gpu.name, slots=fit.slots, context_served=fit.context_served,
         efficiency={"decode": speed.DECODE_EFFICIENCY[engine], "prefill": speed.PREFILL_EFFICIENCY[engine]},
-        decode_batch_tok_s=_batch_points(sp, min(speed.SHORT_CONTEXT_TOKENS, served), fit.max_batch),
+        prefill_short_tok_s=round(speed.prefill_ceiling_tok_s(
+            model, gpu, ceiling.short_context, compute_dtype=_compute_dtype(model, gpu), gpus=gpus), 1),
+        prefill_bound=speed.prefill_bound(model, gpu, served, chunk_tokens=PREFILL_CHUNK[engine],
+                                          compute_dtype=_compute_dtype(model, gpu)),
+        decode_batch_tok_s=_batch_points(sp, min(speed.SHORT_CONTEXT_TOKENS, served), fit.max_batch)
+        + _batch_points(sp, served, _full_context_batch(fit, model, served)),
         parallel_cost=sp.cost() if gpus > 1 and engine != "llamacpp" else None,
         single_gpu_decode_tok_s=single, details=fit.details, command=tuple(fit.argv),
         command_line=shell_line(fit.argv), warnings=tuple(warnings),

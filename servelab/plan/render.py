@@ -48,12 +48,14 @@ def render_plan(console: Console, plan: Plan) -> None:
     console.print(f"decode ceiling (batch 1): {c.short} tok/s at {c.short_context} tokens, {c.full_context} tok/s at"
                   f" {plan.context_served or plan.context} ({c.bound}-bound); expected at {plan.efficiency['decode']:.0%}"
                   f" efficiency: {e.short} / {e.full_context} tok/s")
-    console.print(f"prefill ceiling: {plan.prefill_ceiling_tok_s} tok/s (compute-bound)")
+    console.print(f"prefill ceiling: {plan.prefill_ceiling_tok_s} tok/s for a {plan.context_served or plan.context}"
+                  f"-token prompt, {plan.prefill_short_tok_s} tok/s for {c.short_context} ({plan.prefill_bound}-bound)")
     if plan.single_gpu_decode_tok_s is not None:
         console.print(f"one GPU alone: {plan.single_gpu_decode_tok_s} tok/s at the full context")
     if plan.decode_batch_tok_s:
-        console.print("aggregate decode ceiling: " + ", ".join(
-            f"B={p.batch}: {p.aggregate_tok_s}" for p in plan.decode_batch_tok_s))
+        for context in dict.fromkeys(p.context for p in plan.decode_batch_tok_s):
+            console.print(f"aggregate decode ceiling at {context} tokens: " + ", ".join(
+                f"B={p.batch}: {p.aggregate_tok_s}" for p in plan.decode_batch_tok_s if p.context == context))
     console.print("engine: " + ", ".join(f"{k}={v}" for k, v in plan.details.items()))
     for warning in plan.warnings:
         console.print(f"warning: {warning}", markup=False)

@@ -76,3 +76,10 @@ def prefill_flops_per_token(model: ModelSpec, context: int) -> float:
 def prefill_ceiling_tok_s(model: ModelSpec, gpu: GPU, context: int, *, compute_dtype: str = "bf16",
                           gpus: int = 1) -> float:
     return gpus * gpu.tensor_flops(compute_dtype) / prefill_flops_per_token(model, context)
+
+
+def prefill_bound(model: ModelSpec, gpu: GPU, context: int, *, chunk_tokens: int, compute_dtype: str = "bf16") -> str:
+    """Which bound a prefill chunk hits: its FLOPs, or reading every weight once per chunk."""
+    compute_s = chunk_tokens * prefill_flops_per_token(model, context) / gpu.tensor_flops(compute_dtype)
+    memory_s = weight_read_bytes(model, chunk_tokens) / gpu.bandwidth_bytes_s
+    return "compute" if compute_s >= memory_s else "memory"

@@ -58,6 +58,8 @@ class Plan:
     gpu: str = ""
     slots: int = 1
     context_served: int = 0  # the longest request the engine would accept with these settings
+    prefill_bound: str = "compute"
+    prefill_short_tok_s: float = 0.0  # prefill ceiling for a short prompt (decode_ceiling_tok_s.short_context)
     efficiency: dict[str, float] = field(default_factory=dict)
     decode_batch_tok_s: tuple[BatchPoint, ...] = ()
     parallel_cost: TensorParallelCost | None = None
