@@ -163,3 +163,31 @@ def test_parallel_sets_the_concurrency_flags(capsys) -> None:
     assert main(["plan", "Qwen/Qwen3-8B", "--gpu", "rtx4090", "--engine", "vllm", "--quant", "awq",
                  "--context", "16384", "--parallel", "8", "--emit", "cmd"]) == 0
     assert "--max-num-seqs 8" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("content", "needle"), [
+    ("{not json", "not JSON"),
+    ('{"model": "x"}', "no 'plans' list"),
+    ('{"plans": [{"engine": "sglang"}]}', "lacks quant"),
+    ('[1, 2]', "no 'plans' list"),
+])
+def test_load_plan_rejects_what_is_not_a_plan(tmp_path: Path, content: str, needle: str) -> None:
+    from servelab.errors import ConfigError
+
+    path = tmp_path / "plan.json"
+    path.write_text(content)
+    with pytest.raises(ConfigError, match=needle):
+        load_plan(path)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_plan(tmp_path / "missing.json")
+
+
+def test_load_plan_picks_the_first_fitting_entry(tmp_path: Path, capsys) -> None:
+    from servelab.plan.io import first_fitting
+
+    path = tmp_path / "plans.json"
+    assert main(["plan", "Qwen/Qwen3.5-27B", "--gpu", "rtx4090", "--context", "32768", "--save", str(path)]) == 0
+    capsys.readouterr()
+    doc = load_plan(path)
+    assert first_fitting(doc)["fits"] is True
+    assert first_fitting(doc) is next(p for p in doc["plans"] if p["fits"])
