@@ -13,7 +13,7 @@ from rich.text import Text
 from servelab.cli.output import print_json, stderr_console, stdout_console, to_jsonable
 from servelab.errors import ConfigError
 from servelab.report.compare import Comparison, compare_runs
-from servelab.report.export import run_csv, run_json
+from servelab.report.export import run_csv, run_json, vllm_level_json
 from servelab.store import RunInfo, Store
 
 EXPORT_FORMATS = ("json", "csv")
@@ -58,25 +58,32 @@ def register(app: typer.Typer) -> None:
         run: str = typer.Argument(..., help="Run id (or a unique prefix)."),
         fmt: str = typer.Option("json", "--format", help="json (vLLM-like, per target and level) or csv (per request)."),
         output: Path | None = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
+        level: str | None = typer.Option(None, "--level", help="Only this level (e.g. c=4), as one flat vLLM result."),
+        target: int = typer.Option(0, "--target", help="With --level: which target (0-based)."),
         db: Path | None = typer.Option(None, "--db", help=DB_HELP),
         as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
     ) -> None:
         """Export a run as JSON close to vLLM's --save-result (schema: docs/results-schema.md) or CSV."""
-        if as_json and fmt == "csv":
-            raise ConfigError("--json and --format csv contradict each other; choose one")
-        if fmt not in EXPORT_FORMATS:
-            raise ConfigError(f"unknown export format {fmt!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
+        fmt = export_format(fmt, as_json, level)
         with Store.open(db, must_exist=db is not None) as store:
             stored = store.load_run(run)
-        text = run_csv(stored) if fmt == "csv" else None
-        write_export(text, stored if text is None else None, output)
+        if fmt == "csv":
+            write_text(run_csv(stored), output)
+            return
+        doc = run_json(stored) if level is None else vllm_level_json(stored, target, level)
+        write_text(json.dumps(to_jsonable(doc), indent=2) + "\n", output)
 
 
-def write_export(text: str | None, stored: object, output: Path | None) -> None:
-    """Write CSV text, or the run as JSON, to `output` or stdout."""
+def export_format(fmt: str, as_json: bool, level: str | None) -> str:
+    if fmt not in EXPORT_FORMATS:
+        raise ConfigError(f"unknown export format {fmt!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
+    if fmt == "csv" and (as_json or level is not None):
+        raise ConfigError(f"--format csv contradicts {'--json' if as_json else '--level'}; choose one")
+    return fmt
 
 
-    body = text if text is not None else json.dumps(to_jsonable(run_json(stored)), indent=2) + "\n"
+def write_text(body: str, output: Path | None) -> None:
+    """Write `body` to `output`, or to stdout when there is none."""
     if output is None:
         typer.echo(body, nl=False)
         return

@@ -10,8 +10,10 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import time
 
 from servelab.bench.records import RequestRecord
+from servelab.errors import ConfigError
 from servelab.report.levels import PERCENTILES, Distribution, LevelFigures, all_level_figures, request_figures
 from servelab.store import StoredRun
 
@@ -91,6 +93,32 @@ def run_json(run: StoredRun) -> dict:
             for t in run.targets
         ],
     }
+
+
+def vllm_level_json(run: StoredRun, target_index: int, level: str) -> dict:
+    """One level of one target as a flat vLLM ``--save-result`` document (its top-level fields first)."""
+    target = next((t for t in run.targets if t.index == target_index), None)
+    if target is None:
+        raise ConfigError(f"run {run.id} has no target {target_index}; targets: "
+                          f"{', '.join(str(t.index) for t in run.targets) or 'none'}")  # fmt: skip
+    levels = [lv for lv in all_level_figures(run.requests) if lv.target_index == target_index]
+    found = next((lv for lv in levels if lv.level == level), None)
+    if found is None:
+        raise ConfigError(f"target {target_index} of run {run.id} has no level {level!r}; levels: "
+                          f"{', '.join(lv.level for lv in levels) or 'none'}")  # fmt: skip
+    settings = run.meta.get("settings") if isinstance(run.meta.get("settings"), dict) else {}
+    head = {
+        "date": time.strftime("%Y%m%d-%H%M%S", time.gmtime(run.info.created_ns // 1_000_000_000)),
+        "backend": target.engine,
+        "model_id": target.info.get("model"),
+        "tokenizer_id": target.info.get("model"),
+        "num_prompts": found.completed + found.failed,
+        "request_rate": found.rate_rps if found.rate_rps is not None else "inf",
+        "burstiness": settings.get("burstiness", 1.0),
+        "servelab_run_id": run.id,
+        "servelab_target_url": target.url,
+    }
+    return {**head, **level_json(run, found), "request_rate": head["request_rate"]}  # vLLM writes "inf"
 
 
 CSV_SCALARS = [f.name for f in dataclasses.fields(RequestRecord) if f.name not in ("chunk_ns", "chunk_tokens", "server_timings")]

@@ -100,4 +100,19 @@ def test_json_flag_is_the_json_format_and_contradicting_csv_is_a_usage_error(tmp
     assert main(["export", run_id, "--db", str(db), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["run_id"] == run_id
     assert main(["export", run_id, "--db", str(db), "--json", "--format", "csv"]) == 2
-    assert "contradict" in capsys.readouterr().err
+    assert "contradicts --json" in capsys.readouterr().err
+
+
+def test_one_level_exports_as_a_flat_vllm_result(tmp_path: Path, capsys) -> None:
+    db = tmp_path / "runs.db"
+    run_id = store_run(db, engines=("llamacpp", "sglang"), ladder=(1, 4))
+    assert main(["export", run_id, "--db", str(db), "--level", "c=4", "--target", "1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["backend"] == "sglang" and doc["model_id"] == "tiny-test-model" and doc["max_concurrency"] == 4
+    assert doc["num_prompts"] == 12 and doc["completed"] == 12 and doc["request_rate"] == "inf"
+    assert all(name in doc for name in VLLM_FIELDS)
+    assert doc["median_tpot_ms"] == pytest.approx(20 * 1.3)  # target 1: 2 × 10 ms, × 1.3 at c=4
+    assert main(["export", run_id, "--db", str(db), "--level", "c=8"]) == 2
+    assert capsys.readouterr().err.strip().endswith("has no level 'c=8'; levels: c=1, c=4")
+    assert main(["export", run_id, "--db", str(db), "--level", "c=1", "--target", "5"]) == 2
+    assert "no target 5; targets: 0, 1" in capsys.readouterr().err
