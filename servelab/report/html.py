@@ -7,16 +7,13 @@ importlib.resources); plots are inline SVG; nothing is fetched from the network.
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 from importlib import resources
 
 from servelab import __version__
 from servelab.report.page import Items, Para, Section
 from servelab.report.plots import Plot
-from servelab.report.tables import TableData
-
-NUMERIC = re.compile(r"^[\d,.\s/%—×-]*$")  # numbers, "55 / 60", "83%", "—": right-aligned
+from servelab.report.tables import TableData, is_numeric
 
 
 def stylesheet() -> str:
@@ -40,7 +37,7 @@ def _table(parent: ET.Element, table: TableData) -> None:
     for row in table.rows:
         tr = _el(body, "tr")
         for cell in row:
-            css = {"critical": "severity-critical", "NO": "invalid"}.get(cell) or ("" if NUMERIC.match(cell) else "text")
+            css = {"critical": "severity-critical", "NO": "invalid"}.get(cell) or ("" if is_numeric(cell) else "text")
             _el(tr, "td", cell, **({"class_": css} if css else {}))
 
 

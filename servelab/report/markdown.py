@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from servelab import __version__
 from servelab.report.page import Items, Para, Section
 from servelab.report.plots import Plot
-from servelab.report.tables import TableData
+from servelab.report.tables import TableData, is_numeric
 
 MARKDOWN_SPECIALS = "\\`*_[]|#<>!"
 
@@ -27,7 +27,8 @@ def md_text(text: str) -> str:
 def _table(table: TableData) -> list[str]:
     lines = [f"**{md_text(table.title)}**", ""]
     lines.append("| " + " | ".join(md_text(h) for h in table.headers) + " |")
-    lines.append("|" + "|".join([":--"] + ["--:"] * (len(table.headers) - 1)) + "|")
+    numeric = [all(is_numeric(row[i]) for row in table.rows) for i in range(len(table.headers))]
+    lines.append("|" + "|".join("--:" if n and i else ":--" for i, n in enumerate(numeric)) + "|")
     lines += ["| " + " | ".join(md_text(c) for c in row) + " |" for row in table.rows]
     return [*lines, ""]
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from servelab.report.data import Bill, EngineSummary
 from servelab.report.levels import LevelFigures
 
 GIB = 1024**3
+NUMERIC = re.compile(r"^[\d,.\s/%—×-]*$")  # numbers, "55 / 60", "83%", "—": right-aligned
+
+
+def is_numeric(cell: str) -> bool:
+    return bool(NUMERIC.match(cell))
 
 
 @dataclass(frozen=True)
