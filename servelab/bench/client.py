@@ -5,7 +5,9 @@ in Python is not charged to the server's TTFT; sending the body is. ``await clie
 ``status="error"`` with an ``error_kind`` from records.ERROR_KINDS, and cancellation (Ctrl-C) becomes a
 ``cancelled`` record. Events are parsed incrementally from raw reads (``iter_any``); each event is stamped
 with the ``perf_counter_ns()`` of the read that carried its first byte (see sse.py). The API key goes in
-the Authorization header only; error texts are cut short and never contain it.
+the Authorization header only; error texts are cut short and never contain it. A request that fails on a
+REUSED keep-alive connection before any answer (the server closed it while idle) is sent again once on a
+fresh one: it never reached the server, so it is a client artefact, not a server error.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from servelab.bench.events import StreamTally
 from servelab.bench.records import RequestRecord
 from servelab.bench.sse import SseParser
 
+STALE_PREFIX = "stale keep-alive connection: "  # the request never reached the server; sent again once
 READ_BUFSIZE = 1 << 20  # aiohttp's 64 KiB default collapses throughput at long contexts (vLLM #39963)
 
 
@@ -72,6 +75,7 @@ class StreamClient:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=self._stall_timeout_s)
         trace = aiohttp.TraceConfig()
         trace.on_request_headers_sent.append(_stamp_headers_sent)
+        trace.on_connection_reuseconn.append(_mark_reused)
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=timeout, read_bufsize=READ_BUFSIZE, headers=self._headers,
             trace_configs=[trace],
@@ -87,12 +91,19 @@ class StreamClient:
         """Send one streaming request; a RequestRecord whatever happens."""
         if self._session is None:
             raise RuntimeError("StreamClient used outside `async with`")
+        record = await self._send_once(request)
+        if record.error_kind == "connect" and record.error and record.error.startswith(STALE_PREFIX):
+            record = await self._send_once(request)  # a kept-alive connection the server had closed: once more
+        return record
+
+    async def _send_once(self, request: ClientRequest) -> RequestRecord:
         tally = StreamTally()
         stamp = {"sent_ns": time.perf_counter_ns()}  # replaced when the request headers are on the socket
         url = self.base_url + request.path
         try:
             headers = {"X-Request-Id": request.request_id}
             async with self._session.post(url, json=request.body, headers=headers, trace_request_ctx=stamp) as response:
+                stamp["answered"] = True
                 if response.status >= 400:
                     return await self._http_error(request, response, stamp["sent_ns"])
                 kind, message = await _read_stream(response, tally)
@@ -103,7 +114,7 @@ class StreamClient:
         except aiohttp.ClientPayloadError as exc:
             kind, message = "dropped", f"connection closed mid-stream ({type(exc).__name__})"
         except (aiohttp.ClientConnectionError, OSError) as exc:
-            kind, message = _connection_failure(tally, exc)
+            kind, message = _connection_failure(tally, exc, stamp)
         return self._record(request, tally, stamp["sent_ns"], kind, self._clean(message))
 
     async def _http_error(self, request: ClientRequest, response: aiohttp.ClientResponse, sent_ns: int):
@@ -124,6 +135,7 @@ class StreamClient:
     def _record(
         self, request: ClientRequest, tally: StreamTally, sent_ns: int, kind: str | None, message: str | None
     ) -> RequestRecord:
+        tally.settle()
         record = RequestRecord(
             target_index=request.target_index, level=request.level, repeat=request.repeat,
             request_index=request.request_index, phase=request.phase,
@@ -146,6 +158,10 @@ class StreamClient:
 async def _stamp_headers_sent(session: Any, context: Any, params: Any) -> None:
     """aiohttp trace hook: the request is on the wire (headers written; a body follows at once)."""
     context.trace_request_ctx["sent_ns"] = time.perf_counter_ns()
+
+
+async def _mark_reused(session: Any, context: Any, params: Any) -> None:
+    context.trace_request_ctx["reused"] = True
 
 
 async def _read_stream(response: aiohttp.ClientResponse, tally: StreamTally) -> tuple[str | None, str | None]:
@@ -171,10 +187,11 @@ async def _read_stream(response: aiohttp.ClientResponse, tally: StreamTally) -> 
     return (None, None) if tally.finished else ("dropped", "stream ended before [DONE] or a finish_reason")
 
 
-def _connection_failure(tally: StreamTally, exc: BaseException) -> tuple[str, str]:
+def _connection_failure(tally: StreamTally, exc: BaseException, stamp: dict) -> tuple[str, str]:
     if tally.chunk_ns or tally.finish_reason:  # the answer had begun: the connection dropped mid-stream
         return "dropped", f"connection lost mid-stream ({type(exc).__name__})"
-    return "connect", f"{type(exc).__name__}: {exc}"
+    prefix = STALE_PREFIX if stamp.get("reused") and not stamp.get("answered") else ""
+    return "connect", f"{prefix}{type(exc).__name__}: {exc}"
 
 
 def _count_tokens(record: RequestRecord, tally: StreamTally, ignore_eos: bool) -> None:

@@ -4,7 +4,9 @@ A chunk is token-bearing when its delta has non-empty ``content``, ``reasoning_c
 or ``tool_calls`` (chat) or non-empty ``text`` (completions). Role-only, empty and usage-only chunks never
 are, so they never count as the first token. Tokens per chunk come from continuous usage deltas
 (``usage.completion_tokens`` in every chunk, vLLM's ``continuous_usage_stats``) when the server sends them,
-else 1 per token-bearing chunk (llama.cpp streams one token per chunk).
+or from llama.cpp's per-chunk ``timings.predicted_n`` (``timings_per_token``), else 1 per token-bearing chunk
+(llama.cpp streams one token per chunk, but holds back a token whose text is an incomplete UTF-8 sequence
+and sends it with the next one).
 """
 
 from __future__ import annotations
@@ -39,13 +41,17 @@ class StreamTally:
         choices = event.get("choices") or []
         if isinstance(usage, dict):
             self._usage(usage, bool(choices))
-        if isinstance(event.get("timings"), dict):
-            self.timings = event["timings"]
+        timings = event.get("timings")
+        if isinstance(timings, dict):
+            self.timings = timings
+            if choices and isinstance(timings.get("predicted_n"), int):  # llama.cpp timings_per_token
+                self._usage({"completion_tokens": timings["predicted_n"]}, True)
         if choices and isinstance(choices[0], dict):
             self._choice(choices[0], t_ns)
 
     def _usage(self, usage: dict, with_choices: bool) -> None:
-        self.final_usage = usage
+        if "prompt_tokens" in usage or self.final_usage is None:
+            self.final_usage = usage
         completion = usage.get("completion_tokens")
         if with_choices and isinstance(completion, int):
             self.usage_seen_in_chunks = True
@@ -61,6 +67,18 @@ class StreamTally:
             self.first_token_ns = t_ns
         self.chunk_ns.append(t_ns)
         self.chunk_tokens.append(self.pending_tokens if self.usage_seen_in_chunks else 1)
+        self.pending_tokens = 0
+
+    def settle(self) -> None:
+        """At the end: tokens the server counted after the last text-bearing chunk (text it held back or
+        never sent) are added to that last chunk, the latest moment they can be placed."""
+        if not self.usage_seen_in_chunks or not len(self.chunk_tokens):
+            return
+        final = (self.final_usage or {}).get("completion_tokens")
+        if isinstance(final, int) and final > self.usage_completion:  # counted only in the usage-only chunk
+            self.pending_tokens += final - self.usage_completion
+            self.usage_completion = final
+        self.chunk_tokens[-1] += self.pending_tokens
         self.pending_tokens = 0
 
     @property

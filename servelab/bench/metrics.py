@@ -20,6 +20,7 @@ PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 SLO_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 REPREFILL_GAP_FACTOR = 10.0  # a mid-stream gap this many times the request's median gap looks like a re-prefill
 REPREFILL_MIN_GAPS = 4
+REPREFILL_MIN_MS = 20.0  # and at least half the request's own TTFT (processing its prompt again) and 20 ms
 
 
 def percentile(values: Sequence[float], p: float) -> float | None:
@@ -70,12 +71,15 @@ def e2e_ms(r: RequestRecord) -> float | None:
 
 
 def decode_tokens(r: RequestRecord) -> int:
-    """Tokens after the first chunk: those the decode time produced."""
-    return sum(r.chunk_tokens) - r.chunk_tokens[0] if len(r.chunk_tokens) else 0
+    """Tokens after the first chunk: those the decode time produced (server count when it gave one)."""
+    if not len(r.chunk_tokens):
+        return 0
+    total = r.output_tokens if r.status == "ok" and r.output_tokens is not None else sum(r.chunk_tokens)
+    return total - r.chunk_tokens[0]
 
 
 def tpot_ms(r: RequestRecord) -> float | None:
-    """(last chunk − first chunk) / (tokens − tokens of the first chunk)."""
+    """(last chunk − first chunk) / (output tokens − tokens of the first chunk)."""
     n = decode_tokens(r)
     return (r.chunk_ns[-1] - r.chunk_ns[0]) / 1e6 / n if n > 0 else None
 
@@ -112,7 +116,7 @@ def eviction_signal(r: RequestRecord) -> str | None:
 
     cache_n: the server cached fewer prompt tokens than the workload had primed (llama.cpp timings /
     usage.prompt_tokens_details); prompt_n: it processed more prompt tokens than the prompt has;
-    reprefill_gap: a mid-stream gap ≥ 10× the request's median chunk gap.
+    reprefill_gap: a mid-stream gap ≥ 10× the request's median chunk gap, ≥ half its TTFT and ≥ 20 ms.
     """
     cached = r.cached_prompt_tokens
     if r.expected_cached_tokens and cached is not None and cached < r.expected_cached_tokens:
@@ -123,8 +127,8 @@ def eviction_signal(r: RequestRecord) -> str | None:
         return "prompt_n"
     gaps = chunk_gaps_ms(r)
     if len(gaps) >= REPREFILL_MIN_GAPS:
-        median = statistics.median(gaps)
-        if median > 0 and max(gaps) >= REPREFILL_GAP_FACTOR * median:
+        floor = max(REPREFILL_GAP_FACTOR * statistics.median(gaps), 0.5 * (ttft_ms(r) or 0.0), REPREFILL_MIN_MS)
+        if max(gaps) >= floor:
             return "reprefill_gap"
     return None
 

@@ -142,15 +142,26 @@ class _Builder:
                 return Prompt(i, n_out, token_ids=tuple(ids[:n_in]), input_tokens=n_in, verified=True,
                               expected_cached_tokens=cached)  # fmt: skip
         words = max(1, n_in - len(fixed))
-        for _ in range(6):
-            text = " ".join(fixed + pool[:words])
-            measured = self._measure(text)
-            if measured is None or measured == n_in or not 0 < words + n_in - measured <= len(pool):
+        text, measured = self._measured(fixed, pool, words)
+        if measured and measured != n_in:  # tokens per word differ by tokenizer: scale once, then step
+            words = max(1, min(len(pool), round(words * n_in / measured)))
+            text, measured = self._measured(fixed, pool, words)
+        for _ in range(8):
+            if measured is None or measured == n_in:
                 break
-            words += n_in - measured
-        else:
-            text, measured = " ".join(fixed + pool[:words]), self._measure(" ".join(fixed + pool[:words]))
+            step = 1 if measured < n_in else -1
+            if not 0 < words + step <= len(pool):
+                break
+            candidate = self._measured(fixed, pool, words + step)
+            if candidate[1] is not None and abs(candidate[1] - n_in) > abs(measured - n_in):
+                break  # a word is several tokens here: keep the closest, recorded as achieved
+            words += step
+            text, measured = candidate
         return self._made(i, n_out, text, measured, cached)
+
+    def _measured(self, fixed: list[str], pool: list[str], words: int) -> tuple[str, int | None]:
+        text = " ".join(fixed + pool[:words])
+        return text, self._measure(text)
 
     def _measure(self, text: str) -> int | None:
         if self.tokenizer is None:

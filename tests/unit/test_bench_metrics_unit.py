@@ -60,6 +60,7 @@ def test_reprefill_gap_marks_eviction_and_cache_shortfall_too():
     steady = record(0, [10, 20, 30, 40, 50, 60], [1] * 6)
     assert m.eviction_signal(steady) is None
     stalled = record(0, [10, 20, 30, 40, 240, 250], [1] * 6)
+    assert m.eviction_signal(record(0, [10, 11, 12, 13, 25, 26], [1] * 6)) is None  # 12 ms: under the floor
     assert m.eviction_signal(stalled) == "reprefill_gap"
     lost_cache = record(0, [10, 20], [1, 1], expected_cached_tokens=96, cached_prompt_tokens=0)
     assert m.mark_eviction(lost_cache).evicted and lost_cache.eviction_signal == "cache_n"

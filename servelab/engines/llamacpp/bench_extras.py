@@ -1,7 +1,8 @@
 """Benchmark extras for llama-server.
 
-Request fields: ``ignore_eos`` and ``stream_options.include_usage`` (llama.cpp streams one token per
-chunk and puts ``timings`` — prompt_n, cache_n, predicted_n, predicted_per_second … — in the final chunk).
+Request fields: ``ignore_eos``, ``stream_options.include_usage`` and ``timings_per_token``: every chunk
+then carries ``timings`` (prompt_n, cache_n, predicted_n, predicted_per_second …), whose cumulative
+predicted_n gives the tokens in each chunk (llama.cpp holds back tokens that end inside a UTF-8 sequence).
 POST /tokenize ``{"content", "add_special"}`` → ``{"tokens"}``; POST /apply-template ``{"messages"}`` →
 ``{"prompt"}`` (the chat template applied); /v1/completions accepts a list of token ids as ``prompt``.
 /slots and /metrics are snapshotted around each level (/metrics needs ``--metrics``).
@@ -18,7 +19,7 @@ SNAPSHOT_PATHS: tuple[str, ...] = ("/metrics", "/slots")
 
 
 def request_fields() -> dict[str, Any]:
-    return {"ignore_eos": True, "stream_options": {"include_usage": True}}
+    return {"ignore_eos": True, "stream_options": {"include_usage": True}, "timings_per_token": True}
 
 
 def tokenize(probe: HttpProbe, text: str, model: str | None) -> list[int] | None:

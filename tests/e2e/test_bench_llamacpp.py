@@ -1,0 +1,67 @@
+"""A short ladder against a REAL llama-server, checked against the server's own `timings`.
+
+The model is the project's self-made dense GGUF (random weights: its text is gibberish, its timing real).
+llama-server runs with one thread so the client keeps the other core.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from servelab.bench.config import BenchConfig
+from servelab.bench.runner import run
+from servelab.bench.schedule import StopRule
+from servelab.bench.workloads import WorkloadSpec
+from servelab.store import Store
+
+OUT = 128  # long enough that a millisecond of client wake-up jitter is a few percent of the decode
+
+
+@pytest.fixture
+def server(llama_server, model_files):
+    return llama_server(model_files["dense"], "-c", "1024", "-np", "2", "--metrics")
+
+
+def ladder(url: str, store: Store, *, chat: bool) -> tuple[dict, list]:
+    config = BenchConfig(
+        targets=(url,), concurrency=(1, 2), workload=WorkloadSpec("short", 32, OUT), stop=StopRule(requests=3),
+        warmup=1, chat=chat,
+    )  # fmt: skip
+    result = run(config, store).to_json()
+    records = [r for r in store.load_run(result["run_id"]).requests if r.phase == "measure"]
+    return result, records
+
+
+def test_chat_ladder_matches_llama_server_timings(server, tmp_path):
+    with Store.open(tmp_path / "runs.db") as store:
+        result, records = ladder(server.url, store, chat=True)
+        stored = store.load_run(result["run_id"])
+    target = result["targets"][0]
+    assert target["engine"] == "llamacpp" and target["context_per_slot"] == 512
+    assert [(lv["concurrency"], lv["completed"], lv["errors"]) for lv in target["levels"]] == [(1, 3, 0), (2, 3, 0)]
+    for r in records:
+        timings = r.server_timings
+        assert r.output_tokens == OUT == timings["predicted_n"]  # ignore_eos: exact output length
+        assert r.finish_reason == "length" and not r.early_eos and not r.token_mismatch, (sum(r.chunk_tokens), r.output_tokens, r.tokens_source, str(r.server_timings))
+        assert sum(r.chunk_tokens) == OUT and r.chunk_tokens_source == "usage"  # timings_per_token deltas
+        assert r.prompt_tokens == timings["prompt_n"] + timings["cache_n"]
+        assert r.prompt_tokens == r.expected_prompt_tokens  # the chat template was counted, as the server did
+    for level in target["levels"]:
+        server_tok_s = statistics.median(
+            r.server_timings["predicted_per_second"] for r in records if r.level == level["level"]
+        )
+        # the client's per-stream decode speed (first to last chunk) against the server's own count;
+        # a CPU server on a shared 2-core box is noisy, hence 35%
+        assert level["per_stream_tok_s"]["p50"] == pytest.approx(server_tok_s, rel=0.35)
+    assert {s.moment for s in stored.snapshots} >= {"before", "after", "before /slots", "after /slots"}
+    assert any("llamacpp:" in s.text for s in stored.snapshots if s.moment == "after")
+
+
+def test_completions_with_token_ids_have_exact_prompt_lengths(server, tmp_path):
+    with Store.open(tmp_path / "runs.db") as store:
+        _, records = ladder(server.url, store, chat=False)
+    assert records and all(r.status == "ok" for r in records), [r.error for r in records]
+    assert {r.prompt_tokens for r in records} == {32}
+    assert {r.output_tokens for r in records} == {OUT}

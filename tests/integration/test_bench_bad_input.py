@@ -1,0 +1,86 @@
+"""`servelab bench` refuses bad input with one line and no load sent; the API key is never stored."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+
+import pytest
+
+from servelab.cli.app import main
+from tests.bench_sim import sim_process, sim_requests_seen
+
+
+def one_line_error(capsys, argv: list[str], code: int) -> str:
+    assert main(argv) == code
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in captured.err
+    return lines[0]
+
+
+def test_unreachable_url_is_one_line_exit_1(capsys):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    line = one_line_error(capsys, ["bench", f"http://127.0.0.1:{port}", "--requests", "1"], 1)
+    assert "cannot reach" in line and str(port) in line
+
+
+def test_a_server_that_is_not_openai_compatible_is_refused(capsys):
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_error(404)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        line = one_line_error(capsys, ["bench", f"http://127.0.0.1:{server.server_port}", "--requests", "1"], 1)
+    finally:
+        server.shutdown()
+    assert "not an OpenAI-compatible server" in line
+
+
+def test_a_model_the_server_lacks_sends_no_load(capsys):
+    with sim_process("--model", "served-model") as url:
+        line = one_line_error(capsys, ["bench", url, "--model", "other-model", "--requests", "1"], 2)
+        assert sim_requests_seen(url) == 0
+    assert "does not serve model 'other-model'" in line and "served-model" in line
+
+
+def test_a_workload_longer_than_the_context_sends_no_load(capsys):
+    with sim_process("--context", "256") as url:
+        line = one_line_error(capsys, ["bench", url, "--input-tokens", "1000", "--requests", "1"], 2)
+        assert sim_requests_seen(url) == 0
+    assert "context is 256" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--concurrency", "0,2"], "positive integers"),
+        (["--workload", "nonsense"], "unknown workload 'nonsense'"),
+        (["--slo", "speed=3"], "unknown SLO 'speed'"),
+        (["--requests", "5", "--duration", "3"], "not both"),
+    ],
+)
+def test_bad_options_are_usage_errors(capsys, args, message):
+    line = one_line_error(capsys, ["bench", "http://127.0.0.1:9", *args], 2)
+    assert message in line
+
+
+def test_api_key_reaches_the_server_but_never_the_store(capsys, tmp_path):
+    db = tmp_path / "runs.db"
+    with sim_process("--itl-ms", "5", "--ttft-ms", "5") as url:
+        code = main(["bench", url, "--concurrency", "1", "--requests", "2", "--output-tokens", "4",
+                     "--api-key", "sk-very-secret-123", "--db", str(db), "--json"])  # fmt: skip
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "sk-very-secret-123" not in out
+    for path in tmp_path.iterdir():
+        assert b"sk-very-secret-123" not in path.read_bytes()
