@@ -26,6 +26,8 @@ def register(app: typer.Typer) -> None:
         plan: Path | None = typer.Option(None, "--plan", help="`servelab plan --json` output: ceilings and memory."),
         doctor: Path | None = typer.Option(None, "--doctor", help="`servelab doctor --json` output: findings."),
         spec: Path | None = typer.Option(None, "--spec", help="`servelab spec --json` output: the spec verdict."),
+        server_logs: list[Path] = typer.Option([], "--server-log", help="A target's server log, in target order "
+                                               "(llama-server -lv 4): the memory it allocated."),
         output: Path | None = typer.Option(None, "-o", "--output", help="Write here (default bill.html / bill.md)."),
         fmt: str | None = typer.Option(None, "--format", help="html or md (default: from -o's suffix, else html)."),
         terminal: bool = typer.Option(False, "--terminal", help="Show the tables and small plots here instead."),
@@ -33,8 +35,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Render the bill: every figure beside its ceiling, plots, diagnosis and a verdict per scenario."""
         fmt = choose_format(fmt, output)
-        bill = assemble(load_runs(db, runs or []), *(_optional(p, w) for p, w in
-                        ((plan, "plan"), (doctor, "doctor"), (spec, "spec"))))  # fmt: skip
+        optional = (_optional(p, w) for p, w in ((plan, "plan"), (doctor, "doctor"), (spec, "spec")))
+        bill = assemble(load_runs(db, runs or []), *optional, server_logs=[read_log(p) for p in server_logs])
         if terminal:
             render_terminal(stdout_console(), bill, build_page(bill, with_plots=False))
             return
@@ -59,6 +61,13 @@ def choose_format(fmt: str | None, output: Path | None) -> str:
 
 def _optional(path: Path | None, what: str) -> dict | None:
     return None if path is None else read_json_file(path, what)
+
+
+def read_log(path: Path) -> tuple[str, str]:
+    try:
+        return str(path), path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the server log {path}: {exc.strerror}") from exc
 
 
 def load_runs(db: Path | None, run_ids: list[str]) -> list[StoredRun]:

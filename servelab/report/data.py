@@ -7,9 +7,10 @@ the `Bill`. A section whose input is absent carries a note saying what to pass t
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from servelab.engines.llamacpp.logparse import parse_server_log
 from servelab.errors import ConfigError
 from servelab.report.compare import workload_warnings
 from servelab.report.levels import LevelFigures, all_level_figures
@@ -142,6 +143,34 @@ def _memory_used(run: StoredRun, info: dict) -> int | None:
     return value if isinstance(value, int) else None
 
 
+def llamacpp_log_memory_bytes(text: str) -> int | None:
+    """Every buffer a llama-server log reports (model, KV, recurrent state, output, compute; draft included)."""
+    sections = parse_server_log(text).sections
+    total = sum(s.model_bytes + s.kv_bytes + s.recurrent_bytes + s.output_bytes + s.compute_bytes for s in sections)
+    return total or None
+
+
+LOG_MEMORY_READERS = {"llamacpp": llamacpp_log_memory_bytes}  # engines whose logs say what they allocated
+
+
+def memory_from_logs(engines: tuple[EngineSummary, ...], logs: list[tuple[str, str]]) -> tuple[EngineSummary, ...]:
+    """Memory used from server logs given in target order ((name, text) each); a log beyond the targets,
+    or one of an engine whose log we cannot read, is a ConfigError."""
+    if len(logs) > len(engines):
+        raise ConfigError(f"{len(logs)} server logs for {len(engines)} target(s); give at most one per target, in order")
+    updated = list(engines)
+    for i, (name, text) in enumerate(logs):
+        reader = LOG_MEMORY_READERS.get(engines[i].engine)
+        if reader is None:
+            raise ConfigError(f"cannot read memory from a {engines[i].engine} log ({name}); "
+                              f"server logs are read for: {', '.join(LOG_MEMORY_READERS)}")  # fmt: skip
+        used = reader(text)
+        if used is None:
+            raise ConfigError(f"{name} reports no buffer sizes; start llama-server with -lv 4 to log them")
+        updated[i] = replace(engines[i], memory_used_bytes=used)
+    return tuple(updated)
+
+
 def engine_summaries(runs: list[StoredRun]) -> tuple[EngineSummary, ...]:
     summaries = []
     for run in runs:
@@ -159,10 +188,15 @@ def engine_summaries(runs: list[StoredRun]) -> tuple[EngineSummary, ...]:
 
 
 def assemble(
-    runs: list[StoredRun], plan_doc: dict | None = None, doctor: dict | None = None, spec: dict | None = None
+    runs: list[StoredRun],
+    plan_doc: dict | None = None,
+    doctor: dict | None = None,
+    spec: dict | None = None,
+    server_logs: list[tuple[str, str]] | None = None,
 ) -> Bill:
-    """Everything the bill shows, from loaded runs and the parsed optional files."""
-    engines = engine_summaries(runs)
+    """Everything the bill shows, from loaded runs and the parsed optional files; `server_logs` are
+    (name, text) of each target's server log, in target order, for the memory it really allocated."""
+    engines = memory_from_logs(engine_summaries(runs), server_logs or [])
     plan, plan_context = pick_plan(plan_doc, tuple(e.engine for e in engines))
     warnings = tuple(workload_warnings(runs)) if runs else ()
     invalid = {(run.id, lv.target_index, lv.level): str(lv.summary.get("invalid_reason") or lv.summary.get("why") or "")

@@ -9,7 +9,7 @@ from servelab.report.data import Bill, EngineSummary
 from servelab.report.levels import LevelFigures
 
 GIB = 1024**3
-NUMERIC = re.compile(r"^[\d,.\s/%—×-]*$")  # numbers, "55 / 60", "83%", "—": right-aligned
+NUMERIC = re.compile(r"^([\d,.\s/%—×-]|GiB|MiB)*$")  # numbers, "55 / 60", "83%", "—": right-aligned
 
 
 def is_numeric(cell: str) -> bool:
@@ -32,14 +32,19 @@ def fmt(value: float | int | None, digits: int = 1) -> str:
     return f"{value:,.{digits}f}"
 
 
+def fmt_bytes(value: int | float | None) -> str:
+    """Bytes in GiB when at least one GiB, else MiB."""
+    if value is None:
+        return "—"
+    return f"{value / GIB:,.2f} GiB" if value >= GIB else f"{value / 1024**2:,.1f} MiB"
+
+
 def _concurrencies(bill: Bill) -> list[float]:
     return sorted({lv.concurrency for e in bill.engines for lv in e.closed_loop if lv.concurrency is not None})
 
 
 def _memory(bill: Bill, engine: EngineSummary) -> str:
-    used = fmt(engine.memory_used_bytes / GIB, 2) if engine.memory_used_bytes is not None else "—"
-    planned = fmt(bill.planned_total_bytes / GIB, 2) if bill.planned_total_bytes else "—"
-    return f"{used} / {planned}"
+    return f"{fmt_bytes(engine.memory_used_bytes)} / {fmt_bytes(bill.planned_total_bytes)}"
 
 
 def _ceiling_pct(bill: Bill, engine: EngineSummary) -> str:
@@ -51,7 +56,7 @@ def summary_table(bill: Bill) -> TableData:
     ladder = _concurrencies(bill)
     headers = ("engine / configuration", "single-stream tok/s (p50)", "% of ceiling",
                *(f"aggregate tok/s @ c={c:g}" for c in ladder),
-               "TTFT p50 / p99 ms (c=1)", "usable context (tokens)", "memory used / planned (GiB)", "evictions")  # fmt: skip
+               "TTFT p50 / p99 ms (c=1)", "usable context (tokens)", "memory used / planned", "evictions")  # fmt: skip
     rows = []
     for e in bill.engines:
         by_c = {lv.concurrency: lv for lv in e.closed_loop}

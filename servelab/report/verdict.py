@@ -8,8 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servelab.report.data import Bill, EngineSummary
-
-GIB = 1024**3
+from servelab.report.tables import fmt_bytes
 
 
 @dataclass(frozen=True)
@@ -65,17 +64,18 @@ def memory_starved(bill: Bill) -> Verdict:
     known = [e for e in bill.engines if e.memory_used_bytes is not None]
     if known:
         best = min(known, key=lambda e: e.memory_used_bytes or 0)
-        sentence = f"{best.label} needs the least memory: {(best.memory_used_bytes or 0) / GIB:.1f} GiB used"
+        sentence = f"{best.label} needs the least memory: {fmt_bytes(best.memory_used_bytes)} used"
         if bill.planned_total_bytes:
-            sentence += f" (plan: {bill.planned_total_bytes / GIB:.1f} GiB)"
+            sentence += f" (plan: {fmt_bytes(bill.planned_total_bytes)})"
         return Verdict("memory-starved", best.label, sentence + ".")
     if bill.plan is not None and bill.planned_total_bytes:
         capacity = (bill.plan.get("memory_bytes") or {}).get("capacity")
-        room = f" of {capacity / GIB:.1f} GiB" if isinstance(capacity, int | float) and capacity else ""
+        room = f" of {fmt_bytes(capacity)}" if isinstance(capacity, int | float) and capacity else ""
         quant = bill.plan.get("quant", "the planned quantization")
         return Verdict("memory-starved", None, f"No run recorded memory used; the plan puts {quant} at "
-                       f"{bill.planned_total_bytes / GIB:.1f} GiB{room}.")  # fmt: skip
-    return Verdict("memory-starved", None, "No memory figures: record GPU memory during the run or pass --plan.")
+                       f"{fmt_bytes(bill.planned_total_bytes)}{room}.")  # fmt: skip
+    return Verdict("memory-starved", None,
+                   "No memory figures: pass --plan, or --server-log with a llama-server log (-lv 4).")  # fmt: skip
 
 
 def speculative(bill: Bill) -> Verdict | None:

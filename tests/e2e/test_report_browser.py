@@ -53,18 +53,18 @@ CHECKS_JS = """(() => {
 
 
 @pytest.fixture
-def real_run(llama_server, model_files: dict[str, Path], tmp_path: Path) -> tuple[Path, str]:
+def real_run(llama_server, model_files: dict[str, Path], tmp_path: Path) -> tuple[Path, str, Path]:
     """A stored run: concurrency 1 and 2, 6 measured requests each, against a real llama-server.
 
     256-token outputs: the tiny model decodes thousands of tokens/s, so on a loaded 2-core machine a short
     stream can arrive in one socket read (every gap 0, no decode speed); 256 tokens span many reads."""
-    server = llama_server(model_files["dense"], "-c", "2048", "-np", "2")
+    server = llama_server(model_files["dense"], "-c", "2048", "-np", "2", "-lv", "4")  # -lv 4: buffer sizes
     config = BenchConfig(targets=(server.url,), concurrency=(1, 2), stop=StopRule(requests=6),
                          workload=WorkloadSpec("short", input_tokens=32, output_tokens=256), name="browser-e2e")  # fmt: skip
     db = tmp_path / "runs.db"
     with Store.open(db) as store:
         result = run(config, store)
-    return db, result.run_id
+    return db, result.run_id, server.log_path
 
 
 def _open_in_chromium(tmp_path: Path, html: Path, shots: dict[str, tuple[Path, bool]]) -> dict:
@@ -76,7 +76,7 @@ def _open_in_chromium(tmp_path: Path, html: Path, shots: dict[str, tuple[Path, b
 
 
 def test_the_bill_of_a_real_run_renders_every_section_and_plot(real_run, model_files, tmp_path: Path, capsys) -> None:
-    db, run_id = real_run
+    db, run_id, server_log = real_run
     doctor = tmp_path / "doctor.json"
     assert main(["doctor", "--json"]) == 0
     doctor.write_text(capsys.readouterr().out)
@@ -89,7 +89,7 @@ def test_the_bill_of_a_real_run_renders_every_section_and_plot(real_run, model_f
     plan.write_text(capsys.readouterr().out)
     bill = tmp_path / "bill.html"
     assert main(["report", run_id, "--db", str(db), "--plan", str(plan), "--doctor", str(doctor), "--spec", str(spec),
-                 "-o", str(bill)]) == 0  # fmt: skip
+                 "--server-log", str(server_log), "-o", str(bill)]) == 0  # fmt: skip
 
     shots = {"light": (tmp_path / "report-screenshot.png", False), "dark": (tmp_path / "report-screenshot-dark.png", True)}
     page = _open_in_chromium(tmp_path, bill, shots)
@@ -117,6 +117,7 @@ def test_the_bill_of_a_real_run_renders_every_section_and_plot(real_run, model_f
     assert any(v.startswith("Speculative decoding: Keep, acceptance alpha 0.71") for v in checks["verdicts"])
     assert "No doctor findings" not in checks["bodyText"] and "No speculative-decoding verdict" not in checks["bodyText"]
     assert "no ceiling" not in checks["bodyText"] and "No plan given" not in checks["bodyText"]
+    assert any(v.startswith("Memory-starved: llamacpp") and "MiB used (plan:" in v for v in checks["verdicts"])
     assert "ceiling (plan" in throughput["text"]
     assert any("of the plan's" in v and "ceiling at that concurrency" in v for v in checks["verdicts"])
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.errors import ConfigError
 from servelab.report import assemble, render_report
 from servelab.report.levels import level_figures, request_figures
 from servelab.report.markdown import md_text
@@ -99,6 +100,28 @@ def test_a_level_the_bench_marked_invalid_is_flagged_with_why(tmp_path: Path) ->
                                     "client event-loop lag p99 3.1 ms > 2 ms.", "warning")  # fmt: skip
     rows = {row[0]: row for row in ladder.blocks[1].rows}
     assert rows["c=4"][4] == "NO" and rows["c=1"][4] == "yes"
+
+
+# Lines of a real llama-server log (this project's dense model, CPU build b1-0c1e570, -lv 4, -c 2048 -np 2).
+LLAMA_SERVER_LOG = """0.00.024.562 I load_tensors:   CPU_Mapped model buffer size =     2.75 MiB
+0.00.024.777 I llama_context: n_ctx                 = 2048
+0.00.024.786 I llama_context:        CPU  output buffer size =     0.00 MiB
+0.00.024.823 I llama_kv_cache:        CPU KV buffer size =     2.00 MiB
+0.00.027.558 I sched_reserve:        CPU compute buffer size =     3.26 MiB
+"""
+
+
+def test_a_server_log_gives_the_memory_really_allocated(tmp_path: Path) -> None:
+    bill = assemble([_run(tmp_path)], PLAN, server_logs=[("server.log", LLAMA_SERVER_LOG)])
+    assert bill.engines[0].memory_used_bytes == round(2.75 * 2**20) + 2 * 2**20 + round(3.26 * 2**20)
+    memory = next(v for v in verdicts(bill) if v.scenario == "memory-starved")
+    assert memory.sentence == "llamacpp · tiny-test-model needs the least memory: 8.0 MiB used (plan: 4.00 GiB)."
+    with pytest.raises(ConfigError, match="2 server logs for 1 target"):
+        assemble([_run(tmp_path)], server_logs=[("a", LLAMA_SERVER_LOG)] * 2)
+    with pytest.raises(ConfigError, match="start llama-server with -lv 4"):
+        assemble([_run(tmp_path)], server_logs=[("quiet.log", "main: server is listening\n")])
+    with pytest.raises(ConfigError, match="cannot read memory from a sglang log"):
+        assemble([_run(tmp_path, engines=("sglang",))], server_logs=[("s.log", LLAMA_SERVER_LOG)])
 
 
 def test_failures_are_listed_with_their_first_message(tmp_path: Path) -> None:
