@@ -55,6 +55,9 @@ def register(app: typer.Typer) -> None:
         mem_fraction_static: float | None = typer.Option(None, "--mem-fraction-static", help="sglang override."),
         gpu_memory_utilization: float | None = typer.Option(None, "--gpu-memory-utilization", help="vLLM override."),
         max_total_tokens: int | None = typer.Option(None, "--max-total-tokens", help="sglang --max-total-tokens."),
+        max_mamba_cache_size: int | None = typer.Option(None, "--max-mamba-cache-size", help="sglang state slots."),
+        kv_unified: bool = typer.Option(False, "--kv-unified", help="llama.cpp: one KV pool shared by all slots."),
+        n_gpu_layers: int | None = typer.Option(None, "--n-gpu-layers", "-ngl", help="llama.cpp layers on the GPU."),
         save: Path | None = typer.Option(None, "--save", help="Also write the JSON plan to this file."),
         json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     ) -> None:
@@ -72,7 +75,9 @@ def register(app: typer.Typer) -> None:
         card = _gpu(gpu, vram, bandwidth, tflops)
         spec = load_model(model, hf=hf)
         flags = {k: v for k, v in (("mem_fraction_static", mem_fraction_static), ("max_total_tokens", max_total_tokens),
-                                   ("gpu_memory_utilization", gpu_memory_utilization)) if v is not None}
+                                   ("gpu_memory_utilization", gpu_memory_utilization),
+                                   ("max_mamba_cache_size", max_mamba_cache_size), ("n_gpu_layers", n_gpu_layers),
+                                   ("kv_unified", kv_unified or None)) if v is not None}
         common = dict(context=context, kv_dtype=kv_dtype, parallel=parallel, gpus=gpus, interconnect=interconnect,
                       model_path=model, host=host, **flags)
         one_quant = None if quant.lower() == "all" else quant

@@ -32,6 +32,8 @@ class PlanSettings:
     gpu_memory_utilization: float | None = None
     max_total_tokens: int | None = None
     n_gpu_layers: int | None = None
+    kv_unified: bool = False  # llama.cpp: one pool all slots share (-c = context) instead of -c = context x slots
+    max_mamba_cache_size: int | None = None
     host: str = "127.0.0.1"
     port: int | None = None
     model_path: str = ""
@@ -70,7 +72,8 @@ def plan_sglang(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     m = sglang_mem.sglang_memory(
         model, gpu_memory_bytes=gpu.memory_bytes, free_memory_bytes=free, weights_bytes=text + vision, tp=s.tp,
         kv_cache_dtype=kv_dtype, context_length=s.context, max_total_tokens=s.max_total_tokens,
-        mem_fraction_static=s.mem_fraction_static, max_running_requests=running)
+        mem_fraction_static=s.mem_fraction_static, max_running_requests=running,
+        max_mamba_cache_size=s.max_mamba_cache_size)
     activations = max(0, free - int(m.mem_fraction_static * free))
     memory = _memory(gpu, text, vision, mtp, m.kv_pool_bytes, m.mamba_pool_bytes, activations,
                      gpu.runtime_context_bytes)
@@ -78,7 +81,7 @@ def plan_sglang(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     argv = sglang_recipe.command(
         s.model_path, quant=model.quant, context_length=s.context, kv_cache_dtype=kv_dtype, tp=s.tp,
         max_total_tokens=s.max_total_tokens, mem_fraction_static=s.mem_fraction_static,
-        max_running_requests=running, host=s.host,
+        max_running_requests=running, max_mamba_cache_size=s.max_mamba_cache_size, host=s.host,
         port=s.port or sglang_recipe.DEFAULT_PORT)
     details = {"mem_fraction_static": m.mem_fraction_static, "max_total_tokens": m.max_total_tokens,
                "max_req_len": m.max_req_len, "max_running_requests": m.max_running_requests,
@@ -135,7 +138,8 @@ def _max_gpu_layers(model: ModelSpec, gpu: GPU, flags: dict[str, object]) -> int
 
 def plan_llamacpp(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     cache_type, note = llamacpp_mem.engine_kv_dtype(s.kv_dtype)
-    flags: dict[str, object] = {"n_ctx": s.context * s.parallel, "n_parallel": s.parallel, "kv_unified": False,
+    n_ctx = s.context if s.kv_unified else s.context * s.parallel
+    flags: dict[str, object] = {"n_ctx": n_ctx, "n_parallel": s.parallel, "kv_unified": s.kv_unified,
                                 "cache_type_k": cache_type, "cache_type_v": cache_type, "flash_attn": True}
     m = llamacpp_mem.llamacpp_memory(model, n_gpu_layers=s.n_gpu_layers, **flags)  # type: ignore[arg-type]
     runtime = gpu.runtime_context_bytes
@@ -147,11 +151,14 @@ def plan_llamacpp(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         layers = _max_gpu_layers(model, gpu, flags)
         warnings.append(f"llama.cpp: does not fit on the GPU; -ngl {layers} keeps {model.num_layers - layers} of"
                         f" {model.num_layers} layers in host RAM (decode then runs at host-memory speed)")
+    elif m.n_gpu_layers < model.num_layers:
+        warnings.append(f"llama.cpp: -ngl {m.n_gpu_layers} keeps {model.num_layers - m.n_gpu_layers} of"
+                        f" {model.num_layers} layers in host RAM (decode then runs at host-memory speed)")
     elif gpu.memory_bytes - memory.total < FIT_TARGET_BYTES:
         warnings.append("llama.cpp: less than 1024 MiB would stay free; --fit (on by default) may lower -ngl or"
                         " -c for unset flags")
     argv = llamacpp_recipe.command(
-        s.model_path, n_ctx=m.n_ctx, quant=model.quant, n_parallel=s.parallel, cache_type_k=cache_type, cache_type_v=cache_type,
+        s.model_path, n_ctx=m.n_ctx, quant=model.quant, n_parallel=s.parallel, kv_unified=s.kv_unified, cache_type_k=cache_type, cache_type_v=cache_type,
         n_gpu_layers=s.n_gpu_layers, tp=s.tp, host=s.host, port=s.port or llamacpp_recipe.DEFAULT_PORT)
     details = {"n_ctx": m.n_ctx, "n_ctx_per_slot": m.n_ctx_per_slot, "n_parallel": m.n_parallel,
                "kv_unified": m.kv_unified, "n_gpu_layers": m.n_gpu_layers, "compute_buffer_bytes": m.compute_bytes,

@@ -191,3 +191,18 @@ def test_load_plan_picks_the_first_fitting_entry(tmp_path: Path, capsys) -> None
     doc = load_plan(path)
     assert first_fitting(doc)["fits"] is True
     assert first_fitting(doc) is next(p for p in doc["plans"] if p["fits"])
+
+
+def test_engine_flags_reach_the_recipe(capsys) -> None:
+    # brief step 2's working flags, with the state pool pinned
+    assert main([*BRIEF, "--mem-fraction-static", "0.9", "--max-total-tokens", "262144",
+                 "--max-mamba-cache-size", "8", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)["plans"][0]
+    assert plan["details"]["mamba_cache_size"] == 8 and plan["details"]["max_total_tokens"] == 262144
+    assert "--max-mamba-cache-size" in plan["command"] and "--mem-fraction-static" in plan["command"]
+    assert main(["plan", "Qwen/Qwen3.5-27B", "--gpu", "rtx4090", "--engine", "llamacpp", "--quant", "Q4_K_M",
+                 "--context", "131072", "--parallel", "4", "--kv-unified", "-ngl", "40", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)["plans"][0]
+    assert plan["details"]["n_ctx"] == 131072 and plan["details"]["n_ctx_per_slot"] == 131072
+    assert plan["memory_bytes"]["host_bytes"] > 0 and "--kv-unified" in plan["command"]
+    assert any("24 of 64 layers in host RAM" in w for w in plan["warnings"])

@@ -184,8 +184,8 @@ def sglang_memory(
     if max_running_requests is not None:
         running = min(running, max_running_requests) if running else max_running_requests
     max_req_len = max(0, min(context - 1, tokens - 1))
-    warnings += _pool_warnings(budget, tokens, context, max_req_len, slots * per_req, slots, mfs,
-                               mamba_full_memory_ratio)
+    auto_state = slots * per_req if max_mamba_cache_size is None else 0
+    warnings += _pool_warnings(budget, tokens, context, max_req_len, auto_state, slots, mfs, mamba_full_memory_ratio)
     return SglangMemory(
         mem_fraction_static=mfs,
         chunked_prefill_size=chunk,
