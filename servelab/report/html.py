@@ -30,14 +30,15 @@ def _table(parent: ET.Element, table: TableData) -> None:
     wrap = _el(parent, "div", class_="table-wrap")
     node = _el(wrap, "table", id=f"table-{table.key}")
     _el(node, "caption", table.title)
+    text_columns = [i == 0 or not all(is_numeric(row[i]) for row in table.rows) for i in range(len(table.headers))]
     head = _el(_el(node, "thead"), "tr")
-    for header in table.headers:
-        _el(head, "th", header, scope="col")
+    for header, is_text in zip(table.headers, text_columns, strict=True):
+        _el(head, "th", header, scope="col", **({"class_": "text"} if is_text else {}))
     body = _el(node, "tbody")
     for row in table.rows:
         tr = _el(body, "tr")
-        for cell in row:
-            css = {"critical": "severity-critical", "NO": "invalid"}.get(cell) or ("" if is_numeric(cell) else "text")
+        for cell, is_text in zip(row, text_columns, strict=True):
+            css = {"critical": "severity-critical", "NO": "invalid"}.get(cell) or ("text" if is_text else "")
             _el(tr, "td", cell, **({"class_": css} if css else {}))
 
 

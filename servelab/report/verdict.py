@@ -90,7 +90,7 @@ def speculative(bill: Bill) -> Verdict | None:
         parts.append(f"measured speedup {spec['measured_speedup']:.2f}×")
     if isinstance(spec.get("predicted_speedup"), int | float):
         parts.append(f"predicted {spec['predicted_speedup']:.2f}×")
-    why = f" — {spec['why']}" if spec.get("why") else ""
+    why = f" — {str(spec['why']).rstrip('.')}" if spec.get("why") else ""
     return Verdict("speculative decoding", None, ", ".join(parts) + why + ".")
 
 
