@@ -151,3 +151,17 @@ def test_max_context_that_fits_is_monotone_in_the_budget() -> None:
     big = max_context_that_fits(model, 24 * 1024**3, n_parallel=1)
     assert 0 < small < big and small % 256 == 0
     assert llamacpp_memory(model, n_ctx=small, n_parallel=1).gpu_bytes <= 20 * 1024**3
+
+
+def test_v10_ternary_27b_on_a_12_gib_card() -> None:
+    # memory.md §9 V10: Ternary-Bonsai-2-27B PTQ1_0, n_ctx 8192, 1 slot: 7,226 MiB in total, of which the mmproj
+    # (vision, not planned for llama.cpp) is ~600 MiB -> ~6,626 MiB for the text model; within 10%
+    from servelab.hardware.gpus import with_overrides
+    from servelab.model.load import load_model
+    from servelab.plan.make import make_plan
+
+    model = load_model("Qwen/Qwen3.5-27B", quant="PTQ1_0")
+    card = with_overrides(None, vram_gib=12, bandwidth_gb_s=500)
+    plan = make_plan(model, card, engine="llamacpp", context=8192)
+    assert plan.fits
+    assert plan.memory_bytes.total / MIB == pytest.approx(7226 - 600, rel=0.10)
