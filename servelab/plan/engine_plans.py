@@ -142,10 +142,13 @@ def plan_llamacpp(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     flags: dict[str, object] = {"n_ctx": n_ctx, "n_parallel": s.parallel, "kv_unified": s.kv_unified,
                                 "cache_type_k": cache_type, "cache_type_v": cache_type, "flash_attn": True}
     m = llamacpp_mem.llamacpp_memory(model, n_gpu_layers=s.n_gpu_layers, **flags)  # type: ignore[arg-type]
-    runtime = gpu.runtime_context_bytes
-    memory = _memory(gpu, m.model_gpu_bytes, 0, 0, m.kv_gpu_bytes, m.recurrent_gpu_bytes,
+    runtime, tp = gpu.runtime_context_bytes, s.tp  # -sm layer: each GPU holds 1/tp of the layers
+    memory = _memory(gpu, m.model_gpu_bytes // tp, 0, 0, m.kv_gpu_bytes // tp, m.recurrent_gpu_bytes // tp,
                      m.compute_bytes if m.n_gpu_layers else 0, runtime, m.host_bytes)
     warnings = [w for w in (note, *m.warnings) if w]
+    if tp > 1:
+        warnings.append(f"llama.cpp splits layers across the {tp} GPUs (a pipeline): memory per GPU drops,"
+                        " single-stream decode does not get faster")
     fits = memory.total <= gpu.memory_bytes
     if not fits:
         layers = _max_gpu_layers(model, gpu, flags)

@@ -64,3 +64,13 @@ def test_fast_links_make_tp2_faster_than_one_card() -> None:
                      interconnect="nvlink")
     assert plan.decode_ceiling_tok_s.full_context > plan.single_gpu_decode_tok_s
     assert plan.parallel_cost is not None and plan.parallel_cost.tp == 2
+
+
+def test_llamacpp_splits_layers_not_tensors() -> None:
+    model = load_model("Qwen/Qwen3.5-27B")
+    kw = dict(engine="llamacpp", quant="Q8_0", context=65536)
+    one = make_plan(model, find_gpu("rtx4090-48g"), **kw)
+    two = make_plan(model, find_gpu("rtx4090-48g"), gpus=2, interconnect="pcie-p2p", **kw)
+    assert two.memory_bytes.weights == one.memory_bytes.weights // 2
+    assert two.decode_ceiling_tok_s == one.decode_ceiling_tok_s and two.parallel_cost is None
+    assert "--split-mode" in two.command and any("pipeline" in w for w in two.warnings)
