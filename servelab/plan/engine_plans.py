@@ -88,7 +88,7 @@ def plan_sglang(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
                "chunked_prefill_size": m.chunked_prefill_size, "cuda_graph_max_bs": m.cuda_graph_max_bs,
                "mamba_cache_size": m.mamba_cache_size, "kv_cell_bytes": m.kv_cell_bytes,
                "mamba_state_bytes_per_request": m.mamba_state_bytes_per_request}
-    fits = m.fits and served >= s.context
+    fits = m.fits and served >= s.context and s.context <= model.max_context  # else sglang refuses to start
     max_batch = max(1, min(m.max_running_requests, m.max_total_tokens // 1024 if m.max_total_tokens else 1))
     return EngineFit(memory, fits, served, m.max_running_requests, kv_dtype, details, argv,
                      [w for w in (note, *m.warnings) if w], max_batch)
@@ -118,7 +118,7 @@ def plan_vllm(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
                "num_blocks": m.num_blocks, "kv_tokens": m.kv_tokens, "padding_layers": m.padding_layers,
                "max_concurrency": round(m.max_concurrency, 2), "max_num_seqs": seqs,
                "estimated_max_model_len": m.estimated_max_model_len, "mamba_blocks": m.mamba_blocks}
-    fits = m.num_blocks >= m.blocks_per_request and m.kv_budget_bytes > 0
+    fits = m.num_blocks >= m.blocks_per_request and m.kv_budget_bytes > 0 and s.context <= model.max_context
     return EngineFit(memory, fits, m.estimated_max_model_len, seqs, kv_dtype, details, argv,
                      [w for w in (note, *m.warnings) if w], max(1, min(seqs, int(m.max_concurrency * 8) or 1)))
 
@@ -150,7 +150,9 @@ def plan_llamacpp(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         warnings.append(f"llama.cpp splits layers across the {tp} GPUs (a pipeline): memory per GPU drops,"
                         " single-stream decode does not get faster")
     fits = memory.total <= gpu.memory_bytes
-    if not fits:
+    if fits and m.n_ctx_per_slot < s.context:
+        fits = False  # the slot window is capped at n_ctx_train
+    elif not fits:
         layers = _max_gpu_layers(model, gpu, flags)
         warnings.append(f"llama.cpp: does not fit on the GPU; -ngl {layers} keeps {model.num_layers - layers} of"
                         f" {model.num_layers} layers in host RAM (decode then runs at host-memory speed)")

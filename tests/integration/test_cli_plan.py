@@ -206,3 +206,13 @@ def test_engine_flags_reach_the_recipe(capsys) -> None:
     assert plan["details"]["n_ctx"] == 131072 and plan["details"]["n_ctx_per_slot"] == 131072
     assert plan["memory_bytes"]["host_bytes"] > 0 and "--kv-unified" in plan["command"]
     assert any("24 of 64 layers in host RAM" in w for w in plan["warnings"])
+
+
+def test_a_context_beyond_the_model_does_not_fit_anywhere(capsys) -> None:
+    # sglang and vLLM refuse to start (env overrides needed), llama.cpp caps the slot at n_ctx_train
+    assert main(["plan", "Qwen/Qwen3-8B", "--gpu", "h200", "--context", "65536", "--json"]) == 0
+    plans = json.loads(capsys.readouterr().out)["plans"]
+    assert plans and not any(p["fits"] for p in plans)
+    warnings = " ".join(w for p in plans for w in p["warnings"])
+    for needle in ("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "training context"):
+        assert needle in warnings
