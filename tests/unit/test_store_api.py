@@ -132,3 +132,14 @@ def test_ids_from_later_clock_readings_sort_later() -> None:
     ids = [new_run_id(base + step * 1_000_000) for step in (0, 1, 999, 1000, 86_400_000)]
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
     assert ids[0].startswith("20261130T") and ids[0][15:19] == ".000"
+
+
+def test_the_default_store_lives_in_the_data_directory(tmp_path: Path) -> None:
+    from servelab import paths
+
+    with Store.open() as store:
+        run_id = store.create_run({"name": "default"})
+    assert store.path == paths.default_db_path() and store.path.is_file()
+    assert str(store.path).startswith(str(paths.data_dir()))  # isolated by tests/conftest.py
+    with Store.open() as store:
+        assert [r.id for r in store.list_runs()] == [run_id]
