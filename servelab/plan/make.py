@@ -183,8 +183,8 @@ def make_plan(
             model, gpu, ceiling.short_context, compute_dtype=_compute_dtype(model, gpu), gpus=gpus), 1),
         prefill_bound=speed.prefill_bound(model, gpu, served, chunk_tokens=PREFILL_CHUNK[engine],
                                           compute_dtype=_compute_dtype(model, gpu)),
-        decode_batch_tok_s=_batch_points(sp, min(speed.SHORT_CONTEXT_TOKENS, served), fit.max_batch)
-        + _batch_points(sp, served, _full_context_batch(fit, model, served)),
+        decode_batch_tok_s=_batch_points(sp, min(speed.SHORT_CONTEXT_TOKENS, served), fit.max_batch),
+        decode_batch_full_context_tok_s=_batch_points(sp, served, _full_context_batch(fit, model, served)),
         parallel_cost=sp.cost() if gpus > 1 and engine != "llamacpp" else None,
         single_gpu_decode_tok_s=single, details=fit.details, command=tuple(fit.argv),
         command_line=shell_line(fit.argv), warnings=tuple(warnings),

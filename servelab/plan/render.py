@@ -53,9 +53,10 @@ def render_plan(console: Console, plan: Plan) -> None:
     if plan.single_gpu_decode_tok_s is not None:
         console.print(f"one GPU alone: {plan.single_gpu_decode_tok_s} tok/s at the full context")
     if plan.decode_batch_tok_s:
-        for context in dict.fromkeys(p.context for p in plan.decode_batch_tok_s):
-            console.print(f"aggregate decode ceiling at {context} tokens: " + ", ".join(
-                f"B={p.batch}: {p.aggregate_tok_s}" for p in plan.decode_batch_tok_s if p.context == context))
+        for points in (plan.decode_batch_tok_s, plan.decode_batch_full_context_tok_s):
+            if points:
+                console.print(f"aggregate decode ceiling at {points[0].context} tokens: " + ", ".join(
+                    f"B={p.batch}: {p.aggregate_tok_s}" for p in points))
     console.print("engine: " + ", ".join(f"{k}={v}" for k, v in plan.details.items()))
     for warning in plan.warnings:
         console.print(f"warning: {warning}", markup=False)

@@ -61,7 +61,8 @@ class Plan:
     prefill_bound: str = "compute"
     prefill_short_tok_s: float = 0.0  # prefill ceiling for a short prompt (decode_ceiling_tok_s.short_context)
     efficiency: dict[str, float] = field(default_factory=dict)
-    decode_batch_tok_s: tuple[BatchPoint, ...] = ()
+    decode_batch_tok_s: tuple[BatchPoint, ...] = ()  # at decode_ceiling_tok_s.short_context
+    decode_batch_full_context_tok_s: tuple[BatchPoint, ...] = ()  # at the served context
     parallel_cost: TensorParallelCost | None = None
     single_gpu_decode_tok_s: float | None = None  # for comparison when tensor_parallel > 1
     details: dict[str, object] = field(default_factory=dict)  # engine-specific figures

@@ -48,9 +48,9 @@ def test_brief_plan_json_has_the_interface_fields(capsys) -> None:
     assert plan["prefill_ceiling_tok_s"] > 0 and isinstance(plan["warnings"], list)
     assert plan["details"]["max_req_len"] == 262143
     assert plan["prefill_short_tok_s"] > plan["prefill_ceiling_tok_s"]  # attention over 262K tokens costs
-    points = plan["decode_batch_tok_s"]
-    assert {p["context"] for p in points} == {1024, 262144}
-    short = [p for p in points if p["context"] == 1024]
+    short = plan["decode_batch_tok_s"]
+    assert {p["context"] for p in short} == {1024}
+    assert {p["context"] for p in plan["decode_batch_full_context_tok_s"]} == {262144}
     assert [p["batch"] for p in short][:3] == [1, 2, 4]
     assert all(a["aggregate_tok_s"] < b["aggregate_tok_s"] for a, b in pairwise(short))
 
