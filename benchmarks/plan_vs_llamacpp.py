@@ -58,7 +58,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     threads = parser.parse_args().threads
-    table = Table(title="llama.cpp buffers: planner MiB / logged MiB (error)")
+    table = Table(title="llama.cpp buffers: planner MiB / logged MiB (error)",
+                  caption="llama-server prints MiB with 2 decimals (+-0.005 MiB), which dominates the error of tiny buffers")
     for column in ("model", "setting", "weights", "KV", "state", "compute"):
         table.add_column(column)
     with tempfile.TemporaryDirectory() as tmp:

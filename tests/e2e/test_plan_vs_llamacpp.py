@@ -3,9 +3,8 @@
 Weights, KV and recurrent state must agree within 1% (or the log's print precision, 0.005 MiB), the compute
 buffer within 25%, for the dense and hybrid models over several -c / -np / unified / cache-type settings.
 A third model, a hybrid with a wide Gated DeltaNet state (head dim 64, 8 value heads), makes the state
-buffer large enough (0.8 to 3.2 MiB) to check it at a true 1%; its compute buffer is over-predicted by
-about 31% (llamacpp memory's recurrent scratch term), so only weights, KV and state are asserted for it.
-`python benchmarks/plan_vs_llamacpp.py` prints every figure, that one included.
+buffer large enough (0.8 to 3.2 MiB) to check it at a true 1%, and makes the GDN scratch, not the FFN,
+the largest intermediate of the compute graph. `python benchmarks/plan_vs_llamacpp.py` prints every figure.
 """
 
 from __future__ import annotations
@@ -60,9 +59,10 @@ def test_planner_matches_the_log(llama_server, model_files, kind, setting):
 
 
 @pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: f"c{s[0]}-np{s[1]}{'-kvu' if s[2] else ''}-{s[3]}")
-def test_planner_state_at_one_percent_on_a_wide_state_hybrid(llama_server, wide_hybrid, setting):
+def test_planner_on_a_wide_state_hybrid(llama_server, wide_hybrid, setting):
     checks = _checks(llama_server, wide_hybrid, setting)
     assert checks["recurrent_bytes"].logged_bytes >= 800 * 1024  # big enough that 0.005 MiB is under 1%
     for name in ("model_bytes", "kv_bytes", "recurrent_bytes"):
         rel = checks[name].relative_error
         assert rel is not None and abs(rel) <= 0.01, checks[name]
+    assert checks["compute_bytes"].within(0.25), checks["compute_bytes"]
