@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import gguf
 
@@ -43,7 +44,8 @@ def make_model(kind: str, path: Path | str, shape: ModelShape | None = None) -> 
     return MadeModel(path, kind, arch.ARCH, shape.weight_type, n_params, path.stat().st_size, shape)
 
 
-def _write(path: Path, kind: str, arch, shape: ModelShape) -> int:
+def _write(path: Path, kind: str, arch: ModuleType, shape: ModelShape) -> int:
+    """Header, tokenizer and tensors of ``arch`` (a module with ARCH, write_hparams, write_tensors)."""
     writer = gguf.GGUFWriter(path, arch.ARCH)
     write_general(writer, f"servelab-{kind}", shape)
     arch.write_hparams(writer, shape)
