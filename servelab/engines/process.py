@@ -102,15 +102,20 @@ class ManagedProcess:
         return read_log_tail(self.log_path, lines)
 
     def wait_healthy(self, is_healthy: Callable[[], bool], timeout_s: float) -> None:
-        """Poll ``is_healthy`` until it is True; on death or timeout stop the process and raise EngineStartError."""
+        """Poll ``is_healthy`` until it is True; on death or timeout stop the process and raise EngineStartError.
+        Interrupted (Ctrl-C) or failing in any other way, it stops the process too."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            code = self.exit_code()
-            if code is not None:
-                self._fail(f"{self.name} exited with code {code} at start")
-            if is_healthy():
-                return
-            time.sleep(POLL_INTERVAL_S)
+        try:
+            while time.monotonic() < deadline:
+                code = self.exit_code()
+                if code is not None:
+                    self._fail(f"{self.name} exited with code {code} at start")
+                if is_healthy():
+                    return
+                time.sleep(POLL_INTERVAL_S)
+        except BaseException:
+            self.stop()
+            raise
         self._fail(f"{self.name} did not become healthy within {timeout_s:g} s")
 
     def _fail(self, what: str) -> None:

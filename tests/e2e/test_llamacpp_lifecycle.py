@@ -124,3 +124,14 @@ def test_wait_healthy_times_out_stops_the_process_and_names_the_log(tmp_path):
     with pytest.raises(EngineStartError, match=r"slow did not become healthy within 0.5 s: loading forever \(log: "):
         proc.wait_healthy(lambda: False, timeout_s=0.5)
     assert _is_gone(proc.pid)
+
+
+def test_interrupt_while_waiting_for_health_stops_the_process(tmp_path):
+    proc = ManagedProcess(["sh", "-c", "sleep 60"], tmp_path / "i.log", name="loading").start()
+
+    def interrupted() -> bool:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        proc.wait_healthy(interrupted, timeout_s=10)
+    assert _is_gone(proc.pid)
