@@ -5,9 +5,9 @@ in Python is not charged to the server's TTFT; sending the body is. ``await clie
 ``status="error"`` with an ``error_kind`` from records.ERROR_KINDS, and cancellation (Ctrl-C) becomes a
 ``cancelled`` record. Events are parsed incrementally from raw reads (``iter_any``); each event is stamped
 with the ``perf_counter_ns()`` of the read that carried its first byte (see sse.py). The API key goes in
-the Authorization header only; error texts are cut short and never contain it. A request that fails on a
-REUSED keep-alive connection before any answer (the server closed it while idle) is sent again once on a
-fresh one: it never reached the server, so it is a client artefact, not a server error.
+the Authorization header only; error texts are cut short and never contain it. A request whose body could
+not be written to a REUSED keep-alive connection (the server had closed it while idle) is sent again
+(up to 3 times) on another: it never reached the server, so it is a client artefact, not a server error.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from servelab.bench.events import StreamTally
 from servelab.bench.records import RequestRecord
 from servelab.bench.sse import SseParser
 
-STALE_PREFIX = "stale keep-alive connection: "  # the request never reached the server; sent again once
+STALE_PREFIX = "stale keep-alive connection: "  # the request never reached the server; sent again
+STALE_RETRIES = 3
 READ_BUFSIZE = 1 << 20  # aiohttp's 64 KiB default collapses throughput at long contexts (vLLM #39963)
 
 
@@ -92,8 +93,10 @@ class StreamClient:
         if self._session is None:
             raise RuntimeError("StreamClient used outside `async with`")
         record = await self._send_once(request)
-        if record.error_kind == "connect" and record.error and record.error.startswith(STALE_PREFIX):
-            record = await self._send_once(request)  # a kept-alive connection the server had closed: once more
+        for _ in range(STALE_RETRIES):  # kept-alive connections the server had closed: never reached it
+            if record.error_kind != "connect" or not (record.error or "").startswith(STALE_PREFIX):
+                break
+            record = await self._send_once(request)
         return record
 
     async def _send_once(self, request: ClientRequest) -> RequestRecord:
@@ -190,7 +193,10 @@ async def _read_stream(response: aiohttp.ClientResponse, tally: StreamTally) -> 
 def _connection_failure(tally: StreamTally, exc: BaseException, stamp: dict) -> tuple[str, str]:
     if tally.chunk_ns or tally.finish_reason:  # the answer had begun: the connection dropped mid-stream
         return "dropped", f"connection lost mid-stream ({type(exc).__name__})"
-    prefix = STALE_PREFIX if stamp.get("reused") and not stamp.get("answered") else ""
+    # writing to a socket the server had closed: the request never reached it (a reset while waiting for
+    # the answer is ServerDisconnectedError instead, and counts)
+    unsent = stamp.get("reused") and not stamp.get("answered") and isinstance(exc, aiohttp.ClientOSError)
+    prefix = STALE_PREFIX if unsent else ""
     return "connect", f"{prefix}{type(exc).__name__}: {exc}"
 
 

@@ -23,6 +23,7 @@ from aiohttp import web
 from servelab.bench.sim_config import SimConfig, sim_prompt_tokens
 
 SPIN_NS = 3_000_000
+LOG_LIMIT = 100_000  # requests kept in the /sim/requests log (oldest dropped first)
 
 
 class SimServer:
@@ -32,7 +33,7 @@ class SimServer:
         self.config = config
         self.url = ""
         self.requests_seen = 0
-        # X-Request-Id → {t0_ns, first_chunk_ns}: perf_counter_ns, i.e. CLOCK_MONOTONIC, shared by processes
+        # X-Request-Id → {t0_ns, first_chunk_ns, chunks_ns}: perf_counter_ns, i.e. CLOCK_MONOTONIC, shared by processes
         self.log: dict[str, dict[str, int | None]] = {}
         self._runner: web.AppRunner | None = None
         self._pacer = _Pacer()
@@ -79,7 +80,7 @@ class SimServer:
         return web.Response(text=text, content_type="text/plain")
 
     async def _request_log(self, request: web.Request) -> web.Response:
-        """When each request arrived (t0) and its first content chunk was written, by X-Request-Id."""
+        """When each request arrived (t0) and each content chunk was written, by X-Request-Id."""
         return web.json_response(self.log)
 
     async def _tokenize(self, request: web.Request) -> web.Response:
@@ -106,7 +107,9 @@ class SimServer:
         n = self.requests_seen
         self.requests_seen += 1
         request_id = request.headers.get("X-Request-Id", f"sim-{n}")
-        self.log[request_id] = {"t0_ns": t0_ns, "first_chunk_ns": None}
+        self.log[request_id] = {"t0_ns": t0_ns, "first_chunk_ns": None, "chunks_ns": []}
+        if len(self.log) > LOG_LIMIT:
+            del self.log[next(iter(self.log))]
         body = await _json_body(request)
         if body is None:
             return _error(400, "body is not JSON")
@@ -169,8 +172,10 @@ class SimServer:
             if j == fault_at and fault in ("drop", "stall", "malformed"):
                 return await self._mid_stream_fault(request, response, fault)
             event = plan.content_event(n, j)
+            written_ns = time.perf_counter_ns()
+            log["chunks_ns"].append(written_ns)
             if j == 0:
-                log["first_chunk_ns"] = time.perf_counter_ns()
+                log["first_chunk_ns"] = written_ns
             await response.write(event)
         if plan.usage in ("final", "continuous"):
             await response.write(plan.usage_event(n))
@@ -240,7 +245,6 @@ class _Plan:
         body.update(model=self.model, choices=[choice])
         if self.usage == "continuous":
             body["usage"] = self.usage_dict(done)
-        body["sim_sent_ns"] = time.perf_counter_ns()  # the sim's write time (CLOCK_MONOTONIC, same host)
         return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
 
     def usage_event(self, n: int) -> bytes:
