@@ -121,15 +121,16 @@ def right_args(cfg: DemoConfig) -> list[str]:
     return ["-c", str(cfg.ctx), "-np", str(cfg.slots), "--kv-unified"]
 
 
-def bench_ladder(server: EngineServer, cfg: DemoConfig, say: Say) -> list[str]:
-    """Step 6: the concurrency ladder with short and mixed prompts through servelab's bench library."""
+def bench_ladder(server: EngineServer, cfg: DemoConfig, say: Say) -> tuple[list[str], list[dict[str, Any]]]:
+    """Step 6: the concurrency ladder with short and mixed prompts through servelab's bench library.
+    Returns the stored run ids and one row per workload and level."""
     from servelab.bench.config import BenchConfig
     from servelab.bench.runner import run
     from servelab.bench.schedule import StopRule
     from servelab.bench.workloads import WorkloadSpec
     from servelab.store import Store
 
-    run_ids = []
+    run_ids, rows = [], []
     with Store.open(cfg.workdir / "runs.db") as store:
         for kind in cfg.workloads:
             say(f"6. bench: {kind} prompts at concurrency {', '.join(map(str, cfg.concurrency))} "
@@ -142,9 +143,13 @@ def bench_ladder(server: EngineServer, cfg: DemoConfig, say: Say) -> list[str]:
             result = run(config, store)
             run_ids.append(result.run_id)
             for level in result.targets[0].levels:
-                say(f"   {level['level']}: {_fmt(level.get('output_tok_s'))} tok/s in total, "
-                    f"TTFT p50 {_fmt(_p50(level.get('ttft_ms')))} ms, errors {level.get('errors', 0)}")
-    return [r for r in run_ids if r]
+                row = {"workload": kind, "level": level["level"], "completed": level.get("completed"),
+                       "errors": level.get("errors", 0), "output_tok_s": level.get("output_tok_s"),
+                       "ttft_p50_ms": _p50(level.get("ttft_ms"))}
+                rows.append(row)
+                say(f"   {row['level']}: {_fmt(row['output_tok_s'])} tok/s in total, "
+                    f"TTFT p50 {_fmt(row['ttft_p50_ms'])} ms, errors {row['errors']}")
+    return [r for r in run_ids if r], rows
 
 
 def _p50(dist: Any) -> Any:
@@ -155,18 +160,20 @@ def _fmt(value: Any) -> str:
     return f"{value:.1f}" if isinstance(value, int | float) else "-"
 
 
-def right_launch_and_bench(binary: Path, model: Path, cfg: DemoConfig, say: Say) -> tuple[dict[str, Any], list[str]]:
+def right_launch_and_bench(
+    binary: Path, model: Path, cfg: DemoConfig, say: Say
+) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:
     """Step 5 and 6: relaunch with a unified KV cache (every slot may use the whole -c), verify, benchmark."""
     args = right_args(cfg)
     say(f"5. relaunch right: --kv-unified lets any slot use all {cfg.ctx} tokens (or use -np 1); verify again")
     with launch(binary, model, args, cfg, "right") as server:
         verified = {"args": args, **verify_launch(server, say)}
         try:
-            run_ids = bench_ladder(server, cfg, say)
+            run_ids, rows = bench_ladder(server, cfg, say)
         except ImportError as exc:
             say(f"6. bench library not available ({exc}); skipping the ladder")
-            run_ids = []
-    return verified, run_ids
+            run_ids, rows = [], []
+    return verified, run_ids, rows
 
 
 def write_report(cfg: DemoConfig, run_ids: list[str], say: Say) -> Path | None:
@@ -198,12 +205,12 @@ def run_demo(cfg: DemoConfig, say: Say) -> DemoResult:
     model = make_hybrid(cfg, say)
     planned = plan_launch(model, cfg, say)
     divided = divided_launch(binary, model, cfg, say)
-    right, run_ids = right_launch_and_bench(binary, model, cfg, say)
+    right, run_ids, levels = right_launch_and_bench(binary, model, cfg, say)
     report = write_report(cfg, run_ids, say)
     say(f"done in {time.monotonic() - start:.0f} s; everything is in {cfg.workdir}")
     steps = (
         DemoStep("engine", {"llama_server": str(binary)}), DemoStep("model", {"path": str(model)}),
         DemoStep("plan", planned), DemoStep("divided", divided), DemoStep("right", right),
-        DemoStep("bench", {"run_ids": run_ids, "db": str(cfg.workdir / "runs.db")}),
+        DemoStep("bench", {"run_ids": run_ids, "db": str(cfg.workdir / "runs.db"), "levels": levels}),
     )
     return DemoResult(cfg.workdir, steps, report)

@@ -24,6 +24,10 @@ def test_demo_catches_the_divided_context_fixes_it_and_reports(llama_server_bin,
     assert right["context_per_slot"] == 16384 and right["mismatches"] == []
     assert steps["plan"]["available"] is False or steps["plan"]["context_per_slot"] == divided["context_per_slot"]
     assert len(steps["bench"]["run_ids"]) == 2  # short and mixed, each a 1/2/4 ladder
+    levels = [(row["workload"], row["level"]) for row in steps["bench"]["levels"]]
+    assert levels == [(w, f"c={c}") for w in ("short", "mixed") for c in (1, 2, 4)]
+    assert all(row["completed"] == 3 and row["errors"] == 0 for row in steps["bench"]["levels"])
+    assert all(row["output_tok_s"] > 0 for row in steps["bench"]["levels"])
     report = workdir / "report.html"
     assert report.is_file() and "<html" in report.read_text()[:500].lower()
 
