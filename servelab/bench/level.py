@@ -95,6 +95,8 @@ async def run_open(
         delay = intended - time.perf_counter_ns()
         if delay > 0 and await _stopped_within(stop_event, delay / 1e9):
             break
+        while time.perf_counter_ns() < intended:  # loop timers may fire up to 1 ms early (ms resolution)
+            await asyncio.sleep(0)
         index = state.next_index
         state.next_index += 1
         state.measured_started += 1
