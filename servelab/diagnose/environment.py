@@ -16,6 +16,8 @@ from servelab.diagnose.findings import Finding
 from servelab.diagnose.gpus import GpuInfo
 from servelab.diagnose.pairs import PairInfo
 from servelab.diagnose.probe import Probe
+from servelab.engines.sglang import environment as sglang_environment
+from servelab.engines.vllm import environment as vllm_environment
 
 NCCL_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
 LEGACY_LEVELS = {"0": "LOC", "1": "PIX", "2": "PXB", "3": "PHB", "4": "SYS", "5": "SYS"}
@@ -23,18 +25,9 @@ PATH_RANK = {"INTERNAL": 2, "PIX": 2, "PXB": 3, "PHB": 4, "NODE": 5, "SYS": 5}  
 TRUE = ("1", "true", "yes", "on")
 NCCL_TUNING = ("NCCL_NVLS_ENABLE", "NCCL_CUMEM_ENABLE", "NCCL_ALGO", "NCCL_PROTO", "NCCL_MAX_NCHANNELS",
                "NCCL_MIN_NCHANNELS", "NCCL_NET", "NCCL_SOCKET_IFNAME", "NCCL_IGNORE_DISABLED_P2P")  # fmt: skip
-# Engine switches read from the environment (engine sources, diagnostics.md §2), with what setting them does.
-ENGINE_SWITCHES = {
-    "VLLM_SKIP_P2P_CHECK": ("1", "vLLM trusts the driver's P2P report instead of testing a real CUDA IPC copy"),
-    "SGLANG_SKIP_P2P_CHECK": ("1", "sglang trusts the driver's P2P report instead of testing a real CUDA IPC copy"),
-    "VLLM_DISABLE_PYNCCL": ("1", "vLLM falls back from PyNCCL to torch.distributed for collectives"),
-    "VLLM_ALLREDUCE_USE_SYMM_MEM": ("0", "vLLM's symmetric-memory all-reduce is off"),
-    "VLLM_DISABLE_CUSTOM_ALL_REDUCE": ("1", "a launcher convention (not read by vLLM itself) for "
-                                       "--disable-custom-all-reduce"),
-    "SGLANG_DISABLE_CUSTOM_ALL_REDUCE": ("1", "a launcher convention (not read by sglang itself) for "
-                                         "--disable-custom-all-reduce"),
-}  # fmt: skip
-CACHE_GLOBS = ("{vllm}/gpu_p2p_access_cache_for_*.json", "{sglang}/gpu_p2p_access_cache_for_*.json")
+# Engines whose environment switches and P2P cache files doctor checks (each engine's knowledge in its package).
+ENGINE_ENVIRONMENTS = (vllm_environment, sglang_environment)
+ENGINE_SWITCHES = {name: value for e in ENGINE_ENVIRONMENTS for name, value in e.ENV_SWITCHES.items()}
 
 
 @dataclass(frozen=True)
@@ -207,9 +200,9 @@ def _engine_switches(env: Mapping[str, str]) -> list[Finding]:
     return findings
 
 
-def _cache_dirs(env: Mapping[str, str]) -> dict[str, str]:
-    cache = env.get("XDG_CACHE_HOME") or f"{_home(env)}/.cache"
-    return {"vllm": env.get("VLLM_CACHE_ROOT") or f"{cache}/vllm", "sglang": f"{cache}/sglang"}
+def _cache_globs(env: Mapping[str, str]) -> list[str]:
+    cache_home = env.get("XDG_CACHE_HOME") or f"{_home(env)}/.cache"
+    return [engine.p2p_cache_glob(env, cache_home) for engine in ENGINE_ENVIRONMENTS]
 
 
 def _cache_finding(path: str, text: str | None, pairs: list[PairInfo]) -> Finding:
@@ -235,8 +228,7 @@ def _cache_finding(path: str, text: str | None, pairs: list[PairInfo]) -> Findin
 
 def cache_findings(probe: Probe, pairs: list[PairInfo]) -> list[Finding]:
     """Stale ``gpu_p2p_access_cache_for_*.json`` files under the vLLM and sglang cache directories."""
-    dirs = _cache_dirs(probe.environ())
-    paths = [path for pattern in CACHE_GLOBS for path in probe.glob(pattern.format(**dirs))]
+    paths = [path for pattern in _cache_globs(probe.environ()) for path in probe.glob(pattern)]
     return [_cache_finding(path, probe.read_text(path), pairs) for path in paths]
 
 
