@@ -226,10 +226,18 @@ class _Plan:
     def content_event(self, n: int, j: int) -> bytes:
         finish = self.finish if j == self.chunks - 1 else None
         done = min(self.out, (j + 1) * self.k)
+        if finish is None and self.usage != "continuous":  # the common chunk, without json.dumps
+            return self._plain_event(n, self.text_of(j))
         if self.chat:
             payload: dict = {"content": self.text_of(j)}
             return self.event(n, payload, finish, done)
         return self.event(n, self.text_of(j), finish, done)
+
+    def _plain_event(self, n: int, text: str) -> bytes:
+        """The same JSON as event(), built from a fixed template (the text is a safe "tN tN+1 " string)."""
+        field = f'"delta":{{"content":"{text}"}}' if self.chat else f'"text":"{text}"'
+        head = f'{{"id":"sim-{n}","object":"{self._object(True)}","created":{self.created},"model":{json.dumps(self.model)}'
+        return f'data: {head},"choices":[{{"index":0,"finish_reason":null,{field}}}]}}\n\n'.encode()
 
     def usage_dict(self, completion: int) -> dict:
         total = self.prompt_tokens + completion

@@ -29,6 +29,22 @@ class SseParser:
         self.comments = 0  # keep-alive comments seen
 
     def feed(self, chunk: bytes, t_ns: int) -> list[SseEvent]:
+        if not self._partial and not self._data and chunk.endswith(b"\n\n") and b"\r" not in chunk:
+            return self._whole_events(chunk, t_ns)
+        return self._feed_lines(chunk, t_ns)
+
+    def _whole_events(self, chunk: bytes, t_ns: int) -> list[SseEvent]:
+        """Fast path: the read holds whole events only (the usual case); one-line data events need no line
+        machinery. Anything else in the read (comments, several fields) takes the general path."""
+        events: list[SseEvent] = []
+        for block in chunk[:-2].split(b"\n\n"):
+            if block.startswith(b"data: ") and b"\n" not in block:
+                events.append(SseEvent(block[6:].decode("utf-8", errors="replace"), t_ns))
+            elif block:
+                events.extend(self._feed_lines(block + b"\n\n", t_ns))
+        return events
+
+    def _feed_lines(self, chunk: bytes, t_ns: int) -> list[SseEvent]:
         events: list[SseEvent] = []
         pos = 0
         while True:

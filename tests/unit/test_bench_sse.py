@@ -55,3 +55,14 @@ def test_blank_lines_without_data_dispatch_nothing():
     parser = SseParser()
     assert parser.feed(b"\n\n\n", 1) == []
     assert not parser.pending
+
+
+def test_whole_event_reads_with_comments_and_multi_field_blocks_parse_like_the_line_path():
+    chunk = b'data: {"a": 1}\n\n: keep-alive\n\ndata: x\ndata: y\n\n\n\ndata: [DONE]\n\n'
+    fast = SseParser()
+    events = fast.feed(chunk, 5)
+    assert [(e.data, e.t_ns) for e in events] == [('{"a": 1}', 5), ("x\ny", 5), ("[DONE]", 5)]
+    assert fast.comments == 1 and not fast.pending
+    byte_by_byte = SseParser()
+    slow = [e for i in range(len(chunk)) for e in byte_by_byte.feed(chunk[i : i + 1], 5)]
+    assert [e.data for e in slow] == [e.data for e in events]
