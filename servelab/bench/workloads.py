@@ -119,10 +119,15 @@ class _Builder:
         n_in, n_out = self.spec.lengths("short")
         n_in = self._cap(n_in, n_out)
         group = i // PREFIX_GROUP
-        shared = n_in * 3 // 4
-        prefix = _words(self.spec.seed + 7919, group, shared)
-        cached = shared if i % PREFIX_GROUP else 0
+        prefix = _words(self.spec.seed + 7919, group, n_in * 3 // 4)
+        cached = self._prefix_tokens(prefix) if i % PREFIX_GROUP else 0
         return self._exact(i, n_out, prefix, _words(self.spec.seed, i, n_in * 2), n_in, cached)
+
+    def _prefix_tokens(self, words: list[str]) -> int:
+        """Tokens of a shared prefix the server should find cached: measured with its tokenizer, less one
+        (the last token may merge with what follows); 0 (no expectation) without a tokenizer."""
+        ids = self.tokenizer.ids(" ".join(words)) if self.tokenizer is not None and words else None
+        return max(0, len(ids) - 1) if ids else 0
 
     def _turn(self, i: int) -> Prompt:
         """Conversation i // TURNS, turn i % TURNS: the history of earlier turns, then a new question."""
@@ -131,7 +136,7 @@ class _Builder:
         history: list[str] = []
         for t in range(turn):
             history += _words(self.spec.seed + 31, conv * TURNS + t, n_in) + _words(self.spec.seed + 37, t, n_out)
-        cached = len(history)  # in words: an estimate for text prompts
+        cached = self._prefix_tokens(history)
         total = self._cap(len(history) + n_in, n_out)
         return self._exact(i, n_out, history, _words(self.spec.seed + 31, conv * TURNS + turn, n_in * 2), total, cached)
 

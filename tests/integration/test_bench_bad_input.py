@@ -84,3 +84,13 @@ def test_api_key_reaches_the_server_but_never_the_store(capsys, tmp_path):
     assert "sk-very-secret-123" not in out
     for path in tmp_path.iterdir():
         assert b"sk-very-secret-123" not in path.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--fault", "explode"], "unknown fault 'explode'"), (["--fault", "500:2"], "outside (0, 1]"),
+     (["--usage", "sometimes"], "unknown usage mode"), (["--tokens-per-chunk", "0"], ">= 1")],
+)
+def test_sim_bad_options_are_usage_errors(capsys, args, message):
+    line = one_line_error(capsys, ["sim", "--port", "0", *args], 2)
+    assert message in line
