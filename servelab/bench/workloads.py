@@ -94,6 +94,7 @@ def check_fits(spec: WorkloadSpec, context: int | None) -> None:
 class _Builder:
     def __init__(self, spec: WorkloadSpec, tokenizer: Tokenizer | None, context: int | None) -> None:
         self.spec, self.tokenizer, self.context = spec, tokenizer, context
+        self._tokens_per_word: float | None = None
 
     def prompt(self, i: int) -> Prompt:
         kind = self.spec.kind
@@ -119,9 +120,17 @@ class _Builder:
         n_in, n_out = self.spec.lengths("short")
         n_in = self._cap(n_in, n_out)
         group = i // PREFIX_GROUP
-        prefix = _words(self.spec.seed + 7919, group, n_in * 3 // 4)
+        prefix = _words(self.spec.seed + 7919, group, self._words_for(n_in * 3 // 4))
         cached = self._prefix_tokens(prefix) if i % PREFIX_GROUP else 0
         return self._exact(i, n_out, prefix, _words(self.spec.seed, i, n_in * 2), n_in, cached)
+
+    def _words_for(self, tokens: int) -> int:
+        """Words that make about ``tokens`` tokens with the target's tokenizer (measured once)."""
+        if self._tokens_per_word is None:
+            sample = _words(self.spec.seed + 101, 0, 200)
+            ids = self.tokenizer.ids(" ".join(sample)) if self.tokenizer is not None else None
+            self._tokens_per_word = len(ids) / len(sample) if ids else 1.0
+        return max(1, round(tokens / self._tokens_per_word))
 
     def _prefix_tokens(self, words: list[str]) -> int:
         """Tokens of a shared prefix the server should find cached: measured with its tokenizer, less one
@@ -134,8 +143,10 @@ class _Builder:
         n_in, n_out = self.spec.lengths("short")
         conv, turn = divmod(i, TURNS)
         history: list[str] = []
+        turn_words, answer_words = self._words_for(n_in), self._words_for(n_out)
         for t in range(turn):
-            history += _words(self.spec.seed + 31, conv * TURNS + t, n_in) + _words(self.spec.seed + 37, t, n_out)
+            history += _words(self.spec.seed + 31, conv * TURNS + t, turn_words)
+            history += _words(self.spec.seed + 37, t, answer_words)
         cached = self._prefix_tokens(history)
         total = self._cap(len(history) + n_in, n_out)
         return self._exact(i, n_out, history, _words(self.spec.seed + 31, conv * TURNS + turn, n_in * 2), total, cached)
@@ -146,10 +157,12 @@ class _Builder:
             if ids is not None and len(ids) >= n_in:
                 return Prompt(i, n_out, token_ids=tuple(ids[:n_in]), input_tokens=n_in, verified=True,
                               expected_cached_tokens=cached)  # fmt: skip
-        words = max(1, n_in - len(fixed))
+        words = max(1, min(len(pool), self._words_for(n_in) - len(fixed)))
         text, measured = self._measured(fixed, pool, words)
-        if measured and measured != n_in:  # tokens per word differ by tokenizer: scale once, then step
-            words = max(1, min(len(pool), round(words * n_in / measured)))
+        fixed_tokens = measured - words * (self._tokens_per_word or 1.0) if measured else 0.0
+        if measured and measured != n_in and measured > fixed_tokens:  # scale the free words once, then step
+            scale = (n_in - fixed_tokens) / (measured - fixed_tokens)
+            words = max(1, min(len(pool), round(words * scale)))
             text, measured = self._measured(fixed, pool, words)
         for _ in range(8):
             if measured is None or measured == n_in:
