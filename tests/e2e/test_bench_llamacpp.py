@@ -65,3 +65,34 @@ def test_completions_with_token_ids_have_exact_prompt_lengths(server, tmp_path):
     assert records and all(r.status == "ok" for r in records), [r.error for r in records]
     assert {r.prompt_tokens for r in records} == {32}
     assert {r.output_tokens for r in records} == {OUT}
+
+
+def shared_prefix_run(url: str, store: Store, concurrency: int) -> tuple[dict, list]:
+    config = BenchConfig(
+        targets=(url,), concurrency=(concurrency,), workload=WorkloadSpec("shared-prefix", 200, 16),
+        stop=StopRule(requests=8), warmup=0,
+    )  # fmt: skip
+    result = run(config, store).to_json()
+    return result["targets"][0]["levels"][0], list(store.load_run(result["run_id"]).requests)
+
+
+def test_one_slot_keeps_the_shared_prefix_cached(llama_server, model_files, tmp_path):
+    server = llama_server(model_files["dense"], "-c", "2048", "-np", "1")
+    with Store.open(tmp_path / "runs.db") as store:
+        level, records = shared_prefix_run(server.url, store, 1)
+    assert level["evictions"] == 0 or all(r.eviction_signal != "cache_n" for r in records)
+    primed = [r for r in records if r.expected_cached_tokens]
+    assert len(primed) == 6  # requests 1-3 and 5-7 follow their group's first
+    assert all(r.cached_prompt_tokens >= r.expected_cached_tokens for r in primed)
+    assert not any(r.eviction_signal == "cache_n" for r in records)
+
+
+def test_two_slots_two_streams_lose_the_prefix_and_it_is_counted(llama_server, model_files, tmp_path):
+    """Requests 0 and 1 start together: 1 must take the other slot, where its group's prefix is not cached."""
+    server = llama_server(model_files["dense"], "-c", "4096", "-np", "2")
+    with Store.open(tmp_path / "runs.db") as store:
+        level, records = shared_prefix_run(server.url, store, 2)
+    second = next(r for r in records if r.request_index == 1)
+    assert second.cached_prompt_tokens < second.expected_cached_tokens
+    assert second.evicted and second.eviction_signal == "cache_n"
+    assert level["evictions"] == sum(r.evicted for r in records if r.status == "ok") >= 1
