@@ -80,7 +80,7 @@ def test_one_slot_keeps_the_shared_prefix_cached(llama_server, model_files, tmp_
     server = llama_server(model_files["dense"], "-c", "2048", "-np", "1")
     with Store.open(tmp_path / "runs.db") as store:
         level, records = shared_prefix_run(server.url, store, 1)
-    assert level["evictions"] == 0 or all(r.eviction_signal != "cache_n" for r in records)
+    assert (level["completed"], level["errors"]) == (8, 0)
     primed = [r for r in records if r.expected_cached_tokens]
     assert len(primed) == 6  # requests 1-3 and 5-7 follow their group's first
     assert all(r.cached_prompt_tokens >= r.expected_cached_tokens for r in primed)
