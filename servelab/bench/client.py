@@ -4,7 +4,9 @@
 in Python is not charged to the server's TTFT; sending the body is. ``await client.send(request)`` always returns a RequestRecord and never raises: failures become
 ``status="error"`` with an ``error_kind`` from records.ERROR_KINDS, and cancellation (Ctrl-C) becomes a
 ``cancelled`` record. Events are parsed incrementally from raw reads (``iter_any``); each event is stamped
-with the ``perf_counter_ns()`` of the read that carried its first byte (see sse.py). The API key goes in
+with the ``perf_counter_ns()`` of the read that carried its first byte (see sse.py), taken as soon as the
+read is handed over; parsing runs a moment later, after every stream woken in the same loop iteration has
+taken its stamp (``_DeferredParse``). The API key goes in
 the Authorization header only; error texts are cut short and never contain it. A request whose body could
 not be written to a REUSED keep-alive connection (the server had closed it while idle) is sent again
 (up to 3 times) on another: it never reached the server, so it is a client artefact, not a server error.
@@ -70,6 +72,7 @@ class StreamClient:
         self._secret = api_key or ""
         self._stall_timeout_s = stall_timeout_s
         self._session: aiohttp.ClientSession | None = None
+        self._deferred = _DeferredParse()
 
     async def __aenter__(self) -> StreamClient:
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
@@ -101,6 +104,7 @@ class StreamClient:
 
     async def _send_once(self, request: ClientRequest) -> RequestRecord:
         tally = StreamTally()
+        stream = _Stream(tally)
         stamp = {"sent_ns": time.perf_counter_ns()}  # replaced when the request headers are on the socket
         url = self.base_url + request.path
         try:
@@ -109,7 +113,7 @@ class StreamClient:
                 stamp["answered"] = True
                 if response.status >= 400:
                     return await self._http_error(request, response, stamp["sent_ns"])
-                kind, message = await _read_stream(response, tally)
+                kind, message = await _read_stream(response, stream, self._deferred)
         except asyncio.CancelledError:
             kind, message = "cancelled", "interrupted before it finished"
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
@@ -117,6 +121,7 @@ class StreamClient:
         except aiohttp.ClientPayloadError as exc:
             kind, message = "dropped", f"connection closed mid-stream ({type(exc).__name__})"
         except (aiohttp.ClientConnectionError, OSError) as exc:
+            self._deferred.run()  # what arrived before the failure decides "dropped" versus "connect"
             kind, message = _connection_failure(tally, exc, stamp)
         return self._record(request, tally, stamp["sent_ns"], kind, self._clean(message))
 
@@ -138,6 +143,7 @@ class StreamClient:
     def _record(
         self, request: ClientRequest, tally: StreamTally, sent_ns: int, kind: str | None, message: str | None
     ) -> RequestRecord:
+        self._deferred.run()  # whatever this answer's stream still had queued
         tally.settle()
         record = RequestRecord(
             target_index=request.target_index, level=request.level, repeat=request.repeat,
@@ -167,27 +173,76 @@ async def _mark_reused(session: Any, context: Any, params: Any) -> None:
     context.trace_request_ctx["reused"] = True
 
 
-async def _read_stream(response: aiohttp.ClientResponse, tally: StreamTally) -> tuple[str | None, str | None]:
-    """Consume the SSE body into ``tally``. (error kind, message), or (None, None) when it ended properly."""
-    parser = SseParser()
+class _Stream:
+    """One answer being parsed: SSE events into the tally, and how the answer ended once that is known."""
+
+    def __init__(self, tally: StreamTally) -> None:
+        self.tally = tally
+        self.parser = SseParser()
+        self.outcome: tuple[str | None, str | None] | None = None  # (error kind, message); (None, None): done
+
+    def feed(self, chunk: bytes, t_ns: int) -> None:
+        if self.outcome is not None:
+            return
+        for event in self.parser.feed(chunk, t_ns):
+            self.outcome = self._event(event.data, event.t_ns)
+            if self.outcome is not None:
+                return
+
+    def _event(self, data: str, t_ns: int) -> tuple[str | None, str | None] | None:
+        if data == "[DONE]":
+            self.tally.done = True
+            return None, None
+        try:
+            decoded = json.loads(data)
+        except json.JSONDecodeError:
+            return "malformed", f"not JSON: {data[:80]!r}"
+        if not isinstance(decoded, dict):
+            return "malformed", f"not a JSON object: {data[:80]!r}"
+        self.tally.add(decoded, t_ns)
+        if self.tally.server_error is not None:
+            return "http_5xx", f"error inside the stream: {self.tally.server_error}"
+        return None
+
+    def ended(self) -> tuple[str | None, str | None]:
+        """How the answer ended, once the body is over."""
+        if self.outcome is not None:
+            return self.outcome
+        if self.parser.pending:
+            return "malformed", "stream ended inside an event"
+        return (None, None) if self.tally.finished else ("dropped", "stream ended before [DONE] or a finish_reason")
+
+
+class _DeferredParse:
+    """Stamp now, parse a moment later: every stream woken in this loop iteration takes its timestamp
+    first, and the parsing runs in a callback queued behind them. Otherwise each stream's stamp would
+    wait for the parsing of all the streams resumed before it."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[_Stream, bytes, int]] = []
+        self._scheduled = False
+
+    def add(self, stream: _Stream, chunk: bytes, t_ns: int) -> None:
+        self._pending.append((stream, chunk, t_ns))
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.run)
+
+    def run(self) -> None:
+        self._scheduled = False
+        pending, self._pending = self._pending, []
+        for stream, chunk, t_ns in pending:
+            stream.feed(chunk, t_ns)
+
+
+async def _read_stream(response: aiohttp.ClientResponse, stream: _Stream, deferred: _DeferredParse):
+    """Consume the SSE body; (error kind, message), or (None, None) when it ended properly."""
     async for chunk in response.content.iter_any():
-        t_ns = time.perf_counter_ns()
-        for event in parser.feed(chunk, t_ns):
-            if event.data == "[DONE]":
-                tally.done = True
-                return None, None
-            try:
-                decoded = json.loads(event.data)
-            except json.JSONDecodeError:
-                return "malformed", f"not JSON: {event.data[:80]!r}"
-            if not isinstance(decoded, dict):
-                return "malformed", f"not a JSON object: {event.data[:80]!r}"
-            tally.add(decoded, event.t_ns)
-            if tally.server_error is not None:
-                return "http_5xx", f"error inside the stream: {tally.server_error}"
-    if parser.pending:
-        return "malformed", "stream ended inside an event"
-    return (None, None) if tally.finished else ("dropped", "stream ended before [DONE] or a finish_reason")
+        deferred.add(stream, chunk, time.perf_counter_ns())
+        if stream.outcome is not None:
+            break
+    deferred.run()
+    return stream.ended()
 
 
 def _connection_failure(tally: StreamTally, exc: BaseException, stamp: dict) -> tuple[str, str]:
