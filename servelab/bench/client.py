@@ -64,7 +64,10 @@ class ClientRequest:
 class StreamClient:
     """``async with StreamClient(url, api_key) as client: record = await client.send(request)``."""
 
-    def __init__(self, base_url: str, api_key: str | None = None, *, stall_timeout_s: float = 120.0) -> None:
+    def __init__(
+        self, base_url: str, api_key: str | None = None, *, stall_timeout_s: float = 120.0, keep_alive: bool = True
+    ) -> None:
+        self._keep_alive = keep_alive
         self.base_url = base_url.rstrip("/")
         self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if api_key:
@@ -75,7 +78,10 @@ class StreamClient:
         self._deferred = _DeferredParse()
 
     async def __aenter__(self) -> StreamClient:
-        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
+        if self._keep_alive:
+            connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
+        else:
+            connector = aiohttp.TCPConnector(limit=0, force_close=True, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=self._stall_timeout_s)
         trace = aiohttp.TraceConfig()
         trace.on_request_headers_sent.append(_stamp_headers_sent)

@@ -126,7 +126,9 @@ class _Runner:
         out = TargetResult(target.url, target.engine, target.model, target.context)
         sink = RecordSink(self.store, self.run_id)
         base = 0
-        async with StreamClient(target.url, self.config.api_key, stall_timeout_s=self.config.stall_timeout_s) as client:
+        keep_alive = getattr(target.extras, "KEEP_ALIVE", True)
+        stall_s = self.config.stall_timeout_s
+        async with StreamClient(target.url, self.config.api_key, stall_timeout_s=stall_s, keep_alive=keep_alive) as client:
             for level, slots in zip(self.config.levels, _slots(self.config), strict=True):
                 repeats: list[tuple[list[RequestRecord], dict]] = []
                 for rep in range(self.config.repeat):

@@ -53,8 +53,12 @@ def test_chat_ladder_matches_llama_server_timings(server, tmp_path):
             r.server_timings["predicted_per_second"] for r in records if r.level == level["level"]
         )
         # the client's per-stream decode speed (first to last chunk) against the server's own count;
-        # a CPU server on a shared 2-core box is noisy, hence 35%
-        assert level["per_stream_tok_s"]["p50"] == pytest.approx(server_tok_s, rel=0.35)
+        # a CPU server on a shared 2-core box is noisy, hence 35%. A client starved of CPU by the host
+        # (its stamps then bunch up) must say so instead.
+        if level["valid"]:
+            assert level["per_stream_tok_s"]["p50"] == pytest.approx(server_tok_s, rel=0.35)
+        else:
+            assert "client" in level["invalid_reason"]
     assert {s.moment for s in stored.snapshots} >= {"before", "after", "before /slots", "after /slots"}
     assert any("llamacpp:" in s.text for s in stored.snapshots if s.moment == "after")
 
@@ -80,7 +84,7 @@ def test_one_slot_keeps_the_shared_prefix_cached(llama_server, model_files, tmp_
     server = llama_server(model_files["dense"], "-c", "2048", "-np", "1")
     with Store.open(tmp_path / "runs.db") as store:
         level, records = shared_prefix_run(server.url, store, 1)
-    assert (level["completed"], level["errors"]) == (8, 0)
+    assert (level["completed"], level["errors"]) == (8, 0), [r.error for r in records if r.error]
     primed = [r for r in records if r.expected_cached_tokens]
     assert len(primed) == 6  # requests 1-3 and 5-7 follow their group's first
     assert all(r.cached_prompt_tokens >= r.expected_cached_tokens for r in primed)

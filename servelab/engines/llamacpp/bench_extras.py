@@ -15,6 +15,11 @@ from typing import Any
 from servelab.engines.probe import HttpProbe
 
 ACCEPTS_TOKEN_IDS = True
+# This build (b1-0c1e570) answers "Keep-Alive: timeout=5, max=100" but closes the connection after a
+# streamed answer (curl: "Connection died, retrying a fresh connect"); a request written to that dead
+# connection fails, so the client opens a fresh connection per request (connect time is not in TTFT:
+# the send is stamped once the request headers are written).
+KEEP_ALIVE = False
 SNAPSHOT_PATHS: tuple[str, ...] = ("/metrics", "/slots")
 
 
