@@ -139,3 +139,13 @@ def test_two_targets_get_identical_prompts_in_the_same_order(tmp_path):
     assert order[0] == order[1] == [0, 1, 2]
     lengths = {t: [r.prompt_tokens for r in records if r.target_index == t] for t in (0, 1)}
     assert lengths[0] == lengths[1]
+
+
+def test_cli_prints_the_ladder_table_on_stdout_and_progress_on_stderr(tmp_path, capsys):
+    with sim_process(*FAST) as url:
+        code = main(["bench", url, "--concurrency", "1,2", "--requests", "2", "--output-tokens", "4",
+                     "--input-tokens", "8", "--db", str(tmp_path / "r.db")])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "c=1" in captured.out and "c=2" in captured.out and "complete" in captured.out
+    assert "c=2 repeat 0" in captured.err and "Traceback" not in captured.err
