@@ -149,3 +149,28 @@ def test_cli_prints_the_ladder_table_on_stdout_and_progress_on_stderr(tmp_path, 
     assert code == 0
     assert "c=1" in captured.out and "c=2" in captured.out and "complete" in captured.out
     assert "c=2 repeat 0" in captured.err and "Traceback" not in captured.err
+
+
+def test_keepalive_comments_are_not_tokens_and_completions_work(tmp_path):
+    with sim_process("--ttft-ms", "30", "--itl-ms", "5", "--keepalive-ms", "4") as url:
+        result, stored = stored_run(url, tmp_path, concurrency=(1,), stop=StopRule(requests=2), chat=False,
+                                    workload=WorkloadSpec("short", 8, 6, chat=False))  # fmt: skip
+    level = result["targets"][0]["levels"][0]
+    assert level["completed"] == 2 and level["ttft_ms"]["min"] >= 30.0
+    assert all(r.output_tokens == 6 == sum(r.chunk_tokens) for r in stored.requests)
+
+
+def test_sim_answers_without_streaming_after_the_whole_schedule():
+    import time
+    import urllib.request
+
+    with sim_process("--ttft-ms", "20", "--itl-ms", "10") as url:
+        body = json.dumps({"messages": [{"role": "user", "content": "a b c"}], "max_tokens": 5}).encode()
+        request = urllib.request.Request(url + "/v1/chat/completions", data=body, method="POST")
+        start = time.perf_counter()
+        with urllib.request.urlopen(request, timeout=10) as response:
+            answer = json.loads(response.read())
+        elapsed_ms = (time.perf_counter() - start) * 1000
+    assert answer["choices"][0]["message"]["content"] == "t0 t1 t2 t3 t4 "
+    assert answer["usage"] == {"prompt_tokens": 3 + 4 + 2, "completion_tokens": 5, "total_tokens": 14}
+    assert elapsed_ms >= 20 + 4 * 10
