@@ -81,13 +81,29 @@ def main(argv: list[str] | None = None) -> int:
         print("servelab: aborted", file=sys.stderr)
         return 1
     except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show(file=sys.stderr)
-            return exc.exit_code
-        raise
+        if not _is_click_error(exc):
+            raise
+        return _show_usage_error(exc)
     return 0
+
+
+def _is_click_error(exc: Exception) -> bool:
+    """Click's own errors, or the copy of click that newer typer versions vendor (typer.TyperException)."""
+    import click
+
+    return isinstance(exc, click.ClickException | typer.TyperException) and hasattr(exc, "format_message")
+
+
+def _show_usage_error(exc: Exception) -> int:
+    """One line on stderr naming the command (the help text itself when no arguments were given)."""
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        print(exc.format_message(), file=sys.stderr)
+        return 2
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    message = " ".join(exc.format_message().split())
+    print(f"servelab: error: {message}{where}", file=sys.stderr)
+    return getattr(exc, "exit_code", 2)
 
 
 if __name__ == "__main__":  # pragma: no cover
