@@ -4,9 +4,9 @@
 in Python is not charged to the server's TTFT; sending the body is. ``await client.send(request)`` always returns a RequestRecord and never raises: failures become
 ``status="error"`` with an ``error_kind`` from records.ERROR_KINDS, and cancellation (Ctrl-C) becomes a
 ``cancelled`` record. Events are parsed incrementally from raw reads (``iter_any``); each event is stamped
-with the ``perf_counter_ns()`` of the read that carried its first byte (see sse.py), taken as soon as the
-read is handed over; parsing runs a moment later, after every stream woken in the same loop iteration has
-taken its stamp (``_DeferredParse``). The API key goes in
+with the ``perf_counter_ns()`` of the socket read that carried its first byte, taken in aiohttp's protocol
+callback when the bytes arrive (stamps.py); parsing runs a moment later, after every stream woken in the
+same loop iteration has handed over its bytes (``_DeferredParse``). The API key goes in
 the Authorization header only; error texts are cut short and never contain it. A request whose body could
 not be written to a REUSED keep-alive connection (the server had closed it while idle) is sent again
 (up to 3 times) on another: it never reached the server, so it is a client artefact, not a server error.
@@ -25,6 +25,7 @@ import aiohttp
 from servelab.bench.events import StreamTally
 from servelab.bench.records import RequestRecord
 from servelab.bench.sse import SseParser
+from servelab.bench.stamps import ArrivalLog
 
 STALE_PREFIX = "stale keep-alive connection: "  # the request never reached the server; sent again
 STALE_RETRIES = 3
@@ -76,6 +77,7 @@ class StreamClient:
         self._stall_timeout_s = stall_timeout_s
         self._session: aiohttp.ClientSession | None = None
         self._deferred = _DeferredParse()
+        self._arrivals = ArrivalLog()
 
     async def __aenter__(self) -> StreamClient:
         if self._keep_alive:
@@ -119,7 +121,7 @@ class StreamClient:
                 stamp["answered"] = True
                 if response.status >= 400:
                     return await self._http_error(request, response, stamp["sent_ns"])
-                kind, message = await _read_stream(response, stream, self._deferred)
+                kind, message = await _read_stream(response, stream, self._deferred, self._arrivals)
         except asyncio.CancelledError:
             kind, message = "cancelled", "interrupted before it finished"
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
@@ -241,12 +243,17 @@ class _DeferredParse:
             stream.feed(chunk, t_ns)
 
 
-async def _read_stream(response: aiohttp.ClientResponse, stream: _Stream, deferred: _DeferredParse):
+async def _read_stream(response: aiohttp.ClientResponse, stream: _Stream, deferred: _DeferredParse, arrivals):
     """Consume the SSE body; (error kind, message), or (None, None) when it ended properly."""
-    async for chunk in response.content.iter_any():
-        deferred.add(stream, chunk, time.perf_counter_ns())
-        if stream.outcome is not None:
-            break
+    stamps = arrivals.watch(response.content)
+    try:
+        async for chunk in response.content.iter_any():
+            for piece, t_ns in stamps.split(chunk, time.perf_counter_ns()):
+                deferred.add(stream, piece, t_ns)
+            if stream.outcome is not None:
+                break
+    finally:
+        arrivals.forget(response.content)
     deferred.run()
     return stream.ended()
 

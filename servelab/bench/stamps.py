@@ -1,0 +1,85 @@
+"""Arrival stamps taken where bytes arrive, not where a coroutine later gets round to them.
+
+With many streams, a read can wait in the event loop behind other streams' work; a stamp taken in the
+reading coroutine would charge that wait to the server. So each response's StreamReader is switched to a
+subclass (same slots, one overridden method) whose ``feed_data`` — called from aiohttp's protocol, in the
+socket's own callback — records the time and the running byte count (``total_bytes``). The reader later
+cuts what it reads at those boundaries and gives each piece its arrival time. Bytes fed before the switch
+(those that came with the headers) get the switch time. Should a future aiohttp refuse the switch, every
+piece simply gets its read time, the plain approach.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from typing import Any
+
+import aiohttp
+
+
+class BodyStamps:
+    """Where one body's arrivals ended (in bytes) and when each came."""
+
+    def __init__(self, base_end: int) -> None:
+        self.ends = array("q")
+        self.times = array("q")
+        self._base_end, self._base_ns = base_end, time.perf_counter_ns()
+        self._pos = 0  # bytes handed out so far
+        self._i = 0
+
+    def split(self, chunk: bytes, read_ns: int) -> list[tuple[bytes, int]]:
+        """The chunk just read, cut where separate arrivals meet, each piece with its arrival time."""
+        pieces: list[tuple[bytes, int]] = []
+        start, n = 0, len(chunk)
+        while start < n:
+            end_abs, t_ns = self._arrival(self._pos + start, self._pos + n, read_ns)
+            end = min(n, end_abs - self._pos)
+            pieces.append((chunk if (start, end) == (0, n) else chunk[start:end], t_ns))
+            start = end
+        self._pos += n
+        return pieces
+
+    def _arrival(self, pos: int, chunk_end: int, read_ns: int) -> tuple[int, int]:
+        if pos < self._base_end:
+            return self._base_end, self._base_ns
+        while self._i < len(self.ends) and self.ends[self._i] <= pos:
+            self._i += 1
+        if self._i >= len(self.ends):
+            return chunk_end, read_ns
+        return self.ends[self._i], self.times[self._i]
+
+
+class ArrivalLog:
+    """One per client: the bodies being watched, by reader identity."""
+
+    def __init__(self) -> None:
+        watched: dict[int, BodyStamps] = {}
+        self._watched = watched
+
+        class StampedStreamReader(aiohttp.StreamReader):
+            __slots__ = ()
+
+            def feed_data(self, data: bytes, *args: Any) -> Any:
+                t_ns = time.perf_counter_ns()
+                result = super().feed_data(data, *args)
+                stamps = watched.get(id(self))
+                if stamps is not None:
+                    stamps.ends.append(self.total_bytes)
+                    stamps.times.append(t_ns)
+                return result
+
+        self._reader_class = StampedStreamReader
+
+    def watch(self, reader: Any) -> BodyStamps:
+        stamps = BodyStamps(int(getattr(reader, "total_bytes", 0)))
+        if type(reader) is aiohttp.StreamReader:
+            try:
+                reader.__class__ = self._reader_class
+            except TypeError:  # layout changed in some aiohttp: read-time stamps only
+                return stamps
+            self._watched[id(reader)] = stamps
+        return stamps
+
+    def forget(self, reader: Any) -> None:
+        self._watched.pop(id(reader), None)
