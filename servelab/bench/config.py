@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,3 @@ def load_experiment(path: Path) -> dict[str, Any]:
         targets = [targets]
     data["targets"] = [t["url"] if isinstance(t, dict) else str(t) for t in targets]
     return data
-
-
-def with_overrides(config: BenchConfig, **changes: Any) -> BenchConfig:
-    return replace(config, **changes)
