@@ -69,6 +69,10 @@ class HttpProbe:
 
     def __post_init__(self) -> None:
         parts = urllib.parse.urlsplit(self.base_url)
+        try:
+            parts.port  # noqa: B018 - urllib raises ValueError here for a port outside 0-65535
+        except ValueError:
+            raise ConfigError(f"the port of {parts.hostname}'s URL is outside 1-65535; use e.g. http://127.0.0.1:8080") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"not an http(s) URL: {public_url(self.base_url)!r}; use e.g. http://127.0.0.1:8080")
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))

@@ -66,9 +66,12 @@ def parse_expect(items: list[str] | tuple[str, ...]) -> Asked:
 def _expect_value(key: str, text: str) -> Any:
     if key in _INT_KEYS:
         try:
-            return int(text.replace("_", ""))
+            number = int(text.replace("_", ""))
         except ValueError:
             raise ConfigError(f"--expect {key}= needs a whole number, got {text!r}") from None
+        if number < 1:
+            raise ConfigError(f"--expect {key}= needs a positive whole number, got {number}")
+        return number
     if key == "speculative":
         if text.lower() not in ("true", "false", "on", "off", "1", "0", "yes", "no"):
             raise ConfigError(f"--expect speculative= needs true or false, got {text!r}")
@@ -89,7 +92,10 @@ def from_command(
     environment: dict[str, str] | None = None,
 ) -> Asked:
     """Asked from an engine command line (and its environment). ``engine`` is used when the words name none."""
-    argv = shlex.split(command) if isinstance(command, str) else [str(word) for word in command]
+    try:
+        argv = shlex.split(command) if isinstance(command, str) else [str(word) for word in command]
+    except ValueError as exc:  # an unclosed quote
+        raise ConfigError(f"{source}: cannot split the command line ({exc}); check its quotes") from exc
     name = engine_of_command(argv) or engine
     if name not in CMDLINES:
         choices = "llama-server …, python -m sglang.launch_server …, vllm serve …"
@@ -127,6 +133,8 @@ def _read_json(path: Path) -> dict[str, Any]:
         raise ConfigError(f"--plan {path}: cannot read it ({exc.strerror})") from exc
     except json.JSONDecodeError as exc:
         raise ConfigError(f"--plan {path}: not JSON ({exc.msg} at line {exc.lineno})") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--plan {path}: not a JSON text file (not UTF-8); save one with `servelab plan … --save FILE`") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"--plan {path}: expected a JSON object with a 'plans' list")
     return data

@@ -90,7 +90,10 @@ def _words(value: Any, name: str) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
-        return shlex.split(value)
+        try:
+            return shlex.split(value)
+        except ValueError as exc:  # an unclosed quote
+            raise ConfigError(f"compose service {name!r}: cannot split its command ({exc})") from exc
     if isinstance(value, list):
         return [_word(item) for item in value]
     raise ConfigError(f"compose service {name!r}: command must be a list or a string")
@@ -110,6 +113,8 @@ def _services(path: Path) -> dict[str, Any]:
         raise ConfigError(f"--compose {path}: cannot read it ({exc.strerror})") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"--compose {path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--compose {path}: not a YAML text file (not UTF-8); give a docker-compose file") from exc
     services = document.get("services") if isinstance(document, dict) else None
     if not isinstance(services, dict) or not services:
         raise ConfigError(f"--compose {path}: no services: section")
