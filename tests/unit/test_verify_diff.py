@@ -50,8 +50,17 @@ def test_kv_unified_per_slot_cap() -> None:
 
 
 def test_slots_chosen_automatically() -> None:
-    (m,) = diff(parse_expect(["slots=1"]), _llama(8192, 4, 8192)).mismatches
+    asked = from_command("llama-server -m m.gguf -c 8192").merged(parse_expect(["slots=1"]))
+    (m,) = diff(asked, _llama(8192, 4, 8192)).mismatches
     assert m.line == "slots is 4, not 1: -np was not given, so this build chose the slot count itself; pass -np 1"
+
+
+def test_slots_without_a_command_line_do_not_claim_np_was_missing() -> None:
+    (m,) = diff(parse_expect(["slots=1"]), _llama(8192, 4, 8192)).mismatches
+    assert m.line == (
+        "slots is 4, not 1: the server was started with -np 4, or without -np (this build then chooses the slot "
+        "count itself); pass -np 1"
+    )
 
 
 def test_matching_request_has_no_mismatch_and_lists_what_matched() -> None:

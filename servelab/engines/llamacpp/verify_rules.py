@@ -33,13 +33,22 @@ def explain(key: str, asked_value: Any, got_value: Any, asked: Asked, got: Effec
     if key == "context":
         return _context(asked_value, got_value, launch, got)
     if key == "slots":
-        cause = "-np was not given, so this build chose the slot count itself" if launch.parallel is None else None
-        return (cause or f"the server runs {got_value} slots", f"pass -np {asked_value}")
+        return (_slots_cause(got_value, asked.launch), f"pass -np {asked_value}")
     if key == "speculative" and asked_value:
         return _speculative(launch)
     if key == "model":
         return ("the server loaded or names another model", f"check -m, or name it with --alias {asked_value}")
     return None
+
+
+def _slots_cause(got_value: Any, launch: Any) -> str:
+    """Without a command line, whether -np was given is unknown: say both possibilities."""
+    if not isinstance(launch, LlamaCppLaunch):
+        return (f"the server was started with -np {got_value}, or without -np (this build then chooses "
+                "the slot count itself)")
+    if launch.parallel is None:
+        return "-np was not given, so this build chose the slot count itself"
+    return f"the server runs {got_value} slots"
 
 
 def _speculative(launch: LlamaCppLaunch) -> tuple[str, str]:
