@@ -140,3 +140,15 @@ def test_findings_convert_to_the_doctor_shape():
     doctor = finding.as_doctor_finding()
     assert (doctor.id, doctor.severity) == ("logs.nccl.env.p2p_disable", "critical")
     assert doctor.evidence == f"nccl.log:1: {line}"
+
+
+def test_a_binary_or_malformed_signature_file_is_one_line(tmp_path, capsys):
+    binary = tmp_path / "blob.yaml"
+    binary.write_bytes(bytes(range(256)) * 4)
+    malformed = tmp_path / "malformed.yaml"
+    malformed.write_text("engine: mine\nsignatures: [\n  }\n")
+    for extra, says in ((binary, "is not a YAML text file"), (malformed, "is not valid YAML: ")):
+        assert main(["logs", str(SGLANG_LOG), "--signatures", str(extra)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and "Traceback" not in err
+        assert f"signature file {extra} {says}" in err

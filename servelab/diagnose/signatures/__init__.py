@@ -110,6 +110,8 @@ def load_signature_file(path: Path) -> tuple[Signature, ...]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read signature file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"signature file {path} is not a YAML text file (not UTF-8)") from exc
     return parse_signature_file(text, str(path))
 
 
@@ -118,13 +120,21 @@ def parse_signature_file(text: str, where: str) -> tuple[Signature, ...]:
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"signature file {where} is not valid YAML: {exc}") from exc
+        raise ConfigError(f"signature file {where} is not valid YAML: {_yaml_problem(exc)}") from exc
     if not isinstance(document, dict) or not isinstance(document.get("signatures"), list):
         raise ConfigError(f"signature file {where}: expected a mapping with 'engine' and a 'signatures' list")
     engine = document.get("engine")
     signatures = tuple(_parse_entry(entry, engine, where, i) for i, entry in enumerate(document["signatures"]))
     _check_unique_ids(signatures)
     return signatures
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line: the problem and where, without PyYAML's multi-line snippet."""
+    problem, mark = getattr(exc, "problem", None), getattr(exc, "problem_mark", None)
+    if problem and mark is not None:
+        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return " ".join(str(exc).split())
 
 
 def _parse_entry(entry: object, engine: object, where: str, index: int) -> Signature:
