@@ -155,10 +155,21 @@ class RecordedProbe:
         self._commands = self._json("commands.json", {})
         self._files = self._json("files.json", {})
         self._env = self._json("env.json", {})
+        gpus, pairs = self._nvml.get("gpus", []), self._nvml.get("pairs", {})
+        if not (isinstance(gpus, list) and all(isinstance(g, dict) for g in gpus) and isinstance(pairs, dict)):
+            raise ConfigError(f"recorded probe {self._dir / 'nvml.json'}: 'gpus' must be a list of objects, 'pairs' an object")
 
-    def _json(self, name: str, default: Any) -> Any:
+    def _json(self, name: str, default: dict[str, Any]) -> dict[str, Any]:
         path = self._dir / name
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else default
+        if not path.exists():
+            return default
+        try:
+            value = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"recorded probe {path}: not a readable JSON file ({exc})") from exc
+        if not isinstance(value, dict):
+            raise ConfigError(f"recorded probe {path}: expected a JSON object, as `servelab doctor --record` writes")
+        return value
 
     def nvml_error(self) -> str | None:
         return self._nvml.get("error")

@@ -72,3 +72,18 @@ def test_bad_from_is_a_usage_error(capsys, argv):
     assert main(["doctor", *argv]) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1 and err.startswith("servelab: error: ")
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (bytes(range(256)) * 4, "not a readable JSON file"),
+        (b"[1, 2]", "expected a JSON object"),
+        (b'{"gpus": 5}', "'gpus' must be a list of objects"),
+    ],
+)
+def test_a_broken_recorded_probe_is_one_line(tmp_path, capsys, body, says):
+    (tmp_path / "nvml.json").write_bytes(body)
+    assert main(["doctor", "--from", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and says in err and "Traceback" not in err
