@@ -103,9 +103,11 @@ def _number(value: object) -> float | None:
 def read_json_file(path: Path, what: str) -> dict:
     """A JSON object from `path`, or a one-line ConfigError naming the file and what was expected."""
     try:
-        value = json.loads(Path(path).read_text())
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read the {what} file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"the {what} file {path} is not JSON text (not UTF-8)") from exc
     except json.JSONDecodeError as exc:
         raise ConfigError(f"the {what} file {path} is not JSON ({exc.msg} at line {exc.lineno})") from exc
     if not isinstance(value, dict):

@@ -83,3 +83,16 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path, capsys) -> None:
     assert "no result store" in capsys.readouterr().err
     assert main(["report", "nope", "--db", str(db)]) == 1
     assert "servelab runs" in capsys.readouterr().err
+
+
+def test_binary_plan_doctor_and_spec_files_are_one_line_errors(tmp_path: Path, capsys) -> None:
+    db = tmp_path / "runs.db"
+    store_run(db)
+    blob = tmp_path / "model.gguf"
+    blob.write_bytes(bytes(range(256)) * 4)
+    for option, what in (("--plan", "plan"), ("--doctor", "doctor"), ("--spec", "spec")):
+        assert main(["report", "--db", str(db), option, str(blob), "-o", str(tmp_path / "b.html")]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and "Traceback" not in err
+        assert f"the {what} file {blob} is not JSON text" in err
+    assert not (tmp_path / "b.html").exists()
