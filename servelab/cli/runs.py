@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
     ) -> None:
         """List the stored benchmark runs, oldest first."""
-        with Store.open(db) as store:
+        with Store.open(db, must_exist=db is not None) as store:
             runs = store.list_runs()
         if as_json:
             print_json([run_info_json(r) for r in runs])

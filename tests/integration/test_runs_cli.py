@@ -36,12 +36,20 @@ def test_runs_table_shows_ids_whole_and_marks_partial_runs(tmp_path: Path, capsy
     assert err == ""
 
 
-def test_runs_on_an_empty_store_says_how_to_fill_it(tmp_path: Path, capsys) -> None:
-    assert main(["runs", "--db", str(tmp_path / "new.db")]) == 0
+def test_runs_on_an_empty_store_says_how_to_fill_it(capsys) -> None:
+    assert main(["runs"]) == 0  # the (isolated) default store, as on a fresh machine
     out, err = capsys.readouterr()
     assert "servelab bench" in out and err == ""
-    assert main(["runs", "--db", str(tmp_path / "new.db"), "--json"]) == 0
+    assert main(["runs", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+def test_a_db_path_that_does_not_exist_is_an_error_and_creates_nothing(tmp_path: Path, capsys) -> None:
+    typo = tmp_path / "no-such-dir" / "runs.db"
+    assert main(["runs", "--db", str(typo)]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip() == f"servelab: error: no result store at {typo}; run `servelab bench --db {typo}` first or pass --db"
+    assert not typo.parent.exists()
 
 
 def test_a_store_that_is_not_sqlite_is_one_line_on_stderr(tmp_path: Path, capsys) -> None:
