@@ -102,10 +102,14 @@ def _output(plans, *, json_out: bool, emit: str | None, host: str, save: Path | 
             raise ConfigError(f"--save {save}: cannot write it ({exc.strerror or exc})") from exc
         stderr_console().print(f"plan saved to {save}", markup=False)
     best = next((p for p in plans.plans if p.fits), plans.plans[0])
-    if emit is not None:
+    if emit is not None and not best.fits:
+        stderr_console().print(f"warning: nothing fits; this recipe is for {best.engine} {best.quant}, which does "
+                               "not fit either", markup=False)
+    if json_out:
+        recipe = {} if emit is None else {"recipe": {"format": emit, "text": _emit(best, emit, host, plans.gpus)}}
+        print_json({**to_jsonable(plans), **recipe})
+    elif emit is not None:
         typer.echo(_emit(best, emit, host, plans.gpus))
-    elif json_out:
-        print_json(plans)
     elif len(plans.plans) == 1:
         render_plan(stdout_console(), best)
     else:

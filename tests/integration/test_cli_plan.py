@@ -88,6 +88,22 @@ def test_emit_compose_is_yaml_with_a_health_check(capsys) -> None:
     assert service["ports"] == ["127.0.0.1:8080:8080"] and "healthcheck" in service
 
 
+def test_json_with_emit_stays_json_and_carries_the_recipe(capsys) -> None:
+    assert main([*BRIEF, "--emit", "cmd", "--json"]) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert err == "" and doc["plans"][0]["engine"] == "sglang"
+    assert doc["recipe"]["format"] == "cmd" and shlex.split(doc["recipe"]["text"])[:3] == ["python", "-m", "sglang.launch_server"]
+
+
+def test_emit_when_nothing_fits_says_so_on_stderr(capsys) -> None:
+    assert main(["plan", "Qwen/Qwen3.5-27B", "--gpu", "rtx4090", "--engine", "sglang", "--quant", "bf16",
+                 "--emit", "cmd"]) == 0
+    out, err = capsys.readouterr()
+    assert shlex.split(out)[:3] == ["python", "-m", "sglang.launch_server"]
+    assert err.startswith("warning: nothing fits; this recipe is for sglang bf16")
+
+
 def test_saved_plan_reads_back_for_verify_and_report(tmp_path: Path, capsys) -> None:
     path = tmp_path / "plan.json"
     assert main(["plan", "Qwen/Qwen3-8B", "--engine", "llamacpp", "--quant", "Q4_K_M", "--context", "16384",
