@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import errno
 import os
 import signal
 import socket
@@ -25,7 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.errors import EngineError, EngineStartError
+from servelab.errors import ConfigError, EngineError, EngineStartError
 
 STOP_GRACE_S = 10.0
 POLL_INTERVAL_S = 0.1
@@ -81,10 +82,14 @@ class ManagedProcess:
         return self._popen.pid
 
     def start(self) -> ManagedProcess:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         preexec = _die_with_parent if self.die_with_parent and sys.platform.startswith("linux") else None
         try:
-            with open(self.log_path, "ab") as log:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            log = open(self.log_path, "ab")  # noqa: SIM115 - closed below, once the child holds it
+        except OSError as exc:
+            raise ConfigError(f"cannot write the engine log {self.log_path}: {exc.strerror or exc}") from exc
+        try:
+            with log:
                 self._popen = subprocess.Popen(
                     self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                     env=self.env, start_new_session=True, preexec_fn=preexec,
@@ -203,8 +208,13 @@ def check_port_free(host: str, port: int) -> None:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as engines' HTTP servers do
         try:
             s.bind((host, port))
+        except OverflowError as exc:
+            raise ConfigError(f"port {port} is outside 1-65535; choose another with --port") from exc
         except OSError as exc:
-            raise EngineError(f"port {port} on {host} is already in use; choose another with --port") from exc
+            if exc.errno == errno.EADDRINUSE:
+                raise EngineError(f"port {port} on {host} is already in use; choose another with --port") from exc
+            raise ConfigError(f"cannot bind {host}:{port} ({exc.strerror or exc}); check --host (an address of this "
+                              "machine, e.g. 127.0.0.1 or 0.0.0.0)") from exc
 
 
 def _family(host: str) -> socket.AddressFamily:
