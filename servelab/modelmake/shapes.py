@@ -9,6 +9,7 @@ from servelab.errors import ConfigError
 KINDS = ("dense", "hybrid", "quantized", "draft")
 WEIGHT_TYPES = ("f32", "f16", "q8_0", "q4_0")
 QUANT_BLOCK = 32  # Q8_0 / Q4_0 quantize rows in blocks of 32 values
+MAX_PARAMS = 1_000_000_000  # random weights are drawn in memory first
 
 
 @dataclass(frozen=True)
@@ -53,12 +54,23 @@ def shape_for(kind: str, **overrides: object) -> ModelShape:
     return shape
 
 
+def approx_params(shape: ModelShape) -> int:
+    """Embedding and output matrices plus each layer's attention and feed-forward (an upper-bound estimate)."""
+    attention = shape.hidden * shape.head_dim * (2 * shape.heads + 2 * shape.kv_heads)
+    return 2 * shape.vocab * shape.hidden + shape.layers * (attention + 3 * shape.hidden * shape.ffn)
+
+
 def validate(shape: ModelShape, kind: str) -> None:
     """Raise ConfigError naming the first size llama.cpp could not load."""
     for f in fields(ModelShape):
         value = getattr(shape, f.name)
         if isinstance(value, int) and f.name != "seed" and value <= 0:
             raise ConfigError(f"model {f.name} must be a positive integer, not {value}")
+    if shape.seed < 0:
+        raise ConfigError(f"model seed must be 0 or more, not {shape.seed}")
+    if approx_params(shape) > MAX_PARAMS:
+        raise ConfigError(f"a model of about {approx_params(shape):.2e} parameters is too big to make here "
+                          f"(at most {MAX_PARAMS:.0e}: these are test models); lower --hidden, --ffn, --vocab or --layers")
     if shape.weight_type not in WEIGHT_TYPES:
         raise ConfigError(f"unknown weight type {shape.weight_type!r}; choose one of: {', '.join(WEIGHT_TYPES)}")
     if shape.heads % shape.kv_heads:

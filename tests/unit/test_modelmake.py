@@ -48,6 +48,8 @@ def test_too_small_vocabulary_is_refused():
         ({"layers": 0}, "layers must be a positive integer"),
         ({"weight_type": "q8_0", "hidden": 48}, "multiples of 32"),
         ({"weight_type": "bf8"}, "choose one of: f32, f16, q8_0, q4_0"),
+        ({"seed": -1}, "seed must be 0 or more"),
+        ({"hidden": 100_000_000}, "too big to make here"),
     ],
 )
 def test_bad_shapes_are_refused_with_the_reason(overrides, message):
