@@ -8,6 +8,7 @@ from rich.table import Table
 from servelab.plan.types import Plan, PlanSet
 
 GIB = 1024**3
+MIB = 1024**2
 COMPONENTS = (
     ("weights (text)", "weights_text"),
     ("weights (vision)", "weights_vision"),
@@ -25,17 +26,23 @@ def _gib(n: float) -> str:
     return f"{n / GIB:.2f}"
 
 
+def _unit(total_bytes: int) -> tuple[str, int]:
+    """GiB, or MiB for a model whose whole plan is under 1 GiB (else every row would read 0.00)."""
+    return ("MiB", MIB) if total_bytes < GIB else ("GiB", GIB)
+
+
 def memory_table(plan: Plan) -> Table:
     table = Table(title=f"{plan.model} · {plan.engine} · {plan.quant} · {plan.gpu} · per GPU")
+    unit, size = _unit(plan.memory_bytes.total)
     table.add_column("component")
-    table.add_column("GiB", justify="right")
+    table.add_column(unit, justify="right")
     table.add_column("% of GPU", justify="right")
     capacity = plan.memory_bytes.capacity or 1
     for label, key in COMPONENTS:
         value = getattr(plan.memory_bytes, key)
-        table.add_row(label, _gib(value), f"{100 * value / capacity:.1f}")
+        table.add_row(label, f"{value / size:.2f}", f"{100 * value / capacity:.1f}")
     if plan.memory_bytes.host_bytes:
-        table.add_row("host RAM (not GPU)", _gib(plan.memory_bytes.host_bytes), "")
+        table.add_row("host RAM (not GPU)", f"{plan.memory_bytes.host_bytes / size:.2f}", "")
     return table
 
 
@@ -43,7 +50,7 @@ def render_plan(console: Console, plan: Plan) -> None:
     console.print(memory_table(plan))
     verdict = "fits" if plan.fits else "does NOT fit"
     console.print(f"{verdict}: context {plan.context} tokens asked, {plan.context_served} served; "
-                  f"KV {plan.kv_dtype}; {plan.slots} concurrent sequences; tensor parallel {plan.tensor_parallel}")
+                  f"KV {plan.kv_dtype}; {plan.slots} concurrent sequence{'' if plan.slots == 1 else 's'}; tensor parallel {plan.tensor_parallel}")
     c, e = plan.decode_ceiling_tok_s, plan.decode_expected_tok_s
     console.print(f"decode ceiling (batch 1): {c.short} tok/s at {c.short_context} tokens, {c.full_context} tok/s at"
                   f" {plan.context_served or plan.context} ({c.bound}-bound); expected at {plan.efficiency['decode']:.0%}"
@@ -67,13 +74,13 @@ def comparison_table(plans: PlanSet) -> Table:
     table = Table(title=f"{plans.model} on {plans.gpus} x {plans.gpu}")
     for name, justify in (("engine", "left"), ("quant", "left"), ("KV", "left"), ("fits", "left"),
                           ("context served", "right"), ("weights GiB", "right"), ("KV GiB", "right"),
-                          ("state GiB", "right"), ("total GiB", "right"), ("decode short", "right"),
-                          ("decode full", "right"), ("prefill", "right")):
+                          ("state GiB", "right"), ("total GiB", "right"), ("decode short tok/s", "right"),
+                          ("decode full tok/s", "right"), ("prefill tok/s", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for p in plans.plans:
         m = p.memory_bytes
         table.add_row(p.engine, p.quant, p.kv_dtype, "yes" if p.fits else "no", str(p.context_served),
                       _gib(m.weights), _gib(m.kv_cache), _gib(m.recurrent_state), _gib(m.total),
-                      f"{p.decode_ceiling_tok_s.short}", f"{p.decode_ceiling_tok_s.full_context}",
-                      f"{p.prefill_ceiling_tok_s}")
+                      f"{p.decode_ceiling_tok_s.short:.1f}", f"{p.decode_ceiling_tok_s.full_context:.1f}",
+                      f"{p.prefill_ceiling_tok_s:.1f}")
     return table

@@ -162,6 +162,18 @@ def test_a_gguf_file_is_planned_with_its_exact_bytes_on_llamacpp_only(tmp_path: 
     assert "read from a file" in capsys.readouterr().err
 
 
+def test_a_plan_under_one_gib_is_shown_in_mib(tmp_path: Path, capsys, monkeypatch) -> None:
+    from servelab.modelmake import make_model
+
+    monkeypatch.setenv("COLUMNS", "200")
+    made = make_model("hybrid", tmp_path / "tiny.gguf")
+    assert main(["plan", str(made.path), "--gpu", "l4", "--context", "4096"]) == 0
+    out = capsys.readouterr().out
+    weights = next(line for line in out.splitlines() if "weights (text)" in line)
+    assert "MiB" in out and float(weights.split("│")[2]) == pytest.approx(made.file_bytes / 2**20, rel=0.2)
+    assert "1 concurrent sequence;" in out
+
+
 def test_apple_gpus_plan_llamacpp_only(capsys) -> None:
     assert main(["plan", "Qwen/Qwen3-8B", "--gpu", "m4-max", "--context", "32768", "--json"]) == 0
     assert {p["engine"] for p in json.loads(capsys.readouterr().out)["plans"]} == {"llamacpp"}
