@@ -117,7 +117,9 @@ def from_plan(path: Path) -> Asked:
     command = first.get("command") or first.get("argv")
     if command and engine in CMDLINES:
         asked = from_command(command, engine=engine, source="--plan")
-    values = {k: first[k] for k in ("context", "slots", "kv_dtype", "model") if first.get(k) is not None}
+    # the plan's "model" is a display name (a GGUF's general.name); the command's -m / --model-path says what loads
+    keys = ("context", "slots", "kv_dtype") + (() if "model" in asked.values else ("model",))
+    values = {k: first[k] for k in keys if first.get(k) is not None}
     return asked.merged(Asked(values, dict.fromkeys(values, "--plan"), engine))
 
 

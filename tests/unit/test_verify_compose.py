@@ -134,6 +134,13 @@ def test_plan_with_a_command_reads_its_flags(tmp_path: Path) -> None:
     assert asked.launch.tp_size == 2
 
 
+def test_plan_of_a_gguf_expects_the_file_its_command_loads_not_the_display_name(tmp_path: Path) -> None:
+    plan = {"plans": [{"engine": "llamacpp", "model": "servelab-hybrid", "context": 8192, "slots": 4,
+                       "command": ["llama-server", "-m", "/models/x.gguf", "-c", "32768", "-np", "4"]}]}
+    asked = from_plan(_write(tmp_path, json.dumps(plan), "plan.json"))
+    assert asked.values["model"] == "/models/x.gguf" and asked.values["context"] == 8192
+
+
 def test_plan_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not JSON"):
         from_plan(_write(tmp_path, "{", "p.json"))
