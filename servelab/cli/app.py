@@ -89,9 +89,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _is_click_error(exc: Exception) -> bool:
     """Click's own errors, or the copy of click that newer typer versions vendor (typer.TyperException)."""
-    import click
+    kinds: tuple[type[Exception], ...] = (typer.TyperException,)
+    try:  # older typer uses the click package itself; newer ones vendor it and click may be absent
+        import click
 
-    return isinstance(exc, click.ClickException | typer.TyperException) and hasattr(exc, "format_message")
+        kinds += (click.ClickException,)
+    except ImportError:
+        pass
+    return isinstance(exc, kinds) and hasattr(exc, "format_message")
 
 
 def _show_usage_error(exc: Exception) -> int:

@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-import click
+from typing import Any
+
 import typer
 
 from servelab.cli.app import build_app
@@ -13,8 +14,9 @@ from servelab.cli.app import build_app
 WIDTH = 100
 
 
-def _help(command: click.Command, path: str) -> str:
-    ctx = click.Context(command, info_name=path, max_content_width=WIDTH, terminal_width=WIDTH)
+def _help(command: Any, path: str) -> str:
+    """The command's --help text at a fixed width (its own Context class: click's or typer's vendored copy)."""
+    ctx = command.context_class(command, info_name=path, max_content_width=WIDTH, terminal_width=WIDTH)
     return command.get_help(ctx)
 
 
@@ -28,9 +30,9 @@ def render_reference() -> str:
     return "\n".join(parts)
 
 
-def _walk(group: click.Group, prefix: str):
+def _walk(group: Any, prefix: str):
     """Every (sub)command under `group`, depth first, in name order."""
-    ctx = click.Context(group, info_name=prefix)
+    ctx = group.context_class(group, info_name=prefix)
     for name in sorted(group.list_commands(ctx)):
         command = group.get_command(ctx, name)
         path = f"{prefix} {name}"
