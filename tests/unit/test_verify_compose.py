@@ -138,7 +138,7 @@ def test_plan_of_a_gguf_expects_the_file_its_command_loads_not_the_display_name(
     plan = {"plans": [{"engine": "llamacpp", "model": "servelab-hybrid", "context": 8192, "slots": 4,
                        "command": ["llama-server", "-m", "/models/x.gguf", "-c", "32768", "-np", "4"]}]}
     asked = from_plan(_write(tmp_path, json.dumps(plan), "plan.json"))
-    assert asked.values["model"] == "/models/x.gguf" and asked.values["context"] == 8192
+    assert asked.values["model"] == "x.gguf" and asked.values["context"] == 8192
 
 
 def test_plan_errors(tmp_path: Path) -> None:
