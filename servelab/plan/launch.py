@@ -8,6 +8,7 @@ on the asked host only.
 from __future__ import annotations
 
 import shlex
+from pathlib import PurePosixPath
 
 import yaml
 
@@ -20,24 +21,38 @@ def shell_line(argv: list[str] | tuple[str, ...]) -> str:
     return shlex.join(argv)
 
 
-def _container_argv(argv: list[str]) -> list[str]:
-    out = list(argv)
+def _container_argv(argv: list[str], mounts: dict[str, str]) -> list[str]:
+    """The argv inside the container: listening on all its interfaces, host files at their mounted paths."""
+    out = [_in_container(word, mounts) for word in argv]
     for i, word in enumerate(out[:-1]):
         if word == "--host":
             out[i + 1] = "0.0.0.0"
     return out
 
 
+def _host_dirs(argv: list[str]) -> dict[str, str]:
+    """Directory of each absolute file path in argv (a GGUF, a draft model) → where the container sees it."""
+    dirs = list(dict.fromkeys(str(PurePosixPath(w).parent) for w in argv[1:] if w.startswith("/") and w != "/"))
+    return {d: "/models" if len(dirs) == 1 else f"/models/{i}" for i, d in enumerate(dirs)}
+
+
+def _in_container(word: str, mounts: dict[str, str]) -> str:
+    path = PurePosixPath(word)
+    return f"{mounts[str(path.parent)]}/{path.name}" if word.startswith("/") and str(path.parent) in mounts else word
+
+
 def compose_service(name: str, argv: list[str], *, image: str, port: int, health_path: str,
                     host: str = "127.0.0.1", gpus: int = 1) -> str:
     """A docker-compose file with one service that runs `argv`, publishes `port` on `host`, checks health."""
     url = f"http://localhost:{port}{health_path}"
+    mounts = _host_dirs(argv)
+    models = [f"{d}:{inside}:ro" for d, inside in mounts.items()] or ["./models:/models"]
     service = {
         "image": image,
-        "entrypoint": _container_argv(argv),
+        "entrypoint": _container_argv(argv, mounts),
         "ports": [f"{host}:{port}:{port}"],
         "ipc": "host",
-        "volumes": ["${HOME}/.cache/huggingface:/root/.cache/huggingface", "./models:/models"],
+        "volumes": ["${HOME}/.cache/huggingface:/root/.cache/huggingface", *models],
         "healthcheck": {"test": ["CMD", "curl", "-fsS", url], "interval": "30s", "timeout": "5s",
                         "retries": 5, "start_period": "600s"},
         "deploy": {"resources": {"reservations": {"devices": [

@@ -80,3 +80,16 @@ def test_plan_command_matches_its_line() -> None:
                      context=32768, kv_dtype="q8_0")
     assert shlex.split(plan.command_line) == list(plan.command)
     assert "-c" in plan.command and plan.command[plan.command.index("-c") + 1] == "32768"
+
+
+def test_compose_mounts_local_model_files_where_the_container_reads_them() -> None:
+    argv = ["llama-server", "-m", "/data/gguf/x.gguf", "-md", "/data/drafts/d.gguf", "--host", "127.0.0.1",
+            "--port", "8080"]
+    service = yaml.safe_load(compose_service("llamacpp", argv, image="img", port=8080, health_path="/health"))
+    service = service["services"]["llamacpp"]
+    assert service["entrypoint"][:5] == ["llama-server", "-m", "/models/0/x.gguf", "-md", "/models/1/d.gguf"]
+    assert "/data/gguf:/models/0:ro" in service["volumes"] and "/data/drafts:/models/1:ro" in service["volumes"]
+    hub = yaml.safe_load(compose_service("vllm", ["vllm", "serve", "Qwen/Qwen3-8B"], image="img", port=8000,
+                                         health_path="/health"))
+    assert hub["services"]["vllm"]["entrypoint"][2] == "Qwen/Qwen3-8B"
+    assert "./models:/models" in hub["services"]["vllm"]["volumes"]
