@@ -19,6 +19,11 @@ def _gpu(name: str | None, vram: float | None, bandwidth: float | None, tflops: 
     return with_overrides(base, vram_gib=vram, bandwidth_gb_s=bandwidth, tflops=tflops)
 
 
+def _launch_path(model: str) -> str:
+    """A local model as an absolute path, so the command and the compose mount work from any directory."""
+    return str(Path(model).absolute()) if Path(model).exists() else model
+
+
 def _emit(plan, emit: str, host: str, gpus: int) -> str:
     from importlib import import_module
 
@@ -79,7 +84,7 @@ def register(app: typer.Typer) -> None:
                                    ("max_mamba_cache_size", max_mamba_cache_size), ("n_gpu_layers", n_gpu_layers),
                                    ("kv_unified", kv_unified or None)) if v is not None}
         common = dict(context=context, kv_dtype=kv_dtype, parallel=parallel, gpus=gpus, interconnect=interconnect,
-                      model_path=model, host=host, **flags)
+                      model_path=_launch_path(model), host=host, **flags)
         one_quant = None if quant.lower() == "all" else quant
         if engine.lower() != "all" and one_quant is not None:
             plans = plan_set(make_plan(spec, card, engine=engine, quant=one_quant, **common), gpus,

@@ -174,6 +174,19 @@ def test_a_plan_under_one_gib_is_shown_in_mib(tmp_path: Path, capsys, monkeypatc
     assert "1 concurrent sequence;" in out
 
 
+def test_a_relative_model_path_becomes_absolute_in_the_recipe(tmp_path: Path, capsys, monkeypatch) -> None:
+    from servelab.modelmake import make_model
+
+    make_model("dense", tmp_path / "tiny.gguf")
+    monkeypatch.chdir(tmp_path)
+    assert main(["plan", "tiny.gguf", "--emit", "cmd"]) == 0
+    argv = shlex.split(capsys.readouterr().out)
+    assert argv[argv.index("-m") + 1] == str(tmp_path / "tiny.gguf")
+    assert main(["plan", "tiny.gguf", "--emit", "compose"]) == 0
+    service = yaml.safe_load(capsys.readouterr().out)["services"]["llamacpp"]
+    assert "/models/tiny.gguf" in service["entrypoint"] and f"{tmp_path}:/models:ro" in service["volumes"]
+
+
 def test_apple_gpus_plan_llamacpp_only(capsys) -> None:
     assert main(["plan", "Qwen/Qwen3-8B", "--gpu", "m4-max", "--context", "32768", "--json"]) == 0
     assert {p["engine"] for p in json.loads(capsys.readouterr().out)["plans"]} == {"llamacpp"}
