@@ -46,14 +46,16 @@ def start_engine(engine: str, model: str, args: list[str], *, host: str, port: i
 
 def effective_report(server: EngineServer, engine: str) -> dict[str, object]:
     """What the running engine really got, diffed against its own command line."""
+    from servelab.engines.flags import api_key_of, redact_argv
     from servelab.verify import from_command, verify
 
+    argv = server.process.argv
     report: dict[str, object] = {
         "engine": engine, "url": server.url, "pid": server.pid, "log_path": str(server.log_path),
-        "command": shlex.join(server.process.argv), "effective": {}, "mismatches": [],
+        "command": shlex.join(redact_argv(argv)), "effective": {}, "mismatches": [],
     }
     try:
-        result = verify(server.url, from_command(server.process.argv, engine=engine.replace(".", "")))
+        result = verify(server.url, from_command(argv, engine=engine.replace(".", "")), api_key=api_key_of(argv))
     except ServelabError as exc:  # the engine runs; say why its configuration could not be read back
         return {**report, "mismatches": [f"could not read the effective configuration: {exc}"]}
     return {**report, "effective": result.effective.summary(), "mismatches": [m.line for m in result.mismatches]}

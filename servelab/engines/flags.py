@@ -108,3 +108,30 @@ def is_on(value: Any) -> bool | None:
     if value is None or value == "auto":
         return None
     return value is True or str(value).lower() in ("on", "1", "true", "yes", "enabled")
+
+
+SECRET_FLAGS = ("--api-key", "--hf-token", "--token")  # llama.cpp, sglang and vLLM all spell the key --api-key
+HIDDEN = "<redacted>"
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """The argv with the values of secret flags (``--api-key K`` and ``--api-key=K``) hidden, for display."""
+    out = list(argv)
+    for i, word in enumerate(out):
+        name, eq, _ = word.partition("=")
+        if name in SECRET_FLAGS and eq:
+            out[i] = f"{name}={HIDDEN}"
+        elif word in SECRET_FLAGS and i + 1 < len(out):
+            out[i + 1] = HIDDEN
+    return out
+
+
+def api_key_of(argv: list[str]) -> str | None:
+    """The ``--api-key`` an engine was started with (last one wins), so servelab can talk to it."""
+    key = None
+    for i, word in enumerate(argv):
+        if word == "--api-key" and i + 1 < len(argv):
+            key = argv[i + 1]
+        elif word.startswith("--api-key="):
+            key = word.partition("=")[2]
+    return key

@@ -57,6 +57,17 @@ def test_serve_prints_effective_config_and_stops_the_engine_on_signal(sig, llama
     assert "stopping llama.cpp" in err.read_text()
 
 
+def test_serve_with_an_api_key_reads_its_engine_and_never_prints_the_key(llama_server_bin, model_files, tmp_path):
+    proc, out, err = _start_serve(tmp_path, llama_server_bin, model_files["dense"], "-c", "1024", "--api-key",
+                                  "sk-SERVE-SECRET")
+    report = json.loads(out.read_text())
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 0
+    assert report["effective"]["context_per_slot"] == 1024  # read with the engine's own key, not refused
+    assert report["command"].endswith("--api-key '<redacted>'")
+    assert "sk-SERVE-SECRET" not in out.read_text() + err.read_text()
+
+
 def test_engine_dies_with_serve_even_when_serve_is_killed(llama_server_bin, model_files, tmp_path):
     proc, out, _ = _start_serve(tmp_path, llama_server_bin, model_files["dense"], "-c", "512")
     engine_pid = json.loads(out.read_text())["pid"]

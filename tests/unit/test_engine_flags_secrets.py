@@ -1,0 +1,17 @@
+"""Secret flags in engine command lines: hidden for display, still usable to talk to the engine."""
+
+from __future__ import annotations
+
+from servelab.engines.flags import api_key_of, redact_argv
+
+
+def test_redact_hides_both_spellings_and_nothing_else() -> None:
+    argv = ["llama-server", "-m", "m.gguf", "--api-key", "sk-1", "--port", "8080", "--hf-token=hf_x"]
+    assert redact_argv(argv) == ["llama-server", "-m", "m.gguf", "--api-key", "<redacted>", "--port", "8080",
+                                 "--hf-token=<redacted>"]
+    assert argv[4] == "sk-1"  # the caller's list is not changed
+
+
+def test_api_key_of_takes_the_last_one() -> None:
+    assert api_key_of(["vllm", "serve", "m", "--api-key", "a", "--api-key=b"]) == "b"
+    assert api_key_of(["llama-server", "-m", "m.gguf"]) is None
