@@ -35,6 +35,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Render the bill: every figure beside its ceiling, plots, diagnosis and a verdict per scenario."""
         fmt = choose_format(fmt, output)
+        if terminal and as_json:
+            raise ConfigError("--terminal and --json both claim standard output; choose one")
         optional = (_optional(p, w) for p, w in ((plan, "plan"), (doctor, "doctor"), (spec, "spec")))
         bill = assemble(load_runs(db, runs or []), *optional, server_logs=[read_log(p) for p in server_logs])
         if terminal:

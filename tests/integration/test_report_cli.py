@@ -96,3 +96,11 @@ def test_binary_plan_doctor_and_spec_files_are_one_line_errors(tmp_path: Path, c
         assert out == "" and err.count("\n") == 1 and "Traceback" not in err
         assert f"the {what} file {blob} is not JSON text" in err
     assert not (tmp_path / "b.html").exists()
+
+
+def test_terminal_and_json_together_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    db = tmp_path / "runs.db"
+    store_run(db)
+    assert main(["report", "--db", str(db), "--terminal", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == "servelab: error: --terminal and --json both claim standard output; choose one\n"
