@@ -94,7 +94,8 @@ def result_json(result: VerifyResult) -> dict[str, Any]:
 
 def render(result: VerifyResult) -> None:
     console = stdout_console()
-    table = Table(title=f"{result.engine} {result.version or ''} at {result.url}".strip(), title_justify="left")
+    table = Table(title=" ".join(filter(None, (result.engine, result.version, "at", result.url))),
+                  title_justify="left")
     table.add_column("setting")
     table.add_column("effective", justify="right")
     table.add_column("asked", justify="right")

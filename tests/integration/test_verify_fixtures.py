@@ -233,6 +233,12 @@ def test_generic_openai_server_is_the_fallback(serve_fixture) -> None:
     assert {u.key for u in result.unverified} == {"context", "slots"}
 
 
+def test_a_server_without_a_version_is_titled_cleanly(serve_fixture, capsys) -> None:
+    server = serve_fixture("openai/plain")
+    assert main(["verify", server.url]) == 0
+    assert capsys.readouterr().out.startswith(f"openai at {server.url}\n")
+
+
 def test_server_that_is_not_openai_compatible(serve_fixture, capsys) -> None:
     server = serve_fixture("none/empty")
     with pytest.raises(TargetError, match="is not an OpenAI-compatible server"):
