@@ -116,7 +116,7 @@ def _blocked(pairs: list[PairInfo], in_vm: bool) -> Finding | None:
         "sglang log 'Custom allreduce is disabled because your platform lacks GPU P2P capability or P2P test "
         "failed'. Two cards can decode slower than one.",
         fix=(vm_fix if in_vm else causes)
-        + "If the model fits one GPU, serve it on one (servelab plan … without --tp); otherwise prefer "
+        + "If the model fits one GPU, serve it on one (servelab plan … --gpus 1); otherwise prefer "
         "pipeline parallelism or NVLink-bridged pairs.",
     )
 

@@ -40,6 +40,7 @@ def test_kvm_pcie_pair_ranks_blocked_p2p_first_then_vm_then_card_details():
     blocked = report.findings[0]
     assert "chipset_not_supported" in blocked.evidence and "topo -p2p r: CNS" in blocked.evidence
     assert "x-nv-gpudirect-clique" in blocked.fix
+    assert "servelab plan … --gpus 1" in blocked.fix and "--tp" not in blocked.fix  # plan has no --tp option
     assert [p.interconnect for p in report.pairs] == ["pcie-host-staged"]
     assert report.virtualization.in_vm and report.virtualization.detect_virt == "kvm"
 
