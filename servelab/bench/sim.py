@@ -1,9 +1,11 @@
 """`servelab sim`: an OpenAI-compatible server with exactly known behaviour, the ground truth for the client.
 
 Every content chunk is written at an ABSOLUTE deadline, t0 + ttft + j·K·itl (t0 = when the request was
-received), never after a relative sleep, so lateness does not accumulate. asyncio wakes up to 1 ms late
-(epoll's resolution), so the sim sleeps until 3 ms before a deadline and yields (``sleep(0)``) for the
-rest (a VM can take a millisecond or more to wake an idle process): the sim spends CPU to be on time. Usable in-process::
+received), never after a relative sleep, so lateness does not accumulate. One _Ticker plays every stream:
+a heap of deadlines, a loop timer until 3 ms before the earliest (asyncio wakes up to 1 ms late, and a VM
+can take a millisecond or more to wake an idle process), then a callback re-queued each loop iteration
+through the rest, writing each due chunk straight to its transport. No task wakes up per chunk, so one
+core offers well over 50,000 events/s. The sim spends CPU to be on time. Usable in-process::
 
     async with SimServer(SimConfig(itl_ms=5)) as url: ...
     with SimThread(SimConfig()) as url: ...          # its own event loop in a thread
@@ -18,7 +20,7 @@ import threading
 import time
 from typing import Any
 
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 
 from servelab.bench.sim_config import SimConfig, sim_prompt_tokens
 
@@ -36,7 +38,7 @@ class SimServer:
         # X-Request-Id → {t0_ns, first_chunk_ns, chunks_ns}: perf_counter_ns, i.e. CLOCK_MONOTONIC, shared by processes
         self.log: dict[str, dict[str, int | None]] = {}
         self._runner: web.AppRunner | None = None
-        self._pacer = _Pacer()
+        self._ticker = _Ticker()
 
     async def __aenter__(self) -> str:
         return await self.start()
@@ -121,7 +123,7 @@ class SimServer:
         if problem is not None:
             return problem
         if not body.get("stream"):
-            await self._pacer.sleep_until(self.config.chunk_deadline_ns(t0_ns, plan.chunks - 1))
+            await self._ticker.sleep_until(self.config.chunk_deadline_ns(t0_ns, plan.chunks - 1))
             return web.json_response(plan.full_response(n))
         return await self._stream(request, plan, (t0_ns, n), self.log[request_id], fault)
 
@@ -163,23 +165,20 @@ class SimServer:
         t0_ns, n = start
         headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Sim-T0-Ns": str(t0_ns)}
         response = web.StreamResponse(headers=headers)
-        await response.prepare(request)
+        if request.version >= HttpVersion11:
+            response.enable_chunked_encoding()  # the _StreamJob frames its writes itself
+        await response.prepare(request)  # a StreamResponse sends its headers here
         if plan.chat and self.config.role_chunk:
             await response.write(plan.event(n, plan.role_delta(), None, 0))
-        fault_at = plan.chunks // 2
-        for j in range(plan.chunks):
-            await self._wait_with_keepalive(response, self.config.chunk_deadline_ns(t0_ns, j))
-            if j == fault_at and fault in ("drop", "stall", "malformed"):
-                return await self._mid_stream_fault(request, response, fault)
-            event = plan.content_event(n, j)
-            written_ns = time.perf_counter_ns()
-            log["chunks_ns"].append(written_ns)
-            if j == 0:
-                log["first_chunk_ns"] = written_ns
-            await response.write(event)
-        if plan.usage in ("final", "continuous"):
-            await response.write(plan.usage_event(n))
-        await response.write(b"data: [DONE]\n\n")
+        fault_at = plan.chunks // 2 if fault in ("drop", "stall", "malformed") else None
+        keepalive_ns = int((self.config.keepalive_ms or 0) * 1e6)
+        job = _StreamJob(request.transport, response.chunked, plan, (t0_ns, n), self.config, log, fault_at, keepalive_ns)
+        if job.transport is None:
+            return response
+        if not await self._ticker.run(job):
+            return response  # the client went away
+        if fault_at is not None:
+            return await self._mid_stream_fault(request, response, fault)
         await response.write_eof()
         return response
 
@@ -193,12 +192,122 @@ class SimServer:
             request.transport.abort()
         return response
 
-    async def _wait_with_keepalive(self, response: web.StreamResponse, deadline_ns: int) -> None:
-        keepalive_ns = int((self.config.keepalive_ms or 0) * 1e6)
-        while keepalive_ns and deadline_ns - time.perf_counter_ns() > keepalive_ns:
-            await self._pacer.sleep_until(time.perf_counter_ns() + keepalive_ns)
-            await response.write(b": keep-alive\n\n")
-        await self._pacer.sleep_until(deadline_ns)
+
+class _StreamJob:
+    """One streamed answer played by the _Ticker: each step writes what is due straight to the transport
+    (chunked framing done here), so no task wakes up per event. The last content chunk, the usage event and
+    [DONE] go out in one write; a mid-stream fault stops the job at its chunk's deadline."""
+
+    def __init__(self, transport, chunked: bool, plan: _Plan, start: tuple[int, int], config: SimConfig,
+                 log: dict, fault_at: int | None, keepalive_ns: int) -> None:  # fmt: skip
+        self.transport, self.chunked, self.plan = transport, chunked, plan
+        self.t0_ns, self.n = start
+        self.config, self.log, self.chunks_ns = config, log, log["chunks_ns"]
+        self.stop_at = plan.chunks if fault_at is None else fault_at
+        self.keepalive_ns = keepalive_ns
+        self.j = 0
+        self.ok = True
+
+    def first_due(self, now_ns: int) -> int:
+        return self._next_due(now_ns)
+
+    def _next_due(self, now_ns: int) -> int:
+        deadline = self.config.chunk_deadline_ns(self.t0_ns, self.j)
+        if self.keepalive_ns and deadline - now_ns > self.keepalive_ns:
+            self._comment_due = True
+            return now_ns + self.keepalive_ns
+        self._comment_due = False
+        return deadline
+
+    def step(self) -> int | None:
+        """Write what is due now; the next deadline, or None when the job is over."""
+        transport = self.transport
+        if transport.is_closing():
+            self.ok = False
+            return None
+        if self._comment_due:
+            transport.write(self._frame(b": keep-alive\n\n"))
+            return self._next_due(time.perf_counter_ns())
+        if self.j == self.stop_at:
+            return None
+        plan, j = self.plan, self.j
+        data = plan.content_event(self.n, j)
+        if j == plan.chunks - 1:
+            tail = plan.usage_event(self.n) if plan.usage in ("final", "continuous") else b""
+            data = data + tail + b"data: [DONE]\n\n"
+        written_ns = time.perf_counter_ns()
+        self.chunks_ns.append(written_ns)
+        if j == 0:
+            self.log["first_chunk_ns"] = written_ns
+        transport.write(self._frame(data))
+        self.j = j + 1
+        if self.j == plan.chunks:
+            return None
+        return self._next_due(written_ns)
+
+    def _frame(self, data: bytes) -> bytes:
+        return b"%x\r\n%b\r\n" % (len(data), data) if self.chunked else data
+
+
+class _Ticker:
+    """One timer for every stream: a heap of deadlines, a loop timer until 3 ms before the earliest, then
+    a callback re-queued every loop iteration (a yield) through the rest, stepping each job on time."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, Any]] = []
+        self._serial = 0
+        self._handle: asyncio.Handle | None = None
+        self._armed_ns: int | None = None  # the deadline the pending timer was set for (None: spinning)
+
+    async def run(self, job: _StreamJob) -> bool:
+        """Play the job to its end; False when the client went away."""
+        future = asyncio.get_running_loop().create_future()
+        self._push(job.first_due(time.perf_counter_ns()), (job, future))
+        await future
+        return job.ok
+
+    async def sleep_until(self, deadline_ns: int) -> None:
+        future = asyncio.get_running_loop().create_future()
+        self._push(deadline_ns, (None, future))
+        await future
+
+    def _push(self, deadline_ns: int, entry: tuple) -> None:
+        self._serial += 1
+        heapq.heappush(self._heap, (deadline_ns, self._serial, entry))
+        if self._handle is None or (self._armed_ns is not None and deadline_ns < self._armed_ns):
+            self._arm()
+
+    def _arm(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if not self._heap:
+            return
+        loop = asyncio.get_running_loop()
+        wait_ns = self._heap[0][0] - time.perf_counter_ns()
+        if wait_ns > SPIN_NS:
+            self._armed_ns = self._heap[0][0]
+            self._handle = loop.call_later((wait_ns - SPIN_NS) / 1e9, self._run)
+        else:
+            self._armed_ns = None
+            self._handle = loop.call_soon(self._run)
+
+    def _run(self) -> None:
+        self._handle = None
+        heap = self._heap
+        now = time.perf_counter_ns()
+        while heap and heap[0][0] <= now:
+            _, serial, entry = heapq.heappop(heap)
+            job, future = entry
+            next_ns = None if job is None or future.done() else job.step()
+            if next_ns is None:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                heapq.heappush(heap, (next_ns, serial, entry))
+            if heap and heap[0][0] > now:
+                now = time.perf_counter_ns()
+        self._arm()
 
 
 class _Plan:
@@ -294,39 +403,6 @@ class SimThread:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=30)
         self._loop.close()
-
-
-class _Pacer:
-    """Wakes sleepers at perf_counter_ns deadlines: asyncio for the bulk, then ONE task that yields
-    (``sleep(0)``) through the last 3 ms for every sleeper at once and resolves each on its deadline."""
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[int, int, asyncio.Future]] = []
-        self._serial = 0
-        self._spinner: asyncio.Task | None = None
-
-    async def sleep_until(self, deadline_ns: int) -> None:
-        remaining = deadline_ns - time.perf_counter_ns()
-        if remaining > SPIN_NS:
-            await asyncio.sleep((remaining - SPIN_NS) / 1e9)
-        if time.perf_counter_ns() >= deadline_ns:
-            return
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self._serial += 1
-        heapq.heappush(self._heap, (deadline_ns, self._serial, future))
-        if self._spinner is None or self._spinner.done():
-            self._spinner = loop.create_task(self._spin())
-        await future
-
-    async def _spin(self) -> None:
-        while self._heap:
-            now = time.perf_counter_ns()
-            while self._heap and self._heap[0][0] <= now:
-                future = heapq.heappop(self._heap)[2]
-                if not future.done():
-                    future.set_result(None)
-            await asyncio.sleep(0)
 
 
 async def _json_body(request: web.Request) -> dict | None:
