@@ -98,7 +98,7 @@ def plan_vllm(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     kv_dtype, note = vllm_mem.engine_kv_dtype(s.kv_dtype)
     text, vision, mtp = _breakdown(model, s.tp, vision=True, mtp=False)
     align = 32 if (gpu.name in ("rtx5090", "b200") and model.attention and model.attention.head_dim >= 256) else 16
-    util = s.gpu_memory_utilization or 0.9
+    util = 0.9 if s.gpu_memory_utilization is None else s.gpu_memory_utilization
     m = vllm_mem.vllm_memory(
         model, gpu_memory_bytes=gpu.memory_bytes, weights_bytes=text + vision, tp=s.tp, gpu_memory_utilization=util,
         max_model_len=s.context, max_num_seqs=s.parallel if s.parallel > 1 else None, kv_cache_dtype=kv_dtype,

@@ -140,6 +140,10 @@ def test_overrides_make_a_custom_gpu(capsys) -> None:
     (["plan", "Qwen/Qwen3-8B", "--emit", "helm"], "cmd, compose"),
     (["plan", "Qwen/Qwen3-8B", "--gpus", "2", "--interconnect", "carrier-pigeon"], "pcie-host-staged"),
     (["plan", "Qwen/Qwen3-8B", "--engine", "sglang", "--quant", "bf16", "--kv-dtype", "int3"], "fp8_e5m2"),
+    (["plan", "Qwen/Qwen3-8B", "--engine", "vllm", "--quant", "awq", "--gpu-memory-utilization", "0"], "(0, 1]"),
+    (["plan", "Qwen/Qwen3-8B", "--engine", "sglang", "--quant", "awq", "--max-total-tokens", "0"], "at least 1"),
+    (["plan", "Qwen/Qwen3.5-27B", "--engine", "sglang", "--quant", "awq", "--max-mamba-cache-size", "-1"],
+     "at least 1"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str, capsys) -> None:
     assert main(args) == 2

@@ -164,6 +164,9 @@ def sglang_memory(
     mfs = mem_fraction_static if mem_fraction_static is not None else default_mfs
     if not 0 < mfs <= 1:
         raise ConfigError(f"sglang --mem-fraction-static must be in (0, 1], got {mfs}")
+    for flag, value in (("--max-total-tokens", max_total_tokens), ("--max-mamba-cache-size", max_mamba_cache_size)):
+        if value is not None and value < 1:
+            raise ConfigError(f"sglang {flag} must be at least 1, got {value}")
     context = context_length or model.max_context
     warnings = _context_warnings(model, context)
     free = free_memory_bytes if free_memory_bytes is not None else gpu_memory_bytes
