@@ -95,13 +95,16 @@ def find_gpu(name: str) -> GPU:
     raise ConfigError(f"unknown GPU {name!r}; choose one of: {', '.join(gpu_names())} (or give --vram/--bandwidth)")
 
 
+MAX_OVERRIDE = 1e6  # GiB, GB/s or TFLOPS: far beyond any card, below float overflow in the planner
+
+
 def with_overrides(
     gpu: GPU | None, *, vram_gib: float | None = None, bandwidth_gb_s: float | None = None, tflops: float | None = None
 ) -> GPU:
     """`gpu` with memory (GiB), bandwidth (GB/s) or dense BF16 TFLOPS replaced; a custom card when gpu is None."""
     for label, value in (("--vram", vram_gib), ("--bandwidth", bandwidth_gb_s), ("--tflops", tflops)):
-        if value is not None and value <= 0:
-            raise ConfigError(f"{label} must be positive, got {value}")
+        if value is not None and not 0 < value <= MAX_OVERRIDE:  # also refuses nan and inf
+            raise ConfigError(f"{label} must be positive and at most {MAX_OVERRIDE:g}, got {value}")
     if gpu is None:
         if vram_gib is None or bandwidth_gb_s is None:
             raise ConfigError("give --gpu NAME, or both --vram GB and --bandwidth GBps for a custom GPU")

@@ -72,3 +72,9 @@ def test_fp8_falls_back_to_bf16_where_the_card_has_none() -> None:
     a100 = find_gpu("a100-80g")
     assert a100.fp8_tflops is None
     assert a100.tensor_flops("fp8") == a100.tensor_flops("bf16")
+
+
+@pytest.mark.parametrize("value", [1e308, float("inf"), float("nan")])
+def test_absurd_overrides_are_rejected_not_overflowed(value: float) -> None:
+    with pytest.raises(ConfigError, match="--vram must be positive and at most"):
+        with_overrides(find_gpu("l4"), vram_gib=value)
