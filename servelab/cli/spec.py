@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -36,6 +37,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
     ) -> None:
         """Is speculative decoding paying off? Keep, tune or roll back, with the numbers."""
+        _finite(("--draft-cost", draft_cost), ("--baseline-tok-s", baseline_tok_s), ("--spec-tok-s", spec_tok_s))
         acceptance = _acceptance(logs or [], metrics_url, accept_length, accept_rate, draft_tokens)
         cost, cost_source = _draft_cost(draft_cost, plan, draft_plan)
         speedup = _measured(baseline_tok_s, spec_tok_s, baseline_run, spec_run, db)
@@ -59,6 +61,12 @@ def _acceptance(
     if gamma is None:
         raise ConfigError("--accept-length/--accept-rate need --draft-tokens N (draft tokens per step)")
     return sources.from_numbers(gamma, length, rate)
+
+
+def _finite(*options: tuple[str, float | None]) -> None:
+    for name, value in options:
+        if value is not None and not math.isfinite(value):
+            raise ConfigError(f"{name} must be a finite number, got {value}")
 
 
 def _draft_cost(cost: float | None, plan: Path | None, draft_plan: Path | None) -> tuple[float, str]:

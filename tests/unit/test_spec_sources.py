@@ -237,3 +237,10 @@ def test_logs_with_different_draft_sizes_are_refused():
     logs = [str(VLLM_LOG), str(LOGS / "vllm" / "vllm-v0-speculative.log")]
     with pytest.raises(ConfigError, match=r"different draft sizes \(\[2, 3\]\)"):
         sources.resolve(sources.observations_from_logs(logs), "logs", None)
+
+
+@pytest.mark.parametrize("option", [["--draft-cost", "inf"], ["--baseline-tok-s", "inf", "--spec-tok-s", "1"]])
+def test_infinite_numbers_are_usage_errors_not_invalid_json(option, capsys):
+    assert main(["spec", "--accept-rate", "0.5", "--draft-tokens", "4", *option, "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and f"{option[0]} must be a finite number" in err and err.count("\n") == 1
