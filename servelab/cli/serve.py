@@ -98,6 +98,10 @@ def register(app: typer.Typer) -> None:
 
         if engine not in ENGINES:
             raise ConfigError(f"unknown engine {engine!r}; choose one of: {', '.join(ENGINES)}")
+        if port is not None and not 1 <= port <= 65535:
+            raise ConfigError(f"--port {port} is outside 1-65535 (omit it for the engine's usual port)")
+        if timeout is not None and not timeout > 0:
+            raise ConfigError(f"--timeout must be a positive number of seconds, got {timeout}")
         err = stderr_console()
         with terminate_on_signals():
             err.print(f"starting {engine} on {model} …")

@@ -106,6 +106,15 @@ def test_serve_refuses_a_port_in_use(llama_server, llama_server_bin, model_files
     assert f"port {running.port} on 127.0.0.1 is already in use" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("option", "says"), [(["--port", "0"], "--port 0 is outside 1-65535"),
+                                              (["--port", "70000"], "--port 70000 is outside 1-65535"),
+                                              (["--timeout", "-5"], "--timeout must be a positive number")])
+def test_serve_bad_port_or_timeout_is_a_usage_error_before_anything_starts(option, says, capsys):
+    assert main(["serve", "llama.cpp", "m.gguf", *option]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"servelab: error: {says}") and err.count("\n") == 1
+
+
 def test_serve_unknown_engine_is_a_usage_error(capsys):
     assert main(["serve", "tgi", "m.gguf"]) == 2
     assert "choose one of: llama.cpp, sglang, vllm" in capsys.readouterr().err
