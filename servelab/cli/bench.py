@@ -45,6 +45,8 @@ def register(app: typer.Typer) -> None:
         model: str = typer.Option(None, "--model", help="Model name (default: the server's first)."),
         chat: bool = typer.Option(True, "--chat/--completions", help="Chat or completions endpoint."),
         config_path: Path = typer.Option(None, "--config", help="Experiment YAML (targets and settings)."),
+        power_hz: float = typer.Option(5.0, "--power-hz", help="GPU power samples per second on NVIDIA GPUs (1-10)."),
+        no_power: bool = typer.Option(False, "--no-power", help="Do not sample GPU power, utilisation and clocks."),
         json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
     ) -> None:
         """Run the concurrency ladder (or an open-loop rate) and store every request as it completes."""
@@ -57,8 +59,9 @@ def register(app: typer.Typer) -> None:
         if config_path is not None:
             options = _merge_yaml(options, load_experiment(config_path))
         key = api_key or os.environ.get("SERVELAB_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        check_power_hz(power_hz)
         config = build_config(options, key)
-        result = _run_with_store(config, db, json_out)
+        result = _run_with_store(config, db, json_out, None if no_power else power_hz)
         _render(result, json_out)
         if result.partial:
             raise typer.Exit(130)
@@ -93,15 +96,53 @@ def _merge_yaml(cli: dict[str, Any], yaml_values: dict[str, Any]) -> dict[str, A
     return merged
 
 
-def _run_with_store(config: BenchConfig, db: Path | None, quiet: bool) -> BenchResult:
+def check_power_hz(hz: float) -> None:
+    if not 1 <= hz <= 10:
+        raise ConfigError(f"--power-hz must be between 1 and 10 samples per second, got {hz:g}")
+
+
+def _run_with_store(config: BenchConfig, db: Path | None, quiet: bool, power_hz: float | None) -> BenchResult:
+    from servelab.diagnose.power import gpu_sampler
     from servelab.store import Store
 
+    sampler = None if power_hz is None else gpu_sampler(power_hz)  # None without NVIDIA GPUs
+    samplers = [GuardedSampler(sampler, stderr_console())] if sampler else []
     with Store.open(db) as store:
         progress = _Progress(quiet)
         try:
-            return run(config, store, progress=progress.update)
+            return run(config, store, samplers=samplers, progress=progress.update)
         finally:
             progress.close()
+            if sampler is not None:
+                sampler.close()
+
+
+class GuardedSampler:
+    """A sampler whose failure (a driver error mid-run) ends its sampling with a warning, never the run."""
+
+    def __init__(self, sampler: Any, console: Any) -> None:
+        self.sampler, self.console, self.kind = sampler, console, getattr(sampler, "kind", "gpu_power")
+        self.failed = False
+
+    def _fail(self, when: str, exc: Exception) -> None:
+        self.failed = True
+        self.console.print(f"warning: {self.kind} sampling stopped ({when}: {type(exc).__name__}: {exc})", markup=False)
+
+    def start(self) -> None:
+        if not self.failed:
+            try:
+                self.sampler.start()
+            except Exception as exc:  # any sampler failure is reported; the load goes on
+                self._fail("start", exc)
+
+    def stop(self) -> list[dict]:
+        if self.failed:
+            return []
+        try:
+            return self.sampler.stop()
+        except Exception as exc:  # as in start()
+            self._fail("stop", exc)
+            return []
 
 
 class _Progress:

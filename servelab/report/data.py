@@ -67,6 +67,7 @@ class Bill:
     partial_runs: tuple[str, ...] = ()
     run_infos: tuple[RunInfo, ...] = ()
     workloads: tuple[dict, ...] = ()  # each run's meta["workload"], in run order
+    power_rows: dict[str, tuple[dict, ...]] = field(default_factory=dict)  # run id -> its "gpu_power" samples
 
     @property
     def ceiling_short_tok_s(self) -> float | None:
@@ -205,5 +206,6 @@ def assemble(
                for run in runs for lv in run.levels if lv.summary.get("valid") is False}  # fmt: skip
     partial = tuple(run.id for run in runs if run.info.partial)
     workloads = tuple(r.meta.get("workload") if isinstance(r.meta.get("workload"), dict) else {} for r in runs)
+    power = {r.id: tuple(r.samples.get("gpu_power", ())) for r in runs}
     return Bill(tuple(r.id for r in runs), engines, warnings, plan, plan_context, doctor, spec, invalid, partial,
-                tuple(r.info for r in runs), workloads)  # fmt: skip
+                tuple(r.info for r in runs), workloads, power)  # fmt: skip

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servelab.report import plots, tables
+from servelab.report.bound import bound_sentence, bound_table, power_bounds
 from servelab.report.data import Bill
 from servelab.report.plots import Plot
 from servelab.report.tables import TableData
@@ -97,6 +98,17 @@ def _spec_section(bill: Bill) -> Section:
     return Section("spec", "Speculative decoding", (tables.spec_table(bill.spec),))
 
 
+def _power_section(bill: Bill) -> Section:
+    """The bound verdict per engine with its numbers; each missing input is a note naming its flag."""
+    inputs, bounds = power_bounds(bill)
+    shown = [b for b in bounds if b.has_numbers]
+    blocks: list[Block] = [bound_table(shown)] if shown else []
+    blocks += [Para(bound_sentence(b)) for b in shown]
+    notes = dict.fromkeys((*inputs.notes, *(n for b in bounds for n in b.notes)))
+    blocks += [Para(n, "note") for n in notes]
+    return Section("power", "Power and the bound", tuple(blocks) or (Para("No runs to analyse.", "note"),))
+
+
 def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
     """All sections of the bill in reading order. Without plots the plot sections keep only their notes."""
     made = {p.key: p for p in plots.all_plots(bill)} if with_plots else {}
@@ -114,6 +126,7 @@ def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
         _plot_section("memory", "Memory", pick("memory")),
         _plot_section("timeline", "Timeline and slot evictions", pick("timeline")),
         _doctor_section(bill),
+        _power_section(bill),
         _spec_section(bill),
         Section("verdict", "Verdict", (Items(tuple(f"{v.scenario.capitalize()}: {v.sentence}" for v in verdicts(bill))),)),
     )

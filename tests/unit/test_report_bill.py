@@ -146,7 +146,7 @@ def test_absent_inputs_leave_notes_and_every_section_is_there(tmp_path: Path) ->
     sections = build_page(assemble([_run(tmp_path)]))
     keys = [s.key for s in sections]
     assert keys == ["runs", "summary", "ladder", "throughput", "latency", "roofline", "memory", "timeline",
-                    "doctor", "spec", "verdict"]  # fmt: skip
+                    "doctor", "power", "spec", "verdict"]  # fmt: skip
     notes = [b.text for s in sections for b in s.blocks if isinstance(b, Para) and b.kind == "note"]
     assert any("--plan" in n for n in notes) and any("--doctor" in n for n in notes)
     assert any("--spec" in n for n in notes)

@@ -1,0 +1,158 @@
+"""Power and the bound: was serving bandwidth-bound or compute/power-bound? Pure assembly for the bill.
+
+Three inputs, each from its own place: serving power from the run's stored "gpu_power" samples (taken by
+`servelab bench` during its levels), full-compute power from the burn in `servelab doctor --burn --json`
+(its "burn" object), and achieved bandwidth = bytes per token × the measured single-stream decode tok/s,
+where bytes per token = the card's bandwidth / the plan's memory-bound short-context decode ceiling. The
+verdict itself is `servelab.diagnose.bound.analyse_bound`. Whatever is missing becomes a note naming the
+flag that supplies it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from servelab.diagnose.bound import BoundAnalysis, analyse_bound
+from servelab.errors import ConfigError
+from servelab.hardware.gpus import find_gpu
+from servelab.report.data import Bill, EngineSummary
+from servelab.report.tables import TableData, fmt
+
+POWER_KIND = "gpu_power"  # the store's sample kind written by the bench's NVML sampler
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class BoundInputs:
+    """What every engine of the bill shares: the burn's power, the card's bandwidth, bytes per token."""
+
+    burn_power_w: float | None
+    bandwidth_gb_s: float | None
+    bytes_per_token: float | None
+    notes: tuple[str, ...]  # what is missing and which flag supplies it
+
+
+@dataclass(frozen=True)
+class EngineBound:
+    label: str
+    analysis: BoundAnalysis
+    samples: int  # power samples the serving power is the mean of
+    gpus: tuple[int, ...]  # the GPUs those samples are from
+    notes: tuple[str, ...]
+
+    @property
+    def has_numbers(self) -> bool:
+        a = self.analysis
+        return any(v is not None for v in (a.serving_power_w, a.burn_power_w, a.achieved_bandwidth_gb_s, a.bandwidth_gb_s))
+
+
+def burn_power(doctor: dict | None) -> tuple[float | None, str | None]:
+    """The burn's full-compute power (W) from doctor's JSON, or a note saying how to get it."""
+    how = "run `servelab doctor --burn --json` on the GPU machine and pass it with --doctor FILE"
+    if doctor is None:
+        return None, f"No full-compute power: {how}."
+    burn = doctor.get("burn")
+    if not isinstance(burn, dict):
+        return None, f"The doctor file has no burn: {how}."
+    power = _number(burn.get("power_w"))
+    if burn.get("status") != "ok" or power is None or power <= 0:
+        reason = str(burn.get("reason") or "no power reading")
+        return None, f"The doctor's burn did not measure power ({burn.get('status', '?')}: {reason}); {how}."
+    return power, None
+
+
+def card_bandwidth(bill: Bill) -> tuple[float | None, str | None]:
+    """GB/s of the plan's GPU (hardware catalog), else of the first GPU doctor found in the catalog."""
+    name = (bill.plan_context or {}).get("gpu")
+    if isinstance(name, str) and name:
+        try:
+            return find_gpu(name).bandwidth_gb_s, None
+        except ConfigError:
+            pass
+    gpus = (bill.doctor or {}).get("gpus")
+    for gpu in gpus if isinstance(gpus, list) else []:
+        value = _number(gpu.get("bandwidth_gb_s")) if isinstance(gpu, dict) else None
+        if value:
+            return value, None
+    if bill.plan is None:
+        return None, "No GPU bandwidth: pass --plan FILE (`servelab plan --gpu NAME --json`)."
+    return None, (f"The plan's GPU {name!r} is not in the hardware catalog, so its bandwidth is unknown: plan with "
+                  "--gpu NAME from the catalog, or pass --doctor FILE from the GPU machine.")  # fmt: skip
+
+
+def plan_bytes_per_token(plan: dict | None, bandwidth_gb_s: float | None) -> tuple[float | None, str | None]:
+    """Bytes one decode step reads at short context: bandwidth / the plan's memory-bound decode ceiling."""
+    if plan is None:
+        return None, "No bytes per token: pass --plan FILE (the output of `servelab plan --json`)."
+    ceilings = plan.get("decode_ceiling_tok_s") if isinstance(plan.get("decode_ceiling_tok_s"), dict) else {}
+    ceiling = _number(ceilings.get("short"))
+    if not ceiling or ceiling <= 0:
+        return None, "The plan gives no short-context decode ceiling, so bytes per token are unknown."
+    if ceilings.get("bound", "memory") != "memory":
+        return None, "The plan's decode ceiling is compute-bound, so it does not give the bytes read per token."
+    return (None, None) if bandwidth_gb_s is None else (bandwidth_gb_s * 1e9 / ceiling, None)
+
+
+def bound_inputs(bill: Bill) -> BoundInputs:
+    burn, burn_note = burn_power(bill.doctor)
+    bandwidth, bandwidth_note = card_bandwidth(bill)
+    per_token, per_token_note = plan_bytes_per_token(bill.plan, bandwidth)
+    notes = tuple(n for n in (burn_note, per_token_note, bandwidth_note) if n)
+    return BoundInputs(burn, bandwidth, per_token, tuple(dict.fromkeys(notes)))
+
+
+def serving_rows(rows: Sequence[dict]) -> list[dict]:
+    """The samples of GPUs that did work (SM utilisation above 0 at some point); all rows if none says."""
+    busy = {r.get("gpu") for r in rows if (_number(r.get("sm_util_pct")) or 0) > 0}
+    return [r for r in rows if r.get("gpu") in busy] if busy else list(rows)
+
+
+def _engine_notes(bill: Bill, engine: EngineSummary, rows: list[dict]) -> tuple[str, ...]:
+    notes = []
+    if not rows:
+        notes.append(f"Run {engine.run_id} has no GPU power samples: `servelab bench` records them on NVIDIA "
+                     "machines (without --no-power).")  # fmt: skip
+    elif sum(1 for e in bill.engines if e.run_id == engine.run_id) > 1:
+        notes.append(f"Run {engine.run_id} benchmarked several targets: its power is the mean over all of them.")
+    if engine.single_stream_tok_s is None:
+        notes.append(f"{engine.label} has no single-stream decode speed: bench with concurrency 1 in the ladder.")
+    return tuple(notes)
+
+
+def engine_bound(bill: Bill, engine: EngineSummary, inputs: BoundInputs) -> EngineBound:
+    rows = serving_rows(bill.power_rows.get(engine.run_id, ()))
+    analysis = analyse_bound(rows, burn_power_w=inputs.burn_power_w, bytes_per_token=inputs.bytes_per_token,
+                             tok_s=engine.single_stream_tok_s, bandwidth_gb_s=inputs.bandwidth_gb_s)  # fmt: skip
+    samples = sum(1 for r in rows if _number(r.get("power_w")) is not None)
+    gpus = tuple(sorted({r["gpu"] for r in rows if isinstance(r.get("gpu"), int)}))
+    return EngineBound(engine.label, analysis, samples, gpus, _engine_notes(bill, engine, rows))
+
+
+def power_bounds(bill: Bill) -> tuple[BoundInputs, tuple[EngineBound, ...]]:
+    """The shared inputs and one analysis per engine/configuration of the bill."""
+    inputs = bound_inputs(bill)
+    return inputs, tuple(engine_bound(bill, e, inputs) for e in bill.engines)
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+def bound_table(bounds: Sequence[EngineBound]) -> TableData:
+    headers = ("engine / configuration", "verdict", "serving W (mean)", "power samples", "burn W", "of the burn",
+               "decode GB/s", "card GB/s", "of the bandwidth")  # fmt: skip
+    rows = tuple((b.label, b.analysis.verdict, fmt(b.analysis.serving_power_w, 0), fmt(b.samples),
+                  fmt(b.analysis.burn_power_w, 0), _pct(b.analysis.power_fraction),
+                  fmt(b.analysis.achieved_bandwidth_gb_s, 0), fmt(b.analysis.bandwidth_gb_s, 0),
+                  _pct(b.analysis.bandwidth_fraction)) for b in bounds)  # fmt: skip
+    return TableData("power-bound", "Power and the bound", headers, rows)
+
+
+def bound_sentence(bound: EngineBound) -> str:
+    """"label: verdict — why", the numbers in words."""
+    where = f" (mean of {bound.samples} samples on GPU {', '.join(map(str, bound.gpus))})" if bound.samples else ""
+    return f"{bound.label}: {bound.analysis.verdict}{where} — {bound.analysis.why}"
