@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import typer
@@ -9,6 +10,7 @@ import typer
 from servelab.cli.output import print_json, stderr_console, stdout_console
 from servelab.errors import ConfigError, StoreError
 from servelab.report import FORMATS, assemble, render_report
+from servelab.report.bound import power_bounds
 from servelab.report.data import Bill, read_json_file
 from servelab.report.page import build_page
 from servelab.report.terminal import render_terminal
@@ -24,7 +26,7 @@ def register(app: typer.Typer) -> None:
         runs: list[str] = typer.Argument(None, help="Run ids or unique prefixes (default: the latest run)."),
         db: Path | None = typer.Option(None, "--db", help="The result store (default: the user data directory's)."),
         plan: Path | None = typer.Option(None, "--plan", help="`servelab plan --json` output: ceilings and memory."),
-        doctor: Path | None = typer.Option(None, "--doctor", help="`servelab doctor --json` output: findings."),
+        doctor: Path | None = typer.Option(None, "--doctor", help="`servelab doctor [--burn] --json` output: findings, full-compute power."),
         spec: Path | None = typer.Option(None, "--spec", help="`servelab spec --json` output: the spec verdict."),
         server_logs: list[Path] = typer.Option([], "--server-log", help="A target's server log, in target order "
                                                "(llama-server -lv 4): the memory it allocated."),
@@ -99,4 +101,5 @@ def report_json(bill: Bill, path: Path, fmt: str) -> dict:
         "partial_runs": list(bill.partial_runs),
         "warnings": list(bill.warnings),
         "verdicts": [{"scenario": v.scenario, "choice": v.choice, "sentence": v.sentence} for v in verdicts(bill)],
+        "bound": [{"engine": b.label, **asdict(b.analysis), "power_samples": b.samples} for b in power_bounds(bill)[1]],
     }

@@ -144,3 +144,16 @@ def test_report_cli_shows_the_bound_in_the_terminal(tmp_path: Path, capsys) -> N
     out, err = capsys.readouterr()
     assert code == 0 and err == ""
     assert "Power and the bound" in out and "bandwidth-bound" in out and "serving drew 150 W" in out
+
+
+def test_report_json_carries_the_bound_with_its_numbers(tmp_path: Path, capsys) -> None:
+    run = _run(tmp_path, _power_rows([150.0]))
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(PLAN))
+    code = main(["report", run.id, "--db", str(tmp_path / "runs.db"), "--plan", str(plan), "-o",
+                 str(tmp_path / "bill.html"), "--json"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0 and err == ""
+    (bound,) = json.loads(out)["bound"]
+    assert bound["verdict"] == "bandwidth-bound" and bound["burn_power_w"] is None and bound["power_samples"] == 1
+    assert bound["achieved_bandwidth_gb_s"] == pytest.approx(900.0) and bound["serving_power_w"] == pytest.approx(150.0)
