@@ -96,7 +96,8 @@ def _diagnose_here(burn: bool, burn_seconds: float, p2p_test: bool, record: Path
         probe = RecordingProbe(real) if record is not None else real
         burn_result = None
         if burn:
-            stderr_console().print(f"burning GPU0 for {burn_seconds:.0f} s …")
+            if probe.nvml_error() is None and probe.gpu_count():
+                stderr_console().print(f"burning GPU0 for {burn_seconds:.0f} s …")
             burn_result = run_burn(probe, seconds=burn_seconds)
         p2p = run_p2p_test(probe.gpu_count() if probe.nvml_error() is None else 0) if p2p_test else None
         report = run_doctor(probe, burn=burn_result, p2p_test=p2p)
