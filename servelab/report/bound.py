@@ -79,7 +79,7 @@ def card_bandwidth(bill: Bill) -> tuple[float | None, str | None]:
         if value:
             return value, None
     if bill.plan is None:
-        return None, "No GPU bandwidth: pass --plan FILE (`servelab plan --gpu NAME --json`)."
+        return None, None  # the missing plan's own note says to pass --plan
     return None, (f"The plan's GPU {name!r} is not in the hardware catalog, so its bandwidth is unknown: plan with "
                   "--gpu NAME from the catalog, or pass --doctor FILE from the GPU machine.")  # fmt: skip
 
@@ -149,7 +149,7 @@ def bound_table(bounds: Sequence[EngineBound]) -> TableData:
                   fmt(b.analysis.burn_power_w, 0), _pct(b.analysis.power_fraction),
                   fmt(b.analysis.achieved_bandwidth_gb_s, 0), fmt(b.analysis.bandwidth_gb_s, 0),
                   _pct(b.analysis.bandwidth_fraction)) for b in bounds)  # fmt: skip
-    return TableData("power-bound", "Power and the bound", headers, rows)
+    return TableData("power-bound", "Serving against the burn's power and the card's bandwidth", headers, rows)
 
 
 def bound_sentence(bound: EngineBound) -> str:

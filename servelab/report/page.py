@@ -103,7 +103,7 @@ def _power_section(bill: Bill) -> Section:
     inputs, bounds = power_bounds(bill)
     shown = [b for b in bounds if b.has_numbers]
     blocks: list[Block] = [bound_table(shown)] if shown else []
-    blocks += [Para(bound_sentence(b)) for b in shown]
+    blocks += [Para(bound_sentence(b)) for b in shown if b.analysis.verdict != "undetermined"]
     notes = dict.fromkeys((*inputs.notes, *(n for b in bounds for n in b.notes)))
     blocks += [Para(n, "note") for n in notes]
     return Section("power", "Power and the bound", tuple(blocks) or (Para("No runs to analyse.", "note"),))

@@ -157,3 +157,12 @@ def test_report_json_carries_the_bound_with_its_numbers(tmp_path: Path, capsys) 
     (bound,) = json.loads(out)["bound"]
     assert bound["verdict"] == "bandwidth-bound" and bound["burn_power_w"] is None and bound["power_samples"] == 1
     assert bound["achieved_bandwidth_gb_s"] == pytest.approx(900.0) and bound["serving_power_w"] == pytest.approx(150.0)
+
+
+def test_power_alone_is_shown_but_undetermined_and_each_missing_flag_is_named_once(tmp_path: Path) -> None:
+    section = _section(assemble([_run(tmp_path, _power_rows([150.0]))]))
+    table = section.blocks[0]
+    assert table.rows[0][1:4] == ("undetermined", "150", "1")
+    assert _texts(section) == []  # no verdict sentence without both halves
+    notes = _texts(section, "note")
+    assert len(notes) == 2 and sum("--plan FILE" in n for n in notes) == 1 and sum("--doctor FILE" in n for n in notes) == 1
