@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from servelab.engines.process import EngineServer
-from servelab.errors import ServelabError
+from servelab.errors import ConfigError, ServelabError
 
 Say = Callable[[str], None]
 
@@ -200,7 +200,10 @@ def write_report(cfg: DemoConfig, run_ids: list[str], say: Say) -> Path | None:
 def run_demo(cfg: DemoConfig, say: Say) -> DemoResult:
     """Every step in order; engines are stopped whatever happens."""
     start = time.monotonic()
-    cfg.workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        cfg.workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--workdir {cfg.workdir}: cannot make it a directory ({exc.strerror or exc})") from exc
     binary = find_engine(cfg, say)
     model = make_hybrid(cfg, say)
     planned = plan_launch(model, cfg, say)

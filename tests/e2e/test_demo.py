@@ -55,3 +55,11 @@ def test_demo_summary_names_both_launches_and_the_report(tmp_path, capsys):
     assert lines[1] == "-c 16384 -np 4 --kv-unified: context per slot 16384, as asked"
     assert lines[2] == f"benchmark runs: r1, r2 in {tmp_path / 'runs.db'}"
     assert lines[3] == f"report: {tmp_path / 'report.html'}"
+
+
+def test_demo_workdir_that_is_a_file_is_a_usage_error(tmp_path, capsys):
+    blocker = tmp_path / "model.gguf"
+    blocker.write_bytes(b"GGUF")
+    assert main(["demo", "--workdir", str(blocker)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"servelab: error: --workdir {blocker}: cannot make it a directory (File exists)\n"
