@@ -165,7 +165,7 @@ def memory_from_logs(engines: tuple[EngineSummary, ...], logs: list[tuple[str, s
     for i, (name, text) in enumerate(logs):
         reader = LOG_MEMORY_READERS.get(engines[i].engine)
         if reader is None:
-            raise ConfigError(f"cannot read memory from a {engines[i].engine} log ({name}); "
+            raise ConfigError(f"cannot read memory from {name}: target {i} is {engines[i].engine}; "
                               f"server logs are read for: {', '.join(LOG_MEMORY_READERS)}")  # fmt: skip
         used = reader(text)
         if used is None:

@@ -120,7 +120,7 @@ def test_a_server_log_gives_the_memory_really_allocated(tmp_path: Path) -> None:
         assemble([_run(tmp_path)], server_logs=[("a", LLAMA_SERVER_LOG)] * 2)
     with pytest.raises(ConfigError, match="start llama-server with -lv 4"):
         assemble([_run(tmp_path)], server_logs=[("quiet.log", "main: server is listening\n")])
-    with pytest.raises(ConfigError, match="cannot read memory from a sglang log"):
+    with pytest.raises(ConfigError, match=r"cannot read memory from s\.log: target 0 is sglang; server logs are read for: llamacpp"):
         assemble([_run(tmp_path, engines=("sglang",))], server_logs=[("s.log", LLAMA_SERVER_LOG)])
 
 
