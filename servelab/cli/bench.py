@@ -105,9 +105,9 @@ def _run_with_store(config: BenchConfig, db: Path | None, quiet: bool, power_hz:
     from servelab.diagnose.power import gpu_sampler
     from servelab.store import Store
 
-    sampler = None if power_hz is None else gpu_sampler(power_hz)  # None without NVIDIA GPUs
-    samplers = [GuardedSampler(sampler, stderr_console())] if sampler else []
     with Store.open(db) as store:
+        sampler = None if power_hz is None else gpu_sampler(power_hz)  # None without NVIDIA GPUs
+        samplers = [GuardedSampler(sampler, stderr_console())] if sampler else []
         progress = _Progress(quiet)
         try:
             return run(config, store, samplers=samplers, progress=progress.update)

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servelab.report.bound import power_bounds
 from servelab.report.data import Bill, EngineSummary
 from servelab.report.tables import fmt_bytes
 
 
 @dataclass(frozen=True)
 class Verdict:
-    scenario: str  # "single user", "serving many", "memory-starved", "speculative decoding", "machine"
+    scenario: str  # "single user", "serving many", "memory-starved", "speculative decoding", "bound", …
     choice: str | None  # the engine/configuration label chosen, or None
     sentence: str
 
@@ -142,4 +143,11 @@ def verdicts(bill: Bill) -> list[Verdict]:
         sentence = long_context(bill, engine)
         if sentence:
             found.append(Verdict("usable context", engine.label, sentence))
-    return found
+    return found + bound_verdicts(bill)
+
+
+def bound_verdicts(bill: Bill) -> list[Verdict]:
+    """Per engine with both power and bandwidth figures (or one decisive): what limited it, in numbers."""
+    decided = [b for b in power_bounds(bill)[1] if b.analysis.verdict != "undetermined"]
+    return [Verdict("bound", b.label, f"{b.label} was {b.analysis.verdict}: {b.analysis.why.split(': ', 1)[0]}.")
+            for b in decided]  # fmt: skip

@@ -20,6 +20,7 @@ from servelab.report import assemble, render_report
 from servelab.report.bound import power_bounds
 from servelab.report.markdown import md_text
 from servelab.report.page import Para, Section, build_page
+from servelab.report.verdict import verdicts
 from servelab.store import Store
 from tests.runs_factory import store_run
 
@@ -85,6 +86,9 @@ def test_a_third_of_the_burn_near_the_bandwidth_ceiling_is_bandwidth_bound(tmp_p
     assert table.rows == (("llamacpp · tiny-test-model", "bandwidth-bound", "150", "3", "450", "33%", "900", "1,008",
                            "89%"),)  # fmt: skip
     assert _texts(section, "note") == []
+    (verdict,) = [v for v in verdicts(bill) if v.scenario == "bound"]
+    assert verdict.sentence == ("llamacpp · tiny-test-model was bandwidth-bound: decode moved 900 GB/s of the card's "
+                                "1008 GB/s (89%); serving drew 150 W of the burn's 450 W (33%).")  # fmt: skip
 
 
 def test_serving_at_the_burn_power_is_compute_or_power_bound(tmp_path: Path) -> None:
@@ -101,6 +105,7 @@ def test_missing_inputs_each_name_the_flag_that_supplies_them(tmp_path: Path) ->
     assert any("--plan FILE" in n for n in notes)
     assert any("no GPU power samples" in n and "--no-power" in n for n in notes)
     assert _texts(section) == [] and not any(not isinstance(b, Para) for b in section.blocks)  # no empty table
+    assert not any(v.scenario == "bound" for v in verdicts(assemble([_run(tmp_path, None)])))
 
 
 def test_a_doctor_file_without_a_burn_or_with_a_skipped_one_says_so(tmp_path: Path) -> None:
