@@ -1,4 +1,8 @@
-"""`servelab bench`: the concurrency ladder against one or more OpenAI-compatible servers."""
+"""`servelab bench`: the concurrency ladder against one or more OpenAI-compatible servers.
+
+On NVIDIA machines GPU power, utilisation and clocks are sampled during each level and stored with the run
+("gpu_power" samples; `servelab report` reads them for the bound verdict).
+"""
 
 from __future__ import annotations
 
@@ -113,6 +117,8 @@ def _run_with_store(config: BenchConfig, db: Path | None, quiet: bool, power_hz:
             return run(config, store, samplers=samplers, progress=progress.update)
         finally:
             progress.close()
+            for guarded in samplers:
+                guarded.stop()  # a level that raised left its window open; stopping twice is harmless
             if sampler is not None:
                 sampler.close()
 
