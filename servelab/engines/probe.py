@@ -7,6 +7,7 @@ Redirects are not followed (a redirect could carry the key to another host).
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import re
@@ -66,6 +67,7 @@ class HttpProbe:
     base_url: str
     api_key: str | None = None
     timeout_s: float = 5.0
+    basic_auth: str | None = field(default=None, repr=False)  # from user:password in the URL (urllib ignores it)
 
     def __post_init__(self) -> None:
         parts = urllib.parse.urlsplit(self.base_url)
@@ -75,6 +77,10 @@ class HttpProbe:
             raise ConfigError(f"the port of {parts.hostname}'s URL is outside 1-65535; use e.g. http://127.0.0.1:8080") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"not an http(s) URL: {public_url(self.base_url)!r}; use e.g. http://127.0.0.1:8080")
+        if parts.username is not None:
+            user = urllib.parse.unquote(parts.username) + ":" + urllib.parse.unquote(parts.password or "")
+            object.__setattr__(self, "basic_auth", base64.b64encode(user.encode()).decode())
+            object.__setattr__(self, "base_url", public_url(self.base_url) + _query(parts))
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
 
     def get_json(self, path: str) -> Any | None:
@@ -104,6 +110,8 @@ class HttpProbe:
             request.add_header("Content-Type", "application/json")
         if self.api_key:
             request.add_header("Authorization", f"Bearer {self.api_key}")
+        elif self.basic_auth:
+            request.add_header("Authorization", f"Basic {self.basic_auth}")
         try:
             with self._opener().open(request, timeout=self.timeout_s) as response:
                 return response.read()
@@ -124,6 +132,10 @@ class HttpProbe:
         if urllib.parse.urlsplit(self.base_url).hostname in LOOPBACK_HOSTS:
             handlers.append(urllib.request.ProxyHandler({}))
         return urllib.request.build_opener(*handlers)
+
+
+def _query(parts: urllib.parse.SplitResult) -> str:
+    return f"?{parts.query}" if parts.query else ""
 
 
 def _parse_json(data: bytes | None) -> Any | None:
