@@ -44,6 +44,7 @@ class PowerSampler:
         self._rows: list[dict] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.error: str | None = None  # why background sampling stopped early, if it did
 
     kind = "gpu_power"  # the store's sample kind for these rows
 
@@ -59,8 +60,11 @@ class PowerSampler:
         return rows
 
     def _loop(self, stop: threading.Event, rows: list[dict]) -> None:
-        while not stop.wait(self._period_s):
-            rows.extend(self.sample_once())
+        try:
+            while not stop.wait(self._period_s):
+                rows.extend(self.sample_once())
+        except Exception as exc:  # a driver gone mid-run ends sampling, never the run (nor a thread traceback)
+            self.error = f"power sampling stopped: {exc}"
 
     def start(self) -> None:
         """Begin a sampling window (a sampler can be started again after `stop()`)."""

@@ -72,3 +72,28 @@ def test_mean_power_and_summary_are_exact():
 
 def test_no_sampler_without_nvidia_gpus():
     assert gpu_sampler(hz=5) is None and start_sampler(hz=5) is None  # this machine has no NVIDIA driver
+
+
+def test_a_probe_failing_mid_window_ends_sampling_quietly_and_says_why() -> None:
+    import time as _time
+
+    from servelab.diagnose.power import PowerSampler
+
+    class Flaky:
+        calls = 0
+
+        def gpu_count(self) -> int:
+            return 1
+
+        def gpu(self, index: int, query: str):
+            Flaky.calls += 1
+            if Flaky.calls > 5:  # the start() sample works, then the driver goes away
+                raise OSError("driver gone")
+            return 1000
+
+    sampler = PowerSampler(Flaky(), hz=10)
+    sampler.start()
+    _time.sleep(0.35)
+    assert sampler.error is not None and "driver gone" in sampler.error
+    sampler._stop.set()
+    sampler._thread.join()
