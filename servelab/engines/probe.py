@@ -70,7 +70,10 @@ class HttpProbe:
     basic_auth: str | None = field(default=None, repr=False)  # from user:password in the URL (urllib ignores it)
 
     def __post_init__(self) -> None:
-        parts = urllib.parse.urlsplit(self.base_url)
+        try:
+            parts = urllib.parse.urlsplit(self.base_url)
+        except ValueError as exc:  # e.g. an unclosed IPv6 bracket
+            raise ConfigError(f"not a valid URL ({exc}); use e.g. http://127.0.0.1:8080") from None
         try:
             parts.port  # noqa: B018 - urllib raises ValueError here for a port outside 0-65535
         except ValueError:

@@ -33,6 +33,8 @@ def make_model(kind: str, path: Path | str, shape: ModelShape | None = None) -> 
     shape = shape or shape_for(kind)
     arch = qwen35 if kind == "hybrid" else llama
     path = Path(path)
+    if not path.name or path.is_dir():
+        raise ConfigError(f"-o {str(path)!r} is not a file name; give e.g. -o model.gguf")
     partial = path.with_name(path.name + ".partial")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

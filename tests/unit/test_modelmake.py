@@ -123,3 +123,11 @@ def test_cli_model_make_unknown_kind_is_a_usage_error(tmp_path, capsys):
     assert captured.out == ""
     assert captured.err.strip() == "servelab: error: unknown model kind 'moe'; choose one of: dense, hybrid, quantized, draft"
     assert not (tmp_path / "m.gguf").exists()
+
+
+@pytest.mark.parametrize("output", ["", "."])
+def test_an_output_that_is_not_a_file_name_is_a_usage_error(output, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["model", "make", "dense", "-o", output]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "is not a file name" in err and err.count("\n") == 1

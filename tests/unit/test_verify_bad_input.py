@@ -45,3 +45,9 @@ def test_unclosed_quotes_in_a_command_line(tmp_path: Path) -> None:
 def test_expected_counts_must_be_positive(item: str) -> None:
     with pytest.raises(ConfigError, match="positive whole number"):
         parse_expect([item])
+
+
+def test_an_unclosed_ipv6_bracket_is_a_usage_error(capsys) -> None:
+    assert main(["verify", "http://[::1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == "servelab: error: not a valid URL (Invalid IPv6 URL); use e.g. http://127.0.0.1:8080\n"
