@@ -70,7 +70,7 @@ def load_experiment(path: Path) -> dict[str, Any]:
     """Read an experiment YAML into a dict of CLI option names; ConfigError on unknown keys."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, ValueError, yaml.YAMLError) as exc:  # ValueError: not UTF-8
         raise ConfigError(f"cannot read experiment {path}: {exc}".splitlines()[0]) from exc
     if not isinstance(data, dict):
         raise ConfigError(f"experiment {path} must be a mapping of settings")

@@ -28,6 +28,7 @@ from servelab.bench.sink import RecordSink
 from servelab.bench.summary import summarize_level
 from servelab.bench.target import Target, connect_target, target_prompts
 from servelab.bench.workloads import Prompt
+from servelab.engines.probe import public_url
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -41,7 +42,7 @@ def run(
     run_id = store.create_run(_run_meta(config)) if store is not None else None
     for t in targets:
         if store is not None:
-            store.add_target(run_id, t.index, t.url, t.engine, t.info())
+            store.add_target(run_id, t.index, public_url(t.url), t.engine, t.info())
     runner = _Runner(config, store, run_id, samplers, progress)
     result = _with_loop(runner.run_all(targets, prompts))
     if store is not None:
@@ -88,7 +89,7 @@ def _run_meta(config: BenchConfig) -> dict[str, Any]:
         "workload": {"kind": spec.kind, "input_tokens": spec.input_tokens, "output_tokens": spec.output_tokens,
                      "seed": spec.seed, "chat": config.chat},
         "settings": config.settings(),
-        "targets": list(config.targets),
+        "targets": [public_url(u) for u in config.targets],  # never user:password@
         "wall_anchor_ns": time.time_ns(),
         "mono_anchor_ns": time.perf_counter_ns(),
     }
@@ -123,7 +124,7 @@ class _Runner:
             task.cancel()
 
     async def _target(self, target: Target, prompts: list[Prompt]) -> TargetResult:
-        out = TargetResult(target.url, target.engine, target.model, target.context)
+        out = TargetResult(public_url(target.url), target.engine, target.model, target.context)
         sink = RecordSink(self.store, self.run_id)
         base = 0
         keep_alive = getattr(target.extras, "KEEP_ALIVE", True)

@@ -60,6 +60,9 @@ class WorkloadSpec:
     use_token_ids: bool = False  # completions only, and only where the engine accepts ids
 
     def __post_init__(self) -> None:
+        for name, value in (("--input-tokens", self.input_tokens), ("--output-tokens", self.output_tokens)):
+            if value is not None and value < 1:
+                raise ConfigError(f"{name} must be at least 1, got {value}")
         if self.kind not in PRESETS and not Path(self.kind).is_file():
             raise ConfigError(f"unknown workload {self.kind!r}; choose one of {', '.join(PRESETS)} or a JSONL file")
 

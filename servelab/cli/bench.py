@@ -83,7 +83,7 @@ def build_config(o: dict[str, Any], api_key: str | None) -> BenchConfig:
     spec = WorkloadSpec(str(o["workload"]), o.get("input_tokens"), o.get("output_tokens"), o.get("seed") or 0, o["chat"])
     return BenchConfig(
         targets=tuple(o["targets"]), concurrency=levels, workload=spec, stop=stop, rate=o.get("rate"),
-        burstiness=o.get("burstiness") or 1.0, repeat=o.get("repeat") or 1, warmup=o.get("warmup"),
+        burstiness=o.get("burstiness") or 1.0, repeat=1 if o.get("repeat") is None else o["repeat"], warmup=o.get("warmup"),
         api_key=api_key, model=o.get("model"), chat=o["chat"], slo=parse_slo(o.get("slo")), name=o.get("name"),
         seed=o.get("seed") or 0,
     )  # fmt: skip

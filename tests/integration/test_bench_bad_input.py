@@ -67,6 +67,9 @@ def test_a_workload_longer_than_the_context_sends_no_load(capsys):
         (["--workload", "nonsense"], "unknown workload 'nonsense'"),
         (["--slo", "speed=3"], "unknown SLO 'speed'"),
         (["--requests", "5", "--duration", "3"], "not both"),
+        (["--repeat", "0"], "--repeat must be >= 1"),
+        (["--output-tokens", "0"], "--output-tokens must be at least 1"),
+        (["--input-tokens", "-3"], "--input-tokens must be at least 1"),
     ],
 )
 def test_bad_options_are_usage_errors(capsys, args, message):
@@ -84,6 +87,25 @@ def test_api_key_reaches_the_server_but_never_the_store(capsys, tmp_path):
     assert "sk-very-secret-123" not in out
     for path in tmp_path.iterdir():
         assert b"sk-very-secret-123" not in path.read_bytes()
+
+
+def test_an_experiment_file_that_is_not_text_is_one_line(capsys, tmp_path):
+    garbage = tmp_path / "experiment.yaml"
+    garbage.write_bytes(bytes(range(256)) * 4)
+    line = one_line_error(capsys, ["bench", "http://127.0.0.1:9", "--config", str(garbage)], 2)
+    assert "cannot read experiment" in line
+
+
+def test_credentials_in_the_url_never_reach_the_store(capsys, tmp_path):
+    db = tmp_path / "runs.db"
+    with sim_process("--itl-ms", "5", "--ttft-ms", "5") as url:
+        secret_url = url.replace("http://", "http://user:pw-very-secret-456@")
+        code = main(["bench", secret_url, "--concurrency", "1", "--requests", "1", "--output-tokens", "2",
+                     "--db", str(db), "--json"])  # fmt: skip
+    assert code == 0
+    assert "pw-very-secret-456" not in capsys.readouterr().out
+    for path in tmp_path.iterdir():
+        assert b"pw-very-secret-456" not in path.read_bytes()
 
 
 @pytest.mark.parametrize(
