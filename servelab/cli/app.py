@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _is_click_error(exc: Exception) -> bool:
     """Click's own errors, or the copy of click that newer typer versions vendor (typer.TyperException)."""
-    kinds: tuple[type[Exception], ...] = (typer.TyperException,)
+    kinds: tuple[type[Exception], ...] = tuple(k for k in [getattr(typer, "TyperException", None)] if k)
     try:  # older typer uses the click package itself; newer ones vendor it and click may be absent
         import click
 
