@@ -9,13 +9,15 @@ import typer
 from servelab.cli.output import print_json, stderr_console, stdout_console, to_jsonable
 from servelab.errors import ConfigError
 
+MAX_GPUS = 64  # one tensor-parallel group; engines support far fewer
+
 
 def _gpu(name: str | None, vram: float | None, bandwidth: float | None, tflops: float | None):
     from servelab.hardware.gpus import find_gpu, with_overrides
 
     if name is None and vram is not None and bandwidth is not None:
         return with_overrides(None, vram_gib=vram, bandwidth_gb_s=bandwidth, tflops=tflops)
-    base = find_gpu(name or "rtx4090")
+    base = find_gpu("rtx4090" if name is None else name)
     return with_overrides(base, vram_gib=vram, bandwidth_gb_s=bandwidth, tflops=tflops)
 
 
@@ -75,6 +77,10 @@ def register(app: typer.Typer) -> None:
         check_emit(emit)
         if interconnect is not None and interconnect not in INTERCONNECTS:
             raise ConfigError(f"--interconnect {interconnect!r}; choose one of: {', '.join(INTERCONNECTS)}")
+        if not 1 <= gpus <= MAX_GPUS:
+            raise ConfigError(f"--gpus must be 1 to {MAX_GPUS} (GPUs in one tensor-parallel group), got {gpus}")
+        if n_gpu_layers is not None and n_gpu_layers < -1:
+            raise ConfigError(f"-ngl must be -1 (all layers), 0 or a positive layer count, got {n_gpu_layers}")
         if context is not None and context <= 0:
             raise ConfigError(f"--context must be a positive number of tokens, got {context}")
         card = _gpu(gpu, vram, bandwidth, tflops)

@@ -261,3 +261,23 @@ def test_a_context_beyond_the_model_does_not_fit_anywhere(capsys) -> None:
     warnings = " ".join(w for p in plans for w in p["warnings"])
     for needle in ("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "training context"):
         assert needle in warnings
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--gpus", "100000"], "--gpus must be 1 to 64"), (["-ngl", "-5"], "-ngl must be -1"),
+     (["--gpu", ""], "unknown GPU ''")],
+)
+def test_out_of_range_gpu_settings_are_usage_errors(capsys, args, message) -> None:
+    assert main(["plan", "Qwen/Qwen3-8B", *args]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and message in captured.err and len(captured.err.strip().splitlines()) == 1
+
+
+def test_ngl_minus_one_offloads_every_layer_like_llama_cpp(capsys) -> None:
+    base = ["plan", "Qwen/Qwen3-8B", "--engine", "llamacpp", "--quant", "Q4_K_M", "--json"]
+    assert main([*base, "-ngl", "-1"]) == 0
+    all_layers = json.loads(capsys.readouterr().out)["plans"][0]["memory_bytes"]
+    assert main(base) == 0
+    default = json.loads(capsys.readouterr().out)["plans"][0]["memory_bytes"]
+    assert all_layers["weights"] == default["weights"] > 4 * 2**30

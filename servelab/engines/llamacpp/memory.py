@@ -195,7 +195,7 @@ def llamacpp_memory(
     n_rs_seq: int = 0,
 ) -> LlamaCppMemory:
     """llama-server's buffers for these flags. n_parallel -1 is the server's auto (4 slots, unified cache);
-    n_gpu_layers None offloads everything (output layer included), 0 keeps it all on the host."""
+    n_gpu_layers None or -1 offloads everything (output layer included), 0 keeps it all on the host."""
     if n_ctx < 0:
         raise ConfigError(f"llama.cpp -c must be 0 (the model's {model.max_context}) or positive, got {n_ctx}")
     if n_parallel == -1:
@@ -205,7 +205,7 @@ def llamacpp_memory(
     _check_cache_types(cache_type_k, cache_type_v, flash_attn)
     n_ctx, n_ctx_seq, warnings = _context(model, n_ctx, n_parallel, kv_unified)
     n_layer = model.num_layers
-    ngl = n_layer + 1 if n_gpu_layers is None else max(0, min(n_gpu_layers, n_layer + 1))
+    ngl = n_layer + 1 if n_gpu_layers is None or n_gpu_layers < 0 else min(n_gpu_layers, n_layer + 1)  # -1: all
     on_gpu = [layer >= n_layer - ngl for layer in range(n_layer)]
     swa_cells = _swa_cells(model, n_ctx_seq, n_parallel, kv_unified, min(n_ubatch, n_batch, n_ctx))
     streams = 1 if kv_unified else n_parallel
