@@ -14,6 +14,7 @@ core offers well over 50,000 events/s. The sim spends CPU to be on time. Usable 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import json
 import threading
@@ -23,6 +24,7 @@ from typing import Any
 from aiohttp import HttpVersion11, web
 
 from servelab.bench.sim_config import SimConfig, sim_prompt_tokens
+from servelab.errors import ConfigError
 
 SPIN_NS = 3_000_000
 LOG_LIMIT = 100_000  # requests kept in the /sim/requests log (oldest dropped first)
@@ -58,7 +60,13 @@ class SimServer:
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.host, self.config.port, backlog=4096)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:  # port in use, host not on this machine
+            await self._runner.cleanup()
+            self._runner = None
+            where = f"{self.config.host}:{self.config.port}"
+            raise ConfigError(f"cannot listen on {where}: {exc.strerror or exc}; choose another --port/--host") from exc
         port = self._runner.addresses[0][1]
         self.url = f"http://{self.config.host}:{port}"
         return self.url
@@ -179,7 +187,8 @@ class SimServer:
             return response  # the client went away
         if fault_at is not None:
             return await self._mid_stream_fault(request, response, fault)
-        await response.write_eof()
+        with contextlib.suppress(ConnectionResetError):  # the client may close once it has read [DONE]
+            await response.write_eof()
         return response
 
     async def _mid_stream_fault(self, request: web.Request, response: web.StreamResponse, fault: str):

@@ -116,3 +116,11 @@ def test_credentials_in_the_url_never_reach_the_store(capsys, tmp_path):
 def test_sim_bad_options_are_usage_errors(capsys, args, message):
     line = one_line_error(capsys, ["sim", "--port", "0", *args], 2)
     assert message in line
+
+
+def test_sim_on_a_busy_port_is_one_line(capsys):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        line = one_line_error(capsys, ["sim", "--port", str(busy.getsockname()[1])], 2)
+    assert "cannot listen on 127.0.0.1" in line
