@@ -15,3 +15,20 @@ def test_redact_hides_both_spellings_and_nothing_else() -> None:
 def test_api_key_of_takes_the_last_one() -> None:
     assert api_key_of(["vllm", "serve", "m", "--api-key", "a", "--api-key=b"]) == "b"
     assert api_key_of(["llama-server", "-m", "m.gguf"]) is None
+
+
+def test_an_engine_that_echoes_its_rejected_key_at_start_never_shows_it(tmp_path) -> None:
+    import sys
+
+    import pytest
+
+    from servelab.engines.process import ManagedProcess
+    from servelab.errors import EngineStartError
+
+    script = "import sys; print('error: invalid argument: ' + sys.argv[1]); sys.exit(1)"
+    process = ManagedProcess([sys.executable, "-c", script, "--api-key=sk-echoed-789"], tmp_path / "engine.log")
+    process.start()
+    with pytest.raises(EngineStartError) as caught:
+        process.wait_healthy(lambda: False, timeout_s=10)
+    assert "sk-echoed-789" not in str(caught.value) and "sk-echoed-789" not in caught.value.log_tail
+    assert "<redacted>" in caught.value.log_tail
