@@ -3,10 +3,11 @@
 ``sent_ns`` is stamped when aiohttp has written the request headers (trace hook), so building the request
 in Python is not charged to the server's TTFT; sending the body is. ``await client.send(request)`` always returns a RequestRecord and never raises: failures become
 ``status="error"`` with an ``error_kind`` from records.ERROR_KINDS, and cancellation (Ctrl-C) becomes a
-``cancelled`` record. Events are parsed incrementally from raw reads (``iter_any``); each event is stamped
-with the ``perf_counter_ns()`` of the socket read that carried its first byte, taken in aiohttp's protocol
-callback when the bytes arrive (stamps.py); parsing runs a moment later, after every stream woken in the
-same loop iteration has handed over its bytes (``_DeferredParse``). The API key goes in
+``cancelled`` record. Each read of the body goes from aiohttp's protocol callback straight to the parser
+(stamps.ArrivalLog.watch_sink): no task wakes up per read. Each event is stamped with the
+``perf_counter_ns()`` of the socket read that carried its first byte, taken in that callback when the bytes
+arrive; parsing runs a moment later, after every stream woken in the same loop iteration has handed over
+its bytes (``_DeferredParse``). The API key goes in
 the Authorization header only; error texts are cut short and never contain it. A request whose body could
 not be written to a REUSED keep-alive connection (the server had closed it while idle) is sent again
 (up to 3 times) on another: it never reached the server, so it is a client artefact, not a server error.
@@ -15,6 +16,7 @@ not be written to a REUSED keep-alive connection (the server had closed it while
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from dataclasses import dataclass
@@ -188,6 +190,7 @@ class _Stream:
         self.tally = tally
         self.parser = SseParser()
         self.outcome: tuple[str | None, str | None] | None = None  # (error kind, message); (None, None): done
+        self.on_outcome: Any = None  # called once the outcome is known (wakes the waiting reader)
 
     def feed(self, chunk: bytes, t_ns: int) -> None:
         if self.outcome is not None:
@@ -195,6 +198,8 @@ class _Stream:
         for event in self.parser.feed(chunk, t_ns):
             self.outcome = self._event(event.data, event.t_ns)
             if self.outcome is not None:
+                if self.on_outcome is not None:
+                    self.on_outcome()
                 return
 
     def _event(self, data: str, t_ns: int) -> tuple[str | None, str | None] | None:
@@ -244,18 +249,70 @@ class _DeferredParse:
 
 
 async def _read_stream(response: aiohttp.ClientResponse, stream: _Stream, deferred: _DeferredParse, arrivals):
-    """Consume the SSE body; (error kind, message), or (None, None) when it ended properly."""
-    stamps = arrivals.watch(response.content)
+    """Consume the SSE body; (error kind, message), or (None, None) when it ended properly.
+
+    The body's reads go from aiohttp's protocol callback straight to the deferred parser (_BodySink): no
+    task wakes up per read. This coroutine only waits for the end: EOF, a connection error, or an event
+    that settles the outcome ([DONE] before EOF, an error event, malformed data)."""
+    reader = response.content
+    sink = _BodySink(stream, deferred, asyncio.get_running_loop().create_future())
+    head = arrivals.watch_sink(reader, sink)
     try:
-        async for chunk in response.content.iter_any():
-            for piece, t_ns in stamps.split(chunk, time.perf_counter_ns()):
-                deferred.add(stream, piece, t_ns)
-            if stream.outcome is not None:
-                break
+        if head is None:  # an aiohttp whose reader cannot be switched: read it the plain way
+            return await _read_plain(reader, stream, deferred)
+        if head[0]:
+            deferred.add(stream, head[0], head[1])
+        error = reader.exception()
+        if error is not None:
+            raise error
+        if not reader.is_eof():
+            stream.on_outcome = sink.settled
+            await sink.done
+        if stream.outcome == (None, None) and not reader.is_eof():  # [DONE]: the body's end follows at once;
+            await _eof_or_grace(reader)  # reading it keeps the connection reusable
     finally:
-        arrivals.forget(response.content)
+        arrivals.forget(reader)
+        stream.on_outcome = None
     deferred.run()
     return stream.ended()
+
+
+async def _eof_or_grace(reader: aiohttp.StreamReader, grace_s: float = 0.05) -> None:
+    with contextlib.suppress(TimeoutError, aiohttp.ClientError):
+        await asyncio.wait_for(reader.wait_eof(), grace_s)
+
+
+async def _read_plain(reader: aiohttp.StreamReader, stream: _Stream, deferred: _DeferredParse):
+    async for chunk in reader.iter_any():
+        deferred.add(stream, chunk, time.perf_counter_ns())
+        if stream.outcome is not None:
+            break
+    deferred.run()
+    return stream.ended()
+
+
+class _BodySink:
+    """Where aiohttp's protocol delivers one body (stamps.ArrivalLog.watch_sink): each read goes to the
+    deferred parser with its arrival time; ``done`` resolves at EOF or the outcome, fails on an error."""
+
+    __slots__ = ("add", "done", "stream")
+
+    def __init__(self, stream: _Stream, deferred: _DeferredParse, done: asyncio.Future) -> None:
+        self.stream, self.add, self.done = stream, deferred.add, done
+
+    def arrived(self, data: bytes, t_ns: int) -> None:
+        self.add(self.stream, data, t_ns)
+
+    def closed(self, exc: BaseException | None) -> None:
+        if self.done.done():
+            return
+        if exc is None:
+            self.done.set_result(None)
+        else:
+            self.done.set_exception(exc)
+
+    def settled(self) -> None:
+        self.closed(None)
 
 
 def _connection_failure(tally: StreamTally, exc: BaseException, stamp: dict) -> tuple[str, str]:

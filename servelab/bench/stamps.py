@@ -51,17 +51,29 @@ class BodyStamps:
 
 
 class ArrivalLog:
-    """One per client: the bodies being watched, by reader identity."""
+    """One per client: the bodies being watched, by reader identity.
+
+    Two ways to watch a body. ``watch(reader)`` keeps aiohttp's buffering and records where each arrival
+    ended (BodyStamps), for a reader that reads. ``watch_sink(reader, sink)`` hands every arrival straight
+    to ``sink.arrived(data, t_ns)`` from the socket's callback — nothing is buffered and no reading task
+    wakes up per read — and reports the end of the body as ``sink.closed(exc or None)``.
+    """
 
     def __init__(self) -> None:
         watched: dict[int, BodyStamps] = {}
-        self._watched = watched
+        sinks: dict[int, Any] = {}
+        self._watched, self._sinks = watched, sinks
 
         class StampedStreamReader(aiohttp.StreamReader):
             __slots__ = ()
 
             def feed_data(self, data: bytes, *args: Any) -> Any:
                 t_ns = time.perf_counter_ns()
+                sink = sinks.get(id(self))
+                if sink is not None:
+                    if data:
+                        sink.arrived(data, t_ns)
+                    return False
                 result = super().feed_data(data, *args)
                 stamps = watched.get(id(self))
                 if stamps is not None:
@@ -69,17 +81,46 @@ class ArrivalLog:
                     stamps.times.append(t_ns)
                 return result
 
+            def feed_eof(self) -> None:
+                super().feed_eof()
+                sink = sinks.get(id(self))
+                if sink is not None:
+                    sink.closed(None)
+
+            def set_exception(self, exc: BaseException, *args: Any) -> None:
+                super().set_exception(exc, *args)
+                sink = sinks.get(id(self))
+                if sink is not None:
+                    sink.closed(exc)
+
         self._reader_class = StampedStreamReader
+
+    def _switch(self, reader: Any) -> bool:
+        if type(reader) is self._reader_class:
+            return True
+        if type(reader) is not aiohttp.StreamReader:
+            return False
+        try:
+            reader.__class__ = self._reader_class
+        except TypeError:  # layout changed in some aiohttp
+            return False
+        return True
 
     def watch(self, reader: Any) -> BodyStamps:
         stamps = BodyStamps(int(getattr(reader, "total_bytes", 0)))
-        if type(reader) is aiohttp.StreamReader:
-            try:
-                reader.__class__ = self._reader_class
-            except TypeError:  # layout changed in some aiohttp: read-time stamps only
-                return stamps
+        if self._switch(reader):
             self._watched[id(reader)] = stamps
         return stamps
 
+    def watch_sink(self, reader: Any, sink: Any) -> tuple[bytes, int] | None:
+        """Send the reader's arrivals to ``sink``; (bytes already buffered, now), or None when the reader
+        cannot be switched (then read it with ``watch``). The buffered bytes came with the headers."""
+        if not self._switch(reader):
+            return None
+        head = reader.read_nowait() if not reader.exception() else b""
+        self._sinks[id(reader)] = sink
+        return head, time.perf_counter_ns()
+
     def forget(self, reader: Any) -> None:
         self._watched.pop(id(reader), None)
+        self._sinks.pop(id(reader), None)

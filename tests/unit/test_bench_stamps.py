@@ -38,3 +38,50 @@ def test_a_real_aiohttp_stream_reader_is_stamped_at_feed_time():
     assert [p for p, _ in pieces] == [b"data: 1\n\n", b"data: 2\n\n"]
     assert pieces[1][1] - pieces[0][1] >= 9_000_000  # 10 ms apart, as fed
     assert total == 18 and watched == 0
+
+
+class _Collect:
+    def __init__(self) -> None:
+        self.reads: list[tuple[bytes, int]] = []
+        self.ends: list[BaseException | None] = []
+
+    def arrived(self, data: bytes, t_ns: int) -> None:
+        self.reads.append((data, t_ns))
+
+    def closed(self, exc: BaseException | None) -> None:
+        self.ends.append(exc)
+
+
+def test_a_sink_gets_each_arrival_from_the_protocol_callback_and_the_end():
+    async def go() -> tuple[tuple, _Collect, bytes, int]:
+        loop = asyncio.get_running_loop()
+        reader = StreamReader(BaseProtocol(loop), 2**16, loop=loop)
+        reader.feed_data(b"data: 0\n\n")  # came with the headers, before the switch
+        log, sink = ArrivalLog(), _Collect()
+        head = log.watch_sink(reader, sink)
+        reader.feed_data(b"data: 1\n\n")
+        await asyncio.sleep(0.01)
+        reader.feed_data(b"data: 2\n\n")
+        reader.feed_eof()
+        rest = reader.read_nowait()
+        log.forget(reader)
+        return head, sink, rest, len(log._sinks)
+
+    head, sink, rest, watched = asyncio.run(go())
+    assert head[0] == b"data: 0\n\n"
+    assert [d for d, _ in sink.reads] == [b"data: 1\n\n", b"data: 2\n\n"]
+    assert sink.reads[0][1] >= head[1] and sink.reads[1][1] - sink.reads[0][1] >= 9_000_000
+    assert sink.ends == [None] and rest == b"" and watched == 0  # nothing buffered: it all went to the sink
+
+
+def test_a_sink_hears_a_connection_error():
+    async def go() -> list:
+        loop = asyncio.get_running_loop()
+        reader = StreamReader(BaseProtocol(loop), 2**16, loop=loop)
+        log, sink = ArrivalLog(), _Collect()
+        log.watch_sink(reader, sink)
+        reader.set_exception(ConnectionResetError("gone"))
+        return sink.ends
+
+    ends = asyncio.run(go())
+    assert len(ends) == 1 and isinstance(ends[0], ConnectionResetError)
