@@ -191,25 +191,46 @@ class _Stream:
         self.parser = SseParser()
         self.outcome: tuple[str | None, str | None] | None = None  # (error kind, message); (None, None): done
         self.on_outcome: Any = None  # called once the outcome is known (wakes the waiting reader)
+        self._scan = json.JSONDecoder().scan_once
 
     def feed(self, chunk: bytes, t_ns: int) -> None:
         if self.outcome is not None:
             return
-        for event in self.parser.feed(chunk, t_ns):
-            self.outcome = self._event(event.data, event.t_ns)
-            if self.outcome is not None:
-                if self.on_outcome is not None:
-                    self.on_outcome()
-                return
+        if self.parser.pending or not chunk.endswith(b"\n\n") or b"\r" in chunk:
+            for event in self.parser.feed(chunk, t_ns):
+                if self._settle(self._event(event.data, event.t_ns)):
+                    return
+            return
+        for block in chunk[:-2].split(b"\n\n"):  # whole events only (the usual read): no line machinery
+            if block.startswith(b"data: ") and b"\n" not in block:
+                if self._settle(self._event(block[6:].decode("utf-8", errors="replace"), t_ns)):
+                    return
+            elif block:  # comments, several fields: the general parser, one complete block at a time
+                for event in self.parser.feed(block + b"\n\n", t_ns):
+                    if self._settle(self._event(event.data, event.t_ns)):
+                        return
+
+    def _settle(self, outcome: tuple[str | None, str | None] | None) -> bool:
+        if outcome is None:
+            return False
+        self.outcome = outcome
+        if self.on_outcome is not None:
+            self.on_outcome()
+        return True
 
     def _event(self, data: str, t_ns: int) -> tuple[str | None, str | None] | None:
         if data == "[DONE]":
             self.tally.done = True
             return None, None
         try:
-            decoded = json.loads(data)
-        except json.JSONDecodeError:
-            return "malformed", f"not JSON: {data[:80]!r}"
+            decoded, end = self._scan(data, 0)  # json's C scanner, without json.loads' Python wrappers
+        except (StopIteration, ValueError):
+            end = -1
+        if end != len(data):  # leading/trailing whitespace, or not JSON: json.loads decides, exactly
+            try:
+                decoded = json.loads(data)
+            except json.JSONDecodeError:
+                return "malformed", f"not JSON: {data[:80]!r}"
         if not isinstance(decoded, dict):
             return "malformed", f"not a JSON object: {data[:80]!r}"
         self.tally.add(decoded, t_ns)

@@ -34,15 +34,15 @@ class StreamTally:
 
     def add(self, event: dict, t_ns: int) -> None:
         """Account one decoded JSON event received at t_ns."""
-        if "error" in event and not event.get("choices"):
+        choices = event.get("choices")
+        if "error" in event and not choices:
             self.server_error = _error_text(event["error"])
             return
         usage = event.get("usage")
-        choices = event.get("choices") or []
-        if isinstance(usage, dict):
+        if usage is not None and isinstance(usage, dict):
             self._usage(usage, bool(choices))
         timings = event.get("timings")
-        if isinstance(timings, dict):
+        if timings is not None and isinstance(timings, dict):
             self.timings = timings
             if choices and isinstance(timings.get("predicted_n"), int):  # llama.cpp timings_per_token
                 self._usage({"completion_tokens": timings["predicted_n"]}, True)
@@ -59,8 +59,9 @@ class StreamTally:
             self.usage_completion = completion
 
     def _choice(self, choice: dict, t_ns: int) -> None:
-        if choice.get("finish_reason"):
-            self.finish_reason = choice["finish_reason"]
+        finish = choice.get("finish_reason")
+        if finish:
+            self.finish_reason = finish
         if not _bears_token(choice):
             return
         if self.first_token_ns is None:
@@ -92,10 +93,11 @@ class StreamTally:
 
 
 def _bears_token(choice: dict) -> bool:
-    text = choice.get("text")
-    if text:
-        return True
     delta = choice.get("delta")
+    if delta is not None and type(delta) is dict and delta.get("content"):  # the common chat chunk
+        return True
+    if choice.get("text"):
+        return True
     if not isinstance(delta, dict):
         return False
     return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls"))

@@ -66,3 +66,46 @@ def test_whole_event_reads_with_comments_and_multi_field_blocks_parse_like_the_l
     byte_by_byte = SseParser()
     slow = [e for i in range(len(chunk)) for e in byte_by_byte.feed(chunk[i : i + 1], 5)]
     assert [e.data for e in slow] == [e.data for e in events]
+
+
+def _stream_events() -> bytes:
+    role = b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
+    c0 = b'data: {"choices":[{"index":0,"delta":{"content":"a"}}],"usage":{"completion_tokens":2}}\n\n'
+    c1 = b'data: {"choices":[{"index":0,"delta":{"reasoning_content":"b"}}],"usage":{"completion_tokens":3}}\n\n'
+    end = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"completion_tokens":5}}\n\n'
+    usage = b'data:  {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":5}} \n\n'  # spaces: json.loads path
+    return role + b": keep-alive\n\n" + c0 + c1 + end + usage + b"data: [DONE]\n\n"
+
+
+def _tally_of(reads: list[tuple[bytes, int]]):
+    from servelab.bench.client import _Stream
+    from servelab.bench.events import StreamTally
+
+    stream = _Stream(StreamTally())
+    for chunk, t_ns in reads:
+        stream.feed(chunk, t_ns)
+    stream.tally.settle()
+    return stream
+
+
+def test_client_stream_whole_reads_and_byte_reads_give_the_same_exact_tally():
+    data = _stream_events()
+    whole = _tally_of([(data, 100)])
+    assert whole.outcome == (None, None) and whole.ended() == (None, None)
+    assert whole.tally.first_token_ns == 100  # the role-only chunk never counts
+    assert list(whole.tally.chunk_ns) == [100, 100] and list(whole.tally.chunk_tokens) == [2, 3]
+    assert whole.tally.final_usage == {"prompt_tokens": 7, "completion_tokens": 5}
+    assert whole.tally.finish_reason == "stop"
+    split = _tally_of([(data[i : i + 1], 1000 + i) for i in range(len(data))])
+    starts = [data.index(b'data: {"choices":[{"index":0,"delta":{"content"'), data.index(b'data: {"choices":[{"index":0,"delta":{"reasoning')]
+    assert list(split.tally.chunk_ns) == [1000 + s for s in starts]
+    assert list(split.tally.chunk_tokens) == [2, 3] and split.outcome == (None, None)
+
+
+def test_client_stream_malformed_and_error_events_settle_the_outcome_once():
+    bad = _tally_of([(b'data: {"choices": [\n\ndata: {"choices":[{"delta":{"content":"x"}}]}\n\n', 5)])
+    assert bad.outcome[0] == "malformed" and not len(bad.tally.chunk_ns)
+    extra = _tally_of([(b'data: {"a":1} x\n\n', 5)])
+    assert extra.outcome[0] == "malformed"
+    err = _tally_of([(b'data: {"error":{"message":"boom"}}\n\n', 5)])
+    assert err.outcome == ("http_5xx", "error inside the stream: boom")
