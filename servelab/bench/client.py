@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import time
 from dataclasses import dataclass
@@ -316,13 +317,11 @@ class _BodySink:
     """Where aiohttp's protocol delivers one body (stamps.ArrivalLog.watch_sink): each read goes to the
     deferred parser with its arrival time; ``done`` resolves at EOF or the outcome, fails on an error."""
 
-    __slots__ = ("add", "done", "stream")
+    __slots__ = ("arrived", "done")
 
     def __init__(self, stream: _Stream, deferred: _DeferredParse, done: asyncio.Future) -> None:
-        self.stream, self.add, self.done = stream, deferred.add, done
-
-    def arrived(self, data: bytes, t_ns: int) -> None:
-        self.add(self.stream, data, t_ns)
+        self.arrived = functools.partial(deferred.add, stream)  # arrived(data, t_ns), one Python frame fewer
+        self.done = done
 
     def closed(self, exc: BaseException | None) -> None:
         if self.done.done():

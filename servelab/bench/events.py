@@ -46,19 +46,9 @@ class StreamTally:
             self.timings = timings
             if choices and isinstance(timings.get("predicted_n"), int):  # llama.cpp timings_per_token
                 self._usage({"completion_tokens": timings["predicted_n"]}, True)
-        if choices and isinstance(choices[0], dict):
-            self._choice(choices[0], t_ns)
-
-    def _usage(self, usage: dict, with_choices: bool) -> None:
-        if "prompt_tokens" in usage or self.final_usage is None:
-            self.final_usage = usage
-        completion = usage.get("completion_tokens")
-        if with_choices and isinstance(completion, int):
-            self.usage_seen_in_chunks = True
-            self.pending_tokens += max(0, completion - self.usage_completion)
-            self.usage_completion = completion
-
-    def _choice(self, choice: dict, t_ns: int) -> None:
+        if not choices or not isinstance(choices[0], dict):
+            return
+        choice = choices[0]
         finish = choice.get("finish_reason")
         if finish:
             self.finish_reason = finish
@@ -69,6 +59,15 @@ class StreamTally:
         self.chunk_ns.append(t_ns)
         self.chunk_tokens.append(self.pending_tokens if self.usage_seen_in_chunks else 1)
         self.pending_tokens = 0
+
+    def _usage(self, usage: dict, with_choices: bool) -> None:
+        if "prompt_tokens" in usage or self.final_usage is None:
+            self.final_usage = usage
+        completion = usage.get("completion_tokens")
+        if with_choices and isinstance(completion, int):
+            self.usage_seen_in_chunks = True
+            self.pending_tokens += max(0, completion - self.usage_completion)
+            self.usage_completion = completion
 
     def settle(self) -> None:
         """At the end: tokens the server counted after the last text-bearing chunk (text it held back or
