@@ -154,7 +154,7 @@ def main() -> None:
     args = parser.parse_args()
     if (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {0})
-    ladder = (100, 300) if args.quick else (25, 50, 100, 200, 250, 300, 350, 400, 450, 500)
+    ladder = (100, 300) if args.quick else (25, 50, 100, 150, 200, 250, 300, 350, 400, 450, 500)
     passes = 1 if args.quick else max(1, args.passes)
     bests = []
     for n in range(passes):

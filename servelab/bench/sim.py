@@ -327,6 +327,7 @@ class _Plan:
         self.k, self.usage, self.finish = k, usage, finish
         self.chunks = -(-out // k)
         self.created = int(time.time())
+        self._template: tuple[bytes, bytes] | None = None
 
     @classmethod
     def empty(cls) -> _Plan:
@@ -352,10 +353,14 @@ class _Plan:
         return self.event(n, self.text_of(j), finish, done)
 
     def _plain_event(self, n: int, text: str) -> bytes:
-        """The same JSON as event(), built from a fixed template (the text is a safe "tN tN+1 " string)."""
-        field = f'"delta":{{"content":"{text}"}}' if self.chat else f'"text":"{text}"'
-        head = f'{{"id":"sim-{n}","object":"{self._object(True)}","created":{self.created},"model":{json.dumps(self.model)}'
-        return f'data: {head},"choices":[{{"index":0,"finish_reason":null,{field}}}]}}\n\n'.encode()
+        """The same JSON as event(), built from a template made once per answer (the text is a safe
+        "tN tN+1 " string)."""
+        if self._template is None:
+            field = '"delta":{"content":"' if self.chat else '"text":"'
+            head = f'{{"id":"sim-{n}","object":"{self._object(True)}","created":{self.created},"model":{json.dumps(self.model)}'
+            self._template = (f'data: {head},"choices":[{{"index":0,"finish_reason":null,{field}'.encode(),
+                              b'"}}]}\n\n' if self.chat else b'"}]}\n\n')  # fmt: skip
+        return self._template[0] + text.encode() + self._template[1]
 
     def usage_dict(self, completion: int) -> dict:
         total = self.prompt_tokens + completion
