@@ -13,6 +13,14 @@ ROPE_BASE = 10000.0
 
 
 def write_hparams(writer: gguf.GGUFWriter, shape: ModelShape) -> None:
+    write_transformer_hparams(writer, shape)
+    writer.add_rope_freq_base(ROPE_BASE)
+    writer.add_layer_norm_rms_eps(RMS_EPS)
+    writer.add_vocab_size(shape.vocab)
+
+
+def write_transformer_hparams(writer: gguf.GGUFWriter, shape: ModelShape) -> None:
+    """The keys every transformer architecture here shares: sizes, heads, head dims, rope dimensions."""
     writer.add_context_length(shape.ctx_train)
     writer.add_embedding_length(shape.hidden)
     writer.add_block_count(shape.layers)
@@ -22,9 +30,6 @@ def write_hparams(writer: gguf.GGUFWriter, shape: ModelShape) -> None:
     writer.add_key_length(shape.head_dim)
     writer.add_value_length(shape.head_dim)
     writer.add_rope_dimension_count(shape.head_dim)
-    writer.add_rope_freq_base(ROPE_BASE)
-    writer.add_layer_norm_rms_eps(RMS_EPS)
-    writer.add_vocab_size(shape.vocab)
 
 
 def write_tensors(sink: TensorSink, shape: ModelShape) -> None:

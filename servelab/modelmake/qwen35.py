@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gguf
 
-from servelab.modelmake.llama import RMS_EPS, ROPE_BASE, write_ffn
+from servelab.modelmake.llama import RMS_EPS, ROPE_BASE, write_ffn, write_transformer_hparams
 from servelab.modelmake.shapes import ModelShape
 from servelab.modelmake.tensors import TensorSink
 
@@ -27,15 +27,7 @@ def rope_sections(rope_dim: int) -> list[int]:
 
 
 def write_hparams(writer: gguf.GGUFWriter, shape: ModelShape) -> None:
-    writer.add_context_length(shape.ctx_train)
-    writer.add_embedding_length(shape.hidden)
-    writer.add_block_count(shape.layers)
-    writer.add_feed_forward_length(shape.ffn)
-    writer.add_head_count(shape.heads)
-    writer.add_head_count_kv(shape.kv_heads)
-    writer.add_key_length(shape.head_dim)
-    writer.add_value_length(shape.head_dim)
-    writer.add_rope_dimension_count(shape.head_dim)
+    write_transformer_hparams(writer, shape)
     writer.add_rope_dimension_sections(rope_sections(shape.head_dim))
     writer.add_rope_freq_base(ROPE_BASE)
     writer.add_layer_norm_rms_eps(RMS_EPS)
