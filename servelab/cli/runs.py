@@ -12,6 +12,7 @@ from rich.text import Text
 
 from servelab.cli.output import print_json, stderr_console, stdout_console, to_jsonable
 from servelab.errors import ConfigError
+from servelab.paths import default_db_path
 from servelab.report.compare import Comparison, compare_runs
 from servelab.report.export import run_csv, run_json, vllm_level_json
 from servelab.store import RunInfo, Store
@@ -29,8 +30,11 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
     ) -> None:
         """List the stored benchmark runs, oldest first."""
-        with Store.open(db, must_exist=db is not None) as store:
-            runs = store.list_runs()
+        if db is None and not default_db_path().exists():
+            runs = []  # nothing benchmarked yet: listing must not create a store
+        else:
+            with Store.open(db, must_exist=db is not None) as store:
+                runs = store.list_runs()
         if as_json:
             print_json([run_info_json(r) for r in runs])
         else:

@@ -60,3 +60,11 @@ def test_a_store_that_is_not_sqlite_is_one_line_on_stderr(tmp_path: Path, capsys
     assert out == ""
     assert err.startswith("servelab: error: result store") and "not a database" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_listing_runs_before_any_benchmark_creates_no_store(capsys) -> None:
+    from servelab.paths import default_db_path
+
+    assert main(["runs", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert not default_db_path().exists()
