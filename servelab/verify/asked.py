@@ -103,6 +103,9 @@ def from_command(
     module = CMDLINES[name]
     launch = module.parse(argv, environment)
     values = module.expectations(launch)
+    if not values:
+        raise ConfigError(f"{source}: {shlex.join(argv[:3])!r} sets nothing verify can check for {name} "
+                          "(context, slots, KV dtype, model …); pass the engine's full command line")  # fmt: skip
     return Asked(values, dict.fromkeys(values, source), name, launch)
 
 

@@ -51,3 +51,9 @@ def test_an_unclosed_ipv6_bracket_is_a_usage_error(capsys) -> None:
     assert main(["verify", "http://[::1"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err == "servelab: error: not a valid URL (Invalid IPv6 URL); use e.g. http://127.0.0.1:8080\n"
+
+
+def test_a_command_line_that_sets_nothing_checkable_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"'ls -la' sets nothing verify can check for llamacpp"):
+        from_command("ls -la", engine="llamacpp")
+    assert from_command("llama-server -c 8192 -np 4").values["context"] == 8192
