@@ -5,23 +5,15 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from servelab.bench.records import RequestRecord
+from servelab.bench.metrics import decode_tok_s
 from servelab.errors import ConfigError
 from servelab.plan.io import load_plan
 
 SINGLE_STREAM_LEVEL = "c=1"
 
 
-def per_stream_tok_s(record: RequestRecord) -> float | None:
-    """Decode speed of one request: tokens after the first over the time after the first token."""
-    if record.status != "ok" or record.first_token_ns is None or not record.output_tokens or record.output_tokens < 2:
-        return None
-    seconds = (record.end_ns - record.first_token_ns) / 1e9
-    return (record.output_tokens - 1) / seconds if seconds > 0 else None
-
-
 def run_single_stream_tok_s(db_path: Path | None, run_id: str) -> float:
-    """Median per-stream decode tok/s of a stored run's measured requests at concurrency 1."""
+    """Median per-stream decode tok/s (bench's definition, 1000 / TPOT) of a run's measured requests at c=1."""
     from servelab.store import Store  # the store is optional until a run is asked for
 
     with Store.open(db_path) as store:
@@ -29,7 +21,8 @@ def run_single_stream_tok_s(db_path: Path | None, run_id: str) -> float:
     speeds = [
         s
         for r in run.requests
-        if r.level == SINGLE_STREAM_LEVEL and r.phase == "measure" and (s := per_stream_tok_s(r)) is not None
+        if r.level == SINGLE_STREAM_LEVEL and r.phase == "measure" and r.status == "ok"
+        and (s := decode_tok_s(r)) is not None
     ]
     if not speeds:
         raise ConfigError(f"run {run_id} has no successful measured requests at {SINGLE_STREAM_LEVEL}; bench with -c 1")
