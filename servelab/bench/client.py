@@ -28,7 +28,7 @@ import aiohttp
 from servelab.bench.events import StreamTally
 from servelab.bench.records import RequestRecord
 from servelab.bench.sse import SseParser
-from servelab.bench.stamps import ArrivalLog
+from servelab.bench.stamps import ArrivalLog, StallWatch
 
 STALE_PREFIX = "stale keep-alive connection: "  # the request never reached the server; sent again
 STALE_RETRIES = 3
@@ -81,6 +81,7 @@ class StreamClient:
         self._session: aiohttp.ClientSession | None = None
         self._deferred = _DeferredParse()
         self._arrivals = ArrivalLog()
+        self._stalls = StallWatch(stall_timeout_s)
 
     async def __aenter__(self) -> StreamClient:
         if self._keep_alive:
@@ -98,6 +99,7 @@ class StreamClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self._stalls.close()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -124,7 +126,7 @@ class StreamClient:
                 stamp["answered"] = True
                 if response.status >= 400:
                     return await self._http_error(request, response, stamp["sent_ns"])
-                kind, message = await _read_stream(response, stream, self._deferred, self._arrivals)
+                kind, message = await _read_stream(response, stream, self._deferred, self._arrivals, self._stalls)
         except asyncio.CancelledError:
             kind, message = "cancelled", "interrupted before it finished"
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
@@ -270,12 +272,13 @@ class _DeferredParse:
             stream.feed(chunk, t_ns)
 
 
-async def _read_stream(response: aiohttp.ClientResponse, stream: _Stream, deferred: _DeferredParse, arrivals):
+async def _read_stream(response: aiohttp.ClientResponse, stream: _Stream, deferred: _DeferredParse, arrivals, stalls):
     """Consume the SSE body; (error kind, message), or (None, None) when it ended properly.
 
     The body's reads go from aiohttp's protocol callback straight to the deferred parser (_BodySink): no
     task wakes up per read. This coroutine only waits for the end: EOF, a connection error, or an event
-    that settles the outcome ([DONE] before EOF, an error event, malformed data)."""
+    that settles the outcome ([DONE] before EOF, an error event, malformed data). Once the headers are in,
+    the client's StallWatch replaces aiohttp's per-read timeout (a timer restarted on every read)."""
     reader = response.content
     sink = _BodySink(stream, deferred, asyncio.get_running_loop().create_future())
     head = arrivals.watch_sink(reader, sink)
@@ -289,14 +292,30 @@ async def _read_stream(response: aiohttp.ClientResponse, stream: _Stream, deferr
             raise error
         if not reader.is_eof():
             stream.on_outcome = sink.settled
+            _watch_stalls(response, sink, stalls)
             await sink.done
         if stream.outcome == (None, None) and not reader.is_eof():  # [DONE]: the body's end follows at once;
             await _eof_or_grace(reader)  # reading it keeps the connection reusable
     finally:
+        stalls.forget(sink)
         arrivals.forget(reader)
         stream.on_outcome = None
     deferred.run()
     return stream.ended()
+
+
+def _watch_stalls(response: aiohttp.ClientResponse, sink: _BodySink, stalls: StallWatch) -> None:
+    """Hand the body's stall timeout from aiohttp (per read) to ``stalls`` (one timer per client)."""
+    protocol = response.connection.protocol if response.connection is not None else None
+    if protocol is None or getattr(protocol, "read_timeout", None) is None:
+        return  # no per-read timeout to replace
+    protocol.read_timeout = None  # the timer already armed is dropped at the next read; set again per request
+    stalls.watch(sink, functools.partial(_stalled, response, sink, stalls.stall_ns / 1e9))
+
+
+def _stalled(response: aiohttp.ClientResponse, sink: _BodySink, stall_s: float) -> None:
+    sink.closed(aiohttp.ServerTimeoutError(f"no byte for {stall_s:g} s"))  # the reader sees a timeout
+    response.close()  # and the connection, mid-answer, is not reused
 
 
 async def _eof_or_grace(reader: aiohttp.StreamReader, grace_s: float = 0.05) -> None:
@@ -317,11 +336,12 @@ class _BodySink:
     """Where aiohttp's protocol delivers one body (stamps.ArrivalLog.watch_sink): each read goes to the
     deferred parser with its arrival time; ``done`` resolves at EOF or the outcome, fails on an error."""
 
-    __slots__ = ("arrived", "done")
+    __slots__ = ("arrived", "done", "last_ns")
 
     def __init__(self, stream: _Stream, deferred: _DeferredParse, done: asyncio.Future) -> None:
         self.arrived = functools.partial(deferred.add, stream)  # arrived(data, t_ns), one Python frame fewer
         self.done = done
+        self.last_ns = 0  # the last arrival (perf_counter_ns), for StallWatch
 
     def closed(self, exc: BaseException | None) -> None:
         if self.done.done():

@@ -11,6 +11,7 @@ piece simply gets its read time, the plain approach.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from array import array
 from typing import Any
@@ -72,6 +73,7 @@ class ArrivalLog:
                 sink = sinks.get(id(self))
                 if sink is not None:
                     if data:
+                        sink.last_ns = t_ns
                         sink.arrived(data, t_ns)
                     return False
                 result = super().feed_data(data, *args)
@@ -124,3 +126,41 @@ class ArrivalLog:
     def forget(self, reader: Any) -> None:
         self._watched.pop(id(reader), None)
         self._sinks.pop(id(reader), None)
+
+
+class StallWatch:
+    """One timer per client in place of aiohttp's per-read timeout (which restarts a loop timer on every
+    read): every ``interval`` it looks at each watched body's last arrival (``sink.last_ns``, set in
+    ``feed_data``) and calls ``on_stall()`` for any silent for longer than ``stall_s``. A stall is noticed
+    between ``stall_s`` and ``stall_s + interval`` after the last byte."""
+
+    def __init__(self, stall_s: float) -> None:
+        self.stall_ns = int(stall_s * 1e9)
+        self.interval_s = min(1.0, stall_s / 4)
+        self._watched: dict[Any, Any] = {}  # sink -> on_stall
+        self._timer: Any = None
+
+    def watch(self, sink: Any, on_stall: Any) -> None:
+        sink.last_ns = time.perf_counter_ns()
+        self._watched[sink] = on_stall
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.interval_s, self._tick)
+
+    def forget(self, sink: Any) -> None:
+        self._watched.pop(sink, None)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._watched.clear()
+
+    def _tick(self) -> None:
+        self._timer = None
+        deadline_ns = time.perf_counter_ns() - self.stall_ns
+        for sink, on_stall in list(self._watched.items()):
+            if sink.last_ns < deadline_ns:
+                del self._watched[sink]
+                on_stall()
+        if self._watched:
+            self._timer = asyncio.get_running_loop().call_later(self.interval_s, self._tick)

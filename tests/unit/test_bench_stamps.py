@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from aiohttp import StreamReader
 from aiohttp.base_protocol import BaseProtocol
 
-from servelab.bench.stamps import ArrivalLog, BodyStamps
+from servelab.bench.stamps import ArrivalLog, BodyStamps, StallWatch
 
 
 def test_split_gives_each_piece_its_arrival():
@@ -85,3 +86,33 @@ def test_a_sink_hears_a_connection_error():
 
     ends = asyncio.run(go())
     assert len(ends) == 1 and isinstance(ends[0], ConnectionResetError)
+
+
+class _Sink:
+    last_ns = 0
+
+
+def test_stall_watch_reports_only_the_silent_stream_after_the_stall_time():
+    async def go() -> tuple[list, list, int]:
+        watch = StallWatch(0.2)  # looks every 50 ms
+        silent, busy, gone = _Sink(), _Sink(), _Sink()
+        stalled: list = []
+        watch.watch(silent, lambda: stalled.append(("silent", time.perf_counter())))
+        watch.watch(busy, lambda: stalled.append(("busy", time.perf_counter())))
+        watch.watch(gone, lambda: stalled.append(("gone", time.perf_counter())))
+        watch.forget(gone)  # its answer ended: never reported
+        t0 = time.perf_counter()
+        for _ in range(12):  # 360 ms: busy gets a byte every 30 ms
+            await asyncio.sleep(0.03)
+            busy.last_ns = time.perf_counter_ns()
+        seen = list(stalled)
+        watch.forget(busy)
+        await asyncio.sleep(0.12)  # nothing left to watch: the timer stops
+        timer = watch._timer
+        watch.close()
+        return [name for name, _ in seen], [t - t0 for _, t in seen], timer
+
+    names, after_s, timer = asyncio.run(go())
+    assert names == ["silent"]
+    assert 0.2 <= after_s[0] < 1.0  # never before the stall time; soon after (one look is 50 ms)
+    assert timer is None
