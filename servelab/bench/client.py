@@ -199,6 +199,10 @@ class _Stream:
     def feed(self, chunk: bytes, t_ns: int) -> None:
         if self.outcome is not None:
             return
+        one = chunk.find(b"\n") == len(chunk) - 2 and chunk.endswith(b"\n\n") and chunk.startswith(b"data: {")
+        if one and b"\r" not in chunk and not self.parser.pending:  # one JSON event on one line: the usual read
+            self._json_event(chunk[6:-2].decode("utf-8", errors="replace"), t_ns)
+            return
         if self.parser.pending or not chunk.endswith(b"\n\n") or b"\r" in chunk:
             for event in self.parser.feed(chunk, t_ns):
                 if self._settle(self._event(event.data, event.t_ns)):
@@ -212,6 +216,20 @@ class _Stream:
                 for event in self.parser.feed(block + b"\n\n", t_ns):
                     if self._settle(self._event(event.data, event.t_ns)):
                         return
+
+    def _json_event(self, data: str, t_ns: int) -> None:
+        """``_event`` for data that begins with "{", in fewer steps when json's C scanner takes it whole."""
+        try:
+            decoded, end = self._scan(data, 0)
+        except (StopIteration, ValueError):
+            end = -1
+        if end != len(data) or type(decoded) is not dict:
+            self._settle(self._event(data, t_ns))
+            return
+        tally = self.tally
+        tally.add(decoded, t_ns)
+        if tally.server_error is not None:
+            self._settle(("http_5xx", f"error inside the stream: {tally.server_error}"))
 
     def _settle(self, outcome: tuple[str | None, str | None] | None) -> bool:
         if outcome is None:

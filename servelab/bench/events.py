@@ -52,7 +52,8 @@ class StreamTally:
         finish = choice.get("finish_reason")
         if finish:
             self.finish_reason = finish
-        if not _bears_token(choice):
+        delta = choice.get("delta")
+        if not (type(delta) is dict and delta.get("content")) and not _bears_token(choice):  # the common chat chunk first
             return
         if self.first_token_ns is None:
             self.first_token_ns = t_ns

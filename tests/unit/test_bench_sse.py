@@ -109,3 +109,15 @@ def test_client_stream_malformed_and_error_events_settle_the_outcome_once():
     assert extra.outcome[0] == "malformed"
     err = _tally_of([(b'data: {"error":{"message":"boom"}}\n\n', 5)])
     assert err.outcome == ("http_5xx", "error inside the stream: boom")
+
+
+def test_client_stream_one_event_per_read_gives_the_same_exact_tally():
+    data = _stream_events()
+    blocks = [block + b"\n\n" for block in data[:-2].split(b"\n\n")]  # role, keep-alive, c0, c1, end, usage, DONE
+    each = _tally_of([(block, 100 + i) for i, block in enumerate(blocks)])
+    assert each.outcome == (None, None) and each.tally.first_token_ns == 102
+    assert list(each.tally.chunk_ns) == [102, 103] and list(each.tally.chunk_tokens) == [2, 3]
+    assert each.tally.final_usage == {"prompt_tokens": 7, "completion_tokens": 5}
+    assert each.tally.finish_reason == "stop"
+    crlf = _tally_of([(b'data: {"choices":[{"delta":{"content":"x"}}]}\r\n\r\n', 9)])
+    assert list(crlf.tally.chunk_ns) == [9] and crlf.outcome is None
