@@ -11,6 +11,8 @@ its bytes (``_DeferredParse``). The API key goes in
 the Authorization header only; error texts are cut short and never contain it. A request whose body could
 not be written to a REUSED keep-alive connection (the server had closed it while idle) is sent again
 (up to 3 times) on another: it never reached the server, so it is a client artefact, not a server error.
+While a client is open, the heap that existed when it opened is frozen out of garbage collection
+(``gc.freeze``): full collections over it stalled the loop for tens of ms mid-run, a burst of late stamps.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import json
 import time
 from dataclasses import dataclass
@@ -25,7 +28,7 @@ from typing import Any
 
 import aiohttp
 
-from servelab.bench.events import StreamTally
+from servelab.bench.events import StreamTally, count_tokens
 from servelab.bench.records import RequestRecord
 from servelab.bench.sse import SseParser
 from servelab.bench.stamps import ArrivalLog, StallWatch
@@ -84,6 +87,8 @@ class StreamClient:
         self._stalls = StallWatch(stall_timeout_s)
 
     async def __aenter__(self) -> StreamClient:
+        gc.collect()  # then the heap so far (imports, the run's set-up) is left out of every later collection:
+        gc.freeze()  # full collections over it took tens of ms mid-run, each one a burst of late stamps
         if self._keep_alive:
             connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
         else:
@@ -100,6 +105,7 @@ class StreamClient:
 
     async def __aexit__(self, *exc: object) -> None:
         self._stalls.close()
+        gc.unfreeze()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -168,7 +174,7 @@ class StreamClient:
             chunk_tokens_source=tally.chunk_tokens_source, expected_prompt_tokens=request.expected_prompt_tokens,
             expected_cached_tokens=request.expected_cached_tokens, request_id=request.request_id,
         )  # fmt: skip
-        _count_tokens(record, tally, request.ignore_eos)
+        count_tokens(record, tally, request.ignore_eos)
         return record
 
     def _clean(self, message: str | None) -> str | None:
@@ -381,32 +387,6 @@ def _connection_failure(tally: StreamTally, exc: BaseException, stamp: dict) -> 
     unsent = stamp.get("reused") and not stamp.get("answered") and isinstance(exc, aiohttp.ClientOSError)
     prefix = STALE_PREFIX if unsent else ""
     return "connect", f"{prefix}{type(exc).__name__}: {exc}"
-
-
-def _count_tokens(record: RequestRecord, tally: StreamTally, ignore_eos: bool) -> None:
-    """Token counts with provenance: server usage when given, else the streamed chunks."""
-    streamed = sum(tally.chunk_tokens)
-    usage = tally.final_usage or {}
-    completion, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
-    timings = tally.timings or {}
-    if isinstance(completion, int):
-        record.output_tokens, record.tokens_source = completion, "server"
-        record.token_mismatch = record.status == "ok" and completion != streamed
-    else:
-        record.output_tokens, record.tokens_source = streamed, "client"
-    record.prompt_tokens = prompt if isinstance(prompt, int) else _int(timings.get("prompt_n"), timings.get("cache_n"))
-    details = usage.get("prompt_tokens_details") or {}
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    record.cached_prompt_tokens = cached if isinstance(cached, int) else timings.get("cache_n")
-    asked = record.max_tokens
-    if record.status == "ok" and ignore_eos and asked and record.output_tokens is not None:
-        record.early_eos = record.output_tokens < asked
-
-
-def _int(prompt_n: Any, cache_n: Any) -> int | None:
-    if isinstance(prompt_n, int):
-        return prompt_n + (cache_n if isinstance(cache_n, int) else 0)
-    return None
 
 
 def _error_message(text: str) -> str:

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from servelab.bench.records import RequestRecord
 
 
 @dataclass
@@ -107,3 +110,29 @@ def _error_text(error: Any) -> str:
     if isinstance(error, dict):
         return str(error.get("message") or error)[:200]
     return str(error)[:200]
+
+
+def count_tokens(record: RequestRecord, tally: StreamTally, ignore_eos: bool) -> None:
+    """Token counts with provenance: server usage when given, else the streamed chunks."""
+    streamed = sum(tally.chunk_tokens)
+    usage = tally.final_usage or {}
+    completion, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+    timings = tally.timings or {}
+    if isinstance(completion, int):
+        record.output_tokens, record.tokens_source = completion, "server"
+        record.token_mismatch = record.status == "ok" and completion != streamed
+    else:
+        record.output_tokens, record.tokens_source = streamed, "client"
+    record.prompt_tokens = prompt if isinstance(prompt, int) else _prompt_tokens(timings.get("prompt_n"), timings.get("cache_n"))
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    record.cached_prompt_tokens = cached if isinstance(cached, int) else timings.get("cache_n")
+    asked = record.max_tokens
+    if record.status == "ok" and ignore_eos and asked and record.output_tokens is not None:
+        record.early_eos = record.output_tokens < asked
+
+
+def _prompt_tokens(prompt_n: Any, cache_n: Any) -> int | None:
+    if isinstance(prompt_n, int):
+        return prompt_n + (cache_n if isinstance(cache_n, int) else 0)
+    return None
