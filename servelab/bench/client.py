@@ -11,8 +11,6 @@ its bytes (``_DeferredParse``). The API key goes in
 the Authorization header only; error texts are cut short and never contain it. A request whose body could
 not be written to a REUSED keep-alive connection (the server had closed it while idle) is sent again
 (up to 3 times) on another: it never reached the server, so it is a client artefact, not a server error.
-While a client is open, the heap that existed when it opened is frozen out of garbage collection
-(``gc.freeze``): full collections over it stalled the loop for tens of ms mid-run, a burst of late stamps.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import json
 import time
 from dataclasses import dataclass
@@ -87,8 +84,6 @@ class StreamClient:
         self._stalls = StallWatch(stall_timeout_s)
 
     async def __aenter__(self) -> StreamClient:
-        gc.collect()  # then the heap so far (imports, the run's set-up) is left out of every later collection:
-        gc.freeze()  # full collections over it took tens of ms mid-run, each one a burst of late stamps
         if self._keep_alive:
             connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
         else:
@@ -105,7 +100,6 @@ class StreamClient:
 
     async def __aexit__(self, *exc: object) -> None:
         self._stalls.close()
-        gc.unfreeze()
         if self._session is not None:
             await self._session.close()
             self._session = None

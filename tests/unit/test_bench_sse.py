@@ -122,17 +122,3 @@ def test_client_stream_one_event_per_read_gives_the_same_exact_tally():
     crlf = _tally_of([(b'data: {"choices":[{"delta":{"content":"x"}}]}\r\n\r\n', 9)])
     assert list(crlf.tally.chunk_ns) == [9] and crlf.outcome is None
 
-
-def test_client_leaves_the_heap_before_it_out_of_collections_while_open():
-    import asyncio
-    import gc
-
-    from servelab.bench.client import StreamClient
-
-    async def go() -> tuple[int, int]:
-        async with StreamClient("http://127.0.0.1:9") as _client:
-            inside = gc.get_freeze_count()
-        return inside, gc.get_freeze_count()
-
-    inside, after = asyncio.run(go())
-    assert inside > 1000 and after == 0
