@@ -17,7 +17,6 @@ from rich.table import Table
 from servelab.bench.config import BenchConfig, load_experiment
 from servelab.bench.metrics import parse_slo
 from servelab.bench.result import BenchResult
-from servelab.bench.runner import run
 from servelab.bench.schedule import StopRule, parse_concurrency
 from servelab.bench.workloads import WorkloadSpec
 from servelab.cli.output import print_json, stderr_console, stdout_console
@@ -114,6 +113,8 @@ def _run_with_store(config: BenchConfig, db: Path | None, quiet: bool, power_hz:
         samplers = [GuardedSampler(sampler, stderr_console())] if sampler else []
         progress = _Progress(quiet)
         try:
+            from servelab.bench.runner import run  # aiohttp: only when a benchmark really runs
+
             return run(config, store, samplers=samplers, progress=progress.update)
         finally:
             progress.close()

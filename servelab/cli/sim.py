@@ -7,7 +7,6 @@ import sys
 
 import typer
 
-from servelab.bench.sim import SimServer
 from servelab.bench.sim_config import FAULT_KINDS, USAGE_MODES, SimConfig, parse_fault
 from servelab.errors import ConfigError
 
@@ -59,6 +58,8 @@ def _run_loop(coro) -> None:
 
 
 async def _serve(config: SimConfig, json_out: bool) -> None:
+    from servelab.bench.sim import SimServer  # aiohttp: only when the server really starts
+
     async with SimServer(config) as url:
         line = f'{{"url": "{url}"}}' if json_out else f"servelab sim listening on {url}"
         print(line, flush=True)

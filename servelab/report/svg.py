@@ -11,10 +11,12 @@ import io
 import re
 import xml.etree.ElementTree as ET
 from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
 
-import matplotlib
-from matplotlib.backends.backend_svg import FigureCanvasSVG
-from matplotlib.figure import Figure
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+# matplotlib is imported where a plot is drawn, not here: every servelab command would pay ~0.35 s at start-up.
 
 INK = "#0b0c0d"  # placeholder replaced by currentColor
 SERIES = ("#3b82f6", "#f97316", "#10b981", "#e11d48", "#a855f7", "#eab308", "#06b6d4", "#64748b")
@@ -33,7 +35,6 @@ STYLE = {
     "grid.alpha": 0.35,
     "legend.frameon": False,
     "font.size": 9,
-    "axes.prop_cycle": matplotlib.cycler(color=SERIES),
     "text.usetex": False,
 }
 SVG_NS = "{http://www.w3.org/2000/svg}"
@@ -42,10 +43,14 @@ XLINK_HREF = "{http://www.w3.org/1999/xlink}href"
 
 def styled() -> AbstractContextManager:
     """The plot style; draw inside it (``with styled(): …``) so axes pick up the transparent colours."""
-    return matplotlib.rc_context(STYLE)
+    import matplotlib
+
+    return matplotlib.rc_context({**STYLE, "axes.prop_cycle": matplotlib.cycler(color=SERIES)})
 
 
 def new_figure(width_in: float = 6.4, height_in: float = 3.4) -> Figure:
+    from matplotlib.figure import Figure
+
     return Figure(figsize=(width_in, height_in), layout="constrained")
 
 
@@ -80,6 +85,8 @@ def figure_svg(figure: Figure, key: str, label: str) -> ET.Element:
     """The figure as an <svg> that scales to its container; `key` prefixes its ids, `label` names it."""
     buffer = io.StringIO()
     with styled():
+        from matplotlib.backends.backend_svg import FigureCanvasSVG
+
         FigureCanvasSVG(figure).print_svg(buffer)
     text = buffer.getvalue().replace(INK, "currentColor")
     root = ET.fromstring(text.encode())
