@@ -20,11 +20,12 @@ import contextlib
 import functools
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
+from servelab.bench.collector import QuietCollector
 from servelab.bench.events import StreamTally, count_tokens
 from servelab.bench.records import RequestRecord
 from servelab.bench.sse import SseParser
@@ -50,6 +51,11 @@ class ClientRequest:
     expected_prompt_tokens: int | None = None
     expected_cached_tokens: int | None = None
     serial: int = 0  # position in the level: request_index repeats when a pool of prompts is cycled
+    payload: bytes | None = field(default=None, repr=False, compare=False)  # ``body`` as JSON, encoded ahead
+
+    def encoded_body(self) -> bytes:
+        """The body as sent: ``payload`` when the caller encoded it before the load began, else now."""
+        return self.payload if self.payload is not None else json.dumps(self.body).encode()
 
     @property
     def request_id(self) -> str:
@@ -82,8 +88,10 @@ class StreamClient:
         self._deferred = _DeferredParse()
         self._arrivals = ArrivalLog()
         self._stalls = StallWatch(stall_timeout_s)
+        self._collector = QuietCollector()
 
     async def __aenter__(self) -> StreamClient:
+        self._collector.__enter__()
         if self._keep_alive:
             connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
         else:
@@ -94,7 +102,7 @@ class StreamClient:
         trace.on_connection_reuseconn.append(_mark_reused)
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=timeout, read_bufsize=READ_BUFSIZE, headers=self._headers,
-            trace_configs=[trace],
+            trace_configs=[trace], cookie_jar=aiohttp.DummyCookieJar(),
         )
         return self
 
@@ -103,6 +111,7 @@ class StreamClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        self._collector.__exit__()
 
     async def send(self, request: ClientRequest) -> RequestRecord:
         """Send one streaming request; a RequestRecord whatever happens."""
@@ -122,7 +131,8 @@ class StreamClient:
         url = self.base_url + request.path
         try:
             headers = {"X-Request-Id": request.request_id}
-            async with self._session.post(url, json=request.body, headers=headers, trace_request_ctx=stamp) as response:
+            post = self._session.post(url, data=request.encoded_body(), headers=headers, trace_request_ctx=stamp)
+            async with post as response:
                 stamp["answered"] = True
                 if response.status >= 400:
                     return await self._http_error(request, response, stamp["sent_ns"])

@@ -9,6 +9,7 @@ they are stored as ``cancelled`` — keeps every completed one, and the run ends
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import socket
 import time
@@ -206,11 +207,14 @@ def state_count(config: BenchConfig) -> int:
 def _maker(target: Target, config: BenchConfig, level: str, rep: int, prompts: list[Prompt], warmup: int):
     path = "/v1/chat/completions" if config.chat else "/v1/completions"
     pool = max(1, len(prompts) - warmup)
+    bodies = [target.request_body(prompt, config.chat) for prompt in prompts]
+    payloads = [json.dumps(body).encode() for body in bodies]  # encoded before the level, not while it runs
 
     def make(index: int, phase: str, intended_ns: int | None) -> ClientRequest:
-        prompt = prompts[index] if index < warmup else prompts[warmup + (index - warmup) % pool]
+        at = index if index < warmup else warmup + (index - warmup) % pool
+        prompt = prompts[at]
         return ClientRequest(
-            path, target.request_body(prompt, config.chat), target_index=target.index, level=level, repeat=rep,
+            path, bodies[at], target_index=target.index, level=level, repeat=rep, payload=payloads[at],
             request_index=prompt.index, phase=phase, intended_ns=intended_ns, serial=index,
             expected_prompt_tokens=prompt.input_tokens if prompt.verified else None,
             expected_cached_tokens=prompt.expected_cached_tokens or None,

@@ -1,0 +1,46 @@
+"""The client's garbage-collector policy and its pre-encoded request bodies."""
+
+from __future__ import annotations
+
+import gc
+import json
+
+from servelab.bench.client import ClientRequest
+from servelab.bench.collector import QUIET_THRESHOLDS, QuietCollector
+
+
+def test_quiet_inside_and_the_previous_thresholds_restored_after():
+    before = gc.get_threshold()
+    with QuietCollector():
+        assert gc.get_threshold() == QUIET_THRESHOLDS
+        assert gc.get_freeze_count() > 0  # the heap found on entry is out of collection
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+
+
+def test_overlapping_users_leave_restoring_to_the_one_that_changed_it():
+    before = gc.get_threshold()
+    outer, inner = QuietCollector(), QuietCollector()
+    outer.__enter__()
+    inner.__enter__()
+    inner.__exit__()
+    assert gc.get_threshold() == QUIET_THRESHOLDS  # the outer client is still measuring
+    outer.__exit__()
+    assert gc.get_threshold() == before
+
+
+def test_cycles_made_while_quiet_are_still_collected():
+    with QuietCollector():
+        cycle: list = []
+        cycle.append(cycle)
+        del cycle
+        assert gc.collect() >= 1
+
+
+def test_a_request_sends_its_pre_encoded_payload_or_encodes_its_body():
+    body = {"model": "m", "messages": [{"role": "user", "content": "hé"}], "max_tokens": 3, "stream": True}
+    plain = ClientRequest("/v1/chat/completions", body)
+    assert json.loads(plain.encoded_body()) == body
+    ready = ClientRequest("/v1/chat/completions", body, payload=b'{"already": "encoded"}')
+    assert ready.encoded_body() == b'{"already": "encoded"}'
+    assert ready == plain  # the payload is a cache of the body, not part of the request's identity
