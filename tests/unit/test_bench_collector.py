@@ -6,35 +6,44 @@ import gc
 import json
 
 from servelab.bench.client import ClientRequest
-from servelab.bench.collector import QUIET_THRESHOLDS, QuietCollector
+from servelab.bench.collector import QuietCollector
 
 
-def test_quiet_inside_and_the_previous_thresholds_restored_after():
-    before = gc.get_threshold()
+def test_no_automatic_collection_inside_and_the_previous_state_after():
+    assert gc.isenabled()
     with QuietCollector():
-        assert gc.get_threshold() == QUIET_THRESHOLDS
-        assert gc.get_freeze_count() > 0  # the heap found on entry is out of collection
-    assert gc.get_threshold() == before
+        assert not gc.isenabled()
+        assert gc.get_freeze_count() > 0  # the heap found on entry is out of the next collection
+    assert gc.isenabled()
     assert gc.get_freeze_count() == 0
 
 
-def test_overlapping_users_leave_restoring_to_the_one_that_changed_it():
-    before = gc.get_threshold()
+def test_overlapping_users_leave_switching_back_to_the_one_that_switched_off():
     outer, inner = QuietCollector(), QuietCollector()
     outer.__enter__()
     inner.__enter__()
     inner.__exit__()
-    assert gc.get_threshold() == QUIET_THRESHOLDS  # the outer client is still measuring
+    assert not gc.isenabled()  # the outer client is still measuring
     outer.__exit__()
-    assert gc.get_threshold() == before
+    assert gc.isenabled()
 
 
-def test_cycles_made_while_quiet_are_still_collected():
+def test_a_collector_already_off_is_left_off():
+    gc.disable()
+    try:
+        with QuietCollector():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_cycles_made_while_quiet_are_collected_once_it_ends():
     with QuietCollector():
         cycle: list = []
         cycle.append(cycle)
         del cycle
-        assert gc.collect() >= 1
+    assert gc.collect() >= 1
 
 
 def test_a_request_sends_its_pre_encoded_payload_or_encodes_its_body():
