@@ -10,7 +10,9 @@
    starting at once with equal lengths, so all requests end and begin in the same few tens of ms each round
    (a burst of request set-up, ~150 us of client CPU each). The goal: >= 50,000 events/s with p99 < 1 ms.
 2. Memory per 1,000 concurrent streams: client RSS with 1,000 open streams minus RSS before (goal <= 150 MB).
-3. guidellm / aiperf, when importable, are named (not installed by this script; not run if absent).
+3. GuideLLM and AIPerf, when installed (on PATH or in $SERVELAB_TOOLS_VENV/bin; this script installs nothing):
+   each runs against the same sim and workload as our client at 50/150/250 streams, and their own figures are
+   printed beside ours with the sim's truth (benchmarks/third_party.py).
 
     python benchmarks/client_overhead.py [--quick] [--passes 3]
 """
@@ -20,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -32,6 +33,8 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import third_party  # benchmarks/ (this script's own directory) is on sys.path
 
 from servelab.bench.client import ClientRequest, StreamClient
 from servelab.bench.metrics import percentile
@@ -187,7 +190,7 @@ def main() -> None:
     if (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {0})
     mem = memory_row(1000)  # first: the ladder's rows would leave a grown heap that hides the streams' cost
-    ladder = (100, 300) if args.quick else (25, 50, 100, 150, 200, 250, 275, 300, 325, 350, 400)
+    ladder = (100, 300) if args.quick else (25, 50, 100, 150, 200, 225, 250, 260, 275, 300, 350, 400)
     passes = 1 if args.quick else max(1, args.passes)
     bests = []
     for n in range(passes):
@@ -200,9 +203,43 @@ def main() -> None:
           f"{spread}); {together:.0f} with every stream starting together; goal >= 50,000")  # fmt: skip
     print(f"memory: {mem['streams']} streams, RSS {mem['rss_before_mb']:.1f} -> {mem['rss_during_mb']:.1f} MB: "
           f"{mem['per_1000_streams_mb']:.1f} MB per 1,000 streams (goal <= 150 MB)")  # fmt: skip
-    for name in ("guidellm", "aiperf"):
-        found = importlib.util.find_spec(name) is not None
-        print(f"{name}: {'importable, not compared by this script yet' if found else 'not installed: not run'}")
+    compare_tools(args.quick)
+
+
+def servelab_row(count: int, tokens: int, seconds: float) -> dict:
+    """Our client in the tools' shape (all streams start together, ~``seconds`` of load), their columns.
+    ITL here is our per-token gap (the tools report per-request means)."""
+    with sim("--ttft-ms", "5", "--itl-ms", "5", "--eos-after", "50") as url:
+        before = set(third_party.sim_log(url) or ())
+        rounds = max(1, round(seconds / ((5 + tokens * 5) / 1000)))
+        records, _, _ = uvloop_run(streams(url, count, tokens, rounds))
+        window = steady_window(records)
+        _, events, _ = timing_errors(url, records, 5.0, 5.0, window)
+        ok = [r for r in records if r.status == "ok" and r.first_token_ns]
+        wall_minus_mono = time.time_ns() - time.monotonic_ns()  # versus_sim takes wall-clock stamps, as the tools'
+        truth = third_party.versus_sim(url, before, [(r.request_id, r.first_token_ns + wall_minus_mono) for r in ok])
+    ttft = [(r.first_token_ns - r.sent_ns) / 1e6 for r in ok]
+    gaps = [(b - a) / 1e6 for r in ok for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False)]
+    return {"tool": "servelab", "streams": count, "achieved_ev_s": events / ((window[1] - window[0]) / 1e9),
+            "ttft_p50_ms": percentile(ttft, 50), "ttft_p99_ms": percentile(ttft, 99), "itl_p50_ms": percentile(gaps, 50),
+            "itl_p99_ms": percentile(gaps, 99), "failed": len(records) - len(ok), **truth}  # fmt: skip
+
+
+def compare_tools(quick: bool) -> None:
+    """GuideLLM and AIPerf, when installed (PATH or $SERVELAB_TOOLS_VENV/bin), against the same sim and
+    workload, beside our client (benchmarks/third_party.py says exactly what runs and what each column is)."""
+    tools = {name: exe for name, exe in third_party.find_tools().items() if exe}
+    if not tools:
+        print("guidellm, aiperf: not installed (PATH or $SERVELAB_TOOLS_VENV/bin): not compared")
+        return
+    runners = {"guidellm": third_party.run_guidellm, "aiperf": third_party.run_aiperf}
+    print(f"beside {', '.join(tools)}: same sim (TTFT 5 ms, ITL 5 ms), 200-token answers, ~6 s of load, one core each")
+    print(" ".join(key.rjust(width) for key, width, _ in third_party.COLUMNS), flush=True)
+    for count in (150,) if quick else (50, 150, 250):
+        print(third_party.format_row(servelab_row(count, 200, 6.0)), flush=True)
+        for name, exe in tools.items():
+            with sim("--ttft-ms", "5", "--itl-ms", "5", "--eos-after", "50") as url:
+                print(third_party.format_row(runners[name](exe, url, count, output_tokens=200, seconds=6, cpu=0)), flush=True)
 
 
 if __name__ == "__main__":

@@ -110,7 +110,7 @@ def _row(tool: str, streams: int, note: str = "", **values) -> dict:
     return {"tool": tool, "streams": streams, **dict.fromkeys(KEYS), **values, "note": note}
 
 
-def _sim_log(url: str) -> dict | None:
+def sim_log(url: str) -> dict | None:
     """The sim's per-request log, None when ``url`` is no sim."""
     try:
         with urllib.request.urlopen(url + "/sim/requests", timeout=60) as response:
@@ -131,7 +131,7 @@ def _run_tool(tool: str, exe: str, url: str, streams: int, seconds: float, cpu: 
             tokenizer = make_tokenizer(exe, tmp)
         except (OSError, subprocess.CalledProcessError) as exc:
             return _row(tool, streams, f"no tokenizer made with {exe}'s Python: {exc}")
-        before = set(_sim_log(url) or ())
+        before = set(sim_log(url) or ())
         failure = _run(command(tmp, tokenizer), cpu, _tool_env(tmp), seconds + 180, tmp / "log.txt")
         if failure:
             return _row(tool, streams, failure)
@@ -194,7 +194,7 @@ def run_aiperf(exe: str, url: str, streams: int, output_tokens: int, seconds: fl
 def versus_sim(url: str, before: set[str], stamps: list[tuple[str, float]]) -> dict:
     """The sim's truth for the requests it saw since ``before``; ``stamps`` (id, first-token wall-clock ns)."""
     wall_minus_mono = time.time_ns() - time.monotonic_ns()
-    log = _sim_log(url)
+    log = sim_log(url)
     if log is None:
         return {}
     entries = [e for k, e in log.items() if k not in before and e["chunks_ns"]]
