@@ -9,6 +9,8 @@
    has run for a while: requests end and begin at a steady rate; the headline), and TOGETHER, every stream
    starting at once with equal lengths, so all requests end and begin in the same few tens of ms each round
    (a burst of request set-up, ~150 us of client CPU each). The goal: >= 50,000 events/s with p99 < 1 ms.
+   Before the ladder, a busy loop on each CPU shows how often the host (a VM's hypervisor) takes the CPU
+   away: events arriving in such a pause are late by the rest of it whatever the client does.
 2. Memory per 1,000 concurrent streams: client RSS with 1,000 open streams minus RSS before (goal <= 150 MB).
 3. GuideLLM and AIPerf, when installed (on PATH or in $SERVELAB_TOOLS_VENV/bin; this script installs nothing):
    each runs against the same sim and workload as our client at 50/150/250 streams, and their own figures are
@@ -152,6 +154,33 @@ def memory_row(count: int) -> dict:
             "per_1000_streams_mb": (peak - before) / 2**20 * 1000 / count}  # fmt: skip
 
 
+PAUSE_PROBE = """import os, sys, time
+os.sched_setaffinity(0, {int(sys.argv[1])})
+end = time.perf_counter_ns() + int(float(sys.argv[2]) * 1e9)
+last, gaps = time.perf_counter_ns(), []
+while last < end:
+    now = time.perf_counter_ns()
+    if now - last > 200_000:
+        gaps.append(now - last)
+    last = now
+print(len(gaps), sum(gaps), max(gaps, default=0))
+"""
+
+
+def host_pauses(seconds: float = 5.0) -> list[tuple[int, int, float, float]]:
+    """A busy loop on each CPU at once, nothing else running: how often the host took the CPU away for more
+    than 0.2 ms. Any event that arrives during such a pause is stamped late by the rest of it, whatever the
+    client does; this is the floor of the timing error on this machine. (cpu, pauses, total ms, largest ms)."""
+    cpus = range(min(2, os.cpu_count() or 1))
+    procs = [subprocess.Popen([sys.executable, "-c", PAUSE_PROBE, str(cpu), str(seconds)], stdout=subprocess.PIPE,
+                              text=True) for cpu in cpus]  # fmt: skip
+    rows = []
+    for cpu, proc in zip(cpus, procs, strict=True):
+        count, total_ns, largest_ns = (int(x) for x in proc.communicate()[0].split())
+        rows.append((cpu, count, total_ns / 1e6, largest_ns / 1e6))
+    return rows
+
+
 def uvloop_run(coro):
     try:
         import uvloop
@@ -190,6 +219,9 @@ def main() -> None:
     if (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {0})
     mem = memory_row(1000)  # first: the ladder's rows would leave a grown heap that hides the streams' cost
+    for cpu, count, total_ms, largest_ms in host_pauses():
+        print(f"host pauses on CPU {cpu} (busy loop, 5 s, nothing else running): {count} over 0.2 ms, {total_ms:.1f} ms "
+              f"in all, the largest {largest_ms:.2f} ms")  # fmt: skip
     ladder = (100, 300) if args.quick else (25, 50, 100, 150, 200, 225, 250, 260, 275, 300, 350, 400)
     passes = 1 if args.quick else max(1, args.passes)
     bests = []
