@@ -94,7 +94,6 @@ class StreamClient:
         self._gate = SendGate()
 
     async def __aenter__(self) -> StreamClient:
-        self._collector.__enter__()
         if self._keep_alive:
             connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
         else:
@@ -107,14 +106,17 @@ class StreamClient:
             connector=connector, timeout=timeout, read_bufsize=READ_BUFSIZE, headers=self._headers,
             trace_configs=[trace], cookie_jar=aiohttp.DummyCookieJar(),
         )
+        self._collector.__enter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         self._stalls.close()
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-        self._collector.__exit__()
+        try:
+            if self._session is not None:
+                await self._session.close()
+                self._session = None
+        finally:
+            self._collector.__exit__()
 
     async def send(self, request: ClientRequest) -> RequestRecord:
         """Send one streaming request; a RequestRecord whatever happens."""

@@ -53,3 +53,16 @@ def test_a_request_sends_its_pre_encoded_payload_or_encodes_its_body():
     ready = ClientRequest("/v1/chat/completions", body, payload=b'{"already": "encoded"}')
     assert ready.encoded_body() == b'{"already": "encoded"}'
     assert ready == plain  # the payload is a cache of the body, not part of the request's identity
+
+
+def test_a_stream_client_is_quiet_while_open_and_leaves_the_collector_as_it_found_it():
+    import asyncio
+
+    from servelab.bench.client import StreamClient
+
+    async def inside() -> bool:
+        async with StreamClient("http://127.0.0.1:9"):  # nothing is sent: opening makes no connection
+            return gc.isenabled()
+
+    assert asyncio.run(inside()) is False
+    assert gc.isenabled()
