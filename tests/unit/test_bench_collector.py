@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 
-from servelab.bench.client import ClientRequest
+from servelab.bench.client import ClientRequest, StreamClient
 from servelab.bench.collector import QuietCollector
 
 
@@ -56,10 +57,6 @@ def test_a_request_sends_its_pre_encoded_payload_or_encodes_its_body():
 
 
 def test_a_stream_client_is_quiet_while_open_and_leaves_the_collector_as_it_found_it():
-    import asyncio
-
-    from servelab.bench.client import StreamClient
-
     async def inside() -> bool:
         async with StreamClient("http://127.0.0.1:9"):  # nothing is sent: opening makes no connection
             return gc.isenabled()
