@@ -14,11 +14,13 @@ from servelab.engines.detect import DetectedEngine, detect_engine
 from servelab.verify import (
     EXPECT_KEYS,
     Asked,
+    EngineCommand,
     VerifyResult,
-    from_command,
     from_compose,
+    from_engine_command,
     from_plan,
     parse_expect,
+    read_command,
     verify,
 )
 
@@ -32,7 +34,11 @@ def register(app: typer.Typer) -> None:
         expect: list[str] = typer.Option(
             [], "--expect", help=f"key=value the server should have (repeatable); keys: {', '.join(EXPECT_KEYS)}."
         ),
-        cmd: str | None = typer.Option(None, "--cmd", help="The engine command line it was started with."),
+        cmd: str | None = typer.Option(
+            None, "--cmd", help="The engine command line it was started with (llama-server …, vllm serve …, "
+            "python -m sglang.launch_server …, ollama serve; VAR=value words and docker run … IMAGE allowed), "
+            "or bare flags of the engine that answers."
+        ),
         compose: Path | None = typer.Option(None, "--compose", help="A docker-compose file whose service started it."),
         service: str | None = typer.Option(None, "--service", help="The compose service (when there are several)."),
         plan: Path | None = typer.Option(None, "--plan", help="A plan saved by `servelab plan`."),
@@ -42,8 +48,9 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
     ) -> None:
         """Read the effective configuration from the server's own endpoints and diff it against what was asked."""
+        command = read_command(cmd) if cmd is not None else None  # refused before any request is sent
         detected = detect_engine(url, api_key=api_key, timeout_s=timeout_s)
-        asked = gather_asked(detected, expect, cmd, compose, service, plan)
+        asked = gather_asked(detected, expect, command, compose, service, plan)
         result = verify(url, asked, api_key=api_key, timeout_s=timeout_s, engine=detected)
         if as_json:
             print_json(result_json(result))
@@ -56,7 +63,7 @@ def register(app: typer.Typer) -> None:
 def gather_asked(
     detected: DetectedEngine,
     expect: list[str],
-    cmd: str | None,
+    command: EngineCommand | None,
     compose: Path | None,
     service: str | None,
     plan: Path | None,
@@ -67,8 +74,8 @@ def gather_asked(
         asked = asked.merged(from_plan(plan))
     if compose is not None:
         asked = asked.merged(from_compose(compose, service, engine=detected.name))
-    if cmd is not None:
-        asked = asked.merged(from_command(cmd, engine=detected.name))
+    if command is not None:
+        asked = asked.merged(from_engine_command(command, engine=detected.name))
     return asked.merged(parse_expect(expect))
 
 

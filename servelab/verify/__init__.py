@@ -5,7 +5,15 @@
     for m in result.mismatches: print(m.line)
 """
 
-from servelab.verify.asked import EXPECT_KEYS, Asked, from_command, from_plan, parse_expect
+from servelab.verify.asked import (
+    EXPECT_KEYS,
+    Asked,
+    from_command,
+    from_engine_command,
+    from_plan,
+    parse_expect,
+)
+from servelab.verify.command import EngineCommand, read_command
 from servelab.verify.compose import from_compose
 from servelab.verify.core import VerifyResult, compare, verify
 from servelab.verify.diff import Mismatch, Unverified
@@ -15,14 +23,17 @@ __all__ = [
     "EXPECT_KEYS",
     "Asked",
     "EffectiveConfig",
+    "EngineCommand",
     "Mismatch",
     "Unverified",
     "VerifyResult",
     "compare",
     "from_command",
     "from_compose",
+    "from_engine_command",
     "from_plan",
     "parse_expect",
+    "read_command",
     "read_effective",
     "verify",
 ]

@@ -6,16 +6,14 @@ the engine's parsed command line so the diff can name the flag that caused a mis
 
 from __future__ import annotations
 
-import json
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servelab.engines.llamacpp import cmdline as llamacpp_cmdline
-from servelab.engines.sglang import cmdline as sglang_cmdline
-from servelab.engines.vllm import cmdline as vllm_cmdline
 from servelab.errors import ConfigError
+from servelab.plan.io import load_plan
+from servelab.verify.command import CMDLINES, EngineCommand, read_command
 
 EXPECT_KEYS = {
     "context": "tokens one request may use (llama.cpp: per slot; sglang: context_length; vLLM: max_model_len)",
@@ -27,7 +25,6 @@ EXPECT_KEYS = {
     "speculative": "speculative decoding on (true/false)",
 }
 _INT_KEYS = ("context", "slots", "max_total_tokens", "tp_size")
-CMDLINES = {"llamacpp": llamacpp_cmdline, "sglang": sglang_cmdline, "vllm": vllm_cmdline}
 
 
 @dataclass(frozen=True)
@@ -79,11 +76,6 @@ def _expect_value(key: str, text: str) -> Any:
     return text
 
 
-def engine_of_command(argv: list[str]) -> str | None:
-    """The engine a command line runs, from its program words; None for bare flags."""
-    return next((name for name, module in CMDLINES.items() if module.recognises(argv)), None)
-
-
 def from_command(
     command: str | list[str],
     *,
@@ -91,17 +83,29 @@ def from_command(
     source: str = "--cmd",
     environment: dict[str, str] | None = None,
 ) -> Asked:
-    """Asked from an engine command line (and its environment). ``engine`` is used when the words name none."""
-    try:
-        argv = shlex.split(command) if isinstance(command, str) else [str(word) for word in command]
-    except ValueError as exc:  # an unclosed quote
-        raise ConfigError(f"{source}: cannot split the command line ({exc}); check its quotes") from exc
-    name = engine_of_command(argv) or engine
+    """Asked from an engine command line (and its environment); ConfigError for one that launches no engine.
+
+    ``engine`` is used for bare flags (a command line starting with ``-``).
+    """
+    return from_engine_command(read_command(command, source=source), engine=engine, source=source,
+                               environment=environment)  # fmt: skip
+
+
+def from_engine_command(
+    command: EngineCommand,
+    *,
+    engine: str | None = None,
+    source: str = "--cmd",
+    environment: dict[str, str] | None = None,
+) -> Asked:
+    """Asked from a command already taken apart (``read_command``); ``engine`` for bare flags."""
+    name = command.engine or engine
+    argv = list(command.argv)
     if name not in CMDLINES:
-        choices = "llama-server …, python -m sglang.launch_server …, vllm serve …"
-        raise ConfigError(f"{source}: cannot tell which engine runs {shlex.join(argv[:3])!r}; expected {choices}")
+        raise ConfigError(f"{source}: bare flags {shlex.join(argv[:3])!r} need an engine, and {name or 'none'} "
+                          "answers; give the full command line (llama-server …, vllm serve …)")  # fmt: skip
     module = CMDLINES[name]
-    launch = module.parse(argv, environment)
+    launch = module.parse(argv, {**(environment or {}), **command.environment})
     values = module.expectations(launch)
     if not values:
         raise ConfigError(f"{source}: {shlex.join(argv[:3])!r} sets nothing verify can check for {name} "
@@ -110,11 +114,12 @@ def from_command(
 
 
 def from_plan(path: Path) -> Asked:
-    """Asked from a saved plan (``servelab plan --save``): plans[0].engine/context/kv_dtype/slots/command."""
-    plan = _read_json(path).get("plans") or []
-    if not plan or not isinstance(plan[0], dict):
-        raise ConfigError(f"--plan {path}: no plans[0] in the file; save one with `servelab plan … --save FILE`")
-    first = plan[0]
+    """Asked from a saved plan (``servelab plan --save``): plans[0].engine/context/kv_dtype/slots/model/command.
+
+    A hand-written plan needs only what it expects (``{"plans": [{"context": 8192}]}``); one whose
+    plans[0] names nothing verify can check is a ConfigError.
+    """
+    first = load_plan(path, flag="--plan", required=())["plans"][0]
     engine = _engine_name(first.get("engine"))
     asked = Asked(engine=engine)
     command = first.get("command") or first.get("argv")
@@ -123,6 +128,9 @@ def from_plan(path: Path) -> Asked:
     # the plan's "model" is a display name (a GGUF's general.name); the command's -m / --model-path says what loads
     keys = ("context", "slots", "kv_dtype") + (() if "model" in asked.values else ("model",))
     values = {k: first[k] for k in keys if first.get(k) is not None}
+    if not values and not asked.values and engine is None:
+        raise ConfigError(f"--plan {path}: plans[0] gives nothing verify can check "
+                          "(engine, context, slots, kv_dtype, model or command)")  # fmt: skip
     return asked.merged(Asked(values, dict.fromkeys(values, "--plan"), engine))
 
 
@@ -130,16 +138,3 @@ def _engine_name(value: Any) -> str | None:
     text = str(value or "").lower().replace(".", "").replace("-", "").replace("_", "")
     return {"llamacpp": "llamacpp", "sglang": "sglang", "vllm": "vllm", "ollama": "ollama"}.get(text)
 
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"--plan {path}: cannot read it ({exc.strerror})") from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"--plan {path}: not JSON ({exc.msg} at line {exc.lineno})") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"--plan {path}: not a JSON text file (not UTF-8); save one with `servelab plan … --save FILE`") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"--plan {path}: expected a JSON object with a 'plans' list")
-    return data

@@ -14,10 +14,8 @@ from typing import Any
 import yaml
 
 from servelab.errors import ConfigError
-from servelab.verify.asked import Asked, engine_of_command, from_command
-
-IMAGE_HINTS = (("llama.cpp", "llamacpp"), ("llama-cpp", "llamacpp"), ("llamacpp", "llamacpp"),
-               ("sglang", "sglang"), ("vllm", "vllm"), ("ollama", "ollama"))
+from servelab.verify.asked import Asked, from_engine_command
+from servelab.verify.command import engine_of_command, image_engine, read_command
 
 
 @dataclass(frozen=True)
@@ -33,11 +31,6 @@ class ComposeService:
     def engine_hint(self) -> str | None:
         """The engine named by the program words, else by the image name."""
         return engine_of_command(list(self.argv)) or image_engine(self.image)
-
-
-def image_engine(image: str | None) -> str | None:
-    lowered = (image or "").lower()
-    return next((engine for needle, engine in IMAGE_HINTS if needle in lowered), None)
 
 
 def load_service(path: Path, service: str | None = None) -> ComposeService:
@@ -57,16 +50,13 @@ def load_service(path: Path, service: str | None = None) -> ComposeService:
 
 
 def from_compose(path: Path, service: str | None = None, *, engine: str | None = None) -> Asked:
-    """Asked from a compose service; ``engine`` (e.g. the detected one) is used when nothing hints one."""
+    """Asked from a compose service; ``engine`` (e.g. the detected one) is used for a command of bare flags."""
     chosen = load_service(path, service)
     if not chosen.argv:
         raise ConfigError(f"--compose {path}: service {chosen.name!r} has no command: to read flags from")
-    return from_command(
-        list(chosen.argv),
-        engine=chosen.engine_hint or engine,
-        source=f"compose {chosen.name}",
-        environment=chosen.environment,
-    )
+    source = f"compose {chosen.name}"
+    command = read_command(list(chosen.argv), source=source, image=chosen.image)
+    return from_engine_command(command, engine=engine, source=source, environment=chosen.environment)
 
 
 def _service(name: str, body: Any) -> ComposeService:

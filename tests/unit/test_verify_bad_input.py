@@ -54,6 +54,8 @@ def test_an_unclosed_ipv6_bracket_is_a_usage_error(capsys) -> None:
 
 
 def test_a_command_line_that_sets_nothing_checkable_is_refused() -> None:
-    with pytest.raises(ConfigError, match=r"'ls -la' sets nothing verify can check for llamacpp"):
+    with pytest.raises(ConfigError, match=r"'ls -la' does not launch a known engine"):
         from_command("ls -la", engine="llamacpp")
+    with pytest.raises(ConfigError, match=r"'--temp 0.7' sets nothing verify can check for llamacpp"):
+        from_command("--temp 0.7", engine="llamacpp")
     assert from_command("llama-server -c 8192 -np 4").values["context"] == 8192

@@ -11,7 +11,8 @@ from servelab.engines.llamacpp import cmdline as llamacpp
 from servelab.engines.sglang import cmdline as sglang
 from servelab.engines.vllm import cmdline as vllm
 from servelab.errors import ConfigError
-from servelab.verify.asked import engine_of_command, from_command
+from servelab.verify.asked import from_command
+from servelab.verify.command import EngineCommand, engine_of_command, read_command
 
 FIELD_REPORT_LLAMA = "-ngl 99 -c 262144 -fa on -np 4 --temp 0.7 --top-p 0.95 --top-k 20"
 FIELD_REPORT_SGLANG = (
@@ -100,7 +101,15 @@ def test_vllm_speculative_config_and_served_name() -> None:
         ("python3 -m sglang.launch_server --model-path x", "sglang"),
         ("vllm serve x", "vllm"),
         ("python -m vllm.entrypoints.openai.api_server --model x", "vllm"),
+        ("python3 -u -m vllm.entrypoints.api_server --model x", "vllm"),
+        ("/usr/local/bin/vllm serve x", "vllm"),
+        ("sglang serve --model-path x", "sglang"),
+        ("/usr/bin/ollama serve", "ollama"),
         ("-c 8192 -np 4", None),
+        ("vllm bench serve", None),
+        ("cat sglang.log", None),
+        ("python -m http.server", None),
+        ("ollama run llama3", None),
     ],
 )
 def test_engine_of_command(command: str, engine: str | None) -> None:
@@ -109,7 +118,7 @@ def test_engine_of_command(command: str, engine: str | None) -> None:
 
 def test_bare_flags_need_an_engine_hint() -> None:
     assert from_command("-c 8192 -np 4", engine="llamacpp").values == {"context": 8192, "slots": 4}
-    with pytest.raises(ConfigError, match="cannot tell which engine runs"):
+    with pytest.raises(ConfigError, match=r"bare flags '-c 8192 -np' need an engine, and none answers"):
         from_command("-c 8192 -np 4")
 
 
@@ -121,3 +130,36 @@ def test_scan_inline_values_and_positionals() -> None:
 @pytest.mark.parametrize(("text", "value"), [("1k", 1000), ("1K", 1024), ("25.6k", 25600), ("2M", 2097152), ("77", 77)])
 def test_to_int_suffixes(text: str, value: int) -> None:
     assert to_int({"x": text}, "x", "--x") == value
+
+
+@pytest.mark.parametrize(
+    ("command", "engine", "argv", "environment"),
+    [
+        ("CUDA_VISIBLE_DEVICES=0,1 llama-server -c 8", "llamacpp", ("llama-server", "-c", "8"),
+         {"CUDA_VISIBLE_DEVICES": "0,1"}),
+        ("env A=1 nohup vllm serve m", "vllm", ("vllm", "serve", "m"), {"A": "1"}),
+        ("docker run --rm -it --gpus all -p 8000:8000 --ipc=host -e HF_TOKEN=t vllm/vllm-openai:v0.9 --model m",
+         "vllm", ("--model", "m"), {"HF_TOKEN": "t"}),
+        ("docker run --gpus all lmsysorg/sglang:latest python3 -m sglang.launch_server --model-path m",
+         "sglang", ("python3", "-m", "sglang.launch_server", "--model-path", "m"), {}),
+        ("podman run --entrypoint /app/llama-server localbuild:1 -c 8", "llamacpp", ("/app/llama-server", "-c", "8"), {}),
+        ("docker run my-build:1 -c 8", None, ("-c", "8"), {}),
+        ("--ctx-size 8", None, ("--ctx-size", "8"), {}),
+    ],
+)
+def test_read_command_takes_prefixes_and_containers_apart(command, engine, argv, environment) -> None:
+    assert read_command(command) == EngineCommand(engine, argv, environment)
+
+
+@pytest.mark.parametrize("command", ["ls -la", "", "X=1", "bash -c 'llama-server -c 8'", "'llama-server -c 8'",
+                                     "docker run ubuntu:24.04 ls -la", "docker run --rm"])
+def test_read_command_refuses_what_launches_no_engine(command: str) -> None:
+    with pytest.raises(ConfigError, match=r"^--cmd: .*(does not launch a known engine|no image found)"):
+        read_command(command)
+
+
+def test_ollama_serve_reads_its_environment() -> None:
+    asked = from_command("OLLAMA_CONTEXT_LENGTH=8192 OLLAMA_NUM_PARALLEL=2 OLLAMA_KV_CACHE_TYPE=q8_0 ollama serve")
+    assert (asked.engine, asked.values) == ("ollama", {"context": 8192, "slots": 2, "kv_dtype": "q8_0"})
+    with pytest.raises(ConfigError, match="'ollama serve' sets nothing verify can check for ollama"):
+        from_command("ollama serve")

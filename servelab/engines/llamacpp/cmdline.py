@@ -30,6 +30,8 @@ FLAGS = (
     Flag(("--port",), "port"),
 )
 PROGRAM_NAMES = ("llama-server", "server")
+LAUNCH_FORMS = ("llama-server …",)
+IMAGE_WORDS = ("llama.cpp", "llama-cpp", "llamacpp")
 # llama-server reads these environment variables as flags; a flag on the command line wins (`--help`).
 ENV_FLAGS = {
     "LLAMA_ARG_CTX_SIZE": "-c",

@@ -5,6 +5,7 @@ Flag names from python/sglang/srt/server_args.py (ServerArgs.add_cli_args).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,8 @@ FLAGS = (
     Flag(("--host",), "host"),
     Flag(("--port",), "port"),
 )
+LAUNCH_FORMS = ("python -m sglang.launch_server …", "sglang serve …")
+IMAGE_WORDS = ("sglang",)
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,12 @@ class SglangLaunch:
 
 
 def recognises(argv: list[str]) -> bool:
-    return any("sglang" in word for word in argv[:3])
+    """True for ``sglang serve …`` and ``python… [-u] -m sglang.launch_server …`` (any path to either)."""
+    program = os.path.basename(argv[0]) if argv else ""
+    if program == "sglang":
+        return argv[1:2] == ["serve"]
+    module = argv[argv.index("-m") + 1] if "-m" in argv[:3] and argv.index("-m") + 1 < len(argv) else ""
+    return program.startswith("python") and module == "sglang.launch_server"
 
 
 def parse(argv: list[str], environment: dict[str, str] | None = None) -> SglangLaunch:

@@ -7,6 +7,7 @@ human-readable numbers (``32k`` = 32000, ``32K`` = 32768).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,8 @@ FLAGS = (
     Flag(("--host",), "host"),
     Flag(("--port",), "port"),
 )
+LAUNCH_FORMS = ("vllm serve …", "python -m vllm.entrypoints.openai.api_server …")
+IMAGE_WORDS = ("vllm",)
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,12 @@ class VllmLaunch:
 
 
 def recognises(argv: list[str]) -> bool:
-    return any(word == "vllm" or word.startswith("vllm.") or word.endswith("/vllm") for word in argv[:3])
+    """True for ``vllm serve …`` and ``python… [-u] -m vllm.entrypoints.….api_server …`` (any path to either)."""
+    program = os.path.basename(argv[0]) if argv else ""
+    if program == "vllm":
+        return argv[1:2] == ["serve"]
+    module = argv[argv.index("-m") + 1] if "-m" in argv[:3] and argv.index("-m") + 1 < len(argv) else ""
+    return program.startswith("python") and module.startswith("vllm.entrypoints.")
 
 
 def parse(argv: list[str], environment: dict[str, str] | None = None) -> VllmLaunch:
