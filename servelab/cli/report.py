@@ -9,6 +9,7 @@ import typer
 
 from servelab.cli.output import print_json, stderr_console, stdout_console
 from servelab.errors import ConfigError, StoreError
+from servelab.plan.io import load_plan
 from servelab.report import FORMATS, assemble, render_report
 from servelab.report.bound import power_bounds
 from servelab.report.data import Bill, read_json_file
@@ -39,7 +40,8 @@ def register(app: typer.Typer) -> None:
         fmt = choose_format(fmt, output)
         if terminal and as_json:
             raise ConfigError("--terminal and --json both claim standard output; choose one")
-        optional = (_optional(p, w) for p, w in ((plan, "plan"), (doctor, "doctor"), (spec, "spec")))
+        plan_doc = None if plan is None else load_plan(plan, flag="--plan", required=(), bare_entry=True)
+        optional = (plan_doc, _optional(doctor, "doctor"), _optional(spec, "spec"))
         bill = assemble(load_runs(db, runs or []), *optional, server_logs=[read_log(p) for p in server_logs])
         if terminal:
             render_terminal(stdout_console(), bill, build_page(bill, with_plots=False))

@@ -6,12 +6,12 @@ the `Bill`. A section whose input is absent carries a note saying what to pass t
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from servelab.engines.llamacpp.logparse import parse_server_log
 from servelab.errors import ConfigError
+from servelab.plan.io import read_json_object
 from servelab.report.compare import workload_warnings
 from servelab.report.levels import LevelFigures, all_level_figures
 from servelab.store import RunInfo, StoredRun
@@ -102,18 +102,8 @@ def _number(value: object) -> float | None:
 
 
 def read_json_file(path: Path, what: str) -> dict:
-    """A JSON object from `path`, or a one-line ConfigError naming the file and what was expected."""
-    try:
-        value = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read the {what} file {path}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"the {what} file {path} is not JSON text (not UTF-8)") from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"the {what} file {path} is not JSON ({exc.msg} at line {exc.lineno})") from exc
-    if not isinstance(value, dict):
-        raise ConfigError(f"the {what} file {path} should hold a JSON object (the output of --json)")
-    return value
+    """The JSON object of `--WHAT PATH` (doctor, spec), or a one-line ConfigError; plans: `plan.io.load_plan`."""
+    return read_json_object(path, f"--{what}", f"expected the output of `servelab {what} --json`")
 
 
 def pick_plan(plan_doc: dict | None, engines: tuple[str, ...]) -> tuple[dict | None, dict | None]:

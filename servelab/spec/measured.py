@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
-from servelab.bench.metrics import decode_tok_s
+from servelab.bench.records import RequestRecord
+from servelab.bench.summary import summarize_level
 from servelab.errors import ConfigError
 from servelab.plan.io import load_plan
 
@@ -13,20 +13,25 @@ SINGLE_STREAM_LEVEL = "c=1"
 
 
 def run_single_stream_tok_s(db_path: Path | None, run_id: str) -> float:
-    """Median per-stream decode tok/s (bench's definition, 1000 / TPOT) of a run's measured requests at c=1."""
+    """The per-stream decode tok/s bench reports for a run's c=1 level (p50 of 1000 / TPOT, repeats pooled)."""
     from servelab.store import Store  # the store is optional until a run is asked for
 
     with Store.open(db_path) as store:
         run = store.load_run(run_id)
-    speeds = [
-        s
-        for r in run.requests
-        if r.level == SINGLE_STREAM_LEVEL and r.phase == "measure" and r.status == "ok"
-        and (s := decode_tok_s(r)) is not None
-    ]
-    if not speeds:
+    return single_stream_tok_s(run.requests, run_id)
+
+
+def single_stream_tok_s(records: list[RequestRecord], run_id: str) -> float:
+    """bench's own level summary (`summarize_level`) of the c=1 records: spec cannot count differently."""
+    records = [r for r in records if r.level == SINGLE_STREAM_LEVEL]
+    targets = sorted({r.target_index for r in records})
+    if len(targets) > 1:
+        raise ConfigError(f"run {run_id} benched {len(targets)} targets at {SINGLE_STREAM_LEVEL}; "
+                          "give runs of one target each (bench the baseline and the speculative server apart)")  # fmt: skip
+    tok_s = summarize_level(records, 1)["per_stream_tok_s"]["p50"]
+    if tok_s is None:
         raise ConfigError(f"run {run_id} has no successful measured requests at {SINGLE_STREAM_LEVEL}; bench with -c 1")
-    return statistics.median(speeds)
+    return tok_s
 
 
 def draft_cost_from_plans(target_plan: Path, draft_plan: Path | None = None) -> tuple[float, str]:
@@ -37,23 +42,24 @@ def draft_cost_from_plans(target_plan: Path, draft_plan: Path | None = None) -> 
     weights over its text weights (decode is bandwidth-bound). The lm_head pass an MTP draft also makes is
     not in that ratio; give --draft-cost to include it.
     """
-    target = load_plan(target_plan)["plans"][0]
+    target = load_plan(target_plan, flag="--plan")["plans"][0]
     if draft_plan is not None:
-        draft = load_plan(draft_plan)["plans"][0]
-        target_tok_s, draft_tok_s = _short_ceiling(target, target_plan), _short_ceiling(draft, draft_plan)
+        draft = load_plan(draft_plan, flag="--draft-plan")["plans"][0]
+        target_tok_s = _short_ceiling(target, f"--plan {target_plan}")
+        draft_tok_s = _short_ceiling(draft, f"--draft-plan {draft_plan}")
         return target_tok_s / draft_tok_s, f"plans: decode ceilings {target_tok_s:g} / {draft_tok_s:g} tok/s"
     memory = target.get("memory_bytes") or {}
     mtp, text = memory.get("weights_mtp") or 0, memory.get("weights_text") or 0
     if mtp <= 0 or text <= 0:
         raise ConfigError(
-            f"plan {target_plan} has no draft (MTP) weights; pass --draft-plan DRAFT.json (a plan of the draft "
+            f"--plan {target_plan}: plans[0] has no draft (MTP) weights; pass --draft-plan DRAFT.json (a plan of the draft "
             "model) or --draft-cost C"
         )
     return mtp / text, f"plan: MTP weights / text weights ({mtp:,} / {text:,} bytes)"
 
 
-def _short_ceiling(plan: dict, path: Path) -> float:
+def _short_ceiling(plan: dict, where: str) -> float:
     ceiling = (plan.get("decode_ceiling_tok_s") or {}).get("short")
-    if not isinstance(ceiling, int | float) or ceiling <= 0:
-        raise ConfigError(f"plan {path} has no positive decode_ceiling_tok_s.short")
+    if not isinstance(ceiling, int | float) or isinstance(ceiling, bool) or ceiling <= 0:
+        raise ConfigError(f"{where}: plans[0] has no positive decode_ceiling_tok_s.short")
     return float(ceiling)

@@ -212,9 +212,9 @@ def test_parallel_sets_the_concurrency_flags(capsys) -> None:
 
 @pytest.mark.parametrize(("content", "needle"), [
     ("{not json", "not JSON"),
-    ('{"model": "x"}', "no 'plans' list"),
-    ('{"plans": [{"engine": "sglang"}]}', "lacks quant"),
-    ('[1, 2]', "no 'plans' list"),
+    ('{"model": "x"}', "no plan entries"),
+    ('{"plans": [{"engine": "sglang"}]}', r"plans\[0\] lacks quant"),
+    ('[1, 2]', "not a JSON object"),
 ])
 def test_load_plan_rejects_what_is_not_a_plan(tmp_path: Path, content: str, needle: str) -> None:
     from servelab.errors import ConfigError
@@ -223,7 +223,7 @@ def test_load_plan_rejects_what_is_not_a_plan(tmp_path: Path, content: str, need
     path.write_text(content)
     with pytest.raises(ConfigError, match=needle):
         load_plan(path)
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(ConfigError, match=r"missing\.json: no such file"):
         load_plan(tmp_path / "missing.json")
 
 

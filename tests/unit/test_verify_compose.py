@@ -144,8 +144,15 @@ def test_plan_of_a_gguf_expects_the_file_its_command_loads_not_the_display_name(
 def test_plan_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not JSON"):
         from_plan(_write(tmp_path, "{", "p.json"))
-    with pytest.raises(ConfigError, match=r"no plans\[0\]"):
+    with pytest.raises(ConfigError, match=r"--plan .*p\.json: no plan entries \(a non-empty 'plans' list"):
         from_plan(_write(tmp_path, '{"plans": []}', "p.json"))
+    with pytest.raises(ConfigError, match=r"plans\[0\] gives nothing verify can check"):
+        from_plan(_write(tmp_path, '{"plans": [{"quant": "q8_0"}]}', "p.json"))
+
+
+def test_a_minimal_hand_written_plan_is_enough(tmp_path: Path) -> None:
+    asked = from_plan(_write(tmp_path, '{"plans": [{"context": 8192}]}', "p.json"))
+    assert (asked.values, asked.sources, asked.engine) == ({"context": 8192}, {"context": "--plan"}, None)
 
 
 def test_llama_arg_environment_is_read_and_the_command_line_wins(tmp_path: Path) -> None:
