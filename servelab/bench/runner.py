@@ -2,7 +2,8 @@
 
 Targets run one after another with identical prompts in the same order. Before each level the server's
 /metrics is snapshotted (and after); samplers (anything with ``start()`` and ``stop() -> list[dict]``,
-e.g. the NVML power sampler) run during each level. Ctrl-C (SIGINT) cancels the requests in flight —
+e.g. the NVML power sampler) run during each level; their rows are stored labelled with ``target_index``,
+``level`` and ``repeat``. Ctrl-C (SIGINT) cancels the requests in flight —
 they are stored as ``cancelled`` — keeps every completed one, and the run ends as partial.
 """
 
@@ -170,7 +171,7 @@ class _Runner:
             offsets = arrival_offsets_ns(config.rate, state_count(config), burstiness=config.burstiness, seed=config.seed)
             await run_open(client, offsets, state, make, on_record, self.stop_event)
         client_stats = await monitor.stop()
-        self._stop_samplers()
+        self._stop_samplers({"target_index": target.index, "level": level, "repeat": rep})
         await sink.flush()
         self._snapshot(target, level, rep, "after")
         summary = summarize_level(records, None if config.rate is not None else slots, config.slo)
@@ -180,11 +181,13 @@ class _Runner:
             self.store.add_level(self.run_id, target.index, level, rep, summary)
         return records, summary
 
-    def _stop_samplers(self) -> None:
+    def _stop_samplers(self, labels: dict[str, Any]) -> None:
+        """Store each sampler's rows of this level, every row labelled with its target index, level and repeat."""
         for sampler in self.samplers:
             rows = sampler.stop()
             if self.store is not None and rows:
-                self.store.add_samples(self.run_id, getattr(sampler, "kind", "gpu_power"), rows)
+                labelled = [{**row, **labels} for row in rows]
+                self.store.add_samples(self.run_id, getattr(sampler, "kind", "gpu_power"), labelled)
 
     def _snapshot(self, target: Target, level: str, rep: int, moment: str) -> None:
         if self.store is None:

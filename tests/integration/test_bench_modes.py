@@ -88,6 +88,7 @@ def test_samplers_run_per_level_and_their_rows_are_stored(tmp_path):
             samples = store.load_run(run_id).samples
     assert sampler.started == 2
     assert [row["t_ns"] for row in samples["test_samples"]] == [1, 2]
+    assert [(r["target_index"], r["level"], r["repeat"]) for r in samples["test_samples"]] == [(0, "c=1", 0), (0, "c=2", 0)]
 
 
 @pytest.mark.parametrize("kind", ["short", "mixed", "shared-prefix", "multi-turn"])

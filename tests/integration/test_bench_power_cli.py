@@ -65,6 +65,16 @@ def test_power_is_sampled_during_each_level_and_stored(monkeypatch, tmp_path: Pa
     assert {(r["gpu"], r["power_w"]) for r in rows} == {(0, 24.01)}  # the recorded card's 24010 mW
 
 
+def test_each_power_sample_says_its_target_level_and_repeat(monkeypatch, tmp_path: Path, capsys) -> None:
+    _patch_sampler(monkeypatch)
+    with sim_process("--ttft-ms", "5", "--itl-ms", "5") as url:
+        code, samples, _ = _bench(url, tmp_path / "runs.db", "--power-hz", "10", "--repeat", "2")
+    assert code == 0
+    windows = [(r["target_index"], r["level"], r["repeat"]) for r in samples["gpu_power"]]
+    assert list(dict.fromkeys(windows)) == [(0, "c=1", 0), (0, "c=1", 1), (0, "c=2", 0), (0, "c=2", 1)]  # in order
+    assert all(windows.count(w) >= 2 for w in set(windows))  # the start and stop samples of each window
+
+
 def test_no_power_samples_nothing(monkeypatch, tmp_path: Path, capsys) -> None:
     asked = _patch_sampler(monkeypatch)
     with sim_process("--ttft-ms", "5", "--itl-ms", "5") as url:
