@@ -1,7 +1,8 @@
 """Power and the bound: was serving bandwidth-bound or compute/power-bound? Pure assembly for the bill.
 
 Three inputs, each from its own place: serving power from the run's stored "gpu_power" samples (taken by
-`servelab bench` during its levels), full-compute power from the burn in `servelab doctor --burn --json`
+`servelab bench` during its levels; those of the single-stream level when the samples say their level, see
+`report/power_levels.py`), full-compute power from the burn in `servelab doctor --burn --json`
 (its "burn" object), and achieved bandwidth = bytes per token × the measured single-stream decode tok/s,
 where bytes per token = the card's bandwidth / the plan's memory-bound short-context decode ceiling. The
 verdict itself is `servelab.diagnose.bound.analyse_bound`. Whatever is missing becomes a note naming the
@@ -17,6 +18,7 @@ from servelab.diagnose.bound import BoundAnalysis, analyse_bound
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import find_gpu
 from servelab.report.data import Bill, EngineSummary
+from servelab.report.power_levels import LevelPower, ServingPower, readings, serving_power
 from servelab.report.tables import TableData, fmt
 
 POWER_KIND = "gpu_power"  # the store's sample kind written by the bench's NVML sampler
@@ -43,6 +45,8 @@ class EngineBound:
     samples: int  # power samples the serving power is the mean of
     gpus: tuple[int, ...]  # the GPUs those samples are from
     notes: tuple[str, ...]
+    power_level: str | None = None  # the level those samples are from (None: all levels)
+    levels: tuple[LevelPower, ...] = ()  # power and energy per output token, per level with samples
 
     @property
     def has_numbers(self) -> bool:
@@ -105,31 +109,36 @@ def bound_inputs(bill: Bill) -> BoundInputs:
     return BoundInputs(burn, bandwidth, per_token, tuple(dict.fromkeys(notes)))
 
 
-def serving_rows(rows: Sequence[dict]) -> list[dict]:
-    """The samples of GPUs that did work (SM utilisation above 0 at some point); all rows if none says."""
-    busy = {r.get("gpu") for r in rows if (_number(r.get("sm_util_pct")) or 0) > 0}
-    return [r for r in rows if r.get("gpu") in busy] if busy else list(rows)
+def _power_notes(bill: Bill, engine: EngineSummary, power: ServingPower) -> list[str]:
+    if not power.rows and not power.labelled:
+        return [f"Run {engine.run_id} has no GPU power samples: `servelab bench` records them on NVIDIA machines "
+                "(without --no-power)."]  # fmt: skip
+    if not power.rows:
+        return [f"Run {engine.run_id} has no GPU power samples of {engine.label}, only of its other targets."]
+    if not power.labelled:
+        several = sum(1 for e in bill.engines if e.run_id == engine.run_id) > 1
+        return [f"Run {engine.run_id}'s power samples do not say their level (stored before the bench labelled "
+                f"them): serving power is the mean over all levels{' and targets' if several else ''}."]  # fmt: skip
+    if power.level is None:
+        return [f"{engine.label} has no power samples at concurrency 1: serving power is the mean over all its levels."]
+    return []
 
 
-def _engine_notes(bill: Bill, engine: EngineSummary, rows: list[dict]) -> tuple[str, ...]:
-    notes = []
-    if not rows:
-        notes.append(f"Run {engine.run_id} has no GPU power samples: `servelab bench` records them on NVIDIA "
-                     "machines (without --no-power).")  # fmt: skip
-    elif sum(1 for e in bill.engines if e.run_id == engine.run_id) > 1:
-        notes.append(f"Run {engine.run_id} benchmarked several targets: its power is the mean over all of them.")
+def _engine_notes(bill: Bill, engine: EngineSummary, power: ServingPower) -> tuple[str, ...]:
+    notes = _power_notes(bill, engine, power)
     if engine.single_stream_tok_s is None:
         notes.append(f"{engine.label} has no single-stream decode speed: bench with concurrency 1 in the ladder.")
     return tuple(notes)
 
 
 def engine_bound(bill: Bill, engine: EngineSummary, inputs: BoundInputs) -> EngineBound:
-    rows = serving_rows(bill.power_rows.get(engine.run_id, ()))
-    analysis = analyse_bound(rows, burn_power_w=inputs.burn_power_w, bytes_per_token=inputs.bytes_per_token,
+    """The verdict for one engine, its serving power from the level its bandwidth figure is from (c=1)."""
+    power = serving_power(engine, bill.power_rows.get(engine.run_id, ()))
+    analysis = analyse_bound(power.rows, burn_power_w=inputs.burn_power_w, bytes_per_token=inputs.bytes_per_token,
                              tok_s=engine.single_stream_tok_s, bandwidth_gb_s=inputs.bandwidth_gb_s)  # fmt: skip
-    samples = sum(1 for r in rows if _number(r.get("power_w")) is not None)
-    gpus = tuple(sorted({r["gpu"] for r in rows if isinstance(r.get("gpu"), int)}))
-    return EngineBound(engine.label, analysis, samples, gpus, _engine_notes(bill, engine, rows))
+    gpus = tuple(sorted({r["gpu"] for r in power.rows if isinstance(r.get("gpu"), int)}))
+    notes = _engine_notes(bill, engine, power)
+    return EngineBound(engine.label, analysis, readings(power.rows), gpus, notes, power.level, power.levels)
 
 
 def power_bounds(bill: Bill) -> tuple[BoundInputs, tuple[EngineBound, ...]]:
@@ -142,10 +151,14 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value:.0%}"
 
 
+def _power_at(bound: EngineBound) -> str:
+    return "—" if not bound.samples else bound.power_level or "all levels"
+
+
 def bound_table(bounds: Sequence[EngineBound]) -> TableData:
-    headers = ("engine / configuration", "verdict", "serving W (mean)", "power samples", "burn W", "of the burn",
-               "decode GB/s", "card GB/s", "of the bandwidth")  # fmt: skip
-    rows = tuple((b.label, b.analysis.verdict, fmt(b.analysis.serving_power_w, 0), fmt(b.samples),
+    headers = ("engine / configuration", "verdict", "serving W (mean)", "power at", "power samples", "burn W",
+               "of the burn", "decode GB/s", "card GB/s", "of the bandwidth")  # fmt: skip
+    rows = tuple((b.label, b.analysis.verdict, fmt(b.analysis.serving_power_w, 0), _power_at(b), fmt(b.samples),
                   fmt(b.analysis.burn_power_w, 0), _pct(b.analysis.power_fraction),
                   fmt(b.analysis.achieved_bandwidth_gb_s, 0), fmt(b.analysis.bandwidth_gb_s, 0),
                   _pct(b.analysis.bandwidth_fraction)) for b in bounds)  # fmt: skip
@@ -154,5 +167,16 @@ def bound_table(bounds: Sequence[EngineBound]) -> TableData:
 
 def bound_sentence(bound: EngineBound) -> str:
     """"label: verdict — why", the numbers in words."""
-    where = f" (mean of {bound.samples} samples on GPU {', '.join(map(str, bound.gpus))})" if bound.samples else ""
+    at = f" at {bound.power_level}" if bound.power_level else " over all levels"
+    where = f" (mean of {bound.samples} samples on GPU {', '.join(map(str, bound.gpus))}{at})" if bound.samples else ""
     return f"{bound.label}: {bound.analysis.verdict}{where} — {bound.analysis.why}"
+
+
+def level_power_table(bounds: Sequence[EngineBound]) -> TableData | None:
+    """Per level: the serving GPUs' mean draw and the energy per output token (all serving GPUs' draw / the
+    level's aggregate output tok/s); None when no run's samples say their level."""
+    headers = ("engine / configuration", "level", "serving W (mean per GPU)", "GPUs", "power samples",
+               "output tok/s", "J / output token")  # fmt: skip
+    rows = tuple((b.label, p.level, fmt(p.mean_power_w, 0), fmt(p.gpus), fmt(p.samples), fmt(p.output_tok_s, 1),
+                  fmt(p.joules_per_token, 2)) for b in bounds for p in b.levels)  # fmt: skip
+    return TableData("power-levels", "Serving power and energy per level", headers, rows) if rows else None

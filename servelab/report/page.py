@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servelab.report import plots, tables
-from servelab.report.bound import bound_sentence, bound_table, power_bounds
+from servelab.report.bound import bound_sentence, bound_table, level_power_table, power_bounds
 from servelab.report.data import Bill
 from servelab.report.plots import Plot
 from servelab.report.tables import TableData
@@ -104,6 +104,7 @@ def _power_section(bill: Bill) -> Section:
     shown = [b for b in bounds if b.has_numbers]
     blocks: list[Block] = [bound_table(shown)] if shown else []
     blocks += [Para(bound_sentence(b)) for b in shown if b.analysis.verdict != "undetermined"]
+    blocks += [t for t in (level_power_table(bounds),) if t is not None]
     notes = dict.fromkeys((*inputs.notes, *(n for b in bounds for n in b.notes)))
     blocks += [Para(n, "note") for n in notes]
     return Section("power", "Power and the bound", tuple(blocks) or (Para("No runs to analyse.", "note"),))

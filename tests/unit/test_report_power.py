@@ -31,14 +31,21 @@ PLAN = {"model": "m", "gpu": "rtx4090", "plans": [{"engine": "llamacpp", "quant"
         "decode_ceiling_tok_s": {"short": 112.0, "full_context": 90.0, "short_context": 1024, "bound": "memory"}}]}  # fmt: skip
 
 
-def _power_rows(gpu0_watts: list[float]) -> list[dict]:
-    """GPU 0 serves (SM busy); GPU 1 idles at 20 W with 0% SM and must not dilute the mean."""
+def _power_rows(gpu0_watts: list[float], level: str | None = "c=1", target: int = 0) -> list[dict]:
+    """GPU 0 serves (SM busy); GPU 1 idles at 20 W with 0% SM and must not dilute the mean. Labelled with the
+    target and level as the bench stores them; `level=None`: unlabelled, as runs stored before the labels."""
+    label = {} if level is None else {"target_index": target, "level": level, "repeat": 0}
     rows = []
     for i, watts in enumerate(gpu0_watts):
-        common = {"t_ns": i * 200_000_000, "mem_util_pct": 80, "sm_clock_mhz": 2520, "mem_clock_mhz": 10501}
+        common = {"t_ns": i * 200_000_000, "mem_util_pct": 80, "sm_clock_mhz": 2520, "mem_clock_mhz": 10501, **label}
         rows.append({**common, "gpu": 0, "power_w": watts, "sm_util_pct": 35})
         rows.append({**common, "gpu": 1, "power_w": 20.0, "sm_util_pct": 0})
     return rows
+
+
+def _ladder_rows() -> list[dict]:
+    """Single stream at 140-160 W, c=2 at 300-320 W: the mean over both levels (~214 W) is not the c=1 power."""
+    return _power_rows([140.0, 160.0, 150.0]) + _power_rows([300.0, 320.0], "c=2")
 
 
 def _run(tmp_path: Path, rows: list[dict] | None, **kwargs):
@@ -70,21 +77,21 @@ def _texts(section: Section, kind: str = "text") -> list[str]:
 
 
 def test_a_third_of_the_burn_near_the_bandwidth_ceiling_is_bandwidth_bound(tmp_path: Path) -> None:
-    bill = assemble([_run(tmp_path, _power_rows([140.0, 160.0, 150.0]))], PLAN, _doctor(tmp_path, _burn()))
+    bill = assemble([_run(tmp_path, _ladder_rows())], PLAN, _doctor(tmp_path, _burn()))
     _, (bound,) = power_bounds(bill)
     a = bound.analysis
     assert a.verdict == "bandwidth-bound"
-    assert (a.serving_power_w, a.burn_power_w) == pytest.approx((150.0, 450.0))
+    assert (a.serving_power_w, a.burn_power_w) == pytest.approx((150.0, 450.0))  # c=1's power, as its bandwidth
     assert (a.achieved_bandwidth_gb_s, a.bandwidth_gb_s) == pytest.approx((900.0, 1008.0))
-    assert (bound.samples, bound.gpus) == (3, (0,))
+    assert (bound.samples, bound.gpus, bound.power_level) == (3, (0,), "c=1")
     section = _section(bill)
     (sentence,) = _texts(section)
-    assert sentence.startswith("llamacpp · tiny-test-model: bandwidth-bound (mean of 3 samples on GPU 0)")
+    assert sentence.startswith("llamacpp · tiny-test-model: bandwidth-bound (mean of 3 samples on GPU 0 at c=1)")
     assert "decode moved 900 GB/s of the card's 1008 GB/s (89%)" in sentence
     assert "serving drew 150 W of the burn's 450 W (33%)" in sentence
     table = section.blocks[0]
-    assert table.rows == (("llamacpp · tiny-test-model", "bandwidth-bound", "150", "3", "450", "33%", "900", "1,008",
-                           "89%"),)  # fmt: skip
+    assert table.rows == (("llamacpp · tiny-test-model", "bandwidth-bound", "150", "c=1", "3", "450", "33%", "900",
+                           "1,008", "89%"),)  # fmt: skip
     assert _texts(section, "note") == []
     (verdict,) = [v for v in verdicts(bill) if v.scenario == "bound"]
     assert verdict.sentence == ("llamacpp · tiny-test-model was bandwidth-bound: decode moved 900 GB/s of the card's "
@@ -167,7 +174,66 @@ def test_report_json_carries_the_bound_with_its_numbers(tmp_path: Path, capsys) 
 def test_power_alone_is_shown_but_undetermined_and_each_missing_flag_is_named_once(tmp_path: Path) -> None:
     section = _section(assemble([_run(tmp_path, _power_rows([150.0]))]))
     table = section.blocks[0]
-    assert table.rows[0][1:4] == ("undetermined", "150", "1")
+    assert table.rows[0][1:5] == ("undetermined", "150", "c=1", "1")
     assert _texts(section) == []  # no verdict sentence without both halves
     notes = _texts(section, "note")
     assert len(notes) == 2 and sum("--plan FILE" in n for n in notes) == 1 and sum("--doctor FILE" in n for n in notes) == 1
+
+
+def test_each_level_gets_its_power_and_energy_per_output_token(tmp_path: Path) -> None:
+    bill = assemble([_run(tmp_path, _ladder_rows())], PLAN, _doctor(tmp_path, _burn()))
+    _, (bound,) = power_bounds(bill)
+    tok_s = {lv.level: lv.aggregate_tok_s for lv in bill.engines[0].levels}
+    got = [(p.level, p.samples, p.gpus, p.mean_power_w, p.joules_per_token) for p in bound.levels]
+    assert got == [("c=1", 3, 1, pytest.approx(150.0), pytest.approx(150.0 / tok_s["c=1"])),
+                   ("c=2", 2, 1, pytest.approx(310.0), pytest.approx(310.0 / tok_s["c=2"]))]  # fmt: skip
+    (table,) = [b for b in _section(bill).blocks if getattr(b, "key", None) == "power-levels"]
+    assert [row[1:5] for row in table.rows] == [("c=1", "150", "1", "3"), ("c=2", "310", "1", "2")]
+    assert table.rows[1][6] == f"{310.0 / tok_s['c=2']:,.2f}"
+
+
+def test_energy_per_token_counts_every_serving_gpu(tmp_path: Path) -> None:
+    label = {"target_index": 0, "level": "c=1", "repeat": 0}  # one model split over two busy GPUs
+    rows = [{"t_ns": 0, "gpu": gpu, "power_w": watts, "sm_util_pct": 40, **label} for gpu, watts in ((0, 100.0), (1, 120.0))]
+    bill = assemble([_run(tmp_path, rows)])
+    (c1,) = power_bounds(bill)[1][0].levels
+    assert (c1.gpus, c1.mean_power_w, c1.total_power_w) == (2, pytest.approx(110.0), pytest.approx(220.0))
+    assert c1.joules_per_token == pytest.approx(220.0 / bill.engines[0].single_stream.aggregate_tok_s)
+
+
+def test_each_target_of_a_run_takes_its_own_single_stream_power(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    run_id = store_run(db, ladder=(1, 2), engines=("llamacpp", "vllm"))
+    rows = [*_power_rows([150.0]), *_power_rows([400.0], "c=2"), *_power_rows([210.0], "c=1", target=1)]
+    with Store.open(db) as store:
+        store.add_samples(run_id, "gpu_power", rows)
+        bill = assemble([store.load_run(run_id)], PLAN)
+    got = [(b.power_level, b.analysis.serving_power_w, b.samples) for b in power_bounds(bill)[1]]
+    assert got == [("c=1", pytest.approx(150.0), 1), ("c=1", pytest.approx(210.0), 1)]
+
+
+def test_without_single_stream_samples_the_power_spans_the_levels_and_says_so(tmp_path: Path) -> None:
+    bill = assemble([_run(tmp_path, _power_rows([300.0, 320.0], "c=2"))], PLAN)
+    _, (bound,) = power_bounds(bill)
+    assert (bound.power_level, bound.analysis.serving_power_w) == (None, pytest.approx(310.0))
+    note = "llamacpp · tiny-test-model has no power samples at concurrency 1: serving power is the mean over all its levels."
+    assert note in _texts(_section(bill), "note")
+
+
+def test_an_old_run_without_levels_on_its_samples_still_renders_averaged_over_all_levels(tmp_path: Path) -> None:
+    rows = _power_rows([140.0, 160.0, 150.0], None) + _power_rows([300.0, 320.0], None)
+    bill = assemble([_run(tmp_path, rows)], PLAN, _doctor(tmp_path, _burn()))
+    _, (bound,) = power_bounds(bill)
+    assert (bound.power_level, bound.samples, bound.levels) == (None, 5, ())
+    assert bound.analysis.serving_power_w == pytest.approx(214.0)  # as before the labels: all five samples
+    section = _section(bill)
+    assert section.blocks[0].rows[0][2:5] == ("214", "all levels", "5")
+    assert not any(getattr(b, "key", None) == "power-levels" for b in section.blocks)
+    (sentence,) = _texts(section)
+    assert "(mean of 5 samples on GPU 0 over all levels)" in sentence
+    (note,) = _texts(section, "note")
+    assert note == (f"Run {bill.run_ids[0]}'s power samples do not say their level (stored before the bench labelled "
+                    "them): serving power is the mean over all levels.")  # fmt: skip
+    html, _ = render_report(bill, "html")
+    markdown, _ = render_report(bill, "md")
+    assert 'id="power"' in html and "214 W of the burn's 450 W" in html and "do not say their level" in markdown
