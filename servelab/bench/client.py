@@ -35,6 +35,10 @@ from servelab.bench.stamps import ArrivalLog, StallWatch
 STALE_PREFIX = "stale keep-alive connection: "  # the request never reached the server; sent again
 STALE_RETRIES = 3
 _SCAN = json.JSONDecoder().scan_once  # json's C scanner: stateless between calls, shared by every stream
+try:  # orjson decodes a chunk in about half the time of json's scanner; anything it refuses goes to json
+    from orjson import loads as _fast_loads
+except ImportError:  # pragma: no cover - orjson is a dependency; a bare environment still works
+    _fast_loads = None
 READ_BUFSIZE = 1 << 20  # aiohttp's 64 KiB default collapses throughput at long contexts (vLLM #39963)
 
 
@@ -212,13 +216,14 @@ class _Stream:
         self.outcome: tuple[str | None, str | None] | None = None  # (error kind, message); (None, None): done
         self.on_outcome: Any = None  # called once the outcome is known (wakes the waiting reader)
         self._scan = _SCAN
+        self._fast = _fast_loads
 
     def feed(self, chunk: bytes, t_ns: int) -> None:
         if self.outcome is not None:
             return
-        one = chunk.find(b"\n") == len(chunk) - 2 and chunk.endswith(b"\n\n") and chunk.startswith(b"data: {")
-        if one and b"\r" not in chunk and not self.parser.pending:  # one JSON event on one line: the usual read
-            self._json_event(chunk[6:-2].decode("utf-8", errors="replace"), t_ns)
+        one = chunk.startswith(b"data: {") and chunk.find(b"\n") == len(chunk) - 2 and chunk.endswith(b"\n\n")
+        if one and not self.parser.pending and b"\r" not in chunk:  # one JSON event on one line: the usual read
+            self._json_event(chunk, t_ns)
             return
         if self.parser.pending or not chunk.endswith(b"\n\n") or b"\r" in chunk:
             for event in self.parser.feed(chunk, t_ns):
@@ -234,14 +239,26 @@ class _Stream:
                     if self._settle(self._event(event.data, event.t_ns)):
                         return
 
-    def _json_event(self, data: str, t_ns: int) -> None:
-        """``_event`` for data that begins with "{", in fewer steps when json's C scanner takes it whole."""
-        try:
-            decoded, end = self._scan(data, 0)
-        except (StopIteration, ValueError):
-            end = -1
-        if end != len(data) or type(decoded) is not dict:
-            self._settle(self._event(data, t_ns))
+    def _json_event(self, chunk: bytes, t_ns: int) -> None:
+        """``_event`` for one whole ``data: {...}\\n\\n`` read, in fewer steps: orjson (or json's C scanner)
+        takes the object whole; anything else (invalid UTF-8, NaN, huge integers, trailing data, not an
+        object) goes the general way, where json decides exactly as before."""
+        decoded = None
+        if self._fast is not None:
+            try:
+                decoded = self._fast(memoryview(chunk)[6:-2])
+            except ValueError:  # orjson.JSONDecodeError is a ValueError
+                decoded = None
+        else:
+            data = chunk[6:-2].decode("utf-8", errors="replace")
+            try:
+                decoded, end = self._scan(data, 0)
+            except (StopIteration, ValueError):
+                end = -1
+            if end != len(data):
+                decoded = None
+        if type(decoded) is not dict:
+            self._settle(self._event(chunk[6:-2].decode("utf-8", errors="replace"), t_ns))
             return
         tally = self.tally
         tally.add(decoded, t_ns)

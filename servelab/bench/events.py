@@ -41,17 +41,13 @@ class StreamTally:
         if "error" in event and not choices:
             self.server_error = _error_text(event["error"])
             return
-        usage = event.get("usage")
-        if usage is not None and isinstance(usage, dict):
-            self._usage(usage, bool(choices))
-        timings = event.get("timings")
-        if timings is not None and isinstance(timings, dict):
-            self.timings = timings
-            if choices and isinstance(timings.get("predicted_n"), int):  # llama.cpp timings_per_token
-                self._usage({"completion_tokens": timings["predicted_n"]}, True)
-        if not choices or not isinstance(choices[0], dict):
+        if "usage" in event or "timings" in event:  # most chunks carry neither: two lookups fewer
+            self._extras(event, bool(choices))
+        if not choices or type(choices) is not list:
             return
         choice = choices[0]
+        if type(choice) is not dict:
+            return
         finish = choice.get("finish_reason")
         if finish:
             self.finish_reason = finish
@@ -63,6 +59,16 @@ class StreamTally:
         self.chunk_ns.append(t_ns)
         self.chunk_tokens.append(self.pending_tokens if self.usage_seen_in_chunks else 1)
         self.pending_tokens = 0
+
+    def _extras(self, event: dict, with_choices: bool) -> None:
+        usage = event.get("usage")
+        if usage is not None and isinstance(usage, dict):
+            self._usage(usage, with_choices)
+        timings = event.get("timings")
+        if timings is not None and isinstance(timings, dict):
+            self.timings = timings
+            if with_choices and isinstance(timings.get("predicted_n"), int):  # llama.cpp timings_per_token
+                self._usage({"completion_tokens": timings["predicted_n"]}, True)
 
     def _usage(self, usage: dict, with_choices: bool) -> None:
         if "prompt_tokens" in usage or self.final_usage is None:

@@ -122,3 +122,43 @@ def test_client_stream_one_event_per_read_gives_the_same_exact_tally():
     crlf = _tally_of([(b'data: {"choices":[{"delta":{"content":"x"}}]}\r\n\r\n', 9)])
     assert list(crlf.tally.chunk_ns) == [9] and crlf.outcome is None
 
+
+
+ODD_READS = [
+    b'data: {"choices":[{"delta":{"content":"caf\xc3\xa9"}}]}\n\n',  # UTF-8 text
+    b'data: {"choices":[{"delta":{"content":"\xff\xfe"}}]}\n\n',  # invalid UTF-8: json decodes it replaced
+    b'data: {"choices":[{"delta":{"content":"\\ud800"}}]}\n\n',  # a lone surrogate, escaped
+    b'data: {"choices":[{"delta":{"content":"x"}}],"n":NaN}\n\n',  # NaN: json takes it, orjson does not
+    b'data: {"choices":[{"delta":{"content":"x"}}],"n":123456789012345678901234567890}\n\n',  # beyond 64 bits
+    b'data: {"a":1,"a":2,"choices":[{"delta":{"content":"x"}}]}\n\n',  # duplicate keys: the last wins
+    b'data: {"choices":{"0":{"delta":{"content":"x"}}}}\n\n',  # choices not a list: no token
+    b'data: {"choices":["x"]}\n\n',
+    b'data: {"choices":[{"delta":{"content":"x"}}]} \n\n',  # trailing space
+    b'data: {"usage":{"completion_tokens":1},"choices":[{"delta":{"content":"x"}}]}\n\n',
+    b'data: {"choices":[{"delta":{"content":"x"}}]}junk\n\n',
+    b'data: {"choices":[{"delta":{"content":"x"}}]\n\n',  # cut short
+]
+
+
+def test_client_stream_fast_decoder_and_json_agree_on_every_odd_event():
+    """orjson takes the usual one-event read; whatever it refuses goes to json, so the tally and outcome are
+    those json alone gives, read by read."""
+    from servelab.bench.client import _Stream
+    from servelab.bench.events import StreamTally
+
+    for chunk in ODD_READS:
+        fast, plain = _Stream(StreamTally()), _Stream(StreamTally())
+        plain._fast = None
+        for stream in (fast, plain):
+            stream.feed(chunk, 7)
+            stream.feed(b'data: {"choices":[{"delta":{"content":"y"}}]}\n\n', 8)
+        assert fast.outcome == plain.outcome, chunk
+        assert list(fast.tally.chunk_ns) == list(plain.tally.chunk_ns), chunk
+        assert list(fast.tally.chunk_tokens) == list(plain.tally.chunk_tokens), chunk
+        assert fast.tally.final_usage == plain.tally.final_usage, chunk
+    cut = _Stream(StreamTally())
+    cut.feed(ODD_READS[-1], 7)
+    assert cut.outcome[0] == "malformed"
+    nan = _Stream(StreamTally())
+    nan.feed(ODD_READS[3], 7)
+    assert nan.outcome is None and list(nan.tally.chunk_ns) == [7]
