@@ -103,5 +103,13 @@ def report_json(bill: Bill, path: Path, fmt: str) -> dict:
         "partial_runs": list(bill.partial_runs),
         "warnings": list(bill.warnings),
         "verdicts": [{"scenario": v.scenario, "choice": v.choice, "sentence": v.sentence} for v in verdicts(bill)],
-        "bound": [{"engine": b.label, **asdict(b.analysis), "power_samples": b.samples} for b in power_bounds(bill)[1]],
+        "bound": [_bound_json(b) for b in power_bounds(bill)[1]],
     }
+
+
+def _bound_json(bound) -> dict:
+    """One engine's bound: the verdict's numbers, the samples and level its serving power is from, and the
+    power and energy per output token of each level with samples."""
+    levels = [{**asdict(lv), "joules_per_token": lv.joules_per_token} for lv in bound.levels]
+    return {"engine": bound.label, **asdict(bound.analysis), "power_samples": bound.samples,
+            "power_level": bound.power_level, "power_gpus": list(bound.gpus), "levels": levels}  # fmt: skip

@@ -169,6 +169,10 @@ def test_report_json_carries_the_bound_with_its_numbers(tmp_path: Path, capsys) 
     (bound,) = json.loads(out)["bound"]
     assert bound["verdict"] == "bandwidth-bound" and bound["burn_power_w"] is None and bound["power_samples"] == 1
     assert bound["achieved_bandwidth_gb_s"] == pytest.approx(900.0) and bound["serving_power_w"] == pytest.approx(150.0)
+    assert bound["power_level"] == "c=1" and bound["power_gpus"] == [0]
+    (c1,) = bound["levels"]
+    assert (c1["level"], c1["samples"], c1["gpus"]) == ("c=1", 1, 1)
+    assert c1["joules_per_token"] == pytest.approx(150.0 / c1["output_tok_s"])
 
 
 def test_power_alone_is_shown_but_undetermined_and_each_missing_flag_is_named_once(tmp_path: Path) -> None:
