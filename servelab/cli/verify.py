@@ -36,7 +36,8 @@ def register(app: typer.Typer) -> None:
         ),
         cmd: str | None = typer.Option(
             None, "--cmd", help="The engine command line it was started with (llama-server …, vllm serve …, "
-            "python -m sglang.launch_server …, ollama serve; VAR=value words and docker run … IMAGE allowed), "
+            "python -m sglang.launch_server …, ollama serve; VAR=value words, uv run …, sudo …, docker run … IMAGE "
+            "allowed), "
             "or bare flags of the engine that answers."
         ),
         compose: Path | None = typer.Option(None, "--compose", help="A docker-compose file whose service started it."),
@@ -48,9 +49,12 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
     ) -> None:
         """Read the effective configuration from the server's own endpoints and diff it against what was asked."""
-        command = read_command(cmd) if cmd is not None else None  # refused before any request is sent
+        # what needs no server is read first: a bad --cmd, --plan or --expect is refused before any request
+        command = read_command(cmd) if cmd is not None else None
+        planned = from_plan(plan) if plan is not None else None
+        expected = parse_expect(expect)
         detected = detect_engine(url, api_key=api_key, timeout_s=timeout_s)
-        asked = gather_asked(detected, expect, command, compose, service, plan)
+        asked = gather_asked(detected, expected, command, compose, service, planned)
         result = verify(url, asked, api_key=api_key, timeout_s=timeout_s, engine=detected)
         if as_json:
             print_json(result_json(result))
@@ -62,21 +66,21 @@ def register(app: typer.Typer) -> None:
 
 def gather_asked(
     detected: DetectedEngine,
-    expect: list[str],
+    expected: Asked,
     command: EngineCommand | None,
     compose: Path | None,
     service: str | None,
-    plan: Path | None,
+    planned: Asked | None,
 ) -> Asked:
     """Plan, then compose, then --cmd, then --expect: a later source wins for the same key."""
     asked = Asked()
-    if plan is not None:
-        asked = asked.merged(from_plan(plan))
+    if planned is not None:
+        asked = asked.merged(planned)
     if compose is not None:
         asked = asked.merged(from_compose(compose, service, engine=detected.name))
     if command is not None:
         asked = asked.merged(from_engine_command(command, engine=detected.name))
-    return asked.merged(parse_expect(expect))
+    return asked.merged(expected)
 
 
 def result_json(result: VerifyResult) -> dict[str, Any]:

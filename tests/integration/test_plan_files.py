@@ -4,6 +4,7 @@ speed is the figure bench itself reports for the same records."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from servelab.cli.app import main
 from servelab.errors import ConfigError
 from servelab.spec import measured
 from servelab.store import Store
+from servelab.verify.asked import EXPECT_KEYS
 from tests.bench_sim import sim_process
 from tests.integration.test_verify_fixtures import serve_fixture  # noqa: F401  (the loopback fixture server)
 from tests.runs_factory import store_run
@@ -68,6 +70,16 @@ def test_verify_plan_errors(tmp_path: Path, capsys, serve_fixture, name: str) ->
     server = serve_fixture("sglang/awq-262k")
     path, expected = _bad_file(tmp_path, name)
     _one_line_error(capsys, ["verify", server.url, "--plan", str(path)], expected)
+
+
+def test_verify_refuses_a_bad_plan_before_it_contacts_the_server(tmp_path: Path, capsys) -> None:
+    with socket.socket() as unused:  # a port nothing listens on: a request would be a connection error
+        unused.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{unused.getsockname()[1]}"
+    path, expected = _bad_file(tmp_path, "not-json")
+    _one_line_error(capsys, ["verify", url, "--plan", str(path)], expected)
+    _one_line_error(capsys, ["verify", url, "--expect", "colour=blue"],
+                    "servelab: error: --expect: unknown key 'colour'; valid keys: " + ", ".join(EXPECT_KEYS) + "\n")  # fmt: skip
 
 
 def test_spec_names_the_draft_plan_flag_and_the_fields_it_needs(tmp_path: Path, capsys) -> None:
