@@ -20,6 +20,9 @@ from servelab.errors import ConfigError
 CMDLINES = {"llamacpp": llamacpp_cmdline, "sglang": sglang_cmdline, "vllm": vllm_cmdline, "ollama": ollama_cmdline}
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _WRAPPERS = ("env", "nohup", "exec")
+# programs that run another command after options of their own: the engine launch is found after them
+_LAUNCHERS = {("uv", "run"), ("uvx",), ("pipx", "run"), ("sudo",), ("numactl",), ("taskset",), ("nice",), ("timeout",),
+              ("stdbuf",), ("chrt",)}  # fmt: skip
 _CONTAINER_TOOLS = ("docker", "podman", "nerdctl")
 # `docker run` options that take no value; every other option takes the next word unless written --opt=value
 _RUN_SWITCHES = frozenset({"-d", "--detach", "-i", "--interactive", "-t", "--tty", "-it", "-ti", "-dit", "-itd",
@@ -51,14 +54,16 @@ def read_command(command: str | list[str], *, source: str = "--cmd", image: str 
     """Tell a launch of a known engine from bare flags; refuse anything else. ``image``: whose entrypoint runs it."""
     words = split_words(command, source)
     environment, words = _strip_prefixes(words)
+    words = _after_launcher(words)
     if words[:1] and words[0] in _CONTAINER_TOOLS and words[1:2] == ["run"]:
         image, run_environment, words = _container_run(words[2:], source)
         environment = {**environment, **run_environment}
     engine = engine_of_command(words) or image_engine(image)
     if engine is None and not (words and words[0].startswith("-")):
         raise ConfigError(f"{source}: {shlex.join(words[:3]) or 'an empty command'!r} does not launch a known engine; "
-                          f"give {', '.join(launch_forms())} (after VAR=value words or `docker run … IMAGE` if "
-                          "need be), or bare flags starting with '-' for the engine that answers")  # fmt: skip
+                          f"give {', '.join(launch_forms())} (after VAR=value words, `uv run …`, `sudo …` or "
+                          "`docker run … IMAGE` if need be), or bare flags starting with '-' for the engine that "
+                          "answers")  # fmt: skip
     return EngineCommand(engine, tuple(words), environment)
 
 
@@ -87,6 +92,14 @@ def _strip_prefixes(words: list[str]) -> tuple[dict[str, str], list[str]]:
             environment[name] = value
         i += 1
     return environment, words[i:]
+
+
+def _after_launcher(words: list[str]) -> list[str]:
+    """``uv run [OPTIONS] vllm serve …``, ``sudo -E …``, ``numactl -N 0 …``: the words from the engine launch
+    on (the first place an engine recognises); the words unchanged when there is no launcher or no engine."""
+    if not any(tuple(words[: len(launcher)]) == launcher for launcher in _LAUNCHERS):
+        return words
+    return next((words[i:] for i in range(1, len(words)) if engine_of_command(words[i:])), words)
 
 
 def _container_run(words: list[str], source: str) -> tuple[str, dict[str, str], list[str]]:

@@ -145,6 +145,11 @@ def test_to_int_suffixes(text: str, value: int) -> None:
         ("podman run --entrypoint /app/llama-server localbuild:1 -c 8", "llamacpp", ("/app/llama-server", "-c", "8"), {}),
         ("docker run my-build:1 -c 8", None, ("-c", "8"), {}),
         ("--ctx-size 8", None, ("--ctx-size", "8"), {}),
+        ("uv run --with flashinfer vllm serve m", "vllm", ("vllm", "serve", "m"), {}),
+        ("HF_HOME=/h uvx --from 'sglang[all]' python -m sglang.launch_server --tp 2", "sglang",
+         ("python", "-m", "sglang.launch_server", "--tp", "2"), {"HF_HOME": "/h"}),
+        ("sudo -E numactl -N 0 -m 0 /opt/llama-server -c 8", "llamacpp", ("/opt/llama-server", "-c", "8"), {}),
+        ("taskset -c 0-7 ollama serve", "ollama", ("ollama", "serve"), {}),
     ],
 )
 def test_read_command_takes_prefixes_and_containers_apart(command, engine, argv, environment) -> None:
@@ -152,7 +157,8 @@ def test_read_command_takes_prefixes_and_containers_apart(command, engine, argv,
 
 
 @pytest.mark.parametrize("command", ["ls -la", "", "X=1", "bash -c 'llama-server -c 8'", "'llama-server -c 8'",
-                                     "docker run ubuntu:24.04 ls -la", "docker run --rm"])
+                                     "docker run ubuntu:24.04 ls -la", "docker run --rm",
+                                     "uv run python train.py", "sudo ls"])
 def test_read_command_refuses_what_launches_no_engine(command: str) -> None:
     with pytest.raises(ConfigError, match=r"^--cmd: .*(does not launch a known engine|no image found)"):
         read_command(command)
