@@ -222,7 +222,7 @@ def main() -> None:
     for cpu, count, total_ms, largest_ms in host_pauses():
         print(f"host pauses on CPU {cpu} (busy loop, 5 s, nothing else running): {count} over 0.2 ms, {total_ms:.1f} ms "
               f"in all, the largest {largest_ms:.2f} ms")  # fmt: skip
-    ladder = (100, 300) if args.quick else (25, 50, 100, 150, 200, 225, 250, 260, 275, 300, 350, 400)
+    ladder = (100, 300) if args.quick else (25, 50, 100, 150, 200, 225, 250, 260, 275, 300, 350, 400, 450, 500)
     passes = 1 if args.quick else max(1, args.passes)
     bests = []
     for n in range(passes):
