@@ -9,6 +9,8 @@
    has run for a while: requests end and begin at a steady rate; the headline), and TOGETHER, every stream
    starting at once with equal lengths, so all requests end and begin in the same few tens of ms each round
    (a burst of request set-up, ~150 us of client CPU each). The goal: >= 50,000 events/s with p99 < 1 ms.
+   The headline is the highest rung that passed in any pass; a second line judges each rung on its median p99
+   over the passes (one host pause then cannot pass or fail it alone).
    Before the ladder, a busy loop on each CPU shows how often the host (a VM's hypervisor) takes the CPU
    away: events arriving in such a pause are late by the rest of it whatever the client does.
 2. Memory per 1,000 concurrent streams: client RSS with 1,000 open streams minus RSS before (goal <= 150 MB).
@@ -199,22 +201,42 @@ def print_row(row: dict) -> None:
           f"{row['sim_late_p99_ms']:>12.3f} {row['failed']:>6}", flush=True)  # fmt: skip
 
 
-def ladder_best(ladder: tuple[int, ...], itl_ms: float, staggered: bool) -> float:
-    """Run the ladder once, printing each row; the highest achieved events/s with p99 error < 1 ms."""
+def ladder_rows(ladder: tuple[int, ...], itl_ms: float, staggered: bool) -> list[dict]:
+    """Run the ladder once, printing each row as it comes."""
     print(HEADER, flush=True)
-    best = 0.0
+    rows = []
     for count in ladder:
         row = rate_row(count, itl_ms=itl_ms, tokens=int(1000 / itl_ms), rounds=4 if staggered else 3, staggered=staggered)
         print_row(row)
-        if row["err_p99_ms"] is not None and row["err_p99_ms"] < 1.0 and not row["failed"]:
-            best = max(best, row["achieved_ev_s"])
+        rows.append(row)
+    return rows
+
+
+def row_passes(row: dict) -> bool:
+    return row["err_p99_ms"] is not None and row["err_p99_ms"] < 1.0 and not row["failed"]
+
+
+def best_rate(rows: list[dict]) -> float:
+    """The highest achieved events/s among the rungs whose p99 timing error stayed under 1 ms."""
+    return max((row["achieved_ev_s"] for row in rows if row_passes(row)), default=0.0)
+
+
+def median_rate(passes_rows: list[list[dict]]) -> tuple[float, int]:
+    """Judged over all passes at once, less at the mercy of one host pause: the highest rung whose MEDIAN
+    p99 over the passes is under 1 ms, with its median achieved events/s; (0, 0) when none."""
+    best = (0.0, 0)
+    for rungs in zip(*passes_rows, strict=True):
+        p99s = sorted(r["err_p99_ms"] if r["err_p99_ms"] is not None and not r["failed"] else float("inf") for r in rungs)
+        if p99s[len(p99s) // 2] < 1.0:
+            rates = sorted(r["achieved_ev_s"] for r in rungs)
+            best = max(best, (rates[len(rates) // 2], rungs[0]["streams"]))
     return best
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps, one pass")
-    parser.add_argument("--passes", type=int, default=3, help="ladder passes; the headline is the best (default 3)")
+    parser.add_argument("--passes", type=int, default=3, help="ladder passes; the headline is the best, the median p99 over passes is printed too (default 3)")
     args = parser.parse_args()
     if (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {0})
@@ -223,16 +245,20 @@ def main() -> None:
         print(f"host pauses on CPU {cpu} (busy loop, 5 s, nothing else running): {count} over 0.2 ms, {total_ms:.1f} ms "
               f"in all, the largest {largest_ms:.2f} ms")  # fmt: skip
     ladder = (100, 300) if args.quick else (25, 50, 100, 150, 200, 225, 250, 260, 275, 300, 350, 400, 450, 500)
-    passes = 1 if args.quick else max(1, args.passes)
-    bests = []
-    for n in range(passes):
-        print(f"STAGGERED pass {n + 1}/{passes} (load average {os.getloadavg()[0]:.2f}); 1-token events every 5 ms")
-        bests.append(ladder_best(ladder, itl_ms=5.0, staggered=True))
+    passes_n = 1 if args.quick else max(1, args.passes)
+    staggered = []
+    for n in range(passes_n):
+        print(f"STAGGERED pass {n + 1}/{passes_n} (load average {os.getloadavg()[0]:.2f}); 1-token events every 5 ms")
+        staggered.append(ladder_rows(ladder, itl_ms=5.0, staggered=True))
     print(f"TOGETHER (load average {os.getloadavg()[0]:.2f}): every stream starts at once, 3 rounds of equal requests")
-    together = ladder_best(ladder, itl_ms=5.0, staggered=False)
+    together = best_rate(ladder_rows(ladder, itl_ms=5.0, staggered=False))
+    bests = [best_rate(rows) for rows in staggered]
     spread = ", ".join(f"{b:.0f}" for b in bests)
-    print(f"highest events/s on one core with p99 timing error < 1 ms: {max(bests):.0f} staggered (best of {passes}: "
+    print(f"highest events/s on one core with p99 timing error < 1 ms: {max(bests):.0f} staggered (best of {passes_n}: "
           f"{spread}); {together:.0f} with every stream starting together; goal >= 50,000")  # fmt: skip
+    if passes_n > 1:
+        rate, streams = median_rate(staggered)
+        print(f"judged on the median p99 over the {passes_n} staggered passes: {rate:.0f} events/s ({streams} streams)")
     print(f"memory: {mem['streams']} streams, RSS {mem['rss_before_mb']:.1f} -> {mem['rss_during_mb']:.1f} MB: "
           f"{mem['per_1000_streams_mb']:.1f} MB per 1,000 streams (goal <= 150 MB)")  # fmt: skip
     compare_tools(args.quick)
