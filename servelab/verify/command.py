@@ -96,10 +96,14 @@ def _strip_prefixes(words: list[str]) -> tuple[dict[str, str], list[str]]:
 
 def _after_launcher(words: list[str]) -> list[str]:
     """``uv run [OPTIONS] vllm serve …``, ``sudo -E …``, ``numactl -N 0 …``: the words from the engine launch
-    on (the first place an engine recognises); the words unchanged when there is no launcher or no engine."""
+    (the first place an engine recognises, or a ``docker run``) on; the words unchanged when there is no
+    launcher or nothing after it launches an engine."""
     if not any(tuple(words[: len(launcher)]) == launcher for launcher in _LAUNCHERS):
         return words
-    return next((words[i:] for i in range(1, len(words)) if engine_of_command(words[i:])), words)
+    for i in range(1, len(words)):
+        if engine_of_command(words[i:]) or (words[i] in _CONTAINER_TOOLS and words[i + 1 : i + 2] == ["run"]):
+            return words[i:]
+    return words
 
 
 def _container_run(words: list[str], source: str) -> tuple[str, dict[str, str], list[str]]:

@@ -150,6 +150,7 @@ def test_to_int_suffixes(text: str, value: int) -> None:
          ("python", "-m", "sglang.launch_server", "--tp", "2"), {"HF_HOME": "/h"}),
         ("sudo -E numactl -N 0 -m 0 /opt/llama-server -c 8", "llamacpp", ("/opt/llama-server", "-c", "8"), {}),
         ("taskset -c 0-7 ollama serve", "ollama", ("ollama", "serve"), {}),
+        ("sudo docker run -e A=1 vllm/vllm-openai:v0.9 --model m", "vllm", ("--model", "m"), {"A": "1"}),
     ],
 )
 def test_read_command_takes_prefixes_and_containers_apart(command, engine, argv, environment) -> None:
