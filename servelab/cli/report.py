@@ -78,7 +78,7 @@ def read_log(path: Path) -> tuple[str, str]:
 
 def load_runs(db: Path | None, run_ids: list[str]) -> list[StoredRun]:
     """The named runs, or the latest one when none is named."""
-    with Store.open(db, must_exist=db is not None) as store:
+    with Store.open(db, must_exist=True) as store:
         if not run_ids:
             latest = store.list_runs()[-1:]
             if not latest:

@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
         if db is None and not default_db_path().exists():
             runs = []  # nothing benchmarked yet: listing must not create a store
         else:
-            with Store.open(db, must_exist=db is not None) as store:
+            with Store.open(db, must_exist=True) as store:
                 runs = store.list_runs()
         if as_json:
             print_json([run_info_json(r) for r in runs])
@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
     ) -> None:
         """Two runs side by side per target and level, with Mann-Whitney U p-values on per-request samples."""
-        with Store.open(db, must_exist=db is not None) as store:
+        with Store.open(db, must_exist=True) as store:
             comparison = compare_runs(store.load_run(run_a), store.load_run(run_b))
         for warning in comparison.warnings:
             stderr_console().print(f"warning: {warning}", markup=False)
@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Export a run as JSON close to vLLM's --save-result (schema: docs/results-schema.md) or CSV."""
         fmt = export_format(fmt, as_json, level)
-        with Store.open(db, must_exist=db is not None) as store:
+        with Store.open(db, must_exist=True) as store:
             stored = store.load_run(run)
         if fmt == "csv":
             write_text(run_csv(stored), output)

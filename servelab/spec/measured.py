@@ -16,7 +16,7 @@ def run_single_stream_tok_s(db_path: Path | None, run_id: str) -> float:
     """The per-stream decode tok/s bench reports for a run's c=1 level (p50 of 1000 / TPOT, repeats pooled)."""
     from servelab.store import Store  # the store is optional until a run is asked for
 
-    with Store.open(db_path) as store:
+    with Store.open(db_path, must_exist=True) as store:
         run = store.load_run(run_id)
     return single_stream_tok_s(run.requests, run_id)
 

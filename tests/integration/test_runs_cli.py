@@ -68,3 +68,19 @@ def test_listing_runs_before_any_benchmark_creates_no_store(capsys) -> None:
     assert main(["runs", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
     assert not default_db_path().exists()
+
+
+def test_reading_commands_on_a_fresh_machine_say_so_and_create_no_store(tmp_path: Path, capsys) -> None:
+    from servelab.paths import default_db_path
+
+    default = default_db_path()
+    assert not default.exists()
+    expected = (f"servelab: error: no runs stored yet (no result store at {default}): record one with "
+                "`servelab bench URL`, or pass --db PATH\n")  # fmt: skip
+    for args in (["compare", "a", "b"], ["export", "a"], ["report", "-o", str(tmp_path / "bill.html")],
+                 ["spec", "--accept-rate", "0.5", "--draft-tokens", "4", "--baseline-run", "a", "--spec-run", "b"]):  # fmt: skip
+        code = main(args)
+        out, err = capsys.readouterr()
+        assert (code, out, err) == (1, "", expected), args
+    assert not default.exists()
+    assert not (tmp_path / "bill.html").exists()
