@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from importlib import resources
 
 from servelab import __version__
-from servelab.report.page import Items, Para, Section
+from servelab.report.page import Items, Para, Section, code_spans
 from servelab.report.plots import Plot
 from servelab.report.tables import TableData, is_numeric
 
@@ -48,13 +48,26 @@ def _plot(parent: ET.Element, plot: Plot) -> None:
     _el(figure, "figcaption", plot.title)
 
 
+def _sentence(node: ET.Element, text: str) -> ET.Element:
+    """``text`` into ``node``, its backtick spans as <code> (ElementTree escapes every piece)."""
+    last: ET.Element | None = None
+    for is_code, piece in code_spans(text):
+        if is_code:
+            last = _el(node, "code", piece)
+        elif last is None:
+            node.text = (node.text or "") + piece
+        else:
+            last.tail = (last.tail or "") + piece
+    return node
+
+
 def _block(parent: ET.Element, block: object) -> None:
     if isinstance(block, Para):
-        _el(parent, "p", block.text, class_=block.kind)
+        _sentence(_el(parent, "p", class_=block.kind), block.text)
     elif isinstance(block, Items):
         ul = _el(parent, "ul", class_="verdicts")
         for item in block.items:
-            _el(ul, "li", item)
+            _sentence(_el(ul, "li"), item)
     elif isinstance(block, TableData):
         _table(parent, block)
     elif isinstance(block, Plot):

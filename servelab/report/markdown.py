@@ -11,7 +11,7 @@ import html
 import xml.etree.ElementTree as ET
 
 from servelab import __version__
-from servelab.report.page import Items, Para, Section
+from servelab.report.page import Items, Para, Section, code_spans
 from servelab.report.plots import Plot
 from servelab.report.tables import TableData, is_numeric
 
@@ -20,8 +20,18 @@ MARKDOWN_SPECIALS = "\\`*_[]|#<>!"
 
 def md_text(text: str) -> str:
     """`text` as literal Markdown: HTML-escaped, Markdown punctuation backslash-escaped, on one line."""
-    escaped = html.escape(" ".join(str(text).split()), quote=False)
-    return "".join("\\" + c if c in MARKDOWN_SPECIALS else c for c in escaped)
+    return _escape(" ".join(str(text).split()))
+
+
+def _escape(text: str) -> str:
+    return "".join("\\" + c if c in MARKDOWN_SPECIALS else c for c in html.escape(text, quote=False))
+
+
+def md_sentence(text: str) -> str:
+    """A sentence: backtick spans as code spans (their content shown literally by any renderer), the rest
+    escaped by ``md_text``."""
+    one_line = " ".join(str(text).split())
+    return "".join(f"`{piece}`" if is_code else _escape(piece) for is_code, piece in code_spans(one_line))
 
 
 def _table(table: TableData) -> list[str]:
@@ -36,9 +46,9 @@ def _table(table: TableData) -> list[str]:
 def _block(block: object, plot_dir: str | None) -> list[str]:
     if isinstance(block, Para):
         prefix = {"note": "> ℹ️ ", "warning": "> ⚠️ **Warning:** "}.get(block.kind, "")
-        return [prefix + md_text(block.text), ""]
+        return [prefix + md_sentence(block.text), ""]
     if isinstance(block, Items):
-        return [*(f"- {md_text(item)}" for item in block.items), ""]
+        return [*(f"- {md_sentence(item)}" for item in block.items), ""]
     if isinstance(block, TableData):
         return _table(block)
     if isinstance(block, Plot) and plot_dir is not None:

@@ -22,6 +22,16 @@ class Para:
     kind: str = "text"  # "text", "note" (an input is missing) or "warning"
 
 
+def code_spans(text: str) -> tuple[tuple[bool, str], ...]:
+    """``text`` cut at its backtick pairs: (is code, piece) in order, the backticks dropped. Sentences name
+    commands in backticks (`servelab plan --save FILE`); HTML and Markdown show those as code. An unpaired
+    backtick stays in the text."""
+    parts = str(text).split("`")
+    if len(parts) % 2 == 0:  # an odd number of backticks: the last one has no partner
+        parts[-2:] = [parts[-2] + "`" + parts[-1]]
+    return tuple((i % 2 == 1, part) for i, part in enumerate(parts) if part)
+
+
 @dataclass(frozen=True)
 class Items:
     items: tuple[str, ...]

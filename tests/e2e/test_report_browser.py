@@ -123,7 +123,8 @@ def test_the_bill_of_a_real_run_renders_every_section_and_plot(real_run, model_f
     # no GPU here: the power section names what would supply each missing input instead of guessing
     assert "Power and the bound" in checks["headings"]
     assert f"Run {run_id} has no GPU power samples" in checks["bodyText"]
-    assert "The doctor file has no burn: run `servelab doctor --burn --json`" in checks["bodyText"]
+    assert "The doctor file has no burn: run servelab doctor --burn --json" in checks["bodyText"]
+    assert "<code>servelab doctor --burn --json</code>" in bill.read_text()  # commands in sentences shown as code
 
 
 def test_a_model_name_carrying_a_script_stays_text_in_the_browser(tmp_path: Path) -> None:

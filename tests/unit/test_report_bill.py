@@ -177,6 +177,23 @@ def test_markdown_escapes_markup() -> None:
     assert md_text("a\nb") == "a b"
 
 
+def test_commands_in_backticks_are_code_and_a_backticked_server_string_stays_text() -> None:
+    from servelab.report.html import render_html
+    from servelab.report.markdown import render_markdown
+    from servelab.report.page import Items, Section, code_spans
+
+    assert code_spans("run `a b` then `c`.") == ((False, "run "), (True, "a b"), (False, " then "), (True, "c"), (False, "."))
+    assert code_spans("one ` alone") == ((False, "one ` alone"),)
+    hostile = "model `<img src=x onerror=alert(1)>` said | *hi*"
+    sections = (Section("s", "S", (Para("No plan: run `servelab plan --save FILE` and pass --plan."), Items((hostile,)))),)
+    md = render_markdown(sections, title="t", generated="now")
+    assert "No plan: run `servelab plan --save FILE` and pass --plan." in md
+    assert r"- model `<img src=x onerror=alert(1)>` said \| \*hi\*" in md  # a code span: shown literally
+    page = render_html(sections, title="t", generated="now")
+    assert "<code>servelab plan --save FILE</code>" in page
+    assert "<code>&lt;img src=x onerror=alert(1)&gt;</code> said | *hi*" in page and "<img" not in page
+
+
 def test_markdown_links_plots_written_as_standalone_svg(tmp_path: Path) -> None:
     text, files = render_report(assemble([_run(tmp_path)], PLAN), "md", plot_dir="bill_plots")
     assert "![Aggregate output throughput vs concurrency](bill_plots/aggregate-throughput.svg)" in text
