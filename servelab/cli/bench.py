@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich import box
 from rich.table import Table
 
 from servelab.bench.config import BenchConfig, load_experiment
@@ -189,16 +190,20 @@ def _render(result: BenchResult, json_out: bool) -> None:
     console = stdout_console()
     for target in result.targets:
         console.print(_ladder_table(target))
+        for lv in target.levels:
+            if not lv["valid"]:
+                console.print(f"{lv['level']} not valid: {lv.get('invalid_reason') or 'no reason recorded'}", markup=False)
     state = "partial (interrupted)" if result.partial else "complete"
     console.print(f"run {result.run_id}: {state}")
 
 
 def _ladder_table(target) -> Table:
     title = f"{target.url} ({target.engine}, {target.model})"
-    table = Table(title=title)
-    for column in ("level", "tok/s/stream p50", "aggregate tok/s", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms",
-                   "ITL p99 ms", "errors", "evictions", "valid"):  # fmt: skip
-        table.add_column(column, justify="right")
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    # short stacked headers and no vertical rules: the ladder fits an 80-column terminal
+    for column in ("level", "stream\ntok/s\np50", "output\ntok/s", "TTFT\np50 ms", "TTFT\np99 ms", "ITL\np50 ms",
+                   "ITL\np99 ms", "errors", "evicted", "valid"):  # fmt: skip
+        table.add_column(column, justify="right", overflow="fold")  # a narrow terminal wraps digits, never hides them
     for lv in target.levels:
         table.add_row(
             lv["level"], _f(lv["per_stream_tok_s"]["p50"]), _f(lv["output_tok_s"]), _f(lv["ttft_ms"]["p50"]),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -11,9 +12,13 @@ from typing import Any
 
 from rich.console import Console
 
+PIPED_WIDTH = 200  # rich's 80 columns off a terminal would cut wide tables (their numbers too) when piped
+
 
 def stdout_console() -> Console:
-    return Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    """Results on stdout; piped into a file or a pager, tables keep their full width (COLUMNS still wins)."""
+    piped = not sys.stdout.isatty() and "COLUMNS" not in os.environ
+    return Console(file=sys.stdout, highlight=False, soft_wrap=True, width=PIPED_WIDTH if piped else None)
 
 
 def stderr_console() -> Console:
