@@ -134,16 +134,18 @@ def _number(value: float | None) -> str:
 
 
 def render_comparison(comparison: Comparison) -> None:
-    table = Table("target", "level", "metric", "A", "B", "change", "95% CI of B−A", "p",
-                  title=f"A = {comparison.run_a}   B = {comparison.run_b}", box=box.SIMPLE_HEAD)  # fmt: skip
+    several = len({row.target_index for row in comparison.rows}) > 1  # the target column only when it tells apart
+    table = Table(title=f"A = {comparison.run_a}   B = {comparison.run_b}", box=box.SIMPLE_HEAD, collapse_padding=True)
+    for header in (["target"] if several else []) + ["level", "metric", "A", "B", "change", "95% CI of B−A", "p"]:
+        table.add_column(header, no_wrap=header in ("level", "metric"), overflow="fold")
     for row in comparison.rows:
         change = "—" if row.change_pct is None else f"{row.change_pct:+.1f}%"
         p = "—" if row.p_value is None else f"{row.p_value:.3g}" + (" *" if row.significant else "")
-        ci = "—" if row.diff_ci is None else f"{_number(row.diff_ci[0])} … {_number(row.diff_ci[1])}"
-        cells = (str(row.target_index), row.level, row.metric, _number(row.a), _number(row.b), change, ci, p)
-        table.add_row(*(Text(cell) for cell in cells))
+        ci = "—" if row.diff_ci is None else f"{row.diff_ci[0]:+.3g}…{row.diff_ci[1]:+.3g}"
+        cells = (row.level, row.metric, _number(row.a), _number(row.b), change, ci, p)
+        table.add_row(*(Text(cell) for cell in ((str(row.target_index),) if several else ()) + cells))
     stdout_console().print(table)
     stdout_console().print(
-        "medians of per-request samples; CI: bootstrap of the median difference; * = p < 0.05 (Mann-Whitney U)",
+        "medians of per-request samples; CI: bootstrap of the median difference;\n* = p < 0.05 (Mann-Whitney U)",
         markup=False,
     )

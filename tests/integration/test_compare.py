@@ -31,6 +31,23 @@ def test_a_slower_run_shows_the_change_and_a_significant_p(tmp_path: Path, capsy
     assert rows[("c=1", "output_tok_s")]["p_value"] is None
 
 
+def test_the_table_fits_80_columns_with_every_figure_whole(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    db = tmp_path / "runs.db"
+    a, b = store_run(db, itl_ms=10.0, ladder=(1, 4)), store_run(db, itl_ms=12.0, ladder=(1, 4))
+    assert main(["compare", a, b, "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80 and "…+" in out  # the CI: "+2.6…+2.6"
+    lines = [line.split() for line in out.splitlines()]
+    tpot = next(cells for cells in lines if cells[:2] == ["c=4", "tpot_ms"])  # one target: no target column
+    assert tpot[2:6] == ["13", "15.6", "+20.0%", "+2.6…+2.6"] and tpot[-1] == "*"
+    assert any(cells[:2] == ["c=1", "output_tok_s"] for cells in lines)  # metric names whole
+    two = tmp_path / "two.db"
+    c, d = (store_run(two, engines=("llamacpp", "sglang")) for _ in range(2))
+    assert main(["compare", c, d, "--db", str(two)]) == 0
+    assert "target" in capsys.readouterr().out  # two targets: the column tells them apart
+
+
 def test_different_workloads_and_partial_runs_warn(tmp_path: Path, capsys) -> None:
     db = tmp_path / "runs.db"
     a = store_run(db)
