@@ -125,7 +125,7 @@ def _output(plans, *, json_out: bool, emit: str | None, host: str, save: Path | 
         render_plan(stdout_console(), best)
     else:
         console = stdout_console()
-        console.width = max(console.width, 160)
+        console.width = max(console.width, 110)
         console.print(comparison_table(plans))
         console.print(f"best: {best.engine} {best.quant} — {best.command_line}", markup=False)
         if not best.fits:
