@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -12,14 +13,18 @@ from servelab.report.data import Bill
 from servelab.report.levels import LevelFigures
 from servelab.report.page import Items, Para, Section
 from servelab.report.plots import Plot
-from servelab.report.tables import TableData
+from servelab.report.tables import TableData, is_numeric
 
 BAR_WIDTH = 40
 STYLES = {"note": "dim", "warning": "bold yellow", "text": ""}
 
 
 def _table(table: TableData) -> Table:
-    node = Table(*table.headers, title=Text(table.title), title_justify="left")
+    node = Table(title=Text(table.title), title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True)
+    for i, header in enumerate(table.headers):
+        numeric = i > 0 and bool(table.rows) and all(is_numeric(row[i]) for row in table.rows)
+        # a narrow terminal wraps a cell; it never cuts a figure short
+        node.add_column(header, overflow="fold", justify="right" if numeric else "left")
     for row in table.rows:
         node.add_row(*(Text(cell) for cell in row))  # server strings are shown as text, never as markup
     return node

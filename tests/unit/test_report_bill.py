@@ -200,3 +200,23 @@ def test_markdown_links_plots_written_as_standalone_svg(tmp_path: Path) -> None:
     assert set(files) >= {"bill_plots/aggregate-throughput.svg", "bill_plots/memory.svg", "bill_plots/roofline.svg"}
     root = ET.fromstring(files["bill_plots/memory.svg"])
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
+
+
+def test_the_terminal_bill_at_80_columns_cuts_no_figure_short(tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from servelab.report.terminal import render_terminal
+
+    bill = assemble([_run(tmp_path)])
+    sections = build_page(bill, with_plots=False)
+    out = io.StringIO()
+    render_terminal(Console(file=out, width=80, color_system=None), bill, sections)
+    text = out.getvalue()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
+    (ladder,) = [s for s in sections if s.key == "ladder"]
+    table = ladder.blocks[0]
+    squeezed = "".join(text.split())  # a cell may wrap onto the next line, but all of it is there
+    for row in table.rows:
+        assert all(cell in text or cell.replace(" ", "") in squeezed for cell in row), row
