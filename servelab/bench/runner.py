@@ -10,10 +10,12 @@ they are stored as ``cancelled`` — keeps every completed one, and the run ends
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import signal
 import socket
 import time
+import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -175,7 +177,7 @@ class _Runner:
         await sink.flush()
         self._snapshot(target, level, rep, "after")
         summary = summarize_level(records, None if config.rate is not None else slots, config.slo)
-        valid, why = validity(client_stats, config.lag_limit_ms, config.cpu_limit)
+        valid, why = validity(client_stats, config.lag_limit_ms, config.cpu_limit, server_here=_loopback(target.url))
         summary.update(level=level, client=client_stats, valid=valid, invalid_reason=why, partial=self.stop_event.is_set())
         if self.store is not None:
             self.store.add_level(self.run_id, target.index, level, rep, summary)
@@ -264,3 +266,14 @@ def _install_sigint(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]
     except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
         return False
     return True
+
+
+def _loopback(url: str) -> bool:
+    """True for a URL whose host is this machine (localhost, 127.0.0.0/8, ::1)."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
