@@ -60,11 +60,12 @@ class Store:
         """Open (creating unless `must_exist`) the store at `path`, default `paths.default_db_path()`.
 
         Commands that only read pass ``must_exist=True``: reading never leaves an empty store behind."""
-        if must_exist and path is None and not paths.default_db_path().is_file():
-            raise StoreError(f"no runs stored yet (no result store at {paths.default_db_path()}): record one with "
-                             "`servelab bench URL`, or pass --db PATH")  # fmt: skip
-        path = Path(path) if path is not None else paths.default_db_path()
+        default = path is None
+        path = paths.default_db_path() if default else Path(path)
         if must_exist and not path.is_file():
+            if default:
+                raise StoreError(f"no runs stored yet (no result store at {path}): record one with `servelab bench URL`, "
+                                 "or pass --db PATH")  # fmt: skip
             raise StoreError(f"no result store at {path}; run `servelab bench --db {path}` first or pass --db")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
