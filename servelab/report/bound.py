@@ -17,15 +17,12 @@ from dataclasses import dataclass
 from servelab.diagnose.bound import BoundAnalysis, analyse_bound
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import find_gpu
-from servelab.report.data import Bill, EngineSummary
+from servelab.report.data import Bill, EngineSummary, as_number
 from servelab.report.power_levels import LevelPower, ServingPower, readings, serving_power
 from servelab.report.tables import TableData, fmt
 
 POWER_KIND = "gpu_power"  # the store's sample kind written by the bench's NVML sampler
 
-
-def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)
@@ -62,7 +59,7 @@ def burn_power(doctor: dict | None) -> tuple[float | None, str | None]:
     burn = doctor.get("burn")
     if not isinstance(burn, dict):
         return None, f"The doctor file has no burn: {how}."
-    power = _number(burn.get("power_w"))
+    power = as_number(burn.get("power_w"))
     if burn.get("status") != "ok" or power is None or power <= 0:
         reason = str(burn.get("reason") or "no power reading")
         return None, f"The doctor's burn did not measure power ({burn.get('status', '?')}: {reason}); {how}."
@@ -79,7 +76,7 @@ def card_bandwidth(bill: Bill) -> tuple[float | None, str | None]:
             pass
     gpus = (bill.doctor or {}).get("gpus")
     for gpu in gpus if isinstance(gpus, list) else []:
-        value = _number(gpu.get("bandwidth_gb_s")) if isinstance(gpu, dict) else None
+        value = as_number(gpu.get("bandwidth_gb_s")) if isinstance(gpu, dict) else None
         if value:
             return value, None
     if bill.plan is None:
@@ -93,7 +90,7 @@ def plan_bytes_per_token(plan: dict | None, bandwidth_gb_s: float | None) -> tup
     if plan is None:
         return None, "No bytes per token: pass --plan FILE (the output of `servelab plan --json`)."
     ceilings = plan.get("decode_ceiling_tok_s") if isinstance(plan.get("decode_ceiling_tok_s"), dict) else {}
-    ceiling = _number(ceilings.get("short"))
+    ceiling = as_number(ceilings.get("short"))
     if not ceiling or ceiling <= 0:
         return None, "The plan gives no short-context decode ceiling, so bytes per token are unknown."
     if ceilings.get("bound", "memory") != "memory":

@@ -71,11 +71,11 @@ class Bill:
 
     @property
     def ceiling_short_tok_s(self) -> float | None:
-        return _number((self.plan or {}).get("decode_ceiling_tok_s", {}).get("short"))
+        return as_number((self.plan or {}).get("decode_ceiling_tok_s", {}).get("short"))
 
     @property
     def ceiling_full_tok_s(self) -> float | None:
-        return _number((self.plan or {}).get("decode_ceiling_tok_s", {}).get("full_context"))
+        return as_number((self.plan or {}).get("decode_ceiling_tok_s", {}).get("full_context"))
 
     @property
     def short_context_tokens(self) -> int:
@@ -97,7 +97,8 @@ class Bill:
         return int(total) if isinstance(total, int | float) else None
 
 
-def _number(value: object) -> float | None:
+def as_number(value: object) -> float | None:
+    """A JSON number as float (booleans are not numbers); None for anything else."""
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 

@@ -11,12 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from servelab.diagnose.power import mean_power_w
-from servelab.report.data import EngineSummary
+from servelab.report.data import EngineSummary, as_number
 from servelab.report.levels import LevelFigures
-
-
-def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)
@@ -47,7 +43,7 @@ class ServingPower:
 
 def serving_rows(rows: Sequence[dict]) -> list[dict]:
     """The samples of GPUs that did work (SM utilisation above 0 at some point); all rows if none says."""
-    busy = {r.get("gpu") for r in rows if (_number(r.get("sm_util_pct")) or 0) > 0}
+    busy = {r.get("gpu") for r in rows if (as_number(r.get("sm_util_pct")) or 0) > 0}
     return [r for r in rows if r.get("gpu") in busy] if busy else list(rows)
 
 
@@ -57,7 +53,7 @@ def is_labelled(rows: Sequence[dict]) -> bool:
 
 
 def readings(rows: Sequence[dict]) -> int:
-    return sum(1 for r in rows if _number(r.get("power_w")) is not None)
+    return sum(1 for r in rows if as_number(r.get("power_w")) is not None)
 
 
 def _of_level(rows: Sequence[dict], level: str) -> list[dict]:
@@ -70,7 +66,7 @@ def level_power(figures: LevelFigures, rows: Sequence[dict]) -> LevelPower | Non
     mean = mean_power_w(mine)
     if mean is None:
         return None
-    gpus = sorted({r.get("gpu") for r in mine if _number(r.get("power_w")) is not None}, key=str)
+    gpus = sorted({r.get("gpu") for r in mine if as_number(r.get("power_w")) is not None}, key=str)
     total = sum(mean_power_w(mine, gpu) or 0.0 for gpu in gpus)
     return LevelPower(figures.level, readings(mine), len(gpus), mean, total, figures.aggregate_tok_s)
 
