@@ -7,6 +7,7 @@ module converts them and says which flag was wrong.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +75,15 @@ def _is_number(word: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def python_module(argv: list[str]) -> str | None:
+    """MODULE of ``python… [-u] -m MODULE …`` (any path or version of python), else None."""
+    program = os.path.basename(argv[0]) if argv else ""
+    if not program.startswith("python") or "-m" not in argv[:3]:
+        return None
+    i = argv.index("-m") + 1
+    return argv[i] if i < len(argv) else None
 
 
 def to_int(flags: dict[str, Any], key: str, spelled: str) -> int | None:

@@ -136,5 +136,5 @@ def from_plan(path: Path) -> Asked:
 
 def _engine_name(value: Any) -> str | None:
     text = str(value or "").lower().replace(".", "").replace("-", "").replace("_", "")
-    return {"llamacpp": "llamacpp", "sglang": "sglang", "vllm": "vllm", "ollama": "ollama"}.get(text)
+    return text if text in CMDLINES else None
 

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from servelab.engines.flags import Flag, scan, to_float, to_int
+from servelab.engines.flags import Flag, python_module, scan, to_float, to_int
 
 FLAGS = (
     Flag(("--model-path", "--model"), "model_path"),
@@ -54,8 +54,7 @@ def recognises(argv: list[str]) -> bool:
     program = os.path.basename(argv[0]) if argv else ""
     if program == "sglang":
         return argv[1:2] == ["serve"]
-    module = argv[argv.index("-m") + 1] if "-m" in argv[:3] and argv.index("-m") + 1 < len(argv) else ""
-    return program.startswith("python") and module == "sglang.launch_server"
+    return python_module(argv) == "sglang.launch_server"
 
 
 def parse(argv: list[str], environment: dict[str, str] | None = None) -> SglangLaunch:

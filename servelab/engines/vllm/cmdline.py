@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from servelab.engines.flags import Flag, scan, to_float, to_int
+from servelab.engines.flags import Flag, python_module, scan, to_float, to_int
 
 FLAGS = (
     Flag(("--model",), "model"),
@@ -49,8 +49,7 @@ def recognises(argv: list[str]) -> bool:
     program = os.path.basename(argv[0]) if argv else ""
     if program == "vllm":
         return argv[1:2] == ["serve"]
-    module = argv[argv.index("-m") + 1] if "-m" in argv[:3] and argv.index("-m") + 1 < len(argv) else ""
-    return program.startswith("python") and module.startswith("vllm.entrypoints.")
+    return (python_module(argv) or "").startswith("vllm.entrypoints.")
 
 
 def parse(argv: list[str], environment: dict[str, str] | None = None) -> VllmLaunch:
