@@ -55,7 +55,9 @@ def main() -> None:
             raise SystemExit(f"client_ab: cannot check out {args.rev!r}: {added.stderr.strip()}")
         try:
             versions = {args.rev: other, "working tree": ROOT}
-            print(f"{'streams':>7} {'version':>14} {'client CPU (each try)':>32} {'mean':>6} {'p99 < 1 ms':>10}")
+            print(
+                f"{'streams':>7} {'version':>14} {'client CPU (each try)':>32} {'mean':>6} {'p99 < 1 ms':>10}"
+            )
             for n in streams:
                 rows: dict[str, list[dict]] = {name: [] for name in versions}
                 for _ in range(args.tries):
@@ -63,7 +65,10 @@ def main() -> None:
                         rows[name].append(rung(root, n))
                 for name, tries in rows.items():
                     cpus = " ".join(f"{t['cpu']:.0%}" for t in tries)
-                    ok = sum(t["err_p99_ms"] is not None and t["err_p99_ms"] < 1.0 and not t["failed"] for t in tries)
+                    ok = sum(
+                        t["err_p99_ms"] is not None and t["err_p99_ms"] < 1.0 and not t["failed"]
+                        for t in tries
+                    )
                     mean = statistics.fmean(t["cpu"] for t in tries)
                     print(f"{n:>7} {name[:14]:>14} {cpus:>32} {mean:>6.1%} {ok:>6}/{len(tries)}", flush=True)
         finally:

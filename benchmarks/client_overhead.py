@@ -50,7 +50,10 @@ ROOT = Path(__file__).resolve().parents[1]  # the sim subprocess imports servela
 @contextlib.contextmanager
 def sim(*args: str, cpu: int | None = 1):
     cmd = [sys.executable, "-c", "import sys; from servelab.cli.app import main; sys.exit(main())", "sim"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
     proc = subprocess.Popen([*cmd, "--port", "0", "--json", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True, env=env)  # fmt: skip
     try:
@@ -68,7 +71,9 @@ def body(tokens: int) -> dict:
             "stream": True, "ignore_eos": True}  # fmt: skip
 
 
-async def streams(url: str, count: int, tokens: int, rounds: int, stagger_s: float = 0.0) -> tuple[list, dict, float]:
+async def streams(
+    url: str, count: int, tokens: int, rounds: int, stagger_s: float = 0.0
+) -> tuple[list, dict, float]:
     """``count`` closed-loop streams, ``rounds`` requests each, stream w starting ``w/count * stagger_s`` late;
     (records, client stats, wall seconds)."""
     monitor = LoopMonitor()
@@ -206,7 +211,9 @@ def ladder_rows(ladder: tuple[int, ...], itl_ms: float, staggered: bool) -> list
     print(HEADER, flush=True)
     rows = []
     for count in ladder:
-        row = rate_row(count, itl_ms=itl_ms, tokens=int(1000 / itl_ms), rounds=4 if staggered else 3, staggered=staggered)
+        row = rate_row(
+            count, itl_ms=itl_ms, tokens=int(1000 / itl_ms), rounds=4 if staggered else 3, staggered=staggered
+        )
         print_row(row)
         rows.append(row)
     return rows
@@ -226,7 +233,10 @@ def median_rate(passes_rows: list[list[dict]]) -> tuple[float, int]:
     p99 over the passes is under 1 ms, with its median achieved events/s; (0, 0) when none."""
     best = (0.0, 0)
     for rungs in zip(*passes_rows, strict=True):
-        p99s = sorted(r["err_p99_ms"] if r["err_p99_ms"] is not None and not r["failed"] else float("inf") for r in rungs)
+        p99s = sorted(
+            r["err_p99_ms"] if r["err_p99_ms"] is not None and not r["failed"] else float("inf")
+            for r in rungs
+        )
         if p99s[len(p99s) // 2] < 1.0:
             rates = sorted(r["achieved_ev_s"] for r in rungs)
             best = max(best, (rates[len(rates) // 2], rungs[0]["streams"]))
@@ -236,7 +246,12 @@ def median_rate(passes_rows: list[list[dict]]) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps, one pass")
-    parser.add_argument("--passes", type=int, default=3, help="ladder passes; the headline is the best, the median p99 over passes is printed too (default 3)")
+    parser.add_argument(
+        "--passes",
+        type=int,
+        default=3,
+        help="ladder passes; the headline is the best, the median p99 over passes is printed too (default 3)",
+    )
     args = parser.parse_args()
     if (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {0})
@@ -244,13 +259,19 @@ def main() -> None:
     for cpu, count, total_ms, largest_ms in host_pauses():
         print(f"host pauses on CPU {cpu} (busy loop, 5 s, nothing else running): {count} over 0.2 ms, {total_ms:.1f} ms "
               f"in all, the largest {largest_ms:.2f} ms")  # fmt: skip
-    ladder = (100, 300) if args.quick else (25, 50, 100, 150, 200, 225, 250, 260, 275, 300, 350, 400, 450, 500)
+    ladder = (
+        (100, 300) if args.quick else (25, 50, 100, 150, 200, 225, 250, 260, 275, 300, 350, 400, 450, 500)
+    )
     passes_n = 1 if args.quick else max(1, args.passes)
     staggered = []
     for n in range(passes_n):
-        print(f"STAGGERED pass {n + 1}/{passes_n} (load average {os.getloadavg()[0]:.2f}); 1-token events every 5 ms")
+        print(
+            f"STAGGERED pass {n + 1}/{passes_n} (load average {os.getloadavg()[0]:.2f}); 1-token events every 5 ms"
+        )
         staggered.append(ladder_rows(ladder, itl_ms=5.0, staggered=True))
-    print(f"TOGETHER (load average {os.getloadavg()[0]:.2f}): every stream starts at once, 3 rounds of equal requests")
+    print(
+        f"TOGETHER (load average {os.getloadavg()[0]:.2f}): every stream starts at once, 3 rounds of equal requests"
+    )
     together = best_rate(ladder_rows(ladder, itl_ms=5.0, staggered=False))
     bests = [best_rate(rows) for rows in staggered]
     spread = ", ".join(f"{b:.0f}" for b in bests)
@@ -258,7 +279,9 @@ def main() -> None:
           f"{spread}); {together:.0f} with every stream starting together; goal >= 50,000")  # fmt: skip
     if passes_n > 1:
         rate, streams = median_rate(staggered)
-        print(f"judged on the median p99 over the {passes_n} staggered passes: {rate:.0f} events/s ({streams} streams)")
+        print(
+            f"judged on the median p99 over the {passes_n} staggered passes: {rate:.0f} events/s ({streams} streams)"
+        )
     print(f"memory: {mem['streams']} streams, RSS {mem['rss_before_mb']:.1f} -> {mem['rss_during_mb']:.1f} MB: "
           f"{mem['per_1000_streams_mb']:.1f} MB per 1,000 streams (goal <= 150 MB)")  # fmt: skip
     compare_tools(args.quick)
@@ -274,8 +297,12 @@ def servelab_row(count: int, tokens: int, seconds: float) -> dict:
         window = steady_window(records)
         _, events, _ = timing_errors(url, records, 5.0, 5.0, window)
         ok = [r for r in records if r.status == "ok" and r.first_token_ns]
-        wall_minus_mono = time.time_ns() - time.monotonic_ns()  # versus_sim takes wall-clock stamps, as the tools'
-        truth = third_party.versus_sim(url, before, [(r.request_id, r.first_token_ns + wall_minus_mono) for r in ok])
+        wall_minus_mono = (
+            time.time_ns() - time.monotonic_ns()
+        )  # versus_sim takes wall-clock stamps, as the tools'
+        truth = third_party.versus_sim(
+            url, before, [(r.request_id, r.first_token_ns + wall_minus_mono) for r in ok]
+        )
     ttft = [(r.first_token_ns - r.sent_ns) / 1e6 for r in ok]
     gaps = [(b - a) / 1e6 for r in ok for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False)]
     return {"tool": "servelab", "streams": count, "achieved_ev_s": events / ((window[1] - window[0]) / 1e9),
@@ -291,13 +318,20 @@ def compare_tools(quick: bool) -> None:
         print("guidellm, aiperf: not installed (PATH or $SERVELAB_TOOLS_VENV/bin): not compared")
         return
     runners = {"guidellm": third_party.run_guidellm, "aiperf": third_party.run_aiperf}
-    print(f"beside {', '.join(tools)}: same sim (TTFT 5 ms, ITL 5 ms), 200-token answers, ~6 s of load, one core each")
+    print(
+        f"beside {', '.join(tools)}: same sim (TTFT 5 ms, ITL 5 ms), 200-token answers, ~6 s of load, one core each"
+    )
     print(" ".join(key.rjust(width) for key, width, _ in third_party.COLUMNS), flush=True)
     for count in (150,) if quick else (50, 150, 250):
         print(third_party.format_row(servelab_row(count, 200, 6.0)), flush=True)
         for name, exe in tools.items():
             with sim("--ttft-ms", "5", "--itl-ms", "5", "--eos-after", "50") as url:
-                print(third_party.format_row(runners[name](exe, url, count, output_tokens=200, seconds=6, cpu=0)), flush=True)
+                print(
+                    third_party.format_row(
+                        runners[name](exe, url, count, output_tokens=200, seconds=6, cpu=0)
+                    ),
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -26,7 +26,9 @@ def hostile_inputs() -> dict[str, list[str]]:
     return {
         "10 MB of 'a'": ["a" * SIZE],
         "10 MB digits after a prefix": ["accept len: " + "1" * SIZE],
-        "10 MB repeated prefixes": ["Using [" * (SIZE // 7) + "] all-reduce backends (in dispatch order) for group"],
+        "10 MB repeated prefixes": [
+            "Using [" * (SIZE // 7) + "] all-reduce backends (in dispatch order) for group"
+        ],
         "10 MB near-miss repetitions": ["slot context shift, n_keep = 1, n_left = " * (SIZE // 41) + "x"],
         "10 MB padded numbers": ["draft acceptance = " + " " * SIZE + "0.5 ("],
         "100k realistic lines": realistic_lines(100_000),
@@ -38,8 +40,16 @@ def uncapped_inputs() -> list[tuple[str, str, str]]:
     shift = "slot context shift, n_keep = {k:int}, n_left = {l:int}, n_discard = {d:int}"
     backends = "Using [{b:list}] all-reduce backends (in dispatch order) for group {g:word} "
     return [
-        ("template, 10 MB near-misses, no cap", shift, "slot context shift, n_keep = 1, n_left = " * (SIZE // 41) + shift),
-        ("template, 10 MB '[' runs, no cap", backends, "Using [" * (SIZE // 7) + "] all-reduce backends (in dispatch order) for group x"),
+        (
+            "template, 10 MB near-misses, no cap",
+            shift,
+            "slot context shift, n_keep = 1, n_left = " * (SIZE // 41) + shift,
+        ),
+        (
+            "template, 10 MB '[' runs, no cap",
+            backends,
+            "Using [" * (SIZE // 7) + "] all-reduce backends (in dispatch order) for group x",
+        ),
     ]
 
 
@@ -52,7 +62,10 @@ def timed(fn) -> float:
 def naive_regex_rows() -> list[tuple[str, float]]:
     """A nested-quantifier regex of the kind the template language forbids, on short near-misses."""
     pattern = re.compile(r"accept len: ([0-9]+ ?)+, accept rate")
-    return [(f"naive regex, {n}-char near-miss", timed(lambda n=n: pattern.search("accept len: " + "1" * n))) for n in (18, 20, 22, 24)]
+    return [
+        (f"naive regex, {n}-char near-miss", timed(lambda n=n: pattern.search("accept len: " + "1" * n)))
+        for n in (18, 20, 22, 24)
+    ]
 
 
 def main() -> None:

@@ -39,9 +39,15 @@ def measured(fn, repeat: int = 5) -> tuple[float, float]:
 
 
 def big_vocab_gguf(path: Path) -> Path:
-    kvs = {"general.architecture": "llama", "llama.block_count": 32, "llama.embedding_length": 4096,
-           "llama.context_length": 8192, "llama.attention.head_count": 32, "llama.attention.head_count_kv": 8,
-           "tokenizer.ggml.tokens": [f"tok{i}" for i in range(150_000)]}
+    kvs = {
+        "general.architecture": "llama",
+        "llama.block_count": 32,
+        "llama.embedding_length": 4096,
+        "llama.context_length": 8192,
+        "llama.attention.head_count": 32,
+        "llama.attention.head_count_kv": 8,
+        "tokenizer.ggml.tokens": [f"tok{i}" for i in range(150_000)],
+    }
     tensors = [(f"blk.{i}.attn_q.weight", (4096, 4096), 12, 4096 * 4096 // 256 * 144) for i in range(32)]
     write_gguf(path, kvs, tensors)
     return path
@@ -50,10 +56,13 @@ def big_vocab_gguf(path: Path) -> Path:
 def sharded_dir(root: Path) -> Path:
     (root / "config.json").write_text(
         '{"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,'
-        ' "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256}')
+        ' "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256}'
+    )
     for shard in range(8):
-        write_safetensors(root / f"model-{shard}.safetensors",
-                          {f"model.layers.{shard}.t{i}.weight": ("BF16", (8, 8)) for i in range(500)})
+        write_safetensors(
+            root / f"model-{shard}.safetensors",
+            {f"model.layers.{shard}.t{i}.weight": ("BF16", (8, 8)) for i in range(500)},
+        )
     return root
 
 
@@ -66,11 +75,13 @@ def main() -> None:
         shards = sharded_dir(root / "st")
         from servelab.model.gguf_header import read_gguf_header
 
-        rows = [("catalog Qwen/Qwen3.5-27B", lambda: load_model("Qwen/Qwen3.5-27B")),
-                ("catalog DeepSeek-V3 + Q4_K_M", lambda: load_model("deepseek-v3", quant="Q4_K_M")),
-                ("GGUF qwen35 hybrid (109 tensors)", lambda: load_model(str(hybrid))),
-                ("GGUF header, 150k-token vocab", lambda: read_gguf_header(vocab)),
-                ("safetensors 8 shards x 500 tensors", lambda: load_model(str(shards)))]
+        rows = [
+            ("catalog Qwen/Qwen3.5-27B", lambda: load_model("Qwen/Qwen3.5-27B")),
+            ("catalog DeepSeek-V3 + Q4_K_M", lambda: load_model("deepseek-v3", quant="Q4_K_M")),
+            ("GGUF qwen35 hybrid (109 tensors)", lambda: load_model(str(hybrid))),
+            ("GGUF header, 150k-token vocab", lambda: read_gguf_header(vocab)),
+            ("safetensors 8 shards x 500 tensors", lambda: load_model(str(shards))),
+        ]
         print(f"{'what':38s} {'median ms':>10s} {'peak MiB':>9s}")
         for name, fn in rows:
             ms, peak = measured(fn)

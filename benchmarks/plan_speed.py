@@ -38,8 +38,10 @@ def main() -> None:
         plan_ms, _ = _median_ms(lambda m=model: make_plan(m, gpu, engine="vllm", context=8192), args.repeat)
         compare_ms, plans = _median_ms(lambda m=model: compare_plans(m, gpu), args.repeat)
         total = load_ms + compare_ms
-        print(f"{model_id:45} {load_ms:9.1f} {plan_ms:9.1f} {compare_ms:11.1f} {len(plans.plans):6}  "
-              f"{'yes' if total < 1000 else 'NO'}")
+        print(
+            f"{model_id:45} {load_ms:9.1f} {plan_ms:9.1f} {compare_ms:11.1f} {len(plans.plans):6}  "
+            f"{'yes' if total < 1000 else 'NO'}"
+        )
 
 
 if __name__ == "__main__":

@@ -27,8 +27,13 @@ MODELS = {
     "hybrid": {},
     "wide-hybrid": {"ssm_state": 64, "ssm_value_heads": 8},
 }
-SETTINGS = [(2048, 1, False, "f16"), (8192, 4, False, "f16"), (8192, 4, True, "f16"), (4096, 2, False, "q8_0"),
-            (1000, 3, False, "f16")]
+SETTINGS = [
+    (2048, 1, False, "f16"),
+    (8192, 4, False, "f16"),
+    (8192, 4, True, "f16"),
+    (4096, 2, False, "q8_0"),
+    (1000, 3, False, "f16"),
+]
 MIB = 2**20
 
 
@@ -43,8 +48,15 @@ def measure(path: Path, setting: tuple, threads: int, log: Path):
     with start_llama_server(path, args + (["--kv-unified"] if unified else []), log_path=log):
         pass
     logged = parse_server_log(log.read_text()).main
-    predicted = llamacpp_memory(load_model(str(path)), n_ctx=ctx, n_parallel=slots, kv_unified=unified,
-                                cache_type_k=cache, cache_type_v=cache, n_gpu_layers=0)
+    predicted = llamacpp_memory(
+        load_model(str(path)),
+        n_ctx=ctx,
+        n_parallel=slots,
+        kv_unified=unified,
+        cache_type_k=cache,
+        cache_type_v=cache,
+        n_gpu_layers=0,
+    )
     return compare_buffers(predicted, logged)
 
 
@@ -58,8 +70,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     threads = parser.parse_args().threads
-    table = Table(title="llama.cpp buffers: planner MiB / logged MiB (error)",
-                  caption="llama-server prints MiB with 2 decimals (+-0.005 MiB), which dominates the error of tiny buffers")
+    table = Table(
+        title="llama.cpp buffers: planner MiB / logged MiB (error)",
+        caption="llama-server prints MiB with 2 decimals (+-0.005 MiB), which dominates the error of tiny buffers",
+    )
     for column in ("model", "setting", "weights", "KV", "state", "compute"):
         table.add_column(column)
     with tempfile.TemporaryDirectory() as tmp:

@@ -23,7 +23,10 @@ from tests.runs_factory import make_record
 
 
 def records(n: int, level: str) -> list:
-    return [make_record(0, level, i, start_ns=i * 1_000_000, ttft_ms=20, itl_ms=5, output_tokens=128) for i in range(n)]
+    return [
+        make_record(0, level, i, start_ns=i * 1_000_000, ttft_ms=20, itl_ms=5, output_tokens=128)
+        for i in range(n)
+    ]
 
 
 def timed(fn) -> float:

@@ -80,8 +80,10 @@ def plan_launch(model: Path, cfg: DemoConfig, say: Say) -> dict[str, Any]:
     except (ImportError, ServelabError) as exc:
         say(f"   planner not available for this model yet ({exc}); skipping")
         return {"available": False}
-    say(f"   context per slot {memory.n_ctx_per_slot}, KV {memory.kv_bytes / 2**20:.2f} MiB, "
-        f"state {memory.recurrent_bytes / 2**20:.2f} MiB, weights {memory.model_bytes / 2**20:.2f} MiB")
+    say(
+        f"   context per slot {memory.n_ctx_per_slot}, KV {memory.kv_bytes / 2**20:.2f} MiB, "
+        f"state {memory.recurrent_bytes / 2**20:.2f} MiB, weights {memory.model_bytes / 2**20:.2f} MiB"
+    )
     for warning in memory.warnings:
         say(f"   warning: {warning}")
     return {"available": True, "context_per_slot": memory.n_ctx_per_slot, "warnings": list(memory.warnings)}
@@ -90,8 +92,9 @@ def plan_launch(model: Path, cfg: DemoConfig, say: Say) -> dict[str, Any]:
 def launch(binary: Path, model: Path, args: list[str], cfg: DemoConfig, name: str) -> EngineServer:
     from servelab.engines.llamacpp.server import start_llama_server
 
-    return start_llama_server(model, ["-t", str(cfg.threads), *args], binary=binary,
-                              log_path=cfg.workdir / f"{name}.log")
+    return start_llama_server(
+        model, ["-t", str(cfg.threads), *args], binary=binary, log_path=cfg.workdir / f"{name}.log"
+    )
 
 
 def verify_launch(server: EngineServer, say: Say) -> dict[str, Any]:
@@ -105,8 +108,11 @@ def verify_launch(server: EngineServer, say: Say) -> dict[str, Any]:
         say(f"   MISMATCH: {mismatch.line}")
     if not result.mismatches:
         say("   no mismatch: the server runs with what was asked")
-    return {"context_per_slot": eff.context_per_slot, "slots": eff.slots,
-            "mismatches": [m.line for m in result.mismatches]}
+    return {
+        "context_per_slot": eff.context_per_slot,
+        "slots": eff.slots,
+        "mismatches": [m.line for m in result.mismatches],
+    }
 
 
 def divided_launch(binary: Path, model: Path, cfg: DemoConfig, say: Say) -> dict[str, Any]:
@@ -133,22 +139,38 @@ def bench_ladder(server: EngineServer, cfg: DemoConfig, say: Say) -> tuple[list[
     run_ids, rows = [], []
     with Store.open(cfg.workdir / "runs.db") as store:
         for kind in cfg.workloads:
-            say(f"6. bench: {kind} prompts at concurrency {', '.join(map(str, cfg.concurrency))} "
-                f"({cfg.requests_per_level} requests per level)")
-            config = BenchConfig(  # token-id prompts: exact lengths whatever the tiny vocabulary makes of words
-                targets=(server.url,), concurrency=cfg.concurrency, name=f"demo-{kind}", chat=False,
-                workload=WorkloadSpec(kind=kind, output_tokens=cfg.output_tokens, chat=False, use_token_ids=True),
-                stop=StopRule(requests=cfg.requests_per_level),
+            say(
+                f"6. bench: {kind} prompts at concurrency {', '.join(map(str, cfg.concurrency))} "
+                f"({cfg.requests_per_level} requests per level)"
+            )
+            config = (
+                BenchConfig(  # token-id prompts: exact lengths whatever the tiny vocabulary makes of words
+                    targets=(server.url,),
+                    concurrency=cfg.concurrency,
+                    name=f"demo-{kind}",
+                    chat=False,
+                    workload=WorkloadSpec(
+                        kind=kind, output_tokens=cfg.output_tokens, chat=False, use_token_ids=True
+                    ),
+                    stop=StopRule(requests=cfg.requests_per_level),
+                )
             )
             result = run(config, store)
             run_ids.append(result.run_id)
             for level in result.targets[0].levels:
-                row = {"workload": kind, "level": level["level"], "completed": level.get("completed"),
-                       "errors": level.get("errors", 0), "output_tok_s": level.get("output_tok_s"),
-                       "ttft_p50_ms": _p50(level.get("ttft_ms"))}
+                row = {
+                    "workload": kind,
+                    "level": level["level"],
+                    "completed": level.get("completed"),
+                    "errors": level.get("errors", 0),
+                    "output_tok_s": level.get("output_tok_s"),
+                    "ttft_p50_ms": _p50(level.get("ttft_ms")),
+                }
                 rows.append(row)
-                say(f"   {row['level']}: {_fmt(row['output_tok_s'])} tok/s in total, "
-                    f"TTFT p50 {_fmt(row['ttft_p50_ms'])} ms, errors {row['errors']}")
+                say(
+                    f"   {row['level']}: {_fmt(row['output_tok_s'])} tok/s in total, "
+                    f"TTFT p50 {_fmt(row['ttft_p50_ms'])} ms, errors {row['errors']}"
+                )
     return [r for r in run_ids if r], rows
 
 
@@ -165,7 +187,9 @@ def right_launch_and_bench(
 ) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:
     """Step 5 and 6: relaunch with a unified KV cache (every slot may use the whole -c), verify, benchmark."""
     args = right_args(cfg)
-    say(f"5. relaunch right: --kv-unified lets any slot use all {cfg.ctx} tokens (or use -np 1); verify again")
+    say(
+        f"5. relaunch right: --kv-unified lets any slot use all {cfg.ctx} tokens (or use -np 1); verify again"
+    )
     with launch(binary, model, args, cfg, "right") as server:
         verified = {"args": args, **verify_launch(server, say)}
         try:
@@ -203,7 +227,9 @@ def run_demo(cfg: DemoConfig, say: Say) -> DemoResult:
     try:
         cfg.workdir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"--workdir {cfg.workdir}: cannot make it a directory ({exc.strerror or exc})") from exc
+        raise ConfigError(
+            f"--workdir {cfg.workdir}: cannot make it a directory ({exc.strerror or exc})"
+        ) from exc
     binary = find_engine(cfg, say)
     model = make_hybrid(cfg, say)
     planned = plan_launch(model, cfg, say)
@@ -212,8 +238,11 @@ def run_demo(cfg: DemoConfig, say: Say) -> DemoResult:
     report = write_report(cfg, run_ids, say)
     say(f"done in {time.monotonic() - start:.0f} s; everything is in {cfg.workdir}")
     steps = (
-        DemoStep("engine", {"llama_server": str(binary)}), DemoStep("model", {"path": str(model)}),
-        DemoStep("plan", planned), DemoStep("divided", divided), DemoStep("right", right),
+        DemoStep("engine", {"llama_server": str(binary)}),
+        DemoStep("model", {"path": str(model)}),
+        DemoStep("plan", planned),
+        DemoStep("divided", divided),
+        DemoStep("right", right),
         DemoStep("bench", {"run_ids": run_ids, "db": str(cfg.workdir / "runs.db"), "levels": levels}),
     )
     return DemoResult(cfg.workdir, steps, report)

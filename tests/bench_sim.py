@@ -15,7 +15,10 @@ def sim_process(*args: str) -> Iterator[str]:
     """Start the sim on a free port (its own process and core), yield its URL, stop it."""
     cmd = [sys.executable, "-c", "import sys; from servelab.cli.app import main; sys.exit(main())"]
     proc = subprocess.Popen(
-        [*cmd, "sim", "--port", "0", "--json", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*cmd, "sim", "--port", "0", "--json", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         line = proc.stdout.readline()

@@ -68,7 +68,11 @@ def llama_server(llama_server_bin: Path, tmp_path: Path) -> Iterator[Callable[..
                     model_path, _with_threads(args), binary=llama_server_bin, port=port, log_path=log_path
                 )
             except EngineStartError as exc:  # another test took the free port between pick and bind
-                if port is not None or attempt + 1 == PORT_RETRIES or not any(w in exc.log_tail for w in BIND_FAILURE):
+                if (
+                    port is not None
+                    or attempt + 1 == PORT_RETRIES
+                    or not any(w in exc.log_tail for w in BIND_FAILURE)
+                ):
                     raise
                 continue
             started.append(server)

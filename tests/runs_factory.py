@@ -60,7 +60,13 @@ def make_record(
 
 
 def level_records(
-    target_index: int, concurrency: int, *, ttft_ms: float, itl_ms: float, output_tokens: int = 16, rounds: int = 3
+    target_index: int,
+    concurrency: int,
+    *,
+    ttft_ms: float,
+    itl_ms: float,
+    output_tokens: int = 16,
+    rounds: int = 3,
 ) -> list[RequestRecord]:
     """A closed-loop level: `rounds` waves of `concurrency` identical requests, back to back."""
     records = []

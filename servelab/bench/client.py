@@ -81,7 +81,12 @@ class StreamClient:
     """``async with StreamClient(url, api_key) as client: record = await client.send(request)``."""
 
     def __init__(
-        self, base_url: str, api_key: str | None = None, *, stall_timeout_s: float = 120.0, keep_alive: bool = True
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        stall_timeout_s: float = 120.0,
+        keep_alive: bool = True,
     ) -> None:
         self._keep_alive = keep_alive
         self.base_url = base_url.rstrip("/")
@@ -107,8 +112,12 @@ class StreamClient:
         trace.on_request_headers_sent.append(_stamp_headers_sent)
         trace.on_connection_reuseconn.append(_mark_reused)
         self._session = aiohttp.ClientSession(
-            connector=connector, timeout=timeout, read_bufsize=READ_BUFSIZE, headers=self._headers,
-            trace_configs=[trace], cookie_jar=aiohttp.DummyCookieJar(),
+            connector=connector,
+            timeout=timeout,
+            read_bufsize=READ_BUFSIZE,
+            headers=self._headers,
+            trace_configs=[trace],
+            cookie_jar=aiohttp.DummyCookieJar(),
         )
         self._collector.__enter__()
         return self
@@ -142,12 +151,16 @@ class StreamClient:
             await self._gate.turn()
             stamp["sent_ns"] = time.perf_counter_ns()  # after the gate; the headers-sent hook refines it
             headers = {"X-Request-Id": request.request_id}
-            post = self._session.post(url, data=request.encoded_body(), headers=headers, trace_request_ctx=stamp)
+            post = self._session.post(
+                url, data=request.encoded_body(), headers=headers, trace_request_ctx=stamp
+            )
             async with post as response:
                 stamp["answered"] = True
                 if response.status >= 400:
                     return await self._http_error(request, response, stamp["sent_ns"])
-                kind, message = await _read_stream(response, stream, self._deferred, self._arrivals, self._stalls)
+                kind, message = await _read_stream(
+                    response, stream, self._deferred, self._arrivals, self._stalls
+                )
         except asyncio.CancelledError:
             kind, message = "cancelled", "interrupted before it finished"
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
@@ -222,7 +235,9 @@ class _Stream:
         if self.outcome is not None:
             return
         one = chunk.startswith(b"data: {") and chunk.find(b"\n") == len(chunk) - 2 and chunk.endswith(b"\n\n")
-        if one and not self.parser.pending and b"\r" not in chunk:  # one JSON event on one line: the usual read
+        if (
+            one and not self.parser.pending and b"\r" not in chunk
+        ):  # one JSON event on one line: the usual read
             self._json_event(chunk, t_ns)
             return
         if self.parser.pending or not chunk.endswith(b"\n\n") or b"\r" in chunk:
@@ -299,7 +314,11 @@ class _Stream:
             return self.outcome
         if self.parser.pending:
             return "malformed", "stream ended inside an event"
-        return (None, None) if self.tally.finished else ("dropped", "stream ended before [DONE] or a finish_reason")
+        return (
+            (None, None)
+            if self.tally.finished
+            else ("dropped", "stream ended before [DONE] or a finish_reason")
+        )
 
 
 class _DeferredParse:
@@ -324,7 +343,9 @@ class _DeferredParse:
             stream.feed(chunk, t_ns)
 
 
-async def _read_stream(response: aiohttp.ClientResponse, stream: _Stream, deferred: _DeferredParse, arrivals, stalls):
+async def _read_stream(
+    response: aiohttp.ClientResponse, stream: _Stream, deferred: _DeferredParse, arrivals, stalls
+):
     """Consume the SSE body; (error kind, message), or (None, None) when it ended properly.
 
     The body's reads go from aiohttp's protocol callback straight to the deferred parser (_BodySink): no

@@ -76,7 +76,9 @@ def load_experiment(path: Path) -> dict[str, Any]:
         raise ConfigError(f"experiment {path} must be a mapping of settings")
     unknown = sorted(set(data) - YAML_KEYS)
     if unknown:
-        raise ConfigError(f"unknown key(s) {', '.join(unknown)} in {path}; valid: {', '.join(sorted(YAML_KEYS))}")
+        raise ConfigError(
+            f"unknown key(s) {', '.join(unknown)} in {path}; valid: {', '.join(sorted(YAML_KEYS))}"
+        )
     targets = data.get("targets") or []
     if isinstance(targets, str):
         targets = [targets]

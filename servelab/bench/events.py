@@ -52,7 +52,9 @@ class StreamTally:
         if finish:
             self.finish_reason = finish
         delta = choice.get("delta")
-        if not (type(delta) is dict and delta.get("content")) and not _bears_token(choice):  # the common chat chunk first
+        if not (type(delta) is dict and delta.get("content")) and not _bears_token(
+            choice
+        ):  # the common chat chunk first
             return
         if self.first_token_ns is None:
             self.first_token_ns = t_ns
@@ -109,7 +111,12 @@ def _bears_token(choice: dict) -> bool:
         return True
     if not isinstance(delta, dict):
         return False
-    return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls"))
+    return bool(
+        delta.get("content")
+        or delta.get("reasoning_content")
+        or delta.get("reasoning")
+        or delta.get("tool_calls")
+    )
 
 
 def _error_text(error: Any) -> str:
@@ -129,7 +136,9 @@ def count_tokens(record: RequestRecord, tally: StreamTally, ignore_eos: bool) ->
         record.token_mismatch = record.status == "ok" and completion != streamed
     else:
         record.output_tokens, record.tokens_source = streamed, "client"
-    record.prompt_tokens = prompt if isinstance(prompt, int) else _prompt_tokens(timings.get("prompt_n"), timings.get("cache_n"))
+    record.prompt_tokens = (
+        prompt if isinstance(prompt, int) else _prompt_tokens(timings.get("prompt_n"), timings.get("cache_n"))
+    )
     details = usage.get("prompt_tokens_details") or {}
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     record.cached_prompt_tokens = cached if isinstance(cached, int) else timings.get("cache_n")

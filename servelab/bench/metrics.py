@@ -18,7 +18,9 @@ from servelab.errors import ConfigError
 
 PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 SLO_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
-REPREFILL_GAP_FACTOR = 10.0  # a mid-stream gap this many times the request's median gap looks like a re-prefill
+REPREFILL_GAP_FACTOR = (
+    10.0  # a mid-stream gap this many times the request's median gap looks like a re-prefill
+)
 REPREFILL_MIN_GAPS = 4
 REPREFILL_MIN_MS = 20.0  # and at least half the request's own TTFT (processing its prompt again) and 20 ms
 
@@ -127,7 +129,9 @@ def eviction_signal(r: RequestRecord) -> str | None:
         return "prompt_n"
     gaps = chunk_gaps_ms(r)
     if len(gaps) >= REPREFILL_MIN_GAPS:
-        floor = max(REPREFILL_GAP_FACTOR * statistics.median(gaps), 0.5 * (ttft_ms(r) or 0.0), REPREFILL_MIN_MS)
+        floor = max(
+            REPREFILL_GAP_FACTOR * statistics.median(gaps), 0.5 * (ttft_ms(r) or 0.0), REPREFILL_MIN_MS
+        )
         if max(gaps) >= floor:
             return "reprefill_gap"
     return None

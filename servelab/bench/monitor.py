@@ -63,17 +63,25 @@ class LoopMonitor:
 TIMER_RESOLUTION_MS = 1.0
 
 
-def validity(client: dict, lag_limit_ms: float, cpu_limit: float, server_here: bool = False) -> tuple[bool, str | None]:
+def validity(
+    client: dict, lag_limit_ms: float, cpu_limit: float, server_here: bool = False
+) -> tuple[bool, str | None]:
     """(valid, why not): invalid when the client's loop lag, its wake-ups or its CPU say it was the bottleneck.
     ``server_here``: the target is on this machine (a loopback URL), the usual reason the client lacked a CPU."""
     late = client.get("wake_late_p99_ms")
     if late is not None and late > lag_limit_ms + TIMER_RESOLUTION_MS:
         hint = ("; the server runs on this machine: pin the two to different CPUs (taskset -c) or bench from "
                 "another machine") if server_here else ""  # fmt: skip
-        return False, f"client wake-ups p99 {late:.2f} ms late: the host did not give the client a CPU in time{hint}"
+        return (
+            False,
+            f"client wake-ups p99 {late:.2f} ms late: the host did not give the client a CPU in time{hint}",
+        )
     lag = client.get("lag_p99_ms")
     if lag is not None and lag > lag_limit_ms:
-        return False, f"client event-loop lag p99 {lag:.2f} ms > {lag_limit_ms:g} ms: the client was the bottleneck"
+        return (
+            False,
+            f"client event-loop lag p99 {lag:.2f} ms > {lag_limit_ms:g} ms: the client was the bottleneck",
+        )
     cpu = client.get("cpu_fraction") or 0.0
     if cpu > cpu_limit:
         return False, f"client CPU {cpu:.0%} of a core > {cpu_limit:.0%}: the client was the bottleneck"

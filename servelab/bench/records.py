@@ -51,7 +51,11 @@ class RequestRecord:
     # added by the bench client (stored in the `extra` column):
     chunk_tokens_source: str | None = None  # "usage" (continuous usage deltas) or "one_per_chunk"
     token_mismatch: bool = False  # server usage and the streamed chunk tokens disagree
-    expected_prompt_tokens: int | None = None  # what the workload built (verified against /tokenize when it could)
-    expected_cached_tokens: int | None = None  # prefix the server should have cached (shared-prefix, multi-turn)
+    expected_prompt_tokens: int | None = (
+        None  # what the workload built (verified against /tokenize when it could)
+    )
+    expected_cached_tokens: int | None = (
+        None  # prefix the server should have cached (shared-prefix, multi-turn)
+    )
     eviction_signal: str | None = None  # why `evicted` is set: "cache_n", "prompt_n" or "reprefill_gap"
     request_id: str | None = None  # sent as X-Request-Id: joins this record with the server's own logs

@@ -38,7 +38,11 @@ Progress = Callable[[dict[str, Any]], None]
 
 
 def run(
-    config: BenchConfig, store: Any | None = None, *, samplers: Sequence[Any] = (), progress: Progress | None = None
+    config: BenchConfig,
+    store: Any | None = None,
+    *,
+    samplers: Sequence[Any] = (),
+    progress: Progress | None = None,
 ) -> BenchResult:
     """Validate every target (no load sent on failure), then run the ladder on each; returns the result."""
     targets = [connect_target(i, url, config) for i, url in enumerate(config.targets)]
@@ -90,8 +94,13 @@ def _run_meta(config: BenchConfig) -> dict[str, Any]:
         "name": config.name,
         "servelab_version": __version__,
         "client_host": socket.gethostname(),
-        "workload": {"kind": spec.kind, "input_tokens": spec.input_tokens, "output_tokens": spec.output_tokens,
-                     "seed": spec.seed, "chat": config.chat},
+        "workload": {
+            "kind": spec.kind,
+            "input_tokens": spec.input_tokens,
+            "output_tokens": spec.output_tokens,
+            "seed": spec.seed,
+            "chat": config.chat,
+        },
         "settings": config.settings(),
         "targets": [public_url(u) for u in config.targets],  # never user:password@
         "wall_anchor_ns": time.time_ns(),
@@ -133,12 +142,16 @@ class _Runner:
         base = 0
         keep_alive = getattr(target.extras, "KEEP_ALIVE", True)
         stall_s = self.config.stall_timeout_s
-        async with StreamClient(target.url, self.config.api_key, stall_timeout_s=stall_s, keep_alive=keep_alive) as client:
+        async with StreamClient(
+            target.url, self.config.api_key, stall_timeout_s=stall_s, keep_alive=keep_alive
+        ) as client:
             for level, slots in zip(self.config.levels, _slots(self.config), strict=True):
                 repeats: list[tuple[list[RequestRecord], dict]] = []
                 for rep in range(self.config.repeat):
                     count = _level_prompts(self.config, slots)
-                    records, summary = await self._level(client, target, level, slots, rep, prompts[base : base + count], sink)
+                    records, summary = await self._level(
+                        client, target, level, slots, rep, prompts[base : base + count], sink
+                    )
                     base += count
                     repeats.append((records, summary))
                     if self.stop_event.is_set():
@@ -149,7 +162,9 @@ class _Runner:
         await sink.close()
         return out
 
-    async def _level(self, client, target: Target, level: str, slots: int, rep: int, prompts: list[Prompt], sink):
+    async def _level(
+        self, client, target: Target, level: str, slots: int, rep: int, prompts: list[Prompt], sink
+    ):
         config = self.config
         state = LevelState(warmup=_warmup(config, slots), stop=config.stop)
         self.state = state
@@ -170,15 +185,25 @@ class _Runner:
         if config.rate is None:
             await run_closed(client, slots, state, make, on_record, self.stop_event)
         else:
-            offsets = arrival_offsets_ns(config.rate, state_count(config), burstiness=config.burstiness, seed=config.seed)
+            offsets = arrival_offsets_ns(
+                config.rate, state_count(config), burstiness=config.burstiness, seed=config.seed
+            )
             await run_open(client, offsets, state, make, on_record, self.stop_event)
         client_stats = await monitor.stop()
         self._stop_samplers({"target_index": target.index, "level": level, "repeat": rep})
         await sink.flush()
         self._snapshot(target, level, rep, "after")
         summary = summarize_level(records, None if config.rate is not None else slots, config.slo)
-        valid, why = validity(client_stats, config.lag_limit_ms, config.cpu_limit, server_here=_loopback(target.url))
-        summary.update(level=level, client=client_stats, valid=valid, invalid_reason=why, partial=self.stop_event.is_set())
+        valid, why = validity(
+            client_stats, config.lag_limit_ms, config.cpu_limit, server_here=_loopback(target.url)
+        )
+        summary.update(
+            level=level,
+            client=client_stats,
+            valid=valid,
+            invalid_reason=why,
+            partial=self.stop_event.is_set(),
+        )
         if self.store is not None:
             self.store.add_level(self.run_id, target.index, level, rep, summary)
         return records, summary
@@ -198,7 +223,9 @@ class _Runner:
             text = _safe_get_text(target, path)
             if text is not None:
                 label = moment if path == "/metrics" else f"{moment} {path}"
-                self.store.add_metrics_snapshot(self.run_id, target.index, level, rep, label, text, time.time_ns())
+                self.store.add_metrics_snapshot(
+                    self.run_id, target.index, level, rep, label, text, time.time_ns()
+                )
 
 
 def state_count(config: BenchConfig) -> int:
@@ -244,9 +271,13 @@ def _combine(level: str, slots: int, config: BenchConfig, repeats) -> dict:
         for key in ("ttft_ms", "per_stream_tok_s"):
             values = [s[key]["p50"] for s in summaries if s[key]["p50"] is not None]
             ci[f"{key}_p50"] = confidence_interval(values)
-        summary["ci95"] = {k: (None if v is None else {"mean": v[0], "half_width": v[1]}) for k, v in ci.items()}
+        summary["ci95"] = {
+            k: (None if v is None else {"mean": v[0], "half_width": v[1]}) for k, v in ci.items()
+        }
         summary["valid"] = all(s["valid"] for s in summaries)
-        summary["invalid_reason"] = next((s["invalid_reason"] for s in summaries if s["invalid_reason"]), None)
+        summary["invalid_reason"] = next(
+            (s["invalid_reason"] for s in summaries if s["invalid_reason"]), None
+        )
         summary["client"] = summaries[-1]["client"]
         summary["partial"] = any(s["partial"] for s in summaries)
     summary.update(level=level, repeats=len(repeats), rate=config.rate)

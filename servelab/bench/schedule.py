@@ -62,7 +62,9 @@ class StopRule:
     def __post_init__(self) -> None:
         if self.requests is None and self.duration_s is None:
             raise ConfigError("give --requests N or --duration S")
-        if (self.requests is not None and self.requests < 1) or (self.duration_s is not None and self.duration_s <= 0):
+        if (self.requests is not None and self.requests < 1) or (
+            self.duration_s is not None and self.duration_s <= 0
+        ):
             raise ConfigError("--requests and --duration must be positive")
 
     def may_start(self, started: int, elapsed_ns: int, errors: int) -> bool:

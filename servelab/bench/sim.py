@@ -66,7 +66,9 @@ class SimServer:
             await self._runner.cleanup()
             self._runner = None
             where = f"{self.config.host}:{self.config.port}"
-            raise ConfigError(f"cannot listen on {where}: {exc.strerror or exc}; choose another --port/--host") from exc
+            raise ConfigError(
+                f"cannot listen on {where}: {exc.strerror or exc}; choose another --port/--host"
+            ) from exc
         port = self._runner.addresses[0][1]
         self.url = f"http://{self.config.host}:{port}"
         return self.url
@@ -164,14 +166,22 @@ class SimServer:
         options = body.get("stream_options") or {}
         usage = cfg.usage
         if usage == "honour":
-            usage = "off" if not options.get("include_usage") else "final"  # as vLLM: continuous needs include
+            usage = (
+                "off" if not options.get("include_usage") else "final"
+            )  # as vLLM: continuous needs include
             usage = "continuous" if usage == "final" and options.get("continuous_usage_stats") else usage
         finish = "length" if out == max_tokens else "stop"
         return _Plan(chat, cfg.model, prompt_tokens, out, cfg.tokens_per_chunk, usage, finish), None
 
-    async def _stream(self, request: web.Request, plan: _Plan, start: tuple[int, int], log: dict, fault: str | None):
+    async def _stream(
+        self, request: web.Request, plan: _Plan, start: tuple[int, int], log: dict, fault: str | None
+    ):
         t0_ns, n = start
-        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Sim-T0-Ns": str(t0_ns)}
+        headers = {
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-cache",
+            "X-Sim-T0-Ns": str(t0_ns),
+        }
         response = web.StreamResponse(headers=headers)
         if request.version >= HttpVersion11:
             response.enable_chunked_encoding()  # the _StreamJob frames its writes itself
@@ -180,7 +190,9 @@ class SimServer:
             await response.write(plan.event(n, plan.role_delta(), None, 0))
         fault_at = plan.chunks // 2 if fault in ("drop", "stall", "malformed") else None
         keepalive_ns = int((self.config.keepalive_ms or 0) * 1e6)
-        job = _StreamJob(request.transport, response.chunked, plan, (t0_ns, n), self.config, log, fault_at, keepalive_ns)
+        job = _StreamJob(
+            request.transport, response.chunked, plan, (t0_ns, n), self.config, log, fault_at, keepalive_ns
+        )
         if job.transport is None:
             return response
         if not await self._ticker.run(job):
@@ -428,6 +440,8 @@ async def _json_body(request: web.Request) -> dict | None:
 
 
 def _error(status: int, message: str, headers: dict | None = None) -> web.Response:
-    kind = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError"}.get(status, "InternalServerError")
+    kind = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError"}.get(
+        status, "InternalServerError"
+    )
     body = {"error": {"message": message, "type": kind, "code": status}}
     return web.json_response(body, status=status, headers=headers)

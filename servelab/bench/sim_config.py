@@ -64,7 +64,9 @@ def parse_fault(text: str) -> Fault:
     """``KIND`` or ``KIND:RATE`` (rate in (0, 1]) → Fault, ConfigError naming the choices otherwise."""
     kind, _, rate_text = text.partition(":")
     if kind not in FAULT_KINDS:
-        raise ConfigError(f"unknown fault {kind!r}; choose one of {', '.join(FAULT_KINDS)} (optionally KIND:RATE)")
+        raise ConfigError(
+            f"unknown fault {kind!r}; choose one of {', '.join(FAULT_KINDS)} (optionally KIND:RATE)"
+        )
     try:
         rate = float(rate_text) if rate_text else 1.0
     except ValueError:

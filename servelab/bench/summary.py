@@ -53,9 +53,18 @@ def _throughput(ok: Sequence[RequestRecord], window) -> dict:
     if window is None:
         return {"window": None, "output_tok_s": 0.0, "total_tok_s": 0.0, "request_s": 0.0}
     out = m.tokens_in_window(ok, window.t0_ns, window.t1_ns)
-    prompt = sum(r.prompt_tokens or 0 for r in ok if r.first_token_ns and window.t0_ns <= r.first_token_ns <= window.t1_ns)
+    prompt = sum(
+        r.prompt_tokens or 0
+        for r in ok
+        if r.first_token_ns and window.t0_ns <= r.first_token_ns <= window.t1_ns
+    )
     return {
-        "window": {"t0_ns": window.t0_ns, "t1_ns": window.t1_ns, "seconds": window.seconds, "steady": window.steady},
+        "window": {
+            "t0_ns": window.t0_ns,
+            "t1_ns": window.t1_ns,
+            "seconds": window.seconds,
+            "steady": window.steady,
+        },
         "output_tok_s": out / window.seconds,
         "total_tok_s": (out + prompt) / window.seconds,
         "request_s": _in_window(ok, window) / window.seconds,
@@ -71,7 +80,10 @@ def _open_loop(measured: Sequence[RequestRecord]) -> dict:
     if not late or all(r.intended_ns == r.sent_ns for r in measured):
         return {}
     ok = [r for r in measured if r.status == "ok"]
-    return {"lateness_ms": m.distribution(late), "ttft_sched_ms": m.distribution(_values(ok, m.ttft_sched_ms))}
+    return {
+        "lateness_ms": m.distribution(late),
+        "ttft_sched_ms": m.distribution(_values(ok, m.ttft_sched_ms)),
+    }
 
 
 def _token_counts(measured: Sequence[RequestRecord]) -> dict:
@@ -87,7 +99,9 @@ def _token_counts(measured: Sequence[RequestRecord]) -> dict:
 
 
 def _peak_inflight(records: Sequence[RequestRecord]) -> int:
-    events = sorted([(r.sent_ns, 1) for r in records] + [(r.end_ns, -1) for r in records], key=lambda x: (x[0], x[1]))
+    events = sorted(
+        [(r.sent_ns, 1) for r in records] + [(r.end_ns, -1) for r in records], key=lambda x: (x[0], x[1])
+    )
     peak = inflight = 0
     for _, step in events:
         inflight += step

@@ -71,7 +71,16 @@ def connect_target(index: int, url: str, config: BenchConfig) -> Target:
         raise ConfigError(f"{public_url(url)} does not serve model {model!r}; it serves: {served}")
     effective = endpoints_for(detected.name).read_effective(probe)
     context = effective.get("context_per_slot")
-    return Target(index, probe.base_url, detected.name, model, context, detected.version, extras_for(detected.name), probe)
+    return Target(
+        index,
+        probe.base_url,
+        detected.name,
+        model,
+        context,
+        detected.version,
+        extras_for(detected.name),
+        probe,
+    )
 
 
 def target_prompts(target: Target, config: BenchConfig, count: int) -> list[Prompt]:

@@ -15,7 +15,7 @@ def load_file_prompts(path: Path, count: int, default_output: int, chat: bool) -
 
     entries = _read_entries(path)
     if not entries:
-        raise ConfigError(f"workload file {path} has no usable prompts (JSONL with \"prompt\" or \"messages\")")
+        raise ConfigError(f'workload file {path} has no usable prompts (JSONL with "prompt" or "messages")')
     prompts = []
     for i in range(count):
         messages, output = entries[i % len(entries)]
@@ -59,7 +59,9 @@ def _entry(row: dict) -> tuple[list[dict], int | None] | None:
         return [{"role": "user", "content": row["prompt"]}], output
     turns = row.get("conversations")
     if isinstance(turns, list):
-        human = next((t.get("value") for t in turns if isinstance(t, dict) and t.get("from") == "human"), None)
+        human = next(
+            (t.get("value") for t in turns if isinstance(t, dict) and t.get("from") == "human"), None
+        )
         if isinstance(human, str):
             return [{"role": "user", "content": human}], output
     return None

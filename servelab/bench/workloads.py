@@ -24,7 +24,70 @@ DEFAULT_LENGTHS = {"short": (128, 128), "long": (4096, 128)}
 CONTEXT_MARGIN_TOKENS = 16
 TURNS = 4
 PREFIX_GROUP = 4
-_WORDS = ["time", "person", "year", "way", "day", "thing", "man", "world", "life", "hand", "part", "child", "eye", "woman", "place", "work", "week", "case", "point", "number", "group", "problem", "fact", "river", "stone", "light", "music", "garden", "window", "letter", "market", "story", "table", "paper", "water", "city", "mountain", "voice", "morning", "answer", "question", "system", "program", "country", "family", "school", "history", "money", "night", "power", "court", "village", "road", "field", "ocean", "island", "forest", "winter", "summer", "bridge", "train", "engine"]
+_WORDS = [
+    "time",
+    "person",
+    "year",
+    "way",
+    "day",
+    "thing",
+    "man",
+    "world",
+    "life",
+    "hand",
+    "part",
+    "child",
+    "eye",
+    "woman",
+    "place",
+    "work",
+    "week",
+    "case",
+    "point",
+    "number",
+    "group",
+    "problem",
+    "fact",
+    "river",
+    "stone",
+    "light",
+    "music",
+    "garden",
+    "window",
+    "letter",
+    "market",
+    "story",
+    "table",
+    "paper",
+    "water",
+    "city",
+    "mountain",
+    "voice",
+    "morning",
+    "answer",
+    "question",
+    "system",
+    "program",
+    "country",
+    "family",
+    "school",
+    "history",
+    "money",
+    "night",
+    "power",
+    "court",
+    "village",
+    "road",
+    "field",
+    "ocean",
+    "island",
+    "forest",
+    "winter",
+    "summer",
+    "bridge",
+    "train",
+    "engine",
+]
 
 
 class Tokenizer(Protocol):
@@ -64,7 +127,9 @@ class WorkloadSpec:
             if value is not None and value < 1:
                 raise ConfigError(f"{name} must be at least 1, got {value}")
         if self.kind not in PRESETS and not Path(self.kind).is_file():
-            raise ConfigError(f"unknown workload {self.kind!r}; choose one of {', '.join(PRESETS)} or a JSONL file")
+            raise ConfigError(
+                f"unknown workload {self.kind!r}; choose one of {', '.join(PRESETS)} or a JSONL file"
+            )
 
     def lengths(self, kind: str) -> tuple[int, int]:
         default_in, default_out = DEFAULT_LENGTHS[kind]
@@ -73,7 +138,9 @@ class WorkloadSpec:
         return default_in, self.output_tokens or default_out
 
 
-def build_prompts(spec: WorkloadSpec, count: int, tokenizer: Tokenizer | None, context: int | None) -> list[Prompt]:
+def build_prompts(
+    spec: WorkloadSpec, count: int, tokenizer: Tokenizer | None, context: int | None
+) -> list[Prompt]:
     """Prompts 0..count-1 of the workload, exact where a tokenizer is available."""
     check_fits(spec, context)
     if spec.kind not in PRESETS:
@@ -152,7 +219,9 @@ class _Builder:
             history += _words(self.spec.seed + 37, t, answer_words)
         cached = self._prefix_tokens(history)
         total = self._cap(len(history) + n_in, n_out)
-        return self._exact(i, n_out, history, _words(self.spec.seed + 31, conv * TURNS + turn, n_in * 2), total, cached)
+        return self._exact(
+            i, n_out, history, _words(self.spec.seed + 31, conv * TURNS + turn, n_in * 2), total, cached
+        )
 
     def _exact(self, i: int, n_out: int, fixed: list[str], pool: list[str], n_in: int, cached: int) -> Prompt:
         if not self.spec.chat and self.spec.use_token_ids and self.tokenizer is not None:

@@ -50,7 +50,9 @@ def build_app() -> typer.Typer:
 
     @app.callback()
     def _root(
-        version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+        version: bool = typer.Option(
+            False, "--version", callback=_version, is_eager=True, help="Show the version."
+        ),
     ) -> None:
         """servelab: will it fit, how fast can it go, what did the server really get, and why is it slow."""
 

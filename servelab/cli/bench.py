@@ -29,28 +29,48 @@ def register(app: typer.Typer) -> None:
 
     @app.command("bench")
     def bench(
-        urls: list[str] = typer.Argument(None, help="Base URLs of OpenAI-compatible servers, e.g. http://127.0.0.1:8080."),
-        concurrency: str = typer.Option("1,2,4,8,16", "--concurrency", help="Closed-loop concurrency levels."),
-        workload: str = typer.Option("short", "--workload", help="short|long|mixed|shared-prefix|multi-turn|FILE."),
+        urls: list[str] = typer.Argument(
+            None, help="Base URLs of OpenAI-compatible servers, e.g. http://127.0.0.1:8080."
+        ),
+        concurrency: str = typer.Option(
+            "1,2,4,8,16", "--concurrency", help="Closed-loop concurrency levels."
+        ),
+        workload: str = typer.Option(
+            "short", "--workload", help="short|long|mixed|shared-prefix|multi-turn|FILE."
+        ),
         input_tokens: int = typer.Option(None, "--input-tokens", help="Prompt length in tokens."),
-        output_tokens: int = typer.Option(None, "--output-tokens", help="Output length in tokens (ignore_eos)."),
+        output_tokens: int = typer.Option(
+            None, "--output-tokens", help="Output length in tokens (ignore_eos)."
+        ),
         requests: int = typer.Option(None, "--requests", help="Measured requests per level (default 32)."),
         duration: float = typer.Option(None, "--duration", help="Seconds per level instead of --requests."),
-        rate: float = typer.Option(None, "--rate", help="Open loop: requests/s on a seeded absolute schedule."),
+        rate: float = typer.Option(
+            None, "--rate", help="Open loop: requests/s on a seeded absolute schedule."
+        ),
         burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape of arrivals (1 = Poisson)."),
-        repeat: int = typer.Option(1, "--repeat", help="Repeat each level N times (95% confidence intervals)."),
-        warmup: int = typer.Option(None, "--warmup", help="Warm-up requests per level (default: one per slot)."),
+        repeat: int = typer.Option(
+            1, "--repeat", help="Repeat each level N times (95% confidence intervals)."
+        ),
+        warmup: int = typer.Option(
+            None, "--warmup", help="Warm-up requests per level (default: one per slot)."
+        ),
         max_errors: int = typer.Option(None, "--max-errors", help="End a level after this many errors."),
         slo: str = typer.Option(None, "--slo", help="Goodput SLOs, e.g. ttft_ms=500,tpot_ms=50."),
         seed: int = typer.Option(0, "--seed", help="Seed for prompts and arrivals."),
         db: Path = typer.Option(None, "--db", help="Result store (default: the user data directory)."),
         name: str = typer.Option(None, "--name", help="A name for the run."),
-        api_key: str = typer.Option(None, "--api-key", help="API key (else OPENAI_API_KEY / SERVELAB_API_KEY)."),
+        api_key: str = typer.Option(
+            None, "--api-key", help="API key (else OPENAI_API_KEY / SERVELAB_API_KEY)."
+        ),
         model: str = typer.Option(None, "--model", help="Model name (default: the server's first)."),
         chat: bool = typer.Option(True, "--chat/--completions", help="Chat or completions endpoint."),
         config_path: Path = typer.Option(None, "--config", help="Experiment YAML (targets and settings)."),
-        power_hz: float = typer.Option(5.0, "--power-hz", help="GPU power samples per second on NVIDIA GPUs (1-10)."),
-        no_power: bool = typer.Option(False, "--no-power", help="Do not sample GPU power, utilisation and clocks."),
+        power_hz: float = typer.Option(
+            5.0, "--power-hz", help="GPU power samples per second on NVIDIA GPUs (1-10)."
+        ),
+        no_power: bool = typer.Option(
+            False, "--no-power", help="Do not sample GPU power, utilisation and clocks."
+        ),
         json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
     ) -> None:
         """Run the concurrency ladder (or an open-loop rate) and store every request as it completes."""
@@ -80,7 +100,9 @@ def build_config(o: dict[str, Any], api_key: str | None) -> BenchConfig:
     requests = o.get("requests") if o.get("duration") is None else None
     stop = StopRule(requests=requests or (None if o.get("duration") else 32), duration_s=o.get("duration"),
                     max_errors=o.get("max_errors"))  # fmt: skip
-    spec = WorkloadSpec(str(o["workload"]), o.get("input_tokens"), o.get("output_tokens"), o.get("seed") or 0, o["chat"])
+    spec = WorkloadSpec(
+        str(o["workload"]), o.get("input_tokens"), o.get("output_tokens"), o.get("seed") or 0, o["chat"]
+    )
     return BenchConfig(
         targets=tuple(o["targets"]), concurrency=levels, workload=spec, stop=stop, rate=o.get("rate"),
         burstiness=o.get("burstiness") or 1.0, repeat=1 if o.get("repeat") is None else o["repeat"], warmup=o.get("warmup"),
@@ -134,7 +156,9 @@ class GuardedSampler:
 
     def _fail(self, when: str, exc: Exception) -> None:
         self.failed = True
-        self.console.print(f"warning: {self.kind} sampling stopped ({when}: {type(exc).__name__}: {exc})", markup=False)
+        self.console.print(
+            f"warning: {self.kind} sampling stopped ({when}: {type(exc).__name__}: {exc})", markup=False
+        )
 
     def start(self) -> None:
         if not self.failed:
@@ -175,7 +199,9 @@ class _Progress:
         self._last = now
         elapsed = max(state.elapsed_ns() / 1e9, 1e-9)
         total = state.stop.requests and state.stop.requests + state.warmup
-        text = f"{event['level']}: {state.done}/{total or '?'} done, {state.output_tokens / elapsed:.0f} tok/s, "
+        text = (
+            f"{event['level']}: {state.done}/{total or '?'} done, {state.output_tokens / elapsed:.0f} tok/s, "
+        )
         self.status.update(text + f"{state.errors} errors")
 
     def close(self) -> None:
@@ -192,7 +218,10 @@ def _render(result: BenchResult, json_out: bool) -> None:
         console.print(_ladder_table(target))
         for lv in target.levels:
             if not lv["valid"]:
-                console.print(f"{lv['level']} not valid: {lv.get('invalid_reason') or 'no reason recorded'}", markup=False)
+                console.print(
+                    f"{lv['level']} not valid: {lv.get('invalid_reason') or 'no reason recorded'}",
+                    markup=False,
+                )
     state = "partial (interrupted)" if result.partial else "complete"
     console.print(f"run {result.run_id}: {state}")
 
@@ -203,7 +232,9 @@ def _ladder_table(target) -> Table:
     # short stacked headers and no vertical rules: the ladder fits an 80-column terminal
     for column in ("level", "stream\ntok/s\np50", "output\ntok/s", "TTFT\np50 ms", "TTFT\np99 ms", "ITL\np50 ms",
                    "ITL\np99 ms", "errors", "evicted", "valid"):  # fmt: skip
-        table.add_column(column, justify="right", overflow="fold")  # a narrow terminal wraps digits, never hides them
+        table.add_column(
+            column, justify="right", overflow="fold"
+        )  # a narrow terminal wraps digits, never hides them
     for lv in target.levels:
         table.add_row(
             lv["level"], _f(lv["per_stream_tok_s"]["p50"]), _f(lv["output_tok_s"]), _f(lv["ttft_ms"]["p50"]),

@@ -18,7 +18,9 @@ def render(result: DemoResult) -> None:
     for name in ("divided", "right"):
         got = steps[name]
         verdict = "; ".join(got["mismatches"]) or "as asked"
-        out.print(f"{' '.join(got['args'])}: context per slot {got['context_per_slot']}, {verdict}", markup=False)
+        out.print(
+            f"{' '.join(got['args'])}: context per slot {got['context_per_slot']}, {verdict}", markup=False
+        )
     out.print(f"benchmark runs: {', '.join(steps['bench']['run_ids']) or '(none)'} in {steps['bench']['db']}")
     out.print(f"report: {result.report_path or '(none)'}")
 
@@ -39,5 +41,8 @@ def register(app: typer.Typer) -> None:
         workdir = workdir or Path(tempfile.mkdtemp(prefix="servelab-demo-"))
         err = stderr_console()
         with terminate_on_signals():
-            result = run_demo(DemoConfig(workdir=workdir, threads=threads, requests_per_level=requests), lambda line: err.print(line, markup=False))
+            result = run_demo(
+                DemoConfig(workdir=workdir, threads=threads, requests_per_level=requests),
+                lambda line: err.print(line, markup=False),
+            )
         print_json(result) if as_json else render(result)

@@ -29,7 +29,17 @@ def _watts(limit_w: float | None, default_w: float | None) -> str:
 
 def _gpu_table(report: DoctorReport) -> Table:
     table = Table(title="GPUs")
-    for column in ("#", "name", "memory", "bandwidth", "driver / CUDA", "power limit", "SM / mem clock", "PCIe now / max", "virt."):
+    for column in (
+        "#",
+        "name",
+        "memory",
+        "bandwidth",
+        "driver / CUDA",
+        "power limit",
+        "SM / mem clock",
+        "PCIe now / max",
+        "virt.",
+    ):
         table.add_column(column)
     for g in report.gpus:
         table.add_row(
@@ -45,7 +55,14 @@ def _gpu_table(report: DoctorReport) -> Table:
 
 def _pair_table(report: DoctorReport) -> Table:
     table = Table(title="GPU pairs")
-    for column in ("pair", "interconnect", "P2P read / write / NVLink", "common ancestor", "topo -m", "topo -p2p r"):
+    for column in (
+        "pair",
+        "interconnect",
+        "P2P read / write / NVLink",
+        "common ancestor",
+        "topo -m",
+        "topo -p2p r",
+    ):
         table.add_column(column)
     for p in report.pairs:
         table.add_row(p.label, _na(p.interconnect), f"{_na(p.p2p_read)} / {_na(p.p2p_write)} / {_na(p.p2p_nvlink)}",
@@ -62,7 +79,9 @@ def render(report: DoctorReport) -> None:
         console.print(_pair_table(report))
     console.print(f"[bold]Findings[/bold] ({len(report.findings)})")
     for number, f in enumerate(report.findings, 1):
-        console.print(f"{number}. [{SEVERITY_STYLE[f.severity]}]{f.severity.upper()}[/] {f.title}", markup=True)
+        console.print(
+            f"{number}. [{SEVERITY_STYLE[f.severity]}]{f.severity.upper()}[/] {f.title}", markup=True
+        )
         for label, text in (("evidence", f.evidence), ("why it matters", f.consequence), ("fix", f.fix)):
             console.print(f"   {label}: {text}", markup=False)
 
@@ -72,19 +91,35 @@ def register(app: typer.Typer) -> None:
 
     @app.command("doctor")
     def doctor(
-        burn: bool = typer.Option(False, "--burn", help="Run a short FP16 matmul burn (torch or cupy) and sample power."),
-        burn_seconds: float = typer.Option(BURN_SECONDS, "--burn-seconds", help="Length of the burn in seconds."),
-        p2p_test: bool = typer.Option(False, "--p2p-test", help="Test real CUDA IPC peer copies (needs torch with CUDA)."),
-        replay: Path | None = typer.Option(None, "--from", help="Diagnose a recorded machine (fixture directory) instead of this one."),
-        record: Path | None = typer.Option(None, "--record", help="Also save what this machine answered, as a fixture directory."),
+        burn: bool = typer.Option(
+            False, "--burn", help="Run a short FP16 matmul burn (torch or cupy) and sample power."
+        ),
+        burn_seconds: float = typer.Option(
+            BURN_SECONDS, "--burn-seconds", help="Length of the burn in seconds."
+        ),
+        p2p_test: bool = typer.Option(
+            False, "--p2p-test", help="Test real CUDA IPC peer copies (needs torch with CUDA)."
+        ),
+        replay: Path | None = typer.Option(
+            None, "--from", help="Diagnose a recorded machine (fixture directory) instead of this one."
+        ),
+        record: Path | None = typer.Option(
+            None, "--record", help="Also save what this machine answered, as a fixture directory."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     ) -> None:
         """Why is it slow? GPUs, NVLink/P2P per pair, virtualisation, degrading environment, ranked findings."""
         if burn_seconds <= 0 or burn_seconds > 600:
             raise ConfigError(f"--burn-seconds must be in (0, 600], got {burn_seconds}")
         if replay is not None and (burn or p2p_test or record):
-            raise ConfigError("--from reads a recorded machine: it cannot be combined with --burn, --p2p-test or --record")
-        report = run_doctor(RecordedProbe(replay)) if replay is not None else _diagnose_here(burn, burn_seconds, p2p_test, record)
+            raise ConfigError(
+                "--from reads a recorded machine: it cannot be combined with --burn, --p2p-test or --record"
+            )
+        report = (
+            run_doctor(RecordedProbe(replay))
+            if replay is not None
+            else _diagnose_here(burn, burn_seconds, p2p_test, record)
+        )
         if as_json:
             print_json(report.to_json())
         else:

@@ -14,8 +14,15 @@ INSTALLABLE = ("llama.cpp",)
 
 
 def render(binary: LlamaServerBinary) -> None:
-    how = {"build": "built now", "cache": "already built", "config": "registered", "env": "from the environment"}
-    stdout_console().print(f"llama-server: {binary.path}\n{binary.version} ({how.get(binary.source, binary.source)})")
+    how = {
+        "build": "built now",
+        "cache": "already built",
+        "config": "registered",
+        "env": "from the environment",
+    }
+    stdout_console().print(
+        f"llama-server: {binary.path}\n{binary.version} ({how.get(binary.source, binary.source)})"
+    )
 
 
 def register(app: typer.Typer) -> None:
@@ -26,9 +33,13 @@ def register(app: typer.Typer) -> None:
     @engine_app.command("install")
     def install(
         engine: str = typer.Argument(..., help="llama.cpp (sglang and vLLM: install them with pip)."),
-        cuda: bool = typer.Option(False, "--cuda", help="Build with CUDA for the detected GPU's architecture."),
+        cuda: bool = typer.Option(
+            False, "--cuda", help="Build with CUDA for the detected GPU's architecture."
+        ),
         llama_server: Path | None = typer.Option(
-            None, "--llama-server", help="Use this existing llama-server binary (a fork too) instead of building."
+            None,
+            "--llama-server",
+            help="Use this existing llama-server binary (a fork too) instead of building.",
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
@@ -42,5 +53,7 @@ def register(app: typer.Typer) -> None:
             binary = register_llama_server(llama_server)
         else:
             err = stderr_console()
-            binary = install_llama_cpp(cuda=cuda, progress=lambda line: err.print(f"engine install: {line}", markup=False))
+            binary = install_llama_cpp(
+                cuda=cuda, progress=lambda line: err.print(f"engine install: {line}", markup=False)
+            )
         print_json(binary) if as_json else render(binary)

@@ -23,17 +23,23 @@ def register(app: typer.Typer) -> None:
     @app.command("logs")
     def logs(
         files: list[str] = typer.Argument(..., help="Log files to read; '-' reads standard input."),
-        follow_: bool = typer.Option(False, "--follow", "-f", help="Keep reading one file as it grows (Ctrl-C stops)."),
+        follow_: bool = typer.Option(
+            False, "--follow", "-f", help="Keep reading one file as it grows (Ctrl-C stops)."
+        ),
         engine: list[str] = typer.Option(
             [], "--engine", help=f"Only these signature sets (repeatable): {', '.join(SIGNATURE_FILES)}."
         ),
         extra: list[Path] = typer.Option(
-            [], "--signatures", help="Also use this signature YAML file (repeatable; format in docs/diagnostics.md)."
+            [],
+            "--signatures",
+            help="Also use this signature YAML file (repeatable; format in docs/diagnostics.md).",
         ),
-        as_json: bool = typer.Option(False, "--json", help="Print {\"findings\": [...]} as JSON."),
+        as_json: bool = typer.Option(False, "--json", help='Print {"findings": [...]} as JSON.'),
     ) -> None:
         """Explain known warning lines in engine and NCCL logs, most severe first."""
-        signatures = load_signatures(engine or None) + tuple(s for path in extra for s in load_signature_file(path))
+        signatures = load_signatures(engine or None) + tuple(
+            s for path in extra for s in load_signature_file(path)
+        )
         if follow_:
             _follow(files, signatures, as_json)
             return

@@ -21,7 +21,9 @@ def render(made: MadeModel) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add `servelab model make` to the app."""
-    model_app = typer.Typer(help="Models the project makes itself (random weights, real tokenizer).", no_args_is_help=True)
+    model_app = typer.Typer(
+        help="Models the project makes itself (random weights, real tokenizer).", no_args_is_help=True
+    )
     app.add_typer(model_app, name="model")
 
     @model_app.command("make")
@@ -35,15 +37,26 @@ def register(app: typer.Typer) -> None:
         head_dim: int | None = typer.Option(None, help="Attention head dimension."),
         ffn: int | None = typer.Option(None, help="Feed-forward size."),
         vocab: int | None = typer.Option(None, help="Vocabulary size (at least 259)."),
-        ctx_train: int | None = typer.Option(None, help="n_ctx_train: the context the model claims it was trained on."),
+        ctx_train: int | None = typer.Option(
+            None, help="n_ctx_train: the context the model claims it was trained on."
+        ),
         weight_type: str | None = typer.Option(None, help=f"Matrix type: {', '.join(WEIGHT_TYPES)}."),
         seed: int | None = typer.Option(None, help="Random seed (same seed, same file)."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
         """Write a dense (llama), hybrid (qwen35), quantized (Q8_0) or draft model to FILE.gguf."""
         shape = shape_for(
-            kind, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, ffn=ffn,
-            vocab=vocab, ctx_train=ctx_train, weight_type=weight_type, seed=seed,
+            kind,
+            layers=layers,
+            hidden=hidden,
+            heads=heads,
+            kv_heads=kv_heads,
+            head_dim=head_dim,
+            ffn=ffn,
+            vocab=vocab,
+            ctx_train=ctx_train,
+            weight_type=weight_type,
+            seed=seed,
         )
         made = make_model(kind, output, shape)
         print_json(made) if as_json else render(made)

@@ -35,8 +35,15 @@ def _emit(plan, emit: str, host: str, gpus: int) -> str:
         return plan.command_line
     recipe = import_module(f"servelab.engines.{plan.engine}.recipe")
     port = int(plan.command[plan.command.index("--port") + 1])
-    return compose_service(plan.engine, list(plan.command), image=recipe.IMAGE, port=port,
-                           health_path=recipe.HEALTH_PATH, host=host, gpus=gpus).rstrip("\n")
+    return compose_service(
+        plan.engine,
+        list(plan.command),
+        image=recipe.IMAGE,
+        port=port,
+        health_path=recipe.HEALTH_PATH,
+        host=host,
+        gpus=gpus,
+    ).rstrip("\n")
 
 
 def register(app: typer.Typer) -> None:
@@ -44,27 +51,51 @@ def register(app: typer.Typer) -> None:
 
     @app.command("plan")
     def plan_command(
-        model: str = typer.Argument(..., help="Catalog id (Qwen/Qwen3.5-27B), a .gguf file, config.json or model dir."),
+        model: str = typer.Argument(
+            ..., help="Catalog id (Qwen/Qwen3.5-27B), a .gguf file, config.json or model dir."
+        ),
         gpu: str | None = typer.Option(None, "--gpu", help="GPU name from the catalog (default rtx4090)."),
         engine: str = typer.Option("all", "--engine", help="sglang, vllm, llamacpp or all."),
         quant: str = typer.Option("all", "--quant", help="Weight format (awq, fp8, bf16, Q4_K_M, …) or all."),
-        context: int | None = typer.Option(None, "--context", help="Longest request in tokens (default: the model's)."),
-        kv_dtype: str | None = typer.Option(None, "--kv-dtype", help="KV cache dtype: bf16, fp8_e5m2, fp8_e4m3, q8_0, q4_0 …"),
-        parallel: int = typer.Option(1, "--parallel", help="Concurrent sequences to plan for (llama.cpp -np)."),
+        context: int | None = typer.Option(
+            None, "--context", help="Longest request in tokens (default: the model's)."
+        ),
+        kv_dtype: str | None = typer.Option(
+            None, "--kv-dtype", help="KV cache dtype: bf16, fp8_e5m2, fp8_e4m3, q8_0, q4_0 …"
+        ),
+        parallel: int = typer.Option(
+            1, "--parallel", help="Concurrent sequences to plan for (llama.cpp -np)."
+        ),
         gpus: int = typer.Option(1, "--gpus", help="GPUs for tensor parallelism."),
-        interconnect: str | None = typer.Option(None, "--interconnect", help="nvlink, pcie-p2p or pcie-host-staged."),
+        interconnect: str | None = typer.Option(
+            None, "--interconnect", help="nvlink, pcie-p2p or pcie-host-staged."
+        ),
         vram: float | None = typer.Option(None, "--vram", help="Override GPU memory, GiB."),
         bandwidth: float | None = typer.Option(None, "--bandwidth", help="Override memory bandwidth, GB/s."),
         tflops: float | None = typer.Option(None, "--tflops", help="Override dense BF16 TFLOPS."),
-        hf: bool = typer.Option(False, "--hf", help="Fetch config and safetensors headers from the Hugging Face Hub."),
+        hf: bool = typer.Option(
+            False, "--hf", help="Fetch config and safetensors headers from the Hugging Face Hub."
+        ),
         emit: str | None = typer.Option(None, "--emit", help="Print the launch recipe: cmd or compose."),
         host: str = typer.Option("127.0.0.1", "--host", help="Address the launched server binds."),
-        mem_fraction_static: float | None = typer.Option(None, "--mem-fraction-static", help="sglang override."),
-        gpu_memory_utilization: float | None = typer.Option(None, "--gpu-memory-utilization", help="vLLM override."),
-        max_total_tokens: int | None = typer.Option(None, "--max-total-tokens", help="sglang --max-total-tokens."),
-        max_mamba_cache_size: int | None = typer.Option(None, "--max-mamba-cache-size", help="sglang state slots."),
-        kv_unified: bool = typer.Option(False, "--kv-unified", help="llama.cpp: one KV pool shared by all slots."),
-        n_gpu_layers: int | None = typer.Option(None, "--n-gpu-layers", "-ngl", help="llama.cpp layers on the GPU."),
+        mem_fraction_static: float | None = typer.Option(
+            None, "--mem-fraction-static", help="sglang override."
+        ),
+        gpu_memory_utilization: float | None = typer.Option(
+            None, "--gpu-memory-utilization", help="vLLM override."
+        ),
+        max_total_tokens: int | None = typer.Option(
+            None, "--max-total-tokens", help="sglang --max-total-tokens."
+        ),
+        max_mamba_cache_size: int | None = typer.Option(
+            None, "--max-mamba-cache-size", help="sglang state slots."
+        ),
+        kv_unified: bool = typer.Option(
+            False, "--kv-unified", help="llama.cpp: one KV pool shared by all slots."
+        ),
+        n_gpu_layers: int | None = typer.Option(
+            None, "--n-gpu-layers", "-ngl", help="llama.cpp layers on the GPU."
+        ),
         save: Path | None = typer.Option(None, "--save", help="Also write the JSON plan to this file."),
         json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     ) -> None:
@@ -78,23 +109,46 @@ def register(app: typer.Typer) -> None:
         if interconnect is not None and interconnect not in INTERCONNECTS:
             raise ConfigError(f"--interconnect {interconnect!r}; choose one of: {', '.join(INTERCONNECTS)}")
         if not 1 <= gpus <= MAX_GPUS:
-            raise ConfigError(f"--gpus must be 1 to {MAX_GPUS} (GPUs in one tensor-parallel group), got {gpus}")
+            raise ConfigError(
+                f"--gpus must be 1 to {MAX_GPUS} (GPUs in one tensor-parallel group), got {gpus}"
+            )
         if n_gpu_layers is not None and n_gpu_layers < -1:
-            raise ConfigError(f"-ngl must be -1 (all layers), 0 or a positive layer count, got {n_gpu_layers}")
+            raise ConfigError(
+                f"-ngl must be -1 (all layers), 0 or a positive layer count, got {n_gpu_layers}"
+            )
         if context is not None and context <= 0:
             raise ConfigError(f"--context must be a positive number of tokens, got {context}")
         card = _gpu(gpu, vram, bandwidth, tflops)
         spec = load_model(model, hf=hf)
-        flags = {k: v for k, v in (("mem_fraction_static", mem_fraction_static), ("max_total_tokens", max_total_tokens),
-                                   ("gpu_memory_utilization", gpu_memory_utilization),
-                                   ("max_mamba_cache_size", max_mamba_cache_size), ("n_gpu_layers", n_gpu_layers),
-                                   ("kv_unified", kv_unified or None)) if v is not None}
-        common = dict(context=context, kv_dtype=kv_dtype, parallel=parallel, gpus=gpus, interconnect=interconnect,
-                      model_path=_launch_path(model), host=host, **flags)
+        flags = {
+            k: v
+            for k, v in (
+                ("mem_fraction_static", mem_fraction_static),
+                ("max_total_tokens", max_total_tokens),
+                ("gpu_memory_utilization", gpu_memory_utilization),
+                ("max_mamba_cache_size", max_mamba_cache_size),
+                ("n_gpu_layers", n_gpu_layers),
+                ("kv_unified", kv_unified or None),
+            )
+            if v is not None
+        }
+        common = dict(
+            context=context,
+            kv_dtype=kv_dtype,
+            parallel=parallel,
+            gpus=gpus,
+            interconnect=interconnect,
+            model_path=_launch_path(model),
+            host=host,
+            **flags,
+        )
         one_quant = None if quant.lower() == "all" else quant
         if engine.lower() != "all" and one_quant is not None:
-            plans = plan_set(make_plan(spec, card, engine=engine, quant=one_quant, **common), gpus,
-                             interconnect or ("nvlink" if card.nvlink_gb_s else "pcie-p2p"))
+            plans = plan_set(
+                make_plan(spec, card, engine=engine, quant=one_quant, **common),
+                gpus,
+                interconnect or ("nvlink" if card.nvlink_gb_s else "pcie-p2p"),
+            )
         else:
             engines = ("sglang", "vllm", "llamacpp") if engine.lower() == "all" else (engine,)
             plans = compare_plans(spec, card, engines=engines, quant=one_quant, **common)
@@ -114,10 +168,15 @@ def _output(plans, *, json_out: bool, emit: str | None, host: str, save: Path | 
         stderr_console().print(f"plan saved to {save}", markup=False)
     best = next((p for p in plans.plans if p.fits), plans.plans[0])
     if emit is not None and not best.fits:
-        stderr_console().print(f"warning: nothing fits; this recipe is for {best.engine} {best.quant}, which does "
-                               "not fit either", markup=False)
+        stderr_console().print(
+            f"warning: nothing fits; this recipe is for {best.engine} {best.quant}, which does "
+            "not fit either",
+            markup=False,
+        )
     if json_out:
-        recipe = {} if emit is None else {"recipe": {"format": emit, "text": _emit(best, emit, host, plans.gpus)}}
+        recipe = (
+            {} if emit is None else {"recipe": {"format": emit, "text": _emit(best, emit, host, plans.gpus)}}
+        )
         print_json({**to_jsonable(plans), **recipe})
     elif emit is not None:
         typer.echo(_emit(best, emit, host, plans.gpus))
@@ -129,4 +188,6 @@ def _output(plans, *, json_out: bool, emit: str | None, host: str, save: Path | 
         console.print(comparison_table(plans))
         console.print(f"best: {best.engine} {best.quant} — {best.command_line}", markup=False)
         if not best.fits:
-            stderr_console().print("nothing fits: lower --context, pick a smaller --quant or add GPUs", markup=False)
+            stderr_console().print(
+                "nothing fits: lower --context, pick a smaller --quant or add GPUs", markup=False
+            )

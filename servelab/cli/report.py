@@ -25,16 +25,35 @@ def register(app: typer.Typer) -> None:
     @app.command("report")
     def report_command(
         runs: list[str] = typer.Argument(None, help="Run ids or unique prefixes (default: the latest run)."),
-        db: Path | None = typer.Option(None, "--db", help="The result store (default: the user data directory's)."),
-        plan: Path | None = typer.Option(None, "--plan", help="`servelab plan --json` output: ceilings and memory."),
-        doctor: Path | None = typer.Option(None, "--doctor", help="`servelab doctor [--burn] --json` output: findings, full-compute power."),
-        spec: Path | None = typer.Option(None, "--spec", help="`servelab spec --json` output: the spec verdict."),
-        server_logs: list[Path] = typer.Option([], "--server-log", help="A target's server log, in target order "
-                                               "(llama-server -lv 4): the memory it allocated."),
-        output: Path | None = typer.Option(None, "-o", "--output", help="Write here (default bill.html / bill.md)."),
-        fmt: str | None = typer.Option(None, "--format", help="html or md (default: from -o's suffix, else html)."),
-        terminal: bool = typer.Option(False, "--terminal", help="Show the tables and small plots here instead."),
-        as_json: bool = typer.Option(False, "--json", help="Print what was written and the verdicts as JSON."),
+        db: Path | None = typer.Option(
+            None, "--db", help="The result store (default: the user data directory's)."
+        ),
+        plan: Path | None = typer.Option(
+            None, "--plan", help="`servelab plan --json` output: ceilings and memory."
+        ),
+        doctor: Path | None = typer.Option(
+            None, "--doctor", help="`servelab doctor [--burn] --json` output: findings, full-compute power."
+        ),
+        spec: Path | None = typer.Option(
+            None, "--spec", help="`servelab spec --json` output: the spec verdict."
+        ),
+        server_logs: list[Path] = typer.Option(
+            [],
+            "--server-log",
+            help="A target's server log, in target order (llama-server -lv 4): the memory it allocated.",
+        ),
+        output: Path | None = typer.Option(
+            None, "-o", "--output", help="Write here (default bill.html / bill.md)."
+        ),
+        fmt: str | None = typer.Option(
+            None, "--format", help="html or md (default: from -o's suffix, else html)."
+        ),
+        terminal: bool = typer.Option(
+            False, "--terminal", help="Show the tables and small plots here instead."
+        ),
+        as_json: bool = typer.Option(
+            False, "--json", help="Print what was written and the verdicts as JSON."
+        ),
     ) -> None:
         """Render the bill: every figure beside its ceiling, plots, diagnosis and a verdict per scenario."""
         fmt = choose_format(fmt, output)
@@ -102,7 +121,9 @@ def report_json(bill: Bill, path: Path, fmt: str) -> dict:
         "runs": list(bill.run_ids),
         "partial_runs": list(bill.partial_runs),
         "warnings": list(bill.warnings),
-        "verdicts": [{"scenario": v.scenario, "choice": v.choice, "sentence": v.sentence} for v in verdicts(bill)],
+        "verdicts": [
+            {"scenario": v.scenario, "choice": v.choice, "sentence": v.sentence} for v in verdicts(bill)
+        ],
         "bound": [_bound_json(b) for b in power_bounds(bill)[1]],
     }
 

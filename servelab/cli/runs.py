@@ -60,9 +60,13 @@ def register(app: typer.Typer) -> None:
     @app.command("export")
     def export_command(
         run: str = typer.Argument(..., help="Run id (or a unique prefix)."),
-        fmt: str = typer.Option("json", "--format", help="json (vLLM-like, per target and level) or csv (per request)."),
+        fmt: str = typer.Option(
+            "json", "--format", help="json (vLLM-like, per target and level) or csv (per request)."
+        ),
         output: Path | None = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
-        level: str | None = typer.Option(None, "--level", help="Only this level (e.g. c=4), as one flat vLLM result."),
+        level: str | None = typer.Option(
+            None, "--level", help="Only this level (e.g. c=4), as one flat vLLM result."
+        ),
         target: int = typer.Option(0, "--target", help="With --level: which target (0-based)."),
         db: Path | None = typer.Option(None, "--db", help=DB_HELP),
         as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
@@ -118,7 +122,9 @@ def render_runs(runs: list[RunInfo]) -> None:
         console.print("no runs stored yet: `servelab bench URL` records one", markup=False)
         return
     headers = ("id (UTC time)", "name", "status", "engines", "workload", "ok/err")
-    table = Table(*(Column(h, overflow="fold", no_wrap=h.startswith("id")) for h in headers), box=box.SIMPLE_HEAD)
+    table = Table(
+        *(Column(h, overflow="fold", no_wrap=h.startswith("id")) for h in headers), box=box.SIMPLE_HEAD
+    )
     for r in runs:
         status = r.status + (", partial" if r.partial and r.status == "finished" else "")
         status = "interrupted, partial" if r.status == "interrupted" else status
@@ -134,9 +140,21 @@ def _number(value: float | None) -> str:
 
 
 def render_comparison(comparison: Comparison) -> None:
-    several = len({row.target_index for row in comparison.rows}) > 1  # the target column only when it tells apart
-    table = Table(title=f"A = {comparison.run_a}   B = {comparison.run_b}", box=box.SIMPLE_HEAD, collapse_padding=True)
-    for header in (["target"] if several else []) + ["level", "metric", "A", "B", "change", "95% CI of B−A", "p"]:
+    several = (
+        len({row.target_index for row in comparison.rows}) > 1
+    )  # the target column only when it tells apart
+    table = Table(
+        title=f"A = {comparison.run_a}   B = {comparison.run_b}", box=box.SIMPLE_HEAD, collapse_padding=True
+    )
+    for header in (["target"] if several else []) + [
+        "level",
+        "metric",
+        "A",
+        "B",
+        "change",
+        "95% CI of B−A",
+        "p",
+    ]:
         table.add_column(header, no_wrap=header in ("level", "metric"), overflow="fold")
     for row in comparison.rows:
         change = "—" if row.change_pct is None else f"{row.change_pct:+.1f}%"

@@ -23,14 +23,28 @@ DEFAULT_PORTS = {"llama.cpp": 8080, "sglang": 30000, "vllm": 8000}
 POLL_S = 0.5
 
 
-def start_engine(engine: str, model: str, args: list[str], *, host: str, port: int | None, log_path: Path | None,
-                 timeout_s: float | None) -> EngineServer:
+def start_engine(
+    engine: str,
+    model: str,
+    args: list[str],
+    *,
+    host: str,
+    port: int | None,
+    log_path: Path | None,
+    timeout_s: float | None,
+) -> EngineServer:
     """Start ``engine`` on ``model``; the engine's own module builds its command line."""
     if engine == "llama.cpp":
         from servelab.engines.llamacpp.server import HEALTH_TIMEOUT_S, start_llama_server
 
-        return start_llama_server(model, args, host=host, port=port or DEFAULT_PORTS[engine], log_path=log_path,
-                                  timeout_s=timeout_s or HEALTH_TIMEOUT_S)
+        return start_llama_server(
+            model,
+            args,
+            host=host,
+            port=port or DEFAULT_PORTS[engine],
+            log_path=log_path,
+            timeout_s=timeout_s or HEALTH_TIMEOUT_S,
+        )
     if engine == "sglang":
         from servelab.engines.sglang import launch
     else:
@@ -39,9 +53,16 @@ def start_engine(engine: str, model: str, args: list[str], *, host: str, port: i
     port = port or DEFAULT_PORTS[engine]
     check_port_free(host, port)
     log_path = log_path or paths.data_dir() / "logs" / f"{engine}-{time.strftime('%Y%m%d-%H%M%S')}-{port}.log"
-    return start_server(launch.launch_argv(model, host=host, port=port, args=args), host=host, port=port,
-                        model=Path(model), log_path=log_path, health_path=launch.HEALTH_PATH,
-                        timeout_s=timeout_s or launch.HEALTH_TIMEOUT_S, name=engine)
+    return start_server(
+        launch.launch_argv(model, host=host, port=port, args=args),
+        host=host,
+        port=port,
+        model=Path(model),
+        log_path=log_path,
+        health_path=launch.HEALTH_PATH,
+        timeout_s=timeout_s or launch.HEALTH_TIMEOUT_S,
+        name=engine,
+    )
 
 
 def effective_report(server: EngineServer, engine: str) -> dict[str, object]:
@@ -51,19 +72,32 @@ def effective_report(server: EngineServer, engine: str) -> dict[str, object]:
 
     argv = server.process.argv
     report: dict[str, object] = {
-        "engine": engine, "url": server.url, "pid": server.pid, "log_path": str(server.log_path),
-        "command": shlex.join(redact_argv(argv)), "effective": {}, "mismatches": [],
+        "engine": engine,
+        "url": server.url,
+        "pid": server.pid,
+        "log_path": str(server.log_path),
+        "command": shlex.join(redact_argv(argv)),
+        "effective": {},
+        "mismatches": [],
     }
     try:
-        result = verify(server.url, from_command(argv, engine=engine.replace(".", "")), api_key=api_key_of(argv))
+        result = verify(
+            server.url, from_command(argv, engine=engine.replace(".", "")), api_key=api_key_of(argv)
+        )
     except ServelabError as exc:  # the engine runs; say why its configuration could not be read back
         return {**report, "mismatches": [f"could not read the effective configuration: {exc}"]}
-    return {**report, "effective": result.effective.summary(), "mismatches": [m.line for m in result.mismatches]}
+    return {
+        **report,
+        "effective": result.effective.summary(),
+        "mismatches": [m.line for m in result.mismatches],
+    }
 
 
 def render(report: dict[str, object]) -> None:
     out = stdout_console()
-    out.print(f"{report['engine']} serving at {report['url']} (pid {report['pid']}, log {report['log_path']})")
+    out.print(
+        f"{report['engine']} serving at {report['url']} (pid {report['pid']}, log {report['log_path']})"
+    )
     out.print(f"command: {report['command']}")
     for key, value in report["effective"].items():  # type: ignore[union-attr]
         out.print(f"  {key}: {value}")
@@ -75,8 +109,10 @@ def wait_until_stopped(server: EngineServer) -> None:
     """Block until Ctrl-C / SIGTERM (KeyboardInterrupt) or the engine exits (EngineError)."""
     while (code := server.process.exit_code()) is None:
         time.sleep(POLL_S)
-    raise EngineError(f"{server.process.name} exited with code {code}: {telling_line(server.process.log_tail())}"
-                      f" (log: {server.log_path})")
+    raise EngineError(
+        f"{server.process.name} exited with code {code}: {telling_line(server.process.log_tail())}"
+        f" (log: {server.log_path})"
+    )
 
 
 def register(app: typer.Typer) -> None:
@@ -85,7 +121,9 @@ def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve(
         engine: str = typer.Argument(..., help=f"One of: {', '.join(ENGINES)}."),
-        model: str = typer.Argument(..., help="Model: a .gguf file for llama.cpp; a path or hub id for sglang/vLLM."),
+        model: str = typer.Argument(
+            ..., help="Model: a .gguf file for llama.cpp; a path or hub id for sglang/vLLM."
+        ),
         engine_args: list[str] | None = typer.Argument(None, help="Engine flags, after `--`."),
         port: int | None = typer.Option(None, help="Port (default: the engine's usual one)."),
         host: str = typer.Option("127.0.0.1", help="Address to bind; loopback unless you ask otherwise."),
@@ -105,8 +143,9 @@ def register(app: typer.Typer) -> None:
         err = stderr_console()
         with terminate_on_signals():
             err.print(f"starting {engine} on {model} …")
-            server = start_engine(engine, model, list(engine_args or []), host=host, port=port, log_path=log,
-                                  timeout_s=timeout)
+            server = start_engine(
+                engine, model, list(engine_args or []), host=host, port=port, log_path=log, timeout_s=timeout
+            )
             try:
                 report = effective_report(server, engine)
                 print_json(report) if as_json else render(report)

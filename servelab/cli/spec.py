@@ -21,23 +21,44 @@ def register(app: typer.Typer) -> None:
     def spec(
         logs: list[str] = typer.Argument(None, help="Engine logs with speculative lines ('-' = stdin)."),
         metrics_url: str = typer.Option(None, "--metrics-url", help="Read acceptance from URL/metrics."),
-        accept_length: float = typer.Option(None, "--accept-length", help="Tokens per verify step, bonus included."),
-        accept_rate: float = typer.Option(None, "--accept-rate", help="Accepted / drafted tokens (0-1 or percent)."),
-        draft_tokens: int = typer.Option(None, "--draft-tokens", min=1, help="Draft tokens per step (gamma)."),
-        draft_cost: float = typer.Option(
-            None, "--draft-cost", min=0.0, help=f"Draft step time / target step time (default {DEFAULT_DRAFT_COST})."
+        accept_length: float = typer.Option(
+            None, "--accept-length", help="Tokens per verify step, bonus included."
         ),
-        plan: Path = typer.Option(None, "--plan", help="Target plan JSON (servelab plan --json): draft cost from it."),
-        draft_plan: Path = typer.Option(None, "--draft-plan", help="Draft model's plan JSON: c = ceiling ratio."),
-        baseline_tok_s: float = typer.Option(None, "--baseline-tok-s", min=0.0, help="Decode tok/s without speculation."),
-        spec_tok_s: float = typer.Option(None, "--spec-tok-s", min=0.0, help="Decode tok/s with speculation."),
-        baseline_run: str = typer.Option(None, "--baseline-run", help="Stored bench run without speculation."),
+        accept_rate: float = typer.Option(
+            None, "--accept-rate", help="Accepted / drafted tokens (0-1 or percent)."
+        ),
+        draft_tokens: int = typer.Option(
+            None, "--draft-tokens", min=1, help="Draft tokens per step (gamma)."
+        ),
+        draft_cost: float = typer.Option(
+            None,
+            "--draft-cost",
+            min=0.0,
+            help=f"Draft step time / target step time (default {DEFAULT_DRAFT_COST}).",
+        ),
+        plan: Path = typer.Option(
+            None, "--plan", help="Target plan JSON (servelab plan --json): draft cost from it."
+        ),
+        draft_plan: Path = typer.Option(
+            None, "--draft-plan", help="Draft model's plan JSON: c = ceiling ratio."
+        ),
+        baseline_tok_s: float = typer.Option(
+            None, "--baseline-tok-s", min=0.0, help="Decode tok/s without speculation."
+        ),
+        spec_tok_s: float = typer.Option(
+            None, "--spec-tok-s", min=0.0, help="Decode tok/s with speculation."
+        ),
+        baseline_run: str = typer.Option(
+            None, "--baseline-run", help="Stored bench run without speculation."
+        ),
         spec_run: str = typer.Option(None, "--spec-run", help="Stored bench run with speculation."),
         db: Path = typer.Option(None, "--db", help="Result store (default: the user data dir)."),
         as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
     ) -> None:
         """Is speculative decoding paying off? Keep, tune or roll back, with the numbers."""
-        _finite(("--draft-cost", draft_cost), ("--baseline-tok-s", baseline_tok_s), ("--spec-tok-s", spec_tok_s))
+        _finite(
+            ("--draft-cost", draft_cost), ("--baseline-tok-s", baseline_tok_s), ("--spec-tok-s", spec_tok_s)
+        )
         acceptance = _acceptance(logs or [], metrics_url, accept_length, accept_rate, draft_tokens)
         cost, cost_source = _draft_cost(draft_cost, plan, draft_plan)
         speedup = _measured(baseline_tok_s, spec_tok_s, baseline_run, spec_run, db)
@@ -53,7 +74,9 @@ def _acceptance(
 ) -> sources.Acceptance:
     numbers = length is not None or rate is not None
     if sum((bool(logs), bool(url), numbers)) != 1:
-        raise ConfigError("give exactly one source of acceptance: LOG files, --metrics-url, or --accept-length/--accept-rate")
+        raise ConfigError(
+            "give exactly one source of acceptance: LOG files, --metrics-url, or --accept-length/--accept-rate"
+        )
     if logs:
         return sources.resolve(sources.observations_from_logs(logs, sys.stdin), "logs", gamma)
     if url:
@@ -82,10 +105,16 @@ def _draft_cost(cost: float | None, plan: Path | None, draft_plan: Path | None) 
 
 
 def _measured(
-    baseline: float | None, spec: float | None, baseline_run: str | None, spec_run: str | None, db: Path | None
+    baseline: float | None,
+    spec: float | None,
+    baseline_run: str | None,
+    spec_run: str | None,
+    db: Path | None,
 ) -> float | None:
     if (baseline is None) != (spec is None) or (baseline_run is None) != (spec_run is None):
-        raise ConfigError("measured speedup needs both --baseline-tok-s and --spec-tok-s (or both --baseline-run and --spec-run)")
+        raise ConfigError(
+            "measured speedup needs both --baseline-tok-s and --spec-tok-s (or both --baseline-run and --spec-run)"
+        )
     if baseline is not None and baseline_run is not None:
         raise ConfigError("give tok/s figures or run ids, not both")
     if baseline_run is not None:
@@ -103,7 +132,10 @@ def _render(result: SpecVerdict) -> None:
     measured_text = "-" if result.measured_speedup is None else f"{result.measured_speedup:.2f}x"
     rate = "-" if result.token_accept_rate is None else f"{result.token_accept_rate:.1%}"
     rows = [
-        ("source", f"{result.acceptance_source}" + (f" ({result.engine}, {result.where})" if result.engine else "")),
+        (
+            "source",
+            f"{result.acceptance_source}" + (f" ({result.engine}, {result.where})" if result.engine else ""),
+        ),
         ("draft tokens per step", str(result.draft_tokens)),
         ("accept length (bonus incl.)", f"{result.expected_tokens_per_step:.3f}"),
         ("draft token acceptance", rate),

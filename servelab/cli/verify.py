@@ -32,16 +32,24 @@ def register(app: typer.Typer) -> None:
     def verify_command(
         url: str = typer.Argument(..., help="Base URL of the running server, e.g. http://127.0.0.1:8080"),
         expect: list[str] = typer.Option(
-            [], "--expect", help=f"key=value the server should have (repeatable); keys: {', '.join(EXPECT_KEYS)}."
+            [],
+            "--expect",
+            help=f"key=value the server should have (repeatable); keys: {', '.join(EXPECT_KEYS)}.",
         ),
         cmd: str | None = typer.Option(
-            None, "--cmd", help="The engine command line it was started with (llama-server …, vllm serve …, "
+            None,
+            "--cmd",
+            help="The engine command line it was started with (llama-server …, vllm serve …, "
             "python -m sglang.launch_server …, ollama serve; VAR=value words, uv run …, sudo …, docker run … IMAGE "
             "allowed), "
-            "or bare flags of the engine that answers."
+            "or bare flags of the engine that answers.",
         ),
-        compose: Path | None = typer.Option(None, "--compose", help="A docker-compose file whose service started it."),
-        service: str | None = typer.Option(None, "--service", help="The compose service (when there are several)."),
+        compose: Path | None = typer.Option(
+            None, "--compose", help="A docker-compose file whose service started it."
+        ),
+        service: str | None = typer.Option(
+            None, "--service", help="The compose service (when there are several)."
+        ),
         plan: Path | None = typer.Option(None, "--plan", help="A plan saved by `servelab plan`."),
         strict: bool = typer.Option(False, "--strict", help="Exit 1 when anything differs."),
         api_key: str | None = typer.Option(None, "--api-key", envvar="SERVELAB_API_KEY", help="Bearer key."),
@@ -105,8 +113,9 @@ def result_json(result: VerifyResult) -> dict[str, Any]:
 
 def render(result: VerifyResult) -> None:
     console = stdout_console()
-    table = Table(title=" ".join(filter(None, (result.engine, result.version, "at", result.url))),
-                  title_justify="left")
+    table = Table(
+        title=" ".join(filter(None, (result.engine, result.version, "at", result.url))), title_justify="left"
+    )
     table.add_column("setting")
     table.add_column("effective", justify="right")
     table.add_column("asked", justify="right")
@@ -115,13 +124,17 @@ def render(result: VerifyResult) -> None:
             table.add_row(key, _cell(value), _cell(_asked_for(result, key)))
     console.print(table)
     for m in result.mismatches:
-        console.print(f"[red]MISMATCH[/red] {m.line}" + (f"  [dim](asked by {m.source})[/dim]" if m.source else ""))
+        console.print(
+            f"[red]MISMATCH[/red] {m.line}" + (f"  [dim](asked by {m.source})[/dim]" if m.source else "")
+        )
     for note in result.notes:
         console.print(f"[cyan]NOTE[/cyan] {note}")
     for u in result.unverified:
         console.print(f"[yellow]UNVERIFIED[/yellow] {u.key}={_cell(u.asked)}: {u.reason}")
     if result.asked and result.ok:
-        console.print(f"[green]OK[/green] the server has what was asked ({', '.join(result.matched) or 'nothing checkable'})")
+        console.print(
+            f"[green]OK[/green] the server has what was asked ({', '.join(result.matched) or 'nothing checkable'})"
+        )
 
 
 _FIELD_TO_KEY = {"context_per_slot": "context", "kv_cache_dtype": "kv_dtype"}

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from servelab.diagnose.power import mean_power_w
 
 BANDWIDTH_BOUND_FRACTION = 0.6  # achieved / peak bandwidth at or above this: memory is the limit
-POWER_BOUND_FRACTION = 0.85  # serving / full-compute power at or above this: compute or the power cap is the limit
+POWER_BOUND_FRACTION = (
+    0.85  # serving / full-compute power at or above this: compute or the power cap is the limit
+)
 VERDICTS = ("bandwidth-bound", "compute/power-bound", "neither", "undetermined")
 
 

@@ -112,7 +112,9 @@ def run_burn(probe: Probe, gpu: int = 0, seconds: float = BURN_SECONDS, size: in
         gen, width = probe.gpu(gpu, "pcie_gen_current"), probe.gpu(gpu, "pcie_width_current")
     except Exception as exc:  # CUDA OOM, driver errors: a failed burn is a result, not a crash
         sampler.stop()
-        return BurnResult(status="failed", reason=f"{type(exc).__name__}: {exc}", backend=backend, gpu=gpu, size=size)
+        return BurnResult(
+            status="failed", reason=f"{type(exc).__name__}: {exc}", backend=backend, gpu=gpu, size=size
+        )
     rows = sampler.stop()
     power, peak = _settled_power(rows)
     limit = probe.gpu(gpu, "power_limit_mw")

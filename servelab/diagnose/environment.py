@@ -100,7 +100,11 @@ def _p2p_level(setting: Setting, pairs: list[PairInfo]) -> Finding:
         return _finding("env-nccl-p2p-level", "warning", f"NCCL_P2P_LEVEL={setting.value} is not a level NCCL knows",
                         str(setting), "NCCL ignores or rejects it.", f"Use one of {', '.join(NCCL_LEVELS)} or unset it.")  # fmt: skip
     cut = len(NCCL_LEVELS) if level == "SYS" else NCCL_LEVELS.index(level) if level != "DIS" else 0
-    refused = [p for p in _p2p_capable(pairs) if p.interconnect != "nvlink" and PATH_RANK.get(p.common_ancestor or "", 9) > cut]
+    refused = [
+        p
+        for p in _p2p_capable(pairs)
+        if p.interconnect != "nvlink" and PATH_RANK.get(p.common_ancestor or "", 9) > cut
+    ]
     if level in ("LOC", "DIS") or refused:
         where = ", ".join(f"{p.label} ({p.common_ancestor})" for p in refused) or "every GPU pair"
         return _finding("env-nccl-p2p-level", "warning", f"NCCL_P2P_LEVEL={setting.value} keeps NCCL off P2P for {where}",
@@ -111,7 +115,9 @@ def _p2p_level(setting: Setting, pairs: list[PairInfo]) -> Finding:
 
 
 def _default_level(pairs: list[PairInfo]) -> Finding | None:
-    far = [p for p in pairs if p.interconnect == "pcie-p2p" and PATH_RANK.get(p.common_ancestor or "", 0) >= 4]
+    far = [
+        p for p in pairs if p.interconnect == "pcie-p2p" and PATH_RANK.get(p.common_ancestor or "", 0) >= 4
+    ]
     if not far:
         return None
     return _finding(

@@ -153,5 +153,7 @@ def _power_cap(gpu: GpuInfo) -> Finding | None:
 
 def gpu_findings(gpus: list[GpuInfo], under_load: bool = False) -> list[Finding]:
     """Per-card findings: narrow or slow PCIe links and power caps."""
-    checks = [check for gpu in gpus for check in (_pcie_width(gpu), _pcie_gen(gpu, under_load), _power_cap(gpu))]
+    checks = [
+        check for gpu in gpus for check in (_pcie_width(gpu), _pcie_gen(gpu, under_load), _power_cap(gpu))
+    ]
     return [finding for finding in checks if finding is not None]

@@ -43,7 +43,8 @@ class LogFinding:
             id=f"logs.{self.id}",
             severity=self.severity,
             title=self.meaning.split(". ")[0].rstrip("."),
-            evidence=f"{self.file}:{self.line}: {self.text}" + (f" (x{self.count})" if self.count > 1 else ""),
+            evidence=f"{self.file}:{self.line}: {self.text}"
+            + (f" (x{self.count})" if self.count > 1 else ""),
             consequence=self.meaning,
             fix=self.fix,
         )
@@ -91,7 +92,9 @@ def scan_lines(lines: Iterable[str], signatures: Iterable[Signature], file: str 
     return scanner.findings()
 
 
-def scan_files(paths: Iterable[str], signatures: Iterable[Signature], stdin: TextIO | None = None) -> list[LogFinding]:
+def scan_files(
+    paths: Iterable[str], signatures: Iterable[Signature], stdin: TextIO | None = None
+) -> list[LogFinding]:
     """Findings for each file (``-`` reads ``stdin``), ranked together."""
     signatures = tuple(signatures)
     found: list[LogFinding] = []
@@ -177,7 +180,9 @@ class _NoClose:
         return None
 
 
-def _finding(signature: Signature, file: str, line_number: int, line: str, captures: dict[str, str]) -> LogFinding:
+def _finding(
+    signature: Signature, file: str, line_number: int, line: str, captures: dict[str, str]
+) -> LogFinding:
     return LogFinding(
         id=signature.id,
         engine=signature.engine,

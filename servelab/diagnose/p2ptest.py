@@ -59,7 +59,10 @@ def _check(code: int, what: str) -> None:
 
 def _expect(lib: ctypes.CDLL, pointer: ctypes.c_void_p, byte: int) -> bool:
     host = (ctypes.c_char * BUFFER_BYTES)()
-    _check(lib.cudaMemcpy(ctypes.cast(host, ctypes.c_void_p), pointer, BUFFER_BYTES, DEVICE_TO_HOST), "cudaMemcpy")
+    _check(
+        lib.cudaMemcpy(ctypes.cast(host, ctypes.c_void_p), pointer, BUFFER_BYTES, DEVICE_TO_HOST),
+        "cudaMemcpy",
+    )
     return host.raw == bytes([byte]) * BUFFER_BYTES
 
 
@@ -84,7 +87,10 @@ def _consumer(gpu: int, handle_bytes: bytes, conn) -> None:
         lib, pointer = _cudart(), ctypes.c_void_p()
         _check(lib.cudaSetDevice(gpu), "cudaSetDevice")
         handle = _IpcHandle.from_buffer_copy(handle_bytes)
-        _check(lib.cudaIpcOpenMemHandle(ctypes.byref(pointer), handle, LAZY_ENABLE_PEER_ACCESS), "cudaIpcOpenMemHandle")
+        _check(
+            lib.cudaIpcOpenMemHandle(ctypes.byref(pointer), handle, LAZY_ENABLE_PEER_ACCESS),
+            "cudaIpcOpenMemHandle",
+        )
         ok = _expect(lib, pointer, 1)
         _check(lib.cudaMemset(pointer, 2, BUFFER_BYTES), "cudaMemset")
         _check(lib.cudaDeviceSynchronize(), "cudaDeviceSynchronize")

@@ -63,7 +63,9 @@ class PowerSampler:
         try:
             while not stop.wait(self._period_s):
                 rows.extend(self.sample_once())
-        except Exception as exc:  # a driver gone mid-run ends sampling, never the run (nor a thread traceback)
+        except (
+            Exception
+        ) as exc:  # a driver gone mid-run ends sampling, never the run (nor a thread traceback)
             self.error = f"power sampling stopped: {exc}"
 
     def start(self) -> None:

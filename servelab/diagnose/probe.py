@@ -116,7 +116,9 @@ class RealProbe:
 
     def run(self, argv: Sequence[str]) -> CommandOutput | None:
         try:
-            done = subprocess.run(list(argv), capture_output=True, text=True, timeout=self._timeout_s, check=False)
+            done = subprocess.run(
+                list(argv), capture_output=True, text=True, timeout=self._timeout_s, check=False
+            )
         except (FileNotFoundError, PermissionError):
             return None
         except subprocess.TimeoutExpired:
@@ -156,8 +158,12 @@ class RecordedProbe:
         self._files = self._json("files.json", {})
         self._env = self._json("env.json", {})
         gpus, pairs = self._nvml.get("gpus", []), self._nvml.get("pairs", {})
-        if not (isinstance(gpus, list) and all(isinstance(g, dict) for g in gpus) and isinstance(pairs, dict)):
-            raise ConfigError(f"recorded probe {self._dir / 'nvml.json'}: 'gpus' must be a list of objects, 'pairs' an object")
+        if not (
+            isinstance(gpus, list) and all(isinstance(g, dict) for g in gpus) and isinstance(pairs, dict)
+        ):
+            raise ConfigError(
+                f"recorded probe {self._dir / 'nvml.json'}: 'gpus' must be a list of objects, 'pairs' an object"
+            )
 
     def _json(self, name: str, default: dict[str, Any]) -> dict[str, Any]:
         path = self._dir / name
@@ -168,7 +174,9 @@ class RecordedProbe:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ConfigError(f"recorded probe {path}: not a readable JSON file ({exc})") from exc
         if not isinstance(value, dict):
-            raise ConfigError(f"recorded probe {path}: expected a JSON object, as `servelab doctor --record` writes")
+            raise ConfigError(
+                f"recorded probe {path}: expected a JSON object, as `servelab doctor --record` writes"
+            )
         return value
 
     def nvml_error(self) -> str | None:
@@ -235,7 +243,10 @@ class RecordingProbe:
     def gpu(self, index: int, query: str) -> Any:
         answer = self._inner.gpu(index, query)
         self.gpu_count()
-        if query not in ("power_usage_mw", "sm_util_pct", "mem_util_pct") or query not in self._nvml["gpus"][index]:
+        if (
+            query not in ("power_usage_mw", "sm_util_pct", "mem_util_pct")
+            or query not in self._nvml["gpus"][index]
+        ):
             self._nvml["gpus"][index][query] = answer
         return answer
 
@@ -275,7 +286,9 @@ class RecordingProbe:
         out.mkdir(parents=True, exist_ok=True)
         for name, value in (("nvml", self._nvml), ("commands", self._commands), ("files", self._files),
                             ("env", self._safe_env())):  # fmt: skip
-            (out / f"{name}.json").write_text(json.dumps(value, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            (out / f"{name}.json").write_text(
+                json.dumps(value, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+            )
         return out
 
 

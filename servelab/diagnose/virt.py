@@ -12,10 +12,42 @@ from servelab.diagnose.findings import Finding
 from servelab.diagnose.probe import Probe
 
 VM_TYPES = frozenset(
-    ["qemu", "kvm", "amazon", "zvm", "vmware", "microsoft", "oracle", "powervm", "xen", "bochs", "uml", "parallels", "bhyve", "qnx", "acrn", "apple", "sre", "google"]
+    [
+        "qemu",
+        "kvm",
+        "amazon",
+        "zvm",
+        "vmware",
+        "microsoft",
+        "oracle",
+        "powervm",
+        "xen",
+        "bochs",
+        "uml",
+        "parallels",
+        "bhyve",
+        "qnx",
+        "acrn",
+        "apple",
+        "sre",
+        "google",
+    ]
 )
-CONTAINER_TYPES = frozenset(["openvz", "lxc", "lxc-libvirt", "systemd-nspawn", "docker", "podman", "rkt", "wsl", "proot", "pouch"])
-VM_VENDORS = ("qemu", "innotek", "vmware", "xen", "amazon ec2", "google", "red hat", "parallels", "bochs", "nutanix")
+CONTAINER_TYPES = frozenset(
+    ["openvz", "lxc", "lxc-libvirt", "systemd-nspawn", "docker", "podman", "rkt", "wsl", "proot", "pouch"]
+)
+VM_VENDORS = (
+    "qemu",
+    "innotek",
+    "vmware",
+    "xen",
+    "amazon ec2",
+    "google",
+    "red hat",
+    "parallels",
+    "bochs",
+    "nutanix",
+)
 
 
 @dataclass(frozen=True)
@@ -29,12 +61,16 @@ class VirtInfo:
     @property
     def dmi_says_vm(self) -> bool:
         vendor, product = (self.sys_vendor or "").lower(), (self.product_name or "").lower()
-        return any(v in vendor for v in VM_VENDORS) or (vendor.startswith("microsoft") and "virtual" in product)
+        return any(v in vendor for v in VM_VENDORS) or (
+            vendor.startswith("microsoft") and "virtual" in product
+        )
 
     @property
     def in_vm(self) -> bool:
         passthrough = any(mode in ("passthrough", "vgpu") for mode in self.nvml_virtualization)
-        return self.detect_virt in VM_TYPES or self.dmi_says_vm or passthrough or bool(self.cpu_hypervisor_flag)
+        return (
+            self.detect_virt in VM_TYPES or self.dmi_says_vm or passthrough or bool(self.cpu_hypervisor_flag)
+        )
 
     @property
     def in_container(self) -> bool:

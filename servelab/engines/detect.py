@@ -30,7 +30,9 @@ def detect_engine(base_url: str, *, api_key: str | None = None, timeout_s: float
         if found is not None:
             return found
     if probe.status("/health") == 503:
-        raise TargetError(f"{public_url(probe.base_url)} is still loading (/health answers 503); wait and try again")
+        raise TargetError(
+            f"{public_url(probe.base_url)} is still loading (/health answers 503); wait and try again"
+        )
     raise TargetError(
         f"{public_url(probe.base_url)} is not an OpenAI-compatible server: GET /v1/models gave no model list"
     )

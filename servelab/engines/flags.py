@@ -65,7 +65,9 @@ def _skip_unknown(argv: list[str], i: int, positionals: list[str]) -> int:
         positionals.append(word)
         return 1
     following = argv[i + 1] if i + 1 < len(argv) else None
-    takes_value = "=" not in word and following is not None and (not following.startswith("-") or _is_number(following))
+    takes_value = (
+        "=" not in word and following is not None and (not following.startswith("-") or _is_number(following))
+    )
     return 2 if takes_value else 1
 
 
@@ -120,7 +122,11 @@ def is_on(value: Any) -> bool | None:
     return value is True or str(value).lower() in ("on", "1", "true", "yes", "enabled")
 
 
-SECRET_FLAGS = ("--api-key", "--hf-token", "--token")  # llama.cpp, sglang and vLLM all spell the key --api-key
+SECRET_FLAGS = (
+    "--api-key",
+    "--hf-token",
+    "--token",
+)  # llama.cpp, sglang and vLLM all spell the key --api-key
 HIDDEN = "<redacted>"
 
 

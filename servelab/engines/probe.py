@@ -67,7 +67,9 @@ class HttpProbe:
     base_url: str
     api_key: str | None = None
     timeout_s: float = 5.0
-    basic_auth: str | None = field(default=None, repr=False)  # from user:password in the URL (urllib ignores it)
+    basic_auth: str | None = field(
+        default=None, repr=False
+    )  # from user:password in the URL (urllib ignores it)
 
     def __post_init__(self) -> None:
         try:
@@ -77,9 +79,13 @@ class HttpProbe:
         try:
             parts.port  # noqa: B018 - urllib raises ValueError here for a port outside 0-65535
         except ValueError:
-            raise ConfigError(f"the port of {parts.hostname}'s URL is outside 1-65535; use e.g. http://127.0.0.1:8080") from None
+            raise ConfigError(
+                f"the port of {parts.hostname}'s URL is outside 1-65535; use e.g. http://127.0.0.1:8080"
+            ) from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"not an http(s) URL: {public_url(self.base_url)!r}; use e.g. http://127.0.0.1:8080")
+            raise ConfigError(
+                f"not an http(s) URL: {public_url(self.base_url)!r}; use e.g. http://127.0.0.1:8080"
+            )
         if parts.username is not None:
             user = urllib.parse.unquote(parts.username) + ":" + urllib.parse.unquote(parts.password or "")
             object.__setattr__(self, "basic_auth", base64.b64encode(user.encode()).decode())
@@ -128,7 +134,9 @@ class HttpProbe:
             return None
         except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets, non-HTTP peers
             reason = getattr(exc, "reason", exc)
-            raise TargetError(f"cannot reach {public_url(self.base_url)}: {reason}; is the server running?") from exc
+            raise TargetError(
+                f"cannot reach {public_url(self.base_url)}: {reason}; is the server running?"
+            ) from exc
 
     def _opener(self) -> urllib.request.OpenerDirector:
         handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]

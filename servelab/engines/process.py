@@ -66,7 +66,12 @@ class ManagedProcess:
     """One engine process. Use as a context manager or call ``stop()``; stopping twice is harmless."""
 
     def __init__(
-        self, argv: Sequence[str], log_path: Path, *, env: Mapping[str, str] | None = None, name: str = "",
+        self,
+        argv: Sequence[str],
+        log_path: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        name: str = "",
         die_with_parent: bool = True,
     ) -> None:
         self.argv = list(argv)
@@ -92,8 +97,13 @@ class ManagedProcess:
         try:
             with log:
                 self._popen = subprocess.Popen(
-                    self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    env=self.env, start_new_session=True, preexec_fn=preexec,
+                    self.argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=self.env,
+                    start_new_session=True,
+                    preexec_fn=preexec,
                 )
         except OSError as exc:
             raise EngineStartError(f"cannot run {self.argv[0]}: {exc.strerror or exc}") from exc
@@ -216,9 +226,13 @@ def check_port_free(host: str, port: int) -> None:
             raise ConfigError(f"port {port} is outside 1-65535; choose another with --port") from exc
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                raise EngineError(f"port {port} on {host} is already in use; choose another with --port") from exc
-            raise ConfigError(f"cannot bind {host}:{port} ({exc.strerror or exc}); check --host (an address of this "
-                              "machine, e.g. 127.0.0.1 or 0.0.0.0)") from exc
+                raise EngineError(
+                    f"port {port} on {host} is already in use; choose another with --port"
+                ) from exc
+            raise ConfigError(
+                f"cannot bind {host}:{port} ({exc.strerror or exc}); check --host (an address of this "
+                "machine, e.g. 127.0.0.1 or 0.0.0.0)"
+            ) from exc
 
 
 def _family(host: str) -> socket.AddressFamily:
@@ -226,8 +240,16 @@ def _family(host: str) -> socket.AddressFamily:
 
 
 def start_server(
-    argv: Sequence[str], *, host: str, port: int, model: Path, log_path: Path, health_path: str,
-    timeout_s: float, env: Mapping[str, str] | None = None, name: str = "",
+    argv: Sequence[str],
+    *,
+    host: str,
+    port: int,
+    model: Path,
+    log_path: Path,
+    health_path: str,
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    name: str = "",
 ) -> EngineServer:
     """Start an engine whose port was checked free and wait until GET ``health_path`` answers 200."""
     process = ManagedProcess(argv, log_path, env=env, name=name).start()
@@ -241,7 +263,9 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 
 
 @contextlib.contextmanager
-def terminate_on_signals(signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
+def terminate_on_signals(
+    signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.SIGHUP),
+) -> Iterator[None]:
     """While inside, SIGTERM/SIGHUP raise KeyboardInterrupt (so engines get stopped); handlers restored after."""
     previous = {sig: signal.signal(sig, _raise_interrupt) for sig in signals}
     try:

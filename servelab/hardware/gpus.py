@@ -54,7 +54,9 @@ class GPU:
 
     def tensor_flops(self, compute_dtype: str) -> float:
         """Dense tensor FLOP/s for a matmul input dtype (`bf16`, `fp16`, `fp8`, `int8`); falls back to BF16."""
-        tflops = {"fp16": self.fp16_tflops, "fp8": self.fp8_tflops, "int8": self.int8_tflops}.get(compute_dtype)
+        tflops = {"fp16": self.fp16_tflops, "fp8": self.fp8_tflops, "int8": self.int8_tflops}.get(
+            compute_dtype
+        )
         return (tflops or self.bf16_tflops) * 1e12
 
     @property
@@ -92,14 +94,20 @@ def find_gpu(name: str) -> GPU:
     for gpu in load_gpus():
         if wanted in {_normalise(n) for n in (gpu.name, gpu.label, *gpu.aliases)}:
             return gpu
-    raise ConfigError(f"unknown GPU {name!r}; choose one of: {', '.join(gpu_names())} (or give --vram/--bandwidth)")
+    raise ConfigError(
+        f"unknown GPU {name!r}; choose one of: {', '.join(gpu_names())} (or give --vram/--bandwidth)"
+    )
 
 
 MAX_OVERRIDE = 1e6  # GiB, GB/s or TFLOPS: far beyond any card, below float overflow in the planner
 
 
 def with_overrides(
-    gpu: GPU | None, *, vram_gib: float | None = None, bandwidth_gb_s: float | None = None, tflops: float | None = None
+    gpu: GPU | None,
+    *,
+    vram_gib: float | None = None,
+    bandwidth_gb_s: float | None = None,
+    tflops: float | None = None,
 ) -> GPU:
     """`gpu` with memory (GiB), bandwidth (GB/s) or dense BF16 TFLOPS replaced; a custom card when gpu is None."""
     for label, value in (("--vram", vram_gib), ("--bandwidth", bandwidth_gb_s), ("--tflops", tflops)):

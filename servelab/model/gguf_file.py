@@ -46,28 +46,50 @@ def spec_from_header(header: GGUFHeader, *, name: str) -> ModelSpec:
     n_mtp = int(key("nextn_predict_layers", 0) or 0)
     n_layers = int(key("block_count", 0)) - n_mtp
     if not 0 < n_layers <= MAX_LAYERS or n_mtp < 0:
-        raise ModelFormatError(f"GGUF {arch}.block_count {n_layers + n_mtp} (nextn {n_mtp}) is out of range "
-                               f"(1 to {MAX_LAYERS} decoder layers)")
+        raise ModelFormatError(
+            f"GGUF {arch}.block_count {n_layers + n_mtp} (nextn {n_mtp}) is out of range "
+            f"(1 to {MAX_LAYERS} decoder layers)"
+        )
     kv_heads = _per_layer(key("attention.head_count_kv", 0), n_layers + n_mtp)[:n_layers]
     kinds = _layer_kinds(arch, key, kv_heads, n_layers)
-    per_layer_kv = tuple(kv if kind not in (LayerKind.LINEAR_ATTENTION, LayerKind.MAMBA) else 0
-                         for kv, kind in zip(kv_heads, kinds, strict=True))
+    per_layer_kv = tuple(
+        kv if kind not in (LayerKind.LINEAR_ATTENTION, LayerKind.MAMBA) else 0
+        for kv, kind in zip(kv_heads, kinds, strict=True)
+    )
     hidden = int(key("embedding_length", 0))
     vocab = _vocab_size(meta, key, header.tensors)
     weights, layer_bytes = _weights(header.tensors, n_layers, key)
     ftype = meta.get("general.file_type")
     quant = _file_type_name(ftype) if ftype is not None else _dominant_type(header.tensors)
     return ModelSpec(
-        name=str(meta.get("general.name") or name), architecture=arch, source="gguf", hidden_size=hidden,
-        vocab_size=vocab, layer_kinds=kinds, kv_heads_per_layer=per_layer_kv,
-        attention=_attention(key, hidden, kv_heads), max_context=int(key("context_length", 0)),
+        name=str(meta.get("general.name") or name),
+        architecture=arch,
+        source="gguf",
+        hidden_size=hidden,
+        vocab_size=vocab,
+        layer_kinds=kinds,
+        kv_heads_per_layer=per_layer_kv,
+        attention=_attention(key, hidden, kv_heads),
+        max_context=int(key("context_length", 0)),
         intermediate_size=max(_per_layer(key("feed_forward_length", 0), 1) or [0]),
-        mla=_mla(key), linear_attention=_gdn(arch, key), mamba=_mamba(arch, key), moe=_moe(key, n_layers),
-        mtp_layers=n_mtp, tie_word_embeddings=not any(t.name == "output.weight" for t in header.tensors),
-        quant=quant, weights=weights, weights_exact=True,
-        extra={"n_ctx_train": int(key("context_length", 0)), "tensor_count": len(header.tensors),
-               "kv_count": len(meta), "vocab_size": vocab, "file_size": header.file_size,
-               "layer_bytes": layer_bytes, "gguf_version": header.version},
+        mla=_mla(key),
+        linear_attention=_gdn(arch, key),
+        mamba=_mamba(arch, key),
+        moe=_moe(key, n_layers),
+        mtp_layers=n_mtp,
+        tie_word_embeddings=not any(t.name == "output.weight" for t in header.tensors),
+        quant=quant,
+        weights=weights,
+        weights_exact=True,
+        extra={
+            "n_ctx_train": int(key("context_length", 0)),
+            "tensor_count": len(header.tensors),
+            "kv_count": len(meta),
+            "vocab_size": vocab,
+            "file_size": header.file_size,
+            "layer_bytes": layer_bytes,
+            "gguf_version": header.version,
+        },
     )
 
 
@@ -82,14 +104,18 @@ def _layer_kinds(arch: str, key: Any, kv_heads: list[int], n: int) -> tuple[Laye
         return (LayerKind.MAMBA,) * n
     interval = key("full_attention_interval")
     if interval:
-        return tuple(LayerKind.FULL_ATTENTION if (i + 1) % int(interval) == 0 else LayerKind.LINEAR_ATTENTION
-                     for i in range(n))
+        return tuple(
+            LayerKind.FULL_ATTENTION if (i + 1) % int(interval) == 0 else LayerKind.LINEAR_ATTENTION
+            for i in range(n)
+        )
     if key("ssm.state_size") and any(kv == 0 for kv in kv_heads):
         return tuple(LayerKind.MAMBA if kv == 0 else LayerKind.FULL_ATTENTION for kv in kv_heads)
     period = _SWA_PERIOD.get(arch)
     if period and key("attention.sliding_window"):
-        return tuple(LayerKind.SLIDING_ATTENTION if i % period < period - 1 else LayerKind.FULL_ATTENTION
-                     for i in range(n))
+        return tuple(
+            LayerKind.SLIDING_ATTENTION if i % period < period - 1 else LayerKind.FULL_ATTENTION
+            for i in range(n)
+        )
     return (LayerKind.FULL_ATTENTION,) * n
 
 
@@ -101,8 +127,13 @@ def _attention(key: Any, hidden: int, kv_heads: list[int]) -> AttentionSpec | No
     v_dim = key("attention.value_length")
     window = key("attention.sliding_window")
     kv = max(kv_heads or [heads]) or heads
-    return AttentionSpec(heads, kv, head_dim, int(v_dim) if v_dim and int(v_dim) != head_dim else None,
-                         int(window) if window else None)
+    return AttentionSpec(
+        heads,
+        kv,
+        head_dim,
+        int(v_dim) if v_dim and int(v_dim) != head_dim else None,
+        int(window) if window else None,
+    )
 
 
 def _mla(key: Any) -> MLASpec | None:
@@ -121,17 +152,25 @@ def _gdn(arch: str, key: Any) -> LinearAttentionSpec | None:
         return None
     value_heads = int(key("ssm.time_step_rank"))
     return LinearAttentionSpec(
-        num_key_heads=int(key("ssm.group_count")), num_value_heads=value_heads,
-        key_head_dim=int(key("ssm.state_size")), value_head_dim=int(key("ssm.inner_size")) // value_heads,
-        conv_kernel=int(key("ssm.conv_kernel")), ssm_dtype="float32")
+        num_key_heads=int(key("ssm.group_count")),
+        num_value_heads=value_heads,
+        key_head_dim=int(key("ssm.state_size")),
+        value_head_dim=int(key("ssm.inner_size")) // value_heads,
+        conv_kernel=int(key("ssm.conv_kernel")),
+        ssm_dtype="float32",
+    )
 
 
 def _mamba(arch: str, key: Any) -> MambaSpec | None:
     if arch in _GDN_ARCHS or not key("ssm.state_size"):
         return None
-    return MambaSpec(d_inner=int(key("ssm.inner_size")), d_state=int(key("ssm.state_size")),
-                     d_conv=int(key("ssm.conv_kernel")), n_groups=int(key("ssm.group_count") or 1),
-                     n_heads=int(key("ssm.time_step_rank") or 0) if arch != "mamba" else 0)
+    return MambaSpec(
+        d_inner=int(key("ssm.inner_size")),
+        d_state=int(key("ssm.state_size")),
+        d_conv=int(key("ssm.conv_kernel")),
+        n_groups=int(key("ssm.group_count") or 1),
+        n_heads=int(key("ssm.time_step_rank") or 0) if arch != "mamba" else 0,
+    )
 
 
 def _moe(key: Any, n_layers: int) -> MoESpec | None:
@@ -140,8 +179,14 @@ def _moe(key: Any, n_layers: int) -> MoESpec | None:
         return None
     dense = int(key("leading_dense_block_count", 0) or 0)
     shared_size = int(key("expert_shared_feed_forward_length", 0) or 0)
-    return MoESpec(experts, int(key("expert_used_count", 1)), int(key("expert_feed_forward_length", 0) or 0),
-                   int(key("expert_shared_count", 1 if shared_size else 0) or 0), shared_size, n_layers - dense)
+    return MoESpec(
+        experts,
+        int(key("expert_used_count", 1)),
+        int(key("expert_feed_forward_length", 0) or 0),
+        int(key("expert_shared_count", 1 if shared_size else 0) or 0),
+        shared_size,
+        n_layers - dense,
+    )
 
 
 def _vocab_size(meta: dict[str, object], key: Any, tensors: tuple[GGUFTensorInfo, ...]) -> int:
@@ -167,7 +212,9 @@ def component_of(name: str, n_layers: int) -> str:
     return "text"
 
 
-def _weights(tensors: tuple[GGUFTensorInfo, ...], n_layers: int, key: Any) -> tuple[tuple[WeightGroup, ...], tuple[int, ...]]:
+def _weights(
+    tensors: tuple[GGUFTensorInfo, ...], n_layers: int, key: Any
+) -> tuple[tuple[WeightGroup, ...], tuple[int, ...]]:
     """Exact bytes and params per component; bytes per decoder layer (for partial -ngl offload)."""
     sums: dict[str, list[int]] = {}
     types: dict[str, set[str]] = {}

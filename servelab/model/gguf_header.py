@@ -18,7 +18,19 @@ from pathlib import Path
 from servelab.errors import ModelFormatError
 from servelab.model.gguf_types import GGUFType, gguf_types
 
-_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_SCALARS = {
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
+}
 _STRING, _ARRAY = 8, 9
 _KEPT_ARRAY_LEN = 4096  # longer arrays (tokenizer tables) are skipped; their length is kept
 _MAX_DIMS = 4
@@ -66,8 +78,10 @@ class _Cursor:
 
     def need(self, n: int, what: str) -> None:
         if n < 0 or self.pos + n > self.size:
-            raise ModelFormatError(f"GGUF {what} needs {n} bytes at offset {self.pos} but the file has {self.size}; "
-                                   "the file is truncated or corrupt")
+            raise ModelFormatError(
+                f"GGUF {what} needs {n} bytes at offset {self.pos} but the file has {self.size}; "
+                "the file is truncated or corrupt"
+            )
 
     def unpack(self, fmt: str, what: str) -> int | float | bool:
         size = struct.calcsize(fmt)
@@ -78,8 +92,10 @@ class _Cursor:
     def count(self, what: str, min_item_bytes: int) -> int:
         n = int(self.unpack("<Q", what))
         if n * min_item_bytes > self.size - self.pos:
-            raise ModelFormatError(f"GGUF declares {n} {what} but only {self.size - self.pos} bytes remain; "
-                                   "the file is truncated or hostile")
+            raise ModelFormatError(
+                f"GGUF declares {n} {what} but only {self.size - self.pos} bytes remain; "
+                "the file is truncated or hostile"
+            )
         return n
 
     def string(self, what: str) -> str:
@@ -141,7 +157,9 @@ def _value(cur: _Cursor, vtype: int, key: str) -> object:
     elif item_type == _STRING:
         cur.skip_strings(length, key)
     else:
-        raise ModelFormatError(f"GGUF metadata {key!r} is a long array of type {item_type}; only scalars and strings")
+        raise ModelFormatError(
+            f"GGUF metadata {key!r} is a long array of type {item_type}; only scalars and strings"
+        )
     return SkippedArray(length)
 
 
@@ -164,6 +182,8 @@ def _tensor_info(cur: _Cursor, types: dict[int, GGUFType]) -> GGUFTensorInfo:
 
 def _check_bounds(info: GGUFTensorInfo, data_start: int, size: int) -> GGUFTensorInfo:
     if data_start + info.offset + info.nbytes > size:
-        raise ModelFormatError(f"GGUF tensor {info.name!r} ({info.nbytes} bytes at data offset {info.offset}) runs "
-                               f"past the end of the {size}-byte file; the file is truncated")
+        raise ModelFormatError(
+            f"GGUF tensor {info.name!r} ({info.nbytes} bytes at data offset {info.offset}) runs "
+            f"past the end of the {size}-byte file; the file is truncated"
+        )
     return info

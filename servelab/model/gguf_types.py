@@ -30,7 +30,9 @@ class GGUFType:
     def tensor_bytes(self, elements: int) -> int:
         """Bytes of a tensor with `elements` weights (rows must hold whole blocks)."""
         if elements % self.block_weights:
-            raise ModelFormatError(f"{elements} weights is not a whole number of {self.name} blocks of {self.block_weights}")
+            raise ModelFormatError(
+                f"{elements} weights is not a whole number of {self.name} blocks of {self.block_weights}"
+            )
         return elements // self.block_weights * self.block_bytes
 
 
@@ -102,18 +104,36 @@ def _more(role: str, type_name: str) -> LayerRule:
 
 
 GGUF_MIXES = (
-    GGUFMix("Q2_K", "Q2_K", rules=(LayerRule("ffn_down", "Q3_K"), LayerRule("attn_output", "Q3_K"),
-                                    LayerRule("attn_v", "Q3_K")),
-            gqa_rules=(LayerRule("attn_v", "Q4_K"),)),
+    GGUFMix(
+        "Q2_K",
+        "Q2_K",
+        rules=(LayerRule("ffn_down", "Q3_K"), LayerRule("attn_output", "Q3_K"), LayerRule("attn_v", "Q3_K")),
+        gqa_rules=(LayerRule("attn_v", "Q4_K"),),
+    ),
     GGUFMix("Q3_K_S", "Q3_K"),
-    GGUFMix("Q3_K_M", "Q3_K", rules=(LayerRule("attn_v", "Q5_K", "first_2"), LayerRule("attn_v", "Q4_K"),
-                                      LayerRule("ffn_down", "Q5_K", "first_sixteenth"), LayerRule("ffn_down", "Q4_K"),
-                                      LayerRule("attn_output", "Q4_K"))),
-    GGUFMix("Q3_K_L", "Q3_K", rules=(LayerRule("attn_v", "Q5_K"), LayerRule("ffn_down", "Q5_K"),
-                                      LayerRule("attn_output", "Q5_K"))),
+    GGUFMix(
+        "Q3_K_M",
+        "Q3_K",
+        rules=(
+            LayerRule("attn_v", "Q5_K", "first_2"),
+            LayerRule("attn_v", "Q4_K"),
+            LayerRule("ffn_down", "Q5_K", "first_sixteenth"),
+            LayerRule("ffn_down", "Q4_K"),
+            LayerRule("attn_output", "Q4_K"),
+        ),
+    ),
+    GGUFMix(
+        "Q3_K_L",
+        "Q3_K",
+        rules=(LayerRule("attn_v", "Q5_K"), LayerRule("ffn_down", "Q5_K"), LayerRule("attn_output", "Q5_K")),
+    ),
     GGUFMix("Q4_0", "Q4_0"),
     GGUFMix("Q4_1", "Q4_1"),
-    GGUFMix("Q4_K_S", "Q4_K", rules=(LayerRule("attn_v", "Q5_K", "first_4"), LayerRule("ffn_down", "Q5_K", "first_eighth"))),
+    GGUFMix(
+        "Q4_K_S",
+        "Q4_K",
+        rules=(LayerRule("attn_v", "Q5_K", "first_4"), LayerRule("ffn_down", "Q5_K", "first_eighth")),
+    ),
     GGUFMix("Q4_K_M", "Q4_K", rules=(_more("attn_v", "Q6_K"), _more("ffn_down", "Q6_K"))),
     GGUFMix("Q5_0", "Q5_0"),
     GGUFMix("Q5_1", "Q5_1"),
@@ -121,10 +141,18 @@ GGUF_MIXES = (
     GGUFMix("Q5_K_M", "Q5_K", rules=(_more("attn_v", "Q6_K"), _more("ffn_down", "Q6_K"))),
     GGUFMix("Q6_K", "Q6_K"),
     GGUFMix("Q8_0", "Q8_0", output="Q8_0"),
-    GGUFMix("IQ4_NL", "IQ4_NL", rules=(LayerRule("ffn_down", "Q5_K", "first_eighth"),),
-            gqa_rules=(LayerRule("attn_v", "Q5_K"),)),
-    GGUFMix("IQ4_XS", "IQ4_XS", rules=(LayerRule("ffn_down", "Q5_K", "first_eighth"),),
-            gqa_rules=(LayerRule("attn_v", "Q5_K"),)),
+    GGUFMix(
+        "IQ4_NL",
+        "IQ4_NL",
+        rules=(LayerRule("ffn_down", "Q5_K", "first_eighth"),),
+        gqa_rules=(LayerRule("attn_v", "Q5_K"),),
+    ),
+    GGUFMix(
+        "IQ4_XS",
+        "IQ4_XS",
+        rules=(LayerRule("ffn_down", "Q5_K", "first_eighth"),),
+        gqa_rules=(LayerRule("attn_v", "Q5_K"),),
+    ),
     GGUFMix("MXFP4_MOE", "Q8_0", output="Q8_0", rules=(LayerRule("experts", "MXFP4"),)),
     GGUFMix("TQ1_0", "TQ1_0", token_embd="Q4_K"),
     GGUFMix("TQ2_0", "TQ2_0", token_embd="Q4_K"),

@@ -69,7 +69,9 @@ def spec_from_config(config: dict[str, Any], *, name: str, source: str = "hf") -
     try:
         return _build(config, text, name, source)
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-        raise ModelFormatError(f"config for {name!r} lacks or mangles a field ({exc!r}); is it a decoder LLM?") from exc
+        raise ModelFormatError(
+            f"config for {name!r} lacks or mangles a field ({exc!r}); is it a decoder LLM?"
+        ) from exc
 
 
 def _build(config: dict[str, Any], text: dict[str, Any], name: str, source: str) -> ModelSpec:
@@ -77,7 +79,9 @@ def _build(config: dict[str, Any], text: dict[str, Any], name: str, source: str)
     mla = mla_spec(text)
     attention = attention_spec(text)
     kv_heads = 1 if mla else attention.num_kv_heads
-    per_layer_kv = tuple(kv_heads if k in (LayerKind.FULL_ATTENTION, LayerKind.SLIDING_ATTENTION) else 0 for k in kinds)
+    per_layer_kv = tuple(
+        kv_heads if k in (LayerKind.FULL_ATTENTION, LayerKind.SLIDING_ATTENTION) else 0 for k in kinds
+    )
     spec = ModelSpec(
         name=name,
         architecture=str(text.get("model_type") or config.get("model_type") or "unknown"),
@@ -95,7 +99,9 @@ def _build(config: dict[str, Any], text: dict[str, Any], name: str, source: str)
         moe=moe_spec(text, len(kinds)),
         mtp_layers=int(text.get("mtp_num_hidden_layers") or text.get("num_nextn_predict_layers") or 0),
         tie_word_embeddings=bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
-        dtype=_dtype_name(text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or "bfloat16"),
+        dtype=_dtype_name(
+            text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or "bfloat16"
+        ),
     )
     groups, roles = count_params(spec, text, config.get("vision_config"))
     spec.extra.update(param_groups=groups, param_roles=roles)
@@ -124,14 +130,18 @@ def layer_kinds(text: dict[str, Any]) -> tuple[LayerKind, ...]:
     if text.get("model_type") in _MAMBA_ONLY_TYPES:
         return (LayerKind.MAMBA,) * n
     if text.get("hybrid_override_pattern"):
-        raise ModelFormatError(f"{text.get('model_type')}: hybrid_override_pattern layouts (Nemotron-H) are not "
-                               "supported yet; give a GGUF file of the model instead")
+        raise ModelFormatError(
+            f"{text.get('model_type')}: hybrid_override_pattern layouts (Nemotron-H) are not "
+            "supported yet; give a GGUF file of the model instead"
+        )
     if text.get("attn_layer_period"):  # Jamba: attention every `period` layers at `offset`, Mamba elsewhere
         period, offset = int(text["attn_layer_period"]), int(text.get("attn_layer_offset") or 0)
         return tuple(LayerKind.FULL_ATTENTION if i % period == offset else LayerKind.MAMBA for i in range(n))
     if text.get("full_attention_interval"):
         every = int(text["full_attention_interval"])
-        return tuple(LayerKind.FULL_ATTENTION if (i + 1) % every == 0 else LayerKind.LINEAR_ATTENTION for i in range(n))
+        return tuple(
+            LayerKind.FULL_ATTENTION if (i + 1) % every == 0 else LayerKind.LINEAR_ATTENTION for i in range(n)
+        )
     return _sliding_pattern(text, n)
 
 
@@ -150,10 +160,18 @@ def _sliding_pattern(text: dict[str, Any], n: int) -> tuple[LayerKind, ...]:
     pattern = text.get("sliding_window_pattern") or _DEFAULT_SWA_PATTERN.get(str(text.get("model_type")))
     if pattern:
         every = int(pattern)
-        return tuple(LayerKind.FULL_ATTENTION if (i + 1) % every == 0 else LayerKind.SLIDING_ATTENTION for i in range(n))
+        return tuple(
+            LayerKind.FULL_ATTENTION if (i + 1) % every == 0 else LayerKind.SLIDING_ATTENTION
+            for i in range(n)
+        )
     max_window_layers = text.get("max_window_layers")
-    if max_window_layers is not None and text.get("use_sliding_window"):  # Qwen2: layers >= max_window_layers slide
-        return tuple(LayerKind.SLIDING_ATTENTION if i >= int(max_window_layers) else LayerKind.FULL_ATTENTION for i in range(n))
+    if max_window_layers is not None and text.get(
+        "use_sliding_window"
+    ):  # Qwen2: layers >= max_window_layers slide
+        return tuple(
+            LayerKind.SLIDING_ATTENTION if i >= int(max_window_layers) else LayerKind.FULL_ATTENTION
+            for i in range(n)
+        )
     return (LayerKind.SLIDING_ATTENTION,) * n
 
 
@@ -211,9 +229,14 @@ def mamba_spec(text: dict[str, Any]) -> MambaSpec | None:
         return None
     hidden = int(text["hidden_size"])
     expand = text.get("expand") or text.get("mamba_expand") or 2
-    d_inner = int(text.get("mamba_d_inner") or (text.get("intermediate_size") if text.get("model_type") == "mamba" else 0)
-                  or expand * hidden)
-    n_heads = int(text.get("mamba_n_heads") or (text.get("num_heads") if text.get("model_type") == "mamba2" else 0) or 0)
+    d_inner = int(
+        text.get("mamba_d_inner")
+        or (text.get("intermediate_size") if text.get("model_type") == "mamba" else 0)
+        or expand * hidden
+    )
+    n_heads = int(
+        text.get("mamba_n_heads") or (text.get("num_heads") if text.get("model_type") == "mamba2" else 0) or 0
+    )
     return MambaSpec(
         d_inner=d_inner,
         d_state=int(d_state),

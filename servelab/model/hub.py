@@ -44,23 +44,31 @@ class HubClient:
     def url(self, filename: str) -> str:
         return f"{self.endpoint.rstrip('/')}/{self.repo}/resolve/{self.revision}/{filename}"
 
-    def get(self, filename: str, byte_range: tuple[int, int] | None = None, limit: int | None = None) -> tuple[bytes, int]:
+    def get(
+        self, filename: str, byte_range: tuple[int, int] | None = None, limit: int | None = None
+    ) -> tuple[bytes, int]:
         """The body (at most `limit` bytes) and the file's total size (from Content-Range or Content-Length)."""
         request = urllib.request.Request(self.url(filename))
-        if self.token:  # unredirected: the hub redirects to a CDN with signed URLs, which must not see the token
+        if (
+            self.token
+        ):  # unredirected: the hub redirects to a CDN with signed URLs, which must not see the token
             request.add_unredirected_header("Authorization", f"Bearer {self.token}")
         if byte_range:
             request.add_header("Range", f"bytes={byte_range[0]}-{byte_range[1]}")
         try:
             with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
-                skip = byte_range[0] if byte_range and response.status == 200 else 0  # Range ignored: whole file
+                skip = (
+                    byte_range[0] if byte_range and response.status == 200 else 0
+                )  # Range ignored: whole file
                 body = response.read(skip + limit) if limit is not None else response.read()
                 return body[skip:], _total_size(response.headers, len(body))
         except urllib.error.HTTPError as exc:
             raise _http_error(self, filename, exc.code) from None
         except (urllib.error.URLError, OSError) as exc:
-            raise ConfigError(f"cannot reach {self.endpoint} for {self.repo}/{filename} ({_reason(exc)}); check the "
-                              "network, or set HF_ENDPOINT") from None
+            raise ConfigError(
+                f"cannot reach {self.endpoint} for {self.repo}/{filename} ({_reason(exc)}); check the "
+                "network, or set HF_ENDPOINT"
+            ) from None
 
     def exists(self, filename: str) -> bool:
         try:
@@ -86,10 +94,14 @@ def _total_size(headers: Any, body_len: int) -> int:
 
 def _http_error(client: HubClient, filename: str, status: int) -> ConfigError:
     if status == 404:
-        return ConfigError(f"{filename} not found in {client.repo} at {client.endpoint} (HTTP 404); check the repo id")
+        return ConfigError(
+            f"{filename} not found in {client.repo} at {client.endpoint} (HTTP 404); check the repo id"
+        )
     if status in (401, 403):
-        return ConfigError(f"{client.endpoint} refused {client.repo}/{filename} (HTTP {status}); for gated models "
-                           "accept the licence and set HF_TOKEN")
+        return ConfigError(
+            f"{client.endpoint} refused {client.repo}/{filename} (HTTP {status}); for gated models "
+            "accept the licence and set HF_TOKEN"
+        )
     return ConfigError(f"{client.endpoint} answered HTTP {status} for {client.repo}/{filename}")
 
 
@@ -99,7 +111,9 @@ def read_remote_header(client: HubClient, filename: str) -> list[TensorEntry]:
     length = header_length(prefix, total)
     header, _ = client.get(filename, (8, 8 + length - 1), limit=length)
     if len(header) != length:
-        raise ModelFormatError(f"{client.repo}/{filename}: asked for {length} header bytes, got {len(header)}")
+        raise ModelFormatError(
+            f"{client.repo}/{filename}: asked for {length} header bytes, got {len(header)}"
+        )
     return parse_header(header, total - 8 - length)
 
 
@@ -107,7 +121,9 @@ def _json_file(client: HubClient, filename: str) -> bytes:
     """A small JSON file, refused when larger than MAX_JSON_BYTES (a hostile or wrong endpoint)."""
     raw, size = client.get(filename, limit=MAX_JSON_BYTES + 1)
     if len(raw) > MAX_JSON_BYTES or size > MAX_JSON_BYTES:
-        raise ModelFormatError(f"{client.repo}/{filename} is {size} bytes, more than {MAX_JSON_BYTES}; not a model file")
+        raise ModelFormatError(
+            f"{client.repo}/{filename} is {size} bytes, more than {MAX_JSON_BYTES}; not a model file"
+        )
     return raw
 
 
@@ -122,8 +138,11 @@ def fetch_model(repo: str, *, endpoint: str | None = None, token: str | None = N
     """ModelSpec of a hub repository: architecture from config.json, exact bytes from safetensors headers."""
     if not _REPO.fullmatch(repo):
         raise ConfigError(f"--hf needs a repository id like Org/Name, not {repo!r}")
-    client = HubClient(endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT, repo,
-                       token or os.environ.get("HF_TOKEN") or None)
+    client = HubClient(
+        endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT,
+        repo,
+        token or os.environ.get("HF_TOKEN") or None,
+    )
     raw = _json_file(client, "config.json")
     try:
         config = json.loads(raw)

@@ -9,7 +9,9 @@ from servelab.model.catalog import catalog_ids, catalog_model, find_catalog_id
 from servelab.model.spec import ModelSpec
 
 
-def load_model(ref: str, *, quant: str | None = None, hf: bool = False, hf_endpoint: str | None = None) -> ModelSpec:
+def load_model(
+    ref: str, *, quant: str | None = None, hf: bool = False, hf_endpoint: str | None = None
+) -> ModelSpec:
     """Describe the model `ref` names; `quant` re-prices catalog/config weights; `hf` fetches config + headers."""
     spec = _read(ref, hf=hf, hf_endpoint=hf_endpoint)
     if quant is None:
@@ -20,8 +22,10 @@ def load_model(ref: str, *, quant: str | None = None, hf: bool = False, hf_endpo
     if spec.weights_exact:
         if fmt.name.lower() == spec.quant.lower():
             return spec
-        raise ConfigError(f"{spec.name} is stored as {spec.quant} (read from a file); --quant {quant} applies to "
-                          "catalog ids and config.json files only; drop --quant or give the catalog id")
+        raise ConfigError(
+            f"{spec.name} is stored as {spec.quant} (read from a file); --quant {quant} applies to "
+            "catalog ids and config.json files only; drop --quant or give the catalog id"
+        )
     return synthesise_weights(spec, fmt)
 
 
@@ -42,7 +46,15 @@ def _read(ref: str, *, hf: bool, hf_endpoint: str | None) -> ModelSpec:
     model_id = find_catalog_id(ref)
     if model_id is not None:
         return catalog_model(model_id)
-    if path.suffix.lower() in (".gguf", ".json", ".safetensors") or ref.startswith((".", "~")) or path.is_absolute():
-        raise ConfigError(f"model file {ref!r} does not exist (or is not a .gguf, config.json or model directory)")
-    raise ConfigError(f"unknown model {ref!r}: give a catalog id ({', '.join(catalog_ids())}), a .gguf file, "
-                      "a config.json or a model directory (or --hf with network access)")
+    if (
+        path.suffix.lower() in (".gguf", ".json", ".safetensors")
+        or ref.startswith((".", "~"))
+        or path.is_absolute()
+    ):
+        raise ConfigError(
+            f"model file {ref!r} does not exist (or is not a .gguf, config.json or model directory)"
+        )
+    raise ConfigError(
+        f"unknown model {ref!r}: give a catalog id ({', '.join(catalog_ids())}), a .gguf file, "
+        "a config.json or a model directory (or --hf with network access)"
+    )

@@ -16,8 +16,9 @@ from typing import Any
 
 from servelab.model.spec import LayerKind, ModelSpec
 
-_QK_NORM_TYPES = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "gemma3_text",
-                            "gemma3", "olmo2"})
+_QK_NORM_TYPES = frozenset(
+    {"qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "gemma3_text", "gemma3", "olmo2"}
+)
 _QKV_BIAS_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"})
 _GEMMA_NORMS = frozenset({"gemma2", "gemma3", "gemma3_text"})  # four norms per layer
 _GATED_ATTENTION_TYPES = frozenset({"qwen3_next"})  # q_proj also emits the output gate
@@ -49,7 +50,9 @@ def count_params(
     return groups, dict(roles)
 
 
-def decoder_layer(spec: ModelSpec, text: dict[str, Any], layer: int, kind: LayerKind) -> tuple[Counter[str], int]:
+def decoder_layer(
+    spec: ModelSpec, text: dict[str, Any], layer: int, kind: LayerKind
+) -> tuple[Counter[str], int]:
     """One decoder layer's params by role, and the params one token touches in it."""
     roles: Counter[str] = Counter()
     mixer = mixer_params(spec, text, kind)
@@ -177,11 +180,15 @@ def vision_params(vision: dict[str, Any], text_hidden: int) -> int:
     channels = int(vision.get("in_channels") or vision.get("num_channels") or 3)
     block = 4 * width * width + 4 * width + 2 * width * inner + inner + width + 4 * width
     embed = channels * temporal * patch * patch * width + width
-    positions = int(vision.get("num_position_embeddings") or (int(vision.get("image_size") or 0) // patch) ** 2)
+    positions = int(
+        vision.get("num_position_embeddings") or (int(vision.get("image_size") or 0) // patch) ** 2
+    )
     out = int(vision.get("out_hidden_size") or text_hidden)
     merge = int(vision.get("spatial_merge_size") or 1)
     merged = width * merge * merge
-    projector = merged * merged + merged + merged * out + out + 2 * width if merge > 1 else width + width * out
+    projector = (
+        merged * merged + merged + merged * out + out + 2 * width if merge > 1 else width + width * out
+    )
     return depth * block + embed + positions * width + 2 * width + projector
 
 

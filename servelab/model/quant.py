@@ -25,8 +25,17 @@ LINEAR_ROLES = frozenset({"linear", "attn_v", "attn_output", "ffn_down", "expert
 _GROUP_SIZES = (32, 64, 128, -1)
 _BITS = {"awq": (4, 8), "gptq": (2, 3, 4, 8)}
 _FLOAT_BITS = {"bf16": 16.0, "fp16": 16.0, "fp32": 32.0}
-_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "f32": "fp32",
-            "fp8-tensor": "fp8", "fp8_e4m3": "fp8", "int4": "gptq", "w4a16": "gptq"}
+_ALIASES = {
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "float32": "fp32",
+    "f32": "fp32",
+    "fp8-tensor": "fp8",
+    "fp8_e4m3": "fp8",
+    "int4": "gptq",
+    "w4a16": "gptq",
+}
 
 
 @dataclass(frozen=True)
@@ -54,9 +63,13 @@ def float_format(name: str) -> QuantFormat:
 def int_group_format(family: str, bits: int, group: int, *, zero_point: bool = True) -> QuantFormat:
     """AWQ / GPTQ / compressed-tensors int: `bits` + (fp16 scale [+ zero point]) per group."""
     if bits not in _BITS.get(family, (2, 3, 4, 8)):
-        raise ConfigError(f"{family} cannot store {bits}-bit weights; valid: {', '.join(map(str, _BITS.get(family, (2, 3, 4, 8))))}")
+        raise ConfigError(
+            f"{family} cannot store {bits}-bit weights; valid: {', '.join(map(str, _BITS.get(family, (2, 3, 4, 8))))}"
+        )
     if group not in _GROUP_SIZES:
-        raise ConfigError(f"{family} group size {group} is not supported; valid: {', '.join(map(str, _GROUP_SIZES))}")
+        raise ConfigError(
+            f"{family} group size {group} is not supported; valid: {', '.join(map(str, _GROUP_SIZES))}"
+        )
     zero_point = zero_point or family == "gptq"  # GPTQ checkpoints store qzeros even when symmetric
     overhead = 0.0 if group == -1 else (16 + (bits if zero_point else 0)) / group
     suffix = "" if zero_point else "-sym"
@@ -64,7 +77,9 @@ def int_group_format(family: str, bits: int, group: int, *, zero_point: bool = T
 
 
 def fp8_format(scaling: str = "tensor") -> QuantFormat:
-    bits = 8 + 32 / (128 * 128) if scaling == "block" else 8.0  # fp8 checkpoints ship the MTP layer in fp8 too
+    bits = (
+        8 + 32 / (128 * 128) if scaling == "block" else 8.0
+    )  # fp8 checkpoints ship the MTP layer in fp8 too
     return QuantFormat("fp8" if scaling == "tensor" else f"fp8-{scaling}", "fp8", bits, mtp_bits=bits)
 
 
@@ -72,17 +87,31 @@ def gguf_format(mix: GGUFMix) -> QuantFormat:
     """A llama-quantize mix: matrices by rule, norms/routers F32, token_embd / output by the mix."""
     types = gguf_types()
     embd = types[mix.token_embd or mix.base].bits_per_weight
-    return QuantFormat(mix.name, "gguf", types[mix.base].bits_per_weight, LINEAR_ROLES, embd,
-                       types[mix.output].bits_per_weight, 32.0, 16.0, types[mix.base].bits_per_weight, mix)
+    return QuantFormat(
+        mix.name,
+        "gguf",
+        types[mix.base].bits_per_weight,
+        LINEAR_ROLES,
+        embd,
+        types[mix.output].bits_per_weight,
+        32.0,
+        16.0,
+        types[mix.base].bits_per_weight,
+        mix,
+    )
 
 
 def _named_formats() -> dict[str, QuantFormat]:
     formats = {name: float_format(name) for name in _FLOAT_BITS}
-    formats.update({"fp8": fp8_format(), "fp8-channel": fp8_format("channel"), "fp8-block": fp8_format("block")})
+    formats.update(
+        {"fp8": fp8_format(), "fp8-channel": fp8_format("channel"), "fp8-block": fp8_format("block")}
+    )
     formats["awq"] = int_group_format("awq", 4, 128)
     formats["gptq"] = int_group_format("gptq", 4, 128)
     formats["bnb-nf4"] = QuantFormat("bnb-nf4", "bnb", 4 + 32 / 64)  # fp32 absmax per 64
-    formats["bnb-nf4-dq"] = QuantFormat("bnb-nf4-dq", "bnb", 4 + 8 / 64 + 32 / (64 * 256))  # 8-bit absmax, fp32 per 256
+    formats["bnb-nf4-dq"] = QuantFormat(
+        "bnb-nf4-dq", "bnb", 4 + 8 / 64 + 32 / (64 * 256)
+    )  # 8-bit absmax, fp32 per 256
     formats["bnb-int8"] = QuantFormat("bnb-int8", "bnb", 8.0)  # + one fp32 scale per row
     formats["nvfp4"] = QuantFormat("nvfp4", "nvfp4", 4.5)
     formats["mxfp4"] = QuantFormat("mxfp4", "mxfp4", 4.25)
@@ -92,7 +121,11 @@ def _named_formats() -> dict[str, QuantFormat]:
 def quant_names() -> list[str]:
     """Every name `get_quant` accepts (besides the awq-w{b}g{g} / gptq-w{b}g{g} patterns)."""
     skip = {*gguf_mixes(), "I8", "I16", "I32", "I64", "F64"}  # integer / f64 tensors are not weight formats
-    extra_types = [n for n in gguf_types() if n not in skip and _ALIASES.get(n.lower(), n.lower()) not in _named_formats()]
+    extra_types = [
+        n
+        for n in gguf_types()
+        if n not in skip and _ALIASES.get(n.lower(), n.lower()) not in _named_formats()
+    ]
     return [*_named_formats(), *gguf_mixes(), *extra_types]
 
 
@@ -112,8 +145,10 @@ def get_quant(name: str) -> QuantFormat:
     if upper in gguf_types():
         return gguf_format(GGUFMix(upper, upper, output=upper))
     choices = ", ".join(quant_names()[:12])
-    raise ConfigError(f"unknown quant {name!r}; valid: {choices}, awq-w{{4,8}}g{{32,64,128,-1}}, "
-                      f"gptq-w{{2,3,4,8}}g{{…}}, any GGUF mix or type (Q4_K_M, IQ4_XS, TQ1_0, PTQ1_0, …)")
+    raise ConfigError(
+        f"unknown quant {name!r}; valid: {choices}, awq-w{{4,8}}g{{32,64,128,-1}}, "
+        f"gptq-w{{2,3,4,8}}g{{…}}, any GGUF mix or type (Q4_K_M, IQ4_XS, TQ1_0, PTQ1_0, …)"
+    )
 
 
 def quant_from_config(qc: dict[str, Any]) -> QuantFormat:
@@ -139,8 +174,10 @@ def quant_from_config(qc: dict[str, Any]) -> QuantFormat:
         return get_quant("bnb-nf4-dq" if qc.get("bnb_4bit_use_double_quant") else "bnb-nf4")
     if method == "compressed-tensors":
         return replace(_compressed_tensors(qc), unquantized_modules=ignore)
-    raise ConfigError(f"unsupported quant_method {method!r}; supported: awq, gptq, fp8, mxfp4, modelopt, "
-                      "compressed-tensors, bitsandbytes")
+    raise ConfigError(
+        f"unsupported quant_method {method!r}; supported: awq, gptq, fp8, mxfp4, modelopt, "
+        "compressed-tensors, bitsandbytes"
+    )
 
 
 def _compressed_tensors(qc: dict[str, Any]) -> QuantFormat:
@@ -162,18 +199,33 @@ def synthesise_weights(spec: ModelSpec, quant: QuantFormat | str) -> ModelSpec:
     fmt = get_quant(quant) if isinstance(quant, str) else quant
     groups, roles = spec.extra.get("param_groups"), spec.extra.get("param_roles")
     if not groups or roles is None:
-        raise ConfigError(f"{spec.name}: weights were read from a file ({spec.quant}); --quant applies to "
-                          "catalog models and config.json files")
+        raise ConfigError(
+            f"{spec.name}: weights were read from a file ({spec.quant}); --quant applies to "
+            "catalog models and config.json files"
+        )
     bits = role_bits(spec, fmt)
-    weights = tuple(_group(spec, fmt, name, params, active, roles, bits) for name, (params, active) in groups.items())
+    weights = tuple(
+        _group(spec, fmt, name, params, active, roles, bits) for name, (params, active) in groups.items()
+    )
     return replace(spec, weights=weights, quant=fmt.name, weights_exact=False)
 
 
-def _group(spec: ModelSpec, fmt: QuantFormat, name: str, params: int, active: int | None,
-           roles: dict[str, int], bits: dict[str, float]) -> WeightGroup:
+def _group(
+    spec: ModelSpec,
+    fmt: QuantFormat,
+    name: str,
+    params: int,
+    active: int | None,
+    roles: dict[str, int],
+    bits: dict[str, float],
+) -> WeightGroup:
     if name != "text":
-        group_bits = {"embedding": fmt.embedding_bits, "lm_head": fmt.lm_head_bits, "vision": fmt.vision_bits,
-                      "mtp": fmt.mtp_bits}[name]
+        group_bits = {
+            "embedding": fmt.embedding_bits,
+            "lm_head": fmt.lm_head_bits,
+            "vision": fmt.vision_bits,
+            "mtp": fmt.mtp_bits,
+        }[name]
         return WeightGroup(name, params, math.ceil(params * group_bits / 8), _label(fmt, name, group_bits))
     total_bits = sum(count * bits[role] for role, count in roles.items())
     active_bytes = None
@@ -185,15 +237,20 @@ def _group(spec: ModelSpec, fmt: QuantFormat, name: str, params: int, active: in
 
 def _label(fmt: QuantFormat, group: str, bits: float) -> str:
     if fmt.mix is not None:
-        return {"embedding": fmt.mix.token_embd or fmt.mix.base, "lm_head": fmt.mix.output, "vision": "F16"}.get(
-            group, fmt.mix.base)
+        return {
+            "embedding": fmt.mix.token_embd or fmt.mix.base,
+            "lm_head": fmt.mix.output,
+            "vision": "F16",
+        }.get(group, fmt.mix.base)
     return {16.0: "bf16", 32.0: "fp32"}.get(bits, fmt.name)
 
 
 def role_bits(spec: ModelSpec, fmt: QuantFormat) -> dict[str, float]:
     """Effective bits per decoder-body role; GGUF mixes average their per-layer choices."""
-    bits = {role: (fmt.bits_per_weight if role in fmt.quantized_roles else fmt.small_bits)
-            for role in ("linear", "attn_v", "attn_output", "ffn_down", "experts")}
+    bits = {
+        role: (fmt.bits_per_weight if role in fmt.quantized_roles else fmt.small_bits)
+        for role in ("linear", "attn_v", "attn_output", "ffn_down", "experts")
+    }
     bits["small"] = fmt.small_bits
     if fmt.mix is not None:
         bits.update(_mix_role_bits(spec, fmt.mix))
@@ -212,6 +269,12 @@ def _mix_role_bits(spec: ModelSpec, mix: GGUFMix) -> dict[str, float]:
     down = mean_bits("ffn_down", spec.num_layers)
     base = types[mix.base].bits_per_weight
     experts = types[mix.role_type("experts", 0, 1, gqa)].bits_per_weight
-    experts = experts if experts != base else (2 * base + down) / 3  # gate/up at base, down by the ffn_down rule
-    return {"attn_v": mean_bits("attn_v", attn_layers), "attn_output": mean_bits("attn_output", attn_layers),
-            "ffn_down": down, "experts": experts}
+    experts = (
+        experts if experts != base else (2 * base + down) / 3
+    )  # gate/up at base, down by the ffn_down rule
+    return {
+        "attn_v": mean_bits("attn_v", attn_layers),
+        "attn_output": mean_bits("attn_output", attn_layers),
+        "ffn_down": down,
+        "experts": experts,
+    }

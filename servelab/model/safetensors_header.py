@@ -21,9 +21,27 @@ from servelab.model.hf_config import read_config, spec_from_config
 from servelab.model.spec import ModelSpec, WeightGroup
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors library's own limit
-DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2,
-               "U16": 2, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1}
-_VISION = re.compile(r"(^|\.)(visual|vision_tower|vision_model|multi_modal_projector|mm_projector|vision_embed)\.")
+DTYPE_BYTES = {
+    "F64": 8,
+    "I64": 8,
+    "U64": 8,
+    "F32": 4,
+    "I32": 4,
+    "U32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I16": 2,
+    "U16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E8M0": 1,
+}
+_VISION = re.compile(
+    r"(^|\.)(visual|vision_tower|vision_model|multi_modal_projector|mm_projector|vision_embed)\."
+)
 _EMBED = re.compile(r"(^|\.)(embed_tokens|wte|tok_embeddings|word_embeddings)\.")
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 
@@ -39,11 +57,15 @@ class TensorEntry:
 def header_length(prefix: bytes, file_size: int) -> int:
     """The declared header length from the first 8 bytes, checked against the file size."""
     if len(prefix) < 8:
-        raise ModelFormatError(f"safetensors file too short ({len(prefix)} bytes); it needs an 8-byte header length")
+        raise ModelFormatError(
+            f"safetensors file too short ({len(prefix)} bytes); it needs an 8-byte header length"
+        )
     (length,) = struct.unpack("<Q", prefix[:8])
     if length > MAX_HEADER_BYTES or 8 + length > file_size:
-        raise ModelFormatError(f"safetensors header length {length} does not fit a {file_size}-byte file; "
-                               "the file is truncated or not safetensors")
+        raise ModelFormatError(
+            f"safetensors header length {length} does not fit a {file_size}-byte file; "
+            "the file is truncated or not safetensors"
+        )
     return length
 
 
@@ -65,14 +87,20 @@ def _entry(name: str, info: Any, data_size: int) -> TensorEntry:
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelFormatError(f"safetensors tensor {name!r} has a malformed entry ({exc!r})") from exc
     if dtype not in DTYPE_BYTES:
-        raise ModelFormatError(f"safetensors tensor {name!r} has unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
+        raise ModelFormatError(
+            f"safetensors tensor {name!r} has unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}"
+        )
     if any(d < 0 for d in shape) or not 0 <= begin <= end <= data_size:
-        raise ModelFormatError(f"safetensors tensor {name!r} lies outside the file (offsets {begin}..{end}, "
-                               f"data {data_size} bytes)")
+        raise ModelFormatError(
+            f"safetensors tensor {name!r} lies outside the file (offsets {begin}..{end}, "
+            f"data {data_size} bytes)"
+        )
     nbytes = math.prod(shape) * DTYPE_BYTES[dtype]
     if nbytes != end - begin:
-        raise ModelFormatError(f"safetensors tensor {name!r}: {dtype}{list(shape)} needs {nbytes} bytes, "
-                               f"offsets give {end - begin}")
+        raise ModelFormatError(
+            f"safetensors tensor {name!r}: {dtype}{list(shape)} needs {nbytes} bytes, "
+            f"offsets give {end - begin}"
+        )
     return TensorEntry(name, dtype, shape, nbytes)
 
 
@@ -105,9 +133,12 @@ def index_weight_map(raw: bytes) -> dict[str, str]:
         weight_map = json.loads(raw)["weight_map"]
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, KeyError, TypeError) as exc:
         raise ModelFormatError(f"model.safetensors.index.json has no weight_map ({exc!r})") from exc
-    if not isinstance(weight_map, dict) or any(not isinstance(v, str) or "/" in v or "\\" in v
-                                               for v in weight_map.values()):
-        raise ModelFormatError("model.safetensors.index.json weight_map must map tensor names to shard file names")
+    if not isinstance(weight_map, dict) or any(
+        not isinstance(v, str) or "/" in v or "\\" in v for v in weight_map.values()
+    ):
+        raise ModelFormatError(
+            "model.safetensors.index.json weight_map must map tensor names to shard file names"
+        )
     return weight_map
 
 
@@ -137,11 +168,15 @@ def apply_headers(spec: ModelSpec, entries: list[TensorEntry]) -> ModelSpec:
         if group == "text" and ".experts." in entry.name:
             experts += entry.nbytes
     counted = {w.name: w for w in spec.weights}
-    groups = tuple(_exact_group(spec, counted.get(name), name, nbytes, experts) for name, nbytes in exact.items())
+    groups = tuple(
+        _exact_group(spec, counted.get(name), name, nbytes, experts) for name, nbytes in exact.items()
+    )
     return replace(spec, weights=groups, weights_exact=True)
 
 
-def _exact_group(spec: ModelSpec, counted: WeightGroup | None, name: str, nbytes: int, experts: int) -> WeightGroup:
+def _exact_group(
+    spec: ModelSpec, counted: WeightGroup | None, name: str, nbytes: int, experts: int
+) -> WeightGroup:
     params = counted.params if counted else 0
     dtype = counted.dtype if counted else spec.quant
     active = counted.active_params if counted else None

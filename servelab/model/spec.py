@@ -110,7 +110,9 @@ class WeightGroup:
     bytes: int
     dtype: str  # storage format, e.g. "bf16", "awq-w4g128", "Q4_K", "mixed"
     active_params: int | None = None  # params touched per token (MoE); None: all of them
-    active_bytes: int | None = None  # bytes of those params (MoE with experts stored unlike the rest); None: unknown
+    active_bytes: int | None = (
+        None  # bytes of those params (MoE with experts stored unlike the rest); None: unknown
+    )
 
 
 @dataclass(frozen=True)

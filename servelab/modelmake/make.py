@@ -42,7 +42,9 @@ def make_model(kind: str, path: Path | str, shape: ModelShape | None = None) -> 
         os.replace(partial, path)
     except OSError as exc:
         partial.unlink(missing_ok=True)
-        raise ConfigError(f"cannot write model to {path}: {exc.strerror or exc}; choose a writable -o path") from exc
+        raise ConfigError(
+            f"cannot write model to {path}: {exc.strerror or exc}; choose a writable -o path"
+        ) from exc
     return MadeModel(path, kind, arch.ARCH, shape.weight_type, n_params, path.stat().st_size, shape)
 
 

@@ -48,7 +48,9 @@ def shape_for(kind: str, **overrides: object) -> ModelShape:
     known = {f.name for f in fields(ModelShape)}
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise ConfigError(f"unknown model shape field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
+        raise ConfigError(
+            f"unknown model shape field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
+        )
     shape = replace(DEFAULTS[kind], **{k: v for k, v in overrides.items() if v is not None})
     validate(shape, kind)
     return shape
@@ -69,15 +71,21 @@ def validate(shape: ModelShape, kind: str) -> None:
     if shape.seed < 0:
         raise ConfigError(f"model seed must be 0 or more, not {shape.seed}")
     if approx_params(shape) > MAX_PARAMS:
-        raise ConfigError(f"a model of about {approx_params(shape):.2e} parameters is too big to make here "
-                          f"(at most {MAX_PARAMS:.0e}: these are test models); lower --hidden, --ffn, --vocab or --layers")
+        raise ConfigError(
+            f"a model of about {approx_params(shape):.2e} parameters is too big to make here "
+            f"(at most {MAX_PARAMS:.0e}: these are test models); lower --hidden, --ffn, --vocab or --layers"
+        )
     if shape.weight_type not in WEIGHT_TYPES:
-        raise ConfigError(f"unknown weight type {shape.weight_type!r}; choose one of: {', '.join(WEIGHT_TYPES)}")
+        raise ConfigError(
+            f"unknown weight type {shape.weight_type!r}; choose one of: {', '.join(WEIGHT_TYPES)}"
+        )
     if shape.heads % shape.kv_heads:
         raise ConfigError(f"heads ({shape.heads}) must be a multiple of kv_heads ({shape.kv_heads})")
     if shape.weight_type.startswith("q") and (shape.hidden % QUANT_BLOCK or shape.ffn % QUANT_BLOCK):
         raise ConfigError(f"{shape.weight_type} needs hidden and ffn to be multiples of {QUANT_BLOCK}")
     if kind == "hybrid" and shape.layers < shape.full_attention_interval:
-        raise ConfigError(f"a hybrid needs at least {shape.full_attention_interval} layers (one full-attention layer)")
+        raise ConfigError(
+            f"a hybrid needs at least {shape.full_attention_interval} layers (one full-attention layer)"
+        )
     if kind == "hybrid" and shape.ssm_value_heads % shape.ssm_key_heads:
         raise ConfigError("hybrid ssm_value_heads must be a multiple of ssm_key_heads")

@@ -50,7 +50,9 @@ def row_bytes(dtype: str, n_elements: int) -> int:
     """Bytes for `n_elements` values stored as `dtype` (ggml_row_size for block types)."""
     block_elems, block_bytes = _BLOCKS[canonical_dtype(dtype)]
     if n_elements % block_elems:
-        raise ConfigError(f"a row of {n_elements} values cannot be stored as {dtype} (blocks of {block_elems})")
+        raise ConfigError(
+            f"a row of {n_elements} values cannot be stored as {dtype} (blocks of {block_elems})"
+        )
     return n_elements // block_elems * block_bytes
 
 

@@ -62,10 +62,14 @@ def load_plan(
         data = {"model": data.get("model"), "gpu": data.get("gpu"), "plans": [data]}
     plans = data.get("plans")
     if not isinstance(plans, list) or not plans:
-        raise ConfigError(f"{flag} {path}: no plan entries (a non-empty 'plans' list of objects); {PLAN_HINT}")
+        raise ConfigError(
+            f"{flag} {path}: no plan entries (a non-empty 'plans' list of objects); {PLAN_HINT}"
+        )
     for index, entry in enumerate(plans):
         if not isinstance(entry, dict):
-            raise ConfigError(f"{flag} {path}: plans[{index}] is a {_json_kind(entry)}, not a plan entry (an object)")
+            raise ConfigError(
+                f"{flag} {path}: plans[{index}] is a {_json_kind(entry)}, not a plan entry (an object)"
+            )
         missing = [key for key in required if key not in entry]
         if missing:
             raise ConfigError(f"{flag} {path}: plans[{index}] lacks {', '.join(missing)}; {PLAN_HINT}")

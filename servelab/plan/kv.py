@@ -30,7 +30,9 @@ class KVLayout:
     def bytes_for(self, tokens: int, sequences: int = 1) -> int:
         """Cache bytes for `sequences` sequences of `tokens` tokens each (sliding layers capped at the window)."""
         sliding_tokens = min(tokens, self.window) if self.window else tokens
-        return sequences * (self.full_bytes_per_token * tokens + self.sliding_bytes_per_token * sliding_tokens)
+        return sequences * (
+            self.full_bytes_per_token * tokens + self.sliding_bytes_per_token * sliding_tokens
+        )
 
 
 def layer_kv_bytes_per_token(model: ModelSpec, layer: int, dtype: str) -> int:

@@ -32,17 +32,31 @@ def _container_argv(argv: list[str], mounts: dict[str, str]) -> list[str]:
 
 def _host_dirs(argv: list[str]) -> dict[str, str]:
     """Directory of each absolute file path in argv (a GGUF, a draft model) → where the container sees it."""
-    dirs = list(dict.fromkeys(str(PurePosixPath(w).parent) for w in argv[1:] if w.startswith("/") and w != "/"))
+    dirs = list(
+        dict.fromkeys(str(PurePosixPath(w).parent) for w in argv[1:] if w.startswith("/") and w != "/")
+    )
     return {d: "/models" if len(dirs) == 1 else f"/models/{i}" for i, d in enumerate(dirs)}
 
 
 def _in_container(word: str, mounts: dict[str, str]) -> str:
     path = PurePosixPath(word)
-    return f"{mounts[str(path.parent)]}/{path.name}" if word.startswith("/") and str(path.parent) in mounts else word
+    return (
+        f"{mounts[str(path.parent)]}/{path.name}"
+        if word.startswith("/") and str(path.parent) in mounts
+        else word
+    )
 
 
-def compose_service(name: str, argv: list[str], *, image: str, port: int, health_path: str,
-                    host: str = "127.0.0.1", gpus: int = 1) -> str:
+def compose_service(
+    name: str,
+    argv: list[str],
+    *,
+    image: str,
+    port: int,
+    health_path: str,
+    host: str = "127.0.0.1",
+    gpus: int = 1,
+) -> str:
     """A docker-compose file with one service that runs `argv`, publishes `port` on `host`, checks health."""
     url = f"http://localhost:{port}{health_path}"
     mounts = _host_dirs(argv)
@@ -53,10 +67,18 @@ def compose_service(name: str, argv: list[str], *, image: str, port: int, health
         "ports": [f"{host}:{port}:{port}"],
         "ipc": "host",
         "volumes": ["${HOME}/.cache/huggingface:/root/.cache/huggingface", *models],
-        "healthcheck": {"test": ["CMD", "curl", "-fsS", url], "interval": "30s", "timeout": "5s",
-                        "retries": 5, "start_period": "600s"},
-        "deploy": {"resources": {"reservations": {"devices": [
-            {"driver": "nvidia", "count": gpus, "capabilities": ["gpu"]}]}}},
+        "healthcheck": {
+            "test": ["CMD", "curl", "-fsS", url],
+            "interval": "30s",
+            "timeout": "5s",
+            "retries": 5,
+            "start_period": "600s",
+        },
+        "deploy": {
+            "resources": {
+                "reservations": {"devices": [{"driver": "nvidia", "count": gpus, "capabilities": ["gpu"]}]}
+            }
+        },
         "restart": "unless-stopped",
     }
     return yaml.safe_dump({"services": {name: service}}, sort_keys=False, width=1000)

@@ -51,8 +51,10 @@ def with_quant(model: ModelSpec, quant: str | None) -> ModelSpec:
     if quant is None or quant.lower() == model.quant.lower():
         return model
     if model.weights_exact:
-        raise ConfigError(f"{model.name} is stored as {model.quant} (read from a file); --quant {quant} cannot"
-                          " re-price it; drop --quant or plan the catalog id")
+        raise ConfigError(
+            f"{model.name} is stored as {model.quant} (read from a file); --quant {quant} cannot"
+            " re-price it; drop --quant or plan the catalog id"
+        )
     return synthesise_weights(model, quant)
 
 
@@ -76,7 +78,9 @@ def _state_bytes(model: ModelSpec, engine: str) -> int:
 
 
 def _kv_dtype_bytes_name(kv_dtype: str, model: ModelSpec) -> str:
-    return model.dtype if kv_dtype == "auto" else {"bfloat16": "bf16", "fp8": "fp8_e4m3"}.get(kv_dtype, kv_dtype)
+    return (
+        model.dtype if kv_dtype == "auto" else {"bfloat16": "bf16", "fp8": "fp8_e4m3"}.get(kv_dtype, kv_dtype)
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,15 +95,24 @@ class _Speed:
     def per_sequence(self, context: int, batch: int = 1) -> tuple[float, str]:
         """Ceiling decode tok/s per sequence and which bound binds, TP all-reduces included."""
         kv = kv_layout(self.model, _kv_dtype_bytes_name(self.kv_dtype, self.model))
-        d = speed.decode_ceiling(self.model, self.gpu, kv, state_bytes=_state_bytes(self.model, self.engine),
-                                 context=context, batch=batch, compute_dtype=_compute_dtype(self.model, self.gpu))
+        d = speed.decode_ceiling(
+            self.model,
+            self.gpu,
+            kv,
+            state_bytes=_state_bytes(self.model, self.engine),
+            context=context,
+            batch=batch,
+            compute_dtype=_compute_dtype(self.model, self.gpu),
+        )
         step_s = 1 / d.per_sequence_tok_s
         if self.tp > 1 and self.engine != "llamacpp" and self.interconnect:
             step_s = step_s / self.tp + self.cost(batch).per_token_s
         return 1 / step_s, d.bound
 
     def cost(self, batch: int = 1) -> TensorParallelCost:
-        return tensor_parallel_cost(self.model, self.gpu, self.tp, self.interconnect or "pcie-p2p", batch=batch)
+        return tensor_parallel_cost(
+            self.model, self.gpu, self.tp, self.interconnect or "pcie-p2p", batch=batch
+        )
 
 
 def _ceilings(sp: _Speed, short: int, full: int) -> DecodeCeilings:
@@ -109,7 +122,9 @@ def _ceilings(sp: _Speed, short: int, full: int) -> DecodeCeilings:
 
 
 def _scaled(c: DecodeCeilings, factor: float) -> DecodeCeilings:
-    return DecodeCeilings(round(c.short * factor, 2), round(c.full_context * factor, 2), c.short_context, c.bound)
+    return DecodeCeilings(
+        round(c.short * factor, 2), round(c.full_context * factor, 2), c.short_context, c.bound
+    )
 
 
 def _batch_points(sp: _Speed, context: int, max_batch: int) -> tuple[BatchPoint, ...]:
@@ -149,45 +164,78 @@ def make_plan(
         raise ConfigError(f"{engine} needs a CUDA or ROCm GPU; on {gpu.label} plan --engine llamacpp")
     model = with_quant(model, quant)
     if not engine_accepts(engine, model):
-        raise ConfigError(f"{engine} cannot load {model.quant} weights; GGUF types run on llamacpp, "
-                          f"{', '.join(HF_QUANTS)} / gptq / nvfp4 / mxfp4 on sglang or vllm")
+        raise ConfigError(
+            f"{engine} cannot load {model.quant} weights; GGUF types run on llamacpp, "
+            f"{', '.join(HF_QUANTS)} / gptq / nvfp4 / mxfp4 on sglang or vllm"
+        )
     context = context if context is not None else model.max_context
     _check(context, parallel, gpus)
     if gpus > 1 and interconnect is None:
         interconnect = "nvlink" if gpu.nvlink_gb_s else "pcie-p2p"
-    settings = PlanSettings(context=context, kv_dtype=kv_dtype, tp=gpus, parallel=parallel,
-                            model_path=model_path or model.name, **engine_flags)  # type: ignore[arg-type]
+    settings = PlanSettings(
+        context=context,
+        kv_dtype=kv_dtype,
+        tp=gpus,
+        parallel=parallel,
+        model_path=model_path or model.name,
+        **engine_flags,
+    )  # type: ignore[arg-type]
     fit: EngineFit = ADAPTERS[engine](model, gpu, settings)
     sp = _Speed(model, gpu, engine, fit.kv_dtype, gpus, interconnect)
     served = min(context, fit.context_served) if fit.context_served else context
     ceiling = _ceilings(sp, min(speed.SHORT_CONTEXT_TOKENS, served), served)
     warnings = list(fit.warnings)
     if gpu.unified_memory and fit.memory.total > UNIFIED_GPU_SHARE * gpu.memory_bytes:
-        warnings.append(f"macOS lets the GPU wire about {UNIFIED_GPU_SHARE:.0%} of unified memory by default; this plan"
-                        " needs more (raise it with `sudo sysctl iogpu.wired_limit_mb=...`)")
+        warnings.append(
+            f"macOS lets the GPU wire about {UNIFIED_GPU_SHARE:.0%} of unified memory by default; this plan"
+            " needs more (raise it with `sudo sysctl iogpu.wired_limit_mb=...`)"
+        )
     single = None
     if gpus > 1:
         single = round(_Speed(model, gpu, engine, fit.kv_dtype, 1, None).per_sequence(served)[0], 2)
         if ceiling.full_context < single:
-            warnings.append(f"tensor parallel over {interconnect}: {ceiling.full_context} tok/s ceiling is below one"
-                            f" GPU's {single} tok/s; the all-reduce latency outweighs the split")
+            warnings.append(
+                f"tensor parallel over {interconnect}: {ceiling.full_context} tok/s ceiling is below one"
+                f" GPU's {single} tok/s; the all-reduce latency outweighs the split"
+            )
     return Plan(
-        engine=engine, quant=model.quant, context=context, kv_dtype=fit.kv_dtype, fits=fit.fits,
-        memory_bytes=fit.memory, decode_ceiling_tok_s=ceiling,
+        engine=engine,
+        quant=model.quant,
+        context=context,
+        kv_dtype=fit.kv_dtype,
+        fits=fit.fits,
+        memory_bytes=fit.memory,
+        decode_ceiling_tok_s=ceiling,
         decode_expected_tok_s=_scaled(ceiling, speed.DECODE_EFFICIENCY[engine]),
-        prefill_ceiling_tok_s=round(speed.prefill_ceiling_tok_s(
-            model, gpu, served, compute_dtype=_compute_dtype(model, gpu), gpus=gpus), 1),
-        tensor_parallel=gpus, model=model.name, gpu=gpu.name, slots=fit.slots, context_served=fit.context_served,
+        prefill_ceiling_tok_s=round(
+            speed.prefill_ceiling_tok_s(
+                model, gpu, served, compute_dtype=_compute_dtype(model, gpu), gpus=gpus
+            ),
+            1,
+        ),
+        tensor_parallel=gpus,
+        model=model.name,
+        gpu=gpu.name,
+        slots=fit.slots,
+        context_served=fit.context_served,
         efficiency={"decode": speed.DECODE_EFFICIENCY[engine], "prefill": speed.PREFILL_EFFICIENCY[engine]},
-        prefill_short_tok_s=round(speed.prefill_ceiling_tok_s(
-            model, gpu, ceiling.short_context, compute_dtype=_compute_dtype(model, gpu), gpus=gpus), 1),
-        prefill_bound=speed.prefill_bound(model, gpu, served, chunk_tokens=PREFILL_CHUNK[engine],
-                                          compute_dtype=_compute_dtype(model, gpu)),
+        prefill_short_tok_s=round(
+            speed.prefill_ceiling_tok_s(
+                model, gpu, ceiling.short_context, compute_dtype=_compute_dtype(model, gpu), gpus=gpus
+            ),
+            1,
+        ),
+        prefill_bound=speed.prefill_bound(
+            model, gpu, served, chunk_tokens=PREFILL_CHUNK[engine], compute_dtype=_compute_dtype(model, gpu)
+        ),
         decode_batch_tok_s=_batch_points(sp, min(speed.SHORT_CONTEXT_TOKENS, served), fit.max_batch),
         decode_batch_full_context_tok_s=_batch_points(sp, served, _full_context_batch(fit, model, served)),
         parallel_cost=sp.cost() if gpus > 1 and engine != "llamacpp" else None,
-        single_gpu_decode_tok_s=single, details=fit.details, command=tuple(fit.argv),
-        command_line=shell_line(fit.argv), warnings=tuple(warnings),
+        single_gpu_decode_tok_s=single,
+        details=fit.details,
+        command=tuple(fit.argv),
+        command_line=shell_line(fit.argv),
+        warnings=tuple(warnings),
     )
 
 
@@ -207,8 +255,16 @@ def candidates(model: ModelSpec, engines: tuple[str, ...], quant: str | None) ->
     return pairs
 
 
-def compare_plans(model: ModelSpec, gpu: GPU, *, engines: tuple[str, ...] = ENGINES, quant: str | None = None,
-                  gpus: int = 1, interconnect: str | None = None, **kwargs: object) -> PlanSet:
+def compare_plans(
+    model: ModelSpec,
+    gpu: GPU,
+    *,
+    engines: tuple[str, ...] = ENGINES,
+    quant: str | None = None,
+    gpus: int = 1,
+    interconnect: str | None = None,
+    **kwargs: object,
+) -> PlanSet:
     """Every sensible (engine, quant) plan; fitting plans first, fastest full-context decode first."""
     engines = tuple(_engine(e) for e in engines)
     if gpu.unified_memory:
@@ -216,8 +272,10 @@ def compare_plans(model: ModelSpec, gpu: GPU, *, engines: tuple[str, ...] = ENGI
     pairs = candidates(model, engines, quant)
     if not pairs:
         raise ConfigError(f"no engine among {', '.join(engines)} can load {quant or model.quant} weights")
-    plans = [make_plan(model, gpu, engine=e, quant=q, gpus=gpus, interconnect=interconnect, **kwargs)  # type: ignore[arg-type]
-             for e, q in pairs]
+    plans = [
+        make_plan(model, gpu, engine=e, quant=q, gpus=gpus, interconnect=interconnect, **kwargs)  # type: ignore[arg-type]
+        for e, q in pairs
+    ]
     plans.sort(key=lambda p: (not p.fits, -p.decode_expected_tok_s.full_context))
     chosen = interconnect if gpus > 1 else None
     if gpus > 1 and chosen is None:

@@ -45,7 +45,9 @@ def link_bandwidth_gb_s(gpu: GPU, interconnect: str) -> float:
     return pcie if interconnect == "pcie-p2p" else pcie / 2
 
 
-def tensor_parallel_cost(model: ModelSpec, gpu: GPU, tp: int, interconnect: str, *, batch: int = 1) -> TensorParallelCost:
+def tensor_parallel_cost(
+    model: ModelSpec, gpu: GPU, tp: int, interconnect: str, *, batch: int = 1
+) -> TensorParallelCost:
     """All-reduce time per decode step for `batch` sequences over `tp` GPUs."""
     link = link_bandwidth_gb_s(gpu, interconnect)
     calls = 2 * model.num_layers

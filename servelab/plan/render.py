@@ -50,21 +50,29 @@ def memory_table(plan: Plan) -> Table:
 def render_plan(console: Console, plan: Plan) -> None:
     console.print(memory_table(plan))
     verdict = "fits" if plan.fits else "does NOT fit"
-    console.print(f"{verdict}: context {plan.context} tokens asked, {plan.context_served} served; "
-                  f"KV {plan.kv_dtype}; {plan.slots} concurrent sequence{'' if plan.slots == 1 else 's'}; tensor parallel {plan.tensor_parallel}")
+    console.print(
+        f"{verdict}: context {plan.context} tokens asked, {plan.context_served} served; "
+        f"KV {plan.kv_dtype}; {plan.slots} concurrent sequence{'' if plan.slots == 1 else 's'}; tensor parallel {plan.tensor_parallel}"
+    )
     c, e = plan.decode_ceiling_tok_s, plan.decode_expected_tok_s
-    console.print(f"decode ceiling (batch 1): {c.short} tok/s at {c.short_context} tokens, {c.full_context} tok/s at"
-                  f" {plan.context_served or plan.context} ({c.bound}-bound); expected at {plan.efficiency['decode']:.0%}"
-                  f" efficiency: {e.short} / {e.full_context} tok/s")
-    console.print(f"prefill ceiling: {plan.prefill_ceiling_tok_s} tok/s for a {plan.context_served or plan.context}"
-                  f"-token prompt, {plan.prefill_short_tok_s} tok/s for {c.short_context} ({plan.prefill_bound}-bound)")
+    console.print(
+        f"decode ceiling (batch 1): {c.short} tok/s at {c.short_context} tokens, {c.full_context} tok/s at"
+        f" {plan.context_served or plan.context} ({c.bound}-bound); expected at {plan.efficiency['decode']:.0%}"
+        f" efficiency: {e.short} / {e.full_context} tok/s"
+    )
+    console.print(
+        f"prefill ceiling: {plan.prefill_ceiling_tok_s} tok/s for a {plan.context_served or plan.context}"
+        f"-token prompt, {plan.prefill_short_tok_s} tok/s for {c.short_context} ({plan.prefill_bound}-bound)"
+    )
     if plan.single_gpu_decode_tok_s is not None:
         console.print(f"one GPU alone: {plan.single_gpu_decode_tok_s} tok/s at the full context")
     if plan.decode_batch_tok_s:
         for points in (plan.decode_batch_tok_s, plan.decode_batch_full_context_tok_s):
             if points:
-                console.print(f"aggregate decode ceiling at {points[0].context} tokens: " + ", ".join(
-                    f"B={p.batch}: {p.aggregate_tok_s}" for p in points))
+                console.print(
+                    f"aggregate decode ceiling at {points[0].context} tokens: "
+                    + ", ".join(f"B={p.batch}: {p.aggregate_tok_s}" for p in points)
+                )
     console.print("engine: " + ", ".join(f"{k}={v}" for k, v in plan.details.items()))
     for warning in plan.warnings:
         console.print(f"warning: {warning}", markup=False)
@@ -73,7 +81,9 @@ def render_plan(console: Console, plan: Plan) -> None:
 
 def comparison_table(plans: PlanSet) -> Table:
     # stacked short headers, no vertical rules: about 100 columns wide instead of 160
-    table = Table(title=f"{plans.model} on {plans.gpus} x {plans.gpu}", box=box.SIMPLE_HEAD, collapse_padding=True)
+    table = Table(
+        title=f"{plans.model} on {plans.gpus} x {plans.gpu}", box=box.SIMPLE_HEAD, collapse_padding=True
+    )
     for name, justify in (("engine", "left"), ("quant", "left"), ("KV", "left"), ("fits", "left"),
                           ("context\nserved", "right"), ("weights\nGiB", "right"), ("KV\nGiB", "right"),
                           ("state\nGiB", "right"), ("total\nGiB", "right"), ("decode\nshort\ntok/s", "right"),
@@ -81,8 +91,18 @@ def comparison_table(plans: PlanSet) -> Table:
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for p in plans.plans:
         m = p.memory_bytes
-        table.add_row(p.engine, p.quant, p.kv_dtype, "yes" if p.fits else "no", str(p.context_served),
-                      _gib(m.weights), _gib(m.kv_cache), _gib(m.recurrent_state), _gib(m.total),
-                      f"{p.decode_ceiling_tok_s.short:.1f}", f"{p.decode_ceiling_tok_s.full_context:.1f}",
-                      f"{p.prefill_ceiling_tok_s:.1f}")
+        table.add_row(
+            p.engine,
+            p.quant,
+            p.kv_dtype,
+            "yes" if p.fits else "no",
+            str(p.context_served),
+            _gib(m.weights),
+            _gib(m.kv_cache),
+            _gib(m.recurrent_state),
+            _gib(m.total),
+            f"{p.decode_ceiling_tok_s.short:.1f}",
+            f"{p.decode_ceiling_tok_s.full_context:.1f}",
+            f"{p.prefill_ceiling_tok_s:.1f}",
+        )
     return table

@@ -45,15 +45,26 @@ def weight_read_bytes(model: ModelSpec, batch: int = 1) -> float:
     return min(one + extra, one - text.bytes * share + text.bytes)
 
 
-def decode_ceiling(model: ModelSpec, gpu: GPU, kv: KVLayout, *, state_bytes: int, context: int, batch: int = 1,
-                   weight_share: float = 1.0, compute_dtype: str = "bf16") -> DecodeCeiling:
+def decode_ceiling(
+    model: ModelSpec,
+    gpu: GPU,
+    kv: KVLayout,
+    *,
+    state_bytes: int,
+    context: int,
+    batch: int = 1,
+    weight_share: float = 1.0,
+    compute_dtype: str = "bf16",
+) -> DecodeCeiling:
     """Decode ceiling at `context` tokens per sequence and `batch` sequences (`weight_share` = 1/tp)."""
     step = weight_read_bytes(model, batch) * weight_share + batch * (kv.bytes_for(context) + 2 * state_bytes)
     memory_s = step / gpu.bandwidth_bytes_s
     compute_s = 2 * active_params(model) * weight_share * batch / gpu.tensor_flops(compute_dtype)
     step_s = max(memory_s, compute_s)
     per_seq = 1 / step_s if step_s else 0.0
-    return DecodeCeiling(context, batch, step, per_seq, per_seq * batch, "memory" if memory_s >= compute_s else "compute")
+    return DecodeCeiling(
+        context, batch, step, per_seq, per_seq * batch, "memory" if memory_s >= compute_s else "compute"
+    )
 
 
 def attention_width(model: ModelSpec) -> tuple[int, int]:
@@ -73,12 +84,15 @@ def prefill_flops_per_token(model: ModelSpec, context: int) -> float:
     return 2 * active_params(model) + 4 * (full * attended_full + sliding * attended_sliding)
 
 
-def prefill_ceiling_tok_s(model: ModelSpec, gpu: GPU, context: int, *, compute_dtype: str = "bf16",
-                          gpus: int = 1) -> float:
+def prefill_ceiling_tok_s(
+    model: ModelSpec, gpu: GPU, context: int, *, compute_dtype: str = "bf16", gpus: int = 1
+) -> float:
     return gpus * gpu.tensor_flops(compute_dtype) / prefill_flops_per_token(model, context)
 
 
-def prefill_bound(model: ModelSpec, gpu: GPU, context: int, *, chunk_tokens: int, compute_dtype: str = "bf16") -> str:
+def prefill_bound(
+    model: ModelSpec, gpu: GPU, context: int, *, chunk_tokens: int, compute_dtype: str = "bf16"
+) -> str:
     """Which bound a prefill chunk hits: its FLOPs, or reading every weight once per chunk."""
     compute_s = chunk_tokens * prefill_flops_per_token(model, context) / gpu.tensor_flops(compute_dtype)
     memory_s = weight_read_bytes(model, chunk_tokens) / gpu.bandwidth_bytes_s

@@ -59,7 +59,9 @@ class Plan:
     slots: int = 1
     context_served: int = 0  # the longest request the engine would accept with these settings
     prefill_bound: str = "compute"
-    prefill_short_tok_s: float = 0.0  # prefill ceiling for a short prompt (decode_ceiling_tok_s.short_context)
+    prefill_short_tok_s: float = (
+        0.0  # prefill ceiling for a short prompt (decode_ceiling_tok_s.short_context)
+    )
     efficiency: dict[str, float] = field(default_factory=dict)
     decode_batch_tok_s: tuple[BatchPoint, ...] = ()  # at decode_ceiling_tok_s.short_context
     decode_batch_full_context_tok_s: tuple[BatchPoint, ...] = ()  # at the served context

@@ -29,7 +29,11 @@ def render_report(
     if fmt == "md":
         sections = build_page(bill, with_plots=plot_dir is not None)
         text = render_markdown(sections, title=TITLE, generated=generated, plot_dir=plot_dir)
-        files = {f"{plot_dir}/{name}": body for name, body in standalone_svgs(sections).items()} if plot_dir else {}
+        files = (
+            {f"{plot_dir}/{name}": body for name, body in standalone_svgs(sections).items()}
+            if plot_dir
+            else {}
+        )
         return text, files
     return render_html(build_page(bill), title=TITLE, generated=generated), {}
 

@@ -24,7 +24,6 @@ from servelab.report.tables import TableData, fmt
 POWER_KIND = "gpu_power"  # the store's sample kind written by the bench's NVML sampler
 
 
-
 @dataclass(frozen=True)
 class BoundInputs:
     """What every engine of the bill shares: the burn's power, the card's bandwidth, bytes per token."""
@@ -48,7 +47,10 @@ class EngineBound:
     @property
     def has_numbers(self) -> bool:
         a = self.analysis
-        return any(v is not None for v in (a.serving_power_w, a.burn_power_w, a.achieved_bandwidth_gb_s, a.bandwidth_gb_s))
+        return any(
+            v is not None
+            for v in (a.serving_power_w, a.burn_power_w, a.achieved_bandwidth_gb_s, a.bandwidth_gb_s)
+        )
 
 
 def burn_power(doctor: dict | None) -> tuple[float | None, str | None]:
@@ -94,7 +96,10 @@ def plan_bytes_per_token(plan: dict | None, bandwidth_gb_s: float | None) -> tup
     if not ceiling or ceiling <= 0:
         return None, "The plan gives no short-context decode ceiling, so bytes per token are unknown."
     if ceilings.get("bound", "memory") != "memory":
-        return None, "The plan's decode ceiling is compute-bound, so it does not give the bytes read per token."
+        return (
+            None,
+            "The plan's decode ceiling is compute-bound, so it does not give the bytes read per token.",
+        )
     return (None, None) if bandwidth_gb_s is None else (bandwidth_gb_s * 1e9 / ceiling, None)
 
 
@@ -117,14 +122,18 @@ def _power_notes(bill: Bill, engine: EngineSummary, power: ServingPower) -> list
         return [f"Run {engine.run_id}'s power samples do not say their level (stored before the bench labelled "
                 f"them): serving power is the mean over all levels{' and targets' if several else ''}."]  # fmt: skip
     if power.level is None:
-        return [f"{engine.label} has no power samples at concurrency 1: serving power is the mean over all its levels."]
+        return [
+            f"{engine.label} has no power samples at concurrency 1: serving power is the mean over all its levels."
+        ]
     return []
 
 
 def _engine_notes(bill: Bill, engine: EngineSummary, power: ServingPower) -> tuple[str, ...]:
     notes = _power_notes(bill, engine, power)
     if engine.single_stream_tok_s is None:
-        notes.append(f"{engine.label} has no single-stream decode speed: bench with concurrency 1 in the ladder.")
+        notes.append(
+            f"{engine.label} has no single-stream decode speed: bench with concurrency 1 in the ladder."
+        )
     return tuple(notes)
 
 
@@ -159,13 +168,19 @@ def bound_table(bounds: Sequence[EngineBound]) -> TableData:
                   fmt(b.analysis.burn_power_w, 0), _pct(b.analysis.power_fraction),
                   fmt(b.analysis.achieved_bandwidth_gb_s, 0), fmt(b.analysis.bandwidth_gb_s, 0),
                   _pct(b.analysis.bandwidth_fraction)) for b in bounds)  # fmt: skip
-    return TableData("power-bound", "Serving against the burn's power and the card's bandwidth", headers, rows)
+    return TableData(
+        "power-bound", "Serving against the burn's power and the card's bandwidth", headers, rows
+    )
 
 
 def bound_sentence(bound: EngineBound) -> str:
-    """"label: verdict — why", the numbers in words."""
+    """ "label: verdict — why", the numbers in words."""
     at = f" at {bound.power_level}" if bound.power_level else " over all levels"
-    where = f" (mean of {bound.samples} samples on GPU {', '.join(map(str, bound.gpus))}{at})" if bound.samples else ""
+    where = (
+        f" (mean of {bound.samples} samples on GPU {', '.join(map(str, bound.gpus))}{at})"
+        if bound.samples
+        else ""
+    )
     return f"{bound.label}: {bound.analysis.verdict}{where} — {bound.analysis.why}"
 
 

@@ -66,11 +66,17 @@ def workload_warnings(runs: list[StoredRun]) -> list[str]:
     first = runs[0]
     for other in runs[1:]:
         for key in ("workload", "settings"):
-            if json.dumps(first.meta.get(key), sort_keys=True) != json.dumps(other.meta.get(key), sort_keys=True):
+            if json.dumps(first.meta.get(key), sort_keys=True) != json.dumps(
+                other.meta.get(key), sort_keys=True
+            ):
                 warnings.append(
                     f"runs {first.id} and {other.id} used different {key}s: figures are not like for like"
                 )
-    warnings += [f"run {run.id} is partial: it did not finish, its levels may be incomplete" for run in runs if run.info.partial]
+    warnings += [
+        f"run {run.id} is partial: it did not finish, its levels may be incomplete"
+        for run in runs
+        if run.info.partial
+    ]
     return warnings
 
 

@@ -63,7 +63,9 @@ class Bill:
     plan_context: dict | None  # model and gpu of that plan
     doctor: dict | None  # `servelab doctor --json`
     spec: dict | None  # `servelab spec --json`
-    invalid_levels: dict[tuple[str, int, str], str] = field(default_factory=dict)  # (run, target, level) -> why
+    invalid_levels: dict[tuple[str, int, str], str] = field(
+        default_factory=dict
+    )  # (run, target, level) -> why
     partial_runs: tuple[str, ...] = ()
     run_infos: tuple[RunInfo, ...] = ()
     workloads: tuple[dict, ...] = ()  # each run's meta["workload"], in run order
@@ -140,18 +142,24 @@ def _memory_used(run: StoredRun, info: dict) -> int | None:
 def llamacpp_log_memory_bytes(text: str) -> int | None:
     """Every buffer a llama-server log reports (model, KV, recurrent state, output, compute; draft included)."""
     sections = parse_server_log(text).sections
-    total = sum(s.model_bytes + s.kv_bytes + s.recurrent_bytes + s.output_bytes + s.compute_bytes for s in sections)
+    total = sum(
+        s.model_bytes + s.kv_bytes + s.recurrent_bytes + s.output_bytes + s.compute_bytes for s in sections
+    )
     return total or None
 
 
 LOG_MEMORY_READERS = {"llamacpp": llamacpp_log_memory_bytes}  # engines whose logs say what they allocated
 
 
-def memory_from_logs(engines: tuple[EngineSummary, ...], logs: list[tuple[str, str]]) -> tuple[EngineSummary, ...]:
+def memory_from_logs(
+    engines: tuple[EngineSummary, ...], logs: list[tuple[str, str]]
+) -> tuple[EngineSummary, ...]:
     """Memory used from server logs given in target order ((name, text) each); a log beyond the targets,
     or one of an engine whose log we cannot read, is a ConfigError."""
     if len(logs) > len(engines):
-        raise ConfigError(f"{len(logs)} server logs for {len(engines)} target(s); give at most one per target, in order")
+        raise ConfigError(
+            f"{len(logs)} server logs for {len(engines)} target(s); give at most one per target, in order"
+        )
     updated = list(engines)
     for i, (name, text) in enumerate(logs):
         reader = LOG_MEMORY_READERS.get(engines[i].engine)
@@ -196,7 +204,9 @@ def assemble(
     invalid = {(run.id, lv.target_index, lv.level): str(lv.summary.get("invalid_reason") or lv.summary.get("why") or "")
                for run in runs for lv in run.levels if lv.summary.get("valid") is False}  # fmt: skip
     partial = tuple(run.id for run in runs if run.info.partial)
-    workloads = tuple(r.meta.get("workload") if isinstance(r.meta.get("workload"), dict) else {} for r in runs)
+    workloads = tuple(
+        r.meta.get("workload") if isinstance(r.meta.get("workload"), dict) else {} for r in runs
+    )
     power = {r.id: tuple(r.samples.get("gpu_power", ())) for r in runs}
     return Bill(tuple(r.id for r in runs), engines, warnings, plan, plan_context, doctor, spec, invalid, partial,
                 tuple(r.info for r in runs), workloads, power)  # fmt: skip

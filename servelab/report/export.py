@@ -121,8 +121,22 @@ def vllm_level_json(run: StoredRun, target_index: int, level: str) -> dict:
     return {**head, **level_json(run, found), "request_rate": head["request_rate"]}  # vLLM writes "inf"
 
 
-CSV_SCALARS = [f.name for f in dataclasses.fields(RequestRecord) if f.name not in ("chunk_ns", "chunk_tokens", "server_timings")]
-CSV_COLUMNS = ["run_id", "url", "engine", *CSV_SCALARS, "chunks", "ttft_ms", "tpot_ms", "e2el_ms", "decode_tok_s"]
+CSV_SCALARS = [
+    f.name
+    for f in dataclasses.fields(RequestRecord)
+    if f.name not in ("chunk_ns", "chunk_tokens", "server_timings")
+]
+CSV_COLUMNS = [
+    "run_id",
+    "url",
+    "engine",
+    *CSV_SCALARS,
+    "chunks",
+    "ttft_ms",
+    "tpot_ms",
+    "e2el_ms",
+    "decode_tok_s",
+]
 
 
 def _csv_row(run: StoredRun, urls: dict[int, tuple[str, str]], record: RequestRecord) -> list:

@@ -30,7 +30,9 @@ def _table(parent: ET.Element, table: TableData) -> None:
     wrap = _el(parent, "div", class_="table-wrap")
     node = _el(wrap, "table", id=f"table-{table.key}")
     _el(node, "caption", table.title)
-    text_columns = [i == 0 or not all(is_numeric(row[i]) for row in table.rows) for i in range(len(table.headers))]
+    text_columns = [
+        i == 0 or not all(is_numeric(row[i]) for row in table.rows) for i in range(len(table.headers))
+    ]
     head = _el(_el(node, "thead"), "tr")
     for header, is_text in zip(table.headers, text_columns, strict=True):
         _el(head, "th", header, scope="col", **({"class_": "text"} if is_text else {}))

@@ -74,7 +74,9 @@ class LevelFigures:
     steady_output_tok_s: float | None = None  # the bench's steady-window aggregate
     error_examples: dict[str, str] = field(default_factory=dict)  # error kind -> the first message seen
     first_send_ns: int | None = None
-    timeline: tuple[tuple[int, int, bool, bool], ...] = field(default=(), repr=False)  # sent, end, ok, evicted
+    timeline: tuple[tuple[int, int, bool, bool], ...] = field(
+        default=(), repr=False
+    )  # sent, end, ok, evicted
 
     @property
     def total_input_tokens(self) -> int:
@@ -183,7 +185,9 @@ def level_figures(target_index: int, level: str, records: Sequence[RequestRecord
         itl_ms=Distribution.of([x * 1e3 for f in figures for x in f.itls_s]),
         e2el_ms=Distribution.of([f.latency_s * 1e3 for f in figures]),
         decode_tok_s=Distribution.of([f.decode_tok_s for f in figures if f.decode_tok_s is not None]),
-        steady_output_tok_s=_steady_output_tok_s(measured, concurrency if isinstance(concurrency, int) else None),
+        steady_output_tok_s=_steady_output_tok_s(
+            measured, concurrency if isinstance(concurrency, int) else None
+        ),
         first_send_ns=min((r.sent_ns for r in measured), default=None),
         timeline=tuple((r.sent_ns, r.end_ns, r.status == "ok", r.evicted) for r in measured),
     )

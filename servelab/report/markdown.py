@@ -58,7 +58,9 @@ def _block(block: object, plot_dir: str | None) -> list[str]:
     return []
 
 
-def render_markdown(sections: tuple[Section, ...], *, title: str, generated: str, plot_dir: str | None = None) -> str:
+def render_markdown(
+    sections: tuple[Section, ...], *, title: str, generated: str, plot_dir: str | None = None
+) -> str:
     """The Markdown document; plots become image links ``plot_dir/<key>.svg`` (see `standalone_svgs`)."""
     lines = [f"# {md_text(title)}", "", f"_Generated {md_text(generated)} by servelab {__version__}._", ""]
     for section in sections:

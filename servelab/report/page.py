@@ -48,7 +48,9 @@ class Section:
 
 
 def _runs_section(bill: Bill) -> Section:
-    blocks: list[Block] = [Para(f"Runs: {', '.join(bill.run_ids)}." if bill.run_ids else "No stored runs given.")]
+    blocks: list[Block] = [
+        Para(f"Runs: {', '.join(bill.run_ids)}." if bill.run_ids else "No stored runs given.")
+    ]
     if bill.run_infos:
         blocks.append(tables.runs_table(bill))
     blocks += [Para(w[0].upper() + w[1:], "warning") for w in bill.warnings]
@@ -57,8 +59,12 @@ def _runs_section(bill: Bill) -> Section:
 
 def _ceiling_para(bill: Bill) -> Para:
     if bill.plan is None:
-        return Para("No plan given, so no ceilings: pass --plan FILE (the output of `servelab plan --json`).", "note")
-    where = " on ".join(str(v) for v in ((bill.plan_context or {}).get("model"), (bill.plan_context or {}).get("gpu")) if v)
+        return Para(
+            "No plan given, so no ceilings: pass --plan FILE (the output of `servelab plan --json`).", "note"
+        )
+    where = " on ".join(
+        str(v) for v in ((bill.plan_context or {}).get("model"), (bill.plan_context or {}).get("gpu")) if v
+    )
     short, full = bill.ceiling_short_tok_s, bill.ceiling_full_tok_s
     return Para(f"Plan{' for ' + where if where else ''}: {bill.plan.get('engine', '?')}, {bill.plan.get('quant', '?')}, "
                 f"context {bill.plan.get('context', '?')}; decode ceiling {tables.fmt(short)} tok/s short, "
@@ -67,7 +73,11 @@ def _ceiling_para(bill: Bill) -> Para:
 
 def _plot_section(key: str, title: str, made: list[Plot] | None) -> Section:
     if made is None:
-        return Section(key, title, (Para("Plots of this section are in the HTML report (servelab report -o bill.html).", "note"),))
+        return Section(
+            key,
+            title,
+            (Para("Plots of this section are in the HTML report (servelab report -o bill.html).", "note"),),
+        )
     blocks: list[Block] = []
     for plot in made:
         if plot.svg is not None:
@@ -130,7 +140,9 @@ def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
     return (
         _runs_section(bill),
         Section("summary", "Summary", (tables.summary_table(bill), _ceiling_para(bill))),
-        Section("ladder", "Concurrency ladder", (*_invalid(bill), *tables.ladder_tables(bill), *_failures(bill))),
+        Section(
+            "ladder", "Concurrency ladder", (*_invalid(bill), *tables.ladder_tables(bill), *_failures(bill))
+        ),
         _plot_section("throughput", "Throughput", pick("aggregate-throughput", "per-stream")),
         _plot_section("latency", "Latency", pick("latency-percentiles", "itl-distribution")),
         _plot_section("roofline", "Against the ceiling", pick("roofline")),
@@ -139,5 +151,9 @@ def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
         _doctor_section(bill),
         _power_section(bill),
         _spec_section(bill),
-        Section("verdict", "Verdict", (Items(tuple(f"{v.scenario.capitalize()}: {v.sentence}" for v in verdicts(bill))),)),
+        Section(
+            "verdict",
+            "Verdict",
+            (Items(tuple(f"{v.scenario.capitalize()}: {v.sentence}" for v in verdicts(bill))),),
+        ),
     )

@@ -123,14 +123,21 @@ def roofline(bill: Bill) -> Plot:
               for e in bill.engines for lv in e.levels if lv.concurrency == 1
               for r in lv.requests if r.decode_tok_s is not None]  # fmt: skip
     if not points:
-        return Plot(key, title, None, "no single-stream (concurrency 1) requests to place against the ceiling")
+        return Plot(
+            key, title, None, "no single-stream (concurrency 1) requests to place against the ceiling"
+        )
     with styled():
         figure = new_figure()
         ax = figure.add_subplot()
         for i, engine in enumerate(bill.engines):
             mine = [(x, y) for e, x, y in points if e is engine]
             if mine:
-                ax.scatter(*zip(*mine, strict=True), s=14, color=f"C{i % 8}", label=plain(f"{engine.label} (measured)"))
+                ax.scatter(
+                    *zip(*mine, strict=True),
+                    s=14,
+                    color=f"C{i % 8}",
+                    label=plain(f"{engine.label} (measured)"),
+                )
         curve = _ceiling_curve(bill, max(x for _, x, _ in points))
         if curve is not None:
             ax.plot(*curve, color=INK, linestyle="--", label="ceiling (plan: weights + KV bytes / bandwidth)")
@@ -143,7 +150,9 @@ def roofline(bill: Bill) -> Plot:
         notes = [] if curve is not None else ["no ceiling: pass --plan with decode_ceiling_tok_s and context"]
         above = sum(1 for _, _, y in points if y > top)
         if above:
-            notes.append(f"{above} measured point(s) above {top:,.0f} tok/s are off the chart (several chunks read at once)")
+            notes.append(
+                f"{above} measured point(s) above {top:,.0f} tok/s are off the chart (several chunks read at once)"
+            )
         return Plot(key, title, figure_svg(figure, key, title), "; ".join(notes) or None)
 
 
@@ -176,7 +185,11 @@ def memory_breakdown(bill: Bill) -> Plot:
         for engine in bill.engines:
             if engine.memory_used_bytes is not None:
                 ax.barh([plain(engine.label)], [engine.memory_used_bytes / scale], color="#64748b")
-        if isinstance(memory.get("capacity"), int | float) and memory["capacity"] and memory["capacity"] < 4 * total:
+        if (
+            isinstance(memory.get("capacity"), int | float)
+            and memory["capacity"]
+            and memory["capacity"] < 4 * total
+        ):
             ax.axvline(memory["capacity"] / scale, color=INK, linestyle="--", label="capacity")
         ax.set_xlabel(f"memory ({unit})")
         figure.legend(fontsize=7, loc="outside lower center", ncols=3)
@@ -199,7 +212,13 @@ def itl_distribution(bill: Bill) -> Plot:
         for engine, xs in samples:
             zeros = sum(1 for x in xs if x <= 0)
             extra = f" ({zeros} gaps of 0 ms not shown)" if zeros else ""
-            ax.hist([x for x in xs if x > 0], bins=bins, histtype="step", linewidth=1.5, label=plain(engine.label + extra))
+            ax.hist(
+                [x for x in xs if x > 0],
+                bins=bins,
+                histtype="step",
+                linewidth=1.5,
+                label=plain(engine.label + extra),
+            )
         ax.set_xscale("log")
         ax.set_xlabel("inter-token latency (ms)")
         ax.set_ylabel("tokens (count)")
@@ -232,7 +251,14 @@ def timeline(bill: Bill) -> Plot:
             ax.step(*_in_flight(spans, origin), where="post", color=f"C{bill.engines.index(engine) % 8}")
             evicted = [(s - origin) / NS_PER_S for s, _, _, ev in spans if ev]
             failed = [(e - origin) / NS_PER_S for _, e, ok, _ in spans if not ok]
-            ax.plot(evicted, [0] * len(evicted), "x", color="#e11d48", markersize=8, label=f"evicted ({len(evicted)})")
+            ax.plot(
+                evicted,
+                [0] * len(evicted),
+                "x",
+                color="#e11d48",
+                markersize=8,
+                label=f"evicted ({len(evicted)})",
+            )
             ax.plot(failed, [0] * len(failed), "v", color="#eab308", label=f"failed ({len(failed)})")
             ax.set_title(plain(engine.label), fontsize=8)
             ax.set_ylabel("in flight (requests)")
@@ -242,7 +268,15 @@ def timeline(bill: Bill) -> Plot:
         return Plot(key, title, figure_svg(figure, key, title))
 
 
-PLOTS = (aggregate_throughput, per_stream, latency_percentiles, roofline, memory_breakdown, itl_distribution, timeline)
+PLOTS = (
+    aggregate_throughput,
+    per_stream,
+    latency_percentiles,
+    roofline,
+    memory_breakdown,
+    itl_distribution,
+    timeline,
+)
 
 
 def all_plots(bill: Bill) -> list[Plot]:

@@ -36,7 +36,9 @@ class ServingPower:
     """The samples the bound's serving power is the mean of, and where they come from."""
 
     rows: tuple[dict, ...]
-    level: str | None  # the level of those samples; None: all levels (unlabelled, or no single-stream samples)
+    level: (
+        str | None
+    )  # the level of those samples; None: all levels (unlabelled, or no single-stream samples)
     labelled: bool  # the samples say their target and level (runs stored before that do not)
     levels: tuple[LevelPower, ...]  # per level of the target, where labelled samples exist
 

@@ -40,7 +40,9 @@ def fmt_bytes(value: int | float | None) -> str:
 
 
 def _concurrencies(bill: Bill) -> list[float]:
-    return sorted({lv.concurrency for e in bill.engines for lv in e.closed_loop if lv.concurrency is not None})
+    return sorted(
+        {lv.concurrency for e in bill.engines for lv in e.closed_loop if lv.concurrency is not None}
+    )
 
 
 def _memory(bill: Bill, engine: EngineSummary) -> str:
@@ -99,6 +101,7 @@ def doctor_table(doctor: dict) -> TableData:
 
 def spec_table(spec: dict) -> TableData:
     keys = ("alpha", "expected_tokens_per_step", "predicted_speedup", "measured_speedup", "verdict", "why")
+
     def shown(value: object) -> str:
         return fmt(value, 3) if isinstance(value, float) else "—" if value is None else str(value)
 
@@ -129,4 +132,9 @@ def failures_table(bill: Bill) -> TableData | None:
                  for e in bill.engines for lv in e.levels for kind, count in sorted(lv.errors_by_kind.items()))  # fmt: skip
     if not rows:
         return None
-    return TableData("failures", "Failed requests", ("engine / configuration", "level", "kind", "count", "first message"), rows)
+    return TableData(
+        "failures",
+        "Failed requests",
+        ("engine / configuration", "level", "kind", "count", "first message"),
+        rows,
+    )

@@ -39,14 +39,18 @@ def single_user(bill: Bill) -> Verdict:
         sentence += f", {speed / (runner.single_stream_tok_s or 1):.2f}× {runner.label}"
     ceiling = bill.ceiling_short_tok_s
     if ceiling:
-        sentence += f"; that is {_pct(speed, ceiling)} of the {ceiling:.1f} tok/s bandwidth ceiling of the plan"
+        sentence += (
+            f"; that is {_pct(speed, ceiling)} of the {ceiling:.1f} tok/s bandwidth ceiling of the plan"
+        )
     return Verdict("single user", best.label, sentence + ".")
 
 
 def serving_many(bill: Bill) -> Verdict:
     candidates = [(e, e.best_aggregate) for e in bill.engines if e.best_aggregate is not None]
     if not candidates:
-        return Verdict("serving many", None, "No closed-loop ladder was measured, so aggregate throughput is unknown.")
+        return Verdict(
+            "serving many", None, "No closed-loop ladder was measured, so aggregate throughput is unknown."
+        )
     best, level = max(candidates, key=lambda pair: pair[1].aggregate_tok_s)
     sentence = (f"{best.label} serves the most: {level.aggregate_tok_s:.1f} tok/s aggregate at concurrency "
                 f"{level.concurrency}, TTFT p99 {level.ttft_ms.p[99] or 0:.0f} ms")  # fmt: skip
@@ -55,7 +59,9 @@ def serving_many(bill: Bill) -> Verdict:
         sentence += f", {_pct(level.aggregate_tok_s, ceiling)} of the plan's {ceiling:.1f} tok/s ceiling at that concurrency"
     single = best.single_stream
     if single is not None and single.aggregate_tok_s > 0 and level is not single:
-        sentence += f", {level.aggregate_tok_s / single.aggregate_tok_s:.1f}× its own concurrency-1 throughput"
+        sentence += (
+            f", {level.aggregate_tok_s / single.aggregate_tok_s:.1f}× its own concurrency-1 throughput"
+        )
     if best.evictions:
         sentence += f"; {best.evictions} request(s) had their prompt evicted and recomputed"
     return Verdict("serving many", best.label, sentence + ".")

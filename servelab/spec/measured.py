@@ -30,7 +30,9 @@ def single_stream_tok_s(records: list[RequestRecord], run_id: str) -> float:
                           "give runs of one target each (bench the baseline and the speculative server apart)")  # fmt: skip
     tok_s = summarize_level(records, 1)["per_stream_tok_s"]["p50"]
     if tok_s is None:
-        raise ConfigError(f"run {run_id} has no successful measured requests at {SINGLE_STREAM_LEVEL}; bench with -c 1")
+        raise ConfigError(
+            f"run {run_id} has no successful measured requests at {SINGLE_STREAM_LEVEL}; bench with -c 1"
+        )
     return tok_s
 
 

@@ -32,7 +32,9 @@ class SpecObservation:
             drafted_tokens=_add(self.drafted_tokens, other.drafted_tokens),
             verify_steps=_add(self.verify_steps, other.verify_steps),
             accept_length=_mean(self.accept_length, self.samples, other.accept_length, other.samples),
-            token_accept_rate=_mean(self.token_accept_rate, self.samples, other.token_accept_rate, other.samples),
+            token_accept_rate=_mean(
+                self.token_accept_rate, self.samples, other.token_accept_rate, other.samples
+            ),
             draft_tokens=self.draft_tokens or other.draft_tokens,
         )
 

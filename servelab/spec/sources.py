@@ -52,12 +52,16 @@ def observations_from_metrics(url: str, api_key: str | None = None) -> list[Spec
     probe = HttpProbe(url, api_key=api_key)
     text = probe.get_text("/metrics")
     if text is None:
-        raise TargetError(f"{probe.base_url}/metrics answered with an error; start the server with metrics on")
+        raise TargetError(
+            f"{probe.base_url}/metrics answered with an error; start the server with metrics on"
+        )
     where = f"{probe.base_url}/metrics"
     return [obs for parser in _PARSERS.values() if (obs := parser.parse_metrics(text, where)) is not None]
 
 
-def from_numbers(draft_tokens: int, accept_length: float | None = None, accept_rate: float | None = None) -> Acceptance:
+def from_numbers(
+    draft_tokens: int, accept_length: float | None = None, accept_rate: float | None = None
+) -> Acceptance:
     """Acceptance given on the command line: an accept length, or an accepted/drafted token fraction."""
     if (accept_length is None) == (accept_rate is None):
         raise ConfigError("give exactly one of --accept-length and --accept-rate")
@@ -71,7 +75,9 @@ def from_numbers(draft_tokens: int, accept_length: float | None = None, accept_r
         return Acceptance(accept_length, draft_tokens, "numbers", token_accept_rate=rate)
     rate = accept_rate / 100 if accept_rate is not None and 1.0 < accept_rate <= 100.0 else accept_rate
     if rate is None or not 0.0 <= rate <= 1.0:
-        raise ConfigError(f"--accept-rate {accept_rate} must be a fraction between 0 and 1 (or a percent up to 100)")
+        raise ConfigError(
+            f"--accept-rate {accept_rate} must be a fraction between 0 and 1 (or a percent up to 100)"
+        )
     length = accept_length_from_rate(rate, draft_tokens)
     return Acceptance(length, draft_tokens, "numbers", token_accept_rate=rate)
 
@@ -82,7 +88,9 @@ def resolve(observations: list[SpecObservation], source: str, draft_tokens: int 
         raise ConfigError(f"no speculative-decoding numbers found in the {source}; is speculation on?")
     engines = sorted({obs.engine for obs in observations})
     if len(engines) > 1:
-        raise ConfigError(f"the {source} show speculative numbers from several engines ({', '.join(engines)}); give one")
+        raise ConfigError(
+            f"the {source} show speculative numbers from several engines ({', '.join(engines)}); give one"
+        )
     sizes = sorted({obs.draft_tokens for obs in observations if obs.draft_tokens is not None})
     if len(sizes) > 1:
         raise ConfigError(f"the {source} come from runs with different draft sizes ({sizes}); give one run's")
@@ -91,7 +99,9 @@ def resolve(observations: list[SpecObservation], source: str, draft_tokens: int 
         pooled = pooled.merged(obs)
     gamma = draft_tokens or pooled.draft_tokens
     if gamma is None:
-        raise ConfigError(f"the {source} do not say how many tokens are drafted per step; pass --draft-tokens N")
+        raise ConfigError(
+            f"the {source} do not say how many tokens are drafted per step; pass --draft-tokens N"
+        )
     length = _accept_length(pooled, gamma)
     rate = (length - 1.0) / gamma
     if pooled.accepted_tokens is not None and pooled.drafted_tokens:
@@ -107,7 +117,9 @@ def _accept_length(obs: SpecObservation, gamma: int) -> float:
         return obs.accept_length
     if obs.accepted_tokens is not None and obs.drafted_tokens:
         return accept_length_from_rate(min(obs.accepted_tokens / obs.drafted_tokens, 1.0), gamma)
-    raise ConfigError(f"the speculative numbers in {obs.where} are incomplete; pass --accept-length or --accept-rate")
+    raise ConfigError(
+        f"the speculative numbers in {obs.where} are incomplete; pass --accept-length or --accept-rate"
+    )
 
 
 def _read_stdin(stdin: TextIO | None) -> list[str]:

@@ -32,7 +32,9 @@ def expected_tokens_per_step(alpha: float, gamma: int) -> float:
 def accept_length_from_rate(token_accept_rate: float, gamma: int) -> float:
     """E from the accepted/drafted token fraction, when every step drafts ``gamma`` tokens."""
     if not 0.0 <= token_accept_rate <= 1.0:
-        raise ValueError(f"acceptance rate {token_accept_rate} must be between 0 and 1 (a fraction, not percent)")
+        raise ValueError(
+            f"acceptance rate {token_accept_rate} must be between 0 and 1 (a fraction, not percent)"
+        )
     _check_gamma(gamma)
     return 1.0 + gamma * token_accept_rate
 

@@ -16,7 +16,9 @@ from servelab.spec.theory import MAX_GAMMA, alpha_from_accept_length, best_draft
 
 DEFAULT_DRAFT_COST = 0.1  # a draft model about a tenth of the target (an MTP/EAGLE head is nearer 0.02-0.05)
 MIN_GAIN = 1.05  # below a 5% gain speculation is not worth its memory and complexity
-MIN_RESCUE_GAIN = 1.10  # a losing setup is only worth re-tuning if theory promises 10%: it is optimistic at low alpha
+MIN_RESCUE_GAIN = (
+    1.10  # a losing setup is only worth re-tuning if theory promises 10%: it is optimistic at low alpha
+)
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,9 @@ def decide(
     scale = 1.0 if measured_speedup is None else measured_speedup / predicted
     best *= scale
     speedup = predicted if measured_speedup is None else measured_speedup
-    verdict, why = _verdict(alpha, acceptance.accept_length, gamma, draft_cost, speedup, measured_speedup, best_gamma, best)
+    verdict, why = _verdict(
+        alpha, acceptance.accept_length, gamma, draft_cost, speedup, measured_speedup, best_gamma, best
+    )
     more_gamma, more = best_draft_tokens(alpha, draft_cost, MAX_GAMMA)
     if verdict == "keep" and more_gamma > gamma and more * scale >= speedup * MIN_GAIN:
         why += f" Theory says {more_gamma} draft tokens could give {more * scale:.2f}x; measure before raising it."

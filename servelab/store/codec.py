@@ -43,9 +43,7 @@ COLUMNS = (
     "chunk_tokens",
     "server_timings",
 )
-INSERT_SQL = (
-    f"INSERT INTO requests (run_id, {', '.join(COLUMNS)}, extra) VALUES ({', '.join('?' * (len(COLUMNS) + 2))})"
-)
+INSERT_SQL = f"INSERT INTO requests (run_id, {', '.join(COLUMNS)}, extra) VALUES ({', '.join('?' * (len(COLUMNS) + 2))})"
 SELECT_SQL = f"SELECT {', '.join(COLUMNS)}, extra FROM requests WHERE run_id = ? ORDER BY id"
 
 

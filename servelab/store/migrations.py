@@ -118,11 +118,15 @@ def migrate(db: sqlite3.Connection) -> list[str]:
             continue
         db.execute("BEGIN IMMEDIATE")
         try:
-            if fn.__name__ in applied_migrations(db):  # another process applied it while we waited for the lock
+            if fn.__name__ in applied_migrations(
+                db
+            ):  # another process applied it while we waited for the lock
                 db.execute("COMMIT")
                 continue
             fn(db)
-            db.execute("INSERT INTO migrations (name, applied_ns) VALUES (?, ?)", (fn.__name__, time.time_ns()))
+            db.execute(
+                "INSERT INTO migrations (name, applied_ns) VALUES (?, ?)", (fn.__name__, time.time_ns())
+            )
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")

@@ -25,14 +25,17 @@ def _status(status: str, pid: int | None, host: str | None, alive: AliveCheck) -
 def _run_info(db: sqlite3.Connection, row: tuple, alive: AliveCheck) -> RunInfo:
     run_id, name, created_ns, finished_ns, status, partial, pid, host, meta = row
     engines = tuple(
-        e for (e,) in db.execute("SELECT engine FROM targets WHERE run_id = ? ORDER BY target_index", (run_id,))
+        e
+        for (e,) in db.execute("SELECT engine FROM targets WHERE run_id = ? ORDER BY target_index", (run_id,))
     )
     total, errors = db.execute(
         "SELECT COUNT(*), COALESCE(SUM(status != 'ok'), 0) FROM requests WHERE run_id = ? AND phase = 'measure'",
         (run_id,),
     ).fetchone()
     workload = json.loads(meta).get("workload") or {}
-    workload_name = (workload.get("name") or workload.get("kind")) if isinstance(workload, dict) else str(workload)
+    workload_name = (
+        (workload.get("name") or workload.get("kind")) if isinstance(workload, dict) else str(workload)
+    )
     return RunInfo(
         id=run_id,
         name=name,
@@ -53,7 +56,9 @@ def list_runs(db: sqlite3.Connection, alive: AliveCheck) -> list[RunInfo]:
 
 
 def resolve(db: sqlite3.Connection, run_id: str, path: Path) -> str:
-    matches = [r for (r,) in db.execute("SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\'", (like_prefix(run_id),))]
+    matches = [
+        r for (r,) in db.execute("SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\'", (like_prefix(run_id),))
+    ]
     if run_id in matches:
         return run_id
     if not matches:
@@ -81,7 +86,8 @@ def load_run(db: sqlite3.Connection, run_id: str, alive: AliveCheck) -> StoredRu
 
 def _targets(db: sqlite3.Connection, run_id: str) -> tuple[StoredTarget, ...]:
     rows = db.execute(
-        "SELECT target_index, url, engine, info FROM targets WHERE run_id = ? ORDER BY target_index", (run_id,)
+        "SELECT target_index, url, engine, info FROM targets WHERE run_id = ? ORDER BY target_index",
+        (run_id,),
     )
     return tuple(StoredTarget(i, url, engine, json.loads(info)) for i, url, engine, info in rows)
 

@@ -66,7 +66,9 @@ class Store:
             if default:
                 raise StoreError(f"no runs stored yet (no result store at {path}): record one with `servelab bench URL`, "
                                  "or pass --db PATH")  # fmt: skip
-            raise StoreError(f"no result store at {path}; run `servelab bench --db {path}` first or pass --db")
+            raise StoreError(
+                f"no result store at {path}; run `servelab bench --db {path}` first or pass --db"
+            )
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -148,7 +150,14 @@ class Store:
             db.executemany("INSERT INTO samples (run_id, kind, t_ns, data) VALUES (?, ?, ?, ?)", values)
 
     def add_metrics_snapshot(
-        self, run_id: str, target_index: int, level: str, repeat: int, moment: str, text: str, t_ns: int | None = None
+        self,
+        run_id: str,
+        target_index: int,
+        level: str,
+        repeat: int,
+        moment: str,
+        text: str,
+        t_ns: int | None = None,
     ) -> None:
         """Keep a server's /metrics text taken `moment` ("before" / "after") a level."""
         with self._write("add metrics snapshot") as db:

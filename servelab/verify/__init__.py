@@ -1,8 +1,8 @@
 """Verify: what a running server really got, read from its own endpoints and diffed against what was asked.
 
-    from servelab.verify import verify, parse_expect
-    result = verify("http://127.0.0.1:8080", parse_expect(["context=8192"]))
-    for m in result.mismatches: print(m.line)
+from servelab.verify import verify, parse_expect
+result = verify("http://127.0.0.1:8080", parse_expect(["context=8192"]))
+for m in result.mismatches: print(m.line)
 """
 
 from servelab.verify.asked import (

@@ -137,4 +137,3 @@ def from_plan(path: Path) -> Asked:
 def _engine_name(value: Any) -> str | None:
     text = str(value or "").lower().replace(".", "").replace("-", "").replace("_", "")
     return text if text in CMDLINES else None
-

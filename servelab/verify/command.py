@@ -17,7 +17,12 @@ from servelab.engines.sglang import cmdline as sglang_cmdline
 from servelab.engines.vllm import cmdline as vllm_cmdline
 from servelab.errors import ConfigError
 
-CMDLINES = {"llamacpp": llamacpp_cmdline, "sglang": sglang_cmdline, "vllm": vllm_cmdline, "ollama": ollama_cmdline}
+CMDLINES = {
+    "llamacpp": llamacpp_cmdline,
+    "sglang": sglang_cmdline,
+    "vllm": vllm_cmdline,
+    "ollama": ollama_cmdline,
+}
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _WRAPPERS = ("env", "nohup", "exec")
 # programs that run another command after options of their own: the engine launch is found after them
@@ -25,9 +30,31 @@ _LAUNCHERS = {("uv", "run"), ("uvx",), ("pipx", "run"), ("sudo",), ("numactl",),
               ("stdbuf",), ("chrt",)}  # fmt: skip
 _CONTAINER_TOOLS = ("docker", "podman", "nerdctl")
 # `docker run` options that take no value; every other option takes the next word unless written --opt=value
-_RUN_SWITCHES = frozenset({"-d", "--detach", "-i", "--interactive", "-t", "--tty", "-it", "-ti", "-dit", "-itd",
-                           "--rm", "--init", "--privileged", "-P", "--publish-all", "--read-only", "--no-healthcheck",
-                           "--oom-kill-disable", "--sig-proxy", "-q", "--quiet"})
+_RUN_SWITCHES = frozenset(
+    {
+        "-d",
+        "--detach",
+        "-i",
+        "--interactive",
+        "-t",
+        "--tty",
+        "-it",
+        "-ti",
+        "-dit",
+        "-itd",
+        "--rm",
+        "--init",
+        "--privileged",
+        "-P",
+        "--publish-all",
+        "--read-only",
+        "--no-healthcheck",
+        "--oom-kill-disable",
+        "--sig-proxy",
+        "-q",
+        "--quiet",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -47,10 +74,14 @@ def engine_of_command(argv: list[str]) -> str | None:
 def image_engine(image: str | None) -> str | None:
     """The engine a container image name points at (``vllm/vllm-openai`` → vllm), else None."""
     lowered = (image or "").lower()
-    return next((name for name, module in CMDLINES.items() if any(w in lowered for w in module.IMAGE_WORDS)), None)
+    return next(
+        (name for name, module in CMDLINES.items() if any(w in lowered for w in module.IMAGE_WORDS)), None
+    )
 
 
-def read_command(command: str | list[str], *, source: str = "--cmd", image: str | None = None) -> EngineCommand:
+def read_command(
+    command: str | list[str], *, source: str = "--cmd", image: str | None = None
+) -> EngineCommand:
     """Tell a launch of a known engine from bare flags; refuse anything else. ``image``: whose entrypoint runs it."""
     words = split_words(command, source)
     environment, words = _strip_prefixes(words)
@@ -123,4 +154,4 @@ def _container_run(words: list[str], source: str) -> tuple[str, dict[str, str], 
         raise ConfigError(f"{source}: no image found in the `docker run` command line")
     environment = dict(v.partition("=")[::2] for n in ("-e", "--env") for v in options.get(n, []) if "=" in v)
     entrypoint = options["--entrypoint"][-1].split() if options.get("--entrypoint") else []
-    return words[i], environment, entrypoint + words[i + 1:]
+    return words[i], environment, entrypoint + words[i + 1 :]

@@ -45,7 +45,9 @@ def load_service(path: Path, service: str | None = None) -> ComposeService:
         return parsed[0]
     engines = [s for s in parsed if s.engine_hint and s.argv]
     if len(engines) != 1:
-        raise ConfigError(f"--compose {path}: several services ({', '.join(services)}); name one with --service")
+        raise ConfigError(
+            f"--compose {path}: several services ({', '.join(services)}); name one with --service"
+        )
     return engines[0]
 
 
@@ -64,7 +66,9 @@ def _service(name: str, body: Any) -> ComposeService:
         raise ConfigError(f"compose service {name!r} is not a mapping")
     argv = _words(body.get("entrypoint"), name) + _words(body.get("command"), name)
     image = body.get("image")
-    return ComposeService(name, str(image) if image else None, tuple(argv), _environment(body.get("environment")))
+    return ComposeService(
+        name, str(image) if image else None, tuple(argv), _environment(body.get("environment"))
+    )
 
 
 def _environment(value: Any) -> dict[str, str]:
@@ -104,7 +108,9 @@ def _services(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         raise ConfigError(f"--compose {path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"--compose {path}: not a YAML text file (not UTF-8); give a docker-compose file") from exc
+        raise ConfigError(
+            f"--compose {path}: not a YAML text file (not UTF-8); give a docker-compose file"
+        ) from exc
     services = document.get("services") if isinstance(document, dict) else None
     if not isinstance(services, dict) or not services:
         raise ConfigError(f"--compose {path}: no services: section")

@@ -26,8 +26,15 @@ RULES: dict[str, ModuleType] = {
     "ollama": ollama_rules,
     "openai": openai_rules,
 }
-_DTYPE_ALIASES = {"fp16": "f16", "float16": "f16", "half": "f16", "bfloat16": "bf16", "fp8": "fp8_e4m3",
-                  "float32": "f32", "fp32": "f32"}
+_DTYPE_ALIASES = {
+    "fp16": "f16",
+    "float16": "f16",
+    "half": "f16",
+    "bfloat16": "bf16",
+    "fp8": "fp8_e4m3",
+    "float32": "f32",
+    "fp32": "f32",
+}
 AT_LEAST_KEYS = ("max_total_tokens",)  # more than asked is fine
 
 
@@ -80,7 +87,9 @@ def diff(asked: Asked, got: EffectiveConfig) -> Diff:
     return Diff(tuple(mismatches), tuple(unverified), tuple(matched), rules.notes(got))
 
 
-def _mismatch(rules: ModuleType, key: str, asked_value: Any, got_value: Any, asked: Asked, got: EffectiveConfig) -> Mismatch:
+def _mismatch(
+    rules: ModuleType, key: str, asked_value: Any, got_value: Any, asked: Asked, got: EffectiveConfig
+) -> Mismatch:
     label = rules.LABELS.get(key, key)
     cause, fix = rules.explain(key, asked_value, got_value, asked, got) or (None, "check the launch flags")
     headline = f"{label} is {_show(got_value)}, not {_show(asked_value)}"

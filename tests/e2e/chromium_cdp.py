@@ -74,7 +74,9 @@ class PageSession:
 
     async def screenshot(self, path: Path, *, width: int = 1200, dark: bool = False) -> None:
         scheme = "dark" if dark else "light"
-        await self.call("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": scheme}])
+        await self.call(
+            "Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": scheme}]
+        )
         height = int(await self.evaluate("document.documentElement.scrollHeight"))
         await self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
                         mobile=False)  # fmt: skip
@@ -105,7 +107,9 @@ class Chromium:
                 break
             time.sleep(0.1)
         self.close()
-        raise RuntimeError("chromium did not start DevTools:\n" + self.log_path.read_text(errors="replace")[-2000:])
+        raise RuntimeError(
+            "chromium did not start DevTools:\n" + self.log_path.read_text(errors="replace")[-2000:]
+        )
 
     async def page_ws_url(self, session: aiohttp.ClientSession) -> str:
         async with session.get(f"http://127.0.0.1:{self.port}/json/list") as response:
@@ -122,7 +126,9 @@ class Chromium:
         self._log.close()
 
 
-async def inspect_page(chromium: Chromium, url: str, checks_js: str, shots: dict[str, tuple[Path, bool]]) -> dict:
+async def inspect_page(
+    chromium: Chromium, url: str, checks_js: str, shots: dict[str, tuple[Path, bool]]
+) -> dict:
     """Load `url`, evaluate `checks_js`, take screenshots {name: (path, dark)}; return checks and console."""
     async with (
         aiohttp.ClientSession() as http,

@@ -40,11 +40,19 @@ def test_chat_ladder_matches_llama_server_timings(server, tmp_path):
         stored = store.load_run(result["run_id"])
     target = result["targets"][0]
     assert target["engine"] == "llamacpp" and target["context_per_slot"] == 512
-    assert [(lv["concurrency"], lv["completed"], lv["errors"]) for lv in target["levels"]] == [(1, 3, 0), (2, 3, 0)]
+    assert [(lv["concurrency"], lv["completed"], lv["errors"]) for lv in target["levels"]] == [
+        (1, 3, 0),
+        (2, 3, 0),
+    ]
     for r in records:
         timings = r.server_timings
         assert r.output_tokens == OUT == timings["predicted_n"]  # ignore_eos: exact output length
-        assert r.finish_reason == "length" and not r.early_eos and not r.token_mismatch, (sum(r.chunk_tokens), r.output_tokens, r.tokens_source, str(r.server_timings))
+        assert r.finish_reason == "length" and not r.early_eos and not r.token_mismatch, (
+            sum(r.chunk_tokens),
+            r.output_tokens,
+            r.tokens_source,
+            str(r.server_timings),
+        )
         assert sum(r.chunk_tokens) == OUT and r.chunk_tokens_source == "usage"  # timings_per_token deltas
         assert r.prompt_tokens == timings["prompt_n"] + timings["cache_n"]
         assert r.prompt_tokens == r.expected_prompt_tokens  # the chat template was counted, as the server did

@@ -9,7 +9,9 @@ import psutil
 from servelab.cli.app import main
 
 
-def test_demo_catches_the_divided_context_fixes_it_and_reports(llama_server_bin, tmp_path, capsys, monkeypatch):
+def test_demo_catches_the_divided_context_fixes_it_and_reports(
+    llama_server_bin, tmp_path, capsys, monkeypatch
+):
     monkeypatch.setenv("SERVELAB_LLAMA_SERVER", str(llama_server_bin))
     workdir = tmp_path / "demo"
     assert main(["demo", "--workdir", str(workdir), "--threads", "1", "--requests", "3", "--json"]) == 0
@@ -22,7 +24,10 @@ def test_demo_catches_the_divided_context_fixes_it_and_reports(llama_server_bin,
     assert divided["context_per_slot"] == 4096 and divided["slots"] == 4
     assert any("context per slot is 4096, not 16384" in line for line in divided["mismatches"])
     assert right["context_per_slot"] == 16384 and right["mismatches"] == []
-    assert steps["plan"]["available"] is False or steps["plan"]["context_per_slot"] == divided["context_per_slot"]
+    assert (
+        steps["plan"]["available"] is False
+        or steps["plan"]["context_per_slot"] == divided["context_per_slot"]
+    )
     assert len(steps["bench"]["run_ids"]) == 2  # short and mixed, each a 1/2/4 ladder
     levels = [(row["workload"], row["level"]) for row in steps["bench"]["levels"]]
     assert levels == [(w, f"c={c}") for w in ("short", "mixed") for c in (1, 2, 4)]
@@ -32,7 +37,15 @@ def test_demo_catches_the_divided_context_fixes_it_and_reports(llama_server_bin,
     assert report.is_file() and "<html" in report.read_text()[:500].lower()
 
     narration = captured.err
-    for step in ("1. engine", "2. model", "3. plan", "4. launch", "5. relaunch right", "6. bench", "7. report"):
+    for step in (
+        "1. engine",
+        "2. model",
+        "3. plan",
+        "4. launch",
+        "5. relaunch right",
+        "6. bench",
+        "7. report",
+    ):
         assert step in narration
     assert "MISMATCH: context per slot is 4096" in narration
     assert [p for p in psutil.Process().children(recursive=True) if "llama-server" in p.name()] == []
@@ -43,12 +56,25 @@ def test_demo_summary_names_both_launches_and_the_report(tmp_path, capsys):
     from servelab.demo import DemoResult, DemoStep
 
     mismatch = "context per slot is 4096, not 16384: -c is divided by -np 4; add --kv-unified or use -np 1"
-    result = DemoResult(tmp_path, (
-        DemoStep("divided", {"args": ["-c", "16384", "-np", "4"], "context_per_slot": 4096, "mismatches": [mismatch]}),
-        DemoStep("right", {"args": ["-c", "16384", "-np", "4", "--kv-unified"], "context_per_slot": 16384,
-                           "mismatches": []}),
-        DemoStep("bench", {"run_ids": ["r1", "r2"], "db": str(tmp_path / "runs.db")}),
-    ), tmp_path / "report.html")
+    result = DemoResult(
+        tmp_path,
+        (
+            DemoStep(
+                "divided",
+                {"args": ["-c", "16384", "-np", "4"], "context_per_slot": 4096, "mismatches": [mismatch]},
+            ),
+            DemoStep(
+                "right",
+                {
+                    "args": ["-c", "16384", "-np", "4", "--kv-unified"],
+                    "context_per_slot": 16384,
+                    "mismatches": [],
+                },
+            ),
+            DemoStep("bench", {"run_ids": ["r1", "r2"], "db": str(tmp_path / "runs.db")}),
+        ),
+        tmp_path / "report.html",
+    )
     render(result)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"-c 16384 -np 4: context per slot 4096, {mismatch}"
@@ -62,4 +88,7 @@ def test_demo_workdir_that_is_a_file_is_a_usage_error(tmp_path, capsys):
     blocker.write_bytes(b"GGUF")
     assert main(["demo", "--workdir", str(blocker)]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err == f"servelab: error: --workdir {blocker}: cannot make it a directory (File exists)\n"
+    assert (
+        out == ""
+        and err == f"servelab: error: --workdir {blocker}: cannot make it a directory (File exists)\n"
+    )

@@ -57,7 +57,9 @@ def test_hybrid_and_quantized_models_serve(llama_server, model_files):
     for kind in ("hybrid", "quantized"):
         server = llama_server(model_files[kind], "-c", "512", "-np", "1")
         body = b'{"prompt": "hello", "n_predict": 4, "ignore_eos": true}'
-        request = urllib.request.Request(f"{server.url}/completion", data=body, headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{server.url}/completion", data=body, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=30) as resp:
             assert b'"tokens_predicted":4' in resp.read().replace(b" ", b"")
         server.stop()
@@ -69,8 +71,13 @@ def test_port_in_use_is_refused_before_start(llama_server_bin, model_files, tmp_
         busy.listen()
         port = busy.getsockname()[1]
         with pytest.raises(EngineError, match=f"port {port} on 127.0.0.1 is already in use"):
-            start_llama_server(model_files["dense"], ["-t", "1"], binary=llama_server_bin, port=port,
-                               log_path=tmp_path / "x.log")
+            start_llama_server(
+                model_files["dense"],
+                ["-t", "1"],
+                binary=llama_server_bin,
+                port=port,
+                log_path=tmp_path / "x.log",
+            )
     assert not (tmp_path / "x.log").exists(), "nothing was started"
     assert _our_llama_servers() == []
 
@@ -124,8 +131,12 @@ def test_stop_ends_the_whole_process_group_even_a_child_that_ignores_sigterm(tmp
 
 
 def test_wait_healthy_times_out_stops_the_process_and_names_the_log(tmp_path):
-    proc = ManagedProcess(["sh", "-c", "echo loading forever; sleep 60"], tmp_path / "slow.log", name="slow").start()
-    with pytest.raises(EngineStartError, match=r"slow did not become healthy within 0.5 s: loading forever \(log: "):
+    proc = ManagedProcess(
+        ["sh", "-c", "echo loading forever; sleep 60"], tmp_path / "slow.log", name="slow"
+    ).start()
+    with pytest.raises(
+        EngineStartError, match=r"slow did not become healthy within 0.5 s: loading forever \(log: "
+    ):
         proc.wait_healthy(lambda: False, timeout_s=0.5)
     assert _is_gone(proc.pid)
 

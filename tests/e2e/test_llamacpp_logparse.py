@@ -26,7 +26,9 @@ def test_dense_buffers_match_the_file_and_the_kv_arithmetic(llama_server, model_
 
 
 def test_hybrid_with_draft_has_two_sections_and_a_recurrent_state(llama_server, model_files):
-    server = llama_server(model_files["hybrid"], "-md", str(model_files["draft"]), "-c", "2048", "-np", "1", "-lv", "4")
+    server = llama_server(
+        model_files["hybrid"], "-md", str(model_files["draft"]), "-c", "2048", "-np", "1", "-lv", "4"
+    )
     log = parse_server_log(server.log_path.read_text())
     target, draft = log.sections
     assert abs(target.model_bytes - _tensor_bytes(model_files["hybrid"])) <= MIB_PRECISION_BYTES

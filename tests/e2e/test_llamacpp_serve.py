@@ -28,10 +28,27 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _start_serve(tmp_path: Path, bin_path: Path, model: Path, *engine_args: str) -> tuple[subprocess.Popen, Path, Path]:
+def _start_serve(
+    tmp_path: Path, bin_path: Path, model: Path, *engine_args: str
+) -> tuple[subprocess.Popen, Path, Path]:
     out, err = tmp_path / "serve.out", tmp_path / "serve.err"
-    argv = [sys.executable, "-m", "servelab.cli.app", "serve", "llama.cpp", str(model), "--port", str(free_port()),
-            "--log", str(tmp_path / "engine.log"), "--json", "--", "-t", "1", *engine_args]
+    argv = [
+        sys.executable,
+        "-m",
+        "servelab.cli.app",
+        "serve",
+        "llama.cpp",
+        str(model),
+        "--port",
+        str(free_port()),
+        "--log",
+        str(tmp_path / "engine.log"),
+        "--json",
+        "--",
+        "-t",
+        "1",
+        *engine_args,
+    ]
     env = {**os.environ, "SERVELAB_LLAMA_SERVER": str(bin_path)}
     with open(out, "wb") as o, open(err, "wb") as e:
         proc = subprocess.Popen(argv, stdout=o, stderr=e, env=env)
@@ -43,7 +60,9 @@ def _start_serve(tmp_path: Path, bin_path: Path, model: Path, *engine_args: str)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_serve_prints_effective_config_and_stops_the_engine_on_signal(sig, llama_server_bin, model_files, tmp_path):
+def test_serve_prints_effective_config_and_stops_the_engine_on_signal(
+    sig, llama_server_bin, model_files, tmp_path
+):
     proc, out, err = _start_serve(tmp_path, llama_server_bin, model_files["hybrid"], "-c", "2048", "-np", "2")
     report = json.loads(out.read_text())
     engine_pid = report["pid"]
@@ -57,9 +76,12 @@ def test_serve_prints_effective_config_and_stops_the_engine_on_signal(sig, llama
     assert "stopping llama.cpp" in err.read_text()
 
 
-def test_serve_with_an_api_key_reads_its_engine_and_never_prints_the_key(llama_server_bin, model_files, tmp_path):
-    proc, out, err = _start_serve(tmp_path, llama_server_bin, model_files["dense"], "-c", "1024", "--api-key",
-                                  "sk-SERVE-SECRET")
+def test_serve_with_an_api_key_reads_its_engine_and_never_prints_the_key(
+    llama_server_bin, model_files, tmp_path
+):
+    proc, out, err = _start_serve(
+        tmp_path, llama_server_bin, model_files["dense"], "-c", "1024", "--api-key", "sk-SERVE-SECRET"
+    )
     report = json.loads(out.read_text())
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=30) == 0
@@ -85,15 +107,22 @@ def test_serve_refuses_a_file_that_is_not_gguf(tmp_path, capsys):
     assert main(["serve", "llama.cpp", str(bad)]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.strip().splitlines()[-1] == f"servelab: error: {bad} is not a GGUF file (no GGUF magic); llama.cpp needs a .gguf model"
+    assert (
+        captured.err.strip().splitlines()[-1]
+        == f"servelab: error: {bad} is not a GGUF file (no GGUF magic); llama.cpp needs a .gguf model"
+    )
 
 
-def test_serve_engine_death_at_start_is_one_line(llama_server_bin, model_files, tmp_path, capsys, monkeypatch):
+def test_serve_engine_death_at_start_is_one_line(
+    llama_server_bin, model_files, tmp_path, capsys, monkeypatch
+):
     monkeypatch.setenv("SERVELAB_LLAMA_SERVER", str(llama_server_bin))
     truncated = tmp_path / "t.gguf"
     truncated.write_bytes(model_files["dense"].read_bytes()[:40_000])
     assert main(["serve", "llama.cpp", str(truncated), "--port", str(free_port()), "--", "-t", "1"]) == 1
-    error_lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("servelab: error:")]
+    error_lines = [
+        line for line in capsys.readouterr().err.splitlines() if line.startswith("servelab: error:")
+    ]
     assert len(error_lines) == 1
     assert "exited with code" in error_lines[0] and "error loading model" in error_lines[0]
     assert [p for p in psutil.Process().children(recursive=True) if "llama-server" in p.name()] == []
@@ -106,9 +135,14 @@ def test_serve_refuses_a_port_in_use(llama_server, llama_server_bin, model_files
     assert f"port {running.port} on 127.0.0.1 is already in use" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("option", "says"), [(["--port", "0"], "--port 0 is outside 1-65535"),
-                                              (["--port", "70000"], "--port 70000 is outside 1-65535"),
-                                              (["--timeout", "-5"], "--timeout must be a positive number")])
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [
+        (["--port", "0"], "--port 0 is outside 1-65535"),
+        (["--port", "70000"], "--port 70000 is outside 1-65535"),
+        (["--timeout", "-5"], "--timeout must be a positive number"),
+    ],
+)
 def test_serve_bad_port_or_timeout_is_a_usage_error_before_anything_starts(option, says, capsys):
     assert main(["serve", "llama.cpp", "m.gguf", *option]) == 2
     out, err = capsys.readouterr()
@@ -120,7 +154,9 @@ def test_serve_unknown_engine_is_a_usage_error(capsys):
     assert "choose one of: llama.cpp, sglang, vllm" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("engine", "message"), [("sglang", "sglang is not installed"), ("vllm", "vLLM is not installed")])
+@pytest.mark.parametrize(
+    ("engine", "message"), [("sglang", "sglang is not installed"), ("vllm", "vLLM is not installed")]
+)
 def test_serve_gpu_engines_say_when_they_are_not_installed(engine, message, capsys, monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")  # no `vllm` program; sglang is not importable on this machine
     assert main(["serve", engine, "some/model"]) == 1
@@ -130,6 +166,17 @@ def test_serve_gpu_engines_say_when_they_are_not_installed(engine, message, caps
 
 def test_gpu_engine_command_lines():
     assert sglang_launch.launch_argv("org/m", host="127.0.0.1", port=30000, args=["--tp", "2"])[1:] == [
-        "-m", "sglang.launch_server", "--model-path", "org/m", "--host", "127.0.0.1", "--port", "30000", "--tp", "2"]
-    assert vllm_launch.launch_argv("org/m", host="127.0.0.1", port=8000, args=["--max-model-len", "4096"]) == [
-        "vllm", "serve", "org/m", "--host", "127.0.0.1", "--port", "8000", "--max-model-len", "4096"]
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "org/m",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "30000",
+        "--tp",
+        "2",
+    ]
+    assert vllm_launch.launch_argv(
+        "org/m", host="127.0.0.1", port=8000, args=["--max-model-len", "4096"]
+    ) == ["vllm", "serve", "org/m", "--host", "127.0.0.1", "--port", "8000", "--max-model-len", "4096"]

@@ -35,9 +35,18 @@ def _checks(llama_server, path, setting):
     server = llama_server(path, *_launch_args(*setting))
     server.stop()
     logged = parse_server_log(server.log_path.read_text()).main
-    predicted = llamacpp_memory(load_model(str(path)), n_ctx=ctx, n_parallel=slots, kv_unified=unified,
-                                cache_type_k=cache, cache_type_v=cache, n_gpu_layers=0)
-    assert predicted.n_ctx == logged.context_int("n_ctx") and predicted.n_ctx_seq == logged.context_int("n_ctx_seq")
+    predicted = llamacpp_memory(
+        load_model(str(path)),
+        n_ctx=ctx,
+        n_parallel=slots,
+        kv_unified=unified,
+        cache_type_k=cache,
+        cache_type_v=cache,
+        n_gpu_layers=0,
+    )
+    assert predicted.n_ctx == logged.context_int("n_ctx") and predicted.n_ctx_seq == logged.context_int(
+        "n_ctx_seq"
+    )
     return {check.buffer: check for check in compare_buffers(predicted, logged)}
 
 
@@ -48,7 +57,9 @@ def wide_hybrid(tmp_path_factory):
 
 
 @pytest.mark.parametrize("kind", ["dense", "hybrid"])
-@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: f"c{s[0]}-np{s[1]}{'-kvu' if s[2] else ''}-{s[3]}")
+@pytest.mark.parametrize(
+    "setting", SETTINGS, ids=lambda s: f"c{s[0]}-np{s[1]}{'-kvu' if s[2] else ''}-{s[3]}"
+)
 def test_planner_matches_the_log(llama_server, model_files, kind, setting):
     checks = _checks(llama_server, model_files[kind], setting)
     for name in ("model_bytes", "kv_bytes", "recurrent_bytes"):
@@ -58,7 +69,9 @@ def test_planner_matches_the_log(llama_server, model_files, kind, setting):
         assert checks["recurrent_bytes"].logged_bytes > 0
 
 
-@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: f"c{s[0]}-np{s[1]}{'-kvu' if s[2] else ''}-{s[3]}")
+@pytest.mark.parametrize(
+    "setting", SETTINGS, ids=lambda s: f"c{s[0]}-np{s[1]}{'-kvu' if s[2] else ''}-{s[3]}"
+)
 def test_planner_on_a_wide_state_hybrid(llama_server, wide_hybrid, setting):
     checks = _checks(llama_server, wide_hybrid, setting)
     assert checks["recurrent_bytes"].logged_bytes >= 800 * 1024  # big enough that 0.005 MiB is under 1%

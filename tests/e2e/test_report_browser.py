@@ -75,7 +75,9 @@ def _open_in_chromium(tmp_path: Path, html: Path, shots: dict[str, tuple[Path, b
         chromium.close()
 
 
-def test_the_bill_of_a_real_run_renders_every_section_and_plot(real_run, model_files, tmp_path: Path, capsys) -> None:
+def test_the_bill_of_a_real_run_renders_every_section_and_plot(
+    real_run, model_files, tmp_path: Path, capsys
+) -> None:
     db, run_id, server_log = real_run
     doctor = tmp_path / "doctor.json"
     assert main(["doctor", "--json"]) == 0
@@ -91,7 +93,10 @@ def test_the_bill_of_a_real_run_renders_every_section_and_plot(real_run, model_f
     assert main(["report", run_id, "--db", str(db), "--plan", str(plan), "--doctor", str(doctor), "--spec", str(spec),
                  "--server-log", str(server_log), "-o", str(bill)]) == 0  # fmt: skip
 
-    shots = {"light": (tmp_path / "report-screenshot.png", False), "dark": (tmp_path / "report-screenshot-dark.png", True)}
+    shots = {
+        "light": (tmp_path / "report-screenshot.png", False),
+        "dark": (tmp_path / "report-screenshot-dark.png", True),
+    }
     page = _open_in_chromium(tmp_path, bill, shots)
     out = REPO / "out"
     out.mkdir(exist_ok=True)
@@ -99,7 +104,9 @@ def test_the_bill_of_a_real_run_renders_every_section_and_plot(real_run, model_f
         assert path.stat().st_size > 10_000
         shutil.copy(path, out / path.name)
 
-    assert page["exceptions"] == [] and [c for c in page["console"] if c["level"] in ("error", "warning")] == []
+    assert (
+        page["exceptions"] == [] and [c for c in page["console"] if c["level"] in ("error", "warning")] == []
+    )
     assert page["requests"] == [bill.as_uri()]  # self-contained: nothing else fetched
     checks = page["checks"]
     assert checks["sections"] == SECTIONS and checks["duplicateIds"] == [] and checks["scripts"] == 0
@@ -115,16 +122,23 @@ def test_the_bill_of_a_real_run_renders_every_section_and_plot(real_run, model_f
     assert any(v.startswith("Serving many: llamacpp") for v in checks["verdicts"])
     assert "Doctor found" in checks["bodyText"] and len(stored.requests) >= 8
     assert any(v.startswith("Speculative decoding: Keep, acceptance alpha 0.71") for v in checks["verdicts"])
-    assert "No doctor findings" not in checks["bodyText"] and "No speculative-decoding verdict" not in checks["bodyText"]
+    assert (
+        "No doctor findings" not in checks["bodyText"]
+        and "No speculative-decoding verdict" not in checks["bodyText"]
+    )
     assert "no ceiling" not in checks["bodyText"] and "No plan given" not in checks["bodyText"]
-    assert any(v.startswith("Memory-starved: llamacpp") and "MiB used (plan:" in v for v in checks["verdicts"])
+    assert any(
+        v.startswith("Memory-starved: llamacpp") and "MiB used (plan:" in v for v in checks["verdicts"]
+    )
     assert "ceiling (plan" in throughput["text"]
     assert any("of the plan's" in v and "ceiling at that concurrency" in v for v in checks["verdicts"])
     # no GPU here: the power section names what would supply each missing input instead of guessing
     assert "Power and the bound" in checks["headings"]
     assert f"Run {run_id} has no GPU power samples" in checks["bodyText"]
     assert "The doctor file has no burn: run servelab doctor --burn --json" in checks["bodyText"]
-    assert "<code>servelab doctor --burn --json</code>" in bill.read_text()  # commands in sentences shown as code
+    assert (
+        "<code>servelab doctor --burn --json</code>" in bill.read_text()
+    )  # commands in sentences shown as code
 
 
 def test_a_model_name_carrying_a_script_stays_text_in_the_browser(tmp_path: Path) -> None:

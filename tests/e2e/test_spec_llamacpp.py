@@ -33,7 +33,9 @@ def _speculative_server(llama_server, model_files, draft: str, *extra: str):
 
 def _complete(url: str, prompt: str) -> dict:
     body = json.dumps({"prompt": prompt, "n_predict": 48, "temperature": 0, "ignore_eos": True}).encode()
-    request = urllib.request.Request(f"{url}/completion", data=body, headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{url}/completion", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=60) as response:
         return json.load(response)
 
@@ -107,4 +109,6 @@ def test_live_metrics_agree_with_the_log(llama_server, model_files, capsys):
     assert from_metrics["engine"] == "llamacpp"
     assert from_metrics["verdict"] == "keep"
     assert from_metrics["token_accept_rate"] == from_log["token_accept_rate"]
-    assert from_metrics["expected_tokens_per_step"] == pytest.approx(from_log["expected_tokens_per_step"], abs=0.01)
+    assert from_metrics["expected_tokens_per_step"] == pytest.approx(
+        from_log["expected_tokens_per_step"], abs=0.01
+    )

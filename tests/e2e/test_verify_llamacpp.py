@@ -68,8 +68,9 @@ def test_verify_json_shape_and_strict_exit(divided_url: str, capsys: pytest.Capt
     assert captured.err == ""
     out = json.loads(captured.out)
     assert out["engine"] == "llamacpp"
-    assert {k: out["effective"][k] for k in ("context_per_slot", "slots", "context_train", "kv_cache_dtype")} == {
-        "context_per_slot": 2048, "slots": 4, "context_train": 8192, "kv_cache_dtype": None}
+    assert {
+        k: out["effective"][k] for k in ("context_per_slot", "slots", "context_train", "kv_cache_dtype")
+    } == {"context_per_slot": 2048, "slots": 4, "context_train": 8192, "kv_cache_dtype": None}
     assert out["effective"]["model"].endswith(".gguf")
     (m,) = out["mismatches"]
     assert (m["key"], m["asked"], m["got"]) == ("context", 8192, 2048)
@@ -77,7 +78,9 @@ def test_verify_json_shape_and_strict_exit(divided_url: str, capsys: pytest.Capt
     assert m["fix"].startswith("add --kv-unified")
 
 
-def test_without_strict_a_mismatch_still_exits_zero(divided_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_strict_a_mismatch_still_exits_zero(
+    divided_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["verify", divided_url, "--expect", "context=8192"]) == 0
     out = capsys.readouterr().out
     assert "MISMATCH context per slot is 2048, not 8192" in out
@@ -96,7 +99,9 @@ def test_field_report_compose_service_is_read_and_diffed(
     assert "-c is divided by -np 4" in out["mismatches"][0]["why"]
 
 
-def test_the_right_launch_verifies_clean(llama_server, model_files, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_right_launch_verifies_clean(
+    llama_server, model_files, capsys: pytest.CaptureFixture[str]
+) -> None:
     """-c 8192 -np 4 --kv-unified lets every slot use the whole 8192."""
     url = llama_server(model_files["dense"], "-c", "8192", "-np", "4", "--kv-unified").url
     cmd = "llama-server -m /models/dense.gguf -c 8192 -np 4 --kv-unified"
@@ -129,7 +134,9 @@ def test_draft_model_without_spec_type_is_caught(llama_server, model_files) -> N
     result = verify(url, from_command(f"llama-server -m dense.gguf -md {draft} -c 2048 -np 1"))
     assert result.effective.speculative == {"enabled": False}
     (m,) = result.mismatches
-    assert m.key == "speculative" and m.why.startswith("speculative decoding is off, not on: the draft model loads")
+    assert m.key == "speculative" and m.why.startswith(
+        "speculative decoding is off, not on: the draft model loads"
+    )
     assert m.fix.startswith("add --spec-type draft-simple")
 
 
@@ -149,5 +156,8 @@ def test_without_np_this_build_runs_four_unified_slots(llama_server, model_files
     result = verify(url, asked)
     assert (result.effective.context_per_slot, result.effective.slots) == (8192, 4)
     (m,) = result.mismatches
-    assert m.line == "slots is 4, not 1: -np was not given, so this build chose the slot count itself; pass -np 1"
+    assert (
+        m.line
+        == "slots is 4, not 1: -np was not given, so this build chose the slot count itself; pass -np 1"
+    )
     assert "context" in result.matched

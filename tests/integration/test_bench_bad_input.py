@@ -40,7 +40,9 @@ def test_a_server_that_is_not_openai_compatible_is_refused(capsys):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        line = one_line_error(capsys, ["bench", f"http://127.0.0.1:{server.server_port}", "--requests", "1"], 1)
+        line = one_line_error(
+            capsys, ["bench", f"http://127.0.0.1:{server.server_port}", "--requests", "1"], 1
+        )
     finally:
         server.shutdown()
     assert "not an OpenAI-compatible server" in line
@@ -110,8 +112,12 @@ def test_credentials_in_the_url_never_reach_the_store(capsys, tmp_path):
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(["--fault", "explode"], "unknown fault 'explode'"), (["--fault", "500:2"], "outside (0, 1]"),
-     (["--usage", "sometimes"], "unknown usage mode"), (["--tokens-per-chunk", "0"], ">= 1")],
+    [
+        (["--fault", "explode"], "unknown fault 'explode'"),
+        (["--fault", "500:2"], "outside (0, 1]"),
+        (["--usage", "sometimes"], "unknown usage mode"),
+        (["--tokens-per-chunk", "0"], ">= 1"),
+    ],
 )
 def test_sim_bad_options_are_usage_errors(capsys, args, message):
     line = one_line_error(capsys, ["sim", "--port", "0", *args], 2)

@@ -66,18 +66,38 @@ def assert_trustworthy(level: dict, client_error: list[float]) -> None:
 
 @pytest.mark.parametrize(
     ("k", "usage", "role"),
-    [(1, "honour", True), (4, "continuous", False), (1, "final", True), (1, "off", False), (3, "honour", True)],
+    [
+        (1, "honour", True),
+        (4, "continuous", False),
+        (1, "final", True),
+        (1, "off", False),
+        (3, "honour", True),
+    ],
 )
 def test_timings_match_the_sim_schedule_per_chunking_and_usage_mode(k, usage, role, tmp_path):
-    sim_args = ["--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--tokens-per-chunk", str(k), "--usage", usage]
-    with sim_process(*sim_args, "--role-chunk" if role else "--no-role-chunk") as url, Store.open(tmp_path / "r.db") as store:
+    sim_args = [
+        "--ttft-ms",
+        str(TTFT_MS),
+        "--itl-ms",
+        str(ITL_MS),
+        "--tokens-per-chunk",
+        str(k),
+        "--usage",
+        usage,
+    ]
+    with (
+        sim_process(*sim_args, "--role-chunk" if role else "--no-role-chunk") as url,
+        Store.open(tmp_path / "r.db") as store,
+    ):
         result = bench(url, requests=8, store=store)
         client_error, sim_ttft = sim_truth(url, store, result["run_id"])
     level = result["targets"][0]["levels"][0]
     assert (level["completed"], level["errors"]) == (8, 0)
     assert_trustworthy(level, client_error)
     assert min(sim_ttft) >= TTFT_MS  # never early
-    assert level["ttft_ms"]["min"] >= TTFT_MS  # a role-only chunk, sent at once, never counts as the first token
+    assert (
+        level["ttft_ms"]["min"] >= TTFT_MS
+    )  # a role-only chunk, sent at once, never counts as the first token
     assert level["itl_ms"]["p50"] == pytest.approx(ITL_MS, abs=TOL_MS)
     assert level["tpot_ms"]["p50"] == pytest.approx(ITL_MS, abs=TOL_MS)
     assert level["chunk_gap_ms"]["p50"] == pytest.approx(k * ITL_MS, abs=TOL_MS)
@@ -98,7 +118,10 @@ def test_multi_token_chunks_without_usage_deltas_are_flagged_not_hidden():
 
 def test_ladder_up_to_64_streams_keeps_timing_and_throughput(tmp_path):
     itl, ttft, out = 20.0, 30.0, 8
-    with sim_process("--ttft-ms", str(ttft), "--itl-ms", str(itl)) as url, Store.open(tmp_path / "r.db") as store:
+    with (
+        sim_process("--ttft-ms", str(ttft), "--itl-ms", str(itl)) as url,
+        Store.open(tmp_path / "r.db") as store,
+    ):
         # default warm-up: one request per slot, so each level's burst of new connections is excluded
         result = bench(url, levels=(1, 8, 64), requests=64, out=out, store=store, warmup=None)
         client_error, sim_ttft = sim_truth(url, store, result["run_id"])
@@ -118,8 +141,14 @@ def test_ladder_up_to_64_streams_keeps_timing_and_throughput(tmp_path):
 
 @pytest.mark.parametrize(
     ("fault", "kind"),
-    [("500", "http_5xx"), ("429", "http_429"), ("refuse", "connect"), ("drop", "dropped"),
-     ("malformed", "malformed"), ("stall", "timeout")],
+    [
+        ("500", "http_5xx"),
+        ("429", "http_429"),
+        ("refuse", "connect"),
+        ("drop", "dropped"),
+        ("malformed", "malformed"),
+        ("stall", "timeout"),
+    ],
 )
 def test_fault_modes_give_exact_counts_and_error_kinds(fault, kind):
     with sim_process("--itl-ms", "5", "--ttft-ms", "10", "--fault", f"{fault}:0.5") as url:
@@ -143,7 +172,10 @@ def test_early_eos_and_http_429_retry_after_are_recorded(tmp_path):
 
 
 def test_every_record_is_stored_with_its_chunk_timings(tmp_path):
-    with sim_process("--itl-ms", "5", "--tokens-per-chunk", "2") as url, Store.open(tmp_path / "r.db") as store:
+    with (
+        sim_process("--itl-ms", "5", "--tokens-per-chunk", "2") as url,
+        Store.open(tmp_path / "r.db") as store,
+    ):
         result = bench(url, levels=(1, 2), requests=4, store=store, warmup=0)
         stored = store.load_run(result["run_id"])
     assert not stored.info.partial
@@ -160,7 +192,9 @@ def test_sigint_mid_level_keeps_completed_requests_and_reads_back_partial(tmp_pa
         cmd = [sys.executable, "-c", "import sys; from servelab.cli.app import main; sys.exit(main())", "bench", url,
                "--concurrency", "2", "--requests", "500", "--output-tokens", "20", "--input-tokens", "16",
                "--db", str(db), "--json", "--warmup", "0"]  # fmt: skip
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and _stored_requests(db) < 6:
             time.sleep(0.1)

@@ -88,7 +88,10 @@ def test_samplers_run_per_level_and_their_rows_are_stored(tmp_path):
             samples = store.load_run(run_id).samples
     assert sampler.started == 2
     assert [row["t_ns"] for row in samples["test_samples"]] == [1, 2]
-    assert [(r["target_index"], r["level"], r["repeat"]) for r in samples["test_samples"]] == [(0, "c=1", 0), (0, "c=2", 0)]
+    assert [(r["target_index"], r["level"], r["repeat"]) for r in samples["test_samples"]] == [
+        (0, "c=1", 0),
+        (0, "c=2", 0),
+    ]
 
 
 @pytest.mark.parametrize("kind", ["short", "mixed", "shared-prefix", "multi-turn"])
@@ -115,7 +118,9 @@ def test_slo_goodput(tmp_path):
 
 def test_experiment_yaml_and_jsonl_workload(tmp_path, capsys):
     prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text('{"prompt": "one two three", "max_tokens": 3}\n{"messages": [{"role": "user", "content": "a b"}]}\n')
+    prompts.write_text(
+        '{"prompt": "one two three", "max_tokens": 3}\n{"messages": [{"role": "user", "content": "a b"}]}\n'
+    )
     with sim_process(*FAST) as url:
         experiment = tmp_path / "exp.yaml"
         experiment.write_text(f"targets:\n  - url: {url}\nconcurrency: [1]\nrequests: 4\nwarmup: 0\n"

@@ -71,7 +71,12 @@ def test_each_power_sample_says_its_target_level_and_repeat(monkeypatch, tmp_pat
         code, samples, _ = _bench(url, tmp_path / "runs.db", "--power-hz", "10", "--repeat", "2")
     assert code == 0
     windows = [(r["target_index"], r["level"], r["repeat"]) for r in samples["gpu_power"]]
-    assert list(dict.fromkeys(windows)) == [(0, "c=1", 0), (0, "c=1", 1), (0, "c=2", 0), (0, "c=2", 1)]  # in order
+    assert list(dict.fromkeys(windows)) == [
+        (0, "c=1", 0),
+        (0, "c=1", 1),
+        (0, "c=2", 0),
+        (0, "c=2", 1),
+    ]  # in order
     assert all(windows.count(w) >= 2 for w in set(windows))  # the start and stop samples of each window
 
 

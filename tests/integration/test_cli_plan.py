@@ -14,8 +14,20 @@ from servelab.cli.app import main
 from servelab.plan.io import load_plan
 from servelab.verify.asked import from_plan
 
-BRIEF = ["plan", "Qwen/Qwen3.5-27B", "--gpu", "rtx4090-48g", "--engine", "sglang", "--quant", "awq",
-         "--context", "262144", "--kv-dtype", "fp8_e5m2"]
+BRIEF = [
+    "plan",
+    "Qwen/Qwen3.5-27B",
+    "--gpu",
+    "rtx4090-48g",
+    "--engine",
+    "sglang",
+    "--quant",
+    "awq",
+    "--context",
+    "262144",
+    "--kv-dtype",
+    "fp8_e5m2",
+]
 INTERFACE_MEMORY = {"weights", "kv_cache", "recurrent_state", "activations", "runtime", "total", "capacity"}
 
 
@@ -23,8 +35,18 @@ def test_brief_plan_prints_the_component_table_and_ceilings(capsys) -> None:
     assert main(BRIEF) == 0
     out, err = capsys.readouterr()
     assert err == ""
-    for text in ("weights (text)", "KV cache", "recurrent state", "activations", "runtime", "total",
-                 "decode ceiling", "prefill ceiling", "fits", "--kv-cache-dtype fp8_e5m2"):
+    for text in (
+        "weights (text)",
+        "KV cache",
+        "recurrent state",
+        "activations",
+        "runtime",
+        "total",
+        "decode ceiling",
+        "prefill ceiling",
+        "fits",
+        "--kv-cache-dtype fp8_e5m2",
+    ):
         assert text in out
 
 
@@ -36,7 +58,11 @@ def test_brief_plan_json_has_the_interface_fields(capsys) -> None:
     assert (doc["model"], doc["gpu"]) == ("Qwen/Qwen3.5-27B", "rtx4090-48g")
     plan = doc["plans"][0]
     assert (plan["engine"], plan["context"], plan["kv_dtype"], plan["tensor_parallel"]) == (
-        "sglang", 262144, "fp8_e5m2", 1)
+        "sglang",
+        262144,
+        "fp8_e5m2",
+        1,
+    )
     assert plan["quant"].startswith("awq") and plan["fits"] is True
     assert set(plan["memory_bytes"]) >= INTERFACE_MEMORY
     memory = plan["memory_bytes"]
@@ -63,7 +89,9 @@ def test_without_engine_and_quant_it_compares_candidates(capsys) -> None:
     assert ("llamacpp", "Q4_K_M") in pairs and any(q.startswith("awq") for _, q in pairs)
     fits = [p["fits"] for p in plans]
     assert fits == sorted(fits, reverse=True)  # fitting plans first
-    assert not any(p["quant"] == "bf16" and p["fits"] for p in plans)  # 54 GB of bf16 weights cannot fit 48 GB
+    assert not any(
+        p["quant"] == "bf16" and p["fits"] for p in plans
+    )  # 54 GB of bf16 weights cannot fit 48 GB
 
 
 def test_comparison_table_names_the_best_plan(capsys) -> None:
@@ -73,7 +101,9 @@ def test_comparison_table_names_the_best_plan(capsys) -> None:
 
 
 def test_emit_cmd_prints_one_quoted_command(capsys) -> None:
-    assert main([*BRIEF, "--emit", "cmd", "--mem-fraction-static", "0.9", "--max-total-tokens", "262144"]) == 0
+    assert (
+        main([*BRIEF, "--emit", "cmd", "--mem-fraction-static", "0.9", "--max-total-tokens", "262144"]) == 0
+    )
     line = capsys.readouterr().out.strip()
     argv = shlex.split(line)
     assert argv[:3] == ["python", "-m", "sglang.launch_server"]
@@ -81,8 +111,23 @@ def test_emit_cmd_prints_one_quoted_command(capsys) -> None:
 
 
 def test_emit_compose_is_yaml_with_a_health_check(capsys) -> None:
-    assert main(["plan", "Qwen/Qwen3-8B", "--engine", "llamacpp", "--quant", "Q4_K_M", "--context", "8192",
-                 "--emit", "compose"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "Qwen/Qwen3-8B",
+                "--engine",
+                "llamacpp",
+                "--quant",
+                "Q4_K_M",
+                "--context",
+                "8192",
+                "--emit",
+                "compose",
+            ]
+        )
+        == 0
+    )
     doc = yaml.safe_load(capsys.readouterr().out)
     service = doc["services"]["llamacpp"]
     assert service["ports"] == ["127.0.0.1:8080:8080"] and "healthcheck" in service
@@ -93,12 +138,31 @@ def test_json_with_emit_stays_json_and_carries_the_recipe(capsys) -> None:
     out, err = capsys.readouterr()
     doc = json.loads(out)
     assert err == "" and doc["plans"][0]["engine"] == "sglang"
-    assert doc["recipe"]["format"] == "cmd" and shlex.split(doc["recipe"]["text"])[:3] == ["python", "-m", "sglang.launch_server"]
+    assert doc["recipe"]["format"] == "cmd" and shlex.split(doc["recipe"]["text"])[:3] == [
+        "python",
+        "-m",
+        "sglang.launch_server",
+    ]
 
 
 def test_emit_when_nothing_fits_says_so_on_stderr(capsys) -> None:
-    assert main(["plan", "Qwen/Qwen3.5-27B", "--gpu", "rtx4090", "--engine", "sglang", "--quant", "bf16",
-                 "--emit", "cmd"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "Qwen/Qwen3.5-27B",
+                "--gpu",
+                "rtx4090",
+                "--engine",
+                "sglang",
+                "--quant",
+                "bf16",
+                "--emit",
+                "cmd",
+            ]
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     assert shlex.split(out)[:3] == ["python", "-m", "sglang.launch_server"]
     assert err.startswith("warning: nothing fits; this recipe is for sglang bf16")
@@ -106,8 +170,25 @@ def test_emit_when_nothing_fits_says_so_on_stderr(capsys) -> None:
 
 def test_saved_plan_reads_back_for_verify_and_report(tmp_path: Path, capsys) -> None:
     path = tmp_path / "plan.json"
-    assert main(["plan", "Qwen/Qwen3-8B", "--engine", "llamacpp", "--quant", "Q4_K_M", "--context", "16384",
-                 "--kv-dtype", "q8_0", "--save", str(path)]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "Qwen/Qwen3-8B",
+                "--engine",
+                "llamacpp",
+                "--quant",
+                "Q4_K_M",
+                "--context",
+                "16384",
+                "--kv-dtype",
+                "q8_0",
+                "--save",
+                str(path),
+            ]
+        )
+        == 0
+    )
     assert "plan saved" in capsys.readouterr().err
     doc = load_plan(path)
     assert doc["plans"][0]["engine"] == "llamacpp"
@@ -123,28 +204,69 @@ def test_tensor_parallel_without_p2p_warns(capsys) -> None:
 
 
 def test_overrides_make_a_custom_gpu(capsys) -> None:
-    assert main(["plan", "Qwen/Qwen3-8B", "--vram", "12", "--bandwidth", "360", "--engine", "llamacpp",
-                 "--quant", "Q4_K_M", "--context", "8192", "--json"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "Qwen/Qwen3-8B",
+                "--vram",
+                "12",
+                "--bandwidth",
+                "360",
+                "--engine",
+                "llamacpp",
+                "--quant",
+                "Q4_K_M",
+                "--context",
+                "8192",
+                "--json",
+            ]
+        )
+        == 0
+    )
     plan = json.loads(capsys.readouterr().out)["plans"][0]
     assert plan["memory_bytes"]["capacity"] == 12 * 1024**3
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["plan", "Nobody/Nothing-1B"], "unknown model"),
-    (["plan", "Qwen/Qwen3-8B", "--gpu", "rtx9999"], "rtx4090-48g"),
-    (["plan", "Qwen/Qwen3-8B", "--context", "0"], "--context must be a positive"),
-    (["plan", "Qwen/Qwen3-8B", "--context", "-5"], "--context must be a positive"),
-    (["plan", "Qwen/Qwen3-8B", "--quant", "awq-w5g128"], "valid"),
-    (["plan", "Qwen/Qwen3-8B", "--engine", "llamacpp", "--quant", "awq"], "cannot load"),
-    (["plan", "Qwen/Qwen3-8B", "--engine", "tgi"], "sglang, vllm, llamacpp"),
-    (["plan", "Qwen/Qwen3-8B", "--emit", "helm"], "cmd, compose"),
-    (["plan", "Qwen/Qwen3-8B", "--gpus", "2", "--interconnect", "carrier-pigeon"], "pcie-host-staged"),
-    (["plan", "Qwen/Qwen3-8B", "--engine", "sglang", "--quant", "bf16", "--kv-dtype", "int3"], "fp8_e5m2"),
-    (["plan", "Qwen/Qwen3-8B", "--engine", "vllm", "--quant", "awq", "--gpu-memory-utilization", "0"], "(0, 1]"),
-    (["plan", "Qwen/Qwen3-8B", "--engine", "sglang", "--quant", "awq", "--max-total-tokens", "0"], "at least 1"),
-    (["plan", "Qwen/Qwen3.5-27B", "--engine", "sglang", "--quant", "awq", "--max-mamba-cache-size", "-1"],
-     "at least 1"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["plan", "Nobody/Nothing-1B"], "unknown model"),
+        (["plan", "Qwen/Qwen3-8B", "--gpu", "rtx9999"], "rtx4090-48g"),
+        (["plan", "Qwen/Qwen3-8B", "--context", "0"], "--context must be a positive"),
+        (["plan", "Qwen/Qwen3-8B", "--context", "-5"], "--context must be a positive"),
+        (["plan", "Qwen/Qwen3-8B", "--quant", "awq-w5g128"], "valid"),
+        (["plan", "Qwen/Qwen3-8B", "--engine", "llamacpp", "--quant", "awq"], "cannot load"),
+        (["plan", "Qwen/Qwen3-8B", "--engine", "tgi"], "sglang, vllm, llamacpp"),
+        (["plan", "Qwen/Qwen3-8B", "--emit", "helm"], "cmd, compose"),
+        (["plan", "Qwen/Qwen3-8B", "--gpus", "2", "--interconnect", "carrier-pigeon"], "pcie-host-staged"),
+        (
+            ["plan", "Qwen/Qwen3-8B", "--engine", "sglang", "--quant", "bf16", "--kv-dtype", "int3"],
+            "fp8_e5m2",
+        ),
+        (
+            ["plan", "Qwen/Qwen3-8B", "--engine", "vllm", "--quant", "awq", "--gpu-memory-utilization", "0"],
+            "(0, 1]",
+        ),
+        (
+            ["plan", "Qwen/Qwen3-8B", "--engine", "sglang", "--quant", "awq", "--max-total-tokens", "0"],
+            "at least 1",
+        ),
+        (
+            [
+                "plan",
+                "Qwen/Qwen3.5-27B",
+                "--engine",
+                "sglang",
+                "--quant",
+                "awq",
+                "--max-mamba-cache-size",
+                "-1",
+            ],
+            "at least 1",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str, capsys) -> None:
     assert main(args) == 2
     out, err = capsys.readouterr()
@@ -199,23 +321,63 @@ def test_apple_gpus_plan_llamacpp_only(capsys) -> None:
 
 
 def test_parallel_sets_the_concurrency_flags(capsys) -> None:
-    assert main(["plan", "Qwen/Qwen3-8B", "--gpu", "rtx4090", "--engine", "llamacpp", "--quant", "Q4_K_M",
-                 "--context", "16384", "--parallel", "4", "--json"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "Qwen/Qwen3-8B",
+                "--gpu",
+                "rtx4090",
+                "--engine",
+                "llamacpp",
+                "--quant",
+                "Q4_K_M",
+                "--context",
+                "16384",
+                "--parallel",
+                "4",
+                "--json",
+            ]
+        )
+        == 0
+    )
     plan = json.loads(capsys.readouterr().out)["plans"][0]
     # each of the 4 slots gets the whole 16384: -c is 4 x 16384 without a unified cache
     assert plan["details"]["n_ctx"] == 65536 and plan["details"]["n_ctx_per_slot"] == 16384
     assert plan["slots"] == 4
-    assert main(["plan", "Qwen/Qwen3-8B", "--gpu", "rtx4090", "--engine", "vllm", "--quant", "awq",
-                 "--context", "16384", "--parallel", "8", "--emit", "cmd"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "Qwen/Qwen3-8B",
+                "--gpu",
+                "rtx4090",
+                "--engine",
+                "vllm",
+                "--quant",
+                "awq",
+                "--context",
+                "16384",
+                "--parallel",
+                "8",
+                "--emit",
+                "cmd",
+            ]
+        )
+        == 0
+    )
     assert "--max-num-seqs 8" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("content", "needle"), [
-    ("{not json", "not JSON"),
-    ('{"model": "x"}', "no plan entries"),
-    ('{"plans": [{"engine": "sglang"}]}', r"plans\[0\] lacks quant"),
-    ('[1, 2]', "not a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("{not json", "not JSON"),
+        ('{"model": "x"}', "no plan entries"),
+        ('{"plans": [{"engine": "sglang"}]}', r"plans\[0\] lacks quant"),
+        ("[1, 2]", "not a JSON object"),
+    ],
+)
 def test_load_plan_rejects_what_is_not_a_plan(tmp_path: Path, content: str, needle: str) -> None:
     from servelab.errors import ConfigError
 
@@ -231,7 +393,9 @@ def test_load_plan_picks_the_first_fitting_entry(tmp_path: Path, capsys) -> None
     from servelab.plan.io import first_fitting
 
     path = tmp_path / "plans.json"
-    assert main(["plan", "Qwen/Qwen3.5-27B", "--gpu", "rtx4090", "--context", "32768", "--save", str(path)]) == 0
+    assert (
+        main(["plan", "Qwen/Qwen3.5-27B", "--gpu", "rtx4090", "--context", "32768", "--save", str(path)]) == 0
+    )
     capsys.readouterr()
     doc = load_plan(path)
     assert first_fitting(doc)["fits"] is True
@@ -240,13 +404,47 @@ def test_load_plan_picks_the_first_fitting_entry(tmp_path: Path, capsys) -> None
 
 def test_engine_flags_reach_the_recipe(capsys) -> None:
     # brief step 2's working flags, with the state pool pinned
-    assert main([*BRIEF, "--mem-fraction-static", "0.9", "--max-total-tokens", "262144",
-                 "--max-mamba-cache-size", "8", "--json"]) == 0
+    assert (
+        main(
+            [
+                *BRIEF,
+                "--mem-fraction-static",
+                "0.9",
+                "--max-total-tokens",
+                "262144",
+                "--max-mamba-cache-size",
+                "8",
+                "--json",
+            ]
+        )
+        == 0
+    )
     plan = json.loads(capsys.readouterr().out)["plans"][0]
     assert plan["details"]["mamba_cache_size"] == 8 and plan["details"]["max_total_tokens"] == 262144
     assert "--max-mamba-cache-size" in plan["command"] and "--mem-fraction-static" in plan["command"]
-    assert main(["plan", "Qwen/Qwen3.5-27B", "--gpu", "rtx4090", "--engine", "llamacpp", "--quant", "Q4_K_M",
-                 "--context", "131072", "--parallel", "4", "--kv-unified", "-ngl", "40", "--json"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "Qwen/Qwen3.5-27B",
+                "--gpu",
+                "rtx4090",
+                "--engine",
+                "llamacpp",
+                "--quant",
+                "Q4_K_M",
+                "--context",
+                "131072",
+                "--parallel",
+                "4",
+                "--kv-unified",
+                "-ngl",
+                "40",
+                "--json",
+            ]
+        )
+        == 0
+    )
     plan = json.loads(capsys.readouterr().out)["plans"][0]
     assert plan["details"]["n_ctx"] == 131072 and plan["details"]["n_ctx_per_slot"] == 131072
     assert plan["memory_bytes"]["host_bytes"] > 0 and "--kv-unified" in plan["command"]
@@ -259,14 +457,21 @@ def test_a_context_beyond_the_model_does_not_fit_anywhere(capsys) -> None:
     plans = json.loads(capsys.readouterr().out)["plans"]
     assert plans and not any(p["fits"] for p in plans)
     warnings = " ".join(w for p in plans for w in p["warnings"])
-    for needle in ("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "training context"):
+    for needle in (
+        "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN",
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+        "training context",
+    ):
         assert needle in warnings
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(["--gpus", "100000"], "--gpus must be 1 to 64"), (["-ngl", "-5"], "-ngl must be -1"),
-     (["--gpu", ""], "unknown GPU ''")],
+    [
+        (["--gpus", "100000"], "--gpus must be 1 to 64"),
+        (["-ngl", "-5"], "-ngl must be -1"),
+        (["--gpu", ""], "unknown GPU ''"),
+    ],
 )
 def test_out_of_range_gpu_settings_are_usage_errors(capsys, args, message) -> None:
     assert main(["plan", "Qwen/Qwen3-8B", *args]) == 2

@@ -22,8 +22,16 @@ from servelab.model.hub import fetch_model
 from tests.unit.model_files import write_safetensors
 
 REPO = "acme/tiny-model"
-CONFIG = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-          "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "max_position_embeddings": 2048}
+CONFIG = {
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 100,
+    "max_position_embeddings": 2048,
+}
 SECRET = "hf_secret_token_123"
 
 
@@ -75,13 +83,24 @@ def hub(tmp_path: Path) -> Iterator[Hub]:
     repo = tmp_path / REPO
     repo.mkdir(parents=True)
     (repo / "config.json").write_text(json.dumps(CONFIG))
-    write_safetensors(repo / "model-00001-of-00002.safetensors", {"model.embed_tokens.weight": ("BF16", (100, 64))})
-    write_safetensors(repo / "model-00002-of-00002.safetensors",
-                      {"lm_head.weight": ("BF16", (100, 64)), "model.layers.0.mlp.up_proj.weight": ("BF16", (128, 64))})
-    (repo / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
-        "model.embed_tokens.weight": "model-00001-of-00002.safetensors",
-        "lm_head.weight": "model-00002-of-00002.safetensors",
-        "model.layers.0.mlp.up_proj.weight": "model-00002-of-00002.safetensors"}}))
+    write_safetensors(
+        repo / "model-00001-of-00002.safetensors", {"model.embed_tokens.weight": ("BF16", (100, 64))}
+    )
+    write_safetensors(
+        repo / "model-00002-of-00002.safetensors",
+        {"lm_head.weight": ("BF16", (100, 64)), "model.layers.0.mlp.up_proj.weight": ("BF16", (128, 64))},
+    )
+    (repo / "model.safetensors.index.json").write_text(
+        json.dumps(
+            {
+                "weight_map": {
+                    "model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+                    "lm_head.weight": "model-00002-of-00002.safetensors",
+                    "model.layers.0.mlp.up_proj.weight": "model-00002-of-00002.safetensors",
+                }
+            }
+        )
+    )
     hub = Hub("", tmp_path)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(hub))
     hub.url = f"http://127.0.0.1:{server.server_address[1]}"

@@ -27,9 +27,15 @@ BAD_FILES = {  # name -> (how to make it, the end of the one-line message after 
     "missing": (None, "no such file"),
     "directory": ("dir", f"is a directory, not a file; {HINT}"),
     "binary": (bytes(range(256)) * 4, f"not a JSON text file (not UTF-8); {HINT}"),
-    "not-json": (b"{plans: 1", f"not JSON (Expecting property name enclosed in double quotes at line 1); {HINT}"),
+    "not-json": (
+        b"{plans: 1",
+        f"not JSON (Expecting property name enclosed in double quotes at line 1); {HINT}",
+    ),
     "list": (b"[1, 2]", f"not a JSON object (it holds a list); {HINT}"),
-    "no-entries": (b'{"model": "m", "plans": []}', f"no plan entries (a non-empty 'plans' list of objects); {HINT}"),
+    "no-entries": (
+        b'{"model": "m", "plans": []}',
+        f"no plan entries (a non-empty 'plans' list of objects); {HINT}",
+    ),
     "entry-not-object": (b'{"plans": ["sglang"]}', "plans[0] is a string, not a plan entry (an object)"),
 }
 
@@ -53,7 +59,9 @@ def _one_line_error(capsys, args: list[str], expected_err: str) -> None:
 @pytest.mark.parametrize("name", BAD_FILES)
 def test_spec_plan_errors(tmp_path: Path, capsys, name: str) -> None:
     path, expected = _bad_file(tmp_path, name)
-    _one_line_error(capsys, ["spec", "--accept-rate", "0.46", "--draft-tokens", "4", "--plan", str(path)], expected)
+    _one_line_error(
+        capsys, ["spec", "--accept-rate", "0.46", "--draft-tokens", "4", "--plan", str(path)], expected
+    )
 
 
 @pytest.mark.parametrize("name", BAD_FILES)
@@ -61,7 +69,9 @@ def test_report_plan_errors(tmp_path: Path, capsys, name: str) -> None:
     db = tmp_path / "runs.db"
     store_run(db)
     path, expected = _bad_file(tmp_path, name)
-    _one_line_error(capsys, ["report", "--db", str(db), "--plan", str(path), "-o", str(tmp_path / "b.html")], expected)
+    _one_line_error(
+        capsys, ["report", "--db", str(db), "--plan", str(path), "-o", str(tmp_path / "b.html")], expected
+    )
     assert not (tmp_path / "b.html").exists()
 
 
@@ -88,7 +98,17 @@ def test_spec_names_the_draft_plan_flag_and_the_fields_it_needs(tmp_path: Path, 
                       '"fits": true, "memory_bytes": {}, "decode_ceiling_tok_s": {"short": 100.0}}]}')  # fmt: skip
     draft = tmp_path / "draft.json"
     draft.write_text('{"plans": [{"engine": "vllm", "quant": "bf16"}]}')
-    args = ["spec", "--accept-rate", "0.46", "--draft-tokens", "4", "--plan", str(target), "--draft-plan", str(draft)]
+    args = [
+        "spec",
+        "--accept-rate",
+        "0.46",
+        "--draft-tokens",
+        "4",
+        "--plan",
+        str(target),
+        "--draft-plan",
+        str(draft),
+    ]
     _one_line_error(capsys, args, f"servelab: error: --draft-plan {draft}: plans[0] lacks context, kv_dtype, fits, "
                                   f"memory_bytes; {HINT}\n")  # fmt: skip
 
@@ -107,7 +127,10 @@ def test_report_accepts_a_plan_document_or_one_entry(tmp_path: Path, capsys) -> 
     entry = '{"engine": "llamacpp", "decode_ceiling_tok_s": {"short": 150.0, "full_context": 120.0}}'
     for name, text in (("doc.json", f'{{"model": "tiny", "plans": [{entry}]}}'), ("entry.json", entry)):
         (tmp_path / name).write_text(text)
-        assert main(["report", "--db", str(db), "--plan", str(tmp_path / name), "-o", str(tmp_path / "b.md")]) == 0
+        assert (
+            main(["report", "--db", str(db), "--plan", str(tmp_path / name), "-o", str(tmp_path / "b.md")])
+            == 0
+        )
         assert capsys.readouterr().out == "" and "150.0 tok/s" in (tmp_path / "b.md").read_text()
     (tmp_path / "other.json").write_text('{"findings": []}')  # e.g. a doctor file given as --plan
     _one_line_error(capsys, ["report", "--db", str(db), "--plan", str(tmp_path / "other.json")],
@@ -123,17 +146,24 @@ def test_spec_reads_the_per_stream_speed_bench_reports_for_the_same_records(tmp_
     result, run_id = stored.to_json(), stored.run_id
     (level,) = result["targets"][0]["levels"]
     bench_tok_s = level["per_stream_tok_s"]["p50"]
-    assert bench_tok_s is not None and measured.run_single_stream_tok_s(tmp_path / "r.db", run_id) == bench_tok_s
+    assert (
+        bench_tok_s is not None and measured.run_single_stream_tok_s(tmp_path / "r.db", run_id) == bench_tok_s
+    )
     args = ["spec", "--accept-rate", "0.46", "--draft-tokens", "4", "--db", str(tmp_path / "r.db"),
             "--baseline-run", run_id, "--spec-run", run_id, "--json"]  # fmt: skip
     assert main(args) == 0 and '"measured_speedup": 1.0' in capsys.readouterr().out
 
 
 def test_spec_refuses_a_run_of_several_targets_at_c1(tmp_path: Path) -> None:
-    with sim_process("--ttft-ms", "5", "--itl-ms", "4") as one, sim_process("--ttft-ms", "5", "--itl-ms", "8") as two:
+    with (
+        sim_process("--ttft-ms", "5", "--itl-ms", "4") as one,
+        sim_process("--ttft-ms", "5", "--itl-ms", "8") as two,
+    ):
         config = BenchConfig(targets=(one, two), concurrency=(1,), warmup=0, stop=StopRule(requests=2),
                              workload=WorkloadSpec("short", 8, 6))  # fmt: skip
         with Store.open(tmp_path / "r.db") as store:
             run_id = run(config, store).run_id
-    with pytest.raises(ConfigError, match=f"run {run_id} benched 2 targets at c=1; give runs of one target each"):
+    with pytest.raises(
+        ConfigError, match=f"run {run_id} benched 2 targets at c=1; give runs of one target each"
+    ):
         measured.run_single_stream_tok_s(tmp_path / "r.db", run_id)

@@ -74,7 +74,10 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path, capsys) -> None:
     db = tmp_path / "runs.db"
     store_run(db)
     assert main(["report", "--db", str(db), "--format", "pdf"]) == 2
-    assert capsys.readouterr().err.strip() == "servelab: error: unknown report format 'pdf'; choose one of: html, md"
+    assert (
+        capsys.readouterr().err.strip()
+        == "servelab: error: unknown report format 'pdf'; choose one of: html, md"
+    )
     (tmp_path / "plan.json").write_text("{not json")
     assert main(["report", "--db", str(db), "--plan", str(tmp_path / "plan.json")]) == 2
     err = capsys.readouterr().err
@@ -103,4 +106,6 @@ def test_terminal_and_json_together_is_a_usage_error(tmp_path: Path, capsys) -> 
     store_run(db)
     assert main(["report", "--db", str(db), "--terminal", "--json"]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err == "servelab: error: --terminal and --json both claim standard output; choose one\n"
+    assert (
+        out == "" and err == "servelab: error: --terminal and --json both claim standard output; choose one\n"
+    )

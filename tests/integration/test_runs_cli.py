@@ -48,7 +48,11 @@ def test_a_db_path_that_does_not_exist_is_an_error_and_creates_nothing(tmp_path:
     typo = tmp_path / "no-such-dir" / "runs.db"
     assert main(["runs", "--db", str(typo)]) == 1
     out, err = capsys.readouterr()
-    assert out == "" and err.strip() == f"servelab: error: no result store at {typo}; run `servelab bench --db {typo}` first or pass --db"
+    assert (
+        out == ""
+        and err.strip()
+        == f"servelab: error: no result store at {typo}; run `servelab bench --db {typo}` first or pass --db"
+    )
     assert not typo.parent.exists()
 
 

@@ -12,8 +12,10 @@ import pytest
 from servelab.cli.app import main
 from tests.integration.test_verify_fixtures import serve_fixture  # noqa: F401 (a fixture)
 
-SGLANG_FLAGS = ("--model-path /models/Qwen3.5-27B-AWQ --context-length 262144 --max-total-tokens 262144 "
-                "--kv-cache-dtype fp8_e5m2")
+SGLANG_FLAGS = (
+    "--model-path /models/Qwen3.5-27B-AWQ --context-length 262144 --max-total-tokens 262144 "
+    "--kv-cache-dtype fp8_e5m2"
+)
 
 
 @pytest.mark.parametrize(
@@ -38,8 +40,10 @@ def test_an_sglang_launch_or_its_bare_flags_verify_clean(serve_fixture, capsys, 
 
 def test_a_vllm_image_gets_its_flags_read(serve_fixture, capsys) -> None:  # noqa: F811
     server = serve_fixture("vllm/fp8-ignored")
-    cmd = ("docker run --runtime nvidia --gpus all -v ~/.cache/huggingface:/root/.cache/huggingface --ipc=host "
-           "vllm/vllm-openai:latest --model /m --served-model-name qwen3-30b-instruct --kv-cache-dtype fp8")
+    cmd = (
+        "docker run --runtime nvidia --gpus all -v ~/.cache/huggingface:/root/.cache/huggingface --ipc=host "
+        "vllm/vllm-openai:latest --model /m --served-model-name qwen3-30b-instruct --kv-cache-dtype fp8"
+    )
     assert main(["verify", server.url, "--cmd", cmd, "--strict", "--json"]) == 1
     out, err = capsys.readouterr()
     assert [m["key"] for m in json.loads(out)["mismatches"]] == ["kv_dtype"] and err == ""
@@ -60,12 +64,19 @@ def test_a_command_that_launches_no_engine_is_a_usage_error(capsys, cmd: str, sh
     assert main(["verify", "http://127.0.0.1:9", "--cmd", cmd]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "Traceback" not in err
-    assert err.startswith(f"servelab: error: --cmd: {shown} does not launch a known engine; give llama-server …, ")
+    assert err.startswith(
+        f"servelab: error: --cmd: {shown} does not launch a known engine; give llama-server …, "
+    )
     assert "ollama serve" in err and "bare flags starting with '-'" in err
 
 
 def test_an_unbalanced_quote_is_a_usage_error(capsys) -> None:
-    assert main(["verify", "http://127.0.0.1:9", "--cmd", "llama-server -m '/models/my model.gguf -c 8192"]) == 2
+    assert (
+        main(["verify", "http://127.0.0.1:9", "--cmd", "llama-server -m '/models/my model.gguf -c 8192"]) == 2
+    )
     out, err = capsys.readouterr()
     assert out == ""
-    assert err == "servelab: error: --cmd: cannot split the command line (No closing quotation); check its quotes\n"
+    assert (
+        err
+        == "servelab: error: --cmd: cannot split the command line (No closing quotation); check its quotes\n"
+    )

@@ -43,7 +43,9 @@ class _FixtureHandler(BaseHTTPRequestHandler):
     def _answer(self, method: str) -> None:
         self.seen.append((method, self.path, self.headers.get("Authorization")))
         if self.fixed_status:
-            self._send(self.fixed_status, b'{"error": {"code": 503, "message": "Loading model"}}', "application/json")
+            self._send(
+                self.fixed_status, b'{"error": {"code": 503, "message": "Loading model"}}', "application/json"
+            )
             return
         if self.required_key and self.headers.get("Authorization") != f"Bearer {self.required_key}":
             self._send(401, b'{"error": "invalid api key"}', "application/json")
@@ -77,8 +79,15 @@ def _body(path: Path) -> bytes:
 
 
 class FixtureServer:
-    def __init__(self, scenario: str, required_key: str | None = None, fixed_status: int | None = None) -> None:
-        attributes = {"root": FIXTURES / scenario, "seen": [], "required_key": required_key, "fixed_status": fixed_status}
+    def __init__(
+        self, scenario: str, required_key: str | None = None, fixed_status: int | None = None
+    ) -> None:
+        attributes = {
+            "root": FIXTURES / scenario,
+            "seen": [],
+            "required_key": required_key,
+            "fixed_status": fixed_status,
+        }
         handler = type("Handler", (_FixtureHandler,), attributes)
         self.handler = handler
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -94,7 +103,9 @@ class FixtureServer:
 def serve_fixture() -> Iterator:
     servers: list[FixtureServer] = []
 
-    def start(scenario: str, required_key: str | None = None, fixed_status: int | None = None) -> FixtureServer:
+    def start(
+        scenario: str, required_key: str | None = None, fixed_status: int | None = None
+    ) -> FixtureServer:
         server = FixtureServer(scenario, required_key, fixed_status)
         server.thread.start()
         servers.append(server)
@@ -125,15 +136,21 @@ def test_sglang_detected_with_version_and_model(serve_fixture) -> None:
 def test_sglang_effective_config_fields(serve_fixture) -> None:
     got = read_effective(serve_fixture("sglang/awq-262k").url)
     assert got.engine == "sglang"
-    assert (got.context_per_slot, got.max_total_tokens, got.max_request_input_tokens) == (262144, 262144, 262138)
+    assert (got.context_per_slot, got.max_total_tokens, got.max_request_input_tokens) == (
+        262144,
+        262144,
+        262138,
+    )
     assert (got.kv_cache_dtype, got.mem_fraction_static, got.tp_size) == ("fp8_e5m2", 0.9, 1)
     assert got.speculative == {"enabled": False}
 
 
 def test_sglang_field_report_config_verifies_clean(serve_fixture) -> None:
     server = serve_fixture("sglang/awq-262k")
-    cmd = ("python -m sglang.launch_server --model-path /models/Qwen3.5-27B-AWQ --quantization awq "
-           "--context-length 262144 --max-total-tokens 262144 --kv-cache-dtype fp8_e5m2 --mem-fraction-static 0.9")
+    cmd = (
+        "python -m sglang.launch_server --model-path /models/Qwen3.5-27B-AWQ --quantization awq "
+        "--context-length 262144 --max-total-tokens 262144 --kv-cache-dtype fp8_e5m2 --mem-fraction-static 0.9"
+    )
     assert main(["verify", server.url, "--cmd", cmd, "--strict"]) == 0
 
 
@@ -191,12 +208,18 @@ def test_ollama_served_window_versus_training_context(serve_fixture) -> None:
     assert detect_engine(server.url).models == ("llama3.2:latest",)
     result = verify(server.url, parse_expect(["context=32768"]))
     effective = result.effective
-    assert (effective.context_per_slot, effective.context_train, effective.gpu_fraction) == (4096, 131072, 0.8)
+    assert (effective.context_per_slot, effective.context_train, effective.gpu_fraction) == (
+        4096,
+        131072,
+        0.8,
+    )
     (m,) = result.mismatches
     assert "Ollama serves a 4096-token window (the model was trained for 131072)" in m.why
     assert "num_ctx 32768" in m.fix
-    assert result.notes == ("20% of the loaded model runs on the CPU (size_vram < size): expect CPU-bound speed; "
-                            "lower num_ctx or use a smaller quantization to fit the GPU",)
+    assert result.notes == (
+        "20% of the loaded model runs on the CPU (size_vram < size): expect CPU-bound speed; "
+        "lower num_ctx or use a smaller quantization to fit the GPU",
+    )
     assert ("POST", "/api/show", None) in server.seen
 
 

@@ -30,13 +30,17 @@ def gguf_kv(key: str, value: object) -> bytes:
     return gguf_string(key) + struct.pack("<II", GGUF_U32, value)
 
 
-def write_gguf(path: Path, kvs: dict[str, object], tensors: list[tuple[str, tuple[int, ...], int, int]]) -> int:
+def write_gguf(
+    path: Path, kvs: dict[str, object], tensors: list[tuple[str, tuple[int, ...], int, int]]
+) -> int:
     """A GGUF v3 file; tensors are (name, ggml shape, type id, nbytes), data zero-filled. Returns the file size."""
     head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
     head += b"".join(gguf_kv(k, v) for k, v in kvs.items())
     offset = 0
     for name, shape, type_id, nbytes in tensors:
-        head += gguf_string(name) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", d) for d in shape)
+        head += (
+            gguf_string(name) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", d) for d in shape)
+        )
         head += struct.pack("<IQ", type_id, offset)
         offset += -(-nbytes // 32) * 32
     head += b"\0" * (-len(head) % 32)

@@ -15,39 +15,104 @@ from servelab.model.spec import (
 FULL, SLIDING, LINEAR = LayerKind.FULL_ATTENTION, LayerKind.SLIDING_ATTENTION, LayerKind.LINEAR_ATTENTION
 
 
-def dense_gqa(*, layers: int = 32, kv_heads: int = 8, head_dim: int = 128, weights_bytes: int = 0,
-              vocab: int = 128256, hidden: int = 4096, max_context: int = 131072) -> ModelSpec:
+def dense_gqa(
+    *,
+    layers: int = 32,
+    kv_heads: int = 8,
+    head_dim: int = 128,
+    weights_bytes: int = 0,
+    vocab: int = 128256,
+    hidden: int = 4096,
+    max_context: int = 131072,
+) -> ModelSpec:
     """Llama-3.1-8B shape (config.json: 32 layers, 32 heads, 8 KV heads, head 128, vocab 128256)."""
     embed = vocab * hidden
-    groups = (WeightGroup("embedding", embed, embed * 2, "bf16"), WeightGroup("lm_head", embed, embed * 2, "bf16"),
-              WeightGroup("text", 6_979_321_856, weights_bytes or 6_979_321_856 * 2, "bf16"))
-    return ModelSpec("dense", "llama", "test", hidden, vocab, (FULL,) * layers, (kv_heads,) * layers,
-                     AttentionSpec(32, kv_heads, head_dim), max_context, intermediate_size=14336, weights=groups)
+    groups = (
+        WeightGroup("embedding", embed, embed * 2, "bf16"),
+        WeightGroup("lm_head", embed, embed * 2, "bf16"),
+        WeightGroup("text", 6_979_321_856, weights_bytes or 6_979_321_856 * 2, "bf16"),
+    )
+    return ModelSpec(
+        "dense",
+        "llama",
+        "test",
+        hidden,
+        vocab,
+        (FULL,) * layers,
+        (kv_heads,) * layers,
+        AttentionSpec(32, kv_heads, head_dim),
+        max_context,
+        intermediate_size=14336,
+        weights=groups,
+    )
 
 
 def sliding_5_to_1() -> ModelSpec:
     """Gemma-3-27B shape: 62 layers, 5 sliding (window 1024) per full layer, 16 KV heads of 128."""
     kinds = tuple(FULL if (i + 1) % 6 == 0 else SLIDING for i in range(62))
-    return ModelSpec("sliding", "gemma3", "test", 5376, 262208, kinds, (16,) * 62,
-                     AttentionSpec(32, 16, 128, sliding_window=1024), 131072, intermediate_size=21504)
+    return ModelSpec(
+        "sliding",
+        "gemma3",
+        "test",
+        5376,
+        262208,
+        kinds,
+        (16,) * 62,
+        AttentionSpec(32, 16, 128, sliding_window=1024),
+        131072,
+        intermediate_size=21504,
+    )
 
 
 def mla_moe() -> ModelSpec:
     """DeepSeek-V3 shape: 61 MLA layers (kv_lora_rank 512, rope 64), 256 experts top-8."""
     text = WeightGroup("text", 670_000_000_000, 670_000_000_000, "fp8", active_params=36_000_000_000)
-    return ModelSpec("mla", "deepseek_v3", "test", 7168, 129280, (FULL,) * 61, (128,) * 61,
-                     AttentionSpec(128, 128, 192, v_head_dim=128), 163840, mla=MLASpec(512, 64, 128, 128, 1536),
-                     moe=MoESpec(256, 8, 2048, 1, 2048, 58), weights=(text,))
+    return ModelSpec(
+        "mla",
+        "deepseek_v3",
+        "test",
+        7168,
+        129280,
+        (FULL,) * 61,
+        (128,) * 61,
+        AttentionSpec(128, 128, 192, v_head_dim=128),
+        163840,
+        mla=MLASpec(512, 64, 128, 128, 1536),
+        moe=MoESpec(256, 8, 2048, 1, 2048, 58),
+        weights=(text,),
+    )
 
 
-def hybrid(*, layers: int, kv_heads: int, head_dim: int, k_heads: int, v_heads: int, key_dim: int,
-           hidden: int = 5120, vocab: int = 248320, max_context: int = 262144, groups=()) -> ModelSpec:
+def hybrid(
+    *,
+    layers: int,
+    kv_heads: int,
+    head_dim: int,
+    k_heads: int,
+    v_heads: int,
+    key_dim: int,
+    hidden: int = 5120,
+    vocab: int = 248320,
+    max_context: int = 262144,
+    groups=(),
+) -> ModelSpec:
     """Qwen3.5 hybrid: every 4th layer full attention, the rest Gated DeltaNet (conv kernel 4, SSM fp32)."""
     kinds = tuple(FULL if (i + 1) % 4 == 0 else LINEAR for i in range(layers))
     kv = tuple(kv_heads if k == FULL else 0 for k in kinds)
-    return ModelSpec("hybrid", "qwen3_5", "test", hidden, vocab, kinds, kv, AttentionSpec(24, kv_heads, head_dim),
-                     max_context, intermediate_size=17408,
-                     linear_attention=LinearAttentionSpec(k_heads, v_heads, key_dim, key_dim, 4), weights=groups)
+    return ModelSpec(
+        "hybrid",
+        "qwen3_5",
+        "test",
+        hidden,
+        vocab,
+        kinds,
+        kv,
+        AttentionSpec(24, kv_heads, head_dim),
+        max_context,
+        intermediate_size=17408,
+        linear_attention=LinearAttentionSpec(k_heads, v_heads, key_dim, key_dim, 4),
+        weights=groups,
+    )
 
 
 def qwen35_27b(groups=()) -> ModelSpec:

@@ -19,9 +19,12 @@ def record(sent_ms, chunks_ms, tokens, **kw) -> RequestRecord:
     base = dict(target_index=0, level="c=1", repeat=0, request_index=0, phase="measure", status="ok")
     base.update(kw)
     return RequestRecord(
-        **base, sent_ns=sent_ms * MS, end_ns=(chunks_ms[-1] if chunks_ms else sent_ms) * MS + MS,
+        **base,
+        sent_ns=sent_ms * MS,
+        end_ns=(chunks_ms[-1] if chunks_ms else sent_ms) * MS + MS,
         first_token_ns=chunks_ms[0] * MS if chunks_ms else None,
-        chunk_ns=array("q", [t * MS for t in chunks_ms]), chunk_tokens=array("i", tokens),
+        chunk_ns=array("q", [t * MS for t in chunks_ms]),
+        chunk_tokens=array("i", tokens),
     )
 
 
@@ -98,7 +101,9 @@ def test_level_summary_counts_errors_by_kind_and_excludes_warmup():
 
 def test_stream_tally_skips_role_chunk_and_uses_usage_deltas():
     t = StreamTally()
-    t.add({"choices": [{"delta": {"role": "assistant", "content": ""}}], "usage": {"completion_tokens": 0}}, 1)
+    t.add(
+        {"choices": [{"delta": {"role": "assistant", "content": ""}}], "usage": {"completion_tokens": 0}}, 1
+    )
     t.add({"choices": [{"delta": {"content": "ab"}}], "usage": {"completion_tokens": 2}}, 5)
     t.add({"choices": [{"delta": {"reasoning_content": "c"}}], "usage": {"completion_tokens": 3}}, 9)
     t.add({"choices": [{"delta": {}, "finish_reason": "length"}], "usage": {"completion_tokens": 3}}, 11)

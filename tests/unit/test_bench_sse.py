@@ -97,7 +97,10 @@ def test_client_stream_whole_reads_and_byte_reads_give_the_same_exact_tally():
     assert whole.tally.final_usage == {"prompt_tokens": 7, "completion_tokens": 5}
     assert whole.tally.finish_reason == "stop"
     split = _tally_of([(data[i : i + 1], 1000 + i) for i in range(len(data))])
-    starts = [data.index(b'data: {"choices":[{"index":0,"delta":{"content"'), data.index(b'data: {"choices":[{"index":0,"delta":{"reasoning')]
+    starts = [
+        data.index(b'data: {"choices":[{"index":0,"delta":{"content"'),
+        data.index(b'data: {"choices":[{"index":0,"delta":{"reasoning'),
+    ]
     assert list(split.tally.chunk_ns) == [1000 + s for s in starts]
     assert list(split.tally.chunk_tokens) == [2, 3] and split.outcome == (None, None)
 
@@ -113,7 +116,9 @@ def test_client_stream_malformed_and_error_events_settle_the_outcome_once():
 
 def test_client_stream_one_event_per_read_gives_the_same_exact_tally():
     data = _stream_events()
-    blocks = [block + b"\n\n" for block in data[:-2].split(b"\n\n")]  # role, keep-alive, c0, c1, end, usage, DONE
+    blocks = [
+        block + b"\n\n" for block in data[:-2].split(b"\n\n")
+    ]  # role, keep-alive, c0, c1, end, usage, DONE
     each = _tally_of([(block, 100 + i) for i, block in enumerate(blocks)])
     assert each.outcome == (None, None) and each.tally.first_token_ns == 102
     assert list(each.tally.chunk_ns) == [102, 103] and list(each.tally.chunk_tokens) == [2, 3]
@@ -121,7 +126,6 @@ def test_client_stream_one_event_per_read_gives_the_same_exact_tally():
     assert each.tally.finish_reason == "stop"
     crlf = _tally_of([(b'data: {"choices":[{"delta":{"content":"x"}}]}\r\n\r\n', 9)])
     assert list(crlf.tally.chunk_ns) == [9] and crlf.outcome is None
-
 
 
 ODD_READS = [

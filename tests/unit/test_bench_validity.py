@@ -25,10 +25,14 @@ def test_each_limit_makes_a_level_not_valid_and_says_which(change: dict, says: s
 
 
 def test_late_wake_ups_with_the_server_on_this_machine_say_to_pin_them_apart() -> None:
-    valid, why = validity({**CALM, "wake_late_p99_ms": 3.6}, lag_limit_ms=2.0, cpu_limit=0.9, server_here=True)
+    valid, why = validity(
+        {**CALM, "wake_late_p99_ms": 3.6}, lag_limit_ms=2.0, cpu_limit=0.9, server_here=True
+    )
     assert not valid and why.endswith("the server runs on this machine: pin the two to different CPUs (taskset -c) "
                                       "or bench from another machine")  # fmt: skip
-    assert validity({**CALM, "cpu_fraction": 0.95}, 2.0, 0.9, server_here=True)[1].endswith("was the bottleneck")
+    assert validity({**CALM, "cpu_fraction": 0.95}, 2.0, 0.9, server_here=True)[1].endswith(
+        "was the bottleneck"
+    )
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,21 @@ def test_cli_reference_is_current() -> None:
 
 def test_reference_covers_every_command() -> None:
     text = render_reference()
-    for command in ("plan", "serve", "verify", "bench", "sim", "runs", "compare", "export", "doctor", "logs",
-                    "spec", "report", "demo", "engine install", "model make"):
+    for command in (
+        "plan",
+        "serve",
+        "verify",
+        "bench",
+        "sim",
+        "runs",
+        "compare",
+        "export",
+        "doctor",
+        "logs",
+        "spec",
+        "report",
+        "demo",
+        "engine install",
+        "model make",
+    ):
         assert f"## servelab {command}\n" in text

@@ -43,5 +43,8 @@ def test_p2p_test_skips_with_the_reason():
 def test_failed_p2p_copy_is_critical():
     findings = p2p_test_findings([P2PTestResult(0, 1, "failed", "consumer timed out (P2P hang?)"),
                                   P2PTestResult(1, 0, "ok")])  # fmt: skip
-    assert [(f.id, f.severity) for f in findings] == [("p2p-test-failed", "critical"), ("p2p-test-ok", "info")]
+    assert [(f.id, f.severity) for f in findings] == [
+        ("p2p-test-failed", "critical"),
+        ("p2p-test-ok", "info"),
+    ]
     assert "GPU0→GPU1: consumer timed out" in findings[0].evidence

@@ -48,15 +48,21 @@ def test_burn_and_p2p_test_are_skipped_with_reasons_not_errors(capsys):
 def test_bad_burn_length_is_a_one_line_usage_error(capsys):
     assert main(["doctor", "--burn-seconds", "0"]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err.strip().splitlines() == ["servelab: error: --burn-seconds must be in (0, 600], got 0.0"]
+    assert out == "" and err.strip().splitlines() == [
+        "servelab: error: --burn-seconds must be in (0, 600], got 0.0"
+    ]
 
 
 def test_from_renders_a_recorded_machine(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "220")  # a wide terminal, so table cells are not wrapped
-    assert main(["doctor", "--from", str(Path(__file__).parent.parent / "fixtures/doctor/kvm-2x3090-pcie")]) == 0
+    assert (
+        main(["doctor", "--from", str(Path(__file__).parent.parent / "fixtures/doctor/kvm-2x3090-pcie")]) == 0
+    )
     out, _ = capsys.readouterr()
     assert "NVIDIA GeForce RTX 3090" in out and "290 W (default 350 W)" in out and "pcie-host-staged" in out
-    assert out.index("1. CRITICAL Peer-to-peer is blocked") < out.index("2. WARNING This is a virtual machine")
+    assert out.index("1. CRITICAL Peer-to-peer is blocked") < out.index(
+        "2. WARNING This is a virtual machine"
+    )
 
 
 def test_record_then_from_gives_the_same_json(capsys, tmp_path):

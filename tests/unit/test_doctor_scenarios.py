@@ -47,7 +47,11 @@ def test_kvm_pcie_pair_ranks_blocked_p2p_first_then_vm_then_card_details():
 
 def test_kvm_gpu_facts_come_from_nvml_and_the_catalog():
     gpu = doctor("kvm-2x3090-pcie").gpus[0]
-    assert (gpu.name, gpu.memory_total_mib, gpu.driver_version) == ("NVIDIA GeForce RTX 3090", 24576, "595.71.05")
+    assert (gpu.name, gpu.memory_total_mib, gpu.driver_version) == (
+        "NVIDIA GeForce RTX 3090",
+        24576,
+        "595.71.05",
+    )
     assert (gpu.power_limit_w, gpu.power_default_limit_w) == (290.0, 350.0)
     assert (gpu.pcie_width_current, gpu.pcie_width_max, gpu.pcie_gen_current) == (8, 16, None)
     assert gpu.catalog_name == "rtx3090" and gpu.bandwidth_gb_s == 936
@@ -64,7 +68,9 @@ def test_nccl_p2p_disable_on_the_nvlink_pair_is_the_top_critical(tmp_path):
     report = doctor("nvlink-2x3090", env={"HOME": "/root", "NCCL_P2P_DISABLE": "1"}, tmp_path=tmp_path)
     first = report.findings[0]
     assert (first.severity, first.id) == ("critical", "env-nccl-p2p-disable")
-    assert "GPU0↔GPU1 nvlink unused" in first.title and first.evidence == "NCCL_P2P_DISABLE=1 (from environment)"
+    assert (
+        "GPU0↔GPU1 nvlink unused" in first.title and first.evidence == "NCCL_P2P_DISABLE=1 (from environment)"
+    )
 
 
 def test_same_variable_on_one_gpu_is_only_a_note(tmp_path):

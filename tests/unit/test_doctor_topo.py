@@ -6,7 +6,9 @@ from servelab.diagnose.topo import nvlink_count, p2p_status, parse_matrix
 
 # noonghunna/club-3090 issue #1229 (driver 595, tabs, "GPU NUMA ID" column, empty cells)
 PHB_TABS = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \tPHB\t0-63\t0\t\tN/A\nGPU1\tPHB\t X \t0-63\t0\t\tN/A\n\nLegend:\n\n  X    = Self\n"
-P2P_GNS = " \tGPU0\tGPU1\t\n GPU0\tX\tGNS\t\n GPU1\tGNS\tX\t\n\nLegend:\n\n  X    = Self\n  OK   = Status Ok\n"
+P2P_GNS = (
+    " \tGPU0\tGPU1\t\n GPU0\tX\tGNS\t\n GPU1\tGNS\tX\t\n\nLegend:\n\n  X    = Self\n  OK   = Status Ok\n"
+)
 # a public NVIDIA/nccl-tests issue thread (3 GPUs + 2 NICs, found with the search tool), verbatim
 WITH_NICS = """        GPU0    GPU1    GPU2    NIC0    NIC1    CPU Affinity    NUMA Affinity   GPU NUMA ID
 GPU0     X      NV4     NODE    NODE    NODE    64-71   1               N/A

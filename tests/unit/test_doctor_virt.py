@@ -18,7 +18,11 @@ def write(root, path: str, text: str) -> None:
 def test_dmi_and_cpuinfo_are_read_from_the_machine(tmp_path):
     write(tmp_path, "/sys/class/dmi/id/sys_vendor", "Microsoft Corporation\n")
     write(tmp_path, "/sys/class/dmi/id/product_name", "Virtual Machine\n")
-    write(tmp_path, "/proc/cpuinfo", "processor\t: 0\nflags\t\t: fpu vme sse2 hypervisor lahf_lm\n\nprocessor\t: 1\n")
+    write(
+        tmp_path,
+        "/proc/cpuinfo",
+        "processor\t: 0\nflags\t\t: fpu vme sse2 hypervisor lahf_lm\n\nprocessor\t: 1\n",
+    )
     virt = read_virt(RealProbe(root=str(tmp_path)))
     assert (virt.sys_vendor, virt.product_name, virt.cpu_hypervisor_flag) == (
         "Microsoft Corporation", "Virtual Machine", True)  # fmt: skip
@@ -28,7 +32,11 @@ def test_dmi_and_cpuinfo_are_read_from_the_machine(tmp_path):
 @pytest.mark.parametrize(
     ("virt", "in_vm", "in_container"),
     [
-        (VirtInfo(detect_virt="none", sys_vendor="ASUSTeK COMPUTER INC.", cpu_hypervisor_flag=False), False, False),
+        (
+            VirtInfo(detect_virt="none", sys_vendor="ASUSTeK COMPUTER INC.", cpu_hypervisor_flag=False),
+            False,
+            False,
+        ),
         (VirtInfo(detect_virt="kvm"), True, False),
         (VirtInfo(detect_virt="lxc", sys_vendor="Supermicro", cpu_hypervisor_flag=False), False, True),
         (VirtInfo(detect_virt="docker", sys_vendor="Amazon EC2"), True, True),
@@ -48,4 +56,6 @@ def test_vm_is_a_warning_only_with_two_gpus():
 
 
 def test_cuda_driver_version_from_nvml_integer():
-    assert _cuda_version(12040) == "12.4" and _cuda_version(13030) == "13.3" and _cuda_version(11080) == "11.8"
+    assert (
+        _cuda_version(12040) == "12.4" and _cuda_version(13030) == "13.3" and _cuda_version(11080) == "11.8"
+    )

@@ -32,4 +32,3 @@ def test_a_bad_port_or_host_is_not_blamed_on_a_busy_port(host: str, port: int, s
 def test_a_log_path_that_is_a_directory_is_not_blamed_on_the_binary(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=f"cannot write the engine log {tmp_path}"):
         ManagedProcess([sys.executable, "-c", "pass"], tmp_path).start()
-

@@ -7,8 +7,27 @@ import pytest
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import MIB, find_gpu, gpu_names, load_gpus, with_overrides
 
-REQUIRED = ("rtx3090", "rtx4090", "rtx4090-48g", "rtx5090", "rtx-a6000", "rtx6000-ada", "l4", "l40s", "a100-40g",
-            "a100-80g", "h100-pcie", "h100-sxm", "h200", "b200", "mi300x", "m2-max", "m2-ultra", "m3-max", "m4-max")
+REQUIRED = (
+    "rtx3090",
+    "rtx4090",
+    "rtx4090-48g",
+    "rtx5090",
+    "rtx-a6000",
+    "rtx6000-ada",
+    "l4",
+    "l40s",
+    "a100-40g",
+    "a100-80g",
+    "h100-pcie",
+    "h100-sxm",
+    "h200",
+    "b200",
+    "mi300x",
+    "m2-max",
+    "m2-ultra",
+    "m3-max",
+    "m4-max",
+)
 
 
 def test_catalog_has_every_required_card_with_a_source() -> None:

@@ -86,7 +86,9 @@ def test_follow_reports_lines_appended_later(tmp_path):
     result: list = []
     signatures = load_signatures(["llamacpp"])
     worker = threading.Thread(
-        target=lambda: result.append(follow(str(log), signatures, lambda f: seen.append(f.id), 0.01, stop.is_set))
+        target=lambda: result.append(
+            follow(str(log), signatures, lambda f: seen.append(f.id), 0.01, stop.is_set)
+        )
     )
     worker.start()
     with log.open("a") as stream:
@@ -122,7 +124,12 @@ def test_user_signature_file_extends_the_database(tmp_path, capsys):
     log.write_text("ok\nworker 3 ran out of memory\n")
     assert main(["logs", str(log), "--signatures", str(extra), "--json"]) == 0
     (finding,) = json.loads(capsys.readouterr().out)["findings"]
-    assert (finding["id"], finding["engine"], finding["line"], finding["meaning"]) == ("mine.oom", "mine", 2, "rank 3 died")
+    assert (finding["id"], finding["engine"], finding["line"], finding["meaning"]) == (
+        "mine.oom",
+        "mine",
+        2,
+        "rank 3 died",
+    )
 
 
 def test_a_broken_user_signature_file_names_file_and_entry(tmp_path, capsys):

@@ -70,9 +70,18 @@ def test_captures_fill_the_fix():
         ("load_tensors: offloaded 29/29 layers to GPU", set()),
         ("slot release: id 0 | task 3 | stop processing: n_tokens = 40, truncated = 0", set()),
         ("slot get_availabl: id  3 | task -1 | selected slot by LRU, t_last = -1", set()),
-        ("Using ['CUSTOM', 'PYNCCL'] all-reduce backends (in dispatch order) for group 'tp:0' out of x", {"vllm.allreduce.backends"}),
-        ("Using ['PYNCCL'] all-reduce backends (in dispatch order) for group 'ep:0' out of x", {"vllm.allreduce.backends"}),
-        ("Using ['PYNCCL'] all-reduce backends (in dispatch order) for group 'tp:0' out of x", {"vllm.allreduce.pynccl_only"}),
+        (
+            "Using ['CUSTOM', 'PYNCCL'] all-reduce backends (in dispatch order) for group 'tp:0' out of x",
+            {"vllm.allreduce.backends"},
+        ),
+        (
+            "Using ['PYNCCL'] all-reduce backends (in dispatch order) for group 'ep:0' out of x",
+            {"vllm.allreduce.backends"},
+        ),
+        (
+            "Using ['PYNCCL'] all-reduce backends (in dispatch order) for group 'tp:0' out of x",
+            {"vllm.allreduce.pynccl_only"},
+        ),
     ],
 )
 def test_conditions_keep_healthy_lines_quiet(line, expected):

@@ -19,7 +19,9 @@ def test_captures_typed_fields():
 
 
 def test_int_takes_printf_padding():
-    template = compile_template("draft acceptance = {rate:num} ({accepted:int} accepted / {drafted:int} generated)")
+    template = compile_template(
+        "draft acceptance = {rate:num} ({accepted:int} accepted / {drafted:int} generated)"
+    )
     captures = template.match("draft acceptance = 0.00000 (    0 accepted /  3595 generated)")
     assert captures == {"rate": "0.00000", "accepted": "0", "drafted": "3595"}
 
@@ -115,7 +117,10 @@ def test_hostile_ten_megabyte_lines_complete_without_matching():
 
 def test_near_miss_repetitions_still_find_the_real_match_at_the_end():
     template = compile_template("slot context shift, n_keep = {k:int}, n_left = {l:int}, n_discard = {d:int}")
-    line = "slot context shift, n_keep = 1, n_left = " * 200_000 + "slot context shift, n_keep = 0, n_left = 5, n_discard = 2"
+    line = (
+        "slot context shift, n_keep = 1, n_left = " * 200_000
+        + "slot context shift, n_keep = 0, n_left = 5, n_discard = 2"
+    )
     assert template.match(line) == {"k": "0", "l": "5", "d": "2"}
 
 

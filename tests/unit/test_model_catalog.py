@@ -10,11 +10,22 @@ from servelab.model import load_model
 from servelab.model.catalog import catalog_entries, catalog_ids, catalog_model, find_catalog_id
 from servelab.model.spec import LayerKind
 
-REQUIRED = ["Qwen/Qwen3.5-27B", "Qwen/Qwen3-Next-80B-A3B-Instruct", "Qwen/Qwen3-8B", "Qwen/Qwen3-32B",
-            "Qwen/Qwen3-30B-A3B", "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-8B-Instruct",
-            "meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-70B-Instruct",
-            "mistralai/Mistral-Small-24B-Instruct-2501", "google/gemma-3-27b-it", "deepseek-ai/DeepSeek-V3",
-            "openai/gpt-oss-20b", "openai/gpt-oss-120b"]
+REQUIRED = [
+    "Qwen/Qwen3.5-27B",
+    "Qwen/Qwen3-Next-80B-A3B-Instruct",
+    "Qwen/Qwen3-8B",
+    "Qwen/Qwen3-32B",
+    "Qwen/Qwen3-30B-A3B",
+    "meta-llama/Llama-3.1-8B",
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "meta-llama/Llama-3.1-70B",
+    "meta-llama/Llama-3.1-70B-Instruct",
+    "mistralai/Mistral-Small-24B-Instruct-2501",
+    "google/gemma-3-27b-it",
+    "deepseek-ai/DeepSeek-V3",
+    "openai/gpt-oss-20b",
+    "openai/gpt-oss-120b",
+]
 
 
 def test_required_models_present_with_sources() -> None:
@@ -47,9 +58,12 @@ def test_unknown_model_lists_catalog_ids() -> None:
 
 @pytest.mark.parametrize(
     ("model_id", "params"),
-    [("meta-llama/Llama-3.1-8B", 8_030_261_248),  # safetensors total on the model page
-     ("meta-llama/Llama-3.1-70B", 70_553_706_496), ("meta-llama/Llama-3.2-1B", 1_235_814_400),
-     ("meta-llama/Llama-3.2-3B-Instruct", 3_212_749_824)],
+    [
+        ("meta-llama/Llama-3.1-8B", 8_030_261_248),  # safetensors total on the model page
+        ("meta-llama/Llama-3.1-70B", 70_553_706_496),
+        ("meta-llama/Llama-3.2-1B", 1_235_814_400),
+        ("meta-llama/Llama-3.2-3B-Instruct", 3_212_749_824),
+    ],
 )
 def test_llama_params_exact(model_id: str, params: int) -> None:
     assert catalog_model(model_id).total_params == params

@@ -28,7 +28,13 @@ def test_qwen35_hybrid_layers_and_state(hybrid: Path) -> None:
     assert [i for i, k in enumerate(spec.layer_kinds) if k == LayerKind.FULL_ATTENTION] == [3, 7]
     assert spec.kv_heads_per_layer == (0, 0, 0, 2, 0, 0, 0, 2) and spec.attention.head_dim == 32
     la = spec.linear_attention
-    assert (la.num_key_heads, la.num_value_heads, la.key_head_dim, la.value_head_dim, la.conv_kernel) == (2, 4, 16, 16, 4)
+    assert (la.num_key_heads, la.num_value_heads, la.key_head_dim, la.value_head_dim, la.conv_kernel) == (
+        2,
+        4,
+        16,
+        16,
+        4,
+    )
     assert la.conv_dim == 128  # llama.cpp log: R = 3 × 128 f32 per layer
     assert spec.source == "gguf" and spec.weights_exact and spec.extra["n_ctx_train"] == 8192
 
@@ -40,7 +46,9 @@ def test_gguf_bytes_are_the_tensor_table(hybrid: Path) -> None:
     assert header.data_start + spec.weight_bytes <= hybrid.stat().st_size
     blk = [sum(t.nbytes for t in header.tensors if t.name.startswith(f"blk.{i}.")) for i in range(8)]
     assert spec.extra["layer_bytes"] == tuple(blk) and blk[3] > blk[0]  # attention layers weigh more here
-    assert spec.extra["tensor_count"] == len(header.tensors) and spec.extra["file_size"] == hybrid.stat().st_size
+    assert (
+        spec.extra["tensor_count"] == len(header.tensors) and spec.extra["file_size"] == hybrid.stat().st_size
+    )
 
 
 def test_quant_on_a_file_is_refused(hybrid: Path) -> None:
@@ -49,20 +57,37 @@ def test_quant_on_a_file_is_refused(hybrid: Path) -> None:
 
 
 def _llama_kvs(arch: str = "llama", layers: int = 2, **extra: object) -> dict[str, object]:
-    return {"general.architecture": arch, f"{arch}.block_count": layers, f"{arch}.embedding_length": 128,
-            f"{arch}.context_length": 4096, f"{arch}.attention.head_count": 4,
-            f"{arch}.attention.head_count_kv": 2, f"{arch}.feed_forward_length": 256, **extra}
+    return {
+        "general.architecture": arch,
+        f"{arch}.block_count": layers,
+        f"{arch}.embedding_length": 128,
+        f"{arch}.context_length": 4096,
+        f"{arch}.attention.head_count": 4,
+        f"{arch}.attention.head_count_kv": 2,
+        f"{arch}.feed_forward_length": 256,
+        **extra,
+    }
 
 
 def test_fork_types_moe_and_mtp_layers(tmp_path: Path) -> None:
-    kvs = _llama_kvs("glm4moe", 3, **{"glm4moe.expert_count": 8, "glm4moe.expert_used_count": 2,
-                                      "glm4moe.nextn_predict_layers": 1, "glm4moe.vocab_size": 256})
-    tensors = [("token_embd.weight", (128, 256), 143, 256 * 28),  # PTQ1_0: 28 B per 128 weights
-               ("output.weight", (128, 256), 142, 256 * 34),  # PQ2_0: 34 B per 128
-               ("blk.0.ffn_up_exps.weight", (128, 64, 8), 8, 128 * 64 * 8 // 32 * 34),
-               ("blk.0.attn_q.weight", (128, 128), 0, 128 * 128 * 4),
-               ("blk.1.attn_q.weight", (128, 128), 0, 128 * 128 * 4),
-               ("blk.2.attn_q.weight", (128, 128), 0, 128 * 128 * 4)]
+    kvs = _llama_kvs(
+        "glm4moe",
+        3,
+        **{
+            "glm4moe.expert_count": 8,
+            "glm4moe.expert_used_count": 2,
+            "glm4moe.nextn_predict_layers": 1,
+            "glm4moe.vocab_size": 256,
+        },
+    )
+    tensors = [
+        ("token_embd.weight", (128, 256), 143, 256 * 28),  # PTQ1_0: 28 B per 128 weights
+        ("output.weight", (128, 256), 142, 256 * 34),  # PQ2_0: 34 B per 128
+        ("blk.0.ffn_up_exps.weight", (128, 64, 8), 8, 128 * 64 * 8 // 32 * 34),
+        ("blk.0.attn_q.weight", (128, 128), 0, 128 * 128 * 4),
+        ("blk.1.attn_q.weight", (128, 128), 0, 128 * 128 * 4),
+        ("blk.2.attn_q.weight", (128, 128), 0, 128 * 128 * 4),
+    ]
     path = tmp_path / "moe.gguf"
     write_gguf(path, kvs, tensors)
     spec = read_gguf(path)
@@ -78,8 +103,15 @@ def test_fork_types_moe_and_mtp_layers(tmp_path: Path) -> None:
 
 def test_per_layer_kv_arrays_and_sliding_period(tmp_path: Path) -> None:
     path = tmp_path / "gemma3.gguf"
-    write_gguf(path, _llama_kvs("gemma3", 6, **{"gemma3.attention.sliding_window": 512,
-                                               "gemma3.attention.head_count_kv": [2, 2, 1, 2, 2, 4]}), [])
+    write_gguf(
+        path,
+        _llama_kvs(
+            "gemma3",
+            6,
+            **{"gemma3.attention.sliding_window": 512, "gemma3.attention.head_count_kv": [2, 2, 1, 2, 2, 4]},
+        ),
+        [],
+    )
     spec = read_gguf(path)
     assert spec.layer_kinds == (LayerKind.SLIDING_ATTENTION,) * 5 + (LayerKind.FULL_ATTENTION,)
     assert spec.kv_heads_per_layer == (2, 2, 1, 2, 2, 4) and spec.attention.sliding_window == 512
@@ -87,13 +119,26 @@ def test_per_layer_kv_arrays_and_sliding_period(tmp_path: Path) -> None:
 
 def test_mamba2_gguf(tmp_path: Path) -> None:
     path = tmp_path / "mamba2.gguf"
-    kvs = {"general.architecture": "mamba2", "mamba2.block_count": 2, "mamba2.embedding_length": 64,
-           "mamba2.context_length": 1024, "mamba2.ssm.inner_size": 128, "mamba2.ssm.state_size": 16,
-           "mamba2.ssm.conv_kernel": 4, "mamba2.ssm.group_count": 1, "mamba2.ssm.time_step_rank": 8}
+    kvs = {
+        "general.architecture": "mamba2",
+        "mamba2.block_count": 2,
+        "mamba2.embedding_length": 64,
+        "mamba2.context_length": 1024,
+        "mamba2.ssm.inner_size": 128,
+        "mamba2.ssm.state_size": 16,
+        "mamba2.ssm.conv_kernel": 4,
+        "mamba2.ssm.group_count": 1,
+        "mamba2.ssm.time_step_rank": 8,
+    }
     write_gguf(path, kvs, [])
     spec = read_gguf(path)
     assert spec.layer_kinds == (LayerKind.MAMBA,) * 2 and spec.kv_heads_per_layer == (0, 0)
-    assert (spec.mamba.d_inner, spec.mamba.d_state, spec.mamba.n_heads, spec.mamba.conv_dim) == (128, 16, 8, 160)
+    assert (spec.mamba.d_inner, spec.mamba.d_state, spec.mamba.n_heads, spec.mamba.conv_dim) == (
+        128,
+        16,
+        8,
+        160,
+    )
 
 
 def _header(n_tensors: int, n_kv: int) -> bytes:
@@ -102,17 +147,19 @@ def _header(n_tensors: int, n_kv: int) -> bytes:
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [(b"GGML" + b"\0" * 40, "not a GGUF file"),
-     (b"GGUF", "truncated"),
-     (_header(10**15, 0), "declares 1000000000000000 tensors"),
-     (_header(0, 10**15), "declares 1000000000000000 metadata entries"),
-     (_header(0, 1) + struct.pack("<Q", 10**15), "bytes of metadata key"),
-     (_header(0, 1) + gguf_string("k") + struct.pack("<IIQ", 9, 4, 10**15), "items of k"),
-     (_header(0, 1) + gguf_string("k") + struct.pack("<I", 99), "unknown value type 99"),
-     (_header(1, 0) + gguf_string("t") + struct.pack("<IQIQ", 1, 32, 200, 0), "unknown ggml type 200"),
-     (_header(1, 0) + gguf_string("t") + struct.pack("<I", 9), "declares 9 dimensions"),
-     (_header(1, 0) + gguf_string("t") + struct.pack("<IQIQ", 1, 10**12, 0, 0), "runs past the end"),
-     (b"GGUF" + struct.pack("<I", 7) + b"\0" * 16, "version 7")],
+    [
+        (b"GGML" + b"\0" * 40, "not a GGUF file"),
+        (b"GGUF", "truncated"),
+        (_header(10**15, 0), "declares 1000000000000000 tensors"),
+        (_header(0, 10**15), "declares 1000000000000000 metadata entries"),
+        (_header(0, 1) + struct.pack("<Q", 10**15), "bytes of metadata key"),
+        (_header(0, 1) + gguf_string("k") + struct.pack("<IIQ", 9, 4, 10**15), "items of k"),
+        (_header(0, 1) + gguf_string("k") + struct.pack("<I", 99), "unknown value type 99"),
+        (_header(1, 0) + gguf_string("t") + struct.pack("<IQIQ", 1, 32, 200, 0), "unknown ggml type 200"),
+        (_header(1, 0) + gguf_string("t") + struct.pack("<I", 9), "declares 9 dimensions"),
+        (_header(1, 0) + gguf_string("t") + struct.pack("<IQIQ", 1, 10**12, 0, 0), "runs past the end"),
+        (b"GGUF" + struct.pack("<I", 7) + b"\0" * 16, "version 7"),
+    ],
 )
 def test_hostile_gguf(tmp_path: Path, content: bytes, message: str) -> None:
     path = tmp_path / "bad.gguf"
@@ -137,7 +184,11 @@ def test_hostile_block_count(tmp_path: Path) -> None:
 
 def test_long_tokenizer_array_is_skipped_but_counted(tmp_path: Path) -> None:
     path = tmp_path / "vocab.gguf"
-    kvs = {**_llama_kvs(), "tokenizer.ggml.tokens": [f"t{i}" for i in range(5000)], "general.name": "after-vocab"}
+    kvs = {
+        **_llama_kvs(),
+        "tokenizer.ggml.tokens": [f"t{i}" for i in range(5000)],
+        "general.name": "after-vocab",
+    }
     write_gguf(path, kvs, [("token_embd.weight", (128, 5000), 0, 128 * 5000 * 4)])
     spec = read_gguf(path)
     assert spec.vocab_size == 5000 and spec.name == "after-vocab"  # keys after the skipped array still read

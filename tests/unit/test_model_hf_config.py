@@ -15,8 +15,16 @@ from servelab.model.catalog import catalog_model
 from servelab.model.hf_config import read_config, spec_from_config
 from servelab.model.spec import LayerKind
 
-TINY = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "max_position_embeddings": 4096}
+TINY = {
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 100,
+    "max_position_embeddings": 4096,
+}
 
 
 def test_dense_params_by_hand() -> None:
@@ -42,9 +50,20 @@ def test_explicit_head_dim_wins() -> None:
 
 
 def test_text_config_nesting_and_vision_group() -> None:
-    config = {"model_type": "wrapper", "tie_word_embeddings": False, "text_config": TINY,
-              "vision_config": {"hidden_size": 32, "intermediate_size": 64, "depth": 1, "patch_size": 2,
-                                "in_channels": 3, "out_hidden_size": 64, "spatial_merge_size": 1}}
+    config = {
+        "model_type": "wrapper",
+        "tie_word_embeddings": False,
+        "text_config": TINY,
+        "vision_config": {
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "depth": 1,
+            "patch_size": 2,
+            "in_channels": 3,
+            "out_hidden_size": 64,
+            "spatial_merge_size": 1,
+        },
+    }
     spec = spec_from_config(config, name="vlm")
     assert spec.architecture == "llama" and spec.num_layers == 2
     # one block: 4·32² + 4·32 + 2·32·64 + 64 + 32 + 4·32 = 8,544; patch 3·2·2·32 + 32 = 416; post-norm 64;
@@ -53,12 +72,14 @@ def test_text_config_nesting_and_vision_group() -> None:
 
 
 def test_layer_types_and_sliding_window_patterns() -> None:
-    explicit = spec_from_config({**TINY, "layer_types": ["sliding_attention", "full_attention"], "sliding_window": 8},
-                                name="t")
+    explicit = spec_from_config(
+        {**TINY, "layer_types": ["sliding_attention", "full_attention"], "sliding_window": 8}, name="t"
+    )
     assert explicit.layer_kinds == (LayerKind.SLIDING_ATTENTION, LayerKind.FULL_ATTENTION)
     assert explicit.attention.sliding_window == 8
-    gemma = spec_from_config({**TINY, "num_hidden_layers": 12, "sliding_window": 16, "sliding_window_pattern": 6},
-                             name="t")
+    gemma = spec_from_config(
+        {**TINY, "num_hidden_layers": 12, "sliding_window": 16, "sliding_window_pattern": 6}, name="t"
+    )
     assert [i for i, k in enumerate(gemma.layer_kinds) if k == LayerKind.FULL_ATTENTION] == [5, 11]
     mistral = spec_from_config({**TINY, "sliding_window": 4096}, name="t")
     assert mistral.count(LayerKind.SLIDING_ATTENTION) == 2
@@ -85,16 +106,26 @@ def test_qwen35_27b_layers_kv_and_gdn_state() -> None:
 def test_qwen35_27b_text_params_by_hand() -> None:
     spec = catalog_model("Qwen/Qwen3.5-27B")
     gdn = 5120 * 16_384 + 5120 * 96 + 10_240 * 4 + 96 + 128 + 6144 * 5120  # qkvz, ba, conv1d, dt/A, norm, out
-    attn = 5120 * 12_288 + 2 * 5120 * 1024 + 6144 * 5120 + 2 * 256  # gated q (query + gate), k, v, o, q/k norm
+    attn = (
+        5120 * 12_288 + 2 * 5120 * 1024 + 6144 * 5120 + 2 * 256
+    )  # gated q (query + gate), k, v, o, q/k norm
     mlp, norms = 3 * 5120 * 17_408, 2 * 5120
     assert gdn == 115_876_064
     assert spec.weight_group("text").params == 48 * gdn + 16 * attn + 64 * (mlp + norms) + 5120
-    assert spec.weight_group("embedding").params == 248_320 * 5120  # memory.md: embed 1.27B, untied lm_head too
+    assert (
+        spec.weight_group("embedding").params == 248_320 * 5120
+    )  # memory.md: embed 1.27B, untied lm_head too
 
 
 def test_moe_counts_all_experts_and_active_ones() -> None:
-    config = {**TINY, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
-              "shared_expert_intermediate_size": 16, "decoder_sparse_step": 2}
+    config = {
+        **TINY,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 16,
+        "decoder_sparse_step": 2,
+    }
     spec = spec_from_config(config, name="moe")
     assert spec.moe.num_moe_layers == 1 and spec.moe.num_shared_experts == 1
     expert, shared, router = 3 * 64 * 32, 3 * 64 * 16, 64 * 8 + 64  # router + shared_expert_gate
@@ -116,8 +147,18 @@ def test_deepseek_first_dense_layers_and_mla() -> None:
 
 
 def test_mamba2_state_and_params() -> None:
-    config = {"model_type": "mamba2", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 100, "expand": 2,
-              "state_size": 16, "conv_kernel": 4, "n_groups": 1, "num_heads": 8, "tie_word_embeddings": True}
+    config = {
+        "model_type": "mamba2",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "vocab_size": 100,
+        "expand": 2,
+        "state_size": 16,
+        "conv_kernel": 4,
+        "n_groups": 1,
+        "num_heads": 8,
+        "tie_word_embeddings": True,
+    }
     spec = spec_from_config(config, name="m2")
     assert spec.layer_kinds == (LayerKind.MAMBA, LayerKind.MAMBA) and spec.kv_heads_per_layer == (0, 0)
     m = spec.mamba
@@ -146,12 +187,24 @@ def test_hostile_layer_counts_fail_before_allocating() -> None:
 
 
 def test_gemma2_default_alternation_and_jamba_periods() -> None:
-    gemma2 = spec_from_config({**TINY, "model_type": "gemma2", "num_hidden_layers": 4, "sliding_window": 4096},
-                              name="g2")
+    gemma2 = spec_from_config(
+        {**TINY, "model_type": "gemma2", "num_hidden_layers": 4, "sliding_window": 4096}, name="g2"
+    )
     assert gemma2.layer_kinds == (LayerKind.SLIDING_ATTENTION, LayerKind.FULL_ATTENTION) * 2
-    jamba = {**TINY, "model_type": "jamba", "num_hidden_layers": 8, "attn_layer_period": 8, "attn_layer_offset": 4,
-             "expert_layer_period": 2, "expert_layer_offset": 1, "num_experts": 4, "num_experts_per_tok": 2,
-             "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2}
+    jamba = {
+        **TINY,
+        "model_type": "jamba",
+        "num_hidden_layers": 8,
+        "attn_layer_period": 8,
+        "attn_layer_offset": 4,
+        "expert_layer_period": 2,
+        "expert_layer_offset": 1,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "mamba_d_state": 16,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+    }
     spec = spec_from_config(jamba, name="jamba")
     assert [i for i, k in enumerate(spec.layer_kinds) if k == LayerKind.FULL_ATTENTION] == [4]
     assert spec.count(LayerKind.MAMBA) == 7 and spec.moe.num_moe_layers == 4

@@ -17,10 +17,25 @@ from servelab.model.quant import get_quant, quant_from_config, synthesise_weight
 
 @pytest.mark.parametrize(
     ("name", "bits"),
-    [("bf16", 16), ("fp16", 16), ("fp32", 32), ("fp8", 8), ("fp8-block", 8 + 32 / 16_384),
-     ("awq", 4 + 20 / 128), ("awq-w4g64", 4 + 20 / 64), ("awq-w4g32", 4.625), ("gptq-w8g128", 8 + 24 / 128),
-     ("gptq-w4g-1", 4), ("nvfp4", 4.5), ("mxfp4", 4.25), ("int-w4g128-sym", 4 + 16 / 128), ("bnb-nf4", 4.5),
-     ("bnb-nf4-dq", 4 + 8 / 64 + 32 / 16_384), ("awq-w4g128-sym", 4 + 16 / 128), ("gptq-w4g128-sym", 4 + 20 / 128)],
+    [
+        ("bf16", 16),
+        ("fp16", 16),
+        ("fp32", 32),
+        ("fp8", 8),
+        ("fp8-block", 8 + 32 / 16_384),
+        ("awq", 4 + 20 / 128),
+        ("awq-w4g64", 4 + 20 / 64),
+        ("awq-w4g32", 4.625),
+        ("gptq-w8g128", 8 + 24 / 128),
+        ("gptq-w4g-1", 4),
+        ("nvfp4", 4.5),
+        ("mxfp4", 4.25),
+        ("int-w4g128-sym", 4 + 16 / 128),
+        ("bnb-nf4", 4.5),
+        ("bnb-nf4-dq", 4 + 8 / 64 + 32 / 16_384),
+        ("awq-w4g128-sym", 4 + 16 / 128),
+        ("gptq-w4g128-sym", 4 + 20 / 128),
+    ],
 )
 def test_effective_bits(name: str, bits: float) -> None:
     assert get_quant(name).bits_per_weight == pytest.approx(bits, abs=1e-12)
@@ -31,20 +46,47 @@ def test_every_gguf_type_known_with_exact_bits() -> None:
     for qtype, (block, size) in gguf.GGML_QUANT_SIZES.items():
         assert types[qtype.name].bits_per_weight == size * 8 / block
     assert (types["Q4_K"].bits_per_weight, types["Q6_K"].bits_per_weight, types["TQ1_0"].bits_per_weight) == (
-        4.5, 6.5625, 1.6875)
+        4.5,
+        6.5625,
+        1.6875,
+    )
     assert (types["PTQ1_0"].type_id, types["PTQ1_0"].bits_per_weight) == (143, 1.75)
     assert (types["PQ2_0"].type_id, types["PQ2_0"].bits_per_weight) == (142, 2.125)
 
 
 def test_use_more_bits_matches_llama_quant() -> None:
     # n = 32: first 4, last 4, and every third from layer 6 → 16 of 32 layers
-    assert [i for i in range(32) if use_more_bits(i, 32)] == [0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31]
+    assert [i for i in range(32) if use_more_bits(i, 32)] == [
+        0,
+        1,
+        2,
+        3,
+        6,
+        9,
+        12,
+        15,
+        18,
+        21,
+        24,
+        27,
+        28,
+        29,
+        30,
+        31,
+    ]
 
 
 @pytest.mark.parametrize(
     ("mix", "bpw"),
-    [("Q4_K_M", 4.8944), ("Q4_K_S", 4.6672), ("Q5_K_M", 5.7036), ("Q6_K", 6.5633), ("Q8_0", 8.5008), ("Q2_K", 3.1593),
-     ("IQ4_XS", 4.4597)],
+    [
+        ("Q4_K_M", 4.8944),
+        ("Q4_K_S", 4.6672),
+        ("Q5_K_M", 5.7036),
+        ("Q6_K", 6.5633),
+        ("Q8_0", 8.5008),
+        ("Q2_K", 3.1593),
+        ("IQ4_XS", 4.4597),
+    ],
 )
 def test_gguf_mixes_match_llama_quantize_readme(mix: str, bpw: float) -> None:
     spec = load_model("meta-llama/Llama-3.1-8B", quant=mix)
@@ -62,20 +104,47 @@ def test_lookup_errors_name_valid_choices() -> None:
 
 
 def test_quant_from_config() -> None:
-    awq = quant_from_config({"quant_method": "awq", "bits": 4, "group_size": 64, "zero_point": True,
-                             "modules_to_not_convert": ["visual"]})
+    awq = quant_from_config(
+        {
+            "quant_method": "awq",
+            "bits": 4,
+            "group_size": 64,
+            "zero_point": True,
+            "modules_to_not_convert": ["visual"],
+        }
+    )
     assert (awq.name, awq.unquantized_modules) == ("awq-w4g64", ("visual",))
-    assert quant_from_config({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": False}).name == (
-        "awq-w4g128-sym")
-    assert quant_from_config({"quant_method": "gptq", "bits": 8, "group_size": 32, "sym": True}).name == "gptq-w8g32"
+    assert quant_from_config(
+        {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": False}
+    ).name == ("awq-w4g128-sym")
+    assert (
+        quant_from_config({"quant_method": "gptq", "bits": 8, "group_size": 32, "sym": True}).name
+        == "gptq-w8g32"
+    )
     assert quant_from_config({"quant_method": "fp8", "weight_block_size": [128, 128]}).name == "fp8-block"
     mxfp4 = quant_from_config({"quant_method": "mxfp4"})
     assert mxfp4.quantized_roles == frozenset({"experts"})
-    ct = {"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ["lm_head"],
-          "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int", "symmetric": True,
-                                                    "strategy": "group", "group_size": 128}}}}
+    ct = {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "ignore": ["lm_head"],
+        "config_groups": {
+            "group_0": {
+                "weights": {
+                    "num_bits": 4,
+                    "type": "int",
+                    "symmetric": True,
+                    "strategy": "group",
+                    "group_size": 128,
+                }
+            }
+        },
+    }
     assert quant_from_config(ct).bits_per_weight == 4.125
-    assert quant_from_config({"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}).name == "nvfp4"
+    assert (
+        quant_from_config({"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}).name
+        == "nvfp4"
+    )
     assert quant_from_config({"quant_method": "modelopt", "quant_algo": "NVFP4"}).name == "nvfp4"
     bnb = {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_use_double_quant": True}
     assert quant_from_config(bnb).name == "bnb-nf4-dq"

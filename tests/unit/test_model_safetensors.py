@@ -13,18 +13,34 @@ from servelab.model import load_model
 from servelab.model.safetensors_header import component_of, read_file_header
 from tests.unit.model_files import write_safetensors
 
-CONFIG = {"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-          "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100,
-          "max_position_embeddings": 4096, "num_nextn_predict_layers": 1,
-          "vision_config": {"hidden_size": 32, "depth": 1, "patch_size": 2}}
+CONFIG = {
+    "model_type": "qwen3",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "vocab_size": 100,
+    "max_position_embeddings": 4096,
+    "num_nextn_predict_layers": 1,
+    "vision_config": {"hidden_size": 32, "depth": 1, "patch_size": 2},
+}
 
 
 def _model_dir(root: Path) -> Path:
     (root / "config.json").write_text(json.dumps(CONFIG))
-    shard1 = {"model.embed_tokens.weight": ("BF16", (100, 64)), "model.layers.0.self_attn.q_proj.weight": ("BF16", (64, 64)),
-              "model.layers.0.mlp.down_proj.qweight": ("I32", (16, 64))}
-    shard2 = {"lm_head.weight": ("BF16", (100, 64)), "model.layers.1.input_layernorm.weight": ("F32", (64,)),
-              "model.layers.2.eh_proj.weight": ("F8_E4M3", (64, 128)), "model.visual.blocks.0.attn.qkv.weight": ("F16", (96, 32))}
+    shard1 = {
+        "model.embed_tokens.weight": ("BF16", (100, 64)),
+        "model.layers.0.self_attn.q_proj.weight": ("BF16", (64, 64)),
+        "model.layers.0.mlp.down_proj.qweight": ("I32", (16, 64)),
+    }
+    shard2 = {
+        "lm_head.weight": ("BF16", (100, 64)),
+        "model.layers.1.input_layernorm.weight": ("F32", (64,)),
+        "model.layers.2.eh_proj.weight": ("F8_E4M3", (64, 128)),
+        "model.visual.blocks.0.attn.qkv.weight": ("F16", (96, 32)),
+    }
     write_safetensors(root / "model-00001-of-00002.safetensors", shard1)
     write_safetensors(root / "model-00002-of-00002.safetensors", shard2)
     weight_map = {name: "model-00001-of-00002.safetensors" for name in shard1}
@@ -37,9 +53,16 @@ def test_sharded_directory_exact_bytes(tmp_path: Path) -> None:
     spec = load_model(str(_model_dir(tmp_path)))
     assert spec.weights_exact and spec.source == "hf"
     by_name = {w.name: w.bytes for w in spec.weights}
-    assert by_name == {"embedding": 12_800, "lm_head": 12_800, "text": 64 * 64 * 2 + 16 * 64 * 4 + 64 * 4,
-                       "mtp": 64 * 128, "vision": 96 * 32 * 2}
-    assert spec.weight_group("text").params == spec.extra["param_groups"]["text"][0]  # params stay architectural
+    assert by_name == {
+        "embedding": 12_800,
+        "lm_head": 12_800,
+        "text": 64 * 64 * 2 + 16 * 64 * 4 + 64 * 4,
+        "mtp": 64 * 128,
+        "vision": 96 * 32 * 2,
+    }
+    assert (
+        spec.weight_group("text").params == spec.extra["param_groups"]["text"][0]
+    )  # params stay architectural
 
 
 def test_config_json_path_reads_sibling_shards(tmp_path: Path) -> None:
@@ -55,10 +78,17 @@ def test_config_without_weights_is_priced_from_counts(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("name", "group"),
-    [("model.embed_tokens.weight", "embedding"), ("lm_head.weight", "lm_head"), ("mtp.fc.weight", "mtp"),
-     ("model.layers.61.eh_proj.weight", "mtp"), ("model.layers.60.mlp.experts.0.up_proj.weight", "text"),
-     ("model.visual.merger.mlp.0.weight", "vision"), ("vision_tower.encoder.layers.0.fc1.weight", "vision"),
-     ("model.language_model.embed_tokens.weight", "embedding"), ("model.norm.weight", "text")],
+    [
+        ("model.embed_tokens.weight", "embedding"),
+        ("lm_head.weight", "lm_head"),
+        ("mtp.fc.weight", "mtp"),
+        ("model.layers.61.eh_proj.weight", "mtp"),
+        ("model.layers.60.mlp.experts.0.up_proj.weight", "text"),
+        ("model.visual.merger.mlp.0.weight", "vision"),
+        ("vision_tower.encoder.layers.0.fc1.weight", "vision"),
+        ("model.language_model.embed_tokens.weight", "embedding"),
+        ("model.norm.weight", "text"),
+    ],
 )
 def test_component_by_name(name: str, group: str) -> None:
     assert component_of(name, 61) == group
@@ -75,17 +105,26 @@ def _entry(offsets: list[int], dtype: str = "F32", shape: list[int] | None = Non
 
 @pytest.mark.parametrize(
     ("header", "declared", "data", "message"),
-    [(b"{}", 10**15, b"", "header length 1000000000000000 does not fit"),
-     (b"not json", None, b"", "header is not JSON"),
-     (b"[1]", None, b"", "not a JSON object"),
-     (b"[" * 100_000 + b"]" * 100_000, None, b"", "header is not JSON"),  # nesting deeper than the parser's stack
-     (_entry([0, 8]), None, b"\0" * 4, "lies outside the file"),
-     (_entry([0, 8]), None, b"\0" * 8 + b"", None),
-     (_entry([0, 4]), None, b"\0" * 8, "needs 8 bytes, offsets give 4"),
-     (_entry([0, 8], dtype="Q9"), None, b"\0" * 8, "unknown dtype 'Q9'"),
-     (json.dumps({"t": {"dtype": "F32"}}).encode(), None, b"", "malformed entry")],
+    [
+        (b"{}", 10**15, b"", "header length 1000000000000000 does not fit"),
+        (b"not json", None, b"", "header is not JSON"),
+        (b"[1]", None, b"", "not a JSON object"),
+        (
+            b"[" * 100_000 + b"]" * 100_000,
+            None,
+            b"",
+            "header is not JSON",
+        ),  # nesting deeper than the parser's stack
+        (_entry([0, 8]), None, b"\0" * 4, "lies outside the file"),
+        (_entry([0, 8]), None, b"\0" * 8 + b"", None),
+        (_entry([0, 4]), None, b"\0" * 8, "needs 8 bytes, offsets give 4"),
+        (_entry([0, 8], dtype="Q9"), None, b"\0" * 8, "unknown dtype 'Q9'"),
+        (json.dumps({"t": {"dtype": "F32"}}).encode(), None, b"", "malformed entry"),
+    ],
 )
-def test_hostile_headers(tmp_path: Path, header: bytes, declared: int | None, data: bytes, message: str | None) -> None:
+def test_hostile_headers(
+    tmp_path: Path, header: bytes, declared: int | None, data: bytes, message: str | None
+) -> None:
     path = _raw(tmp_path / "x.safetensors", header, declared, data)
     if message is None:
         assert read_file_header(path)[0].nbytes == 8

@@ -27,7 +27,7 @@ def test_byte_symbols_are_a_bijection_of_the_256_bytes():
 def test_vocabulary_has_the_asked_size_and_every_merge_joins_known_tokens():
     vocab = train_vocabulary(400)
     assert vocab.size == 400
-    assert vocab.tokens[-len(SPECIAL_TOKENS):] == SPECIAL_TOKENS
+    assert vocab.tokens[-len(SPECIAL_TOKENS) :] == SPECIAL_TOKENS
     known = set(vocab.tokens)
     for merge in vocab.merges:
         left, right = merge.split(" ")
@@ -93,8 +93,13 @@ def test_hybrid_puts_full_attention_on_every_fourth_layer(tmp_path):
 
 
 def test_quantized_model_has_q8_0_and_q4_0_matrices_and_f32_norms(tmp_path):
-    for weight_type, qtype in (("q8_0", gguf.GGMLQuantizationType.Q8_0), ("q4_0", gguf.GGMLQuantizationType.Q4_0)):
-        made = make_model("quantized", tmp_path / f"{weight_type}.gguf", shape_for("quantized", weight_type=weight_type))
+    for weight_type, qtype in (
+        ("q8_0", gguf.GGMLQuantizationType.Q8_0),
+        ("q4_0", gguf.GGMLQuantizationType.Q4_0),
+    ):
+        made = make_model(
+            "quantized", tmp_path / f"{weight_type}.gguf", shape_for("quantized", weight_type=weight_type)
+        )
         types = {t.name: t.tensor_type for t in gguf.GGUFReader(made.path).tensors}
         assert types["blk.0.attn_q.weight"] == qtype
         assert types["blk.0.attn_norm.weight"] == gguf.GGMLQuantizationType.F32
@@ -109,7 +114,10 @@ def test_same_seed_same_bytes_and_no_partial_file_left(tmp_path):
 
 def test_cli_model_make_json(tmp_path, capsys):
     out = tmp_path / "m.gguf"
-    assert main(["model", "make", "hybrid", "-o", str(out), "--layers", "4", "--ctx-train", "1024", "--json"]) == 0
+    assert (
+        main(["model", "make", "hybrid", "-o", str(out), "--layers", "4", "--ctx-train", "1024", "--json"])
+        == 0
+    )
     captured = capsys.readouterr()
     result = json.loads(captured.out)
     assert result["architecture"] == "qwen35" and result["shape"]["layers"] == 4
@@ -121,7 +129,10 @@ def test_cli_model_make_unknown_kind_is_a_usage_error(tmp_path, capsys):
     assert main(["model", "make", "moe", "-o", str(tmp_path / "m.gguf")]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.strip() == "servelab: error: unknown model kind 'moe'; choose one of: dense, hybrid, quantized, draft"
+    assert (
+        captured.err.strip()
+        == "servelab: error: unknown model kind 'moe'; choose one of: dense, hybrid, quantized, draft"
+    )
     assert not (tmp_path / "m.gguf").exists()
 
 

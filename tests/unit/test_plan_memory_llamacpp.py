@@ -18,12 +18,26 @@ MIB = 1024**2
 def tiny_hybrid(vocab: int = 512, state_dim: int = 16, value_heads: int = 4) -> ModelSpec:
     """The 8-layer qwen35 test model of llamacpp-local.md: full attention every 4th layer (2 KV heads x 32),
     GDN head dim 16 with 2 key / 4 value heads, conv kernel 4; 128 wide, FFN 256, f32 weights."""
-    kinds = tuple(LayerKind.FULL_ATTENTION if (i + 1) % 4 == 0 else LayerKind.LINEAR_ATTENTION for i in range(8))
+    kinds = tuple(
+        LayerKind.FULL_ATTENTION if (i + 1) % 4 == 0 else LayerKind.LINEAR_ATTENTION for i in range(8)
+    )
     kv = tuple(2 if k == LayerKind.FULL_ATTENTION else 0 for k in kinds)
-    return ModelSpec("tiny", "qwen35", "gguf", 128, vocab, kinds, kv, AttentionSpec(4, 2, 32), 4096,
-                     intermediate_size=256, dtype="fp32",
-                     linear_attention=LinearAttentionSpec(2, value_heads, state_dim, state_dim, 4),
-                     weights=(WeightGroup("text", 1_000_000, 4_000_000, "F32"),), weights_exact=True)
+    return ModelSpec(
+        "tiny",
+        "qwen35",
+        "gguf",
+        128,
+        vocab,
+        kinds,
+        kv,
+        AttentionSpec(4, 2, 32),
+        4096,
+        intermediate_size=256,
+        dtype="fp32",
+        linear_attention=LinearAttentionSpec(2, value_heads, state_dim, state_dim, 4),
+        weights=(WeightGroup("text", 1_000_000, 4_000_000, "F32"),),
+        weights_exact=True,
+    )
 
 
 def test_log_buffers_of_the_8_layer_hybrid() -> None:
@@ -38,11 +52,17 @@ def test_log_buffers_of_the_8_layer_hybrid() -> None:
     assert m.output_bytes == 512 * 4 * 4
 
 
-@pytest.mark.parametrize(("flags", "compute_mib"), [
-    # recorded with /tmp calibration runs of the same build (shape in each case), see docs/planning.md
-    ({"n_ctx": 16384, "n_parallel": 1, "flash_attn": False}, 163.01),  # llama 4 x 256, 4 heads, vocab 32000
-    ({"n_ctx": 4096, "n_parallel": 1}, 10.51),
-])
+@pytest.mark.parametrize(
+    ("flags", "compute_mib"),
+    [
+        # recorded with /tmp calibration runs of the same build (shape in each case), see docs/planning.md
+        (
+            {"n_ctx": 16384, "n_parallel": 1, "flash_attn": False},
+            163.01,
+        ),  # llama 4 x 256, 4 heads, vocab 32000
+        ({"n_ctx": 4096, "n_parallel": 1}, 10.51),
+    ],
+)
 def test_compute_buffer_against_recorded_logs(flags: dict, compute_mib: float) -> None:
     model = dense_gqa(layers=4, kv_heads=2, head_dim=64, vocab=32000, hidden=256)
     model = ModelSpec(**{**model.__dict__, "attention": AttentionSpec(4, 2, 64), "intermediate_size": 768})

@@ -65,14 +65,21 @@ def test_max_req_len_is_min_of_context_and_capacity_minus_one() -> None:
 def test_max_running_requests_formula() -> None:
     # min(clamp(int(tokens / context x 512), 2048, 4096), tokens // 2)
     m = _dense(mem_fraction_static=0.9, context_length=4096)
-    assert m.max_running_requests == min(max(int(m.max_total_tokens / 4096 * 512), 2048), 4096,
-                                         m.max_total_tokens // 2)
+    assert m.max_running_requests == min(
+        max(int(m.max_total_tokens / 4096 * 512), 2048), 4096, m.max_total_tokens // 2
+    )
 
 
 def test_hybrid_state_pool_takes_r_over_1_plus_r_of_the_budget() -> None:
     # kv_cache_configurator._handle_max_mamba_cache: mamba budget = rest x 0.9 / 1.9; 146.8 MiB per request
-    m = sglang_memory(qwen35_27b(), gpu_memory_bytes=48 * GIB, weights_bytes=17 * GIB, mem_fraction_static=0.9,
-                      kv_cache_dtype="fp8_e5m2", context_length=262144)
+    m = sglang_memory(
+        qwen35_27b(),
+        gpu_memory_bytes=48 * GIB,
+        weights_bytes=17 * GIB,
+        mem_fraction_static=0.9,
+        kv_cache_dtype="fp8_e5m2",
+        context_length=262144,
+    )
     per_req = 3_207_168 * 48
     assert m.mamba_state_bytes_per_request == per_req
     assert m.mamba_cache_size == int(m.pool_budget_bytes * 0.9 / 1.9) // per_req
@@ -83,14 +90,23 @@ def test_hybrid_state_pool_takes_r_over_1_plus_r_of_the_budget() -> None:
 def test_brief_scenario_fits_262144_tokens_on_one_48g_card() -> None:
     # brief step 2: AWQ, --context-length 262144 --max-total-tokens 262144 --kv-cache-dtype fp8_e5m2
     # --mem-fraction-static 0.9 on a 48 GB 4090: fits (AWQ text weights ~17.7 GB incl. bf16 embed/lm_head)
-    m = sglang_memory(qwen35_27b(), gpu_memory_bytes=49140 * MIB, free_memory_bytes=49140 * MIB - 512 * MIB,
-                      weights_bytes=17_741_759_488, kv_cache_dtype="fp8_e5m2", context_length=262144,
-                      max_total_tokens=262144, mem_fraction_static=0.9)
+    m = sglang_memory(
+        qwen35_27b(),
+        gpu_memory_bytes=49140 * MIB,
+        free_memory_bytes=49140 * MIB - 512 * MIB,
+        weights_bytes=17_741_759_488,
+        kv_cache_dtype="fp8_e5m2",
+        context_length=262144,
+        max_total_tokens=262144,
+        mem_fraction_static=0.9,
+    )
     assert m.fits and m.max_total_tokens == 262144 and m.max_req_len == 262143
 
 
 def test_explicit_mamba_cache_size_frees_kv_tokens() -> None:
-    kw = dict(gpu_memory_bytes=48 * GIB, weights_bytes=17 * GIB, mem_fraction_static=0.9, kv_cache_dtype="fp8_e5m2")
+    kw = dict(
+        gpu_memory_bytes=48 * GIB, weights_bytes=17 * GIB, mem_fraction_static=0.9, kv_cache_dtype="fp8_e5m2"
+    )
     auto = sglang_memory(qwen35_27b(), **kw)
     small = sglang_memory(qwen35_27b(), max_mamba_cache_size=8, **kw)
     assert small.mamba_cache_size == 8 and small.max_total_tokens > auto.max_total_tokens

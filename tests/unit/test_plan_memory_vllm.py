@@ -18,8 +18,16 @@ def _with_kv_budget(model, kv_budget: int, weights: int, **kwargs):
     seqs = kwargs.pop("max_num_seqs", 256)
     act = activation_peak_bytes(model, 2048, seqs, 1)
     total = kv_budget + weights + act + NON_TORCH_BYTES
-    return vllm_memory(model, gpu_memory_bytes=total, weights_bytes=weights, gpu_memory_utilization=1.0,
-                       enforce_eager=True, max_num_seqs=seqs, max_num_batched_tokens=2048, **kwargs)
+    return vllm_memory(
+        model,
+        gpu_memory_bytes=total,
+        weights_bytes=weights,
+        gpu_memory_utilization=1.0,
+        enforce_eager=True,
+        max_num_seqs=seqs,
+        max_num_batched_tokens=2048,
+        **kwargs,
+    )
 
 
 def test_v5_estimated_maximum_model_length() -> None:
@@ -45,8 +53,17 @@ def test_v4_hybrid_block_size_and_padding_on_a_5090() -> None:
     # "Add 3 padding layers, may waste at most 6.25%" (48 GDN + 17 attention -> 4 groups of 17);
     # 9.28 GiB available serves 262,144 tokens.
     model = dataclasses.replace(qwen35_27b(), weights=())
-    m = _with_kv_budget(model, int(9.28 * GIB), int(18.19 * GIB), kv_cache_dtype="fp8", speculative_tokens=1,
-                        draft_layers=1, block_align=32, max_model_len=262144, max_num_seqs=64)
+    m = _with_kv_budget(
+        model,
+        int(9.28 * GIB),
+        int(18.19 * GIB),
+        kv_cache_dtype="fp8",
+        speculative_tokens=1,
+        draft_layers=1,
+        block_align=32,
+        max_model_len=262144,
+        max_num_seqs=64,
+    )
     assert m.block_size == 1600
     assert (m.group_size, m.num_groups, m.padding_layers) == (17, 4, 3)
     assert any("6.25%" in w for w in m.warnings)

@@ -31,10 +31,15 @@ def test_one_gpu_has_no_allreduce() -> None:
 
 def test_links_order_nvlink_p2p_host_staged() -> None:
     gpu = find_gpu("rtx3090")
-    assert link_bandwidth_gb_s(gpu, "nvlink") > link_bandwidth_gb_s(gpu, "pcie-p2p") > link_bandwidth_gb_s(
-        gpu, "pcie-host-staged")
+    assert (
+        link_bandwidth_gb_s(gpu, "nvlink")
+        > link_bandwidth_gb_s(gpu, "pcie-p2p")
+        > link_bandwidth_gb_s(gpu, "pcie-host-staged")
+    )
     model = dense_gqa()
-    times = [tensor_parallel_cost(model, gpu, 2, i).per_token_s for i in ("nvlink", "pcie-p2p", "pcie-host-staged")]
+    times = [
+        tensor_parallel_cost(model, gpu, 2, i).per_token_s for i in ("nvlink", "pcie-p2p", "pcie-host-staged")
+    ]
     assert times == sorted(times)
 
 
@@ -47,8 +52,16 @@ def test_nvlink_on_a_card_without_it_is_refused() -> None:
 
 def _brief_plan(interconnect: str, gpu_name: str = "rtx4090-48g"):
     model = load_model("Qwen/Qwen3.5-27B")
-    return make_plan(model, find_gpu(gpu_name), engine="sglang", quant="awq", context=262144, kv_dtype="fp8_e5m2",
-                     gpus=2, interconnect=interconnect)
+    return make_plan(
+        model,
+        find_gpu(gpu_name),
+        engine="sglang",
+        quant="awq",
+        context=262144,
+        kv_dtype="fp8_e5m2",
+        gpus=2,
+        interconnect=interconnect,
+    )
 
 
 def test_host_staged_tp2_is_slower_than_one_card() -> None:
@@ -60,8 +73,16 @@ def test_host_staged_tp2_is_slower_than_one_card() -> None:
 def test_fast_links_make_tp2_faster_than_one_card() -> None:
     gpu = dataclasses.replace(find_gpu("rtx4090-48g"), nvlink_gb_s=600)
     model = load_model("Qwen/Qwen3.5-27B")
-    plan = make_plan(model, gpu, engine="sglang", quant="awq", context=262144, kv_dtype="fp8_e5m2", gpus=2,
-                     interconnect="nvlink")
+    plan = make_plan(
+        model,
+        gpu,
+        engine="sglang",
+        quant="awq",
+        context=262144,
+        kv_dtype="fp8_e5m2",
+        gpus=2,
+        interconnect="nvlink",
+    )
     assert plan.decode_ceiling_tok_s.full_context > plan.single_gpu_decode_tok_s
     assert plan.parallel_cost is not None and plan.parallel_cost.tp == 2
 

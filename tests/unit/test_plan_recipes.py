@@ -18,32 +18,71 @@ from servelab.plan.make import make_plan
 def test_brief_sglang_flags() -> None:
     # brief step 2: --quantization awq --context-length 262144 --max-total-tokens 262144
     # --kv-cache-dtype fp8_e5m2 --mem-fraction-static 0.9, no --tp
-    argv = sglang.command("Qwen/Qwen3.5-27B-AWQ", quant="awq-w4g128", context_length=262144,
-                          kv_cache_dtype="fp8_e5m2", max_total_tokens=262144, mem_fraction_static=0.9)
+    argv = sglang.command(
+        "Qwen/Qwen3.5-27B-AWQ",
+        quant="awq-w4g128",
+        context_length=262144,
+        kv_cache_dtype="fp8_e5m2",
+        max_total_tokens=262144,
+        mem_fraction_static=0.9,
+    )
     line = shlex.join(argv)
     assert argv[:3] == ["python", "-m", "sglang.launch_server"]
-    for flag in ("--quantization awq", "--context-length 262144", "--max-total-tokens 262144",
-                 "--kv-cache-dtype fp8_e5m2", "--mem-fraction-static 0.9", "--host 127.0.0.1"):
+    for flag in (
+        "--quantization awq",
+        "--context-length 262144",
+        "--max-total-tokens 262144",
+        "--kv-cache-dtype fp8_e5m2",
+        "--mem-fraction-static 0.9",
+        "--host 127.0.0.1",
+    ):
         assert flag in line
     assert "--tp" not in argv
 
 
 def test_vllm_flags() -> None:
-    argv = vllm.command("m", quant="fp8", max_model_len=32768, kv_cache_dtype="fp8_e5m2", tp=2,
-                        gpu_memory_utilization=0.92, max_num_seqs=64)
+    argv = vllm.command(
+        "m",
+        quant="fp8",
+        max_model_len=32768,
+        kv_cache_dtype="fp8_e5m2",
+        tp=2,
+        gpu_memory_utilization=0.92,
+        max_num_seqs=64,
+    )
     line = shlex.join(argv)
     assert argv[:3] == ["vllm", "serve", "m"]
-    for flag in ("--max-model-len 32768", "--quantization fp8", "--kv-cache-dtype fp8_e5m2",
-                 "--tensor-parallel-size 2", "--gpu-memory-utilization 0.92", "--max-num-seqs 64"):
+    for flag in (
+        "--max-model-len 32768",
+        "--quantization fp8",
+        "--kv-cache-dtype fp8_e5m2",
+        "--tensor-parallel-size 2",
+        "--gpu-memory-utilization 0.92",
+        "--max-num-seqs 64",
+    ):
         assert flag in line
 
 
 def test_llamacpp_flags_make_the_slot_count_explicit() -> None:
-    argv = llamacpp.command("/models/q.gguf", n_ctx=262144, n_parallel=4, kv_unified=True, cache_type_k="q8_0",
-                            cache_type_v="q8_0")
+    argv = llamacpp.command(
+        "/models/q.gguf",
+        n_ctx=262144,
+        n_parallel=4,
+        kv_unified=True,
+        cache_type_k="q8_0",
+        cache_type_v="q8_0",
+    )
     line = shlex.join(argv)
-    for flag in ("-m /models/q.gguf", "-c 262144", "-np 4", "--kv-unified", "-fa on", "-ctk q8_0", "-ctv q8_0",
-                 "--host 127.0.0.1"):
+    for flag in (
+        "-m /models/q.gguf",
+        "-c 262144",
+        "-np 4",
+        "--kv-unified",
+        "-fa on",
+        "-ctk q8_0",
+        "-ctv q8_0",
+        "--host 127.0.0.1",
+    ):
         assert flag in line
 
 
@@ -60,7 +99,9 @@ def test_paths_with_spaces_and_quotes_are_quoted() -> None:
 
 def test_compose_service_binds_loopback_and_checks_health() -> None:
     argv = sglang.command("m", quant="bf16", context_length=8192, kv_cache_dtype="auto")
-    doc = yaml.safe_load(compose_service("sglang", argv, image=sglang.IMAGE, port=30000, health_path="/health"))
+    doc = yaml.safe_load(
+        compose_service("sglang", argv, image=sglang.IMAGE, port=30000, health_path="/health")
+    )
     service = doc["services"]["sglang"]
     assert service["ports"] == ["127.0.0.1:30000:30000"]
     assert service["healthcheck"]["test"][-1] == "http://localhost:30000/health"
@@ -70,26 +111,53 @@ def test_compose_service_binds_loopback_and_checks_health() -> None:
 
 
 def test_compose_honours_an_explicit_host() -> None:
-    text = compose_service("x", ["llama-server", "--host", "127.0.0.1", "--port", "8080"], image="i", port=8080,
-                           health_path="/health", host="0.0.0.0", gpus=2)
+    text = compose_service(
+        "x",
+        ["llama-server", "--host", "127.0.0.1", "--port", "8080"],
+        image="i",
+        port=8080,
+        health_path="/health",
+        host="0.0.0.0",
+        gpus=2,
+    )
     assert "0.0.0.0:8080:8080" in text
 
 
 def test_plan_command_matches_its_line() -> None:
-    plan = make_plan(load_model("Qwen/Qwen3-8B"), find_gpu("rtx4090"), engine="llamacpp", quant="Q4_K_M",
-                     context=32768, kv_dtype="q8_0")
+    plan = make_plan(
+        load_model("Qwen/Qwen3-8B"),
+        find_gpu("rtx4090"),
+        engine="llamacpp",
+        quant="Q4_K_M",
+        context=32768,
+        kv_dtype="q8_0",
+    )
     assert shlex.split(plan.command_line) == list(plan.command)
     assert "-c" in plan.command and plan.command[plan.command.index("-c") + 1] == "32768"
 
 
 def test_compose_mounts_local_model_files_where_the_container_reads_them() -> None:
-    argv = ["llama-server", "-m", "/data/gguf/x.gguf", "-md", "/data/drafts/d.gguf", "--host", "127.0.0.1",
-            "--port", "8080"]
+    argv = [
+        "llama-server",
+        "-m",
+        "/data/gguf/x.gguf",
+        "-md",
+        "/data/drafts/d.gguf",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8080",
+    ]
     service = yaml.safe_load(compose_service("llamacpp", argv, image="img", port=8080, health_path="/health"))
     service = service["services"]["llamacpp"]
     assert service["entrypoint"][:5] == ["llama-server", "-m", "/models/0/x.gguf", "-md", "/models/1/d.gguf"]
-    assert "/data/gguf:/models/0:ro" in service["volumes"] and "/data/drafts:/models/1:ro" in service["volumes"]
-    hub = yaml.safe_load(compose_service("vllm", ["vllm", "serve", "Qwen/Qwen3-8B"], image="img", port=8000,
-                                         health_path="/health"))
+    assert (
+        "/data/gguf:/models/0:ro" in service["volumes"] and "/data/drafts:/models/1:ro" in service["volumes"]
+    )
+    hub = yaml.safe_load(
+        compose_service(
+            "vllm", ["vllm", "serve", "Qwen/Qwen3-8B"], image="img", port=8000, health_path="/health"
+        )
+    )
     assert hub["services"]["vllm"]["entrypoint"][2] == "Qwen/Qwen3-8B"
     assert "./models:/models" in hub["services"]["vllm"]["volumes"]

@@ -67,14 +67,19 @@ def test_prefill_flops_count_weights_and_causal_attention() -> None:
     assert prefill_ceiling_tok_s(model, CARD, 4096) == pytest.approx(100e12 / expected)
 
 
-@pytest.mark.parametrize(("model_id", "quant", "gpu", "kv", "context", "measured", "fraction"), [
-    # memory.md §9 V9 (ggml-org/llama.cpp PRs #15802, #15131, #17505) and V1 (tianchengwu.com, 2026-04-05)
-    ("meta-llama/Llama-3.1-8B", "Q4_0", "rtx3090", "fp16", 1, 156.6, 0.73),
-    ("meta-llama/Llama-3.1-8B", "bf16", "rtx4090", "fp16", 1, 65.2, 0.97),
-    ("meta-llama/Llama-3.1-8B", "Q4_0", "rtx4090", "fp16", 32768, 102.8, 0.88),
-    ("Qwen/Qwen3.5-27B", "Q4_K_M", "rtx4090", "q4_0", 2048, 39.3, 0.62),
-])
-def test_measured_decode_sits_below_the_ceiling(model_id, quant, gpu, kv, context, measured, fraction) -> None:
+@pytest.mark.parametrize(
+    ("model_id", "quant", "gpu", "kv", "context", "measured", "fraction"),
+    [
+        # memory.md §9 V9 (ggml-org/llama.cpp PRs #15802, #15131, #17505) and V1 (tianchengwu.com, 2026-04-05)
+        ("meta-llama/Llama-3.1-8B", "Q4_0", "rtx3090", "fp16", 1, 156.6, 0.73),
+        ("meta-llama/Llama-3.1-8B", "bf16", "rtx4090", "fp16", 1, 65.2, 0.97),
+        ("meta-llama/Llama-3.1-8B", "Q4_0", "rtx4090", "fp16", 32768, 102.8, 0.88),
+        ("Qwen/Qwen3.5-27B", "Q4_K_M", "rtx4090", "q4_0", 2048, 39.3, 0.62),
+    ],
+)
+def test_measured_decode_sits_below_the_ceiling(
+    model_id, quant, gpu, kv, context, measured, fraction
+) -> None:
     model = load_model(model_id, quant=quant)
     d = decode_ceiling(model, find_gpu(gpu), kv_layout(model, kv), state_bytes=0, context=context)
     assert d.per_sequence_tok_s > measured

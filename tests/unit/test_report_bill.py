@@ -87,10 +87,15 @@ def test_batch_ceilings_and_the_short_context_of_the_plan_are_used(tmp_path: Pat
     bill = assemble([_run(tmp_path)], plan)
     assert bill.batch_ceilings_tok_s == {1: 200.0, 4: 500.0}
     (ceiling,) = [v for v in verdicts(bill) if v.scenario == "against the ceiling"]
-    assert "50% of the 200.0 tok/s ceiling at that context" in ceiling.sentence  # 40 tokens = the short context
+    assert (
+        "50% of the 200.0 tok/s ceiling at that context" in ceiling.sentence
+    )  # 40 tokens = the short context
     serving = next(v for v in verdicts(bill) if v.scenario == "serving many")
     level = next(lv for lv in bill.engines[0].levels if lv.level == "c=4")
-    assert f"{level.aggregate_tok_s / 500 * 100:.0f}% of the plan's 500.0 tok/s ceiling at that concurrency" in serving.sentence
+    assert (
+        f"{level.aggregate_tok_s / 500 * 100:.0f}% of the plan's 500.0 tok/s ceiling at that concurrency"
+        in serving.sentence
+    )
 
 
 def test_a_level_the_bench_marked_invalid_is_flagged_with_why(tmp_path: Path) -> None:
@@ -115,12 +120,17 @@ def test_a_server_log_gives_the_memory_really_allocated(tmp_path: Path) -> None:
     bill = assemble([_run(tmp_path)], PLAN, server_logs=[("server.log", LLAMA_SERVER_LOG)])
     assert bill.engines[0].memory_used_bytes == round(2.75 * 2**20) + 2 * 2**20 + round(3.26 * 2**20)
     memory = next(v for v in verdicts(bill) if v.scenario == "memory-starved")
-    assert memory.sentence == "llamacpp · tiny-test-model needs the least memory: 8.0 MiB used (plan: 4.00 GiB)."
+    assert (
+        memory.sentence == "llamacpp · tiny-test-model needs the least memory: 8.0 MiB used (plan: 4.00 GiB)."
+    )
     with pytest.raises(ConfigError, match="2 server logs for 1 target"):
         assemble([_run(tmp_path)], server_logs=[("a", LLAMA_SERVER_LOG)] * 2)
     with pytest.raises(ConfigError, match="start llama-server with -lv 4"):
         assemble([_run(tmp_path)], server_logs=[("quiet.log", "main: server is listening\n")])
-    with pytest.raises(ConfigError, match=r"cannot read memory from s\.log: target 0 is sglang; server logs are read for: llamacpp"):
+    with pytest.raises(
+        ConfigError,
+        match=r"cannot read memory from s\.log: target 0 is sglang; server logs are read for: llamacpp",
+    ):
         assemble([_run(tmp_path, engines=("sglang",))], server_logs=[("s.log", LLAMA_SERVER_LOG)])
 
 
@@ -129,7 +139,9 @@ def test_failures_are_listed_with_their_first_message(tmp_path: Path) -> None:
     (ladder,) = [s for s in sections if s.key == "ladder"]
     failures = ladder.blocks[-1]
     assert failures.key == "failures"
-    assert failures.rows == (("llamacpp · tiny-test-model", "c=1", "http_5xx", "1", "HTTP 503: <overloaded>"),)
+    assert failures.rows == (
+        ("llamacpp · tiny-test-model", "c=1", "http_5xx", "1", "HTTP 503: <overloaded>"),
+    )
 
 
 def test_verdicts_pick_the_engine_per_scenario(tmp_path: Path) -> None:
@@ -182,10 +194,20 @@ def test_commands_in_backticks_are_code_and_a_backticked_server_string_stays_tex
     from servelab.report.markdown import render_markdown
     from servelab.report.page import Items, Section, code_spans
 
-    assert code_spans("run `a b` then `c`.") == ((False, "run "), (True, "a b"), (False, " then "), (True, "c"), (False, "."))
+    assert code_spans("run `a b` then `c`.") == (
+        (False, "run "),
+        (True, "a b"),
+        (False, " then "),
+        (True, "c"),
+        (False, "."),
+    )
     assert code_spans("one ` alone") == ((False, "one ` alone"),)
     hostile = "model `<img src=x onerror=alert(1)>` said | *hi*"
-    sections = (Section("s", "S", (Para("No plan: run `servelab plan --save FILE` and pass --plan."), Items((hostile,)))),)
+    sections = (
+        Section(
+            "s", "S", (Para("No plan: run `servelab plan --save FILE` and pass --plan."), Items((hostile,)))
+        ),
+    )
     md = render_markdown(sections, title="t", generated="now")
     assert "No plan: run `servelab plan --save FILE` and pass --plan." in md
     assert r"- model `<img src=x onerror=alert(1)>` said \| \*hi\*" in md  # a code span: shown literally
@@ -197,7 +219,11 @@ def test_commands_in_backticks_are_code_and_a_backticked_server_string_stays_tex
 def test_markdown_links_plots_written_as_standalone_svg(tmp_path: Path) -> None:
     text, files = render_report(assemble([_run(tmp_path)], PLAN), "md", plot_dir="bill_plots")
     assert "![Aggregate output throughput vs concurrency](bill_plots/aggregate-throughput.svg)" in text
-    assert set(files) >= {"bill_plots/aggregate-throughput.svg", "bill_plots/memory.svg", "bill_plots/roofline.svg"}
+    assert set(files) >= {
+        "bill_plots/aggregate-throughput.svg",
+        "bill_plots/memory.svg",
+        "bill_plots/roofline.svg",
+    }
     root = ET.fromstring(files["bill_plots/memory.svg"])
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
 

@@ -37,7 +37,13 @@ def _power_rows(gpu0_watts: list[float], level: str | None = "c=1", target: int 
     label = {} if level is None else {"target_index": target, "level": level, "repeat": 0}
     rows = []
     for i, watts in enumerate(gpu0_watts):
-        common = {"t_ns": i * 200_000_000, "mem_util_pct": 80, "sm_clock_mhz": 2520, "mem_clock_mhz": 10501, **label}
+        common = {
+            "t_ns": i * 200_000_000,
+            "mem_util_pct": 80,
+            "sm_clock_mhz": 2520,
+            "mem_clock_mhz": 10501,
+            **label,
+        }
         rows.append({**common, "gpu": 0, "power_w": watts, "sm_util_pct": 35})
         rows.append({**common, "gpu": 1, "power_w": 20.0, "sm_util_pct": 0})
     return rows
@@ -81,12 +87,16 @@ def test_a_third_of_the_burn_near_the_bandwidth_ceiling_is_bandwidth_bound(tmp_p
     _, (bound,) = power_bounds(bill)
     a = bound.analysis
     assert a.verdict == "bandwidth-bound"
-    assert (a.serving_power_w, a.burn_power_w) == pytest.approx((150.0, 450.0))  # c=1's power, as its bandwidth
+    assert (a.serving_power_w, a.burn_power_w) == pytest.approx(
+        (150.0, 450.0)
+    )  # c=1's power, as its bandwidth
     assert (a.achieved_bandwidth_gb_s, a.bandwidth_gb_s) == pytest.approx((900.0, 1008.0))
     assert (bound.samples, bound.gpus, bound.power_level) == (3, (0,), "c=1")
     section = _section(bill)
     (sentence,) = _texts(section)
-    assert sentence.startswith("llamacpp · tiny-test-model: bandwidth-bound (mean of 3 samples on GPU 0 at c=1)")
+    assert sentence.startswith(
+        "llamacpp · tiny-test-model: bandwidth-bound (mean of 3 samples on GPU 0 at c=1)"
+    )
     assert "decode moved 900 GB/s of the card's 1008 GB/s (89%)" in sentence
     assert "serving drew 150 W of the burn's 450 W (33%)" in sentence
     table = section.blocks[0]
@@ -111,7 +121,9 @@ def test_missing_inputs_each_name_the_flag_that_supplies_them(tmp_path: Path) ->
     assert any("--doctor FILE" in n and "servelab doctor --burn --json" in n for n in notes)
     assert any("--plan FILE" in n for n in notes)
     assert any("no GPU power samples" in n and "--no-power" in n for n in notes)
-    assert _texts(section) == [] and not any(not isinstance(b, Para) for b in section.blocks)  # no empty table
+    assert _texts(section) == [] and not any(
+        not isinstance(b, Para) for b in section.blocks
+    )  # no empty table
     assert not any(v.scenario == "bound" for v in verdicts(assemble([_run(tmp_path, None)])))
 
 
@@ -167,8 +179,14 @@ def test_report_json_carries_the_bound_with_its_numbers(tmp_path: Path, capsys) 
     out, err = capsys.readouterr()
     assert code == 0 and err == ""
     (bound,) = json.loads(out)["bound"]
-    assert bound["verdict"] == "bandwidth-bound" and bound["burn_power_w"] is None and bound["power_samples"] == 1
-    assert bound["achieved_bandwidth_gb_s"] == pytest.approx(900.0) and bound["serving_power_w"] == pytest.approx(150.0)
+    assert (
+        bound["verdict"] == "bandwidth-bound"
+        and bound["burn_power_w"] is None
+        and bound["power_samples"] == 1
+    )
+    assert bound["achieved_bandwidth_gb_s"] == pytest.approx(900.0) and bound[
+        "serving_power_w"
+    ] == pytest.approx(150.0)
     assert bound["power_level"] == "c=1" and bound["power_gpus"] == [0]
     (c1,) = bound["levels"]
     assert (c1["level"], c1["samples"], c1["gpus"]) == ("c=1", 1, 1)
@@ -181,7 +199,11 @@ def test_power_alone_is_shown_but_undetermined_and_each_missing_flag_is_named_on
     assert table.rows[0][1:5] == ("undetermined", "150", "c=1", "1")
     assert _texts(section) == []  # no verdict sentence without both halves
     notes = _texts(section, "note")
-    assert len(notes) == 2 and sum("--plan FILE" in n for n in notes) == 1 and sum("--doctor FILE" in n for n in notes) == 1
+    assert (
+        len(notes) == 2
+        and sum("--plan FILE" in n for n in notes) == 1
+        and sum("--doctor FILE" in n for n in notes) == 1
+    )
 
 
 def test_each_level_gets_its_power_and_energy_per_output_token(tmp_path: Path) -> None:
@@ -198,7 +220,10 @@ def test_each_level_gets_its_power_and_energy_per_output_token(tmp_path: Path) -
 
 def test_energy_per_token_counts_every_serving_gpu(tmp_path: Path) -> None:
     label = {"target_index": 0, "level": "c=1", "repeat": 0}  # one model split over two busy GPUs
-    rows = [{"t_ns": 0, "gpu": gpu, "power_w": watts, "sm_util_pct": 40, **label} for gpu, watts in ((0, 100.0), (1, 120.0))]
+    rows = [
+        {"t_ns": 0, "gpu": gpu, "power_w": watts, "sm_util_pct": 40, **label}
+        for gpu, watts in ((0, 100.0), (1, 120.0))
+    ]
     bill = assemble([_run(tmp_path, rows)])
     (c1,) = power_bounds(bill)[1][0].levels
     assert (c1.gpus, c1.mean_power_w, c1.total_power_w) == (2, pytest.approx(110.0), pytest.approx(220.0))
@@ -224,7 +249,9 @@ def test_without_single_stream_samples_the_power_spans_the_levels_and_says_so(tm
     assert note in _texts(_section(bill), "note")
 
 
-def test_an_old_run_without_levels_on_its_samples_still_renders_averaged_over_all_levels(tmp_path: Path) -> None:
+def test_an_old_run_without_levels_on_its_samples_still_renders_averaged_over_all_levels(
+    tmp_path: Path,
+) -> None:
     rows = _power_rows([140.0, 160.0, 150.0], None) + _power_rows([300.0, 320.0], None)
     bill = assemble([_run(tmp_path, rows)], PLAN, _doctor(tmp_path, _burn()))
     _, (bound,) = power_bounds(bill)
@@ -240,4 +267,6 @@ def test_an_old_run_without_levels_on_its_samples_still_renders_averaged_over_al
                     "them): serving power is the mean over all levels.")  # fmt: skip
     html, _ = render_report(bill, "html")
     markdown, _ = render_report(bill, "md")
-    assert 'id="power"' in html and "214 W of the burn's 450 W" in html and "do not say their level" in markdown
+    assert (
+        'id="power"' in html and "214 W of the burn's 450 W" in html and "do not say their level" in markdown
+    )

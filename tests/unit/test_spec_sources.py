@@ -41,7 +41,12 @@ sglang:spec_accept_length{model_name="m",tp_rank="1"} 1.7
 
 def test_vllm_log_pools_accepted_over_drafts():
     obs = vllm_spec.parse_log(VLLM_LOG.read_text().splitlines(), "v.log")
-    assert (obs.accepted_tokens, obs.drafted_tokens, obs.draft_tokens, obs.verify_steps) == (0.0, 692.0, 2, 346.0)
+    assert (obs.accepted_tokens, obs.drafted_tokens, obs.draft_tokens, obs.verify_steps) == (
+        0.0,
+        692.0,
+        2,
+        346.0,
+    )
     acceptance = sources.resolve([obs], "logs", None)
     assert acceptance.accept_length == 1.0 and acceptance.draft_tokens == 2
 
@@ -157,7 +162,14 @@ def test_cli_rollback_from_the_field_report_numbers(capsys):
     out, err = capsys.readouterr()
     result = json.loads(out)
     assert err == ""
-    assert set(result) >= {"alpha", "expected_tokens_per_step", "predicted_speedup", "measured_speedup", "verdict", "why"}
+    assert set(result) >= {
+        "alpha",
+        "expected_tokens_per_step",
+        "predicted_speedup",
+        "measured_speedup",
+        "verdict",
+        "why",
+    }
     assert (result["verdict"], result["measured_speedup"]) == ("rollback", None)
 
 
@@ -198,8 +210,20 @@ def _plan(tmp_path, capsys, model: str, quant: str) -> Path:
 def test_draft_cost_from_the_plans_ceilings(tmp_path, capsys):
     target = _plan(tmp_path, capsys, "meta-llama/Llama-3.1-8B-Instruct", "bf16")
     draft = _plan(tmp_path, capsys, "meta-llama/Llama-3.2-1B", "bf16")
-    ceiling = [json.loads(p.read_text())["plans"][0]["decode_ceiling_tok_s"]["short"] for p in (target, draft)]
-    args = ["spec", "--accept-rate", "0.46", "--draft-tokens", "4", "--plan", str(target), "--draft-plan", str(draft)]
+    ceiling = [
+        json.loads(p.read_text())["plans"][0]["decode_ceiling_tok_s"]["short"] for p in (target, draft)
+    ]
+    args = [
+        "spec",
+        "--accept-rate",
+        "0.46",
+        "--draft-tokens",
+        "4",
+        "--plan",
+        str(target),
+        "--draft-plan",
+        str(draft),
+    ]
     assert main([*args, "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["draft_cost"] == pytest.approx(ceiling[0] / ceiling[1])
@@ -218,12 +242,24 @@ def test_a_plan_without_draft_weights_asks_for_a_draft_plan(tmp_path, capsys):
     [
         (["spec"], "give exactly one source of acceptance"),
         (["spec", "--accept-rate", "0.5"], "need --draft-tokens"),
-        (["spec", "--accept-rate", "0.5", "--accept-length", "2", "--draft-tokens", "4"], "give exactly one of"),
-        (["spec", "--accept-length", "9", "--draft-tokens", "4"], "must lie between 1 and draft tokens + 1 = 5"),
+        (
+            ["spec", "--accept-rate", "0.5", "--accept-length", "2", "--draft-tokens", "4"],
+            "give exactly one of",
+        ),
+        (
+            ["spec", "--accept-length", "9", "--draft-tokens", "4"],
+            "must lie between 1 and draft tokens + 1 = 5",
+        ),
         (["spec", "--accept-rate", "300", "--draft-tokens", "4"], "must be a fraction between 0 and 1"),
         (["spec", "--accept-rate", "0.5", "--draft-tokens", "4", "--baseline-tok-s", "10"], "needs both"),
-        (["spec", "--accept-rate", "0.5", "--draft-tokens", "4", "--draft-cost", "0.1", "--plan", "p"], "not both"),
-        (["spec", "--accept-rate", "0.5", "--draft-tokens", "4", "--draft-plan", "p"], "--draft-plan needs --plan"),
+        (
+            ["spec", "--accept-rate", "0.5", "--draft-tokens", "4", "--draft-cost", "0.1", "--plan", "p"],
+            "not both",
+        ),
+        (
+            ["spec", "--accept-rate", "0.5", "--draft-tokens", "4", "--draft-plan", "p"],
+            "--draft-plan needs --plan",
+        ),
     ],
 )
 def test_bad_spec_arguments_are_one_line_usage_errors(args, message, capsys):
@@ -239,7 +275,9 @@ def test_logs_with_different_draft_sizes_are_refused():
         sources.resolve(sources.observations_from_logs(logs), "logs", None)
 
 
-@pytest.mark.parametrize("option", [["--draft-cost", "inf"], ["--baseline-tok-s", "inf", "--spec-tok-s", "1"]])
+@pytest.mark.parametrize(
+    "option", [["--draft-cost", "inf"], ["--baseline-tok-s", "inf", "--spec-tok-s", "1"]]
+)
 def test_infinite_numbers_are_usage_errors_not_invalid_json(option, capsys):
     assert main(["spec", "--accept-rate", "0.5", "--draft-tokens", "4", *option, "--json"]) == 2
     out, err = capsys.readouterr()

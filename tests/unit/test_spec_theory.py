@@ -53,7 +53,9 @@ def test_best_draft_tokens_grows_with_alpha_and_shrinks_with_cost():
     assert predicted_speedup(0.9, gamma, 0.05) == speedup
 
 
-@pytest.mark.parametrize(("call", "args"), [(expected_tokens_per_step, (1.5, 4)), (expected_tokens_per_step, (0.5, 0))])
+@pytest.mark.parametrize(
+    ("call", "args"), [(expected_tokens_per_step, (1.5, 4)), (expected_tokens_per_step, (0.5, 0))]
+)
 def test_bad_inputs_raise(call, args):
     with pytest.raises(ValueError):
         call(*args)

@@ -23,7 +23,9 @@ def test_the_same_acceptance_rolls_back_even_with_a_cheap_head():
         assert decide(from_numbers(4, accept_length=1.12), draft_cost=cost).verdict == "rollback"
 
 
-@pytest.mark.parametrize("acceptance", [{"accept_rate": 0.46}, {"accept_rate": 46.0}, {"accept_length": 1.81}])
+@pytest.mark.parametrize(
+    "acceptance", [{"accept_rate": 0.46}, {"accept_rate": 46.0}, {"accept_length": 1.81}]
+)
 def test_about_46_percent_acceptance_with_a_cheap_draft_keeps(acceptance):
     # NInfer reached about 46% acceptance; read as a token rate (E = 2.84) or as alpha (E = 1.81), both pay.
     result = decide(from_numbers(4, **acceptance), draft_cost=0.05)

@@ -38,12 +38,19 @@ def test_chunk_arrays_are_stored_as_compact_blobs(tmp_path: Path) -> None:
 def test_a_whole_run_reads_back(tmp_path: Path) -> None:
     run_id = store_run(tmp_path / "r.db", engines=("llamacpp", "sglang"), ladder=(1, 2))
     with Store.open(tmp_path / "r.db") as store:
-        store.add_samples(run_id, "gpu_power", [{"t_ns": 1, "gpu": 0, "power_w": 120.5}, {"t_ns": 2, "gpu": 0}])
+        store.add_samples(
+            run_id, "gpu_power", [{"t_ns": 1, "gpu": 0, "power_w": 120.5}, {"t_ns": 2, "gpu": 0}]
+        )
         store.add_metrics_snapshot(run_id, 0, "c=1", 0, "before", "vllm:num_requests_running 0\n", t_ns=5)
         run = store.load_run(run_id)
     assert [t.engine for t in run.targets] == ["llamacpp", "sglang"]
     assert run.targets[1].info["model"] == "tiny-test-model"
-    assert [(lv.target_index, lv.level) for lv in run.levels] == [(0, "c=1"), (0, "c=2"), (1, "c=1"), (1, "c=2")]
+    assert [(lv.target_index, lv.level) for lv in run.levels] == [
+        (0, "c=1"),
+        (0, "c=2"),
+        (1, "c=1"),
+        (1, "c=2"),
+    ]
     assert len(run.requests) == 2 * (3 + 6)
     assert run.samples["gpu_power"][0] == {"t_ns": 1, "gpu": 0, "power_w": 120.5}
     assert run.snapshots[0].text.startswith("vllm:num_requests_running")
@@ -120,7 +127,9 @@ def test_sqlite_failures_become_store_errors(tmp_path: Path) -> None:
         with pytest.raises(StoreError, match="no run"):
             store.finish_run("missing", partial=False)
         with pytest.raises(StoreError, match="add request failed: FOREIGN KEY"):
-            store.add_request("missing", make_record(0, "c=1", 0, start_ns=0, ttft_ms=1, itl_ms=1, output_tokens=2))
+            store.add_request(
+                "missing", make_record(0, "c=1", 0, start_ns=0, ttft_ms=1, itl_ms=1, output_tokens=2)
+            )
         run_id = store.create_run({})  # the failed writes left no transaction open
         assert store.load_run(run_id).requests == ()
 

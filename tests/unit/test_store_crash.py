@@ -32,7 +32,9 @@ def test_records_survive_sigkill_and_the_run_reads_back_partial(tmp_path: Path) 
     db = tmp_path / "runs.db"
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(db)], stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(db)], stdout=subprocess.PIPE, text=True, env=env
+    )
     try:
         run_id = proc.stdout.readline().strip()
         assert run_id, "the writer printed no run id"

@@ -101,7 +101,9 @@ def test_schema_is_pinned(tmp_path: Path) -> None:
     Store.open(tmp_path / "runs.db").close()
     db = sqlite3.connect(tmp_path / "runs.db")
     assert _schema(db) == EXPECTED
-    indexes = set(db.execute("SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"))
+    indexes = set(
+        db.execute("SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+    )
     assert indexes == EXPECTED_INDEXES
 
 

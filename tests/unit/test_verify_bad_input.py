@@ -36,7 +36,9 @@ def test_unclosed_quotes_in_a_command_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--cmd: cannot split the command line"):
         from_command("llama-server -c '")
     compose = tmp_path / "compose.yaml"
-    compose.write_text("services:\n  s:\n    image: ghcr.io/ggml-org/llama.cpp:server\n    command: \"llama-server -c '\"\n")
+    compose.write_text(
+        'services:\n  s:\n    image: ghcr.io/ggml-org/llama.cpp:server\n    command: "llama-server -c \'"\n'
+    )
     with pytest.raises(ConfigError, match="compose service 's': cannot split"):
         from_compose(compose)
 
@@ -50,7 +52,10 @@ def test_expected_counts_must_be_positive(item: str) -> None:
 def test_an_unclosed_ipv6_bracket_is_a_usage_error(capsys) -> None:
     assert main(["verify", "http://[::1"]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err == "servelab: error: not a valid URL (Invalid IPv6 URL); use e.g. http://127.0.0.1:8080\n"
+    assert (
+        out == ""
+        and err == "servelab: error: not a valid URL (Invalid IPv6 URL); use e.g. http://127.0.0.1:8080\n"
+    )
 
 
 def test_a_command_line_that_sets_nothing_checkable_is_refused() -> None:

@@ -30,7 +30,18 @@ def test_llamacpp_field_report_flags() -> None:
 
 def test_llamacpp_long_spellings_equals_and_switches() -> None:
     launch = llamacpp.parse(
-        ["--ctx-size=4096", "--parallel", "2", "--kv-unified", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "--jinja"]
+        [
+            "--ctx-size=4096",
+            "--parallel",
+            "2",
+            "--kv-unified",
+            "-ctk",
+            "q8_0",
+            "-ctv",
+            "q8_0",
+            "-fa",
+            "--jinja",
+        ]
     )
     assert (launch.ctx_size, launch.parallel, launch.kv_unified) == (4096, 2, True)
     assert (launch.cache_type_k, launch.cache_type_v, launch.flash_attn) == ("q8_0", "q8_0", True)
@@ -76,13 +87,20 @@ def test_sglang_field_report_command() -> None:
 
 
 def test_sglang_tp_and_speculative() -> None:
-    launch = sglang.parse(shlex.split("sglang serve --model x --tp 2 --speculative-algorithm EAGLE --kv-cache-dtype auto"))
+    launch = sglang.parse(
+        shlex.split("sglang serve --model x --tp 2 --speculative-algorithm EAGLE --kv-cache-dtype auto")
+    )
     assert sglang.expectations(launch) == {"tp_size": 2, "model": "x", "speculative": True}
 
 
 def test_vllm_serve_positional_model_and_human_readable_length() -> None:
     launch = vllm.parse(shlex.split("vllm serve Qwen/Qwen3-8B --max-model-len 32K -tp 2 --max-num-seqs 64"))
-    assert (launch.model, launch.max_model_len, launch.tp_size, launch.max_num_seqs) == ("Qwen/Qwen3-8B", 32768, 2, 64)
+    assert (launch.model, launch.max_model_len, launch.tp_size, launch.max_num_seqs) == (
+        "Qwen/Qwen3-8B",
+        32768,
+        2,
+        64,
+    )
     assert vllm.parse(["vllm", "serve", "m", "--max-model-len", "32k"]).max_model_len == 32000
 
 
@@ -127,7 +145,9 @@ def test_scan_inline_values_and_positionals() -> None:
     assert scan(["serve", "--n=3", "--on", "model"], flags) == ({"n": "3", "on": True}, ["serve", "model"])
 
 
-@pytest.mark.parametrize(("text", "value"), [("1k", 1000), ("1K", 1024), ("25.6k", 25600), ("2M", 2097152), ("77", 77)])
+@pytest.mark.parametrize(
+    ("text", "value"), [("1k", 1000), ("1K", 1024), ("25.6k", 25600), ("2M", 2097152), ("77", 77)]
+)
 def test_to_int_suffixes(text: str, value: int) -> None:
     assert to_int({"x": text}, "x", "--x") == value
 
@@ -135,20 +155,46 @@ def test_to_int_suffixes(text: str, value: int) -> None:
 @pytest.mark.parametrize(
     ("command", "engine", "argv", "environment"),
     [
-        ("CUDA_VISIBLE_DEVICES=0,1 llama-server -c 8", "llamacpp", ("llama-server", "-c", "8"),
-         {"CUDA_VISIBLE_DEVICES": "0,1"}),
+        (
+            "CUDA_VISIBLE_DEVICES=0,1 llama-server -c 8",
+            "llamacpp",
+            ("llama-server", "-c", "8"),
+            {"CUDA_VISIBLE_DEVICES": "0,1"},
+        ),
         ("env A=1 nohup vllm serve m", "vllm", ("vllm", "serve", "m"), {"A": "1"}),
-        ("docker run --rm -it --gpus all -p 8000:8000 --ipc=host -e HF_TOKEN=t vllm/vllm-openai:v0.9 --model m",
-         "vllm", ("--model", "m"), {"HF_TOKEN": "t"}),
-        ("docker run --gpus all lmsysorg/sglang:latest python3 -m sglang.launch_server --model-path m",
-         "sglang", ("python3", "-m", "sglang.launch_server", "--model-path", "m"), {}),
-        ("podman run --entrypoint /app/llama-server localbuild:1 -c 8", "llamacpp", ("/app/llama-server", "-c", "8"), {}),
+        (
+            "docker run --rm -it --gpus all -p 8000:8000 --ipc=host -e HF_TOKEN=t vllm/vllm-openai:v0.9 --model m",
+            "vllm",
+            ("--model", "m"),
+            {"HF_TOKEN": "t"},
+        ),
+        (
+            "docker run --gpus all lmsysorg/sglang:latest python3 -m sglang.launch_server --model-path m",
+            "sglang",
+            ("python3", "-m", "sglang.launch_server", "--model-path", "m"),
+            {},
+        ),
+        (
+            "podman run --entrypoint /app/llama-server localbuild:1 -c 8",
+            "llamacpp",
+            ("/app/llama-server", "-c", "8"),
+            {},
+        ),
         ("docker run my-build:1 -c 8", None, ("-c", "8"), {}),
         ("--ctx-size 8", None, ("--ctx-size", "8"), {}),
         ("uv run --with flashinfer vllm serve m", "vllm", ("vllm", "serve", "m"), {}),
-        ("HF_HOME=/h uvx --from 'sglang[all]' python -m sglang.launch_server --tp 2", "sglang",
-         ("python", "-m", "sglang.launch_server", "--tp", "2"), {"HF_HOME": "/h"}),
-        ("sudo -E numactl -N 0 -m 0 /opt/llama-server -c 8", "llamacpp", ("/opt/llama-server", "-c", "8"), {}),
+        (
+            "HF_HOME=/h uvx --from 'sglang[all]' python -m sglang.launch_server --tp 2",
+            "sglang",
+            ("python", "-m", "sglang.launch_server", "--tp", "2"),
+            {"HF_HOME": "/h"},
+        ),
+        (
+            "sudo -E numactl -N 0 -m 0 /opt/llama-server -c 8",
+            "llamacpp",
+            ("/opt/llama-server", "-c", "8"),
+            {},
+        ),
         ("taskset -c 0-7 ollama serve", "ollama", ("ollama", "serve"), {}),
         ("sudo docker run -e A=1 vllm/vllm-openai:v0.9 --model m", "vllm", ("--model", "m"), {"A": "1"}),
     ],
@@ -157,16 +203,29 @@ def test_read_command_takes_prefixes_and_containers_apart(command, engine, argv,
     assert read_command(command) == EngineCommand(engine, argv, environment)
 
 
-@pytest.mark.parametrize("command", ["ls -la", "", "X=1", "bash -c 'llama-server -c 8'", "'llama-server -c 8'",
-                                     "docker run ubuntu:24.04 ls -la", "docker run --rm",
-                                     "uv run python train.py", "sudo ls"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ls -la",
+        "",
+        "X=1",
+        "bash -c 'llama-server -c 8'",
+        "'llama-server -c 8'",
+        "docker run ubuntu:24.04 ls -la",
+        "docker run --rm",
+        "uv run python train.py",
+        "sudo ls",
+    ],
+)
 def test_read_command_refuses_what_launches_no_engine(command: str) -> None:
     with pytest.raises(ConfigError, match=r"^--cmd: .*(does not launch a known engine|no image found)"):
         read_command(command)
 
 
 def test_ollama_serve_reads_its_environment() -> None:
-    asked = from_command("OLLAMA_CONTEXT_LENGTH=8192 OLLAMA_NUM_PARALLEL=2 OLLAMA_KV_CACHE_TYPE=q8_0 ollama serve")
+    asked = from_command(
+        "OLLAMA_CONTEXT_LENGTH=8192 OLLAMA_NUM_PARALLEL=2 OLLAMA_KV_CACHE_TYPE=q8_0 ollama serve"
+    )
     assert (asked.engine, asked.values) == ("ollama", {"context": 8192, "slots": 2, "kv_dtype": "q8_0"})
     with pytest.raises(ConfigError, match="'ollama serve' sets nothing verify can check for ollama"):
         from_command("ollama serve")

@@ -44,7 +44,18 @@ def _write(tmp_path: Path, text: str, name: str = "compose.yml") -> Path:
 def test_field_report_list_command_with_bare_yaml_words(tmp_path: Path) -> None:
     service = load_service(_write(tmp_path, FIELD_REPORT))
     assert service.name == "llama" and service.image is None
-    assert service.argv[:10] == ("-m", "/models/ternary.gguf", "-ngl", "99", "-c", "262144", "-fa", "on", "-np", "4")
+    assert service.argv[:10] == (
+        "-m",
+        "/models/ternary.gguf",
+        "-ngl",
+        "99",
+        "-c",
+        "262144",
+        "-fa",
+        "on",
+        "-np",
+        "4",
+    )
     asked = from_compose(_write(tmp_path, FIELD_REPORT), engine="llamacpp")
     assert asked.values == {"context": 262144, "slots": 4, "model": "ternary.gguf"}
     assert asked.sources["context"] == "compose llama"
@@ -99,7 +110,12 @@ def test_service_without_command(tmp_path: Path) -> None:
 
 def test_expect_keys_values_and_errors() -> None:
     asked = parse_expect(["context=8192", "kv-dtype=q8_0", "speculative=on", "max_total_tokens=1_000"])
-    assert asked.values == {"context": 8192, "kv_dtype": "q8_0", "speculative": True, "max_total_tokens": 1000}
+    assert asked.values == {
+        "context": 8192,
+        "kv_dtype": "q8_0",
+        "speculative": True,
+        "max_total_tokens": 1000,
+    }
     assert set(asked.sources.values()) == {"--expect"}
     with pytest.raises(ConfigError, match=r"unknown key 'ctx'; valid keys: context, slots, kv_dtype"):
         parse_expect(["ctx=1"])
@@ -120,23 +136,44 @@ def test_later_source_wins_key_by_key(tmp_path: Path) -> None:
 
 
 def test_plan_file_documented_fields(tmp_path: Path) -> None:
-    plan = {"plans": [{"engine": "llama.cpp", "context": 262144, "kv_dtype": "q8_0", "slots": 1}, {"engine": "sglang"}]}
+    plan = {
+        "plans": [
+            {"engine": "llama.cpp", "context": 262144, "kv_dtype": "q8_0", "slots": 1},
+            {"engine": "sglang"},
+        ]
+    }
     asked = from_plan(_write(tmp_path, json.dumps(plan), "plan.json"))
     assert asked.engine == "llamacpp"
     assert asked.values == {"context": 262144, "kv_dtype": "q8_0", "slots": 1}
 
 
 def test_plan_with_a_command_reads_its_flags(tmp_path: Path) -> None:
-    plan = {"plans": [{"engine": "sglang", "context": 131072,
-                       "command": ["python", "-m", "sglang.launch_server", "--model-path", "/m", "--tp", "2"]}]}
+    plan = {
+        "plans": [
+            {
+                "engine": "sglang",
+                "context": 131072,
+                "command": ["python", "-m", "sglang.launch_server", "--model-path", "/m", "--tp", "2"],
+            }
+        ]
+    }
     asked = from_plan(_write(tmp_path, json.dumps(plan), "plan.json"))
     assert asked.values == {"tp_size": 2, "model": "/m", "context": 131072}
     assert asked.launch.tp_size == 2
 
 
 def test_plan_of_a_gguf_expects_the_file_its_command_loads_not_the_display_name(tmp_path: Path) -> None:
-    plan = {"plans": [{"engine": "llamacpp", "model": "servelab-hybrid", "context": 8192, "slots": 4,
-                       "command": ["llama-server", "-m", "/models/x.gguf", "-c", "32768", "-np", "4"]}]}
+    plan = {
+        "plans": [
+            {
+                "engine": "llamacpp",
+                "model": "servelab-hybrid",
+                "context": 8192,
+                "slots": 4,
+                "command": ["llama-server", "-m", "/models/x.gguf", "-c", "32768", "-np", "4"],
+            }
+        ]
+    }
     asked = from_plan(_write(tmp_path, json.dumps(plan), "plan.json"))
     assert asked.values["model"] == "x.gguf" and asked.values["context"] == 8192
 
@@ -171,6 +208,7 @@ services:
     assert asked.values == {"context": 16384, "slots": 2, "model": "m.gguf"}
     assert asked.launch.kv_unified is True
     listed = text.replace("LLAMA_ARG_MODEL: /models/m.gguf", "- LLAMA_ARG_MODEL=/models/m.gguf").replace(
-        "      LLAMA_ARG_CTX_SIZE: 4096\n      LLAMA_ARG_N_PARALLEL: 2\n      LLAMA_ARG_KV_UNIFIED: \"true\"\n",
-        "      - LLAMA_ARG_N_PARALLEL=3\n")
+        '      LLAMA_ARG_CTX_SIZE: 4096\n      LLAMA_ARG_N_PARALLEL: 2\n      LLAMA_ARG_KV_UNIFIED: "true"\n',
+        "      - LLAMA_ARG_N_PARALLEL=3\n",
+    )
     assert from_compose(_write(tmp_path, listed)).values == {"context": 16384, "slots": 3, "model": "m.gguf"}

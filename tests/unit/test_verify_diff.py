@@ -13,7 +13,9 @@ from servelab.verify.diff import diff, values_match
 
 
 def _llama(per_slot: int, slots: int, train: int) -> EffectiveConfig:
-    return EffectiveConfig("llamacpp", context_per_slot=per_slot, slots=slots, context_train=train, model="m.gguf")
+    return EffectiveConfig(
+        "llamacpp", context_per_slot=per_slot, slots=slots, context_train=train, model="m.gguf"
+    )
 
 
 def test_field_report_division_line() -> None:
@@ -52,7 +54,10 @@ def test_kv_unified_per_slot_cap() -> None:
 def test_slots_chosen_automatically() -> None:
     asked = from_command("llama-server -m m.gguf -c 8192").merged(parse_expect(["slots=1"]))
     (m,) = diff(asked, _llama(8192, 4, 8192)).mismatches
-    assert m.line == "slots is 4, not 1: -np was not given, so this build chose the slot count itself; pass -np 1"
+    assert (
+        m.line
+        == "slots is 4, not 1: -np was not given, so this build chose the slot count itself; pass -np 1"
+    )
 
 
 def test_slots_without_a_command_line_do_not_claim_np_was_missing() -> None:
@@ -75,20 +80,35 @@ def test_llamacpp_kv_dtype_unverified() -> None:
 
 
 def test_sglang_context_bounded_by_pool_and_kv_dtype() -> None:
-    got = EffectiveConfig("sglang", context_per_slot=262144, max_total_tokens=100000, kv_cache_dtype="auto",
-                          mem_fraction_static=0.8, tp_size=1)
+    got = EffectiveConfig(
+        "sglang",
+        context_per_slot=262144,
+        max_total_tokens=100000,
+        kv_cache_dtype="auto",
+        mem_fraction_static=0.8,
+        tp_size=1,
+    )
     found = diff(parse_expect(["context=262144", "kv_dtype=fp8_e5m2", "max_total_tokens=262144"]), got)
     lines = {m.key: m.line for m in found.mismatches}
-    assert lines["context"].startswith("usable context is 100000, not 262144: the KV pool holds only 100000 tokens")
+    assert lines["context"].startswith(
+        "usable context is 100000, not 262144: the KV pool holds only 100000 tokens"
+    )
     assert "raise --mem-fraction-static (now 0.8)" in lines["context"]
-    assert lines["kv_dtype"] == ("KV cache dtype is auto, not fp8_e5m2: the server runs with kv_cache_dtype auto; "
-                                 "pass --kv-cache-dtype fp8_e5m2")
+    assert lines["kv_dtype"] == (
+        "KV cache dtype is auto, not fp8_e5m2: the server runs with kv_cache_dtype auto; "
+        "pass --kv-cache-dtype fp8_e5m2"
+    )
     assert "max_total_tokens" in lines
 
 
 def test_vllm_context_and_unreported_slots() -> None:
-    got = EffectiveConfig("vllm", context_per_slot=8192, kv_cache_dtype="fp8", max_total_tokens=500000,
-                          gpu_memory_utilization=0.9)
+    got = EffectiveConfig(
+        "vllm",
+        context_per_slot=8192,
+        kv_cache_dtype="fp8",
+        max_total_tokens=500000,
+        gpu_memory_utilization=0.9,
+    )
     found = diff(parse_expect(["context=32768", "kv_dtype=fp8", "slots=64", "max_total_tokens=400000"]), got)
     (m,) = found.mismatches
     assert m.why == "max_model_len is 8192, not 32768: the server runs with max_model_len 8192"
@@ -131,8 +151,13 @@ def test_values_match(key: str, asked: object, got: object, same: bool) -> None:
 
 
 def test_llamacpp_effective_from_props_models_slots() -> None:
-    props = {"default_generation_settings": {"n_ctx": 2048, "params": {"speculative.types": "none"}},
-             "total_slots": 4, "model_alias": "m.gguf", "build_info": "b1-abc", "chat_template": "{{ long }}"}
+    props = {
+        "default_generation_settings": {"n_ctx": 2048, "params": {"speculative.types": "none"}},
+        "total_slots": 4,
+        "model_alias": "m.gguf",
+        "build_info": "b1-abc",
+        "chat_template": "{{ long }}",
+    }
     models = {"data": [{"id": "m.gguf", "owned_by": "llamacpp", "meta": {"n_ctx_train": 8192}}]}
     slots = [{"id": i, "n_ctx": 2048, "speculative": i == 0} for i in range(4)]
     fields = llamacpp_effective(props, models, slots)
@@ -153,14 +178,19 @@ def test_vllm_cache_config_parsing() -> None:
 
 
 def test_ollama_parameters_and_training_context() -> None:
-    assert parse_parameters('num_ctx 8192\nstop "<|eot_id|>"\nstop "x"') == {"num_ctx": "8192", "stop": "<|eot_id|>"}
+    assert parse_parameters('num_ctx 8192\nstop "<|eot_id|>"\nstop "x"') == {
+        "num_ctx": "8192",
+        "stop": "<|eot_id|>",
+    }
     assert training_context({"general.architecture": "qwen3", "qwen3.context_length": 40960}) == 40960
     assert training_context({}) is None
 
 
 def test_notes_per_engine() -> None:
     sglang = diff(Asked(), EffectiveConfig("sglang", slots=32))
-    assert len(sglang.notes) == 1 and sglang.notes[0].startswith("max_running_requests 32 is the command-line value")
+    assert len(sglang.notes) == 1 and sglang.notes[0].startswith(
+        "max_running_requests 32 is the command-line value"
+    )
     assert diff(Asked(), EffectiveConfig("sglang")).notes == ()
     assert diff(Asked(), EffectiveConfig("ollama", gpu_fraction=1.0)).notes == ()
     assert diff(Asked(), _llama(2048, 4, 8192)).notes == ()

@@ -31,7 +31,14 @@ SIGNATURE_FILES = {
     "ollama": ("servelab.engines.ollama", "signatures.yaml"),
     "nccl": ("servelab.diagnose.signatures", "nccl.yaml"),
 }
-_COMPARISONS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
+_COMPARISONS = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
 _REQUIRED = ("id", "versions_seen", "source", "severity", "match", "meaning", "fix")
 
 
@@ -93,7 +100,9 @@ def load_signatures(engines: Iterable[str] | None = None) -> tuple[Signature, ..
     names = tuple(SIGNATURE_FILES) if engines is None else tuple(engines)
     unknown = [n for n in names if n not in SIGNATURE_FILES]
     if unknown:
-        raise ConfigError(f"unknown engine {unknown[0]!r} for log signatures; valid: {', '.join(SIGNATURE_FILES)}")
+        raise ConfigError(
+            f"unknown engine {unknown[0]!r} for log signatures; valid: {', '.join(SIGNATURE_FILES)}"
+        )
     loaded: list[Signature] = []
     for name in SIGNATURE_FILES:
         package, filename = SIGNATURE_FILES[name]
@@ -124,7 +133,9 @@ def parse_signature_file(text: str, where: str) -> tuple[Signature, ...]:
     if not isinstance(document, dict) or not isinstance(document.get("signatures"), list):
         raise ConfigError(f"signature file {where}: expected a mapping with 'engine' and a 'signatures' list")
     engine = document.get("engine")
-    signatures = tuple(_parse_entry(entry, engine, where, i) for i, entry in enumerate(document["signatures"]))
+    signatures = tuple(
+        _parse_entry(entry, engine, where, i) for i, entry in enumerate(document["signatures"])
+    )
     _check_unique_ids(signatures)
     return signatures
 
@@ -171,7 +182,9 @@ def _parse_when(value: object, captures: set[str], label: str) -> tuple[str, str
         return None
     parts = str(value).split()
     if len(parts) != 3 or parts[1] not in _COMPARISONS:
-        raise ConfigError(f"{label}: when {value!r} must read 'LEFT OP RIGHT' with OP one of {' '.join(_COMPARISONS)}")
+        raise ConfigError(
+            f"{label}: when {value!r} must read 'LEFT OP RIGHT' with OP one of {' '.join(_COMPARISONS)}"
+        )
     for side in (parts[0], parts[2]):
         if side not in captures and _number(side) is None:
             raise ConfigError(f"{label}: when {value!r}: {side!r} is neither a capture nor a number")
@@ -198,7 +211,9 @@ def _check_fields(text: str, captures: set[str], label: str, key: str) -> None:
     try:
         fields = [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
     except ValueError as exc:
-        raise ConfigError(f"{label}: {key} has a stray brace ({exc}); write {{{{ or }}}} for a literal one") from exc
+        raise ConfigError(
+            f"{label}: {key} has a stray brace ({exc}); write {{{{ or }}}} for a literal one"
+        ) from exc
     unknown = [name for name in fields if name not in captures]
     if unknown:
         raise ConfigError(f"{label}: {key} uses {{{unknown[0]}}}, which the match does not capture")

@@ -100,7 +100,9 @@ def _tokenize(source: str) -> list[str | Capture]:
         if text in ("{{", "}}"):
             _append_literal(parts, text[0])
         elif token.group(1) is None:
-            raise TemplateError(f"lone {text!r} at offset {token.start()}: write {text * 2!r} for a literal brace")
+            raise TemplateError(
+                f"lone {text!r} at offset {token.start()}: write {text * 2!r} for a literal brace"
+            )
         elif token.group(2) not in KINDS:
             raise TemplateError(f"unknown capture kind {token.group(2)!r}; valid kinds: {', '.join(KINDS)}")
         else:
@@ -132,7 +134,9 @@ def _validate(parts: list[str | Capture]) -> None:
             if following is not None:
                 raise TemplateError(f"{{{part.name}:rest}} must be the last part of the template")
         elif isinstance(following, Capture):
-            raise TemplateError(f"captures {{{part.name}}} and {{{following.name}}} touch: put literal text between them")
+            raise TemplateError(
+                f"captures {{{part.name}}} and {{{following.name}}} touch: put literal text between them"
+            )
         elif following is not None and _CLASS_CHARS[part.kind](following[0]):
             raise TemplateError(
                 f"{{{part.name}:{part.kind}}} would swallow the {following[0]!r} that follows it: "
@@ -176,7 +180,11 @@ class _MatchState:
     def _match_part(self, parts: tuple[str | Capture, ...], index: int, pos: int) -> dict[str, str] | None:
         part = parts[index]
         if isinstance(part, str):
-            return self.match_from(parts, index + 1, pos + len(part)) if self.line.startswith(part, pos) else None
+            return (
+                self.match_from(parts, index + 1, pos + len(part))
+                if self.line.startswith(part, pos)
+                else None
+            )
         if part.kind == "rest":
             return {part.name: self.line[pos:].strip()}
         end = self.run_end(part.kind, pos)

@@ -46,13 +46,19 @@ def check_llama_server(path: Path | str) -> str:
     if not path.is_file() or not os.access(path, os.X_OK):
         raise EngineError(f"{path} is not an executable file; give the path of a llama-server binary")
     try:
-        done = subprocess.run([str(path), "--version"], capture_output=True, timeout=VERSION_TIMEOUT_S, check=False)
+        done = subprocess.run(
+            [str(path), "--version"], capture_output=True, timeout=VERSION_TIMEOUT_S, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EngineError(f"{path} does not run as llama-server ({exc}); give the path of a llama-server binary") from exc
+        raise EngineError(
+            f"{path} does not run as llama-server ({exc}); give the path of a llama-server binary"
+        ) from exc
     text = (done.stdout + done.stderr).decode("utf-8", errors="replace")
     match = re.search(r"^version: .*build.*$", text, re.MULTILINE)
     if done.returncode != 0 or match is None:
-        raise EngineError(f"{path} is not llama-server: `--version` does not name a llama.cpp build; give the right binary")
+        raise EngineError(
+            f"{path} is not llama-server: `--version` does not name a llama.cpp build; give the right binary"
+        )
     return match.group(0).strip()
 
 
@@ -60,7 +66,10 @@ def cached_binaries(cache_dir: Path | None = None) -> list[Path]:
     """Built llama-servers in the cache, the pinned version first, GPU builds before CPU ones."""
     root = (cache_dir or paths.cache_dir()) / "llama.cpp"
     found = [p for p in root.glob(f"*/build/bin/{BINARY}") if p.is_file()]
-    return sorted(found, key=lambda p: (not p.parts[-4].startswith(PINNED_VERSION), p.parts[-4].endswith("-cpu"), p.parts[-4]))
+    return sorted(
+        found,
+        key=lambda p: (not p.parts[-4].startswith(PINNED_VERSION), p.parts[-4].endswith("-cpu"), p.parts[-4]),
+    )
 
 
 def configured_binary(config_dir: Path | None = None) -> str | None:
@@ -130,7 +139,9 @@ def cuda_architecture(run: Callable[[list[str]], str] | None = None) -> str:
     try:
         caps = run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]).split()
     except (OSError, subprocess.CalledProcessError) as exc:
-        raise DeviceError(f"--cuda needs an NVIDIA GPU, but nvidia-smi failed ({exc}); build without --cuda") from exc
+        raise DeviceError(
+            f"--cuda needs an NVIDIA GPU, but nvidia-smi failed ({exc}); build without --cuda"
+        ) from exc
     if not caps or not re.fullmatch(r"\d+\.\d+", caps[0]):
         raise DeviceError(f"nvidia-smi reported no compute capability ({caps!r}); build without --cuda")
     return caps[0].replace(".", "")
@@ -164,7 +175,9 @@ def install_llama_cpp(
     progress("configuring with cmake" + (f" (CUDA sm_{arch})" if arch else " (CPU)"))
     _run_logged(cmake_configure_argv(src, root / "build", arch), root / "cmake.log", progress)
     jobs = os.cpu_count() or 2
-    progress(f"compiling llama-server with {jobs} jobs (about 5 minutes on 2 cores for CPU; CUDA takes longer)")
+    progress(
+        f"compiling llama-server with {jobs} jobs (about 5 minutes on 2 cores for CPU; CUDA takes longer)"
+    )
     _run_logged(cmake_build_argv(root / "build", jobs), root / "cmake.log", progress)
     return LlamaServerBinary(binary, check_llama_server(binary), "build")
 
@@ -178,7 +191,18 @@ def _fetch_sources(root: Path, progress: Callable[[str], None]) -> Path:
     dl = root / "dl"
     if not list(dl.glob("*.tar.gz")):
         progress(f"downloading the {SDIST} source distribution from PyPI (~77 MB; it vendors llama.cpp)")
-        argv = [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps", SDIST, "-d", str(dl)]
+        argv = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-binary",
+            ":all:",
+            "--no-deps",
+            SDIST,
+            "-d",
+            str(dl),
+        ]
         _run_logged(argv, root / "dl.log", progress)
     progress(f"extracting into {src}")
     _extract_stripped(next(iter(dl.glob("*.tar.gz"))), src)
@@ -201,9 +225,12 @@ def _run_logged(argv: list[str], log_path: Path, progress: Callable[[str], None]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     last = None
     try:
-        with open(log_path, "a", encoding="utf-8") as log, subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
-        ) as proc:
+        with (
+            open(log_path, "a", encoding="utf-8") as log,
+            subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+            ) as proc,
+        ):
             for line in proc.stdout or ():
                 log.write(line)
                 match = PERCENT.match(line)

@@ -23,10 +23,18 @@ from dataclasses import dataclass, field, replace
 MIB = 1 << 20
 MIB_PRECISION_BYTES = MIB // 200  # half of the last printed digit (0.005 MiB)
 
-BUFFER = re.compile(r"(?P<where>\w+):\s+(?P<device>\S+)\s+(?P<kind>model|KV|RS|output|compute) buffer size =\s*(?P<mib>[\d.]+) MiB")
-CONTEXT_FIELD = re.compile(r"llama_context: (?P<key>n_ctx|n_ctx_seq|n_seq_max|n_batch|n_ubatch|n_rs_seq|kv_unified|flash_attn)\s+= (?P<value>\S+)")
-KV_SIZE = re.compile(r"llama_kv_cache: size =\s*[\d.]+ MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,\s*(?P<seqs>\d+)/\d+ seqs\), K \((?P<k>\w+)\):.*V \((?P<v>\w+)\)")
-RS_SIZE = re.compile(r"llama_memory_recurrent: size =\s*[\d.]+ MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers")
+BUFFER = re.compile(
+    r"(?P<where>\w+):\s+(?P<device>\S+)\s+(?P<kind>model|KV|RS|output|compute) buffer size =\s*(?P<mib>[\d.]+) MiB"
+)
+CONTEXT_FIELD = re.compile(
+    r"llama_context: (?P<key>n_ctx|n_ctx_seq|n_seq_max|n_batch|n_ubatch|n_rs_seq|kv_unified|flash_attn)\s+= (?P<value>\S+)"
+)
+KV_SIZE = re.compile(
+    r"llama_kv_cache: size =\s*[\d.]+ MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,\s*(?P<seqs>\d+)/\d+ seqs\), K \((?P<k>\w+)\):.*V \((?P<v>\w+)\)"
+)
+RS_SIZE = re.compile(
+    r"llama_memory_recurrent: size =\s*[\d.]+ MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers"
+)
 SLOTS = re.compile(r"n_slots = (?P<slots>\d+), n_ctx_slot = (?P<ctx>\d+)")
 FLASH_RESOLVED = re.compile(r"Flash Attention (?:was auto, set to )?(?P<state>enabled|disabled)")
 NEW_CONTEXT = "llama_context: constructing llama_context"
@@ -74,7 +82,9 @@ def _add_buffer(section: LoggedBuffers, match: re.Match[str]) -> LoggedBuffers:
     devices = {k: dict(v) for k, v in section.by_device.items()}
     devices.setdefault(kind, {})
     devices[kind][match["device"]] = devices[kind].get(match["device"], 0) + size
-    return replace(section, **{f"{kind}_bytes": getattr(section, f"{kind}_bytes") + size, "by_device": devices})
+    return replace(
+        section, **{f"{kind}_bytes": getattr(section, f"{kind}_bytes") + size, "by_device": devices}
+    )
 
 
 def _parse_line(section: LoggedBuffers, line: str) -> LoggedBuffers:
@@ -83,7 +93,9 @@ def _parse_line(section: LoggedBuffers, line: str) -> LoggedBuffers:
     if m := CONTEXT_FIELD.search(line):
         return replace(section, context={**section.context, m["key"]: m["value"]})
     if m := KV_SIZE.search(line):
-        return replace(section, kv_cells=int(m["cells"]), kv_layers=int(m["layers"]), kv_type_k=m["k"], kv_type_v=m["v"])
+        return replace(
+            section, kv_cells=int(m["cells"]), kv_layers=int(m["layers"]), kv_type_k=m["k"], kv_type_v=m["v"]
+        )
     if m := RS_SIZE.search(line):
         return replace(section, recurrent_cells=int(m["cells"]), recurrent_layers=int(m["layers"]))
     if m := FLASH_RESOLVED.search(line):

@@ -68,10 +68,14 @@ class LlamaCppMemory:
     def host_bytes(self) -> int:
         host_compute = 0 if self.n_gpu_layers else self.compute_bytes
         return (
-            self.model_bytes - self.model_gpu_bytes
-            + self.kv_bytes - self.kv_gpu_bytes
-            + self.recurrent_bytes - self.recurrent_gpu_bytes
-            + host_compute + self.output_bytes
+            self.model_bytes
+            - self.model_gpu_bytes
+            + self.kv_bytes
+            - self.kv_gpu_bytes
+            + self.recurrent_bytes
+            - self.recurrent_gpu_bytes
+            + host_compute
+            + self.output_bytes
         )
 
 
@@ -97,7 +101,9 @@ def _context(model: ModelSpec, n_ctx: int, n_seq: int, unified: bool) -> tuple[i
 def _check_cache_types(cache_type_k: str, cache_type_v: str, flash_attn: bool) -> None:
     for name, value in (("--cache-type-k", cache_type_k), ("--cache-type-v", cache_type_v)):
         if value.lower() not in CACHE_TYPES:
-            raise ConfigError(f"llama.cpp {name} {value!r} is not a cache type; choose one of: {', '.join(CACHE_TYPES)}")
+            raise ConfigError(
+                f"llama.cpp {name} {value!r} is not a cache type; choose one of: {', '.join(CACHE_TYPES)}"
+            )
     if cache_type_v.lower().startswith(("q", "iq")) and not flash_attn:
         raise ConfigError("llama.cpp: a quantized V cache needs flash attention (-fa on)")
 
@@ -154,7 +160,9 @@ def _recurrent_scratch(model: ModelSpec, n_tokens: int) -> int:
     return 0
 
 
-def _kv_split(model: ModelSpec, on_gpu: list[bool], cells: tuple[int, int], type_k: str, type_v: str) -> tuple[int, int]:
+def _kv_split(
+    model: ModelSpec, on_gpu: list[bool], cells: tuple[int, int], type_k: str, type_v: str
+) -> tuple[int, int]:
     """(all KV bytes, KV bytes on the GPU); cells = (full-layer cells, sliding-layer cells) over all streams."""
     total = gpu = 0
     for layer, kind in enumerate(model.layer_kinds):
@@ -197,7 +205,9 @@ def llamacpp_memory(
     """llama-server's buffers for these flags. n_parallel -1 is the server's auto (4 slots, unified cache);
     n_gpu_layers None or -1 offloads everything (output layer included), 0 keeps it all on the host."""
     if n_ctx < 0:
-        raise ConfigError(f"llama.cpp -c must be 0 (the model's {model.max_context}) or positive, got {n_ctx}")
+        raise ConfigError(
+            f"llama.cpp -c must be 0 (the model's {model.max_context}) or positive, got {n_ctx}"
+        )
     if n_parallel == -1:
         n_parallel, kv_unified = AUTO_PARALLEL, True
     if n_parallel < 1:
@@ -205,16 +215,21 @@ def llamacpp_memory(
     _check_cache_types(cache_type_k, cache_type_v, flash_attn)
     n_ctx, n_ctx_seq, warnings = _context(model, n_ctx, n_parallel, kv_unified)
     n_layer = model.num_layers
-    ngl = n_layer + 1 if n_gpu_layers is None or n_gpu_layers < 0 else min(n_gpu_layers, n_layer + 1)  # -1: all
+    ngl = (
+        n_layer + 1 if n_gpu_layers is None or n_gpu_layers < 0 else min(n_gpu_layers, n_layer + 1)
+    )  # -1: all
     on_gpu = [layer >= n_layer - ngl for layer in range(n_layer)]
     swa_cells = _swa_cells(model, n_ctx_seq, n_parallel, kv_unified, min(n_ubatch, n_batch, n_ctx))
     streams = 1 if kv_unified else n_parallel
-    kv_all, kv_gpu = _kv_split(model, on_gpu, (n_ctx_seq * streams, swa_cells * streams), cache_type_k, cache_type_v)
+    kv_all, kv_gpu = _kv_split(
+        model, on_gpu, (n_ctx_seq * streams, swa_cells * streams), cache_type_k, cache_type_v
+    )
     recurrent, recurrent_gpu = _recurrent_split(model, on_gpu, max(1, n_parallel) * (1 + n_rs_seq))
     model_bytes, model_gpu = _weights_split(model, on_gpu, output_on_gpu=ngl > n_layer)
     n_tokens = min(n_ctx, n_ubatch, n_batch)
-    compute = _compute_bytes(model, n_tokens=n_tokens, n_outputs=min(n_tokens, n_parallel), n_kv=n_ctx_seq,
-                             flash_attn=flash_attn)
+    compute = _compute_bytes(
+        model, n_tokens=n_tokens, n_outputs=min(n_tokens, n_parallel), n_kv=n_ctx_seq, flash_attn=flash_attn
+    )
     if n_ctx_seq > model.max_context:
         warnings.append(
             f"llama.cpp: the slot context ({n_ctx_seq}) exceeds the training context of the model"
@@ -257,9 +272,13 @@ def max_context_that_fits(model: ModelSpec, budget_bytes: int, **flags: object) 
 def engine_kv_dtype(requested: str | None) -> tuple[str, str | None]:
     """llama.cpp's cache type for a requested KV dtype, and a note when it had to substitute one."""
     value = (requested or "f16").lower()
-    value = {"auto": "f16", "fp16": "f16", "float16": "f16", "fp32": "f32", "bfloat16": "bf16"}.get(value, value)
+    value = {"auto": "f16", "fp16": "f16", "float16": "f16", "fp32": "f32", "bfloat16": "bf16"}.get(
+        value, value
+    )
     if value in CACHE_TYPES:
         return value, None
     if value.startswith("fp8"):
         return "q8_0", f"llama.cpp has no {requested} cache type; q8_0 (8.5 bits) is the closest"
-    raise ConfigError(f"llama.cpp cache type {requested!r} is not supported; choose one of: {', '.join(CACHE_TYPES)}")
+    raise ConfigError(
+        f"llama.cpp cache type {requested!r} is not supported; choose one of: {', '.join(CACHE_TYPES)}"
+    )

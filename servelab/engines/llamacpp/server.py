@@ -65,9 +65,18 @@ def start_llama_server(
     binary = binary or find_llama_server().path
     port = port or free_port(host)
     check_port_free(host, port)
-    log_path = log_path or paths.data_dir() / "logs" / f"llama-server-{time.strftime('%Y%m%d-%H%M%S')}-{port}.log"
+    log_path = (
+        log_path or paths.data_dir() / "logs" / f"llama-server-{time.strftime('%Y%m%d-%H%M%S')}-{port}.log"
+    )
     argv = server_argv(binary, model, host=host, port=port, args=args)
     return start_server(
-        argv, host=host, port=port, model=model, log_path=log_path, health_path="/health",
-        timeout_s=timeout_s, env=server_env(binary), name="llama-server",
+        argv,
+        host=host,
+        port=port,
+        model=model,
+        log_path=log_path,
+        health_path="/health",
+        timeout_s=timeout_s,
+        env=server_env(binary),
+        name="llama-server",
     )

@@ -69,5 +69,10 @@ def parse_metrics(metrics_text: str, where: str) -> SpecObservation | None:
     if accepted is None or drafted is None or not drafts:
         return None
     return SpecObservation(
-        engine="llamacpp", where=where, samples=1, accepted_tokens=accepted, drafted_tokens=drafted, verify_steps=drafts
+        engine="llamacpp",
+        where=where,
+        samples=1,
+        accepted_tokens=accepted,
+        drafted_tokens=drafted,
+        verify_steps=drafts,
     )

@@ -47,10 +47,15 @@ def effective_from(ps: Any, show: dict[str, Any], model: str | None, version: An
         "loaded": bool(loaded),
         "size_bytes": size,
         "size_vram_bytes": size_vram,
-        "gpu_fraction": round(size_vram / size, 3) if isinstance(size, int) and size and isinstance(size_vram, int) else None,
+        "gpu_fraction": round(size_vram / size, 3)
+        if isinstance(size, int) and size and isinstance(size_vram, int)
+        else None,
         "speculative": None,
         "version": version.get("version") if isinstance(version, dict) else None,
-        "raw": {"ps": ps, "show": {k: v for k, v in show.items() if k not in ("modelfile", "template", "license")}},
+        "raw": {
+            "ps": ps,
+            "show": {k: v for k, v in show.items() if k not in ("modelfile", "template", "license")},
+        },
     }
 
 

@@ -27,15 +27,22 @@ UNREPORTED = {
 reported = reported_value
 
 
-def explain(key: str, asked_value: Any, got_value: Any, asked: Asked, got: EffectiveConfig) -> tuple[str, str] | None:
+def explain(
+    key: str, asked_value: Any, got_value: Any, asked: Asked, got: EffectiveConfig
+) -> tuple[str, str] | None:
     """(cause, fix) for one mismatch, or None when there is nothing specific to say."""
     if key == "context":
         trained = f" (the model was trained for {got.context_train})" if got.context_train else ""
-        return (f"Ollama serves a {got_value}-token window{trained}",
-                f"set PARAMETER num_ctx {asked_value} in a Modelfile, OLLAMA_CONTEXT_LENGTH={asked_value} on the "
-                "server, or options.num_ctx per request (the /v1 endpoint ignores num_ctx)")
+        return (
+            f"Ollama serves a {got_value}-token window{trained}",
+            f"set PARAMETER num_ctx {asked_value} in a Modelfile, OLLAMA_CONTEXT_LENGTH={asked_value} on the "
+            "server, or options.num_ctx per request (the /v1 endpoint ignores num_ctx)",
+        )
     if key == "model":
-        return ("that model is not the one loaded", f"load it with one request to {asked_value}, then verify again")
+        return (
+            "that model is not the one loaded",
+            f"load it with one request to {asked_value}, then verify again",
+        )
     return None
 
 
@@ -43,6 +50,8 @@ def notes(got: EffectiveConfig) -> tuple[str, ...]:
     """Partial offload: size_vram < size means part of the model runs on the CPU, at CPU speed."""
     if got.gpu_fraction is not None and got.gpu_fraction < 1:
         cpu_percent = round(100 * (1 - got.gpu_fraction))
-        return (f"{cpu_percent}% of the loaded model runs on the CPU (size_vram < size): expect CPU-bound speed; "
-                "lower num_ctx or use a smaller quantization to fit the GPU",)
+        return (
+            f"{cpu_percent}% of the loaded model runs on the CPU (size_vram < size): expect CPU-bound speed; "
+            "lower num_ctx or use a smaller quantization to fit the GPU",
+        )
     return ()

@@ -19,7 +19,9 @@ UNREPORTED = {
 }
 
 
-def explain(key: str, asked_value: Any, got_value: Any, asked: Asked, got: EffectiveConfig) -> tuple[str, str] | None:
+def explain(
+    key: str, asked_value: Any, got_value: Any, asked: Asked, got: EffectiveConfig
+) -> tuple[str, str] | None:
     return None
 
 

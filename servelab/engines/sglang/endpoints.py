@@ -36,9 +36,10 @@ def identify(probe: HttpProbe) -> DetectedEngine | None:
     if info is None:
         return None
     about = model_info(probe)
-    models = _model_ids(probe.get_json("/v1/models")) or tuple(
-        str(x) for x in (info.get("served_model_name"), info.get("model_path")) if x
-    )[:1]
+    models = (
+        _model_ids(probe.get_json("/v1/models"))
+        or tuple(str(x) for x in (info.get("served_model_name"), info.get("model_path")) if x)[:1]
+    )
     raw = redact({"server_info": info, "model_info": about})
     return DetectedEngine("sglang", _str(info.get("version")), models, raw)
 

@@ -20,10 +20,22 @@ HEALTH_TIMEOUT_S = 900.0  # weights load and CUDA graphs are captured before /he
 def check_installed() -> None:
     """EngineError unless ``import sglang`` would work in this Python."""
     if importlib.util.find_spec("sglang") is None:
-        raise EngineError(f"sglang is not installed in {sys.executable}; `pip install \"sglang[all]\"` on a GPU machine")
+        raise EngineError(
+            f'sglang is not installed in {sys.executable}; `pip install "sglang[all]"` on a GPU machine'
+        )
 
 
 def launch_argv(model: str | Path, *, host: str, port: int, args: Sequence[str] = ()) -> list[str]:
     """The sglang command line; ``args`` (engine flags) come last."""
-    return [sys.executable, "-m", "sglang.launch_server", "--model-path", str(model), "--host", host,
-            "--port", str(port), *args]
+    return [
+        sys.executable,
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        str(model),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        *args,
+    ]

@@ -69,8 +69,9 @@ def tier(gpu_mib: float, tp: int) -> tuple[int, int]:
     return 16384, 512
 
 
-def default_mem_fraction_static(gpu_mib: float, *, tp: int = 1, speculative: bool = False,
-                                chunked_prefill_size: int | None = None) -> tuple[float, int]:
+def default_mem_fraction_static(
+    gpu_mib: float, *, tp: int = 1, speculative: bool = False, chunked_prefill_size: int | None = None
+) -> tuple[float, int]:
     """(mem_fraction_static, reserved MiB) from sglang's default formula."""
     chunk, graph_bs = tier(gpu_mib, tp)
     chunk = chunked_prefill_size or chunk
@@ -84,7 +85,9 @@ def default_mem_fraction_static(gpu_mib: float, *, tp: int = 1, speculative: boo
 
 def _kv_dtype(model: ModelSpec, kv_dtype: str) -> str:
     if kv_dtype not in KV_DTYPES:
-        raise ConfigError(f"sglang --kv-cache-dtype {kv_dtype!r} is not supported; choose one of: {', '.join(KV_DTYPES)}")
+        raise ConfigError(
+            f"sglang --kv-cache-dtype {kv_dtype!r} is not supported; choose one of: {', '.join(KV_DTYPES)}"
+        )
     return model.dtype if kv_dtype == "auto" else kv_dtype
 
 
@@ -93,8 +96,14 @@ def _cell_bytes(model: ModelSpec, dtype: str, draft_layers: int) -> int:
     return layout.full_bytes_per_token + int(SWA_FULL_TOKENS_RATIO * layout.sliding_bytes_per_token)
 
 
-def _mamba_pool(budget: int, per_request: int, *, max_mamba_cache_size: int | None, ratio: float,
-                running_requests: int | None) -> int:
+def _mamba_pool(
+    budget: int,
+    per_request: int,
+    *,
+    max_mamba_cache_size: int | None,
+    ratio: float,
+    running_requests: int | None,
+) -> int:
     """How many state slots sglang reserves (kv_cache_configurator._handle_max_mamba_cache)."""
     if per_request == 0:
         return 0
@@ -116,23 +125,39 @@ def _running_requests(tokens: int, context: int, mamba_slots: int, per_request: 
 def _context_warnings(model: ModelSpec, context: int) -> list[str]:
     if context <= model.max_context:
         return []
-    return [f"sglang: --context-length {context} exceeds the model's {model.max_context}; sglang refuses it unless"
-            " SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"]
+    return [
+        f"sglang: --context-length {context} exceeds the model's {model.max_context}; sglang refuses it unless"
+        " SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
+    ]
 
 
-def _pool_warnings(budget: int, tokens: int, context: int, max_req_len: int, state_bytes: int, slots: int,
-                   mfs: float, ratio: float) -> list[str]:
+def _pool_warnings(
+    budget: int,
+    tokens: int,
+    context: int,
+    max_req_len: int,
+    state_bytes: int,
+    slots: int,
+    mfs: float,
+    ratio: float,
+) -> list[str]:
     """What the pools silently cap: no room at all, fewer tokens than the context, the state pool's share."""
     if budget <= 0:
-        return [f"sglang: weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}"
-                " ('Not enough memory. Please try to increase --mem-fraction-static.')"]
+        return [
+            f"sglang: weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}"
+            " ('Not enough memory. Please try to increase --mem-fraction-static.')"
+        ]
     warnings = []
     if tokens < context:
-        warnings.append(f"sglang: the KV pool holds {tokens} tokens, less than --context-length {context}: "
-                        f"requests are capped at {max_req_len} tokens")
+        warnings.append(
+            f"sglang: the KV pool holds {tokens} tokens, less than --context-length {context}: "
+            f"requests are capped at {max_req_len} tokens"
+        )
     if state_bytes:
-        warnings.append(f"sglang: the linear-attention state pool takes {state_bytes / 2**30:.1f} GiB for {slots}"
-                        f" slots (--mamba-full-memory-ratio {ratio}); --max-mamba-cache-size N frees it for KV tokens")
+        warnings.append(
+            f"sglang: the linear-attention state pool takes {state_bytes / 2**30:.1f} GiB for {slots}"
+            f" slots (--mamba-full-memory-ratio {ratio}); --max-mamba-cache-size N frees it for KV tokens"
+        )
     return warnings
 
 
@@ -160,11 +185,15 @@ def sglang_memory(
     chunk, graph_bs = tier(gpu_mib, tp)
     chunk = chunked_prefill_size or chunk
     default_mfs, reserved_mib = default_mem_fraction_static(
-        gpu_mib, tp=tp, speculative=speculative_draft_layers > 0, chunked_prefill_size=chunk)
+        gpu_mib, tp=tp, speculative=speculative_draft_layers > 0, chunked_prefill_size=chunk
+    )
     mfs = mem_fraction_static if mem_fraction_static is not None else default_mfs
     if not 0 < mfs <= 1:
         raise ConfigError(f"sglang --mem-fraction-static must be in (0, 1], got {mfs}")
-    for flag, value in (("--max-total-tokens", max_total_tokens), ("--max-mamba-cache-size", max_mamba_cache_size)):
+    for flag, value in (
+        ("--max-total-tokens", max_total_tokens),
+        ("--max-mamba-cache-size", max_mamba_cache_size),
+    ):
         if value is not None and value < 1:
             raise ConfigError(f"sglang {flag} must be at least 1, got {value}")
     context = context_length or model.max_context
@@ -174,21 +203,30 @@ def sglang_memory(
     cell = _cell_bytes(model, _kv_dtype(model, kv_cache_dtype), speculative_draft_layers)
     per_req = state_layout(model).bytes_per_sequence // max(1, tp)
     running_hint = max_running_requests if disable_radix_cache else None
-    slots = _mamba_pool(max(0, budget), per_req, max_mamba_cache_size=max_mamba_cache_size,
-                        ratio=mamba_full_memory_ratio, running_requests=running_hint)
+    slots = _mamba_pool(
+        max(0, budget),
+        per_req,
+        max_mamba_cache_size=max_mamba_cache_size,
+        ratio=mamba_full_memory_ratio,
+        running_requests=running_hint,
+    )
     kv_budget = max(0, budget - slots * per_req)
     tokens = kv_budget // cell if cell else 0
     if max_total_tokens is not None:
         if max_total_tokens > tokens:
-            warnings.append(f"sglang: --max-total-tokens {max_total_tokens} is larger than the profiled {tokens};"
-                            " sglang uses the profiled value")
+            warnings.append(
+                f"sglang: --max-total-tokens {max_total_tokens} is larger than the profiled {tokens};"
+                " sglang uses the profiled value"
+            )
         tokens = min(tokens, max_total_tokens)
     running = _running_requests(tokens, context, slots, per_req, not disable_radix_cache)
     if max_running_requests is not None:
         running = min(running, max_running_requests) if running else max_running_requests
     max_req_len = max(0, min(context - 1, tokens - 1))
     auto_state = slots * per_req if max_mamba_cache_size is None else 0
-    warnings += _pool_warnings(budget, tokens, context, max_req_len, auto_state, slots, mfs, mamba_full_memory_ratio)
+    warnings += _pool_warnings(
+        budget, tokens, context, max_req_len, auto_state, slots, mfs, mamba_full_memory_ratio
+    )
     return SglangMemory(
         mem_fraction_static=mfs,
         chunked_prefill_size=chunk,
@@ -217,4 +255,6 @@ def engine_kv_dtype(requested: str | None) -> tuple[str, str | None]:
         return value, None
     if value.startswith(("q8", "q4", "q5", "iq4")):
         return "fp8_e4m3", f"sglang has no {requested} KV cache; fp8_e4m3 (1 byte) is the closest"
-    raise ConfigError(f"sglang --kv-cache-dtype {requested!r} is not supported; choose one of: {', '.join(KV_DTYPES)}")
+    raise ConfigError(
+        f"sglang --kv-cache-dtype {requested!r} is not supported; choose one of: {', '.join(KV_DTYPES)}"
+    )

@@ -5,8 +5,14 @@ from __future__ import annotations
 IMAGE = "lmsysorg/sglang:latest"
 DEFAULT_PORT = 30000
 HEALTH_PATH = "/health"
-QUANTIZATION_FLAGS = {"awq": "awq", "gptq": "gptq", "fp8": "fp8", "fp8-block": "fp8", "mxfp4": "mxfp4",
-                      "nvfp4": "modelopt_fp4"}
+QUANTIZATION_FLAGS = {
+    "awq": "awq",
+    "gptq": "gptq",
+    "fp8": "fp8",
+    "fp8-block": "fp8",
+    "mxfp4": "mxfp4",
+    "nvfp4": "modelopt_fp4",
+}
 
 
 def quantization_flag(quant: str) -> str | None:
@@ -15,11 +21,32 @@ def quantization_flag(quant: str) -> str | None:
     return QUANTIZATION_FLAGS.get(quant.lower()) or QUANTIZATION_FLAGS.get(family)
 
 
-def command(model_path: str, *, quant: str, context_length: int, kv_cache_dtype: str, tp: int = 1,
-            max_total_tokens: int | None = None, mem_fraction_static: float | None = None,
-            max_mamba_cache_size: int | None = None, max_running_requests: int | None = None, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> list[str]:
+def command(
+    model_path: str,
+    *,
+    quant: str,
+    context_length: int,
+    kv_cache_dtype: str,
+    tp: int = 1,
+    max_total_tokens: int | None = None,
+    mem_fraction_static: float | None = None,
+    max_mamba_cache_size: int | None = None,
+    max_running_requests: int | None = None,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+) -> list[str]:
     """argv for sglang; pass it through shlex.join to print it."""
-    argv = ["python", "-m", "sglang.launch_server", "--model-path", model_path, "--host", host, "--port", str(port)]
+    argv = [
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        model_path,
+        "--host",
+        host,
+        "--port",
+        str(port),
+    ]
     flag = quantization_flag(quant)
     if flag:
         argv += ["--quantization", flag]

@@ -34,7 +34,9 @@ def read_effective(probe: HttpProbe, model: str | None = None) -> dict[str, Any]
 def effective_from(models: Any, metrics_text: str, version: Any, model: str | None = None) -> dict[str, Any]:
     """Pure: effective settings of ``model`` (default: the base model, not a LoRA) from /v1/models, /metrics, /version."""
     entries = _entries(models)
-    base = next((m for m in entries if m.get("id") == model), None) or next((m for m in entries if not m.get("parent")), {})
+    base = next((m for m in entries if m.get("id") == model), None) or next(
+        (m for m in entries if not m.get("parent")), {}
+    )
     cache = cache_config_labels(metrics_text)
     return {
         "context_per_slot": base.get("max_model_len"),

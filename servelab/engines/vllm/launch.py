@@ -24,6 +24,8 @@ def check_installed() -> str:
     return program
 
 
-def launch_argv(model: str | Path, *, host: str, port: int, args: Sequence[str] = (), program: str = "vllm") -> list[str]:
+def launch_argv(
+    model: str | Path, *, host: str, port: int, args: Sequence[str] = (), program: str = "vllm"
+) -> list[str]:
     """The vLLM command line; ``args`` (engine flags) come last."""
     return [program, "serve", str(model), "--host", host, "--port", str(port), *args]

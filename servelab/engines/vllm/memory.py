@@ -24,7 +24,9 @@ from servelab.plan.state import state_layout
 
 GIB = 1024**3
 KV_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
-NON_TORCH_BYTES = int(0.27 * GIB)  # NCCL/cuBLAS/driver growth after init, measured on a 5090 (memory.md §9 V4)
+NON_TORCH_BYTES = int(
+    0.27 * GIB
+)  # NCCL/cuBLAS/driver growth after init, measured on a 5090 (memory.md §9 V4)
 BIG_GPU_BYTES = 70 * GIB
 
 
@@ -54,19 +56,25 @@ class VllmMemory:
 
     @property
     def fits(self) -> bool:
-        return self.num_blocks >= self.blocks_per_request and (not self.mamba_blocks or self.max_num_seqs <= self.mamba_blocks)
+        return self.num_blocks >= self.blocks_per_request and (
+            not self.mamba_blocks or self.max_num_seqs <= self.mamba_blocks
+        )
 
 
 def _dtype(model: ModelSpec, kv_cache_dtype: str) -> str:
     if kv_cache_dtype not in KV_DTYPES:
-        raise ConfigError(f"vLLM --kv-cache-dtype {kv_cache_dtype!r} is not supported; choose one of: {', '.join(KV_DTYPES)}")
+        raise ConfigError(
+            f"vLLM --kv-cache-dtype {kv_cache_dtype!r} is not supported; choose one of: {', '.join(KV_DTYPES)}"
+        )
     return {"auto": model.dtype, "bfloat16": "bf16"}.get(kv_cache_dtype, kv_cache_dtype)
 
 
 def _buckets(model: ModelSpec, draft_layers: int) -> dict[str, int]:
-    counts = {"full": model.count(LayerKind.FULL_ATTENTION) + draft_layers,
-              "sliding": model.count(LayerKind.SLIDING_ATTENTION),
-              "mamba": model.count(LayerKind.LINEAR_ATTENTION) + model.count(LayerKind.MAMBA)}
+    counts = {
+        "full": model.count(LayerKind.FULL_ATTENTION) + draft_layers,
+        "sliding": model.count(LayerKind.SLIDING_ATTENTION),
+        "mamba": model.count(LayerKind.LINEAR_ATTENTION) + model.count(LayerKind.MAMBA),
+    }
     return {k: v for k, v in counts.items() if v}
 
 
@@ -127,19 +135,33 @@ def _largest_length(num_blocks: int, block: int, groups: dict[str, int], window:
     return min(low * block, cap)
 
 
-def _pool_warnings(length: int, estimated: int, seqs: int, mamba_blocks: int, too_long: bool, padding: int,
-                   waste: float, layers: int) -> list[str]:
+def _pool_warnings(
+    length: int,
+    estimated: int,
+    seqs: int,
+    mamba_blocks: int,
+    too_long: bool,
+    padding: int,
+    waste: float,
+    layers: int,
+) -> list[str]:
     """vLLM's own complaints: padding layers, a max-model-len that does not fit, too few mamba blocks."""
     warnings = []
     if padding:
-        warnings.append(f"vLLM: adds {padding} padding layers to group {layers} layers"
-                        f" (may waste at most {waste:.2%} of the KV cache)")
+        warnings.append(
+            f"vLLM: adds {padding} padding layers to group {layers} layers"
+            f" (may waste at most {waste:.2%} of the KV cache)"
+        )
     if too_long:
-        warnings.append(f"vLLM: --max-model-len {length} does not fit; the estimated maximum model length is"
-                        f" {estimated}: lower --max-model-len or raise --gpu-memory-utilization")
+        warnings.append(
+            f"vLLM: --max-model-len {length} does not fit; the estimated maximum model length is"
+            f" {estimated}: lower --max-model-len or raise --gpu-memory-utilization"
+        )
     if mamba_blocks and seqs > mamba_blocks:
-        warnings.append(f"vLLM: max_num_seqs ({seqs}) exceeds available Mamba cache blocks ({mamba_blocks});"
-                        f" pass --max-num-seqs {mamba_blocks} or fewer")
+        warnings.append(
+            f"vLLM: max_num_seqs ({seqs}) exceeds available Mamba cache blocks ({mamba_blocks});"
+            f" pass --max-num-seqs {mamba_blocks} or fewer"
+        )
     return warnings
 
 
@@ -168,8 +190,10 @@ def vllm_memory(
     length = max_model_len or model.max_context
     warnings: list[str] = []
     if length > model.max_context:
-        warnings.append(f"vLLM: --max-model-len {length} is greater than the derived max_model_len"
-                        f" ({model.max_context}); vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+        warnings.append(
+            f"vLLM: --max-model-len {length} is greater than the derived max_model_len"
+            f" ({model.max_context}); vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+        )
     requested = int(gpu_memory_bytes * gpu_memory_utilization)
     activation = activation_peak_bytes(model, batched, seqs, tp)
     graphs = 0 if enforce_eager else cuda_graph_bytes(model, seqs)
@@ -187,8 +211,16 @@ def vllm_memory(
     n_groups = sum(groups.values())
     estimated = _largest_length(num_blocks, block, groups, window, length)
     mamba_blocks = num_blocks if "mamba" in groups else 0
-    warnings += _pool_warnings(length, estimated, seqs, mamba_blocks, num_blocks < per_request,
-                               padding if "mamba" in groups else 0, waste, model.num_layers + draft_layers)
+    warnings += _pool_warnings(
+        length,
+        estimated,
+        seqs,
+        mamba_blocks,
+        num_blocks < per_request,
+        padding if "mamba" in groups else 0,
+        waste,
+        model.num_layers + draft_layers,
+    )
     return VllmMemory(
         gpu_memory_utilization=gpu_memory_utilization,
         requested_bytes=requested,
@@ -222,4 +254,6 @@ def engine_kv_dtype(requested: str | None) -> tuple[str, str | None]:
         return value, None
     if value.startswith(("q8", "q4", "q5", "iq4")):
         return "fp8", f"vLLM has no {requested} KV cache; fp8 (1 byte) is the closest"
-    raise ConfigError(f"vLLM --kv-cache-dtype {requested!r} is not supported; choose one of: {', '.join(KV_DTYPES)}")
+    raise ConfigError(
+        f"vLLM --kv-cache-dtype {requested!r} is not supported; choose one of: {', '.join(KV_DTYPES)}"
+    )

@@ -5,9 +5,21 @@ from __future__ import annotations
 IMAGE = "vllm/vllm-openai:latest"
 DEFAULT_PORT = 8000
 HEALTH_PATH = "/health"
-QUANTIZATION_FLAGS = {"awq": "awq_marlin", "gptq": "gptq_marlin", "fp8": "fp8", "fp8-block": "fp8",
-                      "mxfp4": "mxfp4", "nvfp4": "modelopt_fp4"}
-KV_SPELLING = {"bf16": "bfloat16", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2", "fp8": "fp8", "auto": "auto"}
+QUANTIZATION_FLAGS = {
+    "awq": "awq_marlin",
+    "gptq": "gptq_marlin",
+    "fp8": "fp8",
+    "fp8-block": "fp8",
+    "mxfp4": "mxfp4",
+    "nvfp4": "modelopt_fp4",
+}
+KV_SPELLING = {
+    "bf16": "bfloat16",
+    "fp8_e4m3": "fp8_e4m3",
+    "fp8_e5m2": "fp8_e5m2",
+    "fp8": "fp8",
+    "auto": "auto",
+}
 
 
 def quantization_flag(quant: str) -> str | None:
@@ -15,11 +27,30 @@ def quantization_flag(quant: str) -> str | None:
     return QUANTIZATION_FLAGS.get(quant.lower()) or QUANTIZATION_FLAGS.get(family)
 
 
-def command(model_path: str, *, quant: str, max_model_len: int, kv_cache_dtype: str, tp: int = 1,
-            gpu_memory_utilization: float | None = None, max_num_seqs: int | None = None,
-            host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> list[str]:
+def command(
+    model_path: str,
+    *,
+    quant: str,
+    max_model_len: int,
+    kv_cache_dtype: str,
+    tp: int = 1,
+    gpu_memory_utilization: float | None = None,
+    max_num_seqs: int | None = None,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+) -> list[str]:
     """argv for vLLM; pass it through shlex.join to print it."""
-    argv = ["vllm", "serve", model_path, "--host", host, "--port", str(port), "--max-model-len", str(max_model_len)]
+    argv = [
+        "vllm",
+        "serve",
+        model_path,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--max-model-len",
+        str(max_model_len),
+    ]
     flag = quantization_flag(quant)
     if flag:
         argv += ["--quantization", flag]

@@ -64,7 +64,11 @@ def _parse_v0_line(line: str, where: str) -> SpecObservation | None:
 
 
 def _parse_line(line: str, where: str) -> SpecObservation | None:
-    accepted, drafted, per_position = _ACCEPTED.search(line), _DRAFTED.search(line), _PER_POSITION.search(line)
+    accepted, drafted, per_position = (
+        _ACCEPTED.search(line),
+        _DRAFTED.search(line),
+        _PER_POSITION.search(line),
+    )
     if accepted is None or drafted is None or per_position is None:
         return None
     gamma = len([p for p in per_position.group(1).split(",") if p.strip().rstrip(".")])

@@ -24,19 +24,27 @@ UNREPORTED = {
 reported = reported_value
 
 
-def explain(key: str, asked_value: Any, got_value: Any, asked: Asked, got: EffectiveConfig) -> tuple[str, str] | None:
+def explain(
+    key: str, asked_value: Any, got_value: Any, asked: Asked, got: EffectiveConfig
+) -> tuple[str, str] | None:
     """(cause, fix) for one mismatch, or None when there is nothing specific to say."""
     memory = f" (now {got.gpu_memory_utilization:g})" if got.gpu_memory_utilization else ""
     if key == "context":
-        return (f"the server runs with max_model_len {got_value}",
-                f"pass --max-model-len {asked_value}; if the KV cache cannot hold it, raise "
-                f"--gpu-memory-utilization{memory} or use --kv-cache-dtype fp8")
+        return (
+            f"the server runs with max_model_len {got_value}",
+            f"pass --max-model-len {asked_value}; if the KV cache cannot hold it, raise "
+            f"--gpu-memory-utilization{memory} or use --kv-cache-dtype fp8",
+        )
     if key == "kv_dtype":
-        return (f"vllm:cache_config_info reports cache_dtype {got_value}: the KV cache type was not applied",
-                f"pass --kv-cache-dtype {asked_value} and check the log for the attention backend's FP8 support")
+        return (
+            f"vllm:cache_config_info reports cache_dtype {got_value}: the KV cache type was not applied",
+            f"pass --kv-cache-dtype {asked_value} and check the log for the attention backend's FP8 support",
+        )
     if key == "max_total_tokens":
-        return ("the KV cache is what fits after the weights (num_gpu_blocks × block_size)",
-                f"raise --gpu-memory-utilization{memory}, use --kv-cache-dtype fp8, or a smaller quantization")
+        return (
+            "the KV cache is what fits after the weights (num_gpu_blocks × block_size)",
+            f"raise --gpu-memory-utilization{memory}, use --kv-cache-dtype fp8, or a smaller quantization",
+        )
     return None
 
 
