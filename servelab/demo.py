@@ -90,7 +90,7 @@ def plan_launch(model: Path, cfg: DemoConfig, say: Say) -> dict[str, Any]:
 
 
 def launch(binary: Path, model: Path, args: list[str], cfg: DemoConfig, name: str) -> EngineServer:
-    from servelab.engines.llamacpp.server import start_llama_server
+    from servelab.engines.llamacpp.launch import start_llama_server
 
     return start_llama_server(
         model, ["-t", str(cfg.threads), *args], binary=binary, log_path=cfg.workdir / f"{name}.log"

@@ -26,7 +26,7 @@ import pytest
 
 from servelab import paths
 from servelab.engines.llamacpp.install import find_llama_server
-from servelab.engines.llamacpp.server import LlamaServer, start_llama_server
+from servelab.engines.llamacpp.launch import LlamaServer, start_llama_server
 from servelab.errors import EngineError, EngineStartError
 from servelab.modelmake import KINDS, make_model
 

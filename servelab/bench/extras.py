@@ -1,18 +1,12 @@
-"""Which engine-specific benchmark extras apply to a target: ``servelab.engines.<engine>.bench_extras``.
-
-Each such module gives ``request_fields()``, ``tokenize(probe, text, model)``,
-``count_chat_tokens(probe, messages, model)``, ``ACCEPTS_TOKEN_IDS`` and ``SNAPSHOT_PATHS``; engines without
-one use the generic OpenAI module.
-"""
+"""Which engine-specific benchmark extras apply to a target: the registry's ``bench_extras`` (the contract:
+``servelab/engines/base.py`` ``BenchExtras``)."""
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
+from servelab.engines import registry
+from servelab.engines.base import BenchExtras
 
 
-def extras_for(engine: str) -> ModuleType:
-    try:
-        return importlib.import_module(f"servelab.engines.{engine}.bench_extras")
-    except ModuleNotFoundError:
-        return importlib.import_module("servelab.engines.openai.bench_extras")
+def extras_for(engine: str) -> BenchExtras:
+    """The extras of the engine named ``engine`` (ConfigError for an engine the registry does not know)."""
+    return registry.get_engine(engine).bench_extras

@@ -140,7 +140,7 @@ class _Runner:
         out = TargetResult(public_url(target.url), target.engine, target.model, target.context)
         sink = RecordSink(self.store, self.run_id)
         base = 0
-        keep_alive = getattr(target.extras, "KEEP_ALIVE", True)
+        keep_alive = target.extras.KEEP_ALIVE
         stall_s = self.config.stall_timeout_s
         async with StreamClient(
             target.url, self.config.api_key, stall_timeout_s=stall_s, keep_alive=keep_alive
@@ -219,7 +219,7 @@ class _Runner:
     def _snapshot(self, target: Target, level: str, rep: int, moment: str) -> None:
         if self.store is None:
             return
-        for path in getattr(target.extras, "SNAPSHOT_PATHS", ()):
+        for path in target.extras.SNAPSHOT_PATHS:
             text = _safe_get_text(target, path)
             if text is not None:
                 label = moment if path == "/metrics" else f"{moment} {path}"

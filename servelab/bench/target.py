@@ -4,12 +4,12 @@ a context that fits the workload. Its prompts are built here (with its own token
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from types import ModuleType
 from typing import Any
 
 from servelab.bench.config import BenchConfig
 from servelab.bench.extras import extras_for
 from servelab.bench.workloads import Prompt, build_prompts
+from servelab.engines.base import BenchExtras
 from servelab.engines.detect import detect_engine, endpoints_for
 from servelab.engines.probe import HttpProbe, public_url
 from servelab.errors import ConfigError
@@ -23,7 +23,7 @@ class Target:
     model: str
     context: int | None
     version: str | None
-    extras: ModuleType
+    extras: BenchExtras
     probe: HttpProbe
 
     def info(self) -> dict[str, Any]:
@@ -86,7 +86,7 @@ def connect_target(index: int, url: str, config: BenchConfig) -> Target:
 def target_prompts(target: Target, config: BenchConfig, count: int) -> list[Prompt]:
     """Prompts 0..count-1 for this target; ConfigError when one cannot fit the server's context."""
     spec = config.workload
-    use_ids = bool(getattr(target.extras, "ACCEPTS_TOKEN_IDS", False)) and not config.chat
+    use_ids = target.extras.ACCEPTS_TOKEN_IDS and not config.chat
     if use_ids != spec.use_token_ids or spec.chat != config.chat:
         spec = replace(spec, use_token_ids=use_ids, chat=config.chat)
     prompts = build_prompts(spec, count, ServerTokenizer(target), target.context)

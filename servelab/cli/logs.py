@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from servelab.cli.output import print_json, stdout_console, to_jsonable
 from servelab.diagnose.logs import LogFinding, follow, scan_files
-from servelab.diagnose.signatures import SIGNATURE_FILES, load_signature_file, load_signatures
+from servelab.diagnose.signatures import load_signature_file, load_signatures, signature_files
 from servelab.errors import ConfigError
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
             False, "--follow", "-f", help="Keep reading one file as it grows (Ctrl-C stops)."
         ),
         engine: list[str] = typer.Option(
-            [], "--engine", help=f"Only these signature sets (repeatable): {', '.join(SIGNATURE_FILES)}."
+            [], "--engine", help=f"Only these signature sets (repeatable): {', '.join(signature_files())}."
         ),
         extra: list[Path] = typer.Option(
             [],

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from servelab.cli.output import print_json, stderr_console, stdout_console, to_jsonable
+from servelab.engines import registry
 from servelab.errors import ConfigError
 
 MAX_GPUS = 64  # one tensor-parallel group; engines support far fewer
@@ -27,20 +28,19 @@ def _launch_path(model: str) -> str:
 
 
 def _emit(plan, emit: str, host: str, gpus: int) -> str:
-    from importlib import import_module
-
+    from servelab.engines.registry import get_engine
     from servelab.plan.launch import compose_service
 
     if emit == "cmd":
         return plan.command_line
-    recipe = import_module(f"servelab.engines.{plan.engine}.recipe")
+    engine = get_engine(plan.engine)
     port = int(plan.command[plan.command.index("--port") + 1])
     return compose_service(
         plan.engine,
         list(plan.command),
-        image=recipe.IMAGE,
+        image=engine.image or "",
         port=port,
-        health_path=recipe.HEALTH_PATH,
+        health_path=engine.health_path,
         host=host,
         gpus=gpus,
     ).rstrip("\n")
@@ -55,7 +55,9 @@ def register(app: typer.Typer) -> None:
             ..., help="Catalog id (Qwen/Qwen3.5-27B), a .gguf file, config.json or model dir."
         ),
         gpu: str | None = typer.Option(None, "--gpu", help="GPU name from the catalog (default rtx4090)."),
-        engine: str = typer.Option("all", "--engine", help="sglang, vllm, llamacpp or all."),
+        engine: str = typer.Option(
+            "all", "--engine", help=f"{', '.join(e.name for e in registry.planned())} or all."
+        ),
         quant: str = typer.Option("all", "--quant", help="Weight format (awq, fp8, bf16, Q4_K_M, …) or all."),
         context: int | None = typer.Option(
             None, "--context", help="Longest request in tokens (default: the model's)."
@@ -118,6 +120,8 @@ def register(app: typer.Typer) -> None:
             )
         if context is not None and context <= 0:
             raise ConfigError(f"--context must be a positive number of tokens, got {context}")
+        if engine.lower() != "all":
+            registry.get_engine(engine, registry.planned(), also=("all",))
         card = _gpu(gpu, vram, bandwidth, tflops)
         spec = load_model(model, hf=hf)
         flags = {
@@ -150,7 +154,7 @@ def register(app: typer.Typer) -> None:
                 interconnect or ("nvlink" if card.nvlink_gb_s else "pcie-p2p"),
             )
         else:
-            engines = ("sglang", "vllm", "llamacpp") if engine.lower() == "all" else (engine,)
+            engines = None if engine.lower() == "all" else (engine,)
             plans = compare_plans(spec, card, engines=engines, quant=one_quant, **common)
         _output(plans, json_out=json_out, emit=emit, host=host, save=save)
 

@@ -13,18 +13,17 @@ from pathlib import Path
 
 import typer
 
-from servelab import paths
 from servelab.cli.output import print_json, stderr_console, stdout_console
-from servelab.engines.process import EngineServer, check_port_free, start_server, telling_line
+from servelab.engines import registry
+from servelab.engines.base import Engine
+from servelab.engines.process import EngineServer, free_port, telling_line
 from servelab.errors import ConfigError, EngineError, ServelabError
 
-ENGINES = ("llama.cpp", "sglang", "vllm")
-DEFAULT_PORTS = {"llama.cpp": 8080, "sglang": 30000, "vllm": 8000}
 POLL_S = 0.5
 
 
 def start_engine(
-    engine: str,
+    engine: Engine,
     model: str,
     args: list[str],
     *,
@@ -33,46 +32,30 @@ def start_engine(
     log_path: Path | None,
     timeout_s: float | None,
 ) -> EngineServer:
-    """Start ``engine`` on ``model``; the engine's own module builds its command line."""
-    if engine == "llama.cpp":
-        from servelab.engines.llamacpp.server import HEALTH_TIMEOUT_S, start_llama_server
-
-        return start_llama_server(
-            model,
-            args,
-            host=host,
-            port=port or DEFAULT_PORTS[engine],
-            log_path=log_path,
-            timeout_s=timeout_s or HEALTH_TIMEOUT_S,
+    """Start ``engine`` on ``model``; the engine's own launcher builds its command line."""
+    launcher = engine.launcher
+    if launcher is None:
+        raise ConfigError(
+            f"servelab cannot start {engine.label}; start it yourself and use `servelab verify`"
         )
-    if engine == "sglang":
-        from servelab.engines.sglang import launch
-    else:
-        from servelab.engines.vllm import launch  # type: ignore[no-redef]
-    launch.check_installed()
-    port = port or DEFAULT_PORTS[engine]
-    check_port_free(host, port)
-    log_path = log_path or paths.data_dir() / "logs" / f"{engine}-{time.strftime('%Y%m%d-%H%M%S')}-{port}.log"
-    return start_server(
-        launch.launch_argv(model, host=host, port=port, args=args),
+    return launcher.start(
+        model,
+        args,
         host=host,
-        port=port,
-        model=Path(model),
+        port=port or engine.default_port or free_port(host),
         log_path=log_path,
-        health_path=launch.HEALTH_PATH,
-        timeout_s=timeout_s or launch.HEALTH_TIMEOUT_S,
-        name=engine,
+        timeout_s=timeout_s or launcher.HEALTH_TIMEOUT_S,
     )
 
 
-def effective_report(server: EngineServer, engine: str) -> dict[str, object]:
+def effective_report(server: EngineServer, engine: Engine) -> dict[str, object]:
     """What the running engine really got, diffed against its own command line."""
     from servelab.engines.flags import api_key_of, redact_argv
     from servelab.verify import from_command, verify
 
     argv = server.process.argv
     report: dict[str, object] = {
-        "engine": engine,
+        "engine": engine.label,
         "url": server.url,
         "pid": server.pid,
         "log_path": str(server.log_path),
@@ -81,9 +64,7 @@ def effective_report(server: EngineServer, engine: str) -> dict[str, object]:
         "mismatches": [],
     }
     try:
-        result = verify(
-            server.url, from_command(argv, engine=engine.replace(".", "")), api_key=api_key_of(argv)
-        )
+        result = verify(server.url, from_command(argv, engine=engine.name), api_key=api_key_of(argv))
     except ServelabError as exc:  # the engine runs; say why its configuration could not be read back
         return {**report, "mismatches": [f"could not read the effective configuration: {exc}"]}
     return {
@@ -120,7 +101,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("serve")
     def serve(
-        engine: str = typer.Argument(..., help=f"One of: {', '.join(ENGINES)}."),
+        engine: str = typer.Argument(
+            ..., help=f"One of: {', '.join(e.label for e in registry.launchable())}."
+        ),
         model: str = typer.Argument(
             ..., help="Model: a .gguf file for llama.cpp; a path or hub id for sglang/vLLM."
         ),
@@ -134,24 +117,23 @@ def register(app: typer.Typer) -> None:
         """Start an engine, wait for health, print what it really got; Ctrl-C or SIGTERM stops it."""
         from servelab.engines.process import terminate_on_signals
 
-        if engine not in ENGINES:
-            raise ConfigError(f"unknown engine {engine!r}; choose one of: {', '.join(ENGINES)}")
+        chosen = registry.get_engine(engine, registry.launchable())
         if port is not None and not 1 <= port <= 65535:
             raise ConfigError(f"--port {port} is outside 1-65535 (omit it for the engine's usual port)")
         if timeout is not None and not timeout > 0:
             raise ConfigError(f"--timeout must be a positive number of seconds, got {timeout}")
         err = stderr_console()
         with terminate_on_signals():
-            err.print(f"starting {engine} on {model} …")
+            err.print(f"starting {chosen.label} on {model} …")
             server = start_engine(
-                engine, model, list(engine_args or []), host=host, port=port, log_path=log, timeout_s=timeout
+                chosen, model, list(engine_args or []), host=host, port=port, log_path=log, timeout_s=timeout
             )
             try:
-                report = effective_report(server, engine)
+                report = effective_report(server, chosen)
                 print_json(report) if as_json else render(report)
                 err.print("press Ctrl-C to stop")
                 wait_until_stopped(server)
             except KeyboardInterrupt:
-                err.print(f"stopping {engine} (pid {server.pid})")
+                err.print(f"stopping {chosen.label} (pid {server.pid})")
             finally:
                 server.stop()

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from servelab.diagnose.findings import Finding
 from servelab.diagnose.gpus import GpuInfo
 from servelab.diagnose.pairs import PairInfo
 from servelab.diagnose.probe import Probe
-from servelab.engines.sglang import environment as sglang_environment
-from servelab.engines.vllm import environment as vllm_environment
+from servelab.engines import registry
+from servelab.engines.base import Environment
 
 NCCL_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
 LEGACY_LEVELS = {"0": "LOC", "1": "PIX", "2": "PXB", "3": "PHB", "4": "SYS", "5": "SYS"}
@@ -26,8 +27,16 @@ TRUE = ("1", "true", "yes", "on")
 NCCL_TUNING = ("NCCL_NVLS_ENABLE", "NCCL_CUMEM_ENABLE", "NCCL_ALGO", "NCCL_PROTO", "NCCL_MAX_NCHANNELS",
                "NCCL_MIN_NCHANNELS", "NCCL_NET", "NCCL_SOCKET_IFNAME", "NCCL_IGNORE_DISABLED_P2P")  # fmt: skip
 # Engines whose environment switches and P2P cache files doctor checks (each engine's knowledge in its package).
-ENGINE_ENVIRONMENTS = (vllm_environment, sglang_environment)
-ENGINE_SWITCHES = {name: value for e in ENGINE_ENVIRONMENTS for name, value in e.ENV_SWITCHES.items()}
+
+
+def engine_environments() -> tuple[Environment, ...]:
+    """The environment knowledge of every engine that has some, in registry order."""
+    return tuple(e.environment for e in registry.engines() if e.environment is not None)
+
+
+def engine_switches() -> dict[str, Any]:
+    """Every engine's degrading switches by variable name."""
+    return {name: value for e in engine_environments() for name, value in e.ENV_SWITCHES.items()}
 
 
 @dataclass(frozen=True)
@@ -198,7 +207,7 @@ def _visible_devices(env: Mapping[str, str], gpus: list[GpuInfo]) -> list[Findin
 
 def _engine_switches(env: Mapping[str, str]) -> list[Finding]:
     findings = []
-    for name, (active, meaning) in ENGINE_SWITCHES.items():
+    for name, (active, meaning) in engine_switches().items():
         if env.get(name, "").strip().lower() in ((active,) if active == "0" else TRUE):
             findings.append(_finding(f"env-{name.lower().replace('_', '-')}", "info", f"{name}={env[name]} is set",
                                      f"{name}={env[name]} (environment)", f"Meaning: {meaning}.",
@@ -208,7 +217,7 @@ def _engine_switches(env: Mapping[str, str]) -> list[Finding]:
 
 def _cache_globs(env: Mapping[str, str]) -> list[str]:
     cache_home = env.get("XDG_CACHE_HOME") or f"{_home(env)}/.cache"
-    return [engine.p2p_cache_glob(env, cache_home) for engine in ENGINE_ENVIRONMENTS]
+    return [engine.p2p_cache_glob(env, cache_home) for engine in engine_environments()]
 
 
 def _cache_finding(path: str, text: str | None, pairs: list[PairInfo]) -> Finding:

@@ -26,7 +26,7 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 class DetectedEngine:
     """Which engine answers at a URL, as read from its own endpoints."""
 
-    name: str  # one of servelab.engines.ENGINES
+    name: str  # an engine name from servelab.engines.registry
     version: str | None
     models: tuple[str, ...]
     raw: dict[str, Any] = field(default_factory=dict)

@@ -258,6 +258,13 @@ def start_server(
     return server
 
 
+def default_log_path(name: str, port: int) -> Path:
+    """Where an engine's log goes when none is asked: servelab's data dir, named by engine, time and port."""
+    from servelab import paths
+
+    return paths.data_dir() / "logs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{port}.log"
+
+
 def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 

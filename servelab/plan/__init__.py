@@ -1,7 +1,6 @@
-"""The planner: will a model fit, under which engine flags, and how fast can it go (pure arithmetic)."""
+"""The planner: will a model fit, under which engine flags, and how fast can it go (pure arithmetic).
 
-from servelab.plan.io import load_plan
-from servelab.plan.make import compare_plans, make_plan
-from servelab.plan.types import MemoryBytes, Plan, PlanSet
-
-__all__ = ["MemoryBytes", "Plan", "PlanSet", "compare_plans", "load_plan", "make_plan"]
+``plan.make`` (make_plan, compare_plans) drives each engine's planner adapter through the registry; the
+core (kv, state, weights, dtypes, speed, parallel, fit, types) imports no engine. This package's
+``__init__`` imports nothing, so engines can import the core without a cycle.
+"""

@@ -1,6 +1,6 @@
 """Render a plan's launch argv as a shell line or a docker-compose service with a health check.
 
-The flags come from each engine's recipe module; this file only formats. Servers bind 127.0.0.1 unless the user
+The flags come from each engine's cmdline module (its writer); this file only formats. Servers bind 127.0.0.1 unless the user
 asks for another host; in compose the server listens on 0.0.0.0 inside the container and the port is published
 on the asked host only.
 """

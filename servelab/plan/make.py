@@ -5,38 +5,57 @@ from __future__ import annotations
 
 import dataclasses
 
+from servelab.engines import registry
+from servelab.engines.base import Engine, Planner
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.quant import get_quant, synthesise_weights
 from servelab.model.spec import ModelSpec
 from servelab.plan import speed
-from servelab.plan.engine_plans import ADAPTERS, ENGINES, EngineFit, PlanSettings
+from servelab.plan.fit import EngineFit, PlanSettings
 from servelab.plan.kv import kv_layout
 from servelab.plan.launch import shell_line
 from servelab.plan.parallel import TensorParallelCost, tensor_parallel_cost
 from servelab.plan.state import state_layout
 from servelab.plan.types import BatchPoint, DecodeCeilings, Plan, PlanSet
 
-HF_QUANTS = ("bf16", "fp8", "awq")
-GGUF_QUANTS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS")
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-PREFILL_CHUNK = {"llamacpp": 512, "sglang": 4096, "vllm": 2048}  # n_ubatch / chunked prefill / batched tokens
 UNIFIED_GPU_SHARE = 0.75  # Metal recommendedMaxWorkingSetSize on Apple silicon, by default
 
 
-def _engine(name: str) -> str:
-    key = name.lower().replace(".", "").replace("-", "").replace("_", "")
-    if key not in ENGINES:
-        raise ConfigError(f"unknown engine {name!r}; choose one of: {', '.join(ENGINES)}, all")
-    return key
+def planner_engine(name: str) -> Engine:
+    """The engine ``name`` spells, if ``servelab plan`` has its allocation rules; ConfigError otherwise."""
+    return registry.get_engine(name, registry.planned())
 
 
-def engine_accepts(engine: str, model: ModelSpec) -> bool:
-    """Whether `engine` can load weights stored like `model` (GGUF types: llama.cpp; HF formats: sglang/vLLM)."""
+def _planner(engine: Engine) -> Planner:
+    if engine.planner is None:
+        raise ConfigError(f"servelab has no allocation rules for {engine.label}")
+    return engine.planner
+
+
+def engine_accepts(engine: Engine, model: ModelSpec) -> bool:
+    """Whether ``engine`` loads weights stored like ``model`` (GGUF types, or safetensors formats)."""
     family = "gguf" if model.source == "gguf" else _family(model.quant)
     if family == "float":
         return True
-    return (family == "gguf") == (engine == "llamacpp")
+    return (family == "gguf") == (_planner(engine).weight_formats == "gguf")
+
+
+def _formats_line() -> str:
+    """Which engines load which weights, for messages: "GGUF types on llamacpp; bf16, fp8, awq … on sglang, vllm"."""
+    by_format: dict[str, list[Engine]] = {}
+    for e in registry.planned():
+        by_format.setdefault(_planner(e).weight_formats, []).append(e)
+    parts = []
+    for fmt, group in by_format.items():
+        kinds = (
+            "GGUF types"
+            if fmt == "gguf"
+            else f"{', '.join(_planner(group[0]).usual_quants)} / gptq / nvfp4 / mxfp4"
+        )
+        parts.append(f"{kinds} on {' or '.join(e.name for e in group)}")
+    return "; ".join(parts)
 
 
 def _family(quant: str) -> str:
@@ -71,10 +90,14 @@ def _compute_dtype(model: ModelSpec, gpu: GPU) -> str:
     return "fp8" if model.quant.lower().startswith("fp8") and gpu.fp8_tflops else "bf16"
 
 
-def _state_bytes(model: ModelSpec, engine: str) -> int:
-    if engine == "llamacpp":
-        return state_layout(model, conv_dtype="fp32", ssm_dtype="fp32").bytes_per_sequence
-    return state_layout(model).bytes_per_sequence
+def _state_bytes(model: ModelSpec, engine: Engine) -> int:
+    conv, ssm = _planner(engine).state_dtypes
+    return state_layout(model, conv_dtype=conv, ssm_dtype=ssm).bytes_per_sequence
+
+
+def _all_reduces(engine: Engine) -> bool:
+    """Whether tensor parallelism splits each layer (an all-reduce per layer) rather than layer ranges."""
+    return _planner(engine).tensor_parallel == "all-reduce"
 
 
 def _kv_dtype_bytes_name(kv_dtype: str, model: ModelSpec) -> str:
@@ -87,7 +110,7 @@ def _kv_dtype_bytes_name(kv_dtype: str, model: ModelSpec) -> str:
 class _Speed:
     model: ModelSpec
     gpu: GPU
-    engine: str
+    engine: Engine
     kv_dtype: str
     tp: int
     interconnect: str | None
@@ -105,7 +128,7 @@ class _Speed:
             compute_dtype=_compute_dtype(self.model, self.gpu),
         )
         step_s = 1 / d.per_sequence_tok_s
-        if self.tp > 1 and self.engine != "llamacpp" and self.interconnect:
+        if self.tp > 1 and _all_reduces(self.engine) and self.interconnect:
             step_s = step_s / self.tp + self.cost(batch).per_token_s
         return 1 / step_s, d.bound
 
@@ -159,15 +182,14 @@ def make_plan(
 ) -> Plan:
     """Plan serving `model` with `engine` on `gpus` x `gpu` (tensor parallel when gpus > 1). `engine_flags`:
     mem_fraction_static, gpu_memory_utilization, max_total_tokens, n_gpu_layers, host, port."""
-    engine = _engine(engine)
-    if gpu.unified_memory and engine != "llamacpp":
-        raise ConfigError(f"{engine} needs a CUDA or ROCm GPU; on {gpu.label} plan --engine llamacpp")
+    chosen = planner_engine(engine)
+    rules = _planner(chosen)
+    if gpu.unified_memory and rules.needs_cuda:
+        others = " or ".join(e.name for e in registry.planned() if not _planner(e).needs_cuda)
+        raise ConfigError(f"{chosen.name} needs a CUDA or ROCm GPU; on {gpu.label} plan --engine {others}")
     model = with_quant(model, quant)
-    if not engine_accepts(engine, model):
-        raise ConfigError(
-            f"{engine} cannot load {model.quant} weights; GGUF types run on llamacpp, "
-            f"{', '.join(HF_QUANTS)} / gptq / nvfp4 / mxfp4 on sglang or vllm"
-        )
+    if not engine_accepts(chosen, model):
+        raise ConfigError(f"{chosen.name} cannot load {model.quant} weights; {_formats_line()}")
     context = context if context is not None else model.max_context
     _check(context, parallel, gpus)
     if gpus > 1 and interconnect is None:
@@ -180,8 +202,8 @@ def make_plan(
         model_path=model_path or model.name,
         **engine_flags,
     )  # type: ignore[arg-type]
-    fit: EngineFit = ADAPTERS[engine](model, gpu, settings)
-    sp = _Speed(model, gpu, engine, fit.kv_dtype, gpus, interconnect)
+    fit: EngineFit = rules.plan(model, gpu, settings)
+    sp = _Speed(model, gpu, chosen, fit.kv_dtype, gpus, interconnect)
     served = min(context, fit.context_served) if fit.context_served else context
     ceiling = _ceilings(sp, min(speed.SHORT_CONTEXT_TOKENS, served), served)
     warnings = list(fit.warnings)
@@ -192,21 +214,21 @@ def make_plan(
         )
     single = None
     if gpus > 1:
-        single = round(_Speed(model, gpu, engine, fit.kv_dtype, 1, None).per_sequence(served)[0], 2)
+        single = round(_Speed(model, gpu, chosen, fit.kv_dtype, 1, None).per_sequence(served)[0], 2)
         if ceiling.full_context < single:
             warnings.append(
                 f"tensor parallel over {interconnect}: {ceiling.full_context} tok/s ceiling is below one"
                 f" GPU's {single} tok/s; the all-reduce latency outweighs the split"
             )
     return Plan(
-        engine=engine,
+        engine=chosen.name,
         quant=model.quant,
         context=context,
         kv_dtype=fit.kv_dtype,
         fits=fit.fits,
         memory_bytes=fit.memory,
         decode_ceiling_tok_s=ceiling,
-        decode_expected_tok_s=_scaled(ceiling, speed.DECODE_EFFICIENCY[engine]),
+        decode_expected_tok_s=_scaled(ceiling, rules.decode_efficiency),
         prefill_ceiling_tok_s=round(
             speed.prefill_ceiling_tok_s(
                 model, gpu, served, compute_dtype=_compute_dtype(model, gpu), gpus=gpus
@@ -218,7 +240,7 @@ def make_plan(
         gpu=gpu.name,
         slots=fit.slots,
         context_served=fit.context_served,
-        efficiency={"decode": speed.DECODE_EFFICIENCY[engine], "prefill": speed.PREFILL_EFFICIENCY[engine]},
+        efficiency={"decode": rules.decode_efficiency, "prefill": rules.prefill_efficiency},
         prefill_short_tok_s=round(
             speed.prefill_ceiling_tok_s(
                 model, gpu, ceiling.short_context, compute_dtype=_compute_dtype(model, gpu), gpus=gpus
@@ -226,11 +248,15 @@ def make_plan(
             1,
         ),
         prefill_bound=speed.prefill_bound(
-            model, gpu, served, chunk_tokens=PREFILL_CHUNK[engine], compute_dtype=_compute_dtype(model, gpu)
+            model,
+            gpu,
+            served,
+            chunk_tokens=rules.prefill_chunk_tokens,
+            compute_dtype=_compute_dtype(model, gpu),
         ),
         decode_batch_tok_s=_batch_points(sp, min(speed.SHORT_CONTEXT_TOKENS, served), fit.max_batch),
         decode_batch_full_context_tok_s=_batch_points(sp, served, _full_context_batch(fit, model, served)),
-        parallel_cost=sp.cost() if gpus > 1 and engine != "llamacpp" else None,
+        parallel_cost=sp.cost() if gpus > 1 and _all_reduces(chosen) else None,
         single_gpu_decode_tok_s=single,
         details=fit.details,
         command=tuple(fit.argv),
@@ -239,19 +265,20 @@ def make_plan(
     )
 
 
-def candidates(model: ModelSpec, engines: tuple[str, ...], quant: str | None) -> list[tuple[str, str | None]]:
+def candidates(
+    model: ModelSpec, engines: tuple[Engine, ...], quant: str | None
+) -> list[tuple[str, str | None]]:
     """Sensible (engine, quant) pairs: the model's own format, then the usual choices per engine."""
     pairs: list[tuple[str, str | None]] = []
     for engine in engines:
         if model.weights_exact or quant is not None:
             options: tuple[str | None, ...] = (quant,)
         else:
-            usual = GGUF_QUANTS if engine == "llamacpp" else HF_QUANTS
-            options = tuple(dict.fromkeys((model.quant, *usual)))
+            options = tuple(dict.fromkeys((model.quant, *_planner(engine).usual_quants)))
         for option in options:
             priced = with_quant(model, option)
             if engine_accepts(engine, priced):
-                pairs.append((engine, option))
+                pairs.append((engine.name, option))
     return pairs
 
 
@@ -259,28 +286,32 @@ def compare_plans(
     model: ModelSpec,
     gpu: GPU,
     *,
-    engines: tuple[str, ...] = ENGINES,
+    engines: tuple[str, ...] | None = None,
     quant: str | None = None,
     gpus: int = 1,
     interconnect: str | None = None,
     **kwargs: object,
 ) -> PlanSet:
-    """Every sensible (engine, quant) plan; fitting plans first, fastest full-context decode first."""
-    engines = tuple(_engine(e) for e in engines)
+    """Every sensible (engine, quant) plan; fitting plans first, fastest full-context decode first.
+    ``engines``: names to compare (default: every engine servelab can plan)."""
+    chosen = registry.planned() if engines is None else tuple(planner_engine(e) for e in engines)
     if gpu.unified_memory:
-        engines = tuple(e for e in engines if e == "llamacpp") or ("llamacpp",)
-    pairs = candidates(model, engines, quant)
+        chosen = tuple(e for e in chosen if not _planner(e).needs_cuda) or tuple(
+            e for e in registry.planned() if not _planner(e).needs_cuda
+        )
+    pairs = candidates(model, chosen, quant)
     if not pairs:
-        raise ConfigError(f"no engine among {', '.join(engines)} can load {quant or model.quant} weights")
+        names = ", ".join(e.name for e in chosen)
+        raise ConfigError(f"no engine among {names} can load {quant or model.quant} weights")
     plans = [
         make_plan(model, gpu, engine=e, quant=q, gpus=gpus, interconnect=interconnect, **kwargs)  # type: ignore[arg-type]
         for e, q in pairs
     ]
     plans.sort(key=lambda p: (not p.fits, -p.decode_expected_tok_s.full_context))
-    chosen = interconnect if gpus > 1 else None
-    if gpus > 1 and chosen is None:
-        chosen = "nvlink" if gpu.nvlink_gb_s else "pcie-p2p"
-    return PlanSet(model.name, gpu.name, gpus, chosen, tuple(plans))
+    link = interconnect if gpus > 1 else None
+    if gpus > 1 and link is None:
+        link = "nvlink" if gpu.nvlink_gb_s else "pcie-p2p"
+    return PlanSet(model.name, gpu.name, gpus, link, tuple(plans))
 
 
 def plan_set(plan: Plan, gpus: int = 1, interconnect: str | None = None) -> PlanSet:

@@ -17,10 +17,6 @@ from servelab.plan.kv import KVLayout
 from servelab.plan.weights import active_params, decode_read_bytes
 
 SHORT_CONTEXT_TOKENS = 1024
-# Measured fraction of peak bandwidth in decode / of peak tensor FLOPs in prefill (memory.md §7; sglang/vLLM
-# decode from the field report "close to the ceiling"; prefill ~50% of dense tensor peak is typical for all three).
-DECODE_EFFICIENCY = {"llamacpp": 0.65, "sglang": 0.8, "vllm": 0.8}
-PREFILL_EFFICIENCY = {"llamacpp": 0.35, "sglang": 0.5, "vllm": 0.5}
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from servelab.engines.llamacpp.logparse import parse_server_log
+from servelab.engines import registry
+from servelab.engines.base import LogMemory
 from servelab.errors import ConfigError
 from servelab.plan.io import read_json_object
 from servelab.report.compare import workload_warnings
@@ -139,16 +140,9 @@ def _memory_used(run: StoredRun, info: dict) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def llamacpp_log_memory_bytes(text: str) -> int | None:
-    """Every buffer a llama-server log reports (model, KV, recurrent state, output, compute; draft included)."""
-    sections = parse_server_log(text).sections
-    total = sum(
-        s.model_bytes + s.kv_bytes + s.recurrent_bytes + s.output_bytes + s.compute_bytes for s in sections
-    )
-    return total or None
-
-
-LOG_MEMORY_READERS = {"llamacpp": llamacpp_log_memory_bytes}  # engines whose logs say what they allocated
+def _log_memory(engine: str) -> LogMemory | None:
+    found = registry.find_engine(engine)
+    return found.log_memory if found else None
 
 
 def memory_from_logs(
@@ -162,13 +156,14 @@ def memory_from_logs(
         )
     updated = list(engines)
     for i, (name, text) in enumerate(logs):
-        reader = LOG_MEMORY_READERS.get(engines[i].engine)
+        reader = _log_memory(engines[i].engine)
         if reader is None:
+            readable = ", ".join(e.name for e in registry.engines() if e.log_memory)
             raise ConfigError(f"cannot read memory from {name}: target {i} is {engines[i].engine}; "
-                              f"server logs are read for: {', '.join(LOG_MEMORY_READERS)}")  # fmt: skip
-        used = reader(text)
+                              f"server logs are read for: {readable}")  # fmt: skip
+        used = reader.read(text)
         if used is None:
-            raise ConfigError(f"{name} reports no buffer sizes; start llama-server with -lv 4 to log them")
+            raise ConfigError(f"{name} reports no buffer sizes; {reader.hint}")
         updated[i] = replace(engines[i], memory_used_bytes=used)
     return tuple(updated)
 

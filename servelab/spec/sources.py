@@ -11,15 +11,17 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from servelab.diagnose.logs import read_lines
-from servelab.engines.llamacpp import speculative as llamacpp_spec
+from servelab.engines import registry
+from servelab.engines.base import Speculative
 from servelab.engines.probe import HttpProbe
-from servelab.engines.sglang import speculative as sglang_spec
-from servelab.engines.vllm import speculative as vllm_spec
 from servelab.errors import ConfigError, TargetError
 from servelab.spec.observation import SpecObservation
 from servelab.spec.theory import accept_length_from_rate
 
-_PARSERS = {"sglang": sglang_spec, "vllm": vllm_spec, "llamacpp": llamacpp_spec}
+
+def _parsers() -> tuple[Speculative, ...]:
+    """Every engine's speculative-decoding parser, in registry order."""
+    return tuple(e.speculative for e in registry.engines() if e.speculative is not None)
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,7 @@ def observations_from_logs(paths: Iterable[str], stdin: TextIO | None = None) ->
     found: list[SpecObservation] = []
     for path in paths:
         stdin_lines = _read_stdin(stdin) if path == "-" else None
-        for parser in _PARSERS.values():
+        for parser in _parsers():
             lines = stdin_lines if stdin_lines is not None else _stream_lines(path)
             if (obs := parser.parse_log(lines, path)) is not None:
                 found.append(obs)
@@ -56,7 +58,7 @@ def observations_from_metrics(url: str, api_key: str | None = None) -> list[Spec
             f"{probe.base_url}/metrics answered with an error; start the server with metrics on"
         )
     where = f"{probe.base_url}/metrics"
-    return [obs for parser in _PARSERS.values() if (obs := parser.parse_metrics(text, where)) is not None]
+    return [obs for parser in _parsers() if (obs := parser.parse_metrics(text, where)) is not None]
 
 
 def from_numbers(

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servelab.engines import registry
 from servelab.errors import ConfigError
 from servelab.plan.io import load_plan
-from servelab.verify.command import CMDLINES, EngineCommand, read_command
+from servelab.verify.command import EngineCommand, cmdlines, read_command
 
 EXPECT_KEYS = {
     "context": "tokens one request may use (llama.cpp: per slot; sglang: context_length; vLLM: max_model_len)",
@@ -101,10 +102,11 @@ def from_engine_command(
     """Asked from a command already taken apart (``read_command``); ``engine`` for bare flags."""
     name = command.engine or engine
     argv = list(command.argv)
-    if name not in CMDLINES:
+    readers = cmdlines()
+    if name not in readers:
         raise ConfigError(f"{source}: bare flags {shlex.join(argv[:3])!r} need an engine, and {name or 'none'} "
                           "answers; give the full command line (llama-server …, vllm serve …)")  # fmt: skip
-    module = CMDLINES[name]
+    module = readers[name]
     launch = module.parse(argv, {**(environment or {}), **command.environment})
     values = module.expectations(launch)
     if not values:
@@ -123,7 +125,7 @@ def from_plan(path: Path) -> Asked:
     engine = _engine_name(first.get("engine"))
     asked = Asked(engine=engine)
     command = first.get("command") or first.get("argv")
-    if command and engine in CMDLINES:
+    if command and engine in cmdlines():
         asked = from_command(command, engine=engine, source="--plan")
     # the plan's "model" is a display name (a GGUF's general.name); the command's -m / --model-path says what loads
     keys = ("context", "slots", "kv_dtype") + (() if "model" in asked.values else ("model",))
@@ -135,5 +137,5 @@ def from_plan(path: Path) -> Asked:
 
 
 def _engine_name(value: Any) -> str | None:
-    text = str(value or "").lower().replace(".", "").replace("-", "").replace("_", "")
-    return text if text in CMDLINES else None
+    found = registry.find_engine(str(value or ""))
+    return found.name if found is not None and found.cmdline is not None else None

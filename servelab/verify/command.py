@@ -11,18 +11,10 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from servelab.engines.llamacpp import cmdline as llamacpp_cmdline
-from servelab.engines.ollama import cmdline as ollama_cmdline
-from servelab.engines.sglang import cmdline as sglang_cmdline
-from servelab.engines.vllm import cmdline as vllm_cmdline
+from servelab.engines import registry
+from servelab.engines.base import CommandLine
 from servelab.errors import ConfigError
 
-CMDLINES = {
-    "llamacpp": llamacpp_cmdline,
-    "sglang": sglang_cmdline,
-    "vllm": vllm_cmdline,
-    "ollama": ollama_cmdline,
-}
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _WRAPPERS = ("env", "nohup", "exec")
 # programs that run another command after options of their own: the engine launch is found after them
@@ -66,16 +58,21 @@ class EngineCommand:
     environment: dict[str, str] = field(default_factory=dict)
 
 
+def cmdlines() -> dict[str, CommandLine]:
+    """Every engine's command-line reader, by engine name (engines without one are left out)."""
+    return {e.name: e.cmdline for e in registry.engines() if e.cmdline is not None}
+
+
 def engine_of_command(argv: list[str]) -> str | None:
     """The engine a command line runs, from its program words; None when no engine recognises them."""
-    return next((name for name, module in CMDLINES.items() if module.recognises(argv)), None)
+    return next((name for name, reader in cmdlines().items() if reader.recognises(argv)), None)
 
 
 def image_engine(image: str | None) -> str | None:
     """The engine a container image name points at (``vllm/vllm-openai`` → vllm), else None."""
     lowered = (image or "").lower()
     return next(
-        (name for name, module in CMDLINES.items() if any(w in lowered for w in module.IMAGE_WORDS)), None
+        (name for name, reader in cmdlines().items() if any(w in lowered for w in reader.IMAGE_WORDS)), None
     )
 
 
@@ -100,7 +97,7 @@ def read_command(
 
 def launch_forms() -> tuple[str, ...]:
     """Every engine's accepted launch spellings, for messages."""
-    return tuple(form for module in CMDLINES.values() for form in module.LAUNCH_FORMS)
+    return tuple(form for reader in cmdlines().values() for form in reader.LAUNCH_FORMS)
 
 
 def split_words(command: str | list[str], source: str) -> list[str]:

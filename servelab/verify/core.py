@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servelab.engines import registry
 from servelab.engines.detect import DetectedEngine, detect_engine
 from servelab.engines.probe import public_url
 from servelab.verify.asked import Asked
@@ -41,7 +42,8 @@ def verify(
     """Detect the engine at ``url``, read its effective configuration, diff it against ``asked``."""
     detected = engine or detect_engine(url, api_key=api_key, timeout_s=timeout_s)
     asked = asked or Asked()
-    model = asked.values.get("model") if detected.name in ("ollama", "openai", "vllm") else None
+    scoped = (found := registry.find_engine(detected.name)) is not None and found.model_scoped_endpoints
+    model = asked.values.get("model") if scoped else None
     effective = read_effective(url, engine=detected, api_key=api_key, timeout_s=timeout_s, model=model)
     return compare(public_url(url), effective, asked)
 

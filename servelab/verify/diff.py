@@ -8,24 +8,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
-from servelab.engines.llamacpp import verify_rules as llamacpp_rules
-from servelab.engines.ollama import verify_rules as ollama_rules
-from servelab.engines.openai import verify_rules as openai_rules
-from servelab.engines.sglang import verify_rules as sglang_rules
-from servelab.engines.vllm import verify_rules as vllm_rules
+from servelab.engines import registry
+from servelab.engines.base import VerifyRules
 from servelab.verify.asked import Asked
 from servelab.verify.effective import EffectiveConfig
 
-RULES: dict[str, ModuleType] = {
-    "llamacpp": llamacpp_rules,
-    "sglang": sglang_rules,
-    "vllm": vllm_rules,
-    "ollama": ollama_rules,
-    "openai": openai_rules,
-}
 _DTYPE_ALIASES = {
     "fp16": "f16",
     "float16": "f16",
@@ -71,9 +60,15 @@ class Diff:
     notes: tuple[str, ...] = ()
 
 
+def rules_for(engine: str) -> VerifyRules:
+    """The engine's verify rules; the plain OpenAI-compatible ones for an engine the registry does not know."""
+    found = registry.find_engine(engine) or registry.fallback()
+    return found.verify_rules
+
+
 def diff(asked: Asked, got: EffectiveConfig) -> Diff:
     """Compare every asked key with what ``got`` reports."""
-    rules = RULES.get(got.engine, openai_rules)
+    rules = rules_for(got.engine)
     mismatches, unverified, matched = [], [], []
     for key, asked_value in asked.values.items():
         got_value = rules.reported(key, got)
@@ -88,7 +83,7 @@ def diff(asked: Asked, got: EffectiveConfig) -> Diff:
 
 
 def _mismatch(
-    rules: ModuleType, key: str, asked_value: Any, got_value: Any, asked: Asked, got: EffectiveConfig
+    rules: VerifyRules, key: str, asked_value: Any, got_value: Any, asked: Asked, got: EffectiveConfig
 ) -> Mismatch:
     label = rules.LABELS.get(key, key)
     cause, fix = rules.explain(key, asked_value, got_value, asked, got) or (None, "check the launch flags")

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from servelab.engines.llamacpp.install import check_llama_server
-from servelab.engines.llamacpp.server import start_llama_server
+from servelab.engines.llamacpp.launch import start_llama_server
 from servelab.engines.process import ManagedProcess
 from servelab.errors import EngineError, EngineStartError, ModelFormatError
 

@@ -151,7 +151,7 @@ def test_serve_bad_port_or_timeout_is_a_usage_error_before_anything_starts(optio
 
 def test_serve_unknown_engine_is_a_usage_error(capsys):
     assert main(["serve", "tgi", "m.gguf"]) == 2
-    assert "choose one of: llama.cpp, sglang, vllm" in capsys.readouterr().err
+    assert "choose one of: llama.cpp, sglang, vLLM" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

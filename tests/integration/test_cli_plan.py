@@ -237,7 +237,7 @@ def test_overrides_make_a_custom_gpu(capsys) -> None:
         (["plan", "Qwen/Qwen3-8B", "--context", "-5"], "--context must be a positive"),
         (["plan", "Qwen/Qwen3-8B", "--quant", "awq-w5g128"], "valid"),
         (["plan", "Qwen/Qwen3-8B", "--engine", "llamacpp", "--quant", "awq"], "cannot load"),
-        (["plan", "Qwen/Qwen3-8B", "--engine", "tgi"], "sglang, vllm, llamacpp"),
+        (["plan", "Qwen/Qwen3-8B", "--engine", "tgi"], "llama.cpp, sglang, vLLM, all"),
         (["plan", "Qwen/Qwen3-8B", "--emit", "helm"], "cmd, compose"),
         (["plan", "Qwen/Qwen3-8B", "--gpus", "2", "--interconnect", "carrier-pigeon"], "pcie-host-staged"),
         (

@@ -62,7 +62,7 @@ def test_unknown_engine_is_a_usage_error(capsys):
     out, err = capsys.readouterr()
     assert out == ""
     assert err.strip() == (
-        "servelab: error: unknown engine 'tgi' for log signatures; valid: sglang, vllm, llamacpp, ollama, nccl"
+        "servelab: error: unknown engine 'tgi' for log signatures; valid: llamacpp, sglang, vllm, ollama, nccl"
     )
 
 

@@ -6,9 +6,10 @@ import shlex
 
 import yaml
 
-from servelab.engines.llamacpp import recipe as llamacpp
-from servelab.engines.sglang import recipe as sglang
-from servelab.engines.vllm import recipe as vllm
+from servelab.engines.llamacpp import cmdline as llamacpp
+from servelab.engines.registry import get_engine
+from servelab.engines.sglang import cmdline as sglang
+from servelab.engines.vllm import cmdline as vllm
 from servelab.hardware.gpus import find_gpu
 from servelab.model.load import load_model
 from servelab.plan.launch import compose_service, shell_line
@@ -100,7 +101,7 @@ def test_paths_with_spaces_and_quotes_are_quoted() -> None:
 def test_compose_service_binds_loopback_and_checks_health() -> None:
     argv = sglang.command("m", quant="bf16", context_length=8192, kv_cache_dtype="auto")
     doc = yaml.safe_load(
-        compose_service("sglang", argv, image=sglang.IMAGE, port=30000, health_path="/health")
+        compose_service("sglang", argv, image=get_engine("sglang").image, port=30000, health_path="/health")
     )
     service = doc["services"]["sglang"]
     assert service["ports"] == ["127.0.0.1:30000:30000"]

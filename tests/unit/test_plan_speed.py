@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from servelab.engines.registry import get_engine
 from servelab.hardware.gpus import GPU, find_gpu
 from servelab.model.load import load_model
 from servelab.model.spec import WeightGroup
 from servelab.plan.kv import kv_layout
 from servelab.plan.speed import (
-    DECODE_EFFICIENCY,
     decode_ceiling,
     prefill_ceiling_tok_s,
     prefill_flops_per_token,
@@ -88,4 +88,5 @@ def test_measured_decode_sits_below_the_ceiling(
 
 def test_llamacpp_efficiency_is_within_the_measured_range() -> None:
     # memory.md §7/§8: llama.cpp achieves 0.6-0.9 of peak bandwidth in decode
-    assert 0.6 <= DECODE_EFFICIENCY["llamacpp"] <= 0.9
+    planner = get_engine("llama.cpp").planner
+    assert planner is not None and 0.6 <= planner.decode_efficiency <= 0.9

@@ -1,6 +1,6 @@
 """The log-signature database: one YAML file per engine, in that engine's package, plus NCCL's here.
 
-    servelab/engines/<engine>/signatures.yaml     sglang, vllm, llamacpp, ollama
+    servelab/engines/<engine>/signatures.yaml     every engine whose contract names it (engines/registry.py)
     servelab/diagnose/signatures/nccl.yaml        NCCL is a library every multi-GPU engine loads
 
 Each file: ``engine: <name>`` and ``signatures: [...]``; each entry has id, versions_seen, source,
@@ -21,16 +21,11 @@ from pathlib import Path
 import yaml
 
 from servelab.diagnose.signatures.template import Template, TemplateError, compile_template
+from servelab.engines import registry
 from servelab.errors import ConfigError
 
 SEVERITIES = ("critical", "warning", "info")
-SIGNATURE_FILES = {
-    "sglang": ("servelab.engines.sglang", "signatures.yaml"),
-    "vllm": ("servelab.engines.vllm", "signatures.yaml"),
-    "llamacpp": ("servelab.engines.llamacpp", "signatures.yaml"),
-    "ollama": ("servelab.engines.ollama", "signatures.yaml"),
-    "nccl": ("servelab.diagnose.signatures", "nccl.yaml"),
-}
+NCCL_FILE = ("servelab.diagnose.signatures", "nccl.yaml")  # a library every multi-GPU engine loads
 _COMPARISONS = {
     "<": operator.lt,
     "<=": operator.le,
@@ -95,17 +90,21 @@ def _number(text: str) -> float | None:
         return None
 
 
+def signature_files() -> dict[str, tuple[str, str]]:
+    """Every signature set by name: each registered engine's ``signatures.yaml``, then NCCL's."""
+    files = {e.name: (e.signatures, "signatures.yaml") for e in registry.engines() if e.signatures}
+    return {**files, "nccl": NCCL_FILE}
+
+
 def load_signatures(engines: Iterable[str] | None = None) -> tuple[Signature, ...]:
     """The shipped signatures, for ``engines`` (all when None). Unknown names raise ConfigError."""
-    names = tuple(SIGNATURE_FILES) if engines is None else tuple(engines)
-    unknown = [n for n in names if n not in SIGNATURE_FILES]
+    files = signature_files()
+    names = tuple(files) if engines is None else tuple(engines)
+    unknown = [n for n in names if n not in files]
     if unknown:
-        raise ConfigError(
-            f"unknown engine {unknown[0]!r} for log signatures; valid: {', '.join(SIGNATURE_FILES)}"
-        )
+        raise ConfigError(f"unknown engine {unknown[0]!r} for log signatures; valid: {', '.join(files)}")
     loaded: list[Signature] = []
-    for name in SIGNATURE_FILES:
-        package, filename = SIGNATURE_FILES[name]
+    for package, filename in files.values():
         resource = resources.files(package).joinpath(filename)
         loaded += parse_signature_file(resource.read_text(encoding="utf-8"), f"{package}/{filename}")
     wanted = [s for s in loaded if set(s.engines) & set(names)]

@@ -147,3 +147,12 @@ class BufferCheck:
 def compare_buffers(predicted: object, logged: LoggedBuffers) -> tuple[BufferCheck, ...]:
     """Each buffer the planner predicts (a LlamaCppMemory) beside the one llama-server logged."""
     return tuple(BufferCheck(name, int(getattr(predicted, name)), getattr(logged, name)) for name in BUFFERS)
+
+
+def log_memory_bytes(text: str) -> int | None:
+    """Every buffer a llama-server log reports (model, KV, recurrent state, output, compute; draft included)."""
+    sections = parse_server_log(text).sections
+    total = sum(
+        s.model_bytes + s.kv_bytes + s.recurrent_bytes + s.output_bytes + s.compute_bytes for s in sections
+    )
+    return total or None

@@ -7,6 +7,7 @@ from typing import Any
 from servelab.engines.probe import HttpProbe
 
 ACCEPTS_TOKEN_IDS = False
+KEEP_ALIVE = True  # connections are reused between requests
 SNAPSHOT_PATHS: tuple[str, ...] = ()
 
 

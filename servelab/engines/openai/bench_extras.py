@@ -12,6 +12,7 @@ from typing import Any
 from servelab.engines.probe import HttpProbe
 
 ACCEPTS_TOKEN_IDS = False  # unknown servers: send text, verified against /tokenize when it exists
+KEEP_ALIVE = True  # connections are reused between requests
 SNAPSHOT_PATHS: tuple[str, ...] = ("/metrics",)
 
 

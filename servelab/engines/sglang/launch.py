@@ -11,9 +11,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from servelab.engines.process import EngineServer, check_port_free, default_log_path, start_server
+from servelab.engines.sglang import HEALTH_PATH
 from servelab.errors import EngineError
 
-HEALTH_PATH = "/health"
 HEALTH_TIMEOUT_S = 900.0  # weights load and CUDA graphs are captured before /health answers
 
 
@@ -39,3 +40,27 @@ def launch_argv(model: str | Path, *, host: str, port: int, args: Sequence[str] 
         str(port),
         *args,
     ]
+
+
+def start(
+    model: str,
+    args: Sequence[str],
+    *,
+    host: str,
+    port: int,
+    log_path: Path | None,
+    timeout_s: float,
+) -> EngineServer:
+    """Start sglang on ``model`` (EngineError when it is not installed) and wait until it is healthy."""
+    check_installed()
+    check_port_free(host, port)
+    return start_server(
+        launch_argv(model, host=host, port=port, args=args),
+        host=host,
+        port=port,
+        model=Path(model),
+        log_path=log_path or default_log_path("sglang", port),
+        health_path=HEALTH_PATH,
+        timeout_s=timeout_s,
+        name="sglang",
+    )

@@ -10,6 +10,14 @@ from __future__ import annotations
 from servelab.engines.openai.bench_extras import count_chat_tokens, request_fields, tokenize
 
 ACCEPTS_TOKEN_IDS = True
+KEEP_ALIVE = True  # connections are reused between requests
 SNAPSHOT_PATHS: tuple[str, ...] = ("/metrics",)
 
-__all__ = ["ACCEPTS_TOKEN_IDS", "SNAPSHOT_PATHS", "count_chat_tokens", "request_fields", "tokenize"]
+__all__ = [
+    "ACCEPTS_TOKEN_IDS",
+    "KEEP_ALIVE",
+    "SNAPSHOT_PATHS",
+    "count_chat_tokens",
+    "request_fields",
+    "tokenize",
+]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from servelab.engines.flags import Flag, python_module, scan, to_float, to_int
+from servelab.engines.vllm import DEFAULT_PORT
 
 FLAGS = (
     Flag(("--model",), "model"),
@@ -97,3 +98,64 @@ def _json_or_none(text: str | None) -> dict[str, Any] | None:
     except json.JSONDecodeError:
         return {"raw": text}
     return value if isinstance(value, dict) else {"raw": text}
+
+
+# The writer: the launch words `servelab plan` emits (formerly recipe.py).
+QUANTIZATION_FLAGS = {
+    "awq": "awq_marlin",
+    "gptq": "gptq_marlin",
+    "fp8": "fp8",
+    "fp8-block": "fp8",
+    "mxfp4": "mxfp4",
+    "nvfp4": "modelopt_fp4",
+}
+KV_SPELLING = {
+    "bf16": "bfloat16",
+    "fp8_e4m3": "fp8_e4m3",
+    "fp8_e5m2": "fp8_e5m2",
+    "fp8": "fp8",
+    "auto": "auto",
+}
+
+
+def quantization_flag(quant: str) -> str | None:
+    family = quant.lower().split("-w")[0]
+    return QUANTIZATION_FLAGS.get(quant.lower()) or QUANTIZATION_FLAGS.get(family)
+
+
+def command(
+    model_path: str,
+    *,
+    quant: str,
+    max_model_len: int,
+    kv_cache_dtype: str,
+    tp: int = 1,
+    gpu_memory_utilization: float | None = None,
+    max_num_seqs: int | None = None,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+) -> list[str]:
+    """argv for vLLM; pass it through shlex.join to print it."""
+    argv = [
+        "vllm",
+        "serve",
+        model_path,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--max-model-len",
+        str(max_model_len),
+    ]
+    flag = quantization_flag(quant)
+    if flag:
+        argv += ["--quantization", flag]
+    if kv_cache_dtype != "auto":
+        argv += ["--kv-cache-dtype", KV_SPELLING.get(kv_cache_dtype, kv_cache_dtype)]
+    if gpu_memory_utilization is not None:
+        argv += ["--gpu-memory-utilization", f"{gpu_memory_utilization:g}"]
+    if max_num_seqs:
+        argv += ["--max-num-seqs", str(max_num_seqs)]
+    if tp > 1:
+        argv += ["--tensor-parallel-size", str(tp)]
+    return argv

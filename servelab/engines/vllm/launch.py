@@ -10,9 +10,10 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from servelab.engines.process import EngineServer, check_port_free, default_log_path, start_server
+from servelab.engines.vllm import HEALTH_PATH
 from servelab.errors import EngineError
 
-HEALTH_PATH = "/health"
 HEALTH_TIMEOUT_S = 900.0  # weights load, torch.compile and CUDA graph capture come first
 
 
@@ -29,3 +30,27 @@ def launch_argv(
 ) -> list[str]:
     """The vLLM command line; ``args`` (engine flags) come last."""
     return [program, "serve", str(model), "--host", host, "--port", str(port), *args]
+
+
+def start(
+    model: str,
+    args: Sequence[str],
+    *,
+    host: str,
+    port: int,
+    log_path: Path | None,
+    timeout_s: float,
+) -> EngineServer:
+    """Start vllm on ``model`` (EngineError when it is not installed) and wait until it is healthy."""
+    check_installed()
+    check_port_free(host, port)
+    return start_server(
+        launch_argv(model, host=host, port=port, args=args),
+        host=host,
+        port=port,
+        model=Path(model),
+        log_path=log_path or default_log_path("vllm", port),
+        health_path=HEALTH_PATH,
+        timeout_s=timeout_s,
+        name="vllm",
+    )

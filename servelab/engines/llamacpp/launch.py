@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from servelab import paths
+from servelab.engines.llamacpp import HEALTH_PATH
 from servelab.engines.llamacpp.install import find_llama_server
 from servelab.engines.process import EngineServer, check_port_free, free_port, start_server
 from servelab.errors import ModelFormatError
@@ -75,8 +76,21 @@ def start_llama_server(
         port=port,
         model=model,
         log_path=log_path,
-        health_path="/health",
+        health_path=HEALTH_PATH,
         timeout_s=timeout_s,
         env=server_env(binary),
         name="llama-server",
     )
+
+
+def start(
+    model: str,
+    args: Sequence[str],
+    *,
+    host: str,
+    port: int,
+    log_path: Path | None,
+    timeout_s: float,
+) -> EngineServer:
+    """The launcher contract (servelab/engines/base.py): llama-server from servelab's build or PATH."""
+    return start_llama_server(model, args, host=host, port=port, log_path=log_path, timeout_s=timeout_s)

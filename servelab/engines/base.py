@@ -1,0 +1,179 @@
+"""The engine contract: everything an engine provides, named in one place.
+
+An engine is one package under ``servelab/engines/`` whose ``engine.py`` builds one ``Engine`` value, and one
+line in ``servelab/engines/registry.py``. Every other layer loops over the registry; none names an engine.
+
+Every engine provides (required):
+    identity        name, label, aliases (``llama.cpp`` = ``llamacpp``), default port, health path
+    endpoints       identify(probe) -> DetectedEngine | None; read_effective(probe, model) -> dict
+    verify_rules    LABELS, UNREPORTED, reported(key, got), explain(...) -> (cause, fix), notes(got)
+    bench_extras    ACCEPTS_TOKEN_IDS, KEEP_ALIVE, SNAPSHOT_PATHS, request_fields(), tokenize(), count_chat_tokens()
+
+Optional capabilities are ``None`` when the engine lacks them (never discovered by ``getattr``):
+    cmdline         the command-line reader and writer: recognises(argv), parse(argv, env), expectations(launch),
+                    LAUNCH_FORMS, IMAGE_WORDS (container images that run it)
+    launcher        start(model, args, host=, port=, log_path=, timeout_s=) -> EngineServer; HEALTH_TIMEOUT_S
+    planner         ``Planner``: memory rules + planner adapter + efficiency figures
+    signatures      the package holding ``signatures.yaml`` (known log lines, see diagnose/signatures)
+    environment     ENV_SWITCHES (variables that degrade it), p2p_cache_glob(env, cache_home)
+    speculative     parse_log(lines, where), parse_metrics(text, where) -> SpecObservation | None
+    log_memory      ``LogMemory``: log text -> bytes the engine says it allocated (for the bill)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from servelab.engines.probe import DetectedEngine, HttpProbe
+    from servelab.engines.process import EngineServer
+    from servelab.hardware.gpus import GPU
+    from servelab.model.spec import ModelSpec
+    from servelab.plan.fit import EngineFit, PlanSettings
+    from servelab.spec.observation import SpecObservation
+    from servelab.verify.asked import Asked
+    from servelab.verify.effective import EffectiveConfig
+
+
+class Endpoints(Protocol):
+    """How the engine says who it is and what it really got, over HTTP."""
+
+    def identify(self, probe: HttpProbe) -> DetectedEngine | None: ...
+
+    def read_effective(self, probe: HttpProbe, model: str | None = None) -> dict[str, Any]: ...
+
+
+class VerifyRules(Protocol):
+    """How an asked key is read from the effective config and why a mismatch happened."""
+
+    LABELS: Mapping[str, str]
+    UNREPORTED: Mapping[str, str]  # why a key cannot be checked against this engine
+
+    def reported(self, key: str, got: EffectiveConfig) -> Any: ...
+
+    def explain(
+        self, key: str, asked_value: Any, got_value: Any, asked: Asked, got: EffectiveConfig
+    ) -> tuple[str, str] | None: ...
+
+    def notes(self, got: EffectiveConfig) -> tuple[str, ...]: ...
+
+
+class BenchExtras(Protocol):
+    """What the benchmark does differently against this engine."""
+
+    ACCEPTS_TOKEN_IDS: bool  # /v1/completions takes a list of token ids as the prompt
+    KEEP_ALIVE: bool  # reuse connections between requests
+    SNAPSHOT_PATHS: tuple[str, ...]  # endpoints stored before and after each level
+
+    def request_fields(self) -> dict[str, Any]: ...
+
+    def tokenize(self, probe: HttpProbe, text: str, model: str | None) -> list[int] | None: ...
+
+    def count_chat_tokens(self, probe: HttpProbe, messages: list[dict], model: str | None) -> int | None: ...
+
+
+class CommandLine(Protocol):
+    """The engine's launch command taken apart (reader) and the words ``servelab plan`` emits (writer)."""
+
+    LAUNCH_FORMS: tuple[str, ...]  # how a launch is spelled, for messages
+    IMAGE_WORDS: tuple[str, ...]  # words in a container image name that run this engine
+
+    def recognises(self, argv: list[str]) -> bool: ...
+
+    def parse(self, argv: list[str], environment: dict[str, str] | None = None) -> Any: ...
+
+    def expectations(self, launch: Any) -> dict[str, Any]: ...
+
+
+class Launcher(Protocol):
+    """Starts the engine as a managed child process bound where asked (127.0.0.1 by default)."""
+
+    HEALTH_TIMEOUT_S: float
+
+    def start(
+        self,
+        model: str,
+        args: Sequence[str],
+        *,
+        host: str,
+        port: int,
+        log_path: Path | None,
+        timeout_s: float,
+    ) -> EngineServer: ...
+
+
+class Environment(Protocol):
+    """Environment variables the engine reads that change what it does, and its P2P-test cache."""
+
+    ENV_SWITCHES: Mapping[str, Any]
+
+    def p2p_cache_glob(self, env: Mapping[str, str], cache_home: str) -> str: ...
+
+
+class Speculative(Protocol):
+    """Acceptance figures from the engine's log lines and /metrics."""
+
+    def parse_log(self, lines: Iterable[str], where: str) -> SpecObservation | None: ...
+
+    def parse_metrics(self, metrics_text: str, where: str) -> SpecObservation | None: ...
+
+
+@dataclass(frozen=True)
+class Planner:
+    """What ``servelab plan`` needs from an engine: its allocation rules behind one adapter, and its figures."""
+
+    plan: Callable[[ModelSpec, GPU, PlanSettings], EngineFit]  # memory rules for one request -> a fit
+    weight_formats: str  # "gguf": GGUF types; "hf": safetensors formats (bf16, fp8, awq, gptq …)
+    usual_quants: tuple[str, ...]  # the quantizations `plan` compares when none is asked
+    prefill_chunk_tokens: int  # n_ubatch / chunked_prefill_size / max_num_batched_tokens by default
+    decode_efficiency: float  # share of the roofline its decode reaches (docs/planning.md)
+    prefill_efficiency: float
+    state_dtypes: tuple[str | None, str | None] = (None, None)  # (conv, ssm) state dtypes; None: the model's
+    tensor_parallel: str = "all-reduce"  # or "layers": GPUs hold layer ranges (a pipeline, no all-reduce)
+    needs_cuda: bool = True  # False: runs on unified-memory (Apple) GPUs too
+
+
+@dataclass(frozen=True)
+class LogMemory:
+    """How much memory the engine's own log says it allocated (the bill's 'memory used' from a log)."""
+
+    read: Callable[[str], int | None]  # log text -> bytes, None when the log names no buffer
+    hint: str  # what to do when it names none: "start llama-server with -lv 4 to log them"
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine, as every layer of servelab sees it."""
+
+    name: str  # canonical key, stored in results: "llamacpp"
+    label: str  # how people write it: "llama.cpp"
+    endpoints: Endpoints
+    verify_rules: VerifyRules
+    bench_extras: BenchExtras
+    aliases: tuple[str, ...] = ()
+    default_port: int | None = None
+    health_path: str = "/health"
+    image: str | None = None  # the container image `plan --emit compose` uses
+    fallback: bool = False  # the generic engine: detected last, its rules used for unknown servers
+    model_scoped_endpoints: bool = (
+        False  # its effective config is read per model: verify passes the asked one
+    )
+    cmdline: CommandLine | None = None
+    launcher: Launcher | None = None
+    planner: Planner | None = None
+    signatures: str | None = None  # the package whose signatures.yaml lists its known log lines
+    environment: Environment | None = None
+    speculative: Speculative | None = None
+    log_memory: LogMemory | None = None
+
+    def spellings(self) -> tuple[str, ...]:
+        """Every name a user may type for this engine, normalised."""
+        return tuple(dict.fromkeys(normalise(n) for n in (self.name, self.label, *self.aliases)))
+
+
+def normalise(name: str) -> str:
+    """``llama.cpp``, ``LlamaCpp``, ``llama-cpp`` -> ``llamacpp``: the one way engine names are compared."""
+    return name.strip().lower().replace(".", "").replace("-", "").replace("_", "")

@@ -1,0 +1,50 @@
+"""llama.cpp's llama-server, as the registry sees it (the contract: servelab/engines/base.py)."""
+
+from __future__ import annotations
+
+from servelab.engines.base import Engine, LogMemory, Planner
+from servelab.engines.llamacpp import (
+    DEFAULT_PORT,
+    HEALTH_PATH,
+    IMAGE,
+    bench_extras,
+    cmdline,
+    endpoints,
+    launch,
+    logparse,
+    planner,
+    speculative,
+    verify_rules,
+)
+
+GGUF_QUANTS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS")
+
+ENGINE = Engine(
+    name="llamacpp",
+    label="llama.cpp",
+    aliases=("llama-server", "llama-cpp"),
+    endpoints=endpoints,
+    verify_rules=verify_rules,
+    bench_extras=bench_extras,
+    default_port=DEFAULT_PORT,
+    health_path=HEALTH_PATH,
+    image=IMAGE,
+    cmdline=cmdline,
+    launcher=launch,
+    planner=Planner(
+        plan=planner.plan,
+        weight_formats="gguf",
+        usual_quants=GGUF_QUANTS,
+        prefill_chunk_tokens=512,  # n_ubatch
+        # measured share of peak bandwidth in decode / of peak tensor FLOPs in prefill (docs/planning.md;
+        # sglang/vLLM decode from the field report "close to the ceiling"; prefill ~50% of dense peak)
+        decode_efficiency=0.65,
+        prefill_efficiency=0.35,
+        state_dtypes=("fp32", "fp32"),  # recurrent state is kept in f32 (docs/planning.md)
+        tensor_parallel="layers",  # -sm layer: a pipeline, no all-reduce
+        needs_cuda=False,
+    ),
+    signatures="servelab.engines.llamacpp",
+    speculative=speculative,
+    log_memory=LogMemory(logparse.log_memory_bytes, "start llama-server with -lv 4 to log them"),
+)

@@ -1,0 +1,73 @@
+"""sglang's planner adapter: its memory rules (memory.py) for one request, as an EngineFit with its launch
+words. Reached through the registry's Planner (engine.py).
+"""
+
+from __future__ import annotations
+
+from servelab.engines.sglang import DEFAULT_PORT, cmdline
+from servelab.engines.sglang.memory import engine_kv_dtype, sglang_memory
+from servelab.hardware.gpus import GPU
+from servelab.model.spec import ModelSpec
+from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes, weight_split
+
+
+def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
+    kv_dtype, note = engine_kv_dtype(s.kv_dtype)
+    text, vision, mtp = weight_split(model, s.tp, vision=True, mtp=False)
+    running = s.parallel if s.parallel > 1 else None
+    free = gpu.memory_bytes - gpu.runtime_context_bytes
+    m = sglang_memory(
+        model,
+        gpu_memory_bytes=gpu.memory_bytes,
+        free_memory_bytes=free,
+        weights_bytes=text + vision,
+        tp=s.tp,
+        kv_cache_dtype=kv_dtype,
+        context_length=s.context,
+        max_total_tokens=s.max_total_tokens,
+        mem_fraction_static=s.mem_fraction_static,
+        max_running_requests=running,
+        max_mamba_cache_size=s.max_mamba_cache_size,
+    )
+    activations = max(0, free - int(m.mem_fraction_static * free))
+    memory = memory_bytes(
+        gpu, text, vision, mtp, m.kv_pool_bytes, m.mamba_pool_bytes, activations, gpu.runtime_context_bytes
+    )
+    served = m.max_req_len + 1 if m.max_req_len else 0
+    argv = cmdline.command(
+        s.model_path,
+        quant=model.quant,
+        context_length=s.context,
+        kv_cache_dtype=kv_dtype,
+        tp=s.tp,
+        max_total_tokens=s.max_total_tokens,
+        mem_fraction_static=s.mem_fraction_static,
+        max_running_requests=running,
+        max_mamba_cache_size=s.max_mamba_cache_size,
+        host=s.host,
+        port=s.port or DEFAULT_PORT,
+    )
+    details = {
+        "mem_fraction_static": m.mem_fraction_static,
+        "max_total_tokens": m.max_total_tokens,
+        "max_req_len": m.max_req_len,
+        "max_running_requests": m.max_running_requests,
+        "chunked_prefill_size": m.chunked_prefill_size,
+        "cuda_graph_max_bs": m.cuda_graph_max_bs,
+        "mamba_cache_size": m.mamba_cache_size,
+        "kv_cell_bytes": m.kv_cell_bytes,
+        "mamba_state_bytes_per_request": m.mamba_state_bytes_per_request,
+    }
+    fits = m.fits and served >= s.context and s.context <= model.max_context  # else sglang refuses to start
+    max_batch = max(1, min(m.max_running_requests, m.max_total_tokens // 1024 if m.max_total_tokens else 1))
+    return EngineFit(
+        memory,
+        fits,
+        served,
+        m.max_running_requests,
+        kv_dtype,
+        details,
+        argv,
+        [w for w in (note, *m.warnings) if w],
+        max_batch,
+    )

@@ -1,0 +1,47 @@
+"""vLLM, as the registry sees it (the contract: servelab/engines/base.py)."""
+
+from __future__ import annotations
+
+from servelab.engines.base import Engine, Planner
+from servelab.engines.vllm import (
+    DEFAULT_PORT,
+    HEALTH_PATH,
+    IMAGE,
+    bench_extras,
+    cmdline,
+    endpoints,
+    environment,
+    launch,
+    planner,
+    speculative,
+    verify_rules,
+)
+
+HF_QUANTS = ("bf16", "fp8", "awq")
+
+ENGINE = Engine(
+    name="vllm",
+    label="vLLM",
+    endpoints=endpoints,
+    verify_rules=verify_rules,
+    bench_extras=bench_extras,
+    default_port=DEFAULT_PORT,
+    health_path=HEALTH_PATH,
+    image=IMAGE,
+    model_scoped_endpoints=True,
+    cmdline=cmdline,
+    launcher=launch,
+    planner=Planner(
+        plan=planner.plan,
+        weight_formats="hf",
+        usual_quants=HF_QUANTS,
+        prefill_chunk_tokens=2048,  # max_num_batched_tokens by default
+        # measured share of peak bandwidth in decode / of peak tensor FLOPs in prefill (docs/planning.md;
+        # sglang/vLLM decode from the field report "close to the ceiling"; prefill ~50% of dense peak)
+        decode_efficiency=0.8,
+        prefill_efficiency=0.5,
+    ),
+    signatures="servelab.engines.vllm",
+    environment=environment,
+    speculative=speculative,
+)

@@ -1,0 +1,83 @@
+"""vLLM's planner adapter: its memory rules (memory.py) for one request, as an EngineFit with its launch words.
+Reached through the registry's Planner (engine.py).
+"""
+
+from __future__ import annotations
+
+from servelab.engines.vllm import DEFAULT_PORT, cmdline
+from servelab.engines.vllm.memory import engine_kv_dtype, vllm_memory
+from servelab.hardware.gpus import GPU
+from servelab.model.spec import ModelSpec
+from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes, weight_split
+
+
+def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
+    kv_dtype, note = engine_kv_dtype(s.kv_dtype)
+    text, vision, mtp = weight_split(model, s.tp, vision=True, mtp=False)
+    align = (
+        32
+        if (gpu.name in ("rtx5090", "b200") and model.attention and model.attention.head_dim >= 256)
+        else 16
+    )
+    util = 0.9 if s.gpu_memory_utilization is None else s.gpu_memory_utilization
+    m = vllm_memory(
+        model,
+        gpu_memory_bytes=gpu.memory_bytes,
+        weights_bytes=text + vision,
+        tp=s.tp,
+        gpu_memory_utilization=util,
+        max_model_len=s.context,
+        max_num_seqs=s.parallel if s.parallel > 1 else None,
+        kv_cache_dtype=kv_dtype,
+        block_align=align,
+    )
+    seqs = min(m.max_num_seqs, m.mamba_blocks) if m.mamba_blocks else m.max_num_seqs
+    pool = m.num_blocks * m.page_bytes * m.group_size
+    recurrent_layers = model.count("linear_attention") + model.count("mamba")
+    mamba_groups = -(-recurrent_layers // m.group_size) if recurrent_layers else 0
+    state = pool * mamba_groups // max(1, m.num_groups)  # the pool's layer-proportional share
+    memory = memory_bytes(
+        gpu,
+        text,
+        vision,
+        mtp,
+        pool - state,
+        state,
+        m.activation_bytes + m.cuda_graph_bytes,
+        m.non_torch_bytes + gpu.runtime_context_bytes,
+    )
+    argv = cmdline.command(
+        s.model_path,
+        quant=model.quant,
+        max_model_len=s.context,
+        kv_cache_dtype=kv_dtype,
+        tp=s.tp,
+        gpu_memory_utilization=s.gpu_memory_utilization,
+        max_num_seqs=seqs if seqs != m.max_num_seqs or s.parallel > 1 else None,
+        host=s.host,
+        port=s.port or DEFAULT_PORT,
+    )
+    details = {
+        "gpu_memory_utilization": util,
+        "kv_budget_bytes": m.kv_budget_bytes,
+        "block_size": m.block_size,
+        "num_blocks": m.num_blocks,
+        "kv_tokens": m.kv_tokens,
+        "padding_layers": m.padding_layers,
+        "max_concurrency": round(m.max_concurrency, 2),
+        "max_num_seqs": seqs,
+        "estimated_max_model_len": m.estimated_max_model_len,
+        "mamba_blocks": m.mamba_blocks,
+    }
+    fits = m.num_blocks >= m.blocks_per_request and m.kv_budget_bytes > 0 and s.context <= model.max_context
+    return EngineFit(
+        memory,
+        fits,
+        m.estimated_max_model_len,
+        seqs,
+        kv_dtype,
+        details,
+        argv,
+        [w for w in (note, *m.warnings) if w],
+        max(1, min(seqs, int(m.max_concurrency * 8) or 1)),
+    )

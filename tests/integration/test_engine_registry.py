@@ -1,0 +1,90 @@
+"""Adding an engine is one package and one registry line: a toy engine from the test suite (tests/toy_engine),
+registered by replacing ``registry.REGISTRY``, is seen by plan, verify --cmd, logs, bench target detection and
+serve, with no other servelab file touched."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from servelab.cli.app import main
+from servelab.engines import registry
+from servelab.engines.base import normalise
+from tests.bench_sim import sim_process
+from tests.toy_engine.engine import ENGINE as TOY
+
+
+@pytest.fixture
+def toy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # before the generic OpenAI-compatible engine, which claims every server, as the registry's order says
+    monkeypatch.setattr(registry, "REGISTRY", (TOY, *registry.REGISTRY))
+
+
+def test_the_registry_spells_names_one_way() -> None:
+    assert (
+        registry.get_engine("llama.cpp")
+        is registry.get_engine("LlamaCpp")
+        is registry.get_engine("llama-cpp")
+    )
+    assert normalise("llama.cpp") == "llamacpp" and registry.fallback().name == "openai"
+    with pytest.raises(Exception, match="unknown engine 'toy'"):
+        registry.get_engine("toy")
+
+
+def test_plan_plans_the_toy_engine(toy, capsys) -> None:
+    code = main(
+        ["plan", "Qwen/Qwen3-8B", "--engine", "toyserve", "--quant", "bf16", "--context", "4096", "--json"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    plan = json.loads(out)["plans"][0]
+    assert plan["engine"] == "toy" and plan["details"] == {"toy": True}
+    assert plan["command"][:4] == ["toy-server", "Qwen/Qwen3-8B", "--ctx", "4096"]
+    assert plan["efficiency"] == {"decode": 0.5, "prefill": 0.25}
+
+
+def test_plan_all_compares_the_toy_engine_too(toy, capsys) -> None:
+    assert main(["plan", "Qwen/Qwen3-8B", "--quant", "bf16", "--context", "4096", "--json"]) == 0
+    engines = {p["engine"] for p in json.loads(capsys.readouterr().out)["plans"]}
+    assert {"toy", "sglang", "vllm"} <= engines
+
+
+def test_verify_cmd_detects_reads_and_explains_with_the_toy_rules(toy, capsys) -> None:
+    with sim_process("--context", "2048") as url:
+        code = main(["verify", url, "--cmd", "toy-server m --ctx 4096", "--json", "--strict"])
+    out, err = capsys.readouterr()
+    assert code == 1, err  # --strict: a mismatch fails
+    doc = json.loads(out)
+    assert doc["engine"] == "toy" and doc["version"] == "0.1-toy"
+    [mismatch] = doc["mismatches"]
+    assert mismatch["key"] == "context" and "caps --ctx" in mismatch["line"]
+
+
+def test_logs_knows_the_toy_line(toy, tmp_path, capsys) -> None:
+    log = tmp_path / "toy.log"
+    log.write_text("starting\ntoy: all 4 slots busy, request queued\n")
+    assert main(["logs", str(log), "--engine", "toy", "--json"]) == 0
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    assert [f["id"] for f in findings] == ["toy.slot_starved"]
+    assert "4 toy slots" in findings[0]["meaning"]
+
+
+def test_bench_detects_the_toy_target_and_stores_its_name(toy, tmp_path, capsys) -> None:
+    with sim_process("--ttft-ms", "1", "--itl-ms", "1") as url:
+        code = main(["bench", url, "--concurrency", "1", "--requests", "2", "--output-tokens", "3",
+                     "--input-tokens", "8", "--db", str(tmp_path / "r.db"), "--json"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    [target] = json.loads(out)["targets"]
+    assert target["engine"] == "toy" and target["levels"][0]["completed"] == 2
+
+
+def test_serve_says_the_toy_binary_is_missing(toy, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert main(["serve", "toy", "m"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [
+        "starting ToyServe on m …",
+        "servelab: error: ToyServe is not installed (no `toy-server` on PATH)",
+    ]

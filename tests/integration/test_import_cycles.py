@@ -1,0 +1,43 @@
+"""Every servelab module imports on its own: in a fresh interpreter, each module is imported first with no
+servelab module loaded before it, so an import cycle that depends on which module comes first fails here
+(engines/vllm/memory -> plan -> plan/make -> engines -> engines/vllm/memory was one)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import servelab
+
+SCRIPT = """
+import importlib, sys, traceback
+failed = []
+for name in sys.argv[1:]:
+    for loaded in [m for m in sys.modules if m == "servelab" or m.startswith("servelab.")]:
+        del sys.modules[loaded]
+    try:
+        importlib.import_module(name)
+    except Exception:
+        failed.append(name + ": " + traceback.format_exc().strip().splitlines()[-1])
+print("\\n".join(failed))
+"""
+
+
+def _modules() -> list[str]:
+    root = Path(servelab.__file__).parent
+    names = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def test_every_module_imports_first_in_a_fresh_interpreter() -> None:
+    modules = _modules()
+    assert "servelab.engines.vllm.memory" in modules and "servelab.plan.make" in modules
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, *modules], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "", f"modules that fail when imported first:\n{done.stdout}"

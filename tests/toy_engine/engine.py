@@ -1,0 +1,28 @@
+"""The toy engine's contract value (servelab/engines/base.py), built only from this package."""
+
+from __future__ import annotations
+
+from servelab.engines.base import Engine, Planner
+from servelab.engines.openai import bench_extras
+from tests.toy_engine import cmdline, endpoints, launch, planner, verify_rules
+
+ENGINE = Engine(
+    name="toy",
+    label="ToyServe",
+    aliases=("toy-serve",),
+    endpoints=endpoints,
+    verify_rules=verify_rules,
+    bench_extras=bench_extras,
+    default_port=9999,
+    cmdline=cmdline,
+    launcher=launch,
+    planner=Planner(
+        plan=planner.plan,
+        weight_formats="hf",
+        usual_quants=("bf16",),
+        prefill_chunk_tokens=1024,
+        decode_efficiency=0.5,
+        prefill_efficiency=0.25,
+    ),
+    signatures="tests.toy_engine",
+)

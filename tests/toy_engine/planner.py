@@ -1,0 +1,18 @@
+"""A toy allocation rule: weights + an f16 KV cache for one request must fit in 90% of the GPU."""
+
+from __future__ import annotations
+
+from servelab.hardware.gpus import GPU
+from servelab.model.spec import ModelSpec
+from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes, weight_split
+from servelab.plan.kv import kv_layout
+from tests.toy_engine import cmdline
+
+
+def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
+    text, vision, mtp = weight_split(model, s.tp, vision=False, mtp=False)
+    kv = kv_layout(model, "f16").bytes_for(s.context) * s.parallel
+    memory = memory_bytes(gpu, text, vision, mtp, kv, 0, 0, gpu.runtime_context_bytes)
+    argv = cmdline.command(s.model_path, ctx=s.context, host=s.host, port=s.port or 9999)
+    fits = memory.total <= 0.9 * gpu.memory_bytes
+    return EngineFit(memory, fits, s.context, s.parallel, "f16", {"toy": True}, argv, [], s.parallel)
