@@ -4,7 +4,7 @@ decode step bytes = weights read (active; embedding row only; lm_head in full) +
                     (full layers x context, sliding layers x min(context, window)) + recurrent state read and written
 decode tok/s (per sequence) <= bandwidth / step bytes; the batch shares the weight reads.
 prefill FLOPs per token = 2 x active params + 4 x attention width x attended tokens (causal: context / 2 on average)
-Engine efficiency factors (achieved / peak) turn ceilings into expectations: ../shared/reference/memory.md §7.
+Engine efficiency factors (achieved / peak) turn ceilings into expectations: docs/reference/memory.md §7.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from servelab.plan.kv import KVLayout
 from servelab.plan.weights import active_params, decode_read_bytes
 
 SHORT_CONTEXT_TOKENS = 1024
-# Measured fraction of peak bandwidth in decode / of peak tensor FLOPs in prefill (memory.md §7; sglang/vLLM
+# Measured fraction of peak bandwidth in decode / of peak tensor FLOPs in prefill (docs/reference/memory.md §7; sglang/vLLM
 # decode from the field report "close to the ceiling"; prefill ~50% of dense tensor peak is typical for all three).
 DECODE_EFFICIENCY = {"llamacpp": 0.65, "sglang": 0.8, "vllm": 0.8}
 PREFILL_EFFICIENCY = {"llamacpp": 0.35, "sglang": 0.5, "vllm": 0.5}
