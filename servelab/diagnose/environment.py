@@ -3,7 +3,7 @@
 NCCL reads a variable from the environment first, then ``~/.nccl.conf``, then ``/etc/nccl.conf``; doctor
 merges them the same way and names the source. Severity depends on the machine: ``NCCL_P2P_DISABLE=1`` is
 critical where two GPUs could talk peer-to-peer, a warning on other multi-GPU hosts, a note on one GPU.
-Facts: ../shared/reference/diagnostics.md §2 (NCCL env, engines' switches, CUDA_VISIBLE_DEVICES order).
+Facts: docs/reference/diagnostics.md §2 (NCCL env, engines' switches, CUDA_VISIBLE_DEVICES order).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ MIB = 1024**2
 GIB = 1024**3
 INTERCONNECTS = ("nvlink", "pcie-p2p", "pcie-host-staged")
 # CUDA/ROCm context + driver allocations per device, outside any engine's accounting (0.3-0.6 GiB measured;
-# ../shared/reference/memory.md §8). Unified-memory Apple GPUs have none to speak of.
+# docs/reference/memory.md §8). Unified-memory Apple GPUs have none to speak of.
 RUNTIME_CONTEXT_MIB = 512
 
 

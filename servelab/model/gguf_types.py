@@ -2,7 +2,7 @@
 
 Types: every ggml type the installed `gguf` package knows (gguf.GGML_QUANT_SIZES), plus two fork-only
 types from PrismML's llama.cpp fork: PQ2_0 (type 142, 34 B per 128 weights = 2.125 bpw) and PTQ1_0
-(type 143, 28 B per 128 = 1.75 bpw); ../shared/reference/memory.md §6.
+(type 143, 28 B per 128 = 1.75 bpw); docs/reference/memory.md §6.
 
 Mixes follow llama.cpp src/llama-quant.cpp `llama_tensor_get_type`: a base type for most matrices, a
 higher-precision `output.weight` (Q6_K), and some `attn_v` / `ffn_down` / `attn_output` tensors in more

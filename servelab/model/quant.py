@@ -1,6 +1,6 @@
 """Quantization formats: effective bits per weight (scales and zero points included) and what they leave alone.
 
-Figures (../shared/reference/memory.md §6): AWQ/GPTQ store `bits` per weight plus one fp16 scale and one
+Figures (docs/reference/memory.md §6): AWQ/GPTQ store `bits` per weight plus one fp16 scale and one
 `bits`-wide zero point per group (GPTQ checkpoints keep qzeros even when symmetric): 4 + 20/128 = 4.15625 for
 w4g128. Symmetric compressed-tensors int drops the zero point. FP8 per-tensor/per-channel: 8 bits plus one fp32
 scale per tensor/row (counted as 8); block 128×128: 8 + 32/16384. NVFP4: 4 + 8/16 (fp8 scale per 16) = 4.5;

@@ -1,7 +1,7 @@
 """KV cache size from the architecture: full-attention layers grow with the context, sliding layers stop at
 their window, linear-attention and Mamba layers hold none; MLA caches the compressed latent plus the rope key.
 
-Sources: ../shared/reference/memory.md §2 (sglang cell_size), §3 (vLLM page_size_bytes), §4 (llama.cpp
+Sources: docs/reference/memory.md §2 (sglang cell_size), §3 (vLLM page_size_bytes), §4 (llama.cpp
 n_embd_k_gqa/n_embd_v_gqa rows; MLA is K-only, llama-kv-cache.cpp `has_v = !is_mla`).
 """
 

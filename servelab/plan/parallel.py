@@ -5,7 +5,7 @@ volume per token = 2 x layers x hidden x 2 bytes (bf16 activations); a ring all-
 - nvlink:           the card's NVLink bandwidth / 2, ~5 us per call (custom all-reduce)
 - pcie-p2p:         x16 PCIe at ~80% of theoretical, ~15 us per call (NCCL over P2P)
 - pcie-host-staged: no peer access (KVM, NCCL_P2P_DISABLE=1): GPU -> host -> GPU halves the bandwidth,
-                    ~150 us per call: chosen so that the field report holds (../shared/brief.md step 2: on
+                    ~150 us per call: chosen so that the field report holds (docs/reference/field-report.md §2: on
                     2 x 4090 48 GB under KVM one card decoded Qwen3.5-27B more than 1.5x faster than TP=2)
 Latencies are order-of-magnitude figures; they decide whether TP pays off, because decode sends ~2 x layers
 tiny messages per token.

@@ -2,7 +2,7 @@
 
 S(seq) = n_recurrent_layers x [conv_dim x (K - 1 + spec_tokens) x conv_bytes + ssm_elements x ssm_bytes]
 Each engine stores the parts in its own dtypes: sglang/vLLM conv in the model dtype (bf16) and SSM in the config's
-`mamba_ssm_dtype` (fp32 for Qwen3.5/Next); llama.cpp both in f32. Source: ../shared/reference/memory.md §2-4, §8.
+`mamba_ssm_dtype` (fp32 for Qwen3.5/Next); llama.cpp both in f32. Source: docs/reference/memory.md §2-4, §8.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Decode reads every active weight once, except the input embedding (one row is gathered per token); the lm_head is
 read in full (a tied matrix once, as the lm_head). MoE layers read only the routed and shared experts: a group's
-read bytes scale by active_params / params. Source: ../shared/reference/memory.md §7.
+read bytes scale by active_params / params. Source: docs/reference/memory.md §7.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The 5-minute build itself is not repeated here: scripts/test runs `servelab engine install llama.cpp`
 before the suite, and these tests check that a second install finds that build and that the build's
-commands and cache layout are the ones the reference build used (../shared/reference/llamacpp-local.md).
+commands and cache layout are the ones the reference build used (docs/reference/llamacpp-local.md §1).
 """
 
 from __future__ import annotations

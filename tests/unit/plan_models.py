@@ -116,10 +116,10 @@ def hybrid(
 
 
 def qwen35_27b(groups=()) -> ModelSpec:
-    """Qwen3.5-27B text config (memory.md §5): 64 layers, 16 full (4 KV x 256), 48 GDN (16 K / 48 V heads x 128)."""
+    """Qwen3.5-27B text config (docs/reference/memory.md §5): 64 layers, 16 full (4 KV x 256), 48 GDN (16 K / 48 V heads x 128)."""
     return hybrid(layers=64, kv_heads=4, head_dim=256, k_heads=16, v_heads=48, key_dim=128, groups=groups)
 
 
 def small_qwen35() -> ModelSpec:
-    """memory.md §9 V8: 24 layers = 18 GDN + 6 full, 2 KV heads of 256; GDN 16 K / 16 V heads (conv_dim 6144)."""
+    """docs/reference/memory.md §9 V8: 24 layers = 18 GDN + 6 full, 2 KV heads of 256; GDN 16 K / 16 V heads (conv_dim 6144)."""
     return hybrid(layers=24, kv_heads=2, head_dim=256, k_heads=16, v_heads=16, key_dim=128, hidden=1024)

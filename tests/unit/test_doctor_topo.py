@@ -22,7 +22,7 @@ Legend:
   X    = Self
 """
 # cells from NVIDIA/nccl issue #1617 (H100 NV6, NIC PIX/SYS), cut to two GPUs and laid out with tabs and
-# the ANSI underline that newer drivers print on a terminal (diagnostics.md §3)
+# the ANSI underline that newer drivers print on a terminal (docs/reference/diagnostics.md §3)
 ANSI = "\x1b[4m\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\nGPU0\t X \tNV6\tPIX\t6,14,22,30\t3\t\tN/A\nGPU1\tNV6\t X \tSYS\t4,12,20,28\t1\t\tN/A\n"
 
 

@@ -45,7 +45,7 @@ def test_lookup_ignores_case_spaces_and_vendor_prefixes(spelling: str) -> None:
 
 def test_rtx4090_figures_match_the_ada_whitepaper() -> None:
     gpu = find_gpu("rtx4090")
-    assert gpu.memory_mib == 24564  # nvidia-smi total, memory.md §2
+    assert gpu.memory_mib == 24564  # nvidia-smi total, docs/reference/memory.md §2
     assert gpu.bandwidth_gb_s == 1008
     assert gpu.bf16_tflops == pytest.approx(165.2)
     assert gpu.nvlink_gb_s is None

@@ -1,5 +1,5 @@
 """The offline catalog: every entry builds through the HF config parser, names its source, and matches
-published architecture facts (memory.md §5; the models' own config.json / model cards)."""
+published architecture facts (docs/reference/memory.md §5; the models' own config.json / model cards)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,8 @@ def test_llama_params_exact(model_id: str, params: int) -> None:
 def test_qwen3_next_hybrid_moe() -> None:
     spec = catalog_model("Qwen/Qwen3-Next-80B-A3B-Instruct")
     assert spec.count(LayerKind.FULL_ATTENTION) == 12 and spec.count(LayerKind.LINEAR_ATTENTION) == 36
-    assert sum(2 * h * spec.attention.head_dim for h in spec.kv_heads_per_layer) == 12_288  # memory.md §5
+    # docs/reference/memory.md §5
+    assert sum(2 * h * spec.attention.head_dim for h in spec.kv_heads_per_layer) == 12_288
     assert spec.linear_attention.conv_dim == 8192
     assert (spec.moe.num_experts, spec.moe.experts_per_token, spec.moe.num_moe_layers) == (512, 10, 48)
 

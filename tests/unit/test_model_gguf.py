@@ -24,7 +24,7 @@ def hybrid(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_qwen35_hybrid_layers_and_state(hybrid: Path) -> None:
     spec = load_model(str(hybrid))
-    # llamacpp-local.md: 8 layers, full attention every 4th, 2 KV heads × 32, GDN head dim 16, 2 K / 4 V heads
+    # docs/reference/llamacpp-local.md §2: 8 layers, full attention every 4th, 2 KV heads × 32, GDN head dim 16, 2 K / 4 V heads
     assert [i for i, k in enumerate(spec.layer_kinds) if k == LayerKind.FULL_ATTENTION] == [3, 7]
     assert spec.kv_heads_per_layer == (0, 0, 0, 2, 0, 0, 0, 2) and spec.attention.head_dim == 32
     la = spec.linear_attention

@@ -1,6 +1,6 @@
 """HF config.json → ModelSpec: layer kinds, attention/MLA/GDN/Mamba/MoE dims and parameter counts.
 
-Hand-computed values name their source: ../shared/reference/memory.md §5 for Qwen3.5-27B / Qwen3-Next, the
+Hand-computed values name their source: docs/reference/memory.md §5 for Qwen3.5-27B / Qwen3-Next, the
 HF modelling layouts (q/k/v/o, SwiGLU gate/up/down, GDN in_proj_qkvz/in_proj_ba/conv1d/out_proj) for counts.
 """
 
@@ -97,7 +97,7 @@ def test_qwen35_27b_layers_kv_and_gdn_state() -> None:
     full = [i for i, k in enumerate(spec.layer_kinds) if k == LayerKind.FULL_ATTENTION]
     assert full == list(range(3, 64, 4)) and spec.count(LayerKind.LINEAR_ATTENTION) == 48
     kv_elements = sum(2 * h * spec.attention.head_dim for h in spec.kv_heads_per_layer)
-    assert kv_elements == 32_768  # memory.md §5: 2·16·4·256
+    assert kv_elements == 32_768  # docs/reference/memory.md §5: 2·16·4·256
     la = spec.linear_attention
     assert la.conv_dim == 10_240 and la.ssm_elements == 786_432 and la.ssm_dtype == "float32"
     assert spec.mtp_layers == 1 and spec.max_context == 262_144 and spec.vocab_size == 248_320
@@ -114,7 +114,7 @@ def test_qwen35_27b_text_params_by_hand() -> None:
     assert spec.weight_group("text").params == 48 * gdn + 16 * attn + 64 * (mlp + norms) + 5120
     assert (
         spec.weight_group("embedding").params == 248_320 * 5120
-    )  # memory.md: embed 1.27B, untied lm_head too
+    )  # docs/reference/memory.md §5: embed 1.27B, untied lm_head too
 
 
 def test_moe_counts_all_experts_and_active_ones() -> None:

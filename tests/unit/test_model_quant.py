@@ -1,6 +1,6 @@
 """Quantization formats: exact effective bits per weight, GGUF types and mixes, config parsing, synthesis.
 
-Sources: ../shared/reference/memory.md §6 (AWQ/GPTQ group overheads, NVFP4/MXFP4, GGUF block sizes, fork types
+Sources: docs/reference/memory.md §6 (AWQ/GPTQ group overheads, NVFP4/MXFP4, GGUF block sizes, fork types
 PQ2_0/PTQ1_0, whole-file bpw of llama.cpp mixes on Llama-3.1-8B from llama.cpp tools/quantize/README.md).
 """
 
@@ -154,7 +154,7 @@ def test_quant_from_config() -> None:
 
 def test_awq_leaves_embeddings_and_lm_head_in_16_bit() -> None:
     spec = load_model("Qwen/Qwen3.5-27B", quant="awq")
-    embed = 248_320 * 5120 * 2  # memory.md §6: 2 × 1.27B params stay bf16 = 5.1 GB
+    embed = 248_320 * 5120 * 2  # docs/reference/memory.md §6: 2 × 1.27B params stay bf16 = 5.1 GB
     assert spec.weight_group("embedding").bytes == spec.weight_group("lm_head").bytes == embed
     assert spec.weight_group("embedding").dtype == "bf16" and spec.quant == "awq-w4g128"
     roles = spec.extra["param_roles"]

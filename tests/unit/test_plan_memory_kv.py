@@ -18,7 +18,7 @@ def test_dense_gqa_kv_per_token() -> None:
 
 
 def test_memory_md_v5_qwen3_8b_needs_5_62_gib_at_40960() -> None:
-    # memory.md §9 V5: 36 layers x 8 KV x 128, bf16: 144 KiB/token; 40960 tokens = 5.625 GiB
+    # docs/reference/memory.md §9 V5: 36 layers x 8 KV x 128, bf16: 144 KiB/token; 40960 tokens = 5.625 GiB
     layout = kv_layout(dense_gqa(layers=36), "bf16")
     assert layout.bytes_per_token == 144 * 1024
     assert layout.bytes_for(40960) / GIB == pytest.approx(5.625)
@@ -34,13 +34,13 @@ def test_sliding_layers_stop_at_the_window() -> None:
 
 
 def test_mla_caches_the_latent_once_per_layer() -> None:
-    # DeepSeek-V3: (kv_lora_rank 512 + rope 64) = 576 elements per layer, no separate V (memory.md §2)
+    # DeepSeek-V3: (kv_lora_rank 512 + rope 64) = 576 elements per layer, no separate V (docs/reference/memory.md §2)
     assert kv_layout(mla_moe(), "bf16").bytes_per_token == 576 * 61 * 2
     assert kv_layout(mla_moe(), "fp8_e4m3").bytes_per_token == 576 * 61
 
 
 def test_hybrid_kv_counts_only_full_attention_layers() -> None:
-    # Qwen3.5-27B (memory.md §5): 2 x 16 x 4 x 256 = 32,768 elements: bf16 64 KiB, fp8 32 KiB, q8_0 34 KiB, q4_0 18 KiB
+    # Qwen3.5-27B (docs/reference/memory.md §5): 2 x 16 x 4 x 256 = 32,768 elements: bf16 64 KiB, fp8 32 KiB, q8_0 34 KiB, q4_0 18 KiB
     model = qwen35_27b()
     assert kv_layout(model, "bf16").bytes_per_token == 64 * 1024
     assert kv_layout(model, "fp8_e5m2").bytes_per_token == 32 * 1024
@@ -49,13 +49,13 @@ def test_hybrid_kv_counts_only_full_attention_layers() -> None:
 
 
 def test_mtp_draft_layer_adds_one_seventeenth() -> None:
-    # memory.md §5: "+1 layer with MTP draft in vLLM/SGLang pools -> x17/16"
+    # docs/reference/memory.md §5: "+1 layer with MTP draft in vLLM/SGLang pools -> x17/16"
     model = qwen35_27b()
     assert kv_layout(model, "bf16", extra_full_layers=1).bytes_per_token == 64 * 1024 * 17 // 16
 
 
 def test_gdn_state_per_sequence_sglang_and_llamacpp() -> None:
-    # memory.md §5: conv 3 x 10,240, ssm 48 x 128 x 128 per layer; bf16 conv + fp32 ssm: 3,207,168 B/layer,
+    # docs/reference/memory.md §5: conv 3 x 10,240, ssm 48 x 128 x 128 per layer; bf16 conv + fp32 ssm: 3,207,168 B/layer,
     # x48 = 146.8 MiB; llama.cpp (both f32): 3,268,608 B/layer x 48 = 149.6 MiB
     model = qwen35_27b()
     sglang = state_layout(model)
@@ -67,7 +67,7 @@ def test_gdn_state_per_sequence_sglang_and_llamacpp() -> None:
 
 
 def test_memory_md_v8_small_qwen35() -> None:
-    # memory.md §9 V8: KV 12,288 B/token; GDN 18.63 MiB/seq; 262,144 tokens = 3.019 GiB (two derivations agree)
+    # docs/reference/memory.md §9 V8: KV 12,288 B/token; GDN 18.63 MiB/seq; 262,144 tokens = 3.019 GiB (two derivations agree)
     model = small_qwen35()
     assert kv_layout(model, "bf16").bytes_per_token == 12_288
     assert state_layout(model).bytes_per_sequence / MIB == pytest.approx(18.63, abs=0.01)

@@ -1,6 +1,6 @@
 """llama.cpp allocation rules against llama-server's own log lines and hand-computed values.
 
-Log figures: ../shared/reference/llamacpp-local.md (llama.cpp b1-0c1e570 vendored in llama-cpp-python 0.3.36, CPU
+Log figures: docs/reference/llamacpp-local.md §2 (llama.cpp b1-0c1e570 vendored in llama-cpp-python 0.3.36, CPU
 build, run on this machine 2026-11-30 with random-weight GGUFs of the stated shapes)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ MIB = 1024**2
 
 
 def tiny_hybrid(vocab: int = 512, state_dim: int = 16, value_heads: int = 4) -> ModelSpec:
-    """The 8-layer qwen35 test model of llamacpp-local.md: full attention every 4th layer (2 KV heads x 32),
+    """The 8-layer qwen35 test model of docs/reference/llamacpp-local.md §2: full attention every 4th layer (2 KV heads x 32),
     GDN head dim 16 with 2 key / 4 value heads, conv kernel 4; 128 wide, FFN 256, f32 weights."""
     kinds = tuple(
         LayerKind.FULL_ATTENTION if (i + 1) % 4 == 0 else LayerKind.LINEAR_ATTENTION for i in range(8)
@@ -106,7 +106,7 @@ def test_field_report_trap_262144_with_np_4() -> None:
 
 
 def test_slot_context_is_capped_at_the_training_context() -> None:
-    # memory.md §9 V12: "the slot context (131072) exceeds the training context of the model (32768) - capping"
+    # docs/reference/memory.md §9 V12: "the slot context (131072) exceeds the training context of the model (32768) - capping"
     model = dense_gqa(max_context=32768)
     m = llamacpp_memory(model, n_ctx=131072, n_parallel=1)
     assert m.n_ctx_per_slot == 32768 and m.kv_bytes == 131072 * 131072
@@ -118,7 +118,7 @@ def test_zero_context_means_the_training_context() -> None:
 
 
 def test_v1_q4_0_kv_slope_is_18_kib_per_token() -> None:
-    # memory.md §9 V1: Qwen3.5-27B with q4_0 KV grows ~18 KiB per token of context (16 full layers only)
+    # docs/reference/memory.md §9 V1: Qwen3.5-27B with q4_0 KV grows ~18 KiB per token of context (16 full layers only)
     small = llamacpp_memory(qwen35_27b(), n_ctx=2048, n_parallel=1, cache_type_k="q4_0", cache_type_v="q4_0")
     big = llamacpp_memory(qwen35_27b(), n_ctx=131072, n_parallel=1, cache_type_k="q4_0", cache_type_v="q4_0")
     assert (big.kv_bytes - small.kv_bytes) / (131072 - 2048) == 18 * 1024
@@ -127,7 +127,7 @@ def test_v1_q4_0_kv_slope_is_18_kib_per_token() -> None:
 
 
 def test_recurrent_state_scales_with_slots() -> None:
-    # memory.md §5: 149.6 MiB per sequence in llama.cpp (f32), x4 with -np 4
+    # docs/reference/memory.md §5: 149.6 MiB per sequence in llama.cpp (f32), x4 with -np 4
     m = llamacpp_memory(qwen35_27b(), n_ctx=8192, n_parallel=4)
     assert m.recurrent_bytes / MIB == pytest.approx(4 * 149.6, abs=0.2)
 
@@ -174,7 +174,7 @@ def test_max_context_that_fits_is_monotone_in_the_budget() -> None:
 
 
 def test_v10_ternary_27b_on_a_12_gib_card() -> None:
-    # memory.md §9 V10: Ternary-Bonsai-2-27B PTQ1_0, n_ctx 8192, 1 slot: 7,226 MiB in total, of which the mmproj
+    # docs/reference/memory.md §9 V10: Ternary-Bonsai-2-27B PTQ1_0, n_ctx 8192, 1 slot: 7,226 MiB in total, of which the mmproj
     # (vision, not planned for llama.cpp) is ~600 MiB -> ~6,626 MiB for the text model; within 10%
     from servelab.hardware.gpus import with_overrides
     from servelab.model.load import load_model

@@ -1,4 +1,4 @@
-"""sglang's memory rules (../shared/reference/memory.md §2, sglang server_args.py / kv_cache_configurator.py)."""
+"""sglang's memory rules (docs/reference/memory.md §2, sglang server_args.py / kv_cache_configurator.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ MIB, GIB = 1024**2, 1024**3
 
 
 def test_default_mem_fraction_static_on_a_4090() -> None:
-    # memory.md §2: 24564 MiB, tp 1: reserved = 512 + 3072 + 48 + 128 = 3760 MiB -> mfs 0.847
+    # docs/reference/memory.md §2: 24564 MiB, tp 1: reserved = 512 + 3072 + 48 + 128 = 3760 MiB -> mfs 0.847
     mfs, reserved = default_mem_fraction_static(24564)
     assert reserved == 3760
     assert mfs == 0.847
@@ -113,7 +113,7 @@ def test_explicit_mamba_cache_size_frees_kv_tokens() -> None:
 
 
 def test_mla_cell_size() -> None:
-    # DeepSeek: 576 elements per layer per token (memory.md §2)
+    # DeepSeek: 576 elements per layer per token (docs/reference/memory.md §2)
     m = sglang_memory(mla_moe(), gpu_memory_bytes=141 * GIB, weights_bytes=100 * GIB, kv_cache_dtype="bf16")
     assert m.kv_cell_bytes == 576 * 61 * 2
 

@@ -1,4 +1,4 @@
-"""vLLM's memory rules against the public validation points of ../shared/reference/memory.md §9 (V4-V7)."""
+"""vLLM's memory rules against the public validation points of docs/reference/memory.md §9 (V4-V7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tensor-parallel all-reduce cost, and the field report's verdict (../shared/brief.md step 1-2): on two 48 GB
+"""Tensor-parallel all-reduce cost, and the field report's verdict (docs/reference/field-report.md §1-2): on two 48 GB
 4090s without P2P, TP=2 decodes slower than one card; with NVLink-class links it would not."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Speed ceilings: hand-computed rooflines, then the measured decode speeds of memory.md §7/§9 must sit below
-the ceiling at the achieved fractions memory.md derives (73% / 97% / 88% / 62%)."""
+"""Speed ceilings: hand-computed rooflines, then the measured decode speeds of docs/reference/memory.md §7/§9 must sit below
+the ceiling at the achieved fractions docs/reference/memory.md §7 derives (73% / 97% / 88% / 62%)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_prefill_flops_count_weights_and_causal_attention() -> None:
 @pytest.mark.parametrize(
     ("model_id", "quant", "gpu", "kv", "context", "measured", "fraction"),
     [
-        # memory.md §9 V9 (ggml-org/llama.cpp PRs #15802, #15131, #17505) and V1 (tianchengwu.com, 2026-04-05)
+        # docs/reference/memory.md §9 V9 (ggml-org/llama.cpp PRs #15802, #15131, #17505) and V1 (tianchengwu.com, 2026-04-05)
         ("meta-llama/Llama-3.1-8B", "Q4_0", "rtx3090", "fp16", 1, 156.6, 0.73),
         ("meta-llama/Llama-3.1-8B", "bf16", "rtx4090", "fp16", 1, 65.2, 0.97),
         ("meta-llama/Llama-3.1-8B", "Q4_0", "rtx4090", "fp16", 32768, 102.8, 0.88),
@@ -87,6 +87,6 @@ def test_measured_decode_sits_below_the_ceiling(
 
 
 def test_llamacpp_efficiency_is_within_the_measured_range() -> None:
-    # memory.md §7/§8: llama.cpp achieves 0.6-0.9 of peak bandwidth in decode
+    # docs/reference/memory.md §7/§8: llama.cpp achieves 0.6-0.9 of peak bandwidth in decode
     planner = get_engine("llama.cpp").planner
     assert planner is not None and 0.6 <= planner.decode_efficiency <= 0.9

@@ -36,7 +36,7 @@ ENGINE = Engine(
         weight_formats="gguf",
         usual_quants=GGUF_QUANTS,
         prefill_chunk_tokens=512,  # n_ubatch
-        # measured share of peak bandwidth in decode / of peak tensor FLOPs in prefill (docs/planning.md;
+        # measured share of peak bandwidth in decode / of peak tensor FLOPs in prefill (docs/reference/memory.md §7;
         # sglang/vLLM decode from the field report "close to the ceiling"; prefill ~50% of dense peak)
         decode_efficiency=0.65,
         prefill_efficiency=0.35,

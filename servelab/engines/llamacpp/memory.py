@@ -1,7 +1,7 @@
 """How llama.cpp (llama-server) allocates memory, buffer by buffer, as its log reports it.
 
 Rules (llama.cpp src/llama-context.cpp, llama-kv-cache*.cpp, llama-memory-recurrent.cpp, llama-model.cpp
-create_memory, tools/server/server.cpp; ../shared/reference/memory.md §4):
+create_memory, tools/server/server.cpp; docs/reference/memory.md §4):
 - -c 0 means n_ctx_train; n_ctx = pad(n_ctx, 256). Unified: every slot may use n_ctx cells of one shared pool.
   Otherwise n_ctx_seq = pad(n_ctx / n_seq_max, 256) and n_ctx = n_ctx_seq x n_seq_max. Either way the KV buffer
   holds n_ctx cells. -np -1 (auto) = 4 slots with a unified cache.

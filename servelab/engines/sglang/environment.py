@@ -1,7 +1,7 @@
 """sglang's environment: switches that change its multi-GPU path, and where it caches its P2P test.
 
 Sources: python/sglang/srt/distributed/device_communicators/custom_all_reduce_utils.py
-(../shared/reference/diagnostics.md §2).
+(docs/reference/diagnostics.md §2).
 """
 
 from __future__ import annotations

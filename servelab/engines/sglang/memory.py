@@ -1,7 +1,7 @@
 """How sglang sizes its memory: --mem-fraction-static, the KV token pool, the linear-attention (mamba) state pool.
 
 Rules (sgl-project/sglang python/sglang/srt/server_args.py `_handle_gpu_memory_settings`,
-mem_cache/kv_cache_configurator.py, managers/utils.py; ../shared/reference/memory.md §2):
+mem_cache/kv_cache_configurator.py, managers/utils.py; docs/reference/memory.md §2):
 - mem_fraction_static default = round((gpu_mib - reserved) / gpu_mib, 3) with reserved = 512 + max(chunked, 2048)
   x 1.5 + cuda_graph_max_bs x 2 + tp/8 x 1024 MiB (at least 10240 above 60 GiB; + 2048 with EAGLE/MTP).
 - budget for pools = mfs x free_before_load - weights.

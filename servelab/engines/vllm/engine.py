@@ -36,7 +36,7 @@ ENGINE = Engine(
         weight_formats="hf",
         usual_quants=HF_QUANTS,
         prefill_chunk_tokens=2048,  # max_num_batched_tokens by default
-        # measured share of peak bandwidth in decode / of peak tensor FLOPs in prefill (docs/planning.md;
+        # measured share of peak bandwidth in decode / of peak tensor FLOPs in prefill (docs/reference/memory.md §7;
         # sglang/vLLM decode from the field report "close to the ceiling"; prefill ~50% of dense peak)
         decode_efficiency=0.8,
         prefill_efficiency=0.5,

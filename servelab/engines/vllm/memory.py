@@ -1,7 +1,7 @@
 """How vLLM (v1) sizes its memory: --gpu-memory-utilization, the block pool, hybrid page alignment and padding.
 
 Rules (vllm-project/vllm vllm/v1/worker/gpu_worker.py determine_available_memory, vllm/v1/core/kv_cache_utils.py,
-vllm/model_executor/models/config.py HybridAttentionMambaModelConfig; ../shared/reference/memory.md §3):
+vllm/model_executor/models/config.py HybridAttentionMambaModelConfig; docs/reference/memory.md §3):
 - requested = total x utilization; KV budget = requested - (weights + activation peak + non-torch + CUDA graphs).
 - attention page = block_size x per-layer token bytes; hybrids raise block_size to the smallest multiple of the
   alignment (16; 32 on Blackwell with head 256) whose page holds one layer's mamba state, then pad the state.
@@ -26,7 +26,7 @@ GIB = 1024**3
 KV_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
 NON_TORCH_BYTES = int(
     0.27 * GIB
-)  # NCCL/cuBLAS/driver growth after init, measured on a 5090 (memory.md §9 V4)
+)  # NCCL/cuBLAS/driver growth after init, measured on a 5090 (docs/reference/memory.md §9 V4)
 BIG_GPU_BYTES = 70 * GIB
 
 
@@ -120,7 +120,7 @@ def activation_peak_bytes(model: ModelSpec, max_num_batched_tokens: int, max_num
 
 
 def cuda_graph_bytes(model: ModelSpec, max_num_seqs: int) -> int:
-    """CUDA graph pool (estimate): ~0.45 GiB for a 27B hybrid at 256 seqs (memory.md §9 V4), scaled by batch."""
+    """CUDA graph pool (estimate): ~0.45 GiB for a 27B hybrid at 256 seqs (docs/reference/memory.md §9 V4), scaled by batch."""
     return int(0.45 * GIB * min(max_num_seqs, 512) / 256)
 
 
