@@ -1,8 +1,8 @@
 """`servelab demo`: the whole chain on this machine with a real llama-server and a model the project makes.
 
 Each step is a small function that says what it does and why (through ``say``) and returns what it found;
-``run_demo`` strings them together. Other layers (plan, verify, bench, report) are imported lazily, and a
-step whose layer is missing says so and the demo goes on.
+``run_demo`` strings them together. Other layers (plan, verify, bench, report) are imported lazily; a
+step those layers refuse (a ServelabError) says why and the demo goes on.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def plan_launch(model: Path, cfg: DemoConfig, say: Say) -> dict[str, Any]:
         from servelab.model import load_model
 
         memory = llamacpp_memory(load_model(str(model)), n_ctx=cfg.ctx, n_parallel=cfg.slots, n_gpu_layers=0)
-    except (ImportError, ServelabError) as exc:
+    except ServelabError as exc:
         say(f"   planner not available for this model yet ({exc}); skipping")
         return {"available": False}
     say(
@@ -192,11 +192,7 @@ def right_launch_and_bench(
     )
     with launch(binary, model, args, cfg, "right") as server:
         verified = {"args": args, **verify_launch(server, say)}
-        try:
-            run_ids, rows = bench_ladder(server, cfg, say)
-        except ImportError as exc:
-            say(f"6. bench library not available ({exc}); skipping the ladder")
-            run_ids, rows = [], []
+        run_ids, rows = bench_ladder(server, cfg, say)
     return verified, run_ids, rows
 
 
@@ -212,7 +208,7 @@ def write_report(cfg: DemoConfig, run_ids: list[str], say: Say) -> Path | None:
         with Store.open(cfg.workdir / "runs.db", must_exist=True) as store:
             runs = [store.load_run(run_id) for run_id in run_ids]
         html, _ = render_report(assemble(runs), "html")
-    except (ImportError, ServelabError) as exc:
+    except ServelabError as exc:
         say(f"   report not available ({exc}); the results are in {cfg.workdir / 'runs.db'}")
         return None
     path = cfg.workdir / "report.html"

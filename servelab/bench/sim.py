@@ -8,7 +8,6 @@ through the rest, writing each due chunk straight to its transport. No task wake
 core offers well over 50,000 events/s. The sim spends CPU to be on time. Usable in-process::
 
     async with SimServer(SimConfig(itl_ms=5)) as url: ...
-    with SimThread(SimConfig()) as url: ...          # its own event loop in a thread
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import asyncio
 import contextlib
 import heapq
 import json
-import threading
 import time
 from typing import Any
 
@@ -410,25 +408,6 @@ class _Plan:
         if self.chat:
             return "chat.completion.chunk" if stream else "chat.completion"
         return "text_completion"
-
-
-class SimThread:
-    """Run a SimServer on its own event loop in a daemon thread: ``with SimThread(cfg) as url:``."""
-
-    def __init__(self, config: SimConfig) -> None:
-        self.server = SimServer(config)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="servelab-sim", daemon=True)
-
-    def __enter__(self) -> str:
-        self._thread.start()
-        return asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(timeout=30)
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(timeout=30)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=30)
-        self._loop.close()
 
 
 async def _json_body(request: web.Request) -> dict | None:

@@ -18,7 +18,6 @@ BANDWIDTH_BOUND_FRACTION = 0.6  # achieved / peak bandwidth at or above this: me
 POWER_BOUND_FRACTION = (
     0.85  # serving / full-compute power at or above this: compute or the power cap is the limit
 )
-VERDICTS = ("bandwidth-bound", "compute/power-bound", "neither", "undetermined")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
-from servelab.diagnose.findings import Finding
 from servelab.diagnose.signatures import SEVERITIES, Signature
 from servelab.errors import ConfigError
 
@@ -36,18 +35,6 @@ class LogFinding:
     meaning: str
     fix: str
     captures: dict[str, str] = field(default_factory=dict)
-
-    def as_doctor_finding(self) -> Finding:
-        """The same finding in `servelab doctor`'s shape, for reports that merge both."""
-        return Finding(
-            id=f"logs.{self.id}",
-            severity=self.severity,
-            title=self.meaning.split(". ")[0].rstrip("."),
-            evidence=f"{self.file}:{self.line}: {self.text}"
-            + (f" (x{self.count})" if self.count > 1 else ""),
-            consequence=self.meaning,
-            fix=self.fix,
-        )
 
 
 class LogScanner:

@@ -105,14 +105,6 @@ def gpu_sampler(hz: float = 5.0, gpus: Sequence[int] | None = None) -> PowerSamp
     return PowerSampler(probe, hz=hz, gpus=gpus, owns_probe=True)
 
 
-def start_sampler(hz: float = 5.0, gpus: Sequence[int] | None = None) -> PowerSampler | None:
-    """`gpu_sampler`, already started."""
-    sampler = gpu_sampler(hz, gpus)
-    if sampler is not None:
-        sampler.start()
-    return sampler
-
-
 def mean_power_w(rows: Sequence[dict], gpu: int | None = None) -> float | None:
     """Mean power over the rows (of one GPU, or of all GPUs: the mean per-GPU draw); None without readings."""
     watts = [r["power_w"] for r in rows if r.get("power_w") is not None and (gpu is None or r["gpu"] == gpu)]

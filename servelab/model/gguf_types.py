@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.errors import ModelFormatError
-
 
 @dataclass(frozen=True)
 class GGUFType:
@@ -26,14 +24,6 @@ class GGUFType:
     @property
     def bits_per_weight(self) -> float:
         return self.block_bytes * 8 / self.block_weights
-
-    def tensor_bytes(self, elements: int) -> int:
-        """Bytes of a tensor with `elements` weights (rows must hold whole blocks)."""
-        if elements % self.block_weights:
-            raise ModelFormatError(
-                f"{elements} weights is not a whole number of {self.name} blocks of {self.block_weights}"
-            )
-        return elements // self.block_weights * self.block_bytes
 
 
 FORK_TYPES = (GGUFType("PQ2_0", 142, 128, 34), GGUFType("PTQ1_0", 143, 128, 28))
@@ -49,10 +39,6 @@ def gguf_types() -> dict[str, GGUFType]:
     }
     types.update({t.name: t for t in FORK_TYPES})
     return types
-
-
-def gguf_type_by_id(type_id: int) -> GGUFType | None:
-    return next((t for t in gguf_types().values() if t.type_id == type_id), None)
 
 
 @dataclass(frozen=True)

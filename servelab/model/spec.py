@@ -146,10 +146,6 @@ class ModelSpec:
     def count(self, kind: LayerKind) -> int:
         return sum(1 for k in self.layer_kinds if k == kind)
 
-    @property
-    def is_hybrid(self) -> bool:
-        return any(k in RECURRENT_KINDS for k in self.layer_kinds)
-
     def weight_group(self, name: str) -> WeightGroup | None:
         return next((w for w in self.weights if w.name == name), None)
 

@@ -74,9 +74,3 @@ def load_plan(
         if missing:
             raise ConfigError(f"{flag} {path}: plans[{index}] lacks {', '.join(missing)}; {PLAN_HINT}")
     return data
-
-
-def first_fitting(plan_doc: dict[str, Any]) -> dict[str, Any]:
-    """The first plan entry that fits (plans are sorted best first), else the first one."""
-    plans = plan_doc["plans"]
-    return next((p for p in plans if p.get("fits")), plans[0])

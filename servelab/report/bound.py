@@ -21,8 +21,6 @@ from servelab.report.data import Bill, EngineSummary, as_number
 from servelab.report.power_levels import LevelPower, ServingPower, readings, serving_power
 from servelab.report.tables import TableData, fmt
 
-POWER_KIND = "gpu_power"  # the store's sample kind written by the bench's NVML sampler
-
 
 @dataclass(frozen=True)
 class BoundInputs:

@@ -106,21 +106,28 @@ MIGRATIONS = (m001_initial,)
 
 
 def applied_migrations(db: sqlite3.Connection) -> list[str]:
-    db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_ns INTEGER NOT NULL)")
+    """The names of the migrations recorded in `db`, in the order they ran (none for a new file). Only reads."""
+    if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'migrations'").fetchone():
+        return []
     return [row[0] for row in db.execute("SELECT name FROM migrations ORDER BY applied_ns, name")]
 
 
 def migrate(db: sqlite3.Connection) -> list[str]:
-    """Apply every migration not yet recorded; return the names applied now. `db` must be in autocommit mode."""
+    """Apply every migration not yet recorded; return the names applied now. `db` must be in autocommit mode.
+
+    Each runs under BEGIN IMMEDIATE (the write lock) and is checked again once the lock is held, so several
+    processes opening one new store apply each migration exactly once; the others find it recorded."""
     applied = []
     for fn in MIGRATIONS:
         if fn.__name__ in applied_migrations(db):
             continue
         db.execute("BEGIN IMMEDIATE")
         try:
-            if fn.__name__ in applied_migrations(
-                db
-            ):  # another process applied it while we waited for the lock
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_ns INTEGER NOT NULL)"
+            )
+            # another process may have applied it while we waited for the lock
+            if fn.__name__ in applied_migrations(db):
                 db.execute("COMMIT")
                 continue
             fn(db)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from servelab.store.ids import new_run_id
 from servelab.store.migrations import migrate
 from servelab.store.models import RunInfo, StoredRun
 
+BUSY_TIMEOUT_S = 30  # how long an open or a write waits for another process's lock before failing
 SECRET_KEYS = ("api_key", "apikey", "authorization", "password", "secret", "bearer_token", "access_token")
 
 
@@ -74,11 +76,15 @@ class Store:
         except OSError as exc:
             raise StoreError(f"cannot create the directory for the result store {path}: {exc}") from exc
         with _mapped(path, "open"):
-            db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("PRAGMA foreign_keys=ON")
-            migrate(db)
+            db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_S)
+            try:
+                _retry_while_locked(lambda: db.execute("PRAGMA journal_mode=WAL"))
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.execute("PRAGMA foreign_keys=ON")
+                _retry_while_locked(lambda: migrate(db))
+            except BaseException:
+                db.close()
+                raise
         return cls(db, path)
 
     def close(self) -> None:
@@ -217,6 +223,31 @@ def _process_alive(pid: int | None, host: str | None) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def _retry_while_locked(step: Callable[[], object]) -> None:
+    """Run `step`, again after a growing pause while SQLite says the database is locked or busy.
+
+    The busy timeout covers ordinary lock waits, but SQLite fails at once, without calling the busy handler,
+    in cases that several processes opening one new store hit together (switching the file to WAL while
+    another connection holds it; a read that must become a write). Those locks are short, so retrying with a
+    bounded, jittered backoff clears them; `step` must be safe to repeat."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    pause_s = 0.005
+    while True:
+        try:
+            step()
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_lock_error(exc) or time.monotonic() + pause_s > deadline:
+                raise
+        time.sleep(pause_s * (0.5 + random.random()))  # jitter: racing openers don't retry in step
+        pause_s = min(pause_s * 2, 0.25)
+
+
+def _is_lock_error(exc: sqlite3.OperationalError) -> bool:
+    message = str(exc).lower()
+    return "locked" in message or "busy" in message
 
 
 @contextmanager

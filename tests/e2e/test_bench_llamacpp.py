@@ -100,8 +100,16 @@ def test_one_slot_keeps_the_shared_prefix_cached(llama_server, model_files, tmp_
 
 
 def test_two_slots_two_streams_lose_the_prefix_and_it_is_counted(llama_server, model_files, tmp_path):
-    """Requests 0 and 1 start together: 1 must take the other slot, where its group's prefix is not cached."""
-    server = llama_server(model_files["dense"], "-c", "4096", "-np", "2")
+    """Requests 0 and 1 start together: 1 must take the other slot, where its group's prefix is not cached.
+
+    Deterministic whatever the timing: with ``--slot-prompt-similarity 0`` llama-server picks the idle slot
+    used least recently (never-used slots first), so request 1 lands in the slot request 0 did not use even
+    when request 0 has already finished (with the default 0.1 similarity it would then reuse request 0's
+    slot and find the prefix cached). ``--cache-ram 0`` turns off the host-memory prompt cache, so the empty
+    slot cannot be filled from a copy of request 0's prompt either."""
+    server = llama_server(
+        model_files["dense"], "-c", "4096", "-np", "2", "--slot-prompt-similarity", "0", "--cache-ram", "0"
+    )
     with Store.open(tmp_path / "runs.db") as store:
         level, records = shared_prefix_run(server.url, store, 2)
     second = next(r for r in records if r.request_index == 1)

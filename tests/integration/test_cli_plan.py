@@ -389,19 +389,6 @@ def test_load_plan_rejects_what_is_not_a_plan(tmp_path: Path, content: str, need
         load_plan(tmp_path / "missing.json")
 
 
-def test_load_plan_picks_the_first_fitting_entry(tmp_path: Path, capsys) -> None:
-    from servelab.plan.io import first_fitting
-
-    path = tmp_path / "plans.json"
-    assert (
-        main(["plan", "Qwen/Qwen3.5-27B", "--gpu", "rtx4090", "--context", "32768", "--save", str(path)]) == 0
-    )
-    capsys.readouterr()
-    doc = load_plan(path)
-    assert first_fitting(doc)["fits"] is True
-    assert first_fitting(doc) is next(p for p in doc["plans"] if p["fits"])
-
-
 def test_engine_flags_reach_the_recipe(capsys) -> None:
     # brief step 2's working flags, with the state pool pinned
     assert (

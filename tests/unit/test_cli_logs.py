@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from servelab.cli.app import main
-from servelab.diagnose.logs import follow, scan_lines
+from servelab.diagnose.logs import follow
 from servelab.diagnose.signatures import load_signatures
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "logs"
@@ -139,14 +139,6 @@ def test_a_broken_user_signature_file_names_file_and_entry(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert out == ""
     assert f"signature file {extra}, entry 0 (mine.bad): missing" in err
-
-
-def test_findings_convert_to_the_doctor_shape():
-    line = "NCCL INFO NCCL_P2P_DISABLE set by environment to 1"
-    (finding,) = scan_lines([line], load_signatures(["nccl"]), "nccl.log")
-    doctor = finding.as_doctor_finding()
-    assert (doctor.id, doctor.severity) == ("logs.nccl.env.p2p_disable", "critical")
-    assert doctor.evidence == f"nccl.log:1: {line}"
 
 
 def test_a_binary_or_malformed_signature_file_is_one_line(tmp_path, capsys):

@@ -135,17 +135,3 @@ def test_a_failing_migration_leaves_nothing_behind(tmp_path: Path, monkeypatch) 
         raise AssertionError("the broken migration should have raised")
     assert "half_done" not in _schema(db)
     assert "m999_broken" not in applied_migrations(db)
-
-
-def test_two_processes_opening_a_new_store_at_once_both_succeed(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    code = "import sys; from servelab.store import Store; Store.open(sys.argv[1]).close()"
-    root = Path(__file__).resolve().parents[2]
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "runs.db")], cwd=root,
-                              stderr=subprocess.PIPE, text=True) for _ in range(3)]  # fmt: skip
-    errors = [p.communicate(timeout=60)[1] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0, 0], errors
-    db = sqlite3.connect(tmp_path / "runs.db")
-    assert applied_migrations(db) == [fn.__name__ for fn in MIGRATIONS]
