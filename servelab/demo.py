@@ -158,13 +158,14 @@ def bench_ladder(server: EngineServer, cfg: DemoConfig, say: Say) -> tuple[list[
             result = run(config, store)
             run_ids.append(result.run_id)
             for level in result.targets[0].levels:
+                stats = level.stats
                 row = {
                     "workload": kind,
-                    "level": level["level"],
-                    "completed": level.get("completed"),
-                    "errors": level.get("errors", 0),
-                    "output_tok_s": level.get("output_tok_s"),
-                    "ttft_p50_ms": _p50(level.get("ttft_ms")),
+                    "level": stats.level.label,
+                    "completed": stats.completed,
+                    "errors": stats.errors,
+                    "output_tok_s": stats.output_tok_s,
+                    "ttft_p50_ms": stats.ttft_ms.p50,
                 }
                 rows.append(row)
                 say(
@@ -172,10 +173,6 @@ def bench_ladder(server: EngineServer, cfg: DemoConfig, say: Say) -> tuple[list[
                     f"TTFT p50 {_fmt(row['ttft_p50_ms'])} ms, errors {row['errors']}"
                 )
     return [r for r in run_ids if r], rows
-
-
-def _p50(dist: Any) -> Any:
-    return dist.get("p50") if isinstance(dist, dict) else dist
 
 
 def _fmt(value: Any) -> str:

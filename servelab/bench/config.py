@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from servelab.bench.level_key import Level
 from servelab.bench.metrics import Slo
 from servelab.bench.schedule import DEFAULT_LADDER, StopRule
 from servelab.bench.workloads import WorkloadSpec
@@ -42,13 +43,15 @@ class BenchConfig:
             raise ConfigError("--repeat must be >= 1")
         if self.warmup is not None and self.warmup < 0:
             raise ConfigError("--warmup must be >= 0")
+        if self.rate is not None and not self.rate > 0:
+            raise ConfigError(f"--rate must be a positive number of requests/s, not {self.rate}")
 
     @property
-    def levels(self) -> tuple[str, ...]:
-        """Level names: "c=4" per concurrency, or one "r=2.5" for an open-loop rate."""
+    def levels(self) -> tuple[Level, ...]:
+        """The ladder: one closed-loop level per concurrency, or one open-loop level at the rate."""
         if self.rate is not None:
-            return (f"r={self.rate:g}",)
-        return tuple(f"c={c}" for c in self.concurrency)
+            return (Level.open(self.rate),)
+        return tuple(Level.closed(c) for c in self.concurrency)
 
     def settings(self) -> dict[str, Any]:
         """What is stored with the run: every setting except the API key."""

@@ -2,21 +2,21 @@
 
 Times are nanoseconds in, milliseconds out. Percentiles use linear interpolation between closest ranks
 (Hyndman–Fan type 7, numpy's default): p of sorted x[0..n-1] is x[h] interpolated at h = (n-1)·p/100.
-Level summaries are always recomputed from raw per-request records, never from other summaries, so results
-from several client processes merge exactly.
+A level's distributions (`bench.stats.Distribution`) are built in `bench.summary` from the raw
+per-request records, never from other summaries, so results from several client processes merge exactly.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from servelab.bench.records import RequestRecord
 from servelab.errors import ConfigError
 
-PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 SLO_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 REPREFILL_GAP_FACTOR = (
     10.0  # a mid-stream gap this many times the request's median gap looks like a re-prefill
@@ -26,28 +26,10 @@ REPREFILL_MIN_MS = 20.0  # and at least half the request's own TTFT (processing 
 
 
 def percentile(values: Sequence[float], p: float) -> float | None:
-    """Linear interpolation between closest ranks; None for no values."""
-    if not values:
+    """Linear interpolation between closest ranks (numpy's "linear" method); None for no values."""
+    if not len(values):
         return None
-    ordered = sorted(values)
-    h = (len(ordered) - 1) * p / 100.0
-    low = math.floor(h)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (h - low) * (ordered[high] - ordered[low])
-
-
-def distribution(values: Sequence[float]) -> dict[str, float | None]:
-    """p50 … p99.9, mean, min, max and n of the values."""
-    out: dict[str, float | None] = {_pname(p): percentile(values, p) for p in PERCENTILES}
-    out["mean"] = statistics.fmean(values) if values else None
-    out["min"] = min(values) if values else None
-    out["max"] = max(values) if values else None
-    out["n"] = len(values)
-    return out
-
-
-def _pname(p: float) -> str:
-    return f"p{p:g}".replace(".", "_") if p != 99.9 else "p99_9"
+    return float(np.percentile(np.asarray(values, dtype=float), p, method="linear"))
 
 
 # -- per request --------------------------------------------------------------------------------------------

@@ -1,16 +1,63 @@
-"""What a benchmark run returns: per target, per level, the recomputed summaries."""
+"""What a benchmark run returns: per target, per level, its `LevelStats` and whether to trust them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from servelab.bench.stats import LevelStats
+
 LEVEL_KEYS = (
-    "level", "concurrency", "rate", "repeats", "requests", "completed", "errors", "errors_by_kind", "evictions",
-    "valid", "invalid_reason", "partial", "ttft_ms", "itl_ms", "chunk_gap_ms", "tpot_ms", "e2e_ms",
-    "per_stream_tok_s", "prefill_tok_s", "output_tok_s", "total_tok_s", "request_s", "goodput_req_s",
-    "slo_attainment", "lateness_ms", "ttft_sched_ms", "tokens", "window", "client", "ci95",
-)  # fmt: skip
+    "level",
+    "concurrency",
+    "rate",
+    "repeats",
+    "requests",
+    "completed",
+    "errors",
+    "errors_by_kind",
+    "error_examples",
+    "evictions",
+    "valid",
+    "invalid_reason",
+    "partial",
+    "ttft_ms",
+    "itl_ms",
+    "chunk_gap_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "per_stream_tok_s",
+    "prefill_tok_s",
+    "output_tok_s",
+    "total_tok_s",
+    "request_s",
+    "goodput_req_s",
+    "slo_attainment",
+    "lateness_ms",
+    "ttft_sched_ms",
+    "tokens",
+    "window",
+    "duration_s",
+    "first_send_ns",
+    "client",
+    "ci95",
+)  # fmt: skip  (the order of a level object in `bench --json` and in the store; docs/results-schema.md)
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    """One level (one repeat, or all repeats pooled): its figures and the bench's verdict on them."""
+
+    stats: LevelStats
+    valid: bool = True  # False when the client could not keep up (event-loop lag, CPU)
+    invalid_reason: str | None = None
+    partial: bool = False  # the run was interrupted during this level
+    client: dict[str, Any] = field(default_factory=dict)  # the client's event-loop lag and CPU
+
+    def to_json(self) -> dict[str, Any]:
+        values = {**self.stats.to_json(), "valid": self.valid, "invalid_reason": self.invalid_reason,
+                  "partial": self.partial, "client": self.client}  # fmt: skip
+        return {key: values[key] for key in LEVEL_KEYS if key in values}
 
 
 @dataclass
@@ -19,7 +66,7 @@ class TargetResult:
     engine: str
     model: str
     context_per_slot: int | None = None
-    levels: list[dict[str, Any]] = field(default_factory=list)
+    levels: list[LevelResult] = field(default_factory=list)
 
 
 @dataclass
@@ -39,7 +86,7 @@ class BenchResult:
                     "engine": t.engine,
                     "model": t.model,
                     "context_per_slot": t.context_per_slot,
-                    "levels": [{k: level[k] for k in LEVEL_KEYS if k in level} for level in t.levels],
+                    "levels": [level.to_json() for level in t.levels],
                 }
                 for t in self.targets
             ],

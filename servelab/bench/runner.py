@@ -23,13 +23,14 @@ from servelab import __version__
 from servelab.bench.client import ClientRequest, StreamClient
 from servelab.bench.config import BenchConfig
 from servelab.bench.level import LevelState, run_closed, run_open
+from servelab.bench.level_key import Level
 from servelab.bench.metrics import mark_eviction
 from servelab.bench.monitor import LoopMonitor, validity
 from servelab.bench.records import RequestRecord
-from servelab.bench.result import BenchResult, TargetResult
-from servelab.bench.schedule import arrival_offsets_ns, confidence_interval
+from servelab.bench.result import BenchResult, LevelResult, TargetResult
+from servelab.bench.schedule import arrival_offsets_ns
 from servelab.bench.sink import RecordSink
-from servelab.bench.summary import summarize_level
+from servelab.bench.summary import pool_repeats, summarize_level
 from servelab.bench.target import Target, connect_target, target_prompts
 from servelab.bench.workloads import Prompt
 from servelab.engines.probe import public_url
@@ -146,25 +147,28 @@ class _Runner:
             target.url, self.config.api_key, stall_timeout_s=stall_s, keep_alive=keep_alive
         ) as client:
             for level, slots in zip(self.config.levels, _slots(self.config), strict=True):
-                repeats: list[tuple[list[RequestRecord], dict]] = []
+                repeats: list[tuple[list[RequestRecord], LevelResult]] = []
                 for rep in range(self.config.repeat):
                     count = _level_prompts(self.config, slots)
-                    records, summary = await self._level(
+                    records, result = await self._level(
                         client, target, level, slots, rep, prompts[base : base + count], sink
                     )
                     base += count
-                    repeats.append((records, summary))
+                    repeats.append((records, result))
                     if self.stop_event.is_set():
                         break
-                out.levels.append(_combine(level, slots, self.config, repeats))
+                pooled = _combine(level, self.config, repeats)
+                if self.store is not None:
+                    self.store.add_level_stats(self.run_id, target.index, pooled.stats)
+                out.levels.append(pooled)
                 if self.stop_event.is_set():
                     break
         await sink.close()
         return out
 
     async def _level(
-        self, client, target: Target, level: str, slots: int, rep: int, prompts: list[Prompt], sink
-    ):
+        self, client, target: Target, level: Level, slots: int, rep: int, prompts: list[Prompt], sink
+    ) -> tuple[list[RequestRecord], LevelResult]:
         config = self.config
         state = LevelState(warmup=_warmup(config, slots), stop=config.stop)
         self.state = state
@@ -175,9 +179,9 @@ class _Runner:
             records.append(mark_eviction(record))
             sink.add(record)
             if self.progress:
-                self.progress({"url": target.url, "level": level, "repeat": rep, "state": state})
+                self.progress({"url": target.url, "level": level.label, "repeat": rep, "state": state})
 
-        self._snapshot(target, level, rep, "before")
+        self._snapshot(target, level.label, rep, "before")
         for sampler in self.samplers:
             sampler.start()
         monitor = LoopMonitor()
@@ -190,23 +194,17 @@ class _Runner:
             )
             await run_open(client, offsets, state, make, on_record, self.stop_event)
         client_stats = await monitor.stop()
-        self._stop_samplers({"target_index": target.index, "level": level, "repeat": rep})
+        self._stop_samplers({"target_index": target.index, "level": level.label, "repeat": rep})
         await sink.flush()
-        self._snapshot(target, level, rep, "after")
-        summary = summarize_level(records, None if config.rate is not None else slots, config.slo)
+        self._snapshot(target, level.label, rep, "after")
         valid, why = validity(
             client_stats, config.lag_limit_ms, config.cpu_limit, server_here=_loopback(target.url)
         )
-        summary.update(
-            level=level,
-            client=client_stats,
-            valid=valid,
-            invalid_reason=why,
-            partial=self.stop_event.is_set(),
-        )
+        result = LevelResult(summarize_level(records, level, config.slo), valid, why,
+                             partial=self.stop_event.is_set(), client=client_stats)  # fmt: skip
         if self.store is not None:
-            self.store.add_level(self.run_id, target.index, level, rep, summary)
-        return records, summary
+            self.store.add_level(self.run_id, target.index, level.label, rep, result.to_json())
+        return records, result
 
     def _stop_samplers(self, labels: dict[str, Any]) -> None:
         """Store each sampler's rows of this level, every row labelled with its target index, level and repeat."""
@@ -236,7 +234,7 @@ def state_count(config: BenchConfig) -> int:
     return max(1, int((config.rate or 0) * (stop.duration_s or 0)))
 
 
-def _maker(target: Target, config: BenchConfig, level: str, rep: int, prompts: list[Prompt], warmup: int):
+def _maker(target: Target, config: BenchConfig, level: Level, rep: int, prompts: list[Prompt], warmup: int):
     path = "/v1/chat/completions" if config.chat else "/v1/completions"
     pool = max(1, len(prompts) - warmup)
     bodies = [target.request_body(prompt, config.chat) for prompt in prompts]
@@ -246,7 +244,7 @@ def _maker(target: Target, config: BenchConfig, level: str, rep: int, prompts: l
         at = index if index < warmup else warmup + (index - warmup) % pool
         prompt = prompts[at]
         return ClientRequest(
-            path, bodies[at], target_index=target.index, level=level, repeat=rep, payload=payloads[at],
+            path, bodies[at], target_index=target.index, level=level.label, repeat=rep, payload=payloads[at],
             request_index=prompt.index, phase=phase, intended_ns=intended_ns, serial=index,
             expected_prompt_tokens=prompt.input_tokens if prompt.verified else None,
             expected_cached_tokens=prompt.expected_cached_tokens or None,
@@ -255,33 +253,17 @@ def _maker(target: Target, config: BenchConfig, level: str, rep: int, prompts: l
     return make
 
 
-def _combine(level: str, slots: int, config: BenchConfig, repeats) -> dict:
-    """One level across repeats: distributions from all raw records, throughput as mean ± 95% CI."""
-    if len(repeats) == 1:
-        summary = dict(repeats[0][1])
-    else:
-        records = [r for recs, _ in repeats for r in recs]
-        summary = summarize_level(records, None if config.rate is not None else slots, config.slo)
-        summaries = [s for _, s in repeats]
-        ci = {}
-        for key in ("output_tok_s", "total_tok_s", "request_s"):
-            values = [s[key] for s in summaries]
-            summary[key] = sum(values) / len(values)
-            ci[key] = confidence_interval(values)
-        for key in ("ttft_ms", "per_stream_tok_s"):
-            values = [s[key]["p50"] for s in summaries if s[key]["p50"] is not None]
-            ci[f"{key}_p50"] = confidence_interval(values)
-        summary["ci95"] = {
-            k: (None if v is None else {"mean": v[0], "half_width": v[1]}) for k, v in ci.items()
-        }
-        summary["valid"] = all(s["valid"] for s in summaries)
-        summary["invalid_reason"] = next(
-            (s["invalid_reason"] for s in summaries if s["invalid_reason"]), None
-        )
-        summary["client"] = summaries[-1]["client"]
-        summary["partial"] = any(s["partial"] for s in summaries)
-    summary.update(level=level, repeats=len(repeats), rate=config.rate)
-    return summary
+def _combine(
+    level: Level, config: BenchConfig, repeats: list[tuple[list[RequestRecord], LevelResult]]
+) -> LevelResult:
+    """One level across repeats: its pooled stats; valid only when every repeat was."""
+    results = [result for _, result in repeats]
+    stats = pool_repeats([(records, result.stats) for records, result in repeats], level, config.slo)
+    return LevelResult(
+        stats, valid=all(r.valid for r in results),
+        invalid_reason=next((r.invalid_reason for r in results if r.invalid_reason), None),
+        partial=any(r.partial for r in results), client=results[-1].client,
+    )  # fmt: skip
 
 
 def _safe_get_text(target: Target, path: str) -> str | None:

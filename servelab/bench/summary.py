@@ -1,57 +1,97 @@
-"""One level's results, recomputed from its raw RequestRecords (never from other summaries)."""
+"""One level's `LevelStats`, computed from its raw RequestRecords (never from other summaries).
+
+`summarize_level` is the one place a level's figures are computed; `pool_repeats` puts the repeats of a
+level together (distributions from all their records, throughputs as the mean ± 95% CI over repeats).
+"""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 
 from servelab.bench import metrics as m
+from servelab.bench.level_key import Level
 from servelab.bench.records import RequestRecord
-from servelab.bench.schedule import steady_window
+from servelab.bench.schedule import Window, confidence_interval, steady_window
+from servelab.bench.stats import Distribution, LevelStats, TokenCounts
+
+NS_PER_S = 1e9
 
 
 def _values(records: Sequence[RequestRecord], fn) -> list[float]:
     return [v for v in (fn(r) for r in records) if v is not None]
 
 
-def summarize_level(
-    records: Sequence[RequestRecord], concurrency: int | None, slo: m.Slo | None = None
-) -> dict:
+def summarize_level(records: Sequence[RequestRecord], level: Level, slo: m.Slo | None = None) -> LevelStats:
     """Every figure of one level (repeat) from its measured records; warm-up records are left out."""
     measured = [r for r in records if r.phase == "measure"]
     ok = [r for r in measured if r.status == "ok"]
-    errors = Counter(r.error_kind for r in measured if r.status != "ok")
-    slots = concurrency or max(1, _peak_inflight(measured))
+    failed = [r for r in measured if r.status != "ok"]
+    errors = Counter(r.error_kind or "unknown" for r in failed)
+    examples: dict[str, str] = {}
+    for r in failed:
+        examples.setdefault(r.error_kind or "unknown", r.error or "")
+    slots = level.concurrency or max(1, _peak_inflight(measured))
     window = steady_window([(r.sent_ns, r.end_ns) for r in measured], slots)
-    itl = [x for r in ok for x in m.itl_samples_ms(r)]
-    summary: dict = {
-        "concurrency": concurrency,
-        "requests": len(measured),
-        "completed": len(ok),
-        "errors": sum(errors.values()),
-        "errors_by_kind": dict(sorted(errors.items())),
-        "evictions": sum(1 for r in ok if r.evicted),
-        "ttft_ms": m.distribution(_values(ok, m.ttft_ms)),
-        "itl_ms": m.distribution(itl),
-        "chunk_gap_ms": m.distribution([x for r in ok for x in m.chunk_gaps_ms(r)]),
-        "tpot_ms": m.distribution(_values(ok, m.tpot_ms)),
-        "e2e_ms": m.distribution(_values(ok, m.e2e_ms)),
-        "per_stream_tok_s": m.distribution(_values(ok, m.decode_tok_s)),
-        "prefill_tok_s": m.distribution(_values(ok, m.prefill_tok_s)),
-        "tokens": _token_counts(measured),
-    }
-    summary.update(_throughput(ok, window))
-    summary.update(_open_loop(measured))
+    stats = LevelStats(
+        level=level, requests=len(measured), completed=len(ok), errors=len(failed),
+        errors_by_kind=dict(sorted(errors.items())), error_examples=examples,
+        evictions=sum(1 for r in ok if r.evicted),
+        ttft_ms=Distribution.of(_values(ok, m.ttft_ms)),
+        itl_ms=Distribution.of([x for r in ok for x in m.itl_samples_ms(r)]),
+        chunk_gap_ms=Distribution.of([x for r in ok for x in m.chunk_gaps_ms(r)]),
+        tpot_ms=Distribution.of(_values(ok, m.tpot_ms)),
+        e2e_ms=Distribution.of(_values(ok, m.e2e_ms)),
+        per_stream_tok_s=Distribution.of(_values(ok, m.decode_tok_s)),
+        prefill_tok_s=Distribution.of(_values(ok, m.prefill_tok_s)),
+        tokens=_token_counts(ok), window=window, **_throughput(ok, window),
+        duration_s=_span_s(measured), first_send_ns=min((r.sent_ns for r in measured), default=None),
+        **_open_loop(measured, ok),
+    )  # fmt: skip
     if slo is not None and not slo.empty:
         good = [r for r in measured if slo.met_by(r)]
-        summary["goodput_req_s"] = _in_window(good, window) / window.seconds if window else 0.0
-        summary["slo_attainment"] = len(good) / len(measured) if measured else None
-    return summary
+        goodput = _in_window(good, window) / window.seconds if window else 0.0
+        stats = replace(
+            stats, goodput_req_s=goodput, slo_attainment=len(good) / len(measured) if measured else None
+        )
+    return stats
 
 
-def _throughput(ok: Sequence[RequestRecord], window) -> dict:
+def pool_repeats(
+    repeats: Sequence[tuple[Sequence[RequestRecord], LevelStats]], level: Level, slo: m.Slo | None = None
+) -> LevelStats:
+    """One level across its repeats: distributions from all raw records, throughputs as mean ± 95% CI,
+    durations summed."""
+    if len(repeats) == 1:
+        return repeats[0][1]
+    pooled = summarize_level([r for records, _ in repeats for r in records], level, slo)
+    each = [stats for _, stats in repeats]
+    means, ci = {}, {}
+    for key in ("output_tok_s", "total_tok_s", "request_s"):
+        values = [getattr(s, key) for s in each]
+        means[key] = sum(values) / len(values)
+        ci[key] = confidence_interval(values)
+    for key in ("ttft_ms", "per_stream_tok_s"):
+        values = [getattr(s, key).p50 for s in each if getattr(s, key).p50 is not None]
+        ci[f"{key}_p50"] = confidence_interval(values)
+    return replace(pooled, **means, repeats=len(each), ci95=ci, duration_s=sum(s.duration_s for s in each))
+
+
+def summarize_records(records: Sequence[RequestRecord], level: Level) -> LevelStats:
+    """A level's stats from its records of every repeat, as the bench would have pooled them: for readers of
+    runs stored before the store kept `LevelStats` (and of levels a killed run never finished)."""
+    by_repeat: dict[int, list[RequestRecord]] = {}
+    for r in records:
+        if r.phase == "measure":
+            by_repeat.setdefault(r.repeat, []).append(r)
+    repeats = [(rs, summarize_level(rs, level)) for _, rs in sorted(by_repeat.items())]
+    return pool_repeats(repeats, level) if repeats else summarize_level([], level)
+
+
+def _throughput(ok: Sequence[RequestRecord], window: Window | None) -> dict[str, float]:
     if window is None:
-        return {"window": None, "output_tok_s": 0.0, "total_tok_s": 0.0, "request_s": 0.0}
+        return {"output_tok_s": 0.0, "total_tok_s": 0.0, "request_s": 0.0}
     out = m.tokens_in_window(ok, window.t0_ns, window.t1_ns)
     prompt = sum(
         r.prompt_tokens or 0
@@ -59,43 +99,42 @@ def _throughput(ok: Sequence[RequestRecord], window) -> dict:
         if r.first_token_ns and window.t0_ns <= r.first_token_ns <= window.t1_ns
     )
     return {
-        "window": {
-            "t0_ns": window.t0_ns,
-            "t1_ns": window.t1_ns,
-            "seconds": window.seconds,
-            "steady": window.steady,
-        },
         "output_tok_s": out / window.seconds,
         "total_tok_s": (out + prompt) / window.seconds,
         "request_s": _in_window(ok, window) / window.seconds,
     }
 
 
-def _in_window(records: Sequence[RequestRecord], window) -> int:
+def _in_window(records: Sequence[RequestRecord], window: Window) -> int:
     return sum(1 for r in records if len(r.chunk_ns) and window.t0_ns <= r.chunk_ns[-1] <= window.t1_ns)
 
 
-def _open_loop(measured: Sequence[RequestRecord]) -> dict:
+def _span_s(measured: Sequence[RequestRecord]) -> float:
+    """First send to last end of one repeat's measured requests."""
+    if not measured:
+        return 0.0
+    return (max(r.end_ns for r in measured) - min(r.sent_ns for r in measured)) / NS_PER_S
+
+
+def _open_loop(measured: Sequence[RequestRecord], ok: Sequence[RequestRecord]) -> dict[str, Distribution]:
     late = _values(measured, m.lateness_ms)
     if not late or all(r.intended_ns == r.sent_ns for r in measured):
         return {}
-    ok = [r for r in measured if r.status == "ok"]
     return {
-        "lateness_ms": m.distribution(late),
-        "ttft_sched_ms": m.distribution(_values(ok, m.ttft_sched_ms)),
+        "lateness_ms": Distribution.of(late),
+        "ttft_sched_ms": Distribution.of(_values(ok, m.ttft_sched_ms)),
     }
 
 
-def _token_counts(measured: Sequence[RequestRecord]) -> dict:
-    ok = [r for r in measured if r.status == "ok"]
-    return {
-        "output": sum(r.output_tokens or 0 for r in ok),
-        "prompt": sum(r.prompt_tokens or 0 for r in ok),
-        "source": dict(Counter(r.tokens_source for r in ok)),
-        "chunk_source": dict(Counter(r.chunk_tokens_source or "none" for r in ok)),
-        "mismatches": sum(1 for r in ok if r.token_mismatch),
-        "early_eos": sum(1 for r in ok if r.early_eos),
-    }
+def _token_counts(ok: Sequence[RequestRecord]) -> TokenCounts:
+    return TokenCounts(
+        output=sum(r.output_tokens if r.output_tokens is not None else sum(r.chunk_tokens) for r in ok),
+        prompt=sum(r.prompt_tokens or 0 for r in ok),
+        source=dict(Counter(r.tokens_source for r in ok)),
+        chunk_source=dict(Counter(r.chunk_tokens_source or "none" for r in ok)),
+        mismatches=sum(1 for r in ok if r.token_mismatch),
+        early_eos=sum(1 for r in ok if r.early_eos),
+    )
 
 
 def _peak_inflight(records: Sequence[RequestRecord]) -> int:

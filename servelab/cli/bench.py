@@ -217,10 +217,9 @@ def _render(result: BenchResult, json_out: bool) -> None:
     for target in result.targets:
         console.print(_ladder_table(target))
         for lv in target.levels:
-            if not lv["valid"]:
+            if not lv.valid:
                 console.print(
-                    f"{lv['level']} not valid: {lv.get('invalid_reason') or 'no reason recorded'}",
-                    markup=False,
+                    f"{lv.stats.level} not valid: {lv.invalid_reason or 'no reason recorded'}", markup=False
                 )
     state = "partial (interrupted)" if result.partial else "complete"
     console.print(f"run {result.run_id}: {state}")
@@ -236,10 +235,10 @@ def _ladder_table(target) -> Table:
             column, justify="right", overflow="fold"
         )  # a narrow terminal wraps digits, never hides them
     for lv in target.levels:
+        s = lv.stats
         table.add_row(
-            lv["level"], _f(lv["per_stream_tok_s"]["p50"]), _f(lv["output_tok_s"]), _f(lv["ttft_ms"]["p50"]),
-            _f(lv["ttft_ms"]["p99"]), _f(lv["itl_ms"]["p50"]), _f(lv["itl_ms"]["p99"]), str(lv["errors"]),
-            str(lv["evictions"]), "yes" if lv["valid"] else "NO",
+            s.level.label, _f(s.per_stream_tok_s.p50), _f(s.output_tok_s), _f(s.ttft_ms.p50), _f(s.ttft_ms.p99),
+            _f(s.itl_ms.p50), _f(s.itl_ms.p99), str(s.errors), str(s.evictions), "yes" if lv.valid else "NO",
         )  # fmt: skip
     return table
 

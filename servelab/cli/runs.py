@@ -10,6 +10,7 @@ from rich import box
 from rich.table import Column, Table
 from rich.text import Text
 
+from servelab.bench.level_key import Level
 from servelab.cli.output import print_json, stderr_console, stdout_console, to_jsonable
 from servelab.errors import ConfigError
 from servelab.paths import default_db_path
@@ -73,13 +74,21 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Export a run as JSON close to vLLM's --save-result (schema: docs/results-schema.md) or CSV."""
         fmt = export_format(fmt, as_json, level)
+        wanted = None if level is None else parse_level_option(level)
         with Store.open(db, must_exist=True) as store:
             stored = store.load_run(run)
         if fmt == "csv":
             write_text(run_csv(stored), output)
             return
-        doc = run_json(stored) if level is None else vllm_level_json(stored, target, level)
+        doc = run_json(stored) if level is None else vllm_level_json(stored, target, wanted)
         write_text(json.dumps(to_jsonable(doc), indent=2) + "\n", output)
+
+
+def parse_level_option(text: str) -> Level:
+    try:
+        return Level.parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"--level: {exc}") from None
 
 
 def export_format(fmt: str, as_json: bool, level: str | None) -> str:

@@ -28,7 +28,7 @@ METRICS: tuple[tuple[str, Samples], ...] = (
 @dataclass(frozen=True)
 class MetricComparison:
     target_index: int
-    level: str
+    level: str  # the level's label, "c=4" (this is what --json prints)
     metric: str  # "ttft_ms" (median) … or "output_tok_s" (aggregate)
     a: float | None
     b: float | None
@@ -86,9 +86,9 @@ def _level_rows(a: LevelFigures, b: LevelFigures) -> list[MetricComparison]:
         xa, xb = samples(a), samples(b)
         test = mann_whitney(xa, xb)
         ma, mb = _median(xa), _median(xb)
-        rows.append(MetricComparison(a.target_index, a.level, name, ma, mb, _change_pct(ma, mb),
+        rows.append(MetricComparison(a.target_index, a.label, name, ma, mb, _change_pct(ma, mb),
                                      test.p_value, test.significant(), bootstrap_median_diff(xa, xb, rounds=1000)))  # fmt: skip
-    rows.append(MetricComparison(a.target_index, a.level, "output_tok_s", a.aggregate_tok_s, b.aggregate_tok_s,
+    rows.append(MetricComparison(a.target_index, a.label, "output_tok_s", a.aggregate_tok_s, b.aggregate_tok_s,
                                  _change_pct(a.aggregate_tok_s, b.aggregate_tok_s), None, False))  # fmt: skip
     return rows
 
@@ -98,13 +98,13 @@ def _label(run: StoredRun) -> tuple[str, ...]:
 
 
 def compare_runs(run_a: StoredRun, run_b: StoredRun) -> Comparison:
-    levels_b = {(lv.target_index, lv.level): lv for lv in all_level_figures(run_b.requests)}
+    levels_b = {(lv.target_index, lv.level): lv for lv in all_level_figures(run_b)}
     rows: list[MetricComparison] = []
     missing = []
-    for lv in all_level_figures(run_a.requests):
+    for lv in all_level_figures(run_a):
         other = levels_b.get((lv.target_index, lv.level))
         if other is None:
-            missing.append(f"target {lv.target_index} {lv.level}")
+            missing.append(f"target {lv.target_index} {lv.label}")
             continue
         rows += _level_rows(lv, other)
     warnings = workload_warnings([run_a, run_b])

@@ -44,7 +44,7 @@ class EngineSummary:
     @property
     def single_stream_tok_s(self) -> float | None:
         lv = self.single_stream
-        return None if lv is None else lv.decode_tok_s.median
+        return None if lv is None else lv.stats.per_stream_tok_s.median
 
     @property
     def best_aggregate(self) -> LevelFigures | None:
@@ -171,7 +171,7 @@ def memory_from_logs(
 def engine_summaries(runs: list[StoredRun]) -> tuple[EngineSummary, ...]:
     summaries = []
     for run in runs:
-        levels = all_level_figures(run.requests)
+        levels = all_level_figures(run)
         for target in run.targets:
             model = str(target.info.get("model") or "unknown model")
             label = f"{target.engine} · {model}" + (f" ({run.id})" if len(runs) > 1 else "")
@@ -196,8 +196,8 @@ def assemble(
     engines = memory_from_logs(engine_summaries(runs), server_logs or [])
     plan, plan_context = pick_plan(plan_doc, tuple(e.engine for e in engines))
     warnings = tuple(workload_warnings(runs)) if runs else ()
-    invalid = {(run.id, lv.target_index, lv.level): str(lv.summary.get("invalid_reason") or lv.summary.get("why") or "")
-               for run in runs for lv in run.levels if lv.summary.get("valid") is False}  # fmt: skip
+    invalid = {(run.id, lv.target_index, lv.level): lv.invalid_reason or ""
+               for run in runs for lv in run.levels if not lv.valid}  # fmt: skip
     partial = tuple(run.id for run in runs if run.info.partial)
     workloads = tuple(
         r.meta.get("workload") if isinstance(r.meta.get("workload"), dict) else {} for r in runs

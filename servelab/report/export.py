@@ -2,7 +2,8 @@
 
 The JSON schema is documented in docs/results-schema.md; every level object carries vLLM's field names
 (duration, completed, ttfts, p99_ttft_ms, …) so tools that read vLLM results can read each level.
-Figures are recomputed from the stored per-request records. CSV has one row per request.
+Figures are the bench's stored level statistics (`LevelStats`); the per-request lists are the stored
+records. CSV has one row per request.
 """
 
 from __future__ import annotations
@@ -12,49 +13,52 @@ import dataclasses
 import io
 import time
 
+from servelab.bench.level_key import Level
 from servelab.bench.records import RequestRecord
+from servelab.bench.stats import Distribution
 from servelab.errors import ConfigError
-from servelab.report.levels import PERCENTILES, Distribution, LevelFigures, all_level_figures, request_figures
+from servelab.report.levels import LevelFigures, all_level_figures, request_figures
 from servelab.store import StoredRun
 
 SCHEMA = "servelab.export/1"
+PERCENTILES = (50, 90, 95, 99)  # the percentiles vLLM's results carry
 
 
 def _distribution_fields(name: str, dist: Distribution) -> dict:
     fields = {f"mean_{name}_ms": dist.mean, f"median_{name}_ms": dist.median, f"std_{name}_ms": dist.std}
-    fields.update({f"p{q}_{name}_ms": dist.p[q] for q in PERCENTILES})
+    fields.update({f"p{q}_{name}_ms": dist.percentile(q) for q in PERCENTILES})
     return fields
 
 
-def level_validity(run: StoredRun, target_index: int, level: str) -> tuple[bool, str]:
+def level_validity(run: StoredRun, target_index: int, level: Level) -> tuple[bool, str]:
     """Whether the bench marked every repeat of a level valid, and why not."""
-    summaries = [lv.summary for lv in run.levels if lv.target_index == target_index and lv.level == level]
-    reasons = [str(s.get("invalid_reason") or s.get("why") or "marked invalid")
-               for s in summaries if s.get("valid") is False]  # fmt: skip
+    reasons = [lv.invalid_reason or "marked invalid" for lv in run.levels
+               if lv.target_index == target_index and lv.level == level.label and not lv.valid]  # fmt: skip
     return not reasons, "; ".join(reasons)
 
 
 def level_json(run: StoredRun, lv: LevelFigures) -> dict:
     valid, why = level_validity(run, lv.target_index, lv.level)
     errors = [r.error for r in run.requests
-              if r.target_index == lv.target_index and r.level == lv.level and r.phase == "measure" and r.error]  # fmt: skip
+              if r.target_index == lv.target_index and r.level == lv.label and r.phase == "measure" and r.error]  # fmt: skip
+    s = lv.stats
     out = {
-        "level": lv.level,
+        "level": lv.label,
         "max_concurrency": lv.concurrency,
         "request_rate": lv.rate_rps,
         "valid": valid,
-        "why_invalid": why or None,
-        "duration": lv.duration_s,
-        "completed": lv.completed,
-        "failed": lv.failed,
-        "errors_by_kind": lv.errors_by_kind,
-        "evictions": lv.evictions,
-        "total_input_tokens": lv.total_input_tokens,
-        "total_output_tokens": lv.total_output_tokens,
-        "request_throughput": lv.request_rps,
-        "output_throughput": lv.output_tok_s,
-        "total_token_throughput": lv.total_tok_s,
-        "steady_output_throughput": lv.steady_output_tok_s,
+        "invalid_reason": why or None,
+        "duration": s.duration_s,
+        "completed": s.completed,
+        "failed": s.errors,
+        "errors_by_kind": s.errors_by_kind,
+        "evictions": s.evictions,
+        "total_input_tokens": s.tokens.prompt,
+        "total_output_tokens": s.tokens.output,
+        "request_throughput": s.duration_request_s,
+        "output_throughput": s.duration_output_tok_s,
+        "total_token_throughput": s.duration_total_tok_s,
+        "steady_output_throughput": s.output_tok_s,
         "input_lens": [r.input_tokens for r in lv.requests],
         "output_lens": [r.output_tokens for r in lv.requests],
         "ttfts": [r.ttft_s for r in lv.requests],
@@ -62,14 +66,14 @@ def level_json(run: StoredRun, lv: LevelFigures) -> dict:
         "latencies": [r.latency_s for r in lv.requests],
         "errors": errors,
     }
-    for name, dist in (("ttft", lv.ttft_ms), ("tpot", lv.tpot_ms), ("itl", lv.itl_ms), ("e2el", lv.e2el_ms)):
+    for name, dist in (("ttft", s.ttft_ms), ("tpot", s.tpot_ms), ("itl", s.itl_ms), ("e2el", s.e2e_ms)):
         out.update(_distribution_fields(name, dist))
     return out
 
 
 def run_json(run: StoredRun) -> dict:
     """The whole run: metadata, then each target with its levels in vLLM's result shape."""
-    levels = all_level_figures(run.requests)
+    levels = all_level_figures(run)
     return {
         "schema": SCHEMA,
         "run_id": run.id,
@@ -95,17 +99,17 @@ def run_json(run: StoredRun) -> dict:
     }
 
 
-def vllm_level_json(run: StoredRun, target_index: int, level: str) -> dict:
+def vllm_level_json(run: StoredRun, target_index: int, level: Level) -> dict:
     """One level of one target as a flat vLLM ``--save-result`` document (its top-level fields first)."""
     target = next((t for t in run.targets if t.index == target_index), None)
     if target is None:
         raise ConfigError(f"run {run.id} has no target {target_index}; targets: "
                           f"{', '.join(str(t.index) for t in run.targets) or 'none'}")  # fmt: skip
-    levels = [lv for lv in all_level_figures(run.requests) if lv.target_index == target_index]
+    levels = [lv for lv in all_level_figures(run) if lv.target_index == target_index]
     found = next((lv for lv in levels if lv.level == level), None)
     if found is None:
-        raise ConfigError(f"target {target_index} of run {run.id} has no level {level!r}; levels: "
-                          f"{', '.join(lv.level for lv in levels) or 'none'}")  # fmt: skip
+        raise ConfigError(f"target {target_index} of run {run.id} has no level {level.label!r}; levels: "
+                          f"{', '.join(lv.label for lv in levels) or 'none'}")  # fmt: skip
     settings = run.meta.get("settings") if isinstance(run.meta.get("settings"), dict) else {}
     head = {
         "date": time.strftime("%Y%m%d-%H%M%S", time.gmtime(run.info.created_ns // 1_000_000_000)),

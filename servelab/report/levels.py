@@ -1,44 +1,26 @@
-"""Per-level figures recomputed from stored RequestRecords (never from averaged summaries).
+"""Each level of a stored run as the report sees it: the bench's `LevelStats` plus per-request samples.
 
-Per-request metrics are the bench's own definitions (servelab.bench.metrics, docs/metrics.md): TTFT,
-E2E, TPOT, per-token ITL, per-stream decode tok/s. On top, the vLLM-style level totals the export needs:
-throughputs = totals / level duration (first send to last end, summed over repeats), and the bench's
-steady-window aggregate (`steady_output_tok_s`) that the report and compare show.
-Only ``phase == "measure"`` records count.
+The statistics are the ones the bench computed and stored with the level (`StoredRun.level_stats`);
+nothing here recomputes them. Runs stored before the store kept level statistics (migration m002), and
+levels a killed run never finished, get theirs from the same bench function (`bench.summary`) over the
+stored records. The per-request samples (compare's tests, export's lists, the plots) are the records
+themselves, in seconds. Only ``phase == "measure"`` records count.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from servelab.bench import metrics
+from servelab.bench.level_key import Level
 from servelab.bench.records import RequestRecord
-from servelab.bench.summary import summarize_level
+from servelab.bench.stats import LevelStats
+from servelab.bench.summary import summarize_records
+from servelab.errors import StoreError
+from servelab.store import StoredRun
 
 NS_PER_S = 1e9
-PERCENTILES = (50, 90, 95, 99)
-
-
-@dataclass(frozen=True)
-class Distribution:
-    """Summary of samples in one unit (named by the field holding it)."""
-
-    count: int
-    mean: float | None
-    median: float | None
-    std: float | None
-    p: dict[int, float | None]  # percentile -> value
-
-    @classmethod
-    def of(cls, samples: Sequence[float]) -> Distribution:
-        if not len(samples):
-            return cls(0, None, None, None, {q: None for q in PERCENTILES})
-        values = np.asarray(samples, dtype=float)
-        p = {q: metrics.percentile(samples, q) for q in PERCENTILES}
-        return cls(len(values), float(values.mean()), metrics.percentile(samples, 50), float(values.std()), p)
 
 
 @dataclass(frozen=True)
@@ -57,64 +39,52 @@ class RequestFigures:
 @dataclass(frozen=True)
 class LevelFigures:
     target_index: int
-    level: str
-    concurrency: float | None  # "c=4" -> 4; open-loop "r=2.5" -> None
-    rate_rps: float | None
-    requests: tuple[RequestFigures, ...]
-    completed: int
-    failed: int
-    errors_by_kind: dict[str, int]
-    evictions: int
-    duration_s: float
-    ttft_ms: Distribution
-    tpot_ms: Distribution
-    itl_ms: Distribution
-    e2el_ms: Distribution
-    decode_tok_s: Distribution
-    steady_output_tok_s: float | None = None  # the bench's steady-window aggregate
-    error_examples: dict[str, str] = field(default_factory=dict)  # error kind -> the first message seen
-    first_send_ns: int | None = None
+    stats: LevelStats  # as the bench computed it, all repeats pooled
+    requests: tuple[RequestFigures, ...]  # the successful requests, for per-request samples
     timeline: tuple[tuple[int, int, bool, bool], ...] = field(
         default=(), repr=False
     )  # sent, end, ok, evicted
 
     @property
-    def total_input_tokens(self) -> int:
-        return sum(r.input_tokens for r in self.requests)
+    def level(self) -> Level:
+        return self.stats.level
 
     @property
-    def total_output_tokens(self) -> int:
-        return sum(r.output_tokens for r in self.requests)
+    def label(self) -> str:
+        return self.stats.level.label
 
     @property
-    def output_tok_s(self) -> float:
-        return self.total_output_tokens / self.duration_s if self.duration_s > 0 else 0.0
+    def concurrency(self) -> int | None:
+        return self.stats.level.concurrency
+
+    @property
+    def rate_rps(self) -> float | None:
+        return self.stats.level.rate_rps
+
+    @property
+    def completed(self) -> int:
+        return self.stats.completed
+
+    @property
+    def failed(self) -> int:
+        return self.stats.errors
+
+    @property
+    def evictions(self) -> int:
+        return self.stats.evictions
+
+    @property
+    def errors_by_kind(self) -> dict[str, int]:
+        return self.stats.errors_by_kind
+
+    @property
+    def error_examples(self) -> dict[str, str]:
+        return self.stats.error_examples
 
     @property
     def aggregate_tok_s(self) -> float:
-        """What the report calls aggregate throughput: the bench's steady-window figure when there is one."""
-        return self.output_tok_s if self.steady_output_tok_s is None else self.steady_output_tok_s
-
-    @property
-    def request_rps(self) -> float:
-        return self.completed / self.duration_s if self.duration_s > 0 else 0.0
-
-    @property
-    def total_tok_s(self) -> float:
-        total = self.total_input_tokens + self.total_output_tokens
-        return total / self.duration_s if self.duration_s > 0 else 0.0
-
-
-def parse_level(level: str) -> tuple[float | None, float | None]:
-    """("c=4") -> (4, None); ("r=2.5") -> (None, 2.5); anything else -> (None, None)."""
-    kind, _, value = level.partition("=")
-    try:
-        number = float(value)
-    except ValueError:
-        return None, None
-    if kind == "c":
-        return (int(number) if number.is_integer() else number), None
-    return (None, number) if kind == "r" else (None, None)
+        """What the report calls aggregate throughput: the bench's steady-window output tok/s."""
+        return self.stats.output_tok_s
 
 
 def _s(ms: float | None) -> float | None:
@@ -139,68 +109,30 @@ def request_figures(record: RequestRecord) -> RequestFigures | None:
     )
 
 
-def _steady_output_tok_s(records: Sequence[RequestRecord], concurrency: int | None) -> float | None:
-    """The bench's steady-window aggregate output tok/s, averaged over repeats."""
-    by_repeat: dict[int, list[RequestRecord]] = {}
-    for r in records:
-        by_repeat.setdefault(r.repeat, []).append(r)
-    values = [summarize_level(rs, concurrency)["output_tok_s"] for rs in by_repeat.values()]
-    return sum(values) / len(values) if values else None
-
-
-def _duration_s(records: Sequence[RequestRecord]) -> float:
-    by_repeat: dict[int, list[RequestRecord]] = {}
-    for r in records:
-        by_repeat.setdefault(r.repeat, []).append(r)
-    spans = (max(r.end_ns for r in rs) - min(r.sent_ns for r in rs) for rs in by_repeat.values())
-    return sum(spans) / NS_PER_S
-
-
-def level_figures(target_index: int, level: str, records: Sequence[RequestRecord]) -> LevelFigures:
-    """The figures of one (target, level) from its measured records, all repeats pooled."""
+def level_figures(
+    target_index: int, level: Level, records: Sequence[RequestRecord], stats: LevelStats | None = None
+) -> LevelFigures:
+    """One (target, level): its `stats` (computed from `records` when the store had none) and its samples."""
     measured = [r for r in records if r.phase == "measure"]
-    figures = tuple(f for f in map(request_figures, measured) if f is not None)
-    errors: dict[str, int] = {}
-    examples: dict[str, str] = {}
-    for r in measured:
-        if r.status != "ok":
-            kind = r.error_kind or "unknown"
-            errors[kind] = errors.get(kind, 0) + 1
-            examples.setdefault(kind, r.error or "")
-    concurrency, rate = parse_level(level)
     return LevelFigures(
         target_index=target_index,
-        level=level,
-        concurrency=concurrency,
-        rate_rps=rate,
-        requests=figures,
-        completed=len(figures),
-        failed=len(measured) - len(figures),
-        errors_by_kind=errors,
-        error_examples=examples,
-        evictions=sum(r.evicted for r in measured),
-        duration_s=_duration_s(measured) if measured else 0.0,
-        ttft_ms=Distribution.of([f.ttft_s * 1e3 for f in figures]),
-        tpot_ms=Distribution.of([f.tpot_s * 1e3 for f in figures if f.tpot_s is not None]),
-        itl_ms=Distribution.of([x * 1e3 for f in figures for x in f.itls_s]),
-        e2el_ms=Distribution.of([f.latency_s * 1e3 for f in figures]),
-        decode_tok_s=Distribution.of([f.decode_tok_s for f in figures if f.decode_tok_s is not None]),
-        steady_output_tok_s=_steady_output_tok_s(
-            measured, concurrency if isinstance(concurrency, int) else None
-        ),
-        first_send_ns=min((r.sent_ns for r in measured), default=None),
+        stats=summarize_records(measured, level) if stats is None else stats,
+        requests=tuple(f for f in map(request_figures, measured) if f is not None),
         timeline=tuple((r.sent_ns, r.end_ns, r.status == "ok", r.evicted) for r in measured),
     )
 
 
-def all_level_figures(records: Iterable[RequestRecord]) -> list[LevelFigures]:
-    """Figures for every (target, level) present, in target order then ladder order."""
-    groups: dict[tuple[int, str], list[RequestRecord]] = {}
-    for r in records:
-        groups.setdefault((r.target_index, r.level), []).append(r)
+def _level(run: StoredRun, label: str) -> Level:
+    try:
+        return Level.parse(label)
+    except ValueError as exc:
+        raise StoreError(f"run {run.id}: {exc}") from None
 
-    def order(key: tuple[int, str]) -> tuple:
-        concurrency, rate = parse_level(key[1])
-        return (key[0], concurrency is None, concurrency or rate or 0.0, key[1])
 
-    return [level_figures(t, level, groups[(t, level)]) for t, level in sorted(groups, key=order)]
+def all_level_figures(run: StoredRun) -> list[LevelFigures]:
+    """Figures for every (target, level) of a stored run, in target order then ladder order."""
+    groups: dict[tuple[int, Level], list[RequestRecord]] = {key: [] for key in run.level_stats}
+    for r in run.requests:
+        groups.setdefault((r.target_index, _level(run, r.level)), []).append(r)
+    keys = sorted(groups, key=lambda key: (key[0], key[1].sort_key))
+    return [level_figures(t, lv, groups[(t, lv)], run.level_stats.get((t, lv))) for t, lv in keys]

@@ -84,7 +84,7 @@ def aggregate_throughput(bill: Bill) -> Plot:
 
 def per_stream(bill: Bill) -> Plot:
     return ladder_plot(bill, "per-stream", "Per-stream decode speed vs concurrency",
-                       "per-stream decode, median (tokens/s)", lambda lv: lv.decode_tok_s.median)  # fmt: skip
+                       "per-stream decode, median (tokens/s)", lambda lv: lv.stats.per_stream_tok_s.median)  # fmt: skip
 
 
 def latency_percentiles(bill: Bill) -> Plot:
@@ -98,7 +98,7 @@ def latency_percentiles(bill: Bill) -> Plot:
             for i, engine in enumerate(bill.engines):
                 colour = f"C{i % 8}"
                 for q, style in ((50, "-"), (99, "--")):
-                    xs, ys = _ladder(engine, lambda lv, a=attr, q=q: getattr(lv, a).p[q])
+                    xs, ys = _ladder(engine, lambda lv, a=attr, q=q: getattr(lv.stats, a).percentile(q))
                     ax.plot(xs, ys, style, marker="o", color=colour, label=plain(f"{engine.label} p{q}"))
             _ladder_axes(ax, f"{name} (ms)")
             ax.set_ylim(bottom=0)

@@ -64,13 +64,13 @@ def _of_level(rows: Sequence[dict], level: str) -> list[dict]:
 
 def level_power(figures: LevelFigures, rows: Sequence[dict]) -> LevelPower | None:
     """The level's power and energy per token from the target's serving samples; None without readings."""
-    mine = _of_level(rows, figures.level)
+    mine = _of_level(rows, figures.label)
     mean = mean_power_w(mine)
     if mean is None:
         return None
     gpus = sorted({r.get("gpu") for r in mine if as_number(r.get("power_w")) is not None}, key=str)
     total = sum(mean_power_w(mine, gpu) or 0.0 for gpu in gpus)
-    return LevelPower(figures.level, readings(mine), len(gpus), mean, total, figures.aggregate_tok_s)
+    return LevelPower(figures.label, readings(mine), len(gpus), mean, total, figures.aggregate_tok_s)
 
 
 def serving_power(engine: EngineSummary, run_rows: Sequence[dict]) -> ServingPower:
@@ -80,5 +80,5 @@ def serving_power(engine: EngineSummary, run_rows: Sequence[dict]) -> ServingPow
     mine = serving_rows([r for r in run_rows if r.get("target_index") == engine.target_index])
     levels = tuple(p for lv in engine.levels if (p := level_power(lv, mine)) is not None)
     single = engine.single_stream
-    at = single.level if single is not None and readings(_of_level(mine, single.level)) else None
+    at = single.label if single is not None and readings(_of_level(mine, single.label)) else None
     return ServingPower(tuple(_of_level(mine, at) if at else mine), at, True, levels)

@@ -63,7 +63,11 @@ def summary_table(bill: Bill) -> TableData:
     for e in bill.engines:
         by_c = {lv.concurrency: lv for lv in e.closed_loop}
         single = e.single_stream
-        ttft = "—" if single is None else f"{fmt(single.ttft_ms.p[50], 0)} / {fmt(single.ttft_ms.p[99], 0)}"
+        ttft = (
+            "—"
+            if single is None
+            else f"{fmt(single.stats.ttft_ms.p50, 0)} / {fmt(single.stats.ttft_ms.p99, 0)}"
+        )
         label = e.label + (" (partial run)" if e.partial else "")
         rows.append((label, fmt(e.single_stream_tok_s), _ceiling_pct(bill, e),
                      *(fmt(by_c[c].aggregate_tok_s) if c in by_c else "—" for c in ladder),
@@ -72,9 +76,10 @@ def summary_table(bill: Bill) -> TableData:
 
 
 def _level_row(lv: LevelFigures, valid: bool) -> tuple[str, ...]:
-    return (lv.level, fmt(lv.completed), fmt(lv.failed), fmt(lv.evictions), "yes" if valid else "NO",
-            fmt(lv.decode_tok_s.median), fmt(lv.aggregate_tok_s), fmt(lv.ttft_ms.p[50], 0), fmt(lv.ttft_ms.p[99], 0),
-            fmt(lv.itl_ms.p[50], 2), fmt(lv.itl_ms.p[99], 2))  # fmt: skip
+    s = lv.stats
+    return (lv.label, fmt(lv.completed), fmt(lv.failed), fmt(lv.evictions), "yes" if valid else "NO",
+            fmt(s.per_stream_tok_s.median), fmt(lv.aggregate_tok_s), fmt(s.ttft_ms.p50, 0), fmt(s.ttft_ms.p99, 0),
+            fmt(s.itl_ms.p50, 2), fmt(s.itl_ms.p99, 2))  # fmt: skip
 
 
 LADDER_HEADERS = ("level", "completed", "errors", "evictions", "valid", "per-stream tok/s p50", "aggregate tok/s",
@@ -85,7 +90,7 @@ def ladder_tables(bill: Bill) -> list[TableData]:
     """One table per engine, a row per level; a level the bench marked invalid says so."""
     tables = []
     for i, e in enumerate(bill.engines):
-        rows = tuple(_level_row(lv, (e.run_id, e.target_index, lv.level) not in bill.invalid_levels)
+        rows = tuple(_level_row(lv, (e.run_id, e.target_index, lv.label) not in bill.invalid_levels)
                      for lv in e.levels)  # fmt: skip
         tables.append(TableData(f"ladder-{i}", f"Ladder: {e.label}", LADDER_HEADERS, rows))
     return tables
@@ -128,7 +133,7 @@ def runs_table(bill: Bill) -> TableData:
 
 def failures_table(bill: Bill) -> TableData | None:
     """Failed requests by engine, level and kind, with the first message the client recorded; None if none."""
-    rows = tuple((e.label, lv.level, kind, fmt(count), lv.error_examples.get(kind, ""))
+    rows = tuple((e.label, lv.label, kind, fmt(count), lv.error_examples.get(kind, ""))
                  for e in bill.engines for lv in e.levels for kind, count in sorted(lv.errors_by_kind.items()))  # fmt: skip
     if not rows:
         return None

@@ -53,7 +53,7 @@ def serving_many(bill: Bill) -> Verdict:
         )
     best, level = max(candidates, key=lambda pair: pair[1].aggregate_tok_s)
     sentence = (f"{best.label} serves the most: {level.aggregate_tok_s:.1f} tok/s aggregate at concurrency "
-                f"{level.concurrency}, TTFT p99 {level.ttft_ms.p[99] or 0:.0f} ms")  # fmt: skip
+                f"{level.concurrency}, TTFT p99 {level.stats.ttft_ms.p99 or 0:.0f} ms")  # fmt: skip
     ceiling = bill.batch_ceilings_tok_s.get(int(level.concurrency or 0))
     if ceiling:
         sentence += f", {_pct(level.aggregate_tok_s, ceiling)} of the plan's {ceiling:.1f} tok/s ceiling at that concurrency"

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from servelab.bench.records import RequestRecord
-from servelab.bench.summary import summarize_level
+from servelab.bench.level_key import Level
+from servelab.bench.summary import summarize_records
 from servelab.errors import ConfigError
 from servelab.plan.io import load_plan
 
-SINGLE_STREAM_LEVEL = "c=1"
+if TYPE_CHECKING:
+    from servelab.store import StoredRun
+
+SINGLE_STREAM = Level.closed(1)
 
 
 def run_single_stream_tok_s(db_path: Path | None, run_id: str) -> float:
@@ -18,20 +22,25 @@ def run_single_stream_tok_s(db_path: Path | None, run_id: str) -> float:
 
     with Store.open(db_path, must_exist=True) as store:
         run = store.load_run(run_id)
-    return single_stream_tok_s(run.requests, run_id)
+    return single_stream_tok_s(run)
 
 
-def single_stream_tok_s(records: list[RequestRecord], run_id: str) -> float:
-    """bench's own level summary (`summarize_level`) of the c=1 records: spec cannot count differently."""
-    records = [r for r in records if r.level == SINGLE_STREAM_LEVEL]
-    targets = sorted({r.target_index for r in records})
+def single_stream_tok_s(run: StoredRun) -> float:
+    """The c=1 level's median per-stream tok/s as bench stored it (runs stored before the store kept level
+    statistics: bench's own `summarize_level` of the records, so spec cannot count differently)."""
+    records = [r for r in run.requests if r.level == SINGLE_STREAM.label]
+    targets = sorted(
+        {r.target_index for r in records} | {t for t, lv in run.level_stats if lv == SINGLE_STREAM}
+    )
     if len(targets) > 1:
-        raise ConfigError(f"run {run_id} benched {len(targets)} targets at {SINGLE_STREAM_LEVEL}; "
+        raise ConfigError(f"run {run.id} benched {len(targets)} targets at {SINGLE_STREAM}; "
                           "give runs of one target each (bench the baseline and the speculative server apart)")  # fmt: skip
-    tok_s = summarize_level(records, 1)["per_stream_tok_s"]["p50"]
+    stored = run.level_stats.get((targets[0], SINGLE_STREAM)) if targets else None
+    stats = stored or summarize_records(records, SINGLE_STREAM)
+    tok_s = stats.per_stream_tok_s.p50
     if tok_s is None:
         raise ConfigError(
-            f"run {run_id} has no successful measured requests at {SINGLE_STREAM_LEVEL}; bench with -c 1"
+            f"run {run.id} has no successful measured requests at {SINGLE_STREAM}; bench with -c 1"
         )
     return tok_s
 

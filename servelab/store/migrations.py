@@ -102,7 +102,21 @@ def m001_initial(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS = (m001_initial,)
+def m002_level_stats(db: sqlite3.Connection) -> None:
+    """The statistics of each level, all its repeats pooled, as the bench computed them (`LevelStats`).
+    Runs stored before this migration have no rows here; readers compute those from the requests."""
+    db.execute(
+        """CREATE TABLE level_stats (
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    target_index INTEGER NOT NULL,
+    level TEXT NOT NULL,
+    stats TEXT NOT NULL,
+    PRIMARY KEY (run_id, target_index, level)
+)"""
+    )
+
+
+MIGRATIONS = (m001_initial, m002_level_stats)
 
 
 def applied_migrations(db: sqlite3.Connection) -> list[str]:

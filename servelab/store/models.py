@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from servelab.bench.level_key import Level
 from servelab.bench.records import RequestRecord
+from servelab.bench.stats import LevelStats
 
 
 @dataclass(frozen=True)
@@ -38,10 +40,22 @@ class StoredTarget:
 
 @dataclass(frozen=True)
 class StoredLevel:
+    """One repeat of one level as the bench stored it (its `LevelResult.to_json()`)."""
+
     target_index: int
-    level: str  # "c=4" or "r=2.5"
+    level: str  # "c=4" or "r=2.5" (the store's spelling of a `Level`)
     repeat: int
     summary: dict
+
+    @property
+    def valid(self) -> bool:
+        return self.summary.get("valid") is not False
+
+    @property
+    def invalid_reason(self) -> str | None:
+        """Why the bench marked this repeat invalid (older runs spelt the key "why")."""
+        reason = self.summary.get("invalid_reason") or self.summary.get("why")
+        return None if reason is None else str(reason)
 
 
 @dataclass(frozen=True)
@@ -64,6 +78,8 @@ class StoredRun:
     requests: tuple[RequestRecord, ...]
     samples: dict[str, list[dict]] = field(default_factory=dict)
     snapshots: tuple[MetricsSnapshot, ...] = ()
+    # (target index, level) -> its statistics, repeats pooled; empty for runs stored before migration m002
+    level_stats: dict[tuple[int, Level], LevelStats] = field(default_factory=dict)
 
     @property
     def id(self) -> str:

@@ -7,6 +7,8 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from servelab.bench.level_key import Level
+from servelab.bench.stats import LevelStats
 from servelab.errors import StoreError
 from servelab.store import codec
 from servelab.store.ids import like_prefix
@@ -81,6 +83,7 @@ def load_run(db: sqlite3.Connection, run_id: str, alive: AliveCheck) -> StoredRu
         requests=tuple(codec.row_to_record(r) for r in db.execute(codec.SELECT_SQL, (run_id,))),
         samples=_samples(db, run_id),
         snapshots=_snapshots(db, run_id),
+        level_stats=_level_stats(db, run_id),
     )
 
 
@@ -97,6 +100,20 @@ def _levels(db: sqlite3.Connection, run_id: str) -> tuple[StoredLevel, ...]:
         "SELECT target_index, level, repeat, summary FROM levels WHERE run_id = ? ORDER BY rowid", (run_id,)
     )
     return tuple(StoredLevel(t, level, rep, json.loads(s)) for t, level, rep, s in rows)
+
+
+def _level_stats(db: sqlite3.Connection, run_id: str) -> dict[tuple[int, Level], LevelStats]:
+    rows = db.execute(
+        "SELECT target_index, stats FROM level_stats WHERE run_id = ? ORDER BY rowid", (run_id,)
+    )
+    out = {}
+    for target_index, text in rows:
+        try:
+            stats = LevelStats.from_json(json.loads(text))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StoreError(f"run {run_id}: a stored level's statistics cannot be read ({exc!r})") from exc
+        out[(target_index, stats.level)] = stats
+    return out
 
 
 def _samples(db: sqlite3.Connection, run_id: str) -> dict[str, list[dict]]:

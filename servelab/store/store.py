@@ -22,6 +22,7 @@ import psutil
 
 from servelab import paths
 from servelab.bench.records import RequestRecord
+from servelab.bench.stats import LevelStats
 from servelab.errors import StoreError
 from servelab.store import codec, reader
 from servelab.store.ids import new_run_id
@@ -147,6 +148,14 @@ class Store:
             db.execute(
                 "INSERT OR REPLACE INTO levels (run_id, target_index, level, repeat, summary) VALUES (?, ?, ?, ?, ?)",
                 (run_id, target_index, level, repeat, _dumps(summary)),
+            )
+
+    def add_level_stats(self, run_id: str, target_index: int, stats: LevelStats) -> None:
+        """Keep a level's statistics, all its repeats pooled (what report, compare and export read)."""
+        with self._write("add level stats") as db:
+            db.execute(
+                "INSERT OR REPLACE INTO level_stats (run_id, target_index, level, stats) VALUES (?, ?, ?, ?)",
+                (run_id, target_index, stats.level.label, _dumps(stats.to_json())),
             )
 
     def add_samples(self, run_id: str, kind: str, rows: list[dict]) -> None:

@@ -1,8 +1,15 @@
-"""What a running server really uses, read from its own endpoints into one engine-neutral value."""
+"""What a running server really uses, read from its own endpoints into one engine-neutral value.
+
+An engine's ``read_effective`` returns a dict of this module's field names. A key `EffectiveConfig` does
+not know is kept under ``raw["extra"]`` in production, but refused under ``strict`` (the test suite sets
+``SERVELAB_STRICT=1``), so a field an engine package adds without a home here fails a test instead of
+vanishing.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,11 +48,15 @@ class EffectiveConfig:
     raw: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_fields(cls, engine: str, fields: dict[str, Any]) -> EffectiveConfig:
-        """Build from an engine's ``read_effective`` dict; keys this class does not know go to raw."""
+    def from_fields(cls, engine: str, fields: dict[str, Any], *, strict: bool = False) -> EffectiveConfig:
+        """Build from an engine's ``read_effective`` dict; keys this class does not know go to
+        ``raw["extra"]``, or raise ValueError when `strict`."""
         known = {f.name for f in dataclasses.fields(cls)} - {"engine", "raw"}
         values = {k: v for k, v in fields.items() if k in known}
         extra = {k: v for k, v in fields.items() if k not in known and k != "raw"}
+        if strict and extra:
+            raise ValueError(f"{engine}: read_effective returned keys EffectiveConfig does not know: "
+                             f"{', '.join(sorted(extra))}; add them as fields or put them under 'raw'")  # fmt: skip
         raw = {**(fields.get("raw") or {}), **({"extra": extra} if extra else {})}
         return cls(engine=engine, raw=redact(raw), **values)
 
@@ -61,13 +72,17 @@ def read_effective(
     api_key: str | None = None,
     timeout_s: float = 5.0,
     model: str | None = None,
+    strict: bool | None = None,
 ) -> EffectiveConfig:
-    """Detect the engine (unless given) and read its effective configuration (of ``model`` where it serves several)."""
+    """Detect the engine (unless given) and read its effective configuration (of ``model`` where it serves several).
+    `strict` (default: the environment variable ``SERVELAB_STRICT=1``) refuses keys EffectiveConfig lacks."""
     if engine is None:
         engine = detect_engine(base_url, api_key=api_key, timeout_s=timeout_s)
     name = engine.name if isinstance(engine, DetectedEngine) else engine
     probe = HttpProbe(base_url, api_key, timeout_s)
-    config = EffectiveConfig.from_fields(name, endpoints_for(name).read_effective(probe, model))
+    strict = os.environ.get("SERVELAB_STRICT") == "1" if strict is None else strict
+    fields = endpoints_for(name).read_effective(probe, model)
+    config = EffectiveConfig.from_fields(name, fields, strict=strict)
     if config.version is None and isinstance(engine, DetectedEngine) and engine.version:
         config = dataclasses.replace(config, version=engine.version)
     return config

@@ -8,6 +8,7 @@ import pytest
 
 from servelab.bench import metrics as m
 from servelab.bench.events import StreamTally
+from servelab.bench.level_key import Level
 from servelab.bench.records import RequestRecord
 from servelab.bench.summary import summarize_level
 from servelab.errors import ConfigError
@@ -92,11 +93,11 @@ def test_level_summary_counts_errors_by_kind_and_excludes_warmup():
     warm = record(0, [5, 6], [1, 1], phase="warmup")
     err = record(0, [], [], status="error", error_kind="http_429")
     drop = record(0, [], [], status="error", error_kind="dropped")
-    s = summarize_level([ok, warm, err, drop], concurrency=1)
-    assert (s["requests"], s["completed"], s["errors"]) == (3, 1, 2)
-    assert s["errors_by_kind"] == {"dropped": 1, "http_429": 1}
-    assert s["tokens"]["output"] == 2 and s["tokens"]["source"] == {"server": 1}
-    assert s["ttft_ms"]["p50"] == 10.0
+    s = summarize_level([ok, warm, err, drop], Level.closed(1))
+    assert (s.requests, s.completed, s.errors) == (3, 1, 2)
+    assert s.errors_by_kind == {"dropped": 1, "http_429": 1}
+    assert s.tokens.output == 2 and s.tokens.source == {"server": 1}
+    assert s.ttft_ms.p50 == 10.0
 
 
 def test_stream_tally_skips_role_chunk_and_uses_usage_deltas():

@@ -6,12 +6,17 @@ from types import SimpleNamespace
 
 import pytest
 
+from servelab.bench.level_key import Level
+from servelab.bench.result import LevelResult
+from servelab.bench.stats import Distribution, LevelStats
 from servelab.cli.bench import _render
 
 
-def _level(level: str, tok_s: float, valid: bool = True, reason: str | None = None) -> dict:
-    return {"level": level, "per_stream_tok_s": {"p50": 99.95}, "output_tok_s": tok_s, "ttft_ms": {"p50": 1234.5, "p99": 98765.4},
-            "itl_ms": {"p50": 10.04, "p99": 11.96}, "errors": 12, "evictions": 3, "valid": valid, "invalid_reason": reason}  # fmt: skip
+def _level(level: str, tok_s: float, valid: bool = True, reason: str | None = None) -> LevelResult:
+    stats = LevelStats(Level.parse(level), per_stream_tok_s=Distribution(p50=99.95), output_tok_s=tok_s,
+                       ttft_ms=Distribution(p50=1234.5, p99=98765.4), itl_ms=Distribution(p50=10.04, p99=11.96),
+                       errors=12, evictions=3)  # fmt: skip
+    return LevelResult(stats, valid=valid, invalid_reason=reason)
 
 
 RESULT = SimpleNamespace(run_id="r1", partial=False, targets=[SimpleNamespace(

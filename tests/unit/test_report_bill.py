@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.bench.level_key import Level
 from servelab.errors import ConfigError
 from servelab.report import assemble, render_report
 from servelab.report.levels import level_figures, request_figures
@@ -50,12 +51,12 @@ def test_level_figures_count_failures_and_evictions_and_skip_warmup() -> None:
         make_record(0, "c=2", 2, start_ns=0, ttft_ms=10, itl_ms=5, output_tokens=5, status="error"),
         make_record(0, "c=2", 3, start_ns=0, ttft_ms=900, itl_ms=5, output_tokens=5, phase="warmup"),
     ]
-    lv = level_figures(0, "c=2", records)
+    lv = level_figures(0, Level.closed(2), records)
     assert (lv.completed, lv.failed, lv.evictions, lv.concurrency) == (2, 1, 1, 2)
     assert lv.errors_by_kind == {"http_5xx": 1}
-    assert lv.ttft_ms.p[99] == pytest.approx(10.0)  # the 900 ms warm-up is excluded
-    assert lv.decode_tok_s.median == pytest.approx(200.0)
-    assert lv.duration_s == pytest.approx(30 * MS / 1e9)
+    assert lv.stats.ttft_ms.p99 == pytest.approx(10.0)  # the 900 ms warm-up is excluded
+    assert lv.stats.per_stream_tok_s.median == pytest.approx(200.0)
+    assert lv.stats.duration_s == pytest.approx(30 * MS / 1e9)
 
 
 def test_the_plan_entry_that_fits_for_the_runs_engine_gives_the_ceilings(tmp_path: Path) -> None:
@@ -91,7 +92,7 @@ def test_batch_ceilings_and_the_short_context_of_the_plan_are_used(tmp_path: Pat
         "50% of the 200.0 tok/s ceiling at that context" in ceiling.sentence
     )  # 40 tokens = the short context
     serving = next(v for v in verdicts(bill) if v.scenario == "serving many")
-    level = next(lv for lv in bill.engines[0].levels if lv.level == "c=4")
+    level = next(lv for lv in bill.engines[0].levels if lv.label == "c=4")
     assert (
         f"{level.aggregate_tok_s / 500 * 100:.0f}% of the plan's 500.0 tok/s ceiling at that concurrency"
         in serving.sentence

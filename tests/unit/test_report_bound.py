@@ -209,7 +209,7 @@ def test_power_alone_is_shown_but_undetermined_and_each_missing_flag_is_named_on
 def test_each_level_gets_its_power_and_energy_per_output_token(tmp_path: Path) -> None:
     bill = assemble([_run(tmp_path, _ladder_rows())], PLAN, _doctor(tmp_path, _burn()))
     _, (bound,) = power_bounds(bill)
-    tok_s = {lv.level: lv.aggregate_tok_s for lv in bill.engines[0].levels}
+    tok_s = {lv.label: lv.aggregate_tok_s for lv in bill.engines[0].levels}
     got = [(p.level, p.samples, p.gpus, p.mean_power_w, p.joules_per_token) for p in bound.levels]
     assert got == [("c=1", 3, 1, pytest.approx(150.0), pytest.approx(150.0 / tok_s["c=1"])),
                    ("c=2", 2, 1, pytest.approx(310.0), pytest.approx(310.0 / tok_s["c=2"]))]  # fmt: skip

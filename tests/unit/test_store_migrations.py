@@ -9,6 +9,12 @@ from servelab.store import Store
 from servelab.store.migrations import MIGRATIONS, applied_migrations, migrate
 
 EXPECTED = {
+    "level_stats": [
+        "run_id TEXT NOT NULL PK1",
+        "target_index INTEGER NOT NULL PK2",
+        "level TEXT NOT NULL PK3",
+        "stats TEXT NOT NULL",
+    ],
     "levels": [
         "run_id TEXT NOT NULL PK1",
         "target_index INTEGER NOT NULL PK2",
@@ -117,6 +123,23 @@ def test_every_migration_is_recorded_once_and_reopening_is_a_no_op(tmp_path: Pat
     assert applied_migrations(db) == [fn.__name__ for fn in MIGRATIONS]
     assert migrate(db) == []
     assert db.execute("SELECT id FROM runs").fetchall() == [(run_id,)]
+
+
+def test_a_store_from_before_level_stats_upgrades_and_keeps_its_runs(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    applied_migrations(db)  # creates the migrations table
+    for fn in MIGRATIONS[:1]:  # a store written by the first release: m001 only
+        fn(db)
+        db.execute("INSERT INTO migrations VALUES (?, 0)", (fn.__name__,))
+    db.execute(
+        "INSERT INTO runs (id, created_ns, status, partial, meta) VALUES ('old', 0, 'finished', 0, '{}')"
+    )
+    db.close()
+    with Store.open(path) as store:
+        run = store.load_run("old")
+    assert run.level_stats == {} and run.levels == ()
+    assert applied_migrations(sqlite3.connect(path)) == [fn.__name__ for fn in MIGRATIONS]
 
 
 def test_a_failing_migration_leaves_nothing_behind(tmp_path: Path, monkeypatch) -> None:
