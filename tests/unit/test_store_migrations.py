@@ -128,7 +128,7 @@ def test_every_migration_is_recorded_once_and_reopening_is_a_no_op(tmp_path: Pat
 def test_a_store_from_before_level_stats_upgrades_and_keeps_its_runs(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     db = sqlite3.connect(path, isolation_level=None)
-    applied_migrations(db)  # creates the migrations table
+    db.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_ns INTEGER NOT NULL)")
     for fn in MIGRATIONS[:1]:  # a store written by the first release: m001 only
         fn(db)
         db.execute("INSERT INTO migrations VALUES (?, 0)", (fn.__name__,))
