@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servelab.errors import ConfigError, TargetError
-
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+from servelab.net import is_loopback_url, public_url
 
 
 @dataclass(frozen=True)
@@ -48,16 +47,6 @@ def redact(value: Any) -> Any:
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         return None
-
-
-def public_url(url: str) -> str:
-    """The URL without user:password, for messages."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"[{host}]" if ":" in host else host
-    if parts.port:
-        netloc += f":{parts.port}"
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 @dataclass(frozen=True)
@@ -140,7 +129,7 @@ class HttpProbe:
 
     def _opener(self) -> urllib.request.OpenerDirector:
         handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
-        if urllib.parse.urlsplit(self.base_url).hostname in LOOPBACK_HOSTS:
+        if is_loopback_url(self.base_url):
             handlers.append(urllib.request.ProxyHandler({}))
         return urllib.request.build_opener(*handlers)
 
