@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from servelab.errors import ConfigError
-from servelab.hardware.gpus import GPU
+from servelab.hardware.gpus import GPU, default_interconnect
 from servelab.model.quant import get_quant, synthesise_weights
 from servelab.model.spec import ModelSpec
 from servelab.plan import speed
@@ -171,7 +171,7 @@ def make_plan(
     context = context if context is not None else model.max_context
     _check(context, parallel, gpus)
     if gpus > 1 and interconnect is None:
-        interconnect = "nvlink" if gpu.nvlink_gb_s else "pcie-p2p"
+        interconnect = default_interconnect(gpu)
     settings = PlanSettings(
         context=context,
         kv_dtype=kv_dtype,
@@ -279,7 +279,7 @@ def compare_plans(
     plans.sort(key=lambda p: (not p.fits, -p.decode_expected_tok_s.full_context))
     chosen = interconnect if gpus > 1 else None
     if gpus > 1 and chosen is None:
-        chosen = "nvlink" if gpu.nvlink_gb_s else "pcie-p2p"
+        chosen = default_interconnect(gpu)
     return PlanSet(model.name, gpu.name, gpus, chosen, tuple(plans))
 
 
