@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -29,19 +28,6 @@ class DetectedEngine:
     version: str | None
     models: tuple[str, ...]
     raw: dict[str, Any] = field(default_factory=dict)
-
-
-SECRET_NAME = re.compile(r"api_?key|secret|password|authorization|hf_token|access_token", re.IGNORECASE)
-REDACTED = "<redacted>"
-
-
-def redact(value: Any) -> Any:
-    """A copy with secret-looking keys' values replaced: sglang's /get_server_info carries its own api_key."""
-    if isinstance(value, dict):
-        return {k: (REDACTED if SECRET_NAME.search(str(k)) and v else redact(v)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v) for v in value]
-    return value
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

@@ -26,8 +26,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.engines.flags import HIDDEN, api_key_of
+from servelab.engines.flags import api_key_of
 from servelab.errors import ConfigError, EngineError, EngineStartError
+from servelab.redact import redact_text
 
 STOP_GRACE_S = 10.0
 POLL_INTERVAL_S = 0.1
@@ -137,9 +138,7 @@ class ManagedProcess:
     def _fail(self, what: str) -> None:
         self.stop()
         tail = self.log_tail()
-        secret = api_key_of(list(self.argv))
-        if secret:  # engines echo a rejected flag (its key included) in their log
-            tail = tail.replace(secret, HIDDEN)
+        tail = redact_text(tail, [api_key_of(list(self.argv))])  # engines echo a rejected flag, key included
         raise EngineStartError(f"{what}: {telling_line(tail)} (log: {self.log_path})", log_tail=tail)
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
