@@ -31,6 +31,10 @@ def public_url(url: str) -> str:
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname or ""
     netloc = f"[{host}]" if ":" in host else host
-    if parts.port:
-        netloc += f":{parts.port}"
+    try:
+        port = parts.port
+    except ValueError:  # outside 0-65535: left out
+        port = None
+    if port:
+        netloc += f":{port}"
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))

@@ -25,3 +25,7 @@ def test_is_loopback_url_reads_the_host_and_survives_a_bad_url() -> None:
 def test_public_url_drops_credentials_query_and_fragment() -> None:
     assert public_url("http://user:pw@[::1]:9000/v1?key=s#x") == "http://[::1]:9000/v1"
     assert public_url("https://api.example.com") == "https://api.example.com"
+
+
+def test_public_url_of_a_url_with_a_bad_port_leaves_the_port_out() -> None:
+    assert public_url("http://u:p@127.0.0.1:99999/x") == "http://127.0.0.1/x"
