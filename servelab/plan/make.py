@@ -7,6 +7,7 @@ import dataclasses
 
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU, default_interconnect
+from servelab.model.dtypes import storage_dtype
 from servelab.model.quant import get_quant, synthesise_weights
 from servelab.model.spec import ModelSpec
 from servelab.plan import speed
@@ -77,12 +78,6 @@ def _state_bytes(model: ModelSpec, engine: str) -> int:
     return state_layout(model).bytes_per_sequence
 
 
-def _kv_dtype_bytes_name(kv_dtype: str, model: ModelSpec) -> str:
-    return (
-        model.dtype if kv_dtype == "auto" else {"bfloat16": "bf16", "fp8": "fp8_e4m3"}.get(kv_dtype, kv_dtype)
-    )
-
-
 @dataclasses.dataclass(frozen=True)
 class _Speed:
     model: ModelSpec
@@ -94,7 +89,7 @@ class _Speed:
 
     def per_sequence(self, context: int, batch: int = 1) -> tuple[float, str]:
         """Ceiling decode tok/s per sequence and which bound binds, TP all-reduces included."""
-        kv = kv_layout(self.model, _kv_dtype_bytes_name(self.kv_dtype, self.model))
+        kv = kv_layout(self.model, storage_dtype(self.kv_dtype, self.model.dtype))
         d = speed.decode_ceiling(
             self.model,
             self.gpu,
@@ -139,7 +134,7 @@ def _full_context_batch(fit: EngineFit, model: ModelSpec, served: int) -> int:
     """How many sequences of `served` tokens the planned KV cache holds at once (llama.cpp: its slots)."""
     if fit.slots and "n_ctx_per_slot" in fit.details:
         return fit.slots
-    per_sequence = kv_layout(model, _kv_dtype_bytes_name(fit.kv_dtype, model)).bytes_for(served)
+    per_sequence = kv_layout(model, storage_dtype(fit.kv_dtype, model.dtype)).bytes_for(served)
     return max(1, min(fit.max_batch, fit.memory.kv_cache // max(1, per_sequence)))
 
 

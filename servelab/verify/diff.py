@@ -16,6 +16,7 @@ from servelab.engines.ollama import verify_rules as ollama_rules
 from servelab.engines.openai import verify_rules as openai_rules
 from servelab.engines.sglang import verify_rules as sglang_rules
 from servelab.engines.vllm import verify_rules as vllm_rules
+from servelab.model.dtypes import AUTO, same_dtype
 from servelab.verify.asked import Asked
 from servelab.verify.effective import EffectiveConfig
 
@@ -25,15 +26,6 @@ RULES: dict[str, ModuleType] = {
     "vllm": vllm_rules,
     "ollama": ollama_rules,
     "openai": openai_rules,
-}
-_DTYPE_ALIASES = {
-    "fp16": "f16",
-    "float16": "f16",
-    "half": "f16",
-    "bfloat16": "bf16",
-    "fp8": "fp8_e4m3",
-    "float32": "f32",
-    "fp32": "f32",
 }
 AT_LEAST_KEYS = ("max_total_tokens",)  # more than asked is fine
 
@@ -109,10 +101,9 @@ def values_match(key: str, asked_value: Any, got_value: Any) -> bool:
 
 
 def _dtype_matches(asked_value: str, got_value: str) -> bool:
-    asked_norm, got_norm = (_DTYPE_ALIASES.get(v.lower(), v.lower()) for v in (asked_value, got_value))
-    if got_norm == "auto":  # the model's own dtype: a 16-bit cache
-        return asked_norm in ("auto", "f16", "bf16")
-    return asked_norm == got_norm
+    if same_dtype(got_value, AUTO):  # the model's own dtype: a 16-bit cache
+        return any(same_dtype(asked_value, v) for v in (AUTO, "fp16", "bf16"))
+    return same_dtype(asked_value, got_value)
 
 
 def _model_matches(asked_value: str, got_value: str) -> bool:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from servelab.engines.vllm.memory import KV_DTYPES
+from servelab.model.dtypes import engine_spelling
+
 IMAGE = "vllm/vllm-openai:latest"
 DEFAULT_PORT = 8000
 HEALTH_PATH = "/health"
@@ -12,13 +15,6 @@ QUANTIZATION_FLAGS = {
     "fp8-block": "fp8",
     "mxfp4": "mxfp4",
     "nvfp4": "modelopt_fp4",
-}
-KV_SPELLING = {
-    "bf16": "bfloat16",
-    "fp8_e4m3": "fp8_e4m3",
-    "fp8_e5m2": "fp8_e5m2",
-    "fp8": "fp8",
-    "auto": "auto",
 }
 
 
@@ -55,7 +51,7 @@ def command(
     if flag:
         argv += ["--quantization", flag]
     if kv_cache_dtype != "auto":
-        argv += ["--kv-cache-dtype", KV_SPELLING.get(kv_cache_dtype, kv_cache_dtype)]
+        argv += ["--kv-cache-dtype", engine_spelling(kv_cache_dtype, KV_DTYPES) or kv_cache_dtype]
     if gpu_memory_utilization is not None:
         argv += ["--gpu-memory-utilization", f"{gpu_memory_utilization:g}"]
     if max_num_seqs:
