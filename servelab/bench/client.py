@@ -31,6 +31,7 @@ from servelab.bench.records import RequestRecord
 from servelab.bench.sendgate import SendGate
 from servelab.bench.sse import SseParser
 from servelab.bench.stamps import ArrivalLog, StallWatch
+from servelab.redact import redact_text
 
 STALE_PREFIX = "stale keep-alive connection: "  # the request never reached the server; sent again
 STALE_RETRIES = 3
@@ -208,7 +209,7 @@ class StreamClient:
     def _clean(self, message: str | None) -> str | None:
         if message is None:
             return None
-        return message.replace(self._secret, "***")[:300] if self._secret else message[:300]
+        return redact_text(message, [self._secret])[:300]
 
 
 async def _stamp_headers_sent(session: Any, context: Any, params: Any) -> None:

@@ -10,12 +10,10 @@ they are stored as ``cancelled`` — keeps every completed one, and the run ends
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import signal
 import socket
 import time
-import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,7 +31,7 @@ from servelab.bench.sink import RecordSink
 from servelab.bench.summary import pool_repeats, summarize_level
 from servelab.bench.target import Target, connect_target, target_prompts
 from servelab.bench.workloads import Prompt
-from servelab.engines.probe import public_url
+from servelab.net import is_loopback_url, public_url
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -198,7 +196,7 @@ class _Runner:
         await sink.flush()
         self._snapshot(target, level.label, rep, "after")
         valid, why = validity(
-            client_stats, config.lag_limit_ms, config.cpu_limit, server_here=_loopback(target.url)
+            client_stats, config.lag_limit_ms, config.cpu_limit, server_here=is_loopback_url(target.url)
         )
         result = LevelResult(summarize_level(records, level, config.slo), valid, why,
                              partial=self.stop_event.is_set(), client=client_stats)  # fmt: skip
@@ -279,14 +277,3 @@ def _install_sigint(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]
     except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
         return False
     return True
-
-
-def _loopback(url: str) -> bool:
-    """True for a URL whose host is this machine (localhost, 127.0.0.0/8, ::1)."""
-    host = urllib.parse.urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -102,7 +102,7 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     ) -> None:
         """Plan memory, flags and speed ceilings for serving MODEL."""
-        from servelab.hardware.gpus import INTERCONNECTS
+        from servelab.hardware.gpus import INTERCONNECTS, default_interconnect
         from servelab.model.load import load_model
         from servelab.plan.launch import check_emit
         from servelab.plan.make import compare_plans, make_plan, plan_set
@@ -151,7 +151,7 @@ def register(app: typer.Typer) -> None:
             plans = plan_set(
                 make_plan(spec, card, engine=engine, quant=one_quant, **common),
                 gpus,
-                interconnect or ("nvlink" if card.nvlink_gb_s else "pcie-p2p"),
+                interconnect or default_interconnect(card),
             )
         else:
             engines = None if engine.lower() == "all" else (engine,)

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from servelab import redact
 from servelab.errors import ConfigError
 
 
@@ -127,19 +128,11 @@ SECRET_FLAGS = (
     "--hf-token",
     "--token",
 )  # llama.cpp, sglang and vLLM all spell the key --api-key
-HIDDEN = "<redacted>"
 
 
 def redact_argv(argv: list[str]) -> list[str]:
     """The argv with the values of secret flags (``--api-key K`` and ``--api-key=K``) hidden, for display."""
-    out = list(argv)
-    for i, word in enumerate(out):
-        name, eq, _ = word.partition("=")
-        if name in SECRET_FLAGS and eq:
-            out[i] = f"{name}={HIDDEN}"
-        elif word in SECRET_FLAGS and i + 1 < len(out):
-            out[i + 1] = HIDDEN
-    return out
+    return redact.redact_argv(argv, SECRET_FLAGS)
 
 
 def api_key_of(argv: list[str]) -> str | None:

@@ -1,25 +1,21 @@
 """Synchronous HTTP reads of an engine's own endpoints, shared by every engine's ``endpoints.py``.
 
-Stdlib only (urllib), so any layer can call it before starting async work. The API key goes in the
-Authorization header and nowhere else: error messages name the URL without credentials, never the key.
-Redirects are not followed (a redirect could carry the key to another host).
+Requests go through servelab.sync_http (stdlib urllib), so any layer can call it before async work. The API
+key goes in the Authorization header and nowhere else: error messages name the URL without credentials, never
+the key. Redirects are not followed (a redirect could carry the key to another host).
 """
 
 from __future__ import annotations
 
 import base64
-import http.client
 import json
-import re
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from servelab import sync_http
 from servelab.errors import ConfigError, TargetError
-
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+from servelab.net import public_url
 
 
 @dataclass(frozen=True)
@@ -30,34 +26,6 @@ class DetectedEngine:
     version: str | None
     models: tuple[str, ...]
     raw: dict[str, Any] = field(default_factory=dict)
-
-
-SECRET_NAME = re.compile(r"api_?key|secret|password|authorization|hf_token|access_token", re.IGNORECASE)
-REDACTED = "<redacted>"
-
-
-def redact(value: Any) -> Any:
-    """A copy with secret-looking keys' values replaced: sglang's /get_server_info carries its own api_key."""
-    if isinstance(value, dict):
-        return {k: (REDACTED if SECRET_NAME.search(str(k)) and v else redact(v)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v) for v in value]
-    return value
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None
-
-
-def public_url(url: str) -> str:
-    """The URL without user:password, for messages."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"[{host}]" if ":" in host else host
-    if parts.port:
-        netloc += f":{parts.port}"
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 @dataclass(frozen=True)
@@ -104,45 +72,37 @@ class HttpProbe:
 
     def status(self, path: str) -> int:
         """The HTTP status of a GET (TargetError when unreachable)."""
-        try:
-            self._request(path, None, raise_status=True)
-        except urllib.error.HTTPError as exc:
-            return exc.code
-        return 200
+        return self._answer(path, None).status
 
-    def _request(self, path: str, body: bytes | None, raise_status: bool = False) -> bytes | None:
-        """The body of a 2xx answer; None for any HTTP error status; TargetError when unreachable."""
-        url = self.base_url + path
-        request = urllib.request.Request(url, data=body, method="POST" if body is not None else "GET")
-        request.add_header("Accept", "application/json, text/plain")
-        if body is not None:
-            request.add_header("Content-Type", "application/json")
-        if self.api_key:
-            request.add_header("Authorization", f"Bearer {self.api_key}")
-        elif self.basic_auth:
-            request.add_header("Authorization", f"Basic {self.basic_auth}")
-        try:
-            with self._opener().open(request, timeout=self.timeout_s) as response:
-                return response.read()
-        except urllib.error.HTTPError as exc:
-            if raise_status:
-                raise
-            if exc.code in (401, 403):
-                raise TargetError(
-                    f"{public_url(url)} refused access (HTTP {exc.code}); pass the server's key with --api-key"
-                ) from exc
-            return None
-        except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets, non-HTTP peers
-            reason = getattr(exc, "reason", exc)
+    def _request(self, path: str, body: bytes | None) -> bytes | None:
+        """The body of a 2xx answer; None for any other status; TargetError when refused or unreachable."""
+        answer = self._answer(path, body)
+        if answer.status in (401, 403):
             raise TargetError(
-                f"cannot reach {public_url(self.base_url)}: {reason}; is the server running?"
-            ) from exc
+                f"{public_url(self.base_url + path)} refused access (HTTP {answer.status}); "
+                "pass the server's key with --api-key"
+            )
+        return answer.body if answer.ok else None
 
-    def _opener(self) -> urllib.request.OpenerDirector:
-        handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
-        if urllib.parse.urlsplit(self.base_url).hostname in LOOPBACK_HOSTS:
-            handlers.append(urllib.request.ProxyHandler({}))
-        return urllib.request.build_opener(*handlers)
+    def _answer(self, path: str, body: bytes | None) -> sync_http.Answer:
+        headers = {"Accept": "application/json, text/plain"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        auth = (
+            f"Bearer {self.api_key}"
+            if self.api_key
+            else f"Basic {self.basic_auth}"
+            if self.basic_auth
+            else None
+        )
+        return sync_http.request(
+            self.base_url + path,
+            body=body,
+            headers=headers,
+            private_headers={"Authorization": auth} if auth else None,
+            timeout_s=self.timeout_s,
+            hint="is the server running?",
+        )
 
 
 def _query(parts: urllib.parse.SplitResult) -> str:

@@ -20,14 +20,14 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.engines.flags import HIDDEN, api_key_of
-from servelab.errors import ConfigError, EngineError, EngineStartError
+from servelab import sync_http
+from servelab.engines.flags import api_key_of
+from servelab.errors import ConfigError, EngineError, EngineStartError, ServelabError
+from servelab.redact import redact_text
 
 STOP_GRACE_S = 10.0
 POLL_INTERVAL_S = 0.1
@@ -137,9 +137,7 @@ class ManagedProcess:
     def _fail(self, what: str) -> None:
         self.stop()
         tail = self.log_tail()
-        secret = api_key_of(list(self.argv))
-        if secret:  # engines echo a rejected flag (its key included) in their log
-            tail = tail.replace(secret, HIDDEN)
+        tail = redact_text(tail, [api_key_of(list(self.argv))])  # engines echo a rejected flag, key included
         raise EngineStartError(f"{what}: {telling_line(tail)} (log: {self.log_path})", log_tail=tail)
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
@@ -203,10 +201,10 @@ class EngineServer:
 def http_ok(url: str) -> bool:
     """True when GET ``url`` answers 200 (engines answer 503 while loading)."""
     try:
-        with urllib.request.urlopen(url, timeout=HEALTH_REQUEST_TIMEOUT_S) as resp:
-            return resp.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
+        answer = sync_http.request(url, timeout_s=HEALTH_REQUEST_TIMEOUT_S, limit=0, follow_redirects=True)
+    except ServelabError:  # not up yet, or not a URL at all
         return False
+    return answer.status == 200
 
 
 def free_port(host: str = "127.0.0.1") -> int:

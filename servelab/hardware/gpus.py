@@ -125,3 +125,8 @@ def with_overrides(
     if tflops is not None:
         changes.update(bf16_tflops=tflops, fp16_tflops=tflops)
     return dataclasses.replace(gpu, **changes) if changes else gpu
+
+
+def default_interconnect(gpu: GPU) -> str:
+    """The link tensor parallelism uses when none is named: NVLink where the card has it, else PCIe P2P."""
+    return "nvlink" if gpu.nvlink_gb_s else "pcie-p2p"

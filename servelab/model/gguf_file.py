@@ -157,7 +157,7 @@ def _gdn(arch: str, key: Any) -> LinearAttentionSpec | None:
         key_head_dim=int(key("ssm.state_size")),
         value_head_dim=int(key("ssm.inner_size")) // value_heads,
         conv_kernel=int(key("ssm.conv_kernel")),
-        ssm_dtype="float32",
+        ssm_dtype="fp32",
     )
 
 

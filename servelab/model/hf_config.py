@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from servelab.errors import ModelFormatError
+from servelab.model.dtypes import find_dtype
 from servelab.model.params import count_params, is_moe_layer
 from servelab.model.quant import QuantFormat, get_quant, quant_from_config, synthesise_weights
 from servelab.model.spec import (
@@ -113,7 +114,7 @@ def native_quant(config: dict[str, Any], dtype: str) -> QuantFormat:
     qc = config.get("quantization_config") or text_config(config).get("quantization_config")
     if isinstance(qc, dict):
         return quant_from_config(qc)
-    return get_quant(dtype if dtype in ("bf16", "fp16", "float32") else "bf16")
+    return get_quant(dtype if dtype in ("bf16", "fp16", "fp32") else "bf16")
 
 
 def layer_kinds(text: dict[str, Any]) -> tuple[LayerKind, ...]:
@@ -271,5 +272,4 @@ def moe_spec(text: dict[str, Any], num_layers: int) -> MoESpec | None:
 
 
 def _dtype_name(value: object) -> str:
-    names = {"bfloat16": "bf16", "float16": "fp16", "float32": "float32", "half": "fp16", "float": "float32"}
-    return names.get(str(value).replace("torch.", ""), str(value))
+    return find_dtype(str(value)) or str(value)

@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from servelab.errors import ConfigError, ModelFormatError
+from servelab import sync_http
+from servelab.errors import ConfigError, ModelFormatError, TargetError
 from servelab.model.hf_config import spec_from_config
 from servelab.model.safetensors_header import (
     TensorEntry,
@@ -48,27 +47,26 @@ class HubClient:
         self, filename: str, byte_range: tuple[int, int] | None = None, limit: int | None = None
     ) -> tuple[bytes, int]:
         """The body (at most `limit` bytes) and the file's total size (from Content-Range or Content-Length)."""
-        request = urllib.request.Request(self.url(filename))
-        if (
-            self.token
-        ):  # unredirected: the hub redirects to a CDN with signed URLs, which must not see the token
-            request.add_unredirected_header("Authorization", f"Bearer {self.token}")
-        if byte_range:
-            request.add_header("Range", f"bytes={byte_range[0]}-{byte_range[1]}")
+        headers = {"Range": f"bytes={byte_range[0]}-{byte_range[1]}"} if byte_range else {}
+        # unredirected: the hub redirects to a CDN with signed URLs, which must not see the token
+        token = {"Authorization": f"Bearer {self.token}"} if self.token else None
+        start = byte_range[0] if byte_range else 0
         try:
-            with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
-                skip = (
-                    byte_range[0] if byte_range and response.status == 200 else 0
-                )  # Range ignored: whole file
-                body = response.read(skip + limit) if limit is not None else response.read()
-                return body[skip:], _total_size(response.headers, len(body))
-        except urllib.error.HTTPError as exc:
-            raise _http_error(self, filename, exc.code) from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise ConfigError(
-                f"cannot reach {self.endpoint} for {self.repo}/{filename} ({_reason(exc)}); check the "
-                "network, or set HF_ENDPOINT"
-            ) from None
+            answer = sync_http.request(
+                self.url(filename),
+                headers=headers,
+                private_headers=token,
+                timeout_s=_TIMEOUT_S,
+                limit=None if limit is None else start + limit,
+                follow_redirects=True,
+                hint="check the network, or set HF_ENDPOINT",
+            )
+        except TargetError as exc:  # a wrong HF_ENDPOINT is a usage error (exit 2)
+            raise ConfigError(str(exc)) from None
+        if not answer.ok:
+            raise _http_error(self, filename, answer.status)
+        body = answer.body[start if answer.status == 200 else 0 :]  # 200: the Range was ignored, whole file
+        return (body if limit is None else body[:limit]), _total_size(answer.headers, len(answer.body))
 
     def exists(self, filename: str) -> bool:
         try:
@@ -78,10 +76,6 @@ class HubClient:
                 return False
             raise
         return True
-
-
-def _reason(exc: Exception) -> str:
-    return str(getattr(exc, "reason", exc))
 
 
 def _total_size(headers: Any, body_len: int) -> int:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from servelab.errors import ConfigError
+from servelab.model.dtypes import find_dtype
 from servelab.model.gguf_types import GGUFMix, gguf_mixes, gguf_types
 from servelab.model.spec import ATTENTION_KINDS, ModelSpec, WeightGroup
 
@@ -25,11 +26,7 @@ LINEAR_ROLES = frozenset({"linear", "attn_v", "attn_output", "ffn_down", "expert
 _GROUP_SIZES = (32, 64, 128, -1)
 _BITS = {"awq": (4, 8), "gptq": (2, 3, 4, 8)}
 _FLOAT_BITS = {"bf16": 16.0, "fp16": 16.0, "fp32": 32.0}
-_ALIASES = {
-    "bfloat16": "bf16",
-    "float16": "fp16",
-    "half": "fp16",
-    "float32": "fp32",
+_ALIASES = {  # dtype spellings (bfloat16, float16, half …) resolve through servelab.model.dtypes instead
     "f32": "fp32",
     "fp8-tensor": "fp8",
     "fp8_e4m3": "fp8",
@@ -144,6 +141,9 @@ def get_quant(name: str) -> QuantFormat:
         return gguf_format(gguf_mixes()[upper])
     if upper in gguf_types():
         return gguf_format(GGUFMix(upper, upper, output=upper))
+    dtype = find_dtype(key)  # after the GGUF names, so that f16 stays GGUF's F16
+    if dtype in _FLOAT_BITS:
+        return formats[dtype]
     choices = ", ".join(quant_names()[:12])
     raise ConfigError(
         f"unknown quant {name!r}; valid: {choices}, awq-w{{4,8}}g{{32,64,128,-1}}, "

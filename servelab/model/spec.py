@@ -54,7 +54,7 @@ class LinearAttentionSpec:
     key_head_dim: int
     value_head_dim: int
     conv_kernel: int
-    ssm_dtype: str = "float32"  # config `mamba_ssm_dtype`
+    ssm_dtype: str = "fp32"  # config `mamba_ssm_dtype`
 
     @property
     def key_dim(self) -> int:
@@ -80,7 +80,7 @@ class MambaSpec:
     d_conv: int
     n_groups: int = 1
     n_heads: int = 0  # Mamba2 heads; 0 for Mamba1
-    ssm_dtype: str = "float32"
+    ssm_dtype: str = "fp32"
 
     @property
     def conv_dim(self) -> int:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servelab.model.dtypes import row_bytes
 from servelab.model.spec import LayerKind, ModelSpec
-from servelab.plan.dtypes import row_bytes
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ import dataclasses
 from servelab.engines import registry
 from servelab.engines.base import Engine, Planner
 from servelab.errors import ConfigError
-from servelab.hardware.gpus import GPU
+from servelab.hardware.gpus import GPU, default_interconnect
+from servelab.model.dtypes import storage_dtype
 from servelab.model.quant import get_quant, synthesise_weights
 from servelab.model.spec import ModelSpec
 from servelab.plan import speed
@@ -100,12 +101,6 @@ def _all_reduces(engine: Engine) -> bool:
     return _planner(engine).tensor_parallel == "all-reduce"
 
 
-def _kv_dtype_bytes_name(kv_dtype: str, model: ModelSpec) -> str:
-    return (
-        model.dtype if kv_dtype == "auto" else {"bfloat16": "bf16", "fp8": "fp8_e4m3"}.get(kv_dtype, kv_dtype)
-    )
-
-
 @dataclasses.dataclass(frozen=True)
 class _Speed:
     model: ModelSpec
@@ -117,7 +112,7 @@ class _Speed:
 
     def per_sequence(self, context: int, batch: int = 1) -> tuple[float, str]:
         """Ceiling decode tok/s per sequence and which bound binds, TP all-reduces included."""
-        kv = kv_layout(self.model, _kv_dtype_bytes_name(self.kv_dtype, self.model))
+        kv = kv_layout(self.model, storage_dtype(self.kv_dtype, self.model.dtype))
         d = speed.decode_ceiling(
             self.model,
             self.gpu,
@@ -162,7 +157,7 @@ def _full_context_batch(fit: EngineFit, model: ModelSpec, served: int) -> int:
     """How many sequences of `served` tokens the planned KV cache holds at once (llama.cpp: its slots)."""
     if fit.slots and "n_ctx_per_slot" in fit.details:
         return fit.slots
-    per_sequence = kv_layout(model, _kv_dtype_bytes_name(fit.kv_dtype, model)).bytes_for(served)
+    per_sequence = kv_layout(model, storage_dtype(fit.kv_dtype, model.dtype)).bytes_for(served)
     return max(1, min(fit.max_batch, fit.memory.kv_cache // max(1, per_sequence)))
 
 
@@ -193,7 +188,7 @@ def make_plan(
     context = context if context is not None else model.max_context
     _check(context, parallel, gpus)
     if gpus > 1 and interconnect is None:
-        interconnect = "nvlink" if gpu.nvlink_gb_s else "pcie-p2p"
+        interconnect = default_interconnect(gpu)
     settings = PlanSettings(
         context=context,
         kv_dtype=kv_dtype,
@@ -310,7 +305,7 @@ def compare_plans(
     plans.sort(key=lambda p: (not p.fits, -p.decode_expected_tok_s.full_context))
     link = interconnect if gpus > 1 else None
     if gpus > 1 and link is None:
-        link = "nvlink" if gpu.nvlink_gb_s else "pcie-p2p"
+        link = default_interconnect(gpu)
     return PlanSet(model.name, gpu.name, gpus, link, tuple(plans))
 
 

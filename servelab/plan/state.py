@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servelab.model.dtypes import bytes_per_element
 from servelab.model.spec import RECURRENT_KINDS, ModelSpec
-from servelab.plan.dtypes import bytes_per_element
 
 
 @dataclass(frozen=True)

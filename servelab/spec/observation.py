@@ -47,25 +47,3 @@ def _mean(a: float | None, wa: int, b: float | None, wb: int) -> float | None:
     if a is None or b is None:
         return a if b is None else b
     return (a * wa + b * wb) / (wa + wb)
-
-
-def metric_sums(metrics_text: str, names: tuple[str, ...]) -> dict[str, float]:
-    """Sum of each named Prometheus series over its label sets (``name`` or ``name{...}``), skipping comments."""
-    sums: dict[str, float] = {}
-    for line in metrics_text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name, _, rest = line.partition("{") if "{" in line.split(" ", 1)[0] else line.partition(" ")
-        if name not in names:
-            continue
-        value = rest.rsplit("}", 1)[-1].split()
-        try:
-            sums[name] = sums.get(name, 0.0) + float(value[0])
-        except (IndexError, ValueError):
-            continue
-    return sums
-
-
-def metric_counts(metrics_text: str, name: str) -> int:
-    """How many series of ``name`` the exposition holds (to average gauges)."""
-    return sum(1 for line in metrics_text.splitlines() if line.startswith((name + "{", name + " ")))

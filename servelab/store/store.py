@@ -24,25 +24,20 @@ from servelab import paths
 from servelab.bench.records import RequestRecord
 from servelab.bench.stats import LevelStats
 from servelab.errors import StoreError
+from servelab.redact import is_secret_name
 from servelab.store import codec, reader
 from servelab.store.ids import new_run_id
 from servelab.store.migrations import migrate
 from servelab.store.models import RunInfo, StoredRun
 
 BUSY_TIMEOUT_S = 30  # how long an open or a write waits for another process's lock before failing
-SECRET_KEYS = ("api_key", "apikey", "authorization", "password", "secret", "bearer_token", "access_token")
-
-
-def _is_secret_key(key: object) -> bool:
-    name = str(key).lower().replace("-", "_")
-    return any(name == word or name.endswith("_" + word) for word in SECRET_KEYS)
 
 
 def _check_no_secret(what: str, value: object) -> None:
     """Refuse to store a dict that carries a credential under a credential's name (API keys never reach results)."""
     if isinstance(value, dict):
         for key, inner in value.items():
-            if _is_secret_key(key) and isinstance(inner, str) and inner:
+            if is_secret_name(key) and isinstance(inner, str) and inner:
                 raise StoreError(f"refusing to store {what}: key {key!r} holds a credential; drop it first")
             _check_no_secret(what, inner)
     elif isinstance(value, list | tuple):

@@ -12,18 +12,10 @@ from typing import Any
 
 from servelab.engines import registry
 from servelab.engines.base import VerifyRules
+from servelab.model.dtypes import AUTO, same_dtype
 from servelab.verify.asked import Asked
 from servelab.verify.effective import EffectiveConfig
 
-_DTYPE_ALIASES = {
-    "fp16": "f16",
-    "float16": "f16",
-    "half": "f16",
-    "bfloat16": "bf16",
-    "fp8": "fp8_e4m3",
-    "float32": "f32",
-    "fp32": "f32",
-}
 AT_LEAST_KEYS = ("max_total_tokens",)  # more than asked is fine
 
 
@@ -104,10 +96,9 @@ def values_match(key: str, asked_value: Any, got_value: Any) -> bool:
 
 
 def _dtype_matches(asked_value: str, got_value: str) -> bool:
-    asked_norm, got_norm = (_DTYPE_ALIASES.get(v.lower(), v.lower()) for v in (asked_value, got_value))
-    if got_norm == "auto":  # the model's own dtype: a 16-bit cache
-        return asked_norm in ("auto", "f16", "bf16")
-    return asked_norm == got_norm
+    if same_dtype(got_value, AUTO):  # the model's own dtype: a 16-bit cache
+        return any(same_dtype(asked_value, v) for v in (AUTO, "fp16", "bf16"))
+    return same_dtype(asked_value, got_value)
 
 
 def _model_matches(asked_value: str, got_value: str) -> bool:

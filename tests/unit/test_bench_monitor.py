@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from servelab.bench.monitor import validity
-from servelab.bench.runner import _loopback
+from servelab.net import is_loopback_url
 
 CALM = {"wake_late_p99_ms": 0.4, "lag_p99_ms": 0.05, "cpu_fraction": 0.3}
 
@@ -41,4 +41,4 @@ def test_late_wake_ups_with_the_server_on_this_machine_say_to_pin_them_apart() -
      ("http://127.8.0.3", True), ("http://10.0.0.5:8000", False), ("https://api.example.com", False), ("http://gpu-box:80", False)],
 )  # fmt: skip
 def test_loopback_urls(url: str, here: bool) -> None:
-    assert _loopback(url) is here
+    assert is_loopback_url(url) is here

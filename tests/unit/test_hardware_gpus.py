@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from servelab.errors import ConfigError
-from servelab.hardware.gpus import MIB, find_gpu, gpu_names, load_gpus, with_overrides
+from servelab.hardware.gpus import MIB, default_interconnect, find_gpu, gpu_names, load_gpus, with_overrides
 
 REQUIRED = (
     "rtx3090",
@@ -97,3 +97,8 @@ def test_fp8_falls_back_to_bf16_where_the_card_has_none() -> None:
 def test_absurd_overrides_are_rejected_not_overflowed(value: float) -> None:
     with pytest.raises(ConfigError, match="--vram must be positive and at most"):
         with_overrides(find_gpu("l4"), vram_gib=value)
+
+
+def test_default_interconnect_is_nvlink_only_where_the_card_has_it() -> None:
+    assert default_interconnect(find_gpu("h100-sxm")) == "nvlink"
+    assert default_interconnect(find_gpu("rtx4090")) == "pcie-p2p"

@@ -99,7 +99,7 @@ def test_qwen35_27b_layers_kv_and_gdn_state() -> None:
     kv_elements = sum(2 * h * spec.attention.head_dim for h in spec.kv_heads_per_layer)
     assert kv_elements == 32_768  # docs/reference/memory.md §5: 2·16·4·256
     la = spec.linear_attention
-    assert la.conv_dim == 10_240 and la.ssm_elements == 786_432 and la.ssm_dtype == "float32"
+    assert la.conv_dim == 10_240 and la.ssm_elements == 786_432 and la.ssm_dtype == "fp32"
     assert spec.mtp_layers == 1 and spec.max_context == 262_144 and spec.vocab_size == 248_320
 
 

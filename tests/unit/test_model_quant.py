@@ -200,3 +200,10 @@ def test_docs_list_every_quant_name() -> None:
     docs = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text()
     missing = [name for name in quant_names() if f"| `{name}` |" not in docs]
     assert missing == []
+
+
+def test_dtype_spellings_name_float_formats_but_f16_stays_ggufs_f16() -> None:
+    assert [get_quant(n).name for n in ("bfloat16", "float16", "half", "float32", "f32", "fp8_e4m3")] == [
+        "bf16", "fp16", "fp16", "fp32", "fp32", "fp8",
+    ]  # fmt: skip
+    assert get_quant("f16").name == get_quant("F16").name == "F16"

@@ -19,13 +19,24 @@ import math
 from dataclasses import dataclass
 
 from servelab.errors import ConfigError
+from servelab.model.dtypes import AUTO, engine_spelling, row_bytes
 from servelab.model.spec import RECURRENT_KINDS, LayerKind, ModelSpec
-from servelab.plan.dtypes import row_bytes
 from servelab.plan.kv import layer_kv_bytes_per_token
 from servelab.plan.state import state_layout
 from servelab.plan.weights import weight_bytes
 
-CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+# --cache-type-k/-v spelling -> canonical dtype (servelab.model.dtypes)
+CACHE_TYPES = {
+    "f32": "fp32",
+    "f16": "fp16",
+    "bf16": "bf16",
+    "q8_0": "q8_0",
+    "q4_0": "q4_0",
+    "q4_1": "q4_1",
+    "iq4_nl": "iq4_nl",
+    "q5_0": "q5_0",
+    "q5_1": "q5_1",
+}
 PAD = 256
 AUTO_PARALLEL = 4
 GRAPH_OVERHEAD_BYTES = 512 * 1024  # ggml graph metadata / alignment slack in the compute buffer (estimate)
@@ -272,11 +283,9 @@ def max_context_that_fits(model: ModelSpec, budget_bytes: int, **flags: object) 
 def engine_kv_dtype(requested: str | None) -> tuple[str, str | None]:
     """llama.cpp's cache type for a requested KV dtype, and a note when it had to substitute one."""
     value = (requested or "f16").lower()
-    value = {"auto": "f16", "fp16": "f16", "float16": "f16", "fp32": "f32", "bfloat16": "bf16"}.get(
-        value, value
-    )
-    if value in CACHE_TYPES:
-        return value, None
+    found = engine_spelling("f16" if value == AUTO else value, CACHE_TYPES)
+    if found:
+        return found, None
     if value.startswith("fp8"):
         return "q8_0", f"llama.cpp has no {requested} cache type; q8_0 (8.5 bits) is the closest"
     raise ConfigError(

@@ -18,13 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servelab.errors import ConfigError
+from servelab.model.dtypes import AUTO, engine_spelling, storage_dtype
 from servelab.model.spec import ModelSpec
 from servelab.plan.kv import kv_layout
 from servelab.plan.state import state_layout
 
 MIB = 1024**2
 GIB_MIB = 1024
-KV_DTYPES = ("auto", "bf16", "fp16", "fp8_e5m2", "fp8_e4m3")
+# --kv-cache-dtype spelling -> canonical dtype (servelab.model.dtypes)
+KV_DTYPES = {"auto": AUTO, "bf16": "bf16", "fp16": "fp16", "fp8_e5m2": "fp8_e5m2", "fp8_e4m3": "fp8_e4m3"}
 SWA_FULL_TOKENS_RATIO = 0.8
 MAMBA_FULL_MEMORY_RATIO = 0.9
 MAMBA_SLOTS_PER_REQUEST = 3  # MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO with the radix cache on
@@ -88,7 +90,7 @@ def _kv_dtype(model: ModelSpec, kv_dtype: str) -> str:
         raise ConfigError(
             f"sglang --kv-cache-dtype {kv_dtype!r} is not supported; choose one of: {', '.join(KV_DTYPES)}"
         )
-    return model.dtype if kv_dtype == "auto" else kv_dtype
+    return storage_dtype(kv_dtype, model.dtype)
 
 
 def _cell_bytes(model: ModelSpec, dtype: str, draft_layers: int) -> int:
@@ -249,10 +251,10 @@ def sglang_memory(
 
 def engine_kv_dtype(requested: str | None) -> tuple[str, str | None]:
     """sglang's --kv-cache-dtype for a requested KV dtype, and a note when it had to substitute one."""
-    value = (requested or "auto").lower()
-    value = {"bfloat16": "bf16", "f16": "fp16", "float16": "fp16", "fp8": "fp8_e4m3"}.get(value, value)
-    if value in KV_DTYPES:
-        return value, None
+    value = (requested or AUTO).lower()
+    found = engine_spelling(value, KV_DTYPES)
+    if found:
+        return found, None
     if value.startswith(("q8", "q4", "q5", "iq4")):
         return "fp8_e4m3", f"sglang has no {requested} KV cache; fp8_e4m3 (1 byte) is the closest"
     raise ConfigError(

@@ -13,6 +13,8 @@ from typing import Any
 
 from servelab.engines.flags import Flag, python_module, scan, to_float, to_int
 from servelab.engines.vllm import DEFAULT_PORT
+from servelab.engines.vllm.memory import KV_DTYPES
+from servelab.model.dtypes import engine_spelling
 
 FLAGS = (
     Flag(("--model",), "model"),
@@ -109,13 +111,6 @@ QUANTIZATION_FLAGS = {
     "mxfp4": "mxfp4",
     "nvfp4": "modelopt_fp4",
 }
-KV_SPELLING = {
-    "bf16": "bfloat16",
-    "fp8_e4m3": "fp8_e4m3",
-    "fp8_e5m2": "fp8_e5m2",
-    "fp8": "fp8",
-    "auto": "auto",
-}
 
 
 def quantization_flag(quant: str) -> str | None:
@@ -151,7 +146,7 @@ def command(
     if flag:
         argv += ["--quantization", flag]
     if kv_cache_dtype != "auto":
-        argv += ["--kv-cache-dtype", KV_SPELLING.get(kv_cache_dtype, kv_cache_dtype)]
+        argv += ["--kv-cache-dtype", engine_spelling(kv_cache_dtype, KV_DTYPES) or kv_cache_dtype]
     if gpu_memory_utilization is not None:
         argv += ["--gpu-memory-utilization", f"{gpu_memory_utilization:g}"]
     if max_num_seqs:

@@ -7,13 +7,12 @@ models); ``vllm:cache_config_info`` is an info gauge whose labels are CacheConfi
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from servelab.engines.probe import DetectedEngine, HttpProbe
+from servelab.engines.prometheus import first_labels
 
 CACHE_INFO_METRIC = "vllm:cache_config_info"
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
 def identify(probe: HttpProbe) -> DetectedEngine | None:
@@ -54,10 +53,7 @@ def effective_from(models: Any, metrics_text: str, version: Any, model: str | No
 
 def cache_config_labels(metrics_text: str) -> dict[str, str]:
     """The labels of the vllm:cache_config_info line (the first engine's), or {} when absent."""
-    for line in metrics_text.splitlines():
-        if line.startswith(CACHE_INFO_METRIC + "{"):
-            return dict(_LABEL.findall(line[len(CACHE_INFO_METRIC) :].rsplit("}", 1)[0]))
-    return {}
+    return first_labels(metrics_text, CACHE_INFO_METRIC)
 
 
 def kv_capacity_tokens(cache: dict[str, str]) -> int | None:

@@ -18,12 +18,20 @@ import math
 from dataclasses import dataclass
 
 from servelab.errors import ConfigError
+from servelab.model.dtypes import AUTO, engine_spelling, find_dtype, storage_dtype
 from servelab.model.spec import LayerKind, ModelSpec
 from servelab.plan.kv import layer_kv_bytes_per_token
 from servelab.plan.state import state_layout
 
 GIB = 1024**3
-KV_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
+# --kv-cache-dtype spelling -> canonical dtype (servelab.model.dtypes); `fp8` is e4m3
+KV_DTYPES = {
+    "auto": AUTO,
+    "bfloat16": "bf16",
+    "fp8": "fp8_e4m3",
+    "fp8_e4m3": "fp8_e4m3",
+    "fp8_e5m2": "fp8_e5m2",
+}
 NON_TORCH_BYTES = int(
     0.27 * GIB
 )  # NCCL/cuBLAS/driver growth after init, measured on a 5090 (docs/reference/memory.md §9 V4)
@@ -66,7 +74,7 @@ def _dtype(model: ModelSpec, kv_cache_dtype: str) -> str:
         raise ConfigError(
             f"vLLM --kv-cache-dtype {kv_cache_dtype!r} is not supported; choose one of: {', '.join(KV_DTYPES)}"
         )
-    return {"auto": model.dtype, "bfloat16": "bf16"}.get(kv_cache_dtype, kv_cache_dtype)
+    return storage_dtype(kv_cache_dtype, model.dtype)
 
 
 def _buckets(model: ModelSpec, draft_layers: int) -> dict[str, int]:
@@ -248,10 +256,12 @@ def vllm_memory(
 
 def engine_kv_dtype(requested: str | None) -> tuple[str, str | None]:
     """vLLM's --kv-cache-dtype for a requested KV dtype, and a note when it had to substitute one."""
-    value = (requested or "auto").lower()
-    value = {"bf16": "bfloat16", "fp16": "auto", "f16": "auto", "float16": "auto"}.get(value, value)
-    if value in KV_DTYPES:
-        return value, None
+    value = (requested or AUTO).lower()
+    if find_dtype(value) == "fp16":  # vLLM has no fp16 cache flag; auto keeps the model's 16-bit dtype
+        value = AUTO
+    found = engine_spelling(value, KV_DTYPES)
+    if found:
+        return found, None
     if value.startswith(("q8", "q4", "q5", "iq4")):
         return "fp8", f"vLLM has no {requested} KV cache; fp8 (1 byte) is the closest"
     raise ConfigError(

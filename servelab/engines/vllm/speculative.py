@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from servelab.spec.observation import SpecObservation, metric_sums
+from servelab.engines.prometheus import metric_sums
+from servelab.spec.observation import SpecObservation
 
 LOG_MARKER = "SpecDecoding metrics:"
 V0_MARKER = "Speculative metrics: Draft acceptance rate:"
