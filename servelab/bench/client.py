@@ -20,6 +20,7 @@ import contextlib
 import functools
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,9 +35,14 @@ from servelab.bench.stamps import ArrivalLog, StallWatch
 
 STALE_PREFIX = "stale keep-alive connection: "  # the request never reached the server; sent again
 STALE_RETRIES = 3
-_SCAN = json.JSONDecoder().scan_once  # json's C scanner: stateless between calls, shared by every stream
+# json's C scanner: stateless between calls, shared by every stream. JSONDecoder.__init__ sets scan_once;
+# typeshed does not declare it.
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_fast_loads: Callable[[memoryview], Any] | None
 try:  # orjson decodes a chunk in about half the time of json's scanner; anything it refuses goes to json
-    from orjson import loads as _fast_loads
+    import orjson
+
+    _fast_loads = orjson.loads
 except ImportError:  # pragma: no cover - orjson is a dependency; a bare environment still works
     _fast_loads = None
 READ_BUFSIZE = 1 << 20  # aiohttp's 64 KiB default collapses throughput at long contexts (vLLM #39963)
@@ -133,16 +139,17 @@ class StreamClient:
 
     async def send(self, request: ClientRequest) -> RequestRecord:
         """Send one streaming request; a RequestRecord whatever happens."""
-        if self._session is None:
+        session = self._session
+        if session is None:
             raise RuntimeError("StreamClient used outside `async with`")
-        record = await self._send_once(request)
+        record = await self._send_once(session, request)
         for _ in range(STALE_RETRIES):  # kept-alive connections the server had closed: never reached it
             if record.error_kind != "connect" or not (record.error or "").startswith(STALE_PREFIX):
                 break
-            record = await self._send_once(request)
+            record = await self._send_once(session, request)
         return record
 
-    async def _send_once(self, request: ClientRequest) -> RequestRecord:
+    async def _send_once(self, session: aiohttp.ClientSession, request: ClientRequest) -> RequestRecord:
         tally = StreamTally()
         stream = _Stream(tally)
         stamp = {"sent_ns": time.perf_counter_ns()}  # replaced when the request headers are on the socket
@@ -151,9 +158,7 @@ class StreamClient:
             await self._gate.turn()
             stamp["sent_ns"] = time.perf_counter_ns()  # after the gate; the headers-sent hook refines it
             headers = {"X-Request-Id": request.request_id}
-            post = self._session.post(
-                url, data=request.encoded_body(), headers=headers, trace_request_ctx=stamp
-            )
+            post = session.post(url, data=request.encoded_body(), headers=headers, trace_request_ctx=stamp)
             async with post as response:
                 stamp["answered"] = True
                 if response.status >= 400:

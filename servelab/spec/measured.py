@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from servelab.bench.records import RequestRecord
@@ -21,9 +22,9 @@ def run_single_stream_tok_s(db_path: Path | None, run_id: str) -> float:
     return single_stream_tok_s(run.requests, run_id)
 
 
-def single_stream_tok_s(records: list[RequestRecord], run_id: str) -> float:
+def single_stream_tok_s(all_records: Sequence[RequestRecord], run_id: str) -> float:
     """bench's own level summary (`summarize_level`) of the c=1 records: spec cannot count differently."""
-    records = [r for r in records if r.level == SINGLE_STREAM_LEVEL]
+    records = [r for r in all_records if r.level == SINGLE_STREAM_LEVEL]
     targets = sorted({r.target_index for r in records})
     if len(targets) > 1:
         raise ConfigError(f"run {run_id} benched {len(targets)} targets at {SINGLE_STREAM_LEVEL}; "
