@@ -4,10 +4,12 @@
 in Python is not charged to the server's TTFT; sending the body is. ``await client.send(request)`` always returns a RequestRecord and never raises: failures become
 ``status="error"`` with an ``error_kind`` from records.ERROR_KINDS, and cancellation (Ctrl-C) becomes a
 ``cancelled`` record. Each read of the body goes from aiohttp's protocol callback straight to the parser
-(stamps.ArrivalLog.watch_sink): no task wakes up per read. Each event is stamped with the
+(aiohttp_edge.ArrivalLog.watch_sink): no task wakes up per read. Each event is stamped with the
 ``perf_counter_ns()`` of the socket read that carried its first byte, taken in that callback when the bytes
 arrive; parsing runs a moment later, after every stream woken in the same loop iteration has handed over
-its bytes (``_DeferredParse``). The API key goes in
+its bytes (``_DeferredParse``). Where aiohttp_edge.check_edge finds the internals missing, the body is read
+through aiohttp's public reader instead (same records, stamps taken at read time); ``client.edge`` says
+which path runs. The API key goes in
 the Authorization header only; error texts are cut short and never contain it. A request whose body could
 not be written to a REUSED keep-alive connection (the server had closed it while idle) is sent again
 (up to 3 times) on another: it never reached the server, so it is a client artefact, not a server error.
@@ -20,24 +22,31 @@ import contextlib
 import functools
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
+from servelab.bench.aiohttp_edge import ArrivalLog, EdgeReport, check_edge, drop_read_timeout, stall_error
 from servelab.bench.collector import QuietCollector
 from servelab.bench.events import StreamTally, count_tokens
 from servelab.bench.records import RequestRecord
 from servelab.bench.sendgate import SendGate
 from servelab.bench.sse import SseParser
-from servelab.bench.stamps import ArrivalLog, StallWatch
+from servelab.bench.stamps import StallWatch
 from servelab.redact import redact_text
 
 STALE_PREFIX = "stale keep-alive connection: "  # the request never reached the server; sent again
 STALE_RETRIES = 3
-_SCAN = json.JSONDecoder().scan_once  # json's C scanner: stateless between calls, shared by every stream
+# json's C scanner: stateless between calls, shared by every stream. JSONDecoder.__init__ sets scan_once;
+# typeshed does not declare it.
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_fast_loads: Callable[[memoryview], Any] | None
 try:  # orjson decodes a chunk in about half the time of json's scanner; anything it refuses goes to json
-    from orjson import loads as _fast_loads
+    import orjson
+
+    _fast_loads = orjson.loads
 except ImportError:  # pragma: no cover - orjson is a dependency; a bare environment still works
     _fast_loads = None
 READ_BUFSIZE = 1 << 20  # aiohttp's 64 KiB default collapses throughput at long contexts (vLLM #39963)
@@ -79,7 +88,10 @@ class ClientRequest:
 
 
 class StreamClient:
-    """``async with StreamClient(url, api_key) as client: record = await client.send(request)``."""
+    """``async with StreamClient(url, api_key) as client: record = await client.send(request)``.
+
+    ``edge``: the result of ``aiohttp_edge.check_edge()`` when the caller already has it (the runner
+    records it in the run's meta); else the client checks at start-up. ``client.edge`` is the path taken."""
 
     def __init__(
         self,
@@ -88,6 +100,7 @@ class StreamClient:
         *,
         stall_timeout_s: float = 120.0,
         keep_alive: bool = True,
+        edge: EdgeReport | None = None,
     ) -> None:
         self._keep_alive = keep_alive
         self.base_url = base_url.rstrip("/")
@@ -98,12 +111,17 @@ class StreamClient:
         self._stall_timeout_s = stall_timeout_s
         self._session: aiohttp.ClientSession | None = None
         self._deferred = _DeferredParse()
-        self._arrivals = ArrivalLog()
+        self.edge = edge
+        self._arrivals: ArrivalLog | None = None  # None: the public reader (see aiohttp_edge)
         self._stalls = StallWatch(stall_timeout_s)
+        self._own_stall_timer = False
         self._collector = QuietCollector()
         self._gate = SendGate()
 
     async def __aenter__(self) -> StreamClient:
+        edge = self.edge = self.edge or check_edge()
+        self._arrivals = ArrivalLog() if edge.fast_body else None
+        self._own_stall_timer = edge.stall_timer == "servelab"
         if self._keep_alive:
             connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
         else:
@@ -134,16 +152,17 @@ class StreamClient:
 
     async def send(self, request: ClientRequest) -> RequestRecord:
         """Send one streaming request; a RequestRecord whatever happens."""
-        if self._session is None:
+        session = self._session
+        if session is None:
             raise RuntimeError("StreamClient used outside `async with`")
-        record = await self._send_once(request)
+        record = await self._send_once(session, request)
         for _ in range(STALE_RETRIES):  # kept-alive connections the server had closed: never reached it
             if record.error_kind != "connect" or not (record.error or "").startswith(STALE_PREFIX):
                 break
-            record = await self._send_once(request)
+            record = await self._send_once(session, request)
         return record
 
-    async def _send_once(self, request: ClientRequest) -> RequestRecord:
+    async def _send_once(self, session: aiohttp.ClientSession, request: ClientRequest) -> RequestRecord:
         tally = StreamTally()
         stream = _Stream(tally)
         stamp = {"sent_ns": time.perf_counter_ns()}  # replaced when the request headers are on the socket
@@ -152,16 +171,13 @@ class StreamClient:
             await self._gate.turn()
             stamp["sent_ns"] = time.perf_counter_ns()  # after the gate; the headers-sent hook refines it
             headers = {"X-Request-Id": request.request_id}
-            post = self._session.post(
-                url, data=request.encoded_body(), headers=headers, trace_request_ctx=stamp
-            )
+            post = session.post(url, data=request.encoded_body(), headers=headers, trace_request_ctx=stamp)
             async with post as response:
                 stamp["answered"] = True
                 if response.status >= 400:
                     return await self._http_error(request, response, stamp["sent_ns"])
-                kind, message = await _read_stream(
-                    response, stream, self._deferred, self._arrivals, self._stalls
-                )
+                stalls = self._stalls if self._own_stall_timer else None
+                kind, message = await _read_stream(response, stream, self._deferred, self._arrivals, stalls)
         except asyncio.CancelledError:
             kind, message = "cancelled", "interrupted before it finished"
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
@@ -345,19 +361,27 @@ class _DeferredParse:
 
 
 async def _read_stream(
-    response: aiohttp.ClientResponse, stream: _Stream, deferred: _DeferredParse, arrivals, stalls
-):
+    response: aiohttp.ClientResponse,
+    stream: _Stream,
+    deferred: _DeferredParse,
+    arrivals: ArrivalLog | None,
+    stalls: StallWatch | None,
+) -> tuple[str | None, str | None]:
     """Consume the SSE body; (error kind, message), or (None, None) when it ended properly.
 
     The body's reads go from aiohttp's protocol callback straight to the deferred parser (_BodySink): no
     task wakes up per read. This coroutine only waits for the end: EOF, a connection error, or an event
     that settles the outcome ([DONE] before EOF, an error event, malformed data). Once the headers are in,
-    the client's StallWatch replaces aiohttp's per-read timeout (a timer restarted on every read)."""
+    the client's StallWatch (``stalls``, when given) replaces aiohttp's per-read timeout (a timer restarted
+    on every read). Without ``arrivals`` (aiohttp_edge found the internals missing) it reads the plain way.
+    """
     reader = response.content
+    if arrivals is None:
+        return await _read_plain(reader, stream, deferred)
     sink = _BodySink(stream, deferred, asyncio.get_running_loop().create_future())
     head = arrivals.watch_sink(reader, sink)
     try:
-        if head is None:  # an aiohttp whose reader cannot be switched: read it the plain way
+        if head is None:  # this response's reader cannot be switched: read it the plain way
             return await _read_plain(reader, stream, deferred)
         if head[0]:
             deferred.add(stream, head[0], head[1])
@@ -366,12 +390,14 @@ async def _read_stream(
             raise error
         if not reader.is_eof():
             stream.on_outcome = sink.settled
-            _watch_stalls(response, sink, stalls)
+            if stalls is not None:
+                _watch_stalls(response, sink, stalls)
             await sink.done
         if stream.outcome == (None, None) and not reader.is_eof():  # [DONE]: the body's end follows at once;
             await _eof_or_grace(reader)  # reading it keeps the connection reusable
     finally:
-        stalls.forget(sink)
+        if stalls is not None:
+            stalls.forget(sink)
         arrivals.forget(reader)
         stream.on_outcome = None
     deferred.run()
@@ -380,15 +406,13 @@ async def _read_stream(
 
 def _watch_stalls(response: aiohttp.ClientResponse, sink: _BodySink, stalls: StallWatch) -> None:
     """Hand the body's stall timeout from aiohttp (per read) to ``stalls`` (one timer per client)."""
-    protocol = response.connection.protocol if response.connection is not None else None
-    if protocol is None or getattr(protocol, "read_timeout", None) is None:
+    if not drop_read_timeout(response):
         return  # no per-read timeout to replace
-    protocol.read_timeout = None  # the timer already armed is dropped at the next read; set again per request
     stalls.watch(sink, functools.partial(_stalled, response, sink, stalls.stall_ns / 1e9))
 
 
 def _stalled(response: aiohttp.ClientResponse, sink: _BodySink, stall_s: float) -> None:
-    sink.closed(aiohttp.ServerTimeoutError(f"no byte for {stall_s:g} s"))  # the reader sees a timeout
+    sink.closed(stall_error(f"no byte for {stall_s:g} s"))  # the reader sees aiohttp's own timeout
     response.close()  # and the connection, mid-answer, is not reused
 
 
@@ -397,7 +421,10 @@ async def _eof_or_grace(reader: aiohttp.StreamReader, grace_s: float = 0.05) -> 
         await asyncio.wait_for(reader.wait_eof(), grace_s)
 
 
-async def _read_plain(reader: aiohttp.StreamReader, stream: _Stream, deferred: _DeferredParse):
+async def _read_plain(
+    reader: aiohttp.StreamReader, stream: _Stream, deferred: _DeferredParse
+) -> tuple[str | None, str | None]:
+    """The public path: aiohttp buffers, this coroutine reads and stamps each read when it gets it."""
     async for chunk in reader.iter_any():
         deferred.add(stream, chunk, time.perf_counter_ns())
         if stream.outcome is not None:
@@ -407,7 +434,7 @@ async def _read_plain(reader: aiohttp.StreamReader, stream: _Stream, deferred: _
 
 
 class _BodySink:
-    """Where aiohttp's protocol delivers one body (stamps.ArrivalLog.watch_sink): each read goes to the
+    """Where aiohttp's protocol delivers one body (aiohttp_edge.ArrivalLog.watch_sink): each read goes to the
     deferred parser with its arrival time; ``done`` resolves at EOF or the outcome, fails on an error."""
 
     __slots__ = ("arrived", "done", "last_ns")

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from servelab import __version__
+from servelab.bench.aiohttp_edge import EdgeReport, check_edge
 from servelab.bench.client import ClientRequest, StreamClient
 from servelab.bench.config import BenchConfig
 from servelab.bench.level import LevelState, run_closed, run_open
@@ -46,11 +47,12 @@ def run(
     """Validate every target (no load sent on failure), then run the ladder on each; returns the result."""
     targets = [connect_target(i, url, config) for i, url in enumerate(config.targets)]
     prompts = {t.index: target_prompts(t, config, _prompt_count(config)) for t in targets}
-    run_id = store.create_run(_run_meta(config)) if store is not None else None
+    edge = check_edge()  # the path every client of this run takes through aiohttp
+    run_id = store.create_run(_run_meta(config, edge)) if store is not None else None
     for t in targets:
         if store is not None:
             store.add_target(run_id, t.index, public_url(t.url), t.engine, t.info())
-    runner = _Runner(config, store, run_id, samplers, progress)
+    runner = _Runner(config, store, run_id, samplers, progress, edge)
     result = _with_loop(runner.run_all(targets, prompts))
     if store is not None:
         store.finish_run(run_id, partial=result.partial, summary=result.to_json())
@@ -87,7 +89,7 @@ def _level_prompts(config: BenchConfig, slots: int) -> int:
     return _warmup(config, slots) + config.pool_per_slot * slots
 
 
-def _run_meta(config: BenchConfig) -> dict[str, Any]:
+def _run_meta(config: BenchConfig, edge: EdgeReport) -> dict[str, Any]:
     spec = config.workload
     return {
         "name": config.name,
@@ -102,15 +104,16 @@ def _run_meta(config: BenchConfig) -> dict[str, Any]:
         },
         "settings": config.settings(),
         "targets": [public_url(u) for u in config.targets],  # never user:password@
+        "client_edge": edge.to_json(),  # aiohttp's internals or its public reader (bench/aiohttp_edge.py)
         "wall_anchor_ns": time.time_ns(),
         "mono_anchor_ns": time.perf_counter_ns(),
     }
 
 
 class _Runner:
-    def __init__(self, config: BenchConfig, store, run_id, samplers, progress) -> None:
+    def __init__(self, config: BenchConfig, store, run_id, samplers, progress, edge: EdgeReport) -> None:
         self.config, self.store, self.run_id = config, store, run_id
-        self.samplers, self.progress = samplers, progress
+        self.samplers, self.progress, self.edge = samplers, progress, edge
         self.stop_event = asyncio.Event()
         self.state: LevelState | None = None
 
@@ -142,7 +145,7 @@ class _Runner:
         keep_alive = target.extras.KEEP_ALIVE
         stall_s = self.config.stall_timeout_s
         async with StreamClient(
-            target.url, self.config.api_key, stall_timeout_s=stall_s, keep_alive=keep_alive
+            target.url, self.config.api_key, stall_timeout_s=stall_s, keep_alive=keep_alive, edge=self.edge
         ) as client:
             for level, slots in zip(self.config.levels, _slots(self.config), strict=True):
                 repeats: list[tuple[list[RequestRecord], LevelResult]] = []

@@ -17,7 +17,7 @@ import contextlib
 import heapq
 import json
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 from aiohttp import HttpVersion11, web
 
@@ -28,6 +28,14 @@ SPIN_NS = 3_000_000
 LOG_LIMIT = 100_000  # requests kept in the /sim/requests log (oldest dropped first)
 
 
+class RequestLog(TypedDict):
+    """One request in the /sim/requests log: perf_counter_ns, i.e. CLOCK_MONOTONIC, shared by processes."""
+
+    t0_ns: int
+    first_chunk_ns: int | None
+    chunks_ns: list[int]
+
+
 class SimServer:
     """The aiohttp application and its listening socket. ``url`` is set once started."""
 
@@ -35,8 +43,7 @@ class SimServer:
         self.config = config
         self.url = ""
         self.requests_seen = 0
-        # X-Request-Id → {t0_ns, first_chunk_ns, chunks_ns}: perf_counter_ns, i.e. CLOCK_MONOTONIC, shared by processes
-        self.log: dict[str, dict[str, int | None]] = {}
+        self.log: dict[str, RequestLog] = {}  # by X-Request-Id
         self._runner: web.AppRunner | None = None
         self._ticker = _Ticker()
 
@@ -78,7 +85,7 @@ class SimServer:
 
     # -- small endpoints ---------------------------------------------------------------------------------
     async def _models(self, request: web.Request) -> web.Response:
-        entry = {"id": self.config.model, "object": "model", "owned_by": "servelab-sim"}
+        entry: dict[str, object] = {"id": self.config.model, "object": "model", "owned_by": "servelab-sim"}
         entry["max_model_len"] = self.config.context
         return web.json_response({"object": "list", "data": [entry]})
 
@@ -172,7 +179,7 @@ class SimServer:
         return _Plan(chat, cfg.model, prompt_tokens, out, cfg.tokens_per_chunk, usage, finish), None
 
     async def _stream(
-        self, request: web.Request, plan: _Plan, start: tuple[int, int], log: dict, fault: str | None
+        self, request: web.Request, plan: _Plan, start: tuple[int, int], log: RequestLog, fault: str | None
     ):
         t0_ns, n = start
         headers = {
@@ -195,7 +202,7 @@ class SimServer:
             return response
         if not await self._ticker.run(job):
             return response  # the client went away
-        if fault_at is not None:
+        if fault_at is not None and fault is not None:  # fault_at is set only for a mid-stream fault
             return await self._mid_stream_fault(request, response, fault)
         with contextlib.suppress(ConnectionResetError):  # the client may close once it has read [DONE]
             await response.write_eof()
@@ -218,7 +225,7 @@ class _StreamJob:
     [DONE] go out in one write; a mid-stream fault stops the job at its chunk's deadline."""
 
     def __init__(self, transport, chunked: bool, plan: _Plan, start: tuple[int, int], config: SimConfig,
-                 log: dict, fault_at: int | None, keepalive_ns: int) -> None:  # fmt: skip
+                 log: RequestLog, fault_at: int | None, keepalive_ns: int) -> None:  # fmt: skip
         self.transport, self.chunked, self.plan = transport, chunked, plan
         self.t0_ns, self.n = start
         self.config, self.log, self.chunks_ns = config, log, log["chunks_ns"]

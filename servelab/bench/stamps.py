@@ -1,12 +1,11 @@
 """Arrival stamps taken where bytes arrive, not where a coroutine later gets round to them.
 
 With many streams, a read can wait in the event loop behind other streams' work; a stamp taken in the
-reading coroutine would charge that wait to the server. So each response's StreamReader is switched to a
-subclass (same slots, one overridden method) whose ``feed_data`` — called from aiohttp's protocol, in the
-socket's own callback — records the time and the running byte count (``total_bytes``). The reader later
-cuts what it reads at those boundaries and gives each piece its arrival time. Bytes fed before the switch
-(those that came with the headers) get the switch time. Should a future aiohttp refuse the switch, every
-piece simply gets its read time, the plain approach.
+reading coroutine would charge that wait to the server. ``aiohttp_edge.ArrivalLog`` records, in aiohttp's
+protocol callback, the time and running byte count of each arrival; BodyStamps cuts what a reader later
+reads at those boundaries and gives each piece its arrival time (bytes that came with the headers get the
+switch time, bytes never seen arriving their read time). StallWatch is the one per-client timer that
+replaces aiohttp's per-read timeout where ``aiohttp_edge.check_edge`` allows it.
 """
 
 from __future__ import annotations
@@ -15,8 +14,6 @@ import asyncio
 import time
 from array import array
 from typing import Any
-
-import aiohttp
 
 
 class BodyStamps:
@@ -49,83 +46,6 @@ class BodyStamps:
         if self._i >= len(self.ends):
             return chunk_end, read_ns
         return self.ends[self._i], self.times[self._i]
-
-
-class ArrivalLog:
-    """One per client: the bodies being watched, by reader identity.
-
-    Two ways to watch a body. ``watch(reader)`` keeps aiohttp's buffering and records where each arrival
-    ended (BodyStamps), for a reader that reads. ``watch_sink(reader, sink)`` hands every arrival straight
-    to ``sink.arrived(data, t_ns)`` from the socket's callback — nothing is buffered and no reading task
-    wakes up per read — and reports the end of the body as ``sink.closed(exc or None)``.
-    """
-
-    def __init__(self) -> None:
-        watched: dict[int, BodyStamps] = {}
-        sinks: dict[int, Any] = {}
-        self._watched, self._sinks = watched, sinks
-
-        class StampedStreamReader(aiohttp.StreamReader):
-            __slots__ = ()
-
-            def feed_data(self, data: bytes, *args: Any) -> Any:
-                t_ns = time.perf_counter_ns()
-                sink = sinks.get(id(self))
-                if sink is not None:
-                    if data:
-                        sink.last_ns = t_ns
-                        sink.arrived(data, t_ns)
-                    return False
-                result = super().feed_data(data, *args)
-                stamps = watched.get(id(self))
-                if stamps is not None:
-                    stamps.ends.append(self.total_bytes)
-                    stamps.times.append(t_ns)
-                return result
-
-            def feed_eof(self) -> None:
-                super().feed_eof()
-                sink = sinks.get(id(self))
-                if sink is not None:
-                    sink.closed(None)
-
-            def set_exception(self, exc: BaseException, *args: Any) -> None:
-                super().set_exception(exc, *args)
-                sink = sinks.get(id(self))
-                if sink is not None:
-                    sink.closed(exc)
-
-        self._reader_class = StampedStreamReader
-
-    def _switch(self, reader: Any) -> bool:
-        if type(reader) is self._reader_class:
-            return True
-        if type(reader) is not aiohttp.StreamReader:
-            return False
-        try:
-            reader.__class__ = self._reader_class
-        except TypeError:  # layout changed in some aiohttp
-            return False
-        return True
-
-    def watch(self, reader: Any) -> BodyStamps:
-        stamps = BodyStamps(int(getattr(reader, "total_bytes", 0)))
-        if self._switch(reader):
-            self._watched[id(reader)] = stamps
-        return stamps
-
-    def watch_sink(self, reader: Any, sink: Any) -> tuple[bytes, int] | None:
-        """Send the reader's arrivals to ``sink``; (bytes already buffered, now), or None when the reader
-        cannot be switched (then read it with ``watch``). The buffered bytes came with the headers."""
-        if not self._switch(reader):
-            return None
-        head = reader.read_nowait() if not reader.exception() else b""
-        self._sinks[id(reader)] = sink
-        return head, time.perf_counter_ns()
-
-    def forget(self, reader: Any) -> None:
-        self._watched.pop(id(reader), None)
-        self._sinks.pop(id(reader), None)
 
 
 class StallWatch:

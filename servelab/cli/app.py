@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import Protocol, TypeGuard
 
 import typer
 
@@ -89,7 +90,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _is_click_error(exc: Exception) -> bool:
+class _ClickError(Protocol):
+    """What click's exceptions (and typer's vendored copy) offer the one-line message."""
+
+    def format_message(self) -> str: ...
+
+
+def _is_click_error(exc: Exception) -> TypeGuard[_ClickError]:
     """Click's own errors, or the copy of click that newer typer versions vendor (typer.TyperException)."""
     kinds: tuple[type[Exception], ...] = tuple(k for k in [getattr(typer, "TyperException", None)] if k)
     try:  # older typer uses the click package itself; newer ones vendor it and click may be absent
@@ -101,7 +108,7 @@ def _is_click_error(exc: Exception) -> bool:
     return isinstance(exc, kinds) and hasattr(exc, "format_message")
 
 
-def _show_usage_error(exc: Exception) -> int:
+def _show_usage_error(exc: _ClickError) -> int:
     """One line on stderr naming the command (the help text itself when no arguments were given)."""
     if type(exc).__name__ == "NoArgsIsHelpError":
         print(exc.format_message(), file=sys.stderr)

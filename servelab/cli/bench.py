@@ -186,7 +186,7 @@ class _Progress:
         if self.status is not None:
             self.status.start()
         self._last = 0.0
-        self._level = None
+        self._level: tuple[Any, Any] | None = None  # (url, level) of the last line printed
 
     def update(self, event: dict[str, Any]) -> None:
         state = event["state"]

@@ -128,7 +128,8 @@ def register(app: typer.Typer) -> None:
 
 def _diagnose_here(burn: bool, burn_seconds: float, p2p_test: bool, record: Path | None) -> DoctorReport:
     with RealProbe() as real:
-        probe = RecordingProbe(real) if record is not None else real
+        recording = RecordingProbe(real) if record is not None else None
+        probe = real if recording is None else recording
         burn_result = None
         if burn:
             if probe.nvml_error() is None and probe.gpu_count():
@@ -136,6 +137,6 @@ def _diagnose_here(burn: bool, burn_seconds: float, p2p_test: bool, record: Path
             burn_result = run_burn(probe, seconds=burn_seconds)
         p2p = run_p2p_test(probe.gpu_count() if probe.nvml_error() is None else 0) if p2p_test else None
         report = run_doctor(probe, burn=burn_result, p2p_test=p2p)
-        if record is not None:
-            stderr_console().print(f"recorded this machine in {probe.save(record)}")
+        if recording is not None and record is not None:
+            stderr_console().print(f"recorded this machine in {recording.save(record)}")
     return report

@@ -117,7 +117,7 @@ def _measured(
         )
     if baseline is not None and baseline_run is not None:
         raise ConfigError("give tok/s figures or run ids, not both")
-    if baseline_run is not None:
+    if baseline_run is not None and spec_run is not None:  # both or neither, checked above
         baseline = measured.run_single_stream_tok_s(db, baseline_run)
         spec = measured.run_single_stream_tok_s(db, spec_run)
     if baseline is None or spec is None:

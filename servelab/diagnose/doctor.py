@@ -60,7 +60,7 @@ def _gpu_part(probe: Probe, gpus: list[GpuInfo], burn: BurnResult | None) -> lis
     if error is not None or not gpus:
         return [no_gpu_finding(error or "NVML found 0 GPUs")]
     loaded, under_load = _under_load(gpus, burn)
-    if not under_load:
+    if not under_load or burn is None:
         return gpu_findings(gpus)
     idle = [g for g in gpus if g.index != burn.gpu]
     return gpu_findings(loaded, under_load=True) + gpu_findings(idle)

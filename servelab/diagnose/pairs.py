@@ -13,7 +13,7 @@ from servelab.diagnose import topo
 from servelab.diagnose.findings import Finding
 from servelab.diagnose.probe import Probe
 
-P2P_STATUS = {
+P2P_STATUS: dict[int | None, str] = {  # NVML's answer (None: no answer) -> status
     0: "ok",
     1: "chipset_not_supported",
     2: "gpu_not_supported",
@@ -31,7 +31,7 @@ CAUSES = {
     "one switch/socket (nvidia-smi topo -m).",
     "disabled_by_regkey": "DR: P2P is disabled by a driver registry key (NVreg_RegistryDwords); remove it.",
 }
-ANCESTOR = {0: "INTERNAL", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+ANCESTOR: dict[int | None, str] = {0: "INTERNAL", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 
 
 @dataclass(frozen=True)
@@ -105,8 +105,8 @@ def _blocked(pairs: list[PairInfo], in_vm: bool) -> Finding | None:
         "same P2P clique on the host (QEMU: -set device.hostpciN.x-nv-gpudirect-clique=0; no hidden=1/kvm=off), "
         "reboot the guest and check nvidia-smi topo -p2p r shows OK; then validate with a real request. "
     )
-    statuses = {p.p2p_read for p in blocked}
-    causes = "".join(CAUSES[s] + " " for s in sorted(statuses - {None}) if s in CAUSES and not in_vm)
+    statuses = {p.p2p_read for p in blocked if p.p2p_read is not None}
+    causes = "".join(CAUSES[s] + " " for s in sorted(statuses) if s in CAUSES and not in_vm)
     return Finding(
         id="p2p-blocked",
         severity="critical" if in_vm else "warning",

@@ -117,14 +117,13 @@ def with_overrides(
         if vram_gib is None or bandwidth_gb_s is None:
             raise ConfigError("give --gpu NAME, or both --vram GB and --bandwidth GBps for a custom GPU")
         gpu = GPU(name="custom", label="custom GPU", memory_mib=0, bandwidth_gb_s=0, bf16_tflops=100.0)
-    changes: dict[str, object] = {}
     if vram_gib is not None:
-        changes["memory_mib"] = round(vram_gib * 1024)
+        gpu = dataclasses.replace(gpu, memory_mib=round(vram_gib * 1024))
     if bandwidth_gb_s is not None:
-        changes["bandwidth_gb_s"] = bandwidth_gb_s
+        gpu = dataclasses.replace(gpu, bandwidth_gb_s=bandwidth_gb_s)
     if tflops is not None:
-        changes.update(bf16_tflops=tflops, fp16_tflops=tflops)
-    return dataclasses.replace(gpu, **changes) if changes else gpu
+        gpu = dataclasses.replace(gpu, bf16_tflops=tflops, fp16_tflops=tflops)
+    return gpu
 
 
 def default_interconnect(gpu: GPU) -> str:

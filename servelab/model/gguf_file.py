@@ -244,6 +244,8 @@ def _weights(
 def _file_type_name(ftype: object) -> str:
     import gguf  # late: see gguf_types.gguf_types
 
+    if not isinstance(ftype, int | float | str):
+        return f"ftype-{ftype}"
     try:
         return gguf.LlamaFileType(int(ftype)).name.removeprefix("MOSTLY_").removeprefix("ALL_")
     except (ValueError, TypeError):

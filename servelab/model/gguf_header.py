@@ -134,10 +134,19 @@ def _read(cur: _Cursor) -> GGUFHeader:
         metadata[key] = _value(cur, int(cur.unpack("<I", f"type of {key}")), key)
     types = {t.type_id: t for t in gguf_types().values()}
     infos = [_tensor_info(cur, types) for _ in range(n_tensors)]
-    alignment = int(metadata.get("general.alignment", 32) or 32)
+    alignment = _alignment(metadata.get("general.alignment"))
     data_start = -(-cur.pos // alignment) * alignment
     tensors = tuple(_check_bounds(info, data_start, cur.size) for info in infos)
     return GGUFHeader(version, metadata, tensors, data_start, cur.size)
+
+
+def _alignment(value: object) -> int:
+    """``general.alignment`` (32 when absent or 0); a positive integer or the file is refused."""
+    if not value:
+        return 32
+    if not isinstance(value, int) or value < 1:  # GGUF writes it as a uint32
+        raise ModelFormatError(f"GGUF general.alignment {value!r} is not a positive integer")
+    return int(value)
 
 
 def _value(cur: _Cursor, vtype: int, key: str) -> object:

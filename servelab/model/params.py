@@ -12,9 +12,12 @@ routers, convolutions and SSM parameters that quantizers leave in 16/32 bit.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, TypeVar
 
-from servelab.model.spec import LayerKind, ModelSpec
+from servelab.errors import ModelFormatError
+from servelab.model.spec import AttentionSpec, LayerKind, ModelSpec
+
+_Part = TypeVar("_Part")
 
 _QK_NORM_TYPES = frozenset(
     {"qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "gemma3_text", "gemma3", "olmo2"}
@@ -74,8 +77,19 @@ def mixer_params(spec: ModelSpec, text: dict[str, Any], kind: LayerKind) -> Coun
     return attention(spec, text)
 
 
+def _part(spec: ModelSpec, part: _Part | None, what: str) -> _Part:
+    """The spec's shape for one kind of layer, which a model with such layers must have."""
+    if part is None:
+        raise ModelFormatError(f"{spec.name}: has {what} layers but no {what} shape")
+    return part
+
+
+def _attention(spec: ModelSpec) -> AttentionSpec:
+    return _part(spec, spec.attention, "attention")
+
+
 def attention(spec: ModelSpec, text: dict[str, Any]) -> Counter[str]:
-    attn, h = spec.attention, spec.hidden_size
+    attn, h = _attention(spec), spec.hidden_size
     q_out = attn.num_heads * attn.head_dim
     kv_out = attn.num_kv_heads * attn.head_dim
     v_out = attn.num_kv_heads * attn.value_head_dim
@@ -94,7 +108,7 @@ def attention(spec: ModelSpec, text: dict[str, Any]) -> Counter[str]:
 
 def mla_attention(spec: ModelSpec) -> Counter[str]:
     """DeepSeek MLA: low-rank q (q_a, norm, q_b), kv_a with the shared rope key, kv_b, o."""
-    mla, h, heads = spec.mla, spec.hidden_size, spec.attention.num_heads
+    mla, h, heads = _part(spec, spec.mla, "MLA"), spec.hidden_size, _attention(spec).num_heads
     qk_head = mla.qk_nope_head_dim + mla.qk_rope_head_dim
     roles: Counter[str] = Counter()
     if mla.q_lora_rank:
@@ -111,7 +125,7 @@ def mla_attention(spec: ModelSpec) -> Counter[str]:
 
 def gated_deltanet(spec: ModelSpec) -> Counter[str]:
     """in_proj_qkvz (q, k, v, z), in_proj_ba (beta, alpha), conv1d, dt_bias, A_log, gated norm, out_proj."""
-    la, h = spec.linear_attention, spec.hidden_size
+    la, h = _part(spec, spec.linear_attention, "linear attention"), spec.hidden_size
     roles: Counter[str] = Counter()
     roles["linear"] += h * (2 * la.key_dim + 2 * la.value_dim)
     roles["small"] += h * 2 * la.num_value_heads  # beta/alpha gates: quantizers leave them 16-bit
@@ -122,7 +136,7 @@ def gated_deltanet(spec: ModelSpec) -> Counter[str]:
 
 def mamba_mixer(spec: ModelSpec, text: dict[str, Any]) -> Counter[str]:
     """Mamba2 (n_heads > 0): in_proj, conv1d+bias, dt_bias, A_log, D, norm, out_proj; Mamba1: x_proj, dt_proj."""
-    m, h = spec.mamba, spec.hidden_size
+    m, h = _part(spec, spec.mamba, "Mamba"), spec.hidden_size
     roles: Counter[str] = Counter()
     roles["linear"] += m.d_inner * h
     if m.n_heads:
@@ -172,8 +186,8 @@ def vision_params(vision: dict[str, Any], text_hidden: int) -> int:
 
     The projector is a patch merger (merge² × width → text hidden, Qwen-VL) or a norm + linear (Gemma 3).
     """
-    width = int(vision.get("hidden_size") or vision.get("embed_dim") or vision.get("width"))
-    depth = int(vision.get("depth") or vision.get("num_hidden_layers") or vision.get("num_layers"))
+    width = _vision_int(vision, "hidden_size", "embed_dim", "width")
+    depth = _vision_int(vision, "depth", "num_hidden_layers", "num_layers")
     inner = int(vision.get("intermediate_size") or 4 * width)
     patch = int(vision.get("patch_size") or 14)
     temporal = int(vision.get("temporal_patch_size") or 1)
@@ -190,6 +204,14 @@ def vision_params(vision: dict[str, Any], text_hidden: int) -> int:
         merged * merged + merged + merged * out + out + 2 * width if merge > 1 else width + width * out
     )
     return depth * block + embed + positions * width + 2 * width + projector
+
+
+def _vision_int(vision: dict[str, Any], *keys: str) -> int:
+    """The first of ``keys`` the vision config sets to something truthy, else the last one's value."""
+    value = next((vision[k] for k in keys if vision.get(k)), vision.get(keys[-1]))
+    if value is None:
+        raise ModelFormatError(f"vision config sets none of {', '.join(keys)}")
+    return int(value)
 
 
 def attention_output_gate(text: dict[str, Any]) -> bool:

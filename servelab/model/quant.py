@@ -198,7 +198,7 @@ def synthesise_weights(spec: ModelSpec, quant: QuantFormat | str) -> ModelSpec:
     """Weights priced from the architecture's parameter counts in `quant` (catalog and config.json models)."""
     fmt = get_quant(quant) if isinstance(quant, str) else quant
     groups, roles = spec.extra.get("param_groups"), spec.extra.get("param_roles")
-    if not groups or roles is None:
+    if not isinstance(groups, dict) or not groups or not isinstance(roles, dict):
         raise ConfigError(
             f"{spec.name}: weights were read from a file ({spec.quant}); --quant applies to "
             "catalog models and config.json files"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from servelab.errors import ConfigError
 
@@ -51,7 +52,16 @@ def shape_for(kind: str, **overrides: object) -> ModelShape:
         raise ConfigError(
             f"unknown model shape field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
         )
-    shape = replace(DEFAULTS[kind], **{k: v for k, v in overrides.items() if v is not None})
+    base = DEFAULTS[kind]
+    changes: dict[str, Any] = {}  # each value checked against its field's type just below
+    for name, value in overrides.items():
+        if value is None:
+            continue
+        wanted = type(getattr(base, name))
+        if type(value) is not wanted:  # exact: a bool is not a size
+            raise ConfigError(f"model {name} must be {wanted.__name__}, not {value!r}")
+        changes[name] = value
+    shape = replace(base, **changes)
     validate(shape, kind)
     return shape
 

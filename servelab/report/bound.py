@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from servelab.diagnose.bound import BoundAnalysis, analyse_bound
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import find_gpu
-from servelab.report.data import Bill, EngineSummary, as_number
+from servelab.report.data import Bill, EngineSummary, as_dict, as_number
 from servelab.report.power_levels import LevelPower, ServingPower, readings, serving_power
 from servelab.report.tables import TableData, fmt
 
@@ -89,7 +89,7 @@ def plan_bytes_per_token(plan: dict | None, bandwidth_gb_s: float | None) -> tup
     """Bytes one decode step reads at short context: bandwidth / the plan's memory-bound decode ceiling."""
     if plan is None:
         return None, "No bytes per token: pass --plan FILE (the output of `servelab plan --json`)."
-    ceilings = plan.get("decode_ceiling_tok_s") if isinstance(plan.get("decode_ceiling_tok_s"), dict) else {}
+    ceilings = as_dict(plan.get("decode_ceiling_tok_s"))
     ceiling = as_number(ceilings.get("short"))
     if not ceiling or ceiling <= 0:
         return None, "The plan gives no short-context decode ceiling, so bytes per token are unknown."

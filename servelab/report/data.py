@@ -105,6 +105,11 @@ def as_number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def as_dict(value: object) -> dict:
+    """A JSON object as it is; {} for anything else (a missing or mistyped field)."""
+    return value if isinstance(value, dict) else {}
+
+
 def read_json_file(path: Path, what: str) -> dict:
     """The JSON object of `--WHAT PATH` (doctor, spec), or a one-line ConfigError; plans: `plan.io.load_plan`."""
     return read_json_object(path, f"--{what}", f"expected the output of `servelab {what} --json`")
@@ -114,16 +119,17 @@ def pick_plan(plan_doc: dict | None, engines: tuple[str, ...]) -> tuple[dict | N
     """The plan entry to hold the runs against: the first that fits, preferring the first run's engine."""
     if plan_doc is None:
         return None, None
-    plans = plan_doc.get("plans") if isinstance(plan_doc.get("plans"), list) else [plan_doc]
-    plans = [p for p in plans if isinstance(p, dict)]
+    listed = plan_doc.get("plans")
+    plans = [p for p in (listed if isinstance(listed, list) else [plan_doc]) if isinstance(p, dict)]
     fitting = [p for p in plans if p.get("fits", True)] or plans
     preferred = [p for p in fitting if engines and p.get("engine") == engines[0]]
-    chosen = (preferred or fitting or [None])[0]
+    candidates = preferred or fitting
+    chosen = candidates[0] if candidates else None
     return chosen, {"model": plan_doc.get("model"), "gpu": plan_doc.get("gpu")}
 
 
 def _effective_context(info: dict) -> int | None:
-    effective = info.get("effective") if isinstance(info.get("effective"), dict) else {}
+    effective = as_dict(info.get("effective"))
     for value in (effective.get("context_per_slot"), info.get("context_per_slot"), effective.get("context")):
         if isinstance(value, int) and value > 0:
             return value
@@ -132,8 +138,8 @@ def _effective_context(info: dict) -> int | None:
 
 def _memory_used(run: StoredRun, info: dict) -> int | None:
     """The peak device memory the run recorded (GPU samples), or what the target reported."""
-    peaks = [row.get(key) for rows in run.samples.values() for row in rows
-             for key in ("memory_used_bytes", "mem_used_bytes") if isinstance(row.get(key), int)]  # fmt: skip
+    peaks = [value for rows in run.samples.values() for row in rows
+             for key in ("memory_used_bytes", "mem_used_bytes") if isinstance(value := row.get(key), int)]  # fmt: skip
     if peaks:
         return max(peaks)
     value = info.get("memory_used_bytes")
@@ -199,9 +205,7 @@ def assemble(
     invalid = {(run.id, lv.target_index, lv.level): lv.invalid_reason or ""
                for run in runs for lv in run.levels if not lv.valid}  # fmt: skip
     partial = tuple(run.id for run in runs if run.info.partial)
-    workloads = tuple(
-        r.meta.get("workload") if isinstance(r.meta.get("workload"), dict) else {} for r in runs
-    )
+    workloads = tuple(as_dict(r.meta.get("workload")) for r in runs)
     power = {r.id: tuple(r.samples.get("gpu_power", ())) for r in runs}
     return Bill(tuple(r.id for r in runs), engines, warnings, plan, plan_context, doctor, spec, invalid, partial,
                 tuple(r.info for r in runs), workloads, power)  # fmt: skip

@@ -17,6 +17,7 @@ from servelab.bench.level_key import Level
 from servelab.bench.records import RequestRecord
 from servelab.bench.stats import Distribution
 from servelab.errors import ConfigError
+from servelab.report.data import as_dict
 from servelab.report.levels import LevelFigures, all_level_figures, request_figures
 from servelab.store import StoredRun
 
@@ -110,7 +111,7 @@ def vllm_level_json(run: StoredRun, target_index: int, level: Level) -> dict:
     if found is None:
         raise ConfigError(f"target {target_index} of run {run.id} has no level {level.label!r}; levels: "
                           f"{', '.join(lv.label for lv in levels) or 'none'}")  # fmt: skip
-    settings = run.meta.get("settings") if isinstance(run.meta.get("settings"), dict) else {}
+    settings = as_dict(run.meta.get("settings"))
     head = {
         "date": time.strftime("%Y%m%d-%H%M%S", time.gmtime(run.info.created_ns // 1_000_000_000)),
         "backend": target.engine,
@@ -146,7 +147,7 @@ CSV_COLUMNS = [
 def _csv_row(run: StoredRun, urls: dict[int, tuple[str, str]], record: RequestRecord) -> list:
     url, engine = urls.get(record.target_index, ("", ""))
     figures = request_figures(record)
-    derived = ["", "", "", ""]
+    derived: list[str | float] = ["", "", "", ""]
     if figures is not None:
         tpot = "" if figures.tpot_s is None else figures.tpot_s * 1e3
         decode = "" if figures.decode_tok_s is None else figures.decode_tok_s

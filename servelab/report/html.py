@@ -45,6 +45,8 @@ def _table(parent: ET.Element, table: TableData) -> None:
 
 
 def _plot(parent: ET.Element, plot: Plot) -> None:
+    if plot.svg is None:  # not reached: page.py places only drawn plots, a missing one as a note
+        return
     figure = _el(parent, "figure", data_plot=plot.key)
     figure.append(plot.svg)
     _el(figure, "figcaption", plot.title)

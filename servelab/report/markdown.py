@@ -73,7 +73,9 @@ def render_markdown(
 def standalone_svgs(sections: tuple[Section, ...]) -> dict[str, str]:
     """Each plot as a standalone SVG file body, keyed by file name; mid-grey ink reads on light and dark."""
     files = {}
-    for block in (b for s in sections for b in s.blocks if isinstance(b, Plot) and b.svg is not None):
+    for block in (b for s in sections for b in s.blocks if isinstance(b, Plot)):
+        if block.svg is None:
+            continue
         root = copy.deepcopy(block.svg)
         root.set("xmlns", "http://www.w3.org/2000/svg")
         root.set("color", "#6b7280")

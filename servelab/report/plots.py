@@ -33,6 +33,11 @@ def _ladder(engine: EngineSummary, value: Callable[[LevelFigures], float | None]
     return [c for c, _ in points], [v for _, v in points]
 
 
+def _percentile(attr: str, q: int) -> Callable[[LevelFigures], float | None]:
+    """The level's ``attr`` distribution (``ttft_ms``, ``itl_ms``) at percentile ``q``."""
+    return lambda lv: getattr(lv.stats, attr).percentile(q)
+
+
 def _ladder_axes(ax, ylabel: str) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("concurrency (requests in flight)")
@@ -98,7 +103,7 @@ def latency_percentiles(bill: Bill) -> Plot:
             for i, engine in enumerate(bill.engines):
                 colour = f"C{i % 8}"
                 for q, style in ((50, "-"), (99, "--")):
-                    xs, ys = _ladder(engine, lambda lv, a=attr, q=q: getattr(lv.stats, a).percentile(q))
+                    xs, ys = _ladder(engine, _percentile(attr, q))
                     ax.plot(xs, ys, style, marker="o", color=colour, label=plain(f"{engine.label} p{q}"))
             _ladder_axes(ax, f"{name} (ms)")
             ax.set_ylim(bottom=0)
@@ -132,8 +137,10 @@ def roofline(bill: Bill) -> Plot:
         for i, engine in enumerate(bill.engines):
             mine = [(x, y) for e, x, y in points if e is engine]
             if mine:
+                xs, ys = zip(*mine, strict=True)
                 ax.scatter(
-                    *zip(*mine, strict=True),
+                    xs,
+                    ys,
                     s=14,
                     color=f"C{i % 8}",
                     label=plain(f"{engine.label} (measured)"),
@@ -214,7 +221,7 @@ def itl_distribution(bill: Bill) -> Plot:
             extra = f" ({zeros} gaps of 0 ms not shown)" if zeros else ""
             ax.hist(
                 [x for x in xs if x > 0],
-                bins=bins,
+                bins=bins.tolist(),
                 histtype="step",
                 linewidth=1.5,
                 label=plain(engine.label + extra),

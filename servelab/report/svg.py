@@ -11,16 +11,17 @@ import io
 import re
 import xml.etree.ElementTree as ET
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from matplotlib.typing import RcKeyType
 
 # matplotlib is imported where a plot is drawn, not here: every servelab command would pay ~0.35 s at start-up.
 
 INK = "#0b0c0d"  # placeholder replaced by currentColor
 SERIES = ("#3b82f6", "#f97316", "#10b981", "#e11d48", "#a855f7", "#eab308", "#06b6d4", "#64748b")
-STYLE = {
+STYLE: dict[RcKeyType, Any] = {
     "svg.fonttype": "none",
     "svg.hashsalt": "servelab",  # stable ids: the same data gives the same SVG
     "text.color": INK,
@@ -44,8 +45,9 @@ XLINK_HREF = "{http://www.w3.org/1999/xlink}href"
 def styled() -> AbstractContextManager:
     """The plot style; draw inside it (``with styled(): …``) so axes pick up the transparent colours."""
     import matplotlib
+    from matplotlib.rcsetup import cycler
 
-    return matplotlib.rc_context({**STYLE, "axes.prop_cycle": matplotlib.cycler(color=SERIES)})
+    return matplotlib.rc_context({**STYLE, "axes.prop_cycle": cycler(color=SERIES)})
 
 
 def new_figure(width_in: float = 6.4, height_in: float = 3.4) -> Figure:

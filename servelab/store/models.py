@@ -71,7 +71,7 @@ class MetricsSnapshot:
 @dataclass(frozen=True)
 class StoredRun:
     info: RunInfo
-    meta: dict  # name, servelab_version, client_host, workload, settings, wall_anchor_ns, mono_anchor_ns
+    meta: dict  # name, servelab_version, client_host, workload, settings, targets, client_edge, *_anchor_ns
     summary: dict | None
     targets: tuple[StoredTarget, ...]
     levels: tuple[StoredLevel, ...]

@@ -59,7 +59,7 @@ class Store:
 
         Commands that only read pass ``must_exist=True``: reading never leaves an empty store behind."""
         default = path is None
-        path = paths.default_db_path() if default else Path(path)
+        path = paths.default_db_path() if path is None else Path(path)
         if must_exist and not path.is_file():
             if default:
                 raise StoreError(f"no runs stored yet (no result store at {path}): record one with `servelab bench URL`, "

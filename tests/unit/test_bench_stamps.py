@@ -8,7 +8,8 @@ import time
 from aiohttp import StreamReader
 from aiohttp.base_protocol import BaseProtocol
 
-from servelab.bench.stamps import ArrivalLog, BodyStamps, StallWatch
+from servelab.bench.aiohttp_edge import ArrivalLog
+from servelab.bench.stamps import BodyStamps, StallWatch
 
 
 def test_split_gives_each_piece_its_arrival():

@@ -72,6 +72,8 @@ class Template:
             if literal not in line:
                 return None
         head = self.parts[0]
+        if not isinstance(head, str):  # not reached: _tokenize starts every template with a literal
+            return None
         state = _MatchState(line)
         start = line.find(head)
         while start >= 0:

@@ -126,6 +126,8 @@ def _kv_row_bytes(model: ModelSpec, layer: int, type_k: str, type_v: str) -> int
     if model.mla is not None:
         return row_bytes(type_k, model.mla.kv_lora_rank + model.mla.qk_rope_head_dim)
     attn = model.attention
+    if attn is None:  # not reached: layer_kv_bytes_per_token is 0 without an attention shape
+        return 0
     n_kv = model.kv_heads_per_layer[layer] if model.kv_heads_per_layer else attn.num_kv_heads
     return row_bytes(type_k, n_kv * attn.head_dim) + row_bytes(type_v, n_kv * attn.value_head_dim)
 
