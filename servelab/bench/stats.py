@@ -61,7 +61,8 @@ class Distribution:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Distribution:
         names = ("n", "mean", "std", "min", "max", *_PERCENTILE_FIELDS)
-        return cls(**{name: data.get(name) for name in names if name in data})
+        fields: dict[str, Any] = {name: data.get(name) for name in names if name in data}
+        return cls(**fields)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from servelab.bench import metrics as m
 from servelab.bench.level_key import Level
@@ -89,7 +90,7 @@ def summarize_records(records: Sequence[RequestRecord], level: Level) -> LevelSt
     return pool_repeats(repeats, level) if repeats else summarize_level([], level)
 
 
-def _throughput(ok: Sequence[RequestRecord], window: Window | None) -> dict[str, float]:
+def _throughput(ok: Sequence[RequestRecord], window: Window | None) -> dict[str, Any]:
     if window is None:
         return {"output_tok_s": 0.0, "total_tok_s": 0.0, "request_s": 0.0}
     out = m.tokens_in_window(ok, window.t0_ns, window.t1_ns)
@@ -116,7 +117,7 @@ def _span_s(measured: Sequence[RequestRecord]) -> float:
     return (max(r.end_ns for r in measured) - min(r.sent_ns for r in measured)) / NS_PER_S
 
 
-def _open_loop(measured: Sequence[RequestRecord], ok: Sequence[RequestRecord]) -> dict[str, Distribution]:
+def _open_loop(measured: Sequence[RequestRecord], ok: Sequence[RequestRecord]) -> dict[str, Any]:
     late = _values(measured, m.lateness_ms)
     if not late or all(r.intended_ns == r.sent_ns for r in measured):
         return {}

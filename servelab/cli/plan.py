@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -124,7 +125,7 @@ def register(app: typer.Typer) -> None:
             registry.get_engine(engine, registry.planned(), also=("all",))
         card = _gpu(gpu, vram, bandwidth, tflops)
         spec = load_model(model, hf=hf)
-        flags = {
+        flags: dict[str, Any] = {
             k: v
             for k, v in (
                 ("mem_fraction_static", mem_fraction_static),
@@ -136,7 +137,7 @@ def register(app: typer.Typer) -> None:
             )
             if v is not None
         }
-        common = dict(
+        common: dict[str, Any] = dict(
             context=context,
             kv_dtype=kv_dtype,
             parallel=parallel,

@@ -80,7 +80,7 @@ def register(app: typer.Typer) -> None:
         if fmt == "csv":
             write_text(run_csv(stored), output)
             return
-        doc = run_json(stored) if level is None else vllm_level_json(stored, target, wanted)
+        doc = run_json(stored) if wanted is None else vllm_level_json(stored, target, wanted)
         write_text(json.dumps(to_jsonable(doc), indent=2) + "\n", output)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -74,15 +75,15 @@ def effective_report(server: EngineServer, engine: Engine) -> dict[str, object]:
     }
 
 
-def render(report: dict[str, object]) -> None:
+def render(report: dict[str, Any]) -> None:
     out = stdout_console()
     out.print(
         f"{report['engine']} serving at {report['url']} (pid {report['pid']}, log {report['log_path']})"
     )
     out.print(f"command: {report['command']}")
-    for key, value in report["effective"].items():  # type: ignore[union-attr]
+    for key, value in report["effective"].items():
         out.print(f"  {key}: {value}")
-    for line in report["mismatches"]:  # type: ignore[union-attr]
+    for line in report["mismatches"]:
         out.print(f"  note: {line}")
 
 

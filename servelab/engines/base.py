@@ -49,8 +49,10 @@ class Endpoints(Protocol):
 class VerifyRules(Protocol):
     """How an asked key is read from the effective config and why a mismatch happened."""
 
-    LABELS: Mapping[str, str]
-    UNREPORTED: Mapping[str, str]  # why a key cannot be checked against this engine
+    @property
+    def LABELS(self) -> Mapping[str, str]: ...
+    @property
+    def UNREPORTED(self) -> Mapping[str, str]: ...  # why a key cannot be checked against this engine
 
     def reported(self, key: str, got: EffectiveConfig) -> Any: ...
 
@@ -64,9 +66,12 @@ class VerifyRules(Protocol):
 class BenchExtras(Protocol):
     """What the benchmark does differently against this engine."""
 
-    ACCEPTS_TOKEN_IDS: bool  # /v1/completions takes a list of token ids as the prompt
-    KEEP_ALIVE: bool  # reuse connections between requests
-    SNAPSHOT_PATHS: tuple[str, ...]  # endpoints stored before and after each level
+    @property
+    def ACCEPTS_TOKEN_IDS(self) -> bool: ...  # /v1/completions takes a list of token ids as the prompt
+    @property
+    def KEEP_ALIVE(self) -> bool: ...  # reuse connections between requests
+    @property
+    def SNAPSHOT_PATHS(self) -> tuple[str, ...]: ...  # endpoints stored before and after each level
 
     def request_fields(self) -> dict[str, Any]: ...
 
@@ -78,8 +83,10 @@ class BenchExtras(Protocol):
 class CommandLine(Protocol):
     """The engine's launch command taken apart (reader) and the words ``servelab plan`` emits (writer)."""
 
-    LAUNCH_FORMS: tuple[str, ...]  # how a launch is spelled, for messages
-    IMAGE_WORDS: tuple[str, ...]  # words in a container image name that run this engine
+    @property
+    def LAUNCH_FORMS(self) -> tuple[str, ...]: ...  # how a launch is spelled, for messages
+    @property
+    def IMAGE_WORDS(self) -> tuple[str, ...]: ...  # words in a container image name that run this engine
 
     def recognises(self, argv: list[str]) -> bool: ...
 
@@ -91,8 +98,8 @@ class CommandLine(Protocol):
 class Launcher(Protocol):
     """Starts the engine as a managed child process bound where asked (127.0.0.1 by default)."""
 
-    HEALTH_TIMEOUT_S: float
-
+    @property
+    def HEALTH_TIMEOUT_S(self) -> float: ...
     def start(
         self,
         model: str,
@@ -108,8 +115,8 @@ class Launcher(Protocol):
 class Environment(Protocol):
     """Environment variables the engine reads that change what it does, and its P2P-test cache."""
 
-    ENV_SWITCHES: Mapping[str, Any]
-
+    @property
+    def ENV_SWITCHES(self) -> Mapping[str, Any]: ...
     def p2p_cache_glob(self, env: Mapping[str, str], cache_home: str) -> str: ...
 
 

@@ -6,6 +6,7 @@ request and expresses the result as an ``EngineFit``; ``plan.make`` turns that i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from servelab.hardware.gpus import GPU
@@ -40,7 +41,7 @@ class EngineFit:
     context_served: int
     slots: int
     kv_dtype: str
-    details: dict[str, object]
+    details: Mapping[str, object]
     argv: list[str]
     warnings: list[str]
     max_batch: int

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, cast
 
 from servelab.engines import registry
 from servelab.engines.base import Engine, Planner
@@ -195,8 +196,8 @@ def make_plan(
         tp=gpus,
         parallel=parallel,
         model_path=model_path or model.name,
-        **engine_flags,
-    )  # type: ignore[arg-type]
+        **cast(dict[str, Any], engine_flags),
+    )
     fit: EngineFit = rules.plan(model, gpu, settings)
     sp = _Speed(model, gpu, chosen, fit.kv_dtype, gpus, interconnect)
     served = min(context, fit.context_served) if fit.context_served else context
@@ -253,7 +254,7 @@ def make_plan(
         decode_batch_full_context_tok_s=_batch_points(sp, served, _full_context_batch(fit, model, served)),
         parallel_cost=sp.cost() if gpus > 1 and _all_reduces(chosen) else None,
         single_gpu_decode_tok_s=single,
-        details=fit.details,
+        details=dict(fit.details),
         command=tuple(fit.argv),
         command_line=shell_line(fit.argv),
         warnings=tuple(warnings),

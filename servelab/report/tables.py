@@ -39,7 +39,7 @@ def fmt_bytes(value: int | float | None) -> str:
     return f"{value / GIB:,.2f} GiB" if value >= GIB else f"{value / 1024**2:,.1f} MiB"
 
 
-def _concurrencies(bill: Bill) -> list[float]:
+def _concurrencies(bill: Bill) -> list[int]:
     return sorted(
         {lv.concurrency for e in bill.engines for lv in e.closed_loop if lv.concurrency is not None}
     )

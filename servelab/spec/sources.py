@@ -75,13 +75,13 @@ def from_numbers(
             )
         rate = (accept_length - 1.0) / draft_tokens
         return Acceptance(accept_length, draft_tokens, "numbers", token_accept_rate=rate)
-    rate = accept_rate / 100 if accept_rate is not None and 1.0 < accept_rate <= 100.0 else accept_rate
-    if rate is None or not 0.0 <= rate <= 1.0:
+    given = accept_rate / 100 if accept_rate is not None and 1.0 < accept_rate <= 100.0 else accept_rate
+    if given is None or not 0.0 <= given <= 1.0:
         raise ConfigError(
             f"--accept-rate {accept_rate} must be a fraction between 0 and 1 (or a percent up to 100)"
         )
-    length = accept_length_from_rate(rate, draft_tokens)
-    return Acceptance(length, draft_tokens, "numbers", token_accept_rate=rate)
+    length = accept_length_from_rate(given, draft_tokens)
+    return Acceptance(length, draft_tokens, "numbers", token_accept_rate=given)
 
 
 def resolve(observations: list[SpecObservation], source: str, draft_tokens: int | None) -> Acceptance:

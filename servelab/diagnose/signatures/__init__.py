@@ -68,8 +68,8 @@ class Signature:
         if self.when is None:
             return True
         left, op, right = self.when
-        values = [_number(captures.get(side, side)) for side in (left, right)]
-        return None not in values and _COMPARISONS[op](values[0], values[1])
+        a, b = (_number(captures.get(side, side)) for side in (left, right))
+        return a is not None and b is not None and bool(_COMPARISONS[op](a, b))
 
     def render_fix(self, captures: dict[str, str]) -> str:
         return self.fix.format_map(_Captures(captures))

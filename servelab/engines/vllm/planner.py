@@ -7,7 +7,7 @@ from __future__ import annotations
 from servelab.engines.vllm import DEFAULT_PORT, cmdline
 from servelab.engines.vllm.memory import engine_kv_dtype, vllm_memory
 from servelab.hardware.gpus import GPU
-from servelab.model.spec import ModelSpec
+from servelab.model.spec import LayerKind, ModelSpec
 from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes, weight_split
 
 
@@ -33,7 +33,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     )
     seqs = min(m.max_num_seqs, m.mamba_blocks) if m.mamba_blocks else m.max_num_seqs
     pool = m.num_blocks * m.page_bytes * m.group_size
-    recurrent_layers = model.count("linear_attention") + model.count("mamba")
+    recurrent_layers = model.count(LayerKind.LINEAR_ATTENTION) + model.count(LayerKind.MAMBA)
     mamba_groups = -(-recurrent_layers // m.group_size) if recurrent_layers else 0
     state = pool * mamba_groups // max(1, m.num_groups)  # the pool's layer-proportional share
     memory = memory_bytes(
