@@ -11,7 +11,7 @@ from servelab.bench.extras import extras_for
 from servelab.bench.workloads import Prompt, build_prompts
 from servelab.engines.base import BenchExtras
 from servelab.engines.detect import detect_engine, endpoints_for
-from servelab.engines.probe import HttpProbe, public_url
+from servelab.engines.http import HttpProbe, public_url
 from servelab.errors import ConfigError
 
 

@@ -30,7 +30,7 @@ def _launch_path(model: str) -> str:
 
 def _emit(plan, emit: str, host: str, gpus: int) -> str:
     from servelab.engines.registry import get_engine
-    from servelab.plan.launch import compose_service
+    from servelab.plan.emit import compose_service
 
     if emit == "cmd":
         return plan.command_line
@@ -105,7 +105,7 @@ def register(app: typer.Typer) -> None:
         """Plan memory, flags and speed ceilings for serving MODEL."""
         from servelab.hardware.gpus import INTERCONNECTS, default_interconnect
         from servelab.model.load import load_model
-        from servelab.plan.launch import check_emit
+        from servelab.plan.emit import check_emit
         from servelab.plan.make import compare_plans, make_plan, plan_set
 
         check_emit(emit)

@@ -7,8 +7,8 @@ import sys
 
 import typer
 
-from servelab.bench.sim_config import FAULT_KINDS, USAGE_MODES, SimConfig, parse_fault
 from servelab.errors import ConfigError
+from servelab.sim.config import FAULT_KINDS, USAGE_MODES, SimConfig, parse_fault
 
 
 def register(app: typer.Typer) -> None:
@@ -58,7 +58,7 @@ def _run_loop(coro) -> None:
 
 
 async def _serve(config: SimConfig, json_out: bool) -> None:
-    from servelab.bench.sim import SimServer  # aiohttp: only when the server really starts
+    from servelab.sim.server import SimServer  # aiohttp: only when the server really starts
 
     async with SimServer(config) as url:
         line = f'{{"url": "{url}"}}' if json_out else f"servelab sim listening on {url}"

@@ -10,8 +10,8 @@ import typer
 
 from servelab.cli.output import print_json, stdout_console
 from servelab.errors import ConfigError
-from servelab.spec import measured, sources
-from servelab.spec.verdict import DEFAULT_DRAFT_COST, SpecVerdict, decide
+from servelab.speculative import measured, sources
+from servelab.speculative.verdict import DEFAULT_DRAFT_COST, SpecVerdict, decide
 
 
 def register(app: typer.Typer) -> None:

@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from servelab.engines.probe import DetectedEngine, HttpProbe
+    from servelab.engines.http import DetectedEngine, HttpProbe
     from servelab.engines.process import EngineServer
     from servelab.hardware.gpus import GPU
     from servelab.model.spec import ModelSpec
     from servelab.plan.fit import EngineFit, PlanSettings
-    from servelab.spec.observation import SpecObservation
+    from servelab.speculative.observation import SpecObservation
     from servelab.verify.asked import Asked
     from servelab.verify.effective import EffectiveConfig
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from servelab.engines import registry
 from servelab.engines.base import Endpoints
-from servelab.engines.probe import DetectedEngine, HttpProbe, public_url
+from servelab.engines.http import DetectedEngine, HttpProbe, public_url
 from servelab.errors import TargetError
 
 __all__ = ["DetectedEngine", "detect_engine", "endpoints_for"]

@@ -14,9 +14,9 @@ from servelab.model.dtypes import storage_dtype
 from servelab.model.quant import get_quant, synthesise_weights
 from servelab.model.spec import ModelSpec
 from servelab.plan import speed
+from servelab.plan.emit import shell_line
 from servelab.plan.fit import EngineFit, PlanSettings
 from servelab.plan.kv import kv_layout
-from servelab.plan.launch import shell_line
 from servelab.plan.parallel import TensorParallelCost, tensor_parallel_cost
 from servelab.plan.state import state_layout
 from servelab.plan.types import BatchPoint, DecodeCeilings, Plan, PlanSet

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servelab.engines.detect import DetectedEngine, detect_engine, endpoints_for
-from servelab.engines.probe import HttpProbe
+from servelab.engines.http import HttpProbe
 from servelab.redact import redact
 
 

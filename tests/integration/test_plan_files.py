@@ -15,7 +15,7 @@ from servelab.bench.schedule import StopRule
 from servelab.bench.workloads import WorkloadSpec
 from servelab.cli.app import main
 from servelab.errors import ConfigError
-from servelab.spec import measured
+from servelab.speculative import measured
 from servelab.store import Store
 from servelab.verify.asked import EXPECT_KEYS
 from tests.bench_sim import sim_process

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from servelab.engines.probe import DetectedEngine, HttpProbe
+from servelab.engines.http import DetectedEngine, HttpProbe
 
 
 def identify(probe: HttpProbe) -> DetectedEngine | None:

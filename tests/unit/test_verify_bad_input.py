@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from servelab.cli.app import main
-from servelab.engines.probe import HttpProbe
+from servelab.engines.http import HttpProbe
 from servelab.errors import ConfigError
 from servelab.verify.asked import from_command, from_plan, parse_expect
 from servelab.verify.compose import from_compose

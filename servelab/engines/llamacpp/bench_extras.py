@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from servelab.engines.probe import HttpProbe
+from servelab.engines.http import HttpProbe
 
 ACCEPTS_TOKEN_IDS = True
 # This build (b1-0c1e570) answers "Keep-Alive: timeout=5, max=100" but closes the connection after a

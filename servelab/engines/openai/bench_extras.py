@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from servelab.engines.probe import HttpProbe
+from servelab.engines.http import HttpProbe
 
 ACCEPTS_TOKEN_IDS = False  # unknown servers: send text, verified against /tokenize when it exists
 KEEP_ALIVE = True  # connections are reused between requests

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from servelab.engines.probe import DetectedEngine, HttpProbe
+from servelab.engines.http import DetectedEngine, HttpProbe
 from servelab.redact import redact
 
 SERVER_INFO_PATHS = ("/get_server_info", "/server_info")

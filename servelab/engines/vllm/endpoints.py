@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from servelab.engines.probe import DetectedEngine, HttpProbe
+from servelab.engines.http import DetectedEngine, HttpProbe
 from servelab.engines.prometheus import first_labels
 
 CACHE_INFO_METRIC = "vllm:cache_config_info"

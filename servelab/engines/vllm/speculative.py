@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 
 from servelab.engines.prometheus import metric_sums
-from servelab.spec.observation import SpecObservation
+from servelab.speculative.observation import SpecObservation
 
 LOG_MARKER = "SpecDecoding metrics:"
 V0_MARKER = "Speculative metrics: Draft acceptance rate:"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.spec.theory import (
+from servelab.speculative.theory import (
     accept_length_from_rate,
     alpha_from_accept_length,
     best_draft_tokens,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.spec.sources import from_numbers
-from servelab.spec.verdict import DEFAULT_DRAFT_COST, decide
+from servelab.speculative.sources import from_numbers
+from servelab.speculative.verdict import DEFAULT_DRAFT_COST, decide
 
 
 def test_a_few_percent_acceptance_with_four_draft_tokens_rolls_back():

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.spec.sources import Acceptance
-from servelab.spec.theory import MAX_GAMMA, alpha_from_accept_length, best_draft_tokens, predicted_speedup
+from servelab.speculative.sources import Acceptance
+from servelab.speculative.theory import (
+    MAX_GAMMA,
+    alpha_from_accept_length,
+    best_draft_tokens,
+    predicted_speedup,
+)
 
 DEFAULT_DRAFT_COST = 0.1  # a draft model about a tenth of the target (an MTP/EAGLE head is nearer 0.02-0.05)
 MIN_GAIN = 1.05  # below a 5% gain speculation is not worth its memory and complexity

@@ -13,10 +13,10 @@ from typing import TextIO
 from servelab.diagnose.logs import read_lines
 from servelab.engines import registry
 from servelab.engines.base import Speculative
-from servelab.engines.probe import HttpProbe
+from servelab.engines.http import HttpProbe
 from servelab.errors import ConfigError, TargetError
-from servelab.spec.observation import SpecObservation
-from servelab.spec.theory import accept_length_from_rate
+from servelab.speculative.observation import SpecObservation
+from servelab.speculative.theory import accept_length_from_rate
 
 
 def _parsers() -> tuple[Speculative, ...]:

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from servelab.cli.app import main
-from servelab.spec import sources
+from servelab.speculative import sources
 
 # Exposition text in each engine's metric names (vllm/v1/spec_decode/metrics.py, sglang collector.py,
 # llama.cpp tools/server): numbers chosen so the expected accept length is easy to check by hand.

@@ -13,7 +13,7 @@ from servelab.engines.llamacpp import speculative as llamacpp_spec
 from servelab.engines.sglang import speculative as sglang_spec
 from servelab.engines.vllm import speculative as vllm_spec
 from servelab.errors import ConfigError
-from servelab.spec import sources
+from servelab.speculative import sources
 from tests.runs_factory import store_run
 
 LOGS = Path(__file__).parent.parent / "fixtures" / "logs"

@@ -1,6 +1,6 @@
 """`SpecObservation`: what an engine's logs or metrics say about speculative acceptance (a plain value).
 
-Engines fill it (servelab/engines/<engine>/speculative.py); ``servelab.spec.sources`` turns it into an
+Engines fill it (servelab/engines/<engine>/speculative.py); ``servelab.speculative.sources`` turns it into an
 accept length. Any field may be unknown (None): engines report different subsets.
 """
 

@@ -12,7 +12,7 @@ from servelab.engines.sglang import cmdline as sglang
 from servelab.engines.vllm import cmdline as vllm
 from servelab.hardware.gpus import find_gpu
 from servelab.model.load import load_model
-from servelab.plan.launch import compose_service, shell_line
+from servelab.plan.emit import compose_service, shell_line
 from servelab.plan.make import make_plan
 
 

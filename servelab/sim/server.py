@@ -21,8 +21,8 @@ from typing import Any, TypedDict
 
 from aiohttp import HttpVersion11, web
 
-from servelab.bench.sim_config import SimConfig, sim_prompt_tokens
 from servelab.errors import ConfigError
+from servelab.sim.config import SimConfig, sim_prompt_tokens
 
 SPIN_NS = 3_000_000
 LOG_LIMIT = 100_000  # requests kept in the /sim/requests log (oldest dropped first)
