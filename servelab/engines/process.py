@@ -263,6 +263,25 @@ def default_log_path(name: str, port: int) -> Path:
     return paths.data_dir() / "logs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{port}.log"
 
 
+def start_program(
+    name: str,
+    argv: Sequence[str],
+    *,
+    host: str,
+    port: int,
+    model: str | Path,
+    log_path: Path | None,
+    health_path: str,
+    timeout_s: float,
+) -> EngineServer:
+    """Start engine ``name`` on a port checked free, its log in ``log_path`` (default: servelab's data dir),
+    and wait until GET ``health_path`` answers 200."""
+    check_port_free(host, port)
+    log = log_path or default_log_path(name, port)
+    return start_server(argv, host=host, port=port, model=Path(model), log_path=log, health_path=health_path,
+                        timeout_s=timeout_s, name=name)  # fmt: skip
+
+
 def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from servelab.engines.process import EngineServer, check_port_free, default_log_path, start_server
+from servelab.engines.process import EngineServer, start_program
 from servelab.engines.sglang import HEALTH_PATH
 from servelab.errors import EngineError
 
@@ -53,14 +53,6 @@ def start(
 ) -> EngineServer:
     """Start sglang on ``model`` (EngineError when it is not installed) and wait until it is healthy."""
     check_installed()
-    check_port_free(host, port)
-    return start_server(
-        launch_argv(model, host=host, port=port, args=args),
-        host=host,
-        port=port,
-        model=Path(model),
-        log_path=log_path or default_log_path("sglang", port),
-        health_path=HEALTH_PATH,
-        timeout_s=timeout_s,
-        name="sglang",
-    )
+    argv = launch_argv(model, host=host, port=port, args=args)
+    return start_program("sglang", argv, host=host, port=port, model=model, log_path=log_path,
+                         health_path=HEALTH_PATH, timeout_s=timeout_s)  # fmt: skip

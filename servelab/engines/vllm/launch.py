@@ -10,7 +10,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from servelab.engines.process import EngineServer, check_port_free, default_log_path, start_server
+from servelab.engines.process import EngineServer, start_program
 from servelab.engines.vllm import HEALTH_PATH
 from servelab.errors import EngineError
 
@@ -43,14 +43,6 @@ def start(
 ) -> EngineServer:
     """Start vllm on ``model`` (EngineError when it is not installed) and wait until it is healthy."""
     check_installed()
-    check_port_free(host, port)
-    return start_server(
-        launch_argv(model, host=host, port=port, args=args),
-        host=host,
-        port=port,
-        model=Path(model),
-        log_path=log_path or default_log_path("vllm", port),
-        health_path=HEALTH_PATH,
-        timeout_s=timeout_s,
-        name="vllm",
-    )
+    argv = launch_argv(model, host=host, port=port, args=args)
+    return start_program("vllm", argv, host=host, port=port, model=model, log_path=log_path,
+                         health_path=HEALTH_PATH, timeout_s=timeout_s)  # fmt: skip
