@@ -13,10 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servelab.engines.process import EngineServer
-from servelab.errors import ConfigError, ServelabError
+import psutil
+
+from servelab.engines import registry
+from servelab.engines.base import Engine
+from servelab.engines.process import EngineServer, free_port
+from servelab.errors import ConfigError, EngineError, ServelabError
 
 Say = Callable[[str], None]
+DEMO_ENGINE = "llama.cpp"
+HOST_GB_S = 20.0  # a nominal host memory bandwidth; step 3 prints memory only, not speed
 
 
 @dataclass(frozen=True)
@@ -44,17 +50,22 @@ class DemoResult:
     report_path: Path | None
 
 
-def find_engine(cfg: DemoConfig, say: Say) -> Path:
-    """Step 1: a llama-server binary, built from source if this machine has none yet."""
-    from servelab.engines.llamacpp.install import find_llama_server, install_llama_cpp
-    from servelab.errors import EngineError
+def demo_engine() -> Engine:
+    """The engine the demo runs: llama.cpp, the one that builds and serves on any machine (through the registry)."""
+    return registry.get_engine(DEMO_ENGINE)
 
-    say("1. engine: looking for llama-server (env, config, then servelab's cache)")
+
+def find_engine(cfg: DemoConfig, say: Say) -> Path:
+    """Step 1: the engine's program, built from source if this machine has none yet."""
+    engine = demo_engine()
+    if engine.installer is None:
+        raise EngineError(f"servelab cannot install {engine.label}, so the demo cannot run it")
+    say(f"1. engine: looking for {engine.label}'s server (env, config, then servelab's cache)")
     try:
-        found = find_llama_server()
+        found = engine.installer.find()
     except EngineError:
         say("   none found: building it from the pinned llama-cpp-python source (about 5 minutes on 2 cores)")
-        found = install_llama_cpp(progress=lambda line: say(f"   {line}"))
+        found = engine.installer.install(cuda=False, progress=lambda line: say(f"   {line}"))
     say(f"   using {found.path} ({found.version})")
     return found.path
 
@@ -70,38 +81,47 @@ def make_hybrid(cfg: DemoConfig, say: Say) -> Path:
 
 
 def plan_launch(model: Path, cfg: DemoConfig, say: Say) -> dict[str, Any]:
-    """Step 3: what the planner expects llama.cpp to allocate, and what it warns about, before launching."""
-    say(f"3. plan: what llama.cpp should allocate for -c {cfg.ctx} -np {cfg.slots}, before anything runs")
+    """Step 3: what the planner expects the engine to allocate, and what it warns about, before launching.
+    The "GPU" is this machine's memory: on the CPU every buffer lives in RAM."""
+    say(
+        f"3. plan: what {demo_engine().label} should allocate for -c {cfg.ctx} -np {cfg.slots}, before anything runs"
+    )
     try:
-        from servelab.engines.llamacpp.memory import llamacpp_memory
+        from servelab.hardware.gpus import with_overrides
         from servelab.model import load_model
+        from servelab.plan.make import make_plan
 
-        memory = llamacpp_memory(load_model(str(model)), n_ctx=cfg.ctx, n_parallel=cfg.slots, n_gpu_layers=0)
+        ram = with_overrides(None, vram_gib=psutil.virtual_memory().total / 2**30, bandwidth_gb_s=HOST_GB_S)
+        plan = make_plan(load_model(str(model)), ram, engine=demo_engine().name, context=cfg.ctx // cfg.slots,
+                         parallel=cfg.slots)  # fmt: skip
     except ServelabError as exc:
         say(f"   planner not available for this model yet ({exc}); skipping")
         return {"available": False}
+    memory = plan.memory_bytes
     say(
-        f"   context per slot {memory.n_ctx_per_slot}, KV {memory.kv_bytes / 2**20:.2f} MiB, "
-        f"state {memory.recurrent_bytes / 2**20:.2f} MiB, weights {memory.model_bytes / 2**20:.2f} MiB"
+        f"   context per slot {plan.context_served}, KV {memory.kv_cache / 2**20:.2f} MiB, "
+        f"state {memory.recurrent_state / 2**20:.2f} MiB, weights {memory.weights / 2**20:.2f} MiB"
     )
-    for warning in memory.warnings:
+    for warning in plan.warnings:
         say(f"   warning: {warning}")
-    return {"available": True, "context_per_slot": memory.n_ctx_per_slot, "warnings": list(memory.warnings)}
+    return {"available": True, "context_per_slot": plan.context_served, "warnings": list(plan.warnings)}
 
 
 def launch(binary: Path, model: Path, args: list[str], cfg: DemoConfig, name: str) -> EngineServer:
-    from servelab.engines.llamacpp.launch import start_llama_server
-
-    return start_llama_server(
-        model, ["-t", str(cfg.threads), *args], binary=binary, log_path=cfg.workdir / f"{name}.log"
-    )
+    """The demo engine on loopback, on a free port, its log in the demo's folder (``binary``: what step 1 found,
+    the one the engine's launcher finds too)."""
+    launcher = demo_engine().launcher
+    if launcher is None:
+        raise EngineError(f"servelab cannot start {demo_engine().label}, so the demo cannot run it")
+    return launcher.start(str(model), ["-t", str(cfg.threads), *args], host="127.0.0.1", port=free_port(),
+                          log_path=cfg.workdir / f"{name}.log", timeout_s=launcher.HEALTH_TIMEOUT_S)  # fmt: skip
 
 
 def verify_launch(server: EngineServer, say: Say) -> dict[str, Any]:
     """Read what the server really got (/props, /slots, /v1/models) and diff it against its command line."""
     from servelab.verify import from_command, verify
 
-    result = verify(server.url, from_command(server.process.argv, engine="llamacpp"))
+    result = verify(server.url, from_command(server.process.argv, engine=demo_engine().name))
     eff = result.effective
     say(f"   the server reports: context per slot {eff.context_per_slot}, slots {eff.slots}")
     for mismatch in result.mismatches:

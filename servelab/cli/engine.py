@@ -1,4 +1,8 @@
-"""`servelab engine install llama.cpp [--cuda] [--llama-server PATH]`: build, find or register llama-server."""
+"""`servelab engine install ENGINE [--cuda] [--binary PATH]`: build, find or register an engine's program.
+
+Which engines servelab installs is the registry's answer (each engine's ``installer``, servelab/engines/base.py);
+today that is llama.cpp's llama-server, built from the pinned llama-cpp-python sdist.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +11,28 @@ from pathlib import Path
 import typer
 
 from servelab.cli.output import print_json, stderr_console, stdout_console
-from servelab.engines.llamacpp.install import LlamaServerBinary, install_llama_cpp, register_llama_server
+from servelab.engines import registry
+from servelab.engines.base import Installed, Installer
 from servelab.errors import ConfigError
 
-INSTALLABLE = ("llama.cpp",)
+HOW = {"build": "built now", "cache": "already built", "config": "registered", "env": "from the environment"}
 
 
-def render(binary: LlamaServerBinary) -> None:
-    how = {
-        "build": "built now",
-        "cache": "already built",
-        "config": "registered",
-        "env": "from the environment",
-    }
+def render(found: Installed) -> None:
     stdout_console().print(
-        f"llama-server: {binary.path}\n{binary.version} ({how.get(binary.source, binary.source)})"
+        f"{found.path.name}: {found.path}\n{found.version} ({HOW.get(found.source, found.source)})"
     )
+
+
+def _installer(name: str) -> Installer:
+    engine = registry.find_engine(name)
+    if engine is None or engine.installer is None:
+        names = ", ".join(e.label for e in registry.installable())
+        raise ConfigError(
+            f"unknown engine {name!r}; servelab installs: {names} "
+            "(sglang and vLLM: `pip install sglang` / `pip install vllm`)"
+        )
+    return engine.installer
 
 
 def register(app: typer.Typer) -> None:
@@ -32,28 +42,28 @@ def register(app: typer.Typer) -> None:
 
     @engine_app.command("install")
     def install(
-        engine: str = typer.Argument(..., help="llama.cpp (sglang and vLLM: install them with pip)."),
+        engine: str = typer.Argument(
+            ...,
+            help=f"{', '.join(e.label for e in registry.installable())} (sglang and vLLM: install them with pip).",
+        ),
         cuda: bool = typer.Option(
             False, "--cuda", help="Build with CUDA for the detected GPU's architecture."
         ),
-        llama_server: Path | None = typer.Option(
+        binary: Path | None = typer.Option(
             None,
+            "--binary",
             "--llama-server",
-            help="Use this existing llama-server binary (a fork too) instead of building.",
+            help="Use this existing engine binary (a llama-server fork too) instead of building.",
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
-        """Build llama-server from the pinned llama-cpp-python sdist (cached), or register an existing binary."""
-        if engine not in INSTALLABLE:
-            raise ConfigError(
-                f"unknown engine {engine!r}; servelab installs: {', '.join(INSTALLABLE)} "
-                "(sglang and vLLM: `pip install sglang` / `pip install vllm`)"
-            )
-        if llama_server is not None:
-            binary = register_llama_server(llama_server)
+        """Build the engine (llama-server: from the pinned llama-cpp-python sdist, cached), or register a binary."""
+        installer = _installer(engine)
+        if binary is not None:
+            found = installer.register(binary)
         else:
             err = stderr_console()
-            binary = install_llama_cpp(
+            found = installer.install(
                 cuda=cuda, progress=lambda line: err.print(f"engine install: {line}", markup=False)
             )
-        print_json(binary) if as_json else render(binary)
+        print_json(found) if as_json else render(found)

@@ -13,6 +13,7 @@ Optional capabilities are ``None`` when the engine lacks them (never discovered 
     cmdline         the command-line reader and writer: recognises(argv), parse(argv, env), expectations(launch),
                     LAUNCH_FORMS, IMAGE_WORDS (container images that run it)
     launcher        start(model, args, host=, port=, log_path=, timeout_s=) -> EngineServer; HEALTH_TIMEOUT_S
+    installer       find(), install(cuda=, progress=), register(path) -> Installed (``servelab engine install``)
     planner         ``Planner``: memory rules + planner adapter + efficiency figures
     signatures      the package holding ``signatures.yaml`` (known log lines, see diagnose/signatures)
     environment     ENV_SWITCHES (variables that degrade it), p2p_cache_glob(env, cache_home)
@@ -112,6 +113,27 @@ class Launcher(Protocol):
     ) -> EngineServer: ...
 
 
+class Installed(Protocol):
+    """An engine program servelab found, built or registered."""
+
+    @property
+    def path(self) -> Path: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def source(self) -> str: ...  # "env", "config", "cache" or "build"
+
+
+class Installer(Protocol):
+    """How servelab gets the engine's program onto this machine (``servelab engine install``)."""
+
+    def find(self) -> Installed: ...  # EngineError saying how to install when there is none
+
+    def install(self, *, cuda: bool, progress: Callable[[str], None]) -> Installed: ...
+
+    def register(self, path: Path) -> Installed: ...  # an existing binary (a fork too), checked first
+
+
 class Environment(Protocol):
     """Environment variables the engine reads that change what it does, and its P2P-test cache."""
 
@@ -170,6 +192,7 @@ class Engine:
     )
     cmdline: CommandLine | None = None
     launcher: Launcher | None = None
+    installer: Installer | None = None
     planner: Planner | None = None
     signatures: str | None = None  # the package whose signatures.yaml lists its known log lines
     environment: Environment | None = None

@@ -16,7 +16,17 @@ from servelab.engines.sglang.engine import ENGINE as SGLANG
 from servelab.engines.vllm.engine import ENGINE as VLLM
 from servelab.errors import ConfigError
 
-__all__ = ["REGISTRY", "engines", "fallback", "find_engine", "get_engine", "launchable", "names", "planned"]
+__all__ = [
+    "REGISTRY",
+    "engines",
+    "fallback",
+    "find_engine",
+    "get_engine",
+    "installable",
+    "launchable",
+    "names",
+    "planned",
+]
 
 REGISTRY: tuple[Engine, ...] = (LLAMACPP, SGLANG, VLLM, OLLAMA, OPENAI)
 
@@ -56,6 +66,11 @@ def fallback() -> Engine:
 def planned() -> tuple[Engine, ...]:
     """The engines ``servelab plan`` has allocation rules for."""
     return tuple(e for e in REGISTRY if e.planner is not None)
+
+
+def installable() -> tuple[Engine, ...]:
+    """The engines ``servelab engine install`` can build, find or register."""
+    return tuple(e for e in REGISTRY if e.installer is not None)
 
 
 def launchable() -> tuple[Engine, ...]:

@@ -10,6 +10,7 @@ from servelab.engines.llamacpp import (
     bench_extras,
     cmdline,
     endpoints,
+    install,
     launch,
     logparse,
     planner,
@@ -31,6 +32,7 @@ ENGINE = Engine(
     image=IMAGE,
     cmdline=cmdline,
     launcher=launch,
+    installer=install,
     planner=Planner(
         plan=planner.plan,
         weight_formats="gguf",

@@ -103,6 +103,19 @@ def find_llama_server(
     )
 
 
+def find() -> LlamaServerBinary:
+    """The installer contract (servelab/engines/base.py): the llama-server servelab would use."""
+    return find_llama_server()
+
+
+def install(*, cuda: bool, progress: Callable[[str], None]) -> LlamaServerBinary:
+    return install_llama_cpp(cuda=cuda, progress=progress)
+
+
+def register(path: Path) -> LlamaServerBinary:
+    return register_llama_server(path)
+
+
 def register_llama_server(path: Path | str, config_dir: Path | None = None) -> LlamaServerBinary:
     """Check ``path`` and record it as ``llama_server`` in config.toml (other settings are kept)."""
     path = Path(path).expanduser().resolve()
