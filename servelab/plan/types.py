@@ -1,10 +1,13 @@
-"""The planner's result types. `PlanSet` is what `servelab plan --json` prints and `load_plan` reads back."""
+"""The planner's result types. `PlanSet` is what `servelab plan --json` prints; `Plan.from_json` reads one
+complete entry back (`plan.saved` has the partial form the readers of plan files use)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from servelab.plan.parallel import TensorParallelCost
+from servelab.plan.typed_json import from_json
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,12 @@ class Plan:
     command: tuple[str, ...] = ()
     command_line: str = ""
     warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object], where: str = "plan") -> Plan:
+        """A complete entry of `servelab plan --json` (every field without a default, nested values typed);
+        a missing field or a wrong type is a one-line ConfigError naming it (`where` prefixes the name)."""
+        return from_json(cls, data, where)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from servelab.diagnose.bound import BoundAnalysis, analyse_bound
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import find_gpu
-from servelab.report.data import Bill, EngineSummary, as_dict, as_number
+from servelab.plan.saved import SavedCeilings, SavedPlan
+from servelab.report.data import Bill, EngineSummary, as_number
 from servelab.report.power_levels import LevelPower, ServingPower, readings, serving_power
 from servelab.report.tables import TableData, fmt
 
@@ -68,8 +69,8 @@ def burn_power(doctor: dict | None) -> tuple[float | None, str | None]:
 
 def card_bandwidth(bill: Bill) -> tuple[float | None, str | None]:
     """GB/s of the plan's GPU (hardware catalog), else of the first GPU doctor found in the catalog."""
-    name = (bill.plan_context or {}).get("gpu")
-    if isinstance(name, str) and name:
+    name = bill.plan_gpu
+    if name:
         try:
             return find_gpu(name).bandwidth_gb_s, None
         except ConfigError:
@@ -85,15 +86,17 @@ def card_bandwidth(bill: Bill) -> tuple[float | None, str | None]:
                   "--gpu NAME from the catalog, or pass --doctor FILE from the GPU machine.")  # fmt: skip
 
 
-def plan_bytes_per_token(plan: dict | None, bandwidth_gb_s: float | None) -> tuple[float | None, str | None]:
+def plan_bytes_per_token(
+    plan: SavedPlan | None, bandwidth_gb_s: float | None
+) -> tuple[float | None, str | None]:
     """Bytes one decode step reads at short context: bandwidth / the plan's memory-bound decode ceiling."""
     if plan is None:
         return None, "No bytes per token: pass --plan FILE (the output of `servelab plan --json`)."
-    ceilings = as_dict(plan.get("decode_ceiling_tok_s"))
-    ceiling = as_number(ceilings.get("short"))
+    ceilings = plan.decode_ceiling_tok_s or SavedCeilings()
+    ceiling = ceilings.short
     if not ceiling or ceiling <= 0:
         return None, "The plan gives no short-context decode ceiling, so bytes per token are unknown."
-    if ceilings.get("bound", "memory") != "memory":
+    if (ceilings.bound or "memory") != "memory":
         return (
             None,
             "The plan's decode ceiling is compute-bound, so it does not give the bytes read per token.",

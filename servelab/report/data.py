@@ -1,7 +1,8 @@
-"""Data assembly for the bill: stored runs plus optional plan / doctor / spec JSON files, as plain values.
+"""Data assembly for the bill: stored runs plus an optional plan document and doctor / spec JSON files.
 
-Pure: takes loaded runs and parsed JSON, returns a `Bill`. Rendering (HTML, Markdown, terminal) reads only
-the `Bill`. A section whose input is absent carries a note saying what to pass to get it.
+Pure: takes loaded runs, the typed plan document (`plan.io.load_plan`) and parsed JSON, returns a `Bill`.
+Rendering (HTML, Markdown, terminal) reads only the `Bill`. A section whose input is absent carries a note
+saying what to pass to get it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from servelab.engines import registry
 from servelab.engines.base import LogMemory
 from servelab.errors import ConfigError
 from servelab.plan.io import read_json_object
+from servelab.plan.saved import PlanDocument, SavedCeilings, SavedMemory, SavedPlan
 from servelab.report.compare import workload_warnings
 from servelab.report.levels import LevelFigures, all_level_figures
 from servelab.store import RunInfo, StoredRun
@@ -60,8 +62,9 @@ class Bill:
     run_ids: tuple[str, ...]
     engines: tuple[EngineSummary, ...]
     warnings: tuple[str, ...]
-    plan: dict | None  # one plan entry of `servelab plan --json` (memory_bytes, decode_ceiling_tok_s, …)
-    plan_context: dict | None  # model and gpu of that plan
+    plan: SavedPlan | None  # the plan entry the runs are held against (memory_bytes, decode_ceiling_tok_s, …)
+    plan_model: str | None  # model and gpu of the plan document it is from
+    plan_gpu: str | None
     doctor: dict | None  # `servelab doctor --json`
     spec: dict | None  # `servelab spec --json`
     invalid_levels: dict[tuple[str, int, str], str] = field(
@@ -73,31 +76,41 @@ class Bill:
     power_rows: dict[str, tuple[dict, ...]] = field(default_factory=dict)  # run id -> its "gpu_power" samples
 
     @property
+    def plan_ceilings(self) -> SavedCeilings:
+        """The plan's decode ceilings; every figure None without a plan or where the plan omits it."""
+        return (self.plan.decode_ceiling_tok_s if self.plan else None) or SavedCeilings()
+
+    @property
+    def planned_context(self) -> int | None:
+        return self.plan.context if self.plan else None
+
+    @property
+    def plan_memory(self) -> SavedMemory | None:
+        return self.plan.memory_bytes if self.plan else None
+
+    @property
     def ceiling_short_tok_s(self) -> float | None:
-        return as_number((self.plan or {}).get("decode_ceiling_tok_s", {}).get("short"))
+        return self.plan_ceilings.short
 
     @property
     def ceiling_full_tok_s(self) -> float | None:
-        return as_number((self.plan or {}).get("decode_ceiling_tok_s", {}).get("full_context"))
+        return self.plan_ceilings.full_context
 
     @property
     def short_context_tokens(self) -> int:
         """The context the plan's "short" ceiling is for (0 when the plan does not say)."""
-        value = (self.plan or {}).get("decode_ceiling_tok_s", {}).get("short_context")
-        return value if isinstance(value, int) and value >= 0 else 0
+        value = self.plan_ceilings.short_context
+        return value if value is not None and value >= 0 else 0
 
     @property
     def batch_ceilings_tok_s(self) -> dict[int, float]:
         """The plan's aggregate decode ceiling per batch size (concurrency), where it gives one."""
-        rows = (self.plan or {}).get("decode_batch_tok_s")
-        rows = rows if isinstance(rows, list) else []
-        return {int(r["batch"]): float(r["aggregate_tok_s"]) for r in rows if isinstance(r, dict)
-                and isinstance(r.get("batch"), int) and isinstance(r.get("aggregate_tok_s"), int | float)}  # fmt: skip
+        rows = (self.plan.decode_batch_tok_s if self.plan else None) or ()
+        return {row.batch: row.aggregate_tok_s for row in rows}
 
     @property
     def planned_total_bytes(self) -> int | None:
-        total = (self.plan or {}).get("memory_bytes", {}).get("total")
-        return int(total) if isinstance(total, int | float) else None
+        return self.plan_memory.total if self.plan_memory else None
 
 
 def as_number(value: object) -> float | None:
@@ -115,17 +128,15 @@ def read_json_file(path: Path, what: str) -> dict:
     return read_json_object(path, f"--{what}", f"expected the output of `servelab {what} --json`")
 
 
-def pick_plan(plan_doc: dict | None, engines: tuple[str, ...]) -> tuple[dict | None, dict | None]:
-    """The plan entry to hold the runs against: the first that fits, preferring the first run's engine."""
+def pick_plan(plan_doc: PlanDocument | None, engines: tuple[str, ...]) -> SavedPlan | None:
+    """The plan entry to hold the runs against: the first that fits (an entry that does not say is taken
+    to fit), preferring the first run's engine."""
     if plan_doc is None:
-        return None, None
-    listed = plan_doc.get("plans")
-    plans = [p for p in (listed if isinstance(listed, list) else [plan_doc]) if isinstance(p, dict)]
-    fitting = [p for p in plans if p.get("fits", True)] or plans
-    preferred = [p for p in fitting if engines and p.get("engine") == engines[0]]
+        return None
+    fitting = [p for p in plan_doc.plans if p.fits is not False] or list(plan_doc.plans)
+    preferred = [p for p in fitting if engines and p.engine == engines[0]]
     candidates = preferred or fitting
-    chosen = candidates[0] if candidates else None
-    return chosen, {"model": plan_doc.get("model"), "gpu": plan_doc.get("gpu")}
+    return candidates[0] if candidates else None
 
 
 def _effective_context(info: dict) -> int | None:
@@ -192,7 +203,7 @@ def engine_summaries(runs: list[StoredRun]) -> tuple[EngineSummary, ...]:
 
 def assemble(
     runs: list[StoredRun],
-    plan_doc: dict | None = None,
+    plan_doc: PlanDocument | None = None,
     doctor: dict | None = None,
     spec: dict | None = None,
     server_logs: list[tuple[str, str]] | None = None,
@@ -200,12 +211,13 @@ def assemble(
     """Everything the bill shows, from loaded runs and the parsed optional files; `server_logs` are
     (name, text) of each target's server log, in target order, for the memory it really allocated."""
     engines = memory_from_logs(engine_summaries(runs), server_logs or [])
-    plan, plan_context = pick_plan(plan_doc, tuple(e.engine for e in engines))
+    plan = pick_plan(plan_doc, tuple(e.engine for e in engines))
+    model, gpu = (plan_doc.model, plan_doc.gpu) if plan_doc else (None, None)
     warnings = tuple(workload_warnings(runs)) if runs else ()
     invalid = {(run.id, lv.target_index, lv.level): lv.invalid_reason or ""
                for run in runs for lv in run.levels if not lv.valid}  # fmt: skip
     partial = tuple(run.id for run in runs if run.info.partial)
     workloads = tuple(as_dict(r.meta.get("workload")) for r in runs)
     power = {r.id: tuple(r.samples.get("gpu_power", ())) for r in runs}
-    return Bill(tuple(r.id for r in runs), engines, warnings, plan, plan_context, doctor, spec, invalid, partial,
+    return Bill(tuple(r.id for r in runs), engines, warnings, plan, model, gpu, doctor, spec, invalid, partial,
                 tuple(r.info for r in runs), workloads, power)  # fmt: skip

@@ -62,12 +62,11 @@ def _ceiling_para(bill: Bill) -> Para:
         return Para(
             "No plan given, so no ceilings: pass --plan FILE (the output of `servelab plan --json`).", "note"
         )
-    where = " on ".join(
-        str(v) for v in ((bill.plan_context or {}).get("model"), (bill.plan_context or {}).get("gpu")) if v
-    )
-    short, full = bill.ceiling_short_tok_s, bill.ceiling_full_tok_s
-    return Para(f"Plan{' for ' + where if where else ''}: {bill.plan.get('engine', '?')}, {bill.plan.get('quant', '?')}, "
-                f"context {bill.plan.get('context', '?')}; decode ceiling {tables.fmt(short)} tok/s short, "
+    where = " on ".join(v for v in (bill.plan_model, bill.plan_gpu) if v)
+    short, full, plan = bill.ceiling_short_tok_s, bill.ceiling_full_tok_s, bill.plan
+    context = "?" if plan.context is None else plan.context
+    return Para(f"Plan{' for ' + where if where else ''}: {plan.engine or '?'}, {plan.quant or '?'}, "
+                f"context {context}; decode ceiling {tables.fmt(short)} tok/s short, "
                 f"{tables.fmt(full)} tok/s at full context.")  # fmt: skip
 
 

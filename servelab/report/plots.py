@@ -115,8 +115,8 @@ def latency_percentiles(bill: Bill) -> Plot:
 
 def _ceiling_curve(bill: Bill, max_context: float) -> tuple[np.ndarray, np.ndarray] | None:
     """tok/s ceiling vs context (see `verdict.ceiling_at`)."""
-    context = (bill.plan or {}).get("context")
-    if ceiling_at(bill, 0) is None or not isinstance(context, int):
+    context = bill.planned_context
+    if ceiling_at(bill, 0) is None or context is None:
         return None
     xs = np.linspace(0, max(context, max_context), 200)
     return xs, np.array([ceiling_at(bill, x) for x in xs])
@@ -171,33 +171,29 @@ def _y_top(values: list[float], ceiling: float | None) -> float:
     return max(bulk, ceiling or 0.0) * 1.3
 
 
-MEMORY_PARTS = ("weights", "kv_cache", "recurrent_state", "activations", "runtime")
-
-
 def memory_breakdown(bill: Bill) -> Plot:
     key, title = "memory", "Memory: planned breakdown and measured use"
-    memory = (bill.plan or {}).get("memory_bytes")
-    if not isinstance(memory, dict):
+    memory = bill.plan_memory
+    if memory is None:
         return Plot(key, title, None, "no plan: pass --plan FILE (the output of `servelab plan --json`)")
-    total = float(memory.get("total") or sum(float(memory.get(p) or 0) for p in MEMORY_PARTS))
+    planned = {"weights": memory.weights, "kv_cache": memory.kv_cache, "recurrent_state": memory.recurrent_state,
+               "activations": memory.activations, "runtime": memory.runtime}  # fmt: skip
+    parts = {part: float(part_bytes or 0) for part, part_bytes in planned.items()}
+    total = float(memory.total or sum(parts.values()))
     unit, scale = ("GiB", GIB) if total >= GIB else ("MiB", 1024**2)
     with styled():
         figure = new_figure(6.4, 3.0)
         ax = figure.add_subplot()
         left = 0.0
-        for i, part in enumerate(MEMORY_PARTS):
-            size = float(memory.get(part) or 0) / scale
+        for i, (part, part_bytes) in enumerate(parts.items()):
+            size = part_bytes / scale
             ax.barh(["plan"], [size], left=left, color=f"C{i}", label=f"{part} {size:.2f} {unit}")
             left += size
         for engine in bill.engines:
             if engine.memory_used_bytes is not None:
                 ax.barh([plain(engine.label)], [engine.memory_used_bytes / scale], color="#64748b")
-        if (
-            isinstance(memory.get("capacity"), int | float)
-            and memory["capacity"]
-            and memory["capacity"] < 4 * total
-        ):
-            ax.axvline(memory["capacity"] / scale, color=INK, linestyle="--", label="capacity")
+        if memory.capacity and memory.capacity < 4 * total:
+            ax.axvline(memory.capacity / scale, color=INK, linestyle="--", label="capacity")
         ax.set_xlabel(f"memory ({unit})")
         figure.legend(fontsize=7, loc="outside lower center", ncols=3)
         return Plot(key, title, figure_svg(figure, key, title))

@@ -76,9 +76,9 @@ def memory_starved(bill: Bill) -> Verdict:
             sentence += f" (plan: {fmt_bytes(bill.planned_total_bytes)})"
         return Verdict("memory-starved", best.label, sentence + ".")
     if bill.plan is not None and bill.planned_total_bytes:
-        capacity = (bill.plan.get("memory_bytes") or {}).get("capacity")
-        room = f" of {fmt_bytes(capacity)}" if isinstance(capacity, int | float) and capacity else ""
-        quant = bill.plan.get("quant", "the planned quantization")
+        capacity = bill.plan_memory.capacity if bill.plan_memory else None
+        room = f" of {fmt_bytes(capacity)}" if capacity else ""
+        quant = bill.plan.quant or "the planned quantization"
         return Verdict("memory-starved", None, f"No run recorded memory used; the plan puts {quant} at "
                        f"{fmt_bytes(bill.planned_total_bytes)}{room}.")  # fmt: skip
     return Verdict("memory-starved", None,
@@ -103,9 +103,9 @@ def speculative(bill: Bill) -> Verdict | None:
 
 def ceiling_at(bill: Bill, context_tokens: float) -> float | None:
     """The plan's decode ceiling at a context: bytes per token grow linearly from short to full context."""
-    short, full, planned = bill.ceiling_short_tok_s, bill.ceiling_full_tok_s, (bill.plan or {}).get("context")
+    short, full, planned = bill.ceiling_short_tok_s, bill.ceiling_full_tok_s, bill.planned_context
     start = bill.short_context_tokens
-    if not short or not full or not isinstance(planned, int) or planned <= start:
+    if not short or not full or planned is None or planned <= start:
         return None
     return 1 / (1 / short + (1 / full - 1 / short) * (context_tokens - start) / (planned - start))
 
@@ -127,8 +127,8 @@ def longest_context(bill: Bill) -> Verdict | None:
 
 def long_context(bill: Bill, engine: EngineSummary) -> str | None:
     """The usable context an engine really got, against the plan's context."""
-    planned = (bill.plan or {}).get("context")
-    if engine.usable_context is None or not isinstance(planned, int):
+    planned = bill.planned_context
+    if engine.usable_context is None or planned is None:
         return None
     if engine.usable_context < planned:
         return (f"{engine.label} got {engine.usable_context} tokens of context per request, "

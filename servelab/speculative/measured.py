@@ -9,6 +9,7 @@ from servelab.bench.level_key import Level
 from servelab.bench.summary import summarize_records
 from servelab.errors import ConfigError
 from servelab.plan.io import load_plan
+from servelab.plan.saved import SavedMemory, SavedPlan
 
 if TYPE_CHECKING:
     from servelab.store import StoredRun
@@ -53,14 +54,14 @@ def draft_cost_from_plans(target_plan: Path, draft_plan: Path | None = None) -> 
     weights over its text weights (decode is bandwidth-bound). The lm_head pass an MTP draft also makes is
     not in that ratio; give --draft-cost to include it.
     """
-    target = load_plan(target_plan, flag="--plan")["plans"][0]
+    target = load_plan(target_plan, flag="--plan").plans[0]
     if draft_plan is not None:
-        draft = load_plan(draft_plan, flag="--draft-plan")["plans"][0]
+        draft = load_plan(draft_plan, flag="--draft-plan").plans[0]
         target_tok_s = _short_ceiling(target, f"--plan {target_plan}")
         draft_tok_s = _short_ceiling(draft, f"--draft-plan {draft_plan}")
         return target_tok_s / draft_tok_s, f"plans: decode ceilings {target_tok_s:g} / {draft_tok_s:g} tok/s"
-    memory = target.get("memory_bytes") or {}
-    mtp, text = memory.get("weights_mtp") or 0, memory.get("weights_text") or 0
+    memory = target.memory_bytes or SavedMemory()
+    mtp, text = memory.weights_mtp or 0, memory.weights_text or 0
     if mtp <= 0 or text <= 0:
         raise ConfigError(
             f"--plan {target_plan}: plans[0] has no draft (MTP) weights; pass --draft-plan DRAFT.json (a plan of the draft "
@@ -69,8 +70,8 @@ def draft_cost_from_plans(target_plan: Path, draft_plan: Path | None = None) -> 
     return mtp / text, f"plan: MTP weights / text weights ({mtp:,} / {text:,} bytes)"
 
 
-def _short_ceiling(plan: dict, where: str) -> float:
-    ceiling = (plan.get("decode_ceiling_tok_s") or {}).get("short")
-    if not isinstance(ceiling, int | float) or isinstance(ceiling, bool) or ceiling <= 0:
+def _short_ceiling(plan: SavedPlan, where: str) -> float:
+    ceiling = plan.decode_ceiling_tok_s.short if plan.decode_ceiling_tok_s else None
+    if ceiling is None or ceiling <= 0:
         raise ConfigError(f"{where}: plans[0] has no positive decode_ceiling_tok_s.short")
-    return float(ceiling)
+    return ceiling

@@ -121,21 +121,23 @@ def from_plan(path: Path) -> Asked:
     A hand-written plan needs only what it expects (``{"plans": [{"context": 8192}]}``); one whose
     plans[0] names nothing verify can check is a ConfigError.
     """
-    first = load_plan(path, flag="--plan", required=())["plans"][0]
-    engine = _engine_name(first.get("engine"))
+    first = load_plan(path, flag="--plan", required=()).plans[0]
+    engine = _engine_name(first.engine)
     asked = Asked(engine=engine)
-    command = first.get("command") or first.get("argv")
+    command = list(first.command) if isinstance(first.command, tuple) else first.command
     if command and engine in cmdlines():
         asked = from_command(command, engine=engine, source="--plan")
     # the plan's "model" is a display name (a GGUF's general.name); the command's -m / --model-path says what loads
-    keys = ("context", "slots", "kv_dtype") + (() if "model" in asked.values else ("model",))
-    values = {k: first[k] for k in keys if first.get(k) is not None}
+    planned = {"context": first.context, "slots": first.slots, "kv_dtype": first.kv_dtype}
+    if "model" not in asked.values:
+        planned["model"] = first.model
+    values = {k: v for k, v in planned.items() if v is not None}
     if not values and not asked.values and engine is None:
         raise ConfigError(f"--plan {path}: plans[0] gives nothing verify can check "
                           "(engine, context, slots, kv_dtype, model or command)")  # fmt: skip
     return asked.merged(Asked(values, dict.fromkeys(values, "--plan"), engine))
 
 
-def _engine_name(value: Any) -> str | None:
-    found = registry.find_engine(str(value or ""))
+def _engine_name(value: str | None) -> str | None:
+    found = registry.find_engine(value or "")
     return found.name if found is not None and found.cmdline is not None else None

@@ -191,7 +191,7 @@ def test_saved_plan_reads_back_for_verify_and_report(tmp_path: Path, capsys) -> 
     )
     assert "plan saved" in capsys.readouterr().err
     doc = load_plan(path)
-    assert doc["plans"][0]["engine"] == "llamacpp"
+    assert doc.plans[0].engine == "llamacpp"
     asked = from_plan(path)  # the verify command's reader understands our file
     assert asked.engine == "llamacpp"
 

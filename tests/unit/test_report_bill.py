@@ -10,6 +10,7 @@ import pytest
 
 from servelab.bench.level_key import Level
 from servelab.errors import ConfigError
+from servelab.plan.io import plan_document
 from servelab.report import assemble, render_report
 from servelab.report.levels import level_figures, request_figures
 from servelab.report.markdown import md_text
@@ -60,8 +61,8 @@ def test_level_figures_count_failures_and_evictions_and_skip_warmup() -> None:
 
 
 def test_the_plan_entry_that_fits_for_the_runs_engine_gives_the_ceilings(tmp_path: Path) -> None:
-    bill = assemble([_run(tmp_path)], PLAN)
-    assert bill.plan["quant"] == "q8_0"
+    bill = assemble([_run(tmp_path)], plan_document(PLAN))
+    assert bill.plan is not None and bill.plan.quant == "q8_0"
     assert (bill.ceiling_short_tok_s, bill.planned_total_bytes) == (200.0, 4 * GIB)
     single = next(v for v in verdicts(bill) if v.scenario == "single user")
     assert single.sentence == (
@@ -73,7 +74,7 @@ def test_the_plan_entry_that_fits_for_the_runs_engine_gives_the_ceilings(tmp_pat
 
 
 def test_the_longest_single_stream_context_is_held_against_the_ceiling_there(tmp_path: Path) -> None:
-    bill = assemble([_run(tmp_path)], PLAN)
+    bill = assemble([_run(tmp_path)], plan_document(PLAN))
     # context = 32 prompt + 16/2 output = 40 tokens; ceiling = 1 / (1/200 + (1/100 − 1/200) · 40/4096)
     expected_ceiling = 1 / (1 / 200 + (1 / 100 - 1 / 200) * 40 / 4096)
     (verdict,) = [v for v in verdicts(bill) if v.scenario == "against the ceiling"]
@@ -85,7 +86,7 @@ def test_batch_ceilings_and_the_short_context_of_the_plan_are_used(tmp_path: Pat
     plan = {"plans": [{**PLAN["plans"][1], "context": 4136,
                        "decode_ceiling_tok_s": {"short": 200.0, "full_context": 100.0, "short_context": 40},
                        "decode_batch_tok_s": [{"batch": 1, "aggregate_tok_s": 200.0}, {"batch": 4, "aggregate_tok_s": 500.0}]}]}  # fmt: skip
-    bill = assemble([_run(tmp_path)], plan)
+    bill = assemble([_run(tmp_path)], plan_document(plan))
     assert bill.batch_ceilings_tok_s == {1: 200.0, 4: 500.0}
     (ceiling,) = [v for v in verdicts(bill) if v.scenario == "against the ceiling"]
     assert (
@@ -118,7 +119,7 @@ LLAMA_SERVER_LOG = """0.00.024.562 I load_tensors:   CPU_Mapped model buffer siz
 
 
 def test_a_server_log_gives_the_memory_really_allocated(tmp_path: Path) -> None:
-    bill = assemble([_run(tmp_path)], PLAN, server_logs=[("server.log", LLAMA_SERVER_LOG)])
+    bill = assemble([_run(tmp_path)], plan_document(PLAN), server_logs=[("server.log", LLAMA_SERVER_LOG)])
     assert bill.engines[0].memory_used_bytes == round(2.75 * 2**20) + 2 * 2**20 + round(3.26 * 2**20)
     memory = next(v for v in verdicts(bill) if v.scenario == "memory-starved")
     assert (
@@ -177,7 +178,7 @@ def test_a_partial_run_says_so(tmp_path: Path) -> None:
 
 def test_html_is_well_formed_and_escapes_what_servers_return(tmp_path: Path) -> None:
     run = _run(tmp_path, model="<script>alert(1)</script>")
-    html, extra = render_report(assemble([run], PLAN, doctor={"findings": [
+    html, extra = render_report(assemble([run], plan_document(PLAN), doctor={"findings": [
         {"severity": "critical", "title": "<img src=x onerror=alert(2)>", "fix": "x"}]}), "html")  # fmt: skip
     assert extra == {}
     assert "<script" not in html and "<img" not in html
@@ -218,7 +219,7 @@ def test_commands_in_backticks_are_code_and_a_backticked_server_string_stays_tex
 
 
 def test_markdown_links_plots_written_as_standalone_svg(tmp_path: Path) -> None:
-    text, files = render_report(assemble([_run(tmp_path)], PLAN), "md", plot_dir="bill_plots")
+    text, files = render_report(assemble([_run(tmp_path)], plan_document(PLAN)), "md", plot_dir="bill_plots")
     assert "![Aggregate output throughput vs concurrency](bill_plots/aggregate-throughput.svg)" in text
     assert set(files) >= {
         "bill_plots/aggregate-throughput.svg",

@@ -16,6 +16,7 @@ from servelab.cli.app import main
 from servelab.diagnose.burn import BurnResult
 from servelab.diagnose.doctor import run_doctor
 from servelab.diagnose.probe import RecordedProbe
+from servelab.plan.io import plan_document
 from servelab.report import assemble, render_report
 from servelab.report.bound import power_bounds
 from servelab.report.markdown import md_text
@@ -83,7 +84,7 @@ def _texts(section: Section, kind: str = "text") -> list[str]:
 
 
 def test_a_third_of_the_burn_near_the_bandwidth_ceiling_is_bandwidth_bound(tmp_path: Path) -> None:
-    bill = assemble([_run(tmp_path, _ladder_rows())], PLAN, _doctor(tmp_path, _burn()))
+    bill = assemble([_run(tmp_path, _ladder_rows())], plan_document(PLAN), _doctor(tmp_path, _burn()))
     _, (bound,) = power_bounds(bill)
     a = bound.analysis
     assert a.verdict == "bandwidth-bound"
@@ -109,7 +110,9 @@ def test_a_third_of_the_burn_near_the_bandwidth_ceiling_is_bandwidth_bound(tmp_p
 
 
 def test_serving_at_the_burn_power_is_compute_or_power_bound(tmp_path: Path) -> None:
-    bill = assemble([_run(tmp_path, _power_rows([420.0, 430.0]))], PLAN, _doctor(tmp_path, _burn(450.0)))
+    bill = assemble(
+        [_run(tmp_path, _power_rows([420.0, 430.0]))], plan_document(PLAN), _doctor(tmp_path, _burn(450.0))
+    )
     _, (bound,) = power_bounds(bill)
     assert bound.analysis.verdict == "compute/power-bound"
     assert bound.analysis.power_fraction == pytest.approx(425 / 450)
@@ -129,11 +132,11 @@ def test_missing_inputs_each_name_the_flag_that_supplies_them(tmp_path: Path) ->
 
 def test_a_doctor_file_without_a_burn_or_with_a_skipped_one_says_so(tmp_path: Path) -> None:
     run = _run(tmp_path, _power_rows([150.0]))
-    no_burn = _texts(_section(assemble([run], PLAN, _doctor(tmp_path, None))), "note")
+    no_burn = _texts(_section(assemble([run], plan_document(PLAN), _doctor(tmp_path, None))), "note")
     assert no_burn == ["The doctor file has no burn: run `servelab doctor --burn --json` on the GPU machine and "
                        "pass it with --doctor FILE."]  # fmt: skip
     skipped = BurnResult(status="skipped", reason="neither torch nor cupy is installed")
-    section = _section(assemble([run], PLAN, _doctor(tmp_path, skipped)))
+    section = _section(assemble([run], plan_document(PLAN), _doctor(tmp_path, skipped)))
     assert any("skipped: neither torch nor cupy is installed" in n for n in _texts(section, "note"))
     (sentence,) = _texts(section)  # the bandwidth half still stands: 89% of the card is bandwidth-bound
     assert "bandwidth-bound" in sentence and "900 GB/s" in sentence and "power fraction unknown" in sentence
@@ -141,7 +144,7 @@ def test_a_doctor_file_without_a_burn_or_with_a_skipped_one_says_so(tmp_path: Pa
 
 def test_a_custom_plan_gpu_takes_the_bandwidth_doctor_found(tmp_path: Path) -> None:
     plan = {**PLAN, "gpu": "custom"}  # the recorded RTX 3090: 936 GB/s in the catalog
-    bill = assemble([_run(tmp_path, _power_rows([150.0]))], plan, _doctor(tmp_path, _burn()))
+    bill = assemble([_run(tmp_path, _power_rows([150.0]))], plan_document(plan), _doctor(tmp_path, _burn()))
     _, (bound,) = power_bounds(bill)
     assert bound.analysis.bandwidth_gb_s == pytest.approx(936.0)
     assert bound.analysis.achieved_bandwidth_gb_s == pytest.approx(936.0 / 112 * 100)
@@ -149,7 +152,7 @@ def test_a_custom_plan_gpu_takes_the_bandwidth_doctor_found(tmp_path: Path) -> N
 
 def test_the_section_reaches_markdown_and_escaped_html(tmp_path: Path) -> None:
     run = _run(tmp_path, _power_rows([150.0]), model="<script>alert(1)</script>")
-    bill = assemble([run], PLAN, _doctor(tmp_path, _burn()))
+    bill = assemble([run], plan_document(PLAN), _doctor(tmp_path, _burn()))
     html, _ = render_report(bill, "html")
     assert 'id="power"' in html and "<script>" not in html and "&lt;script&gt;alert(1)" in html
     assert "150 W of the burn's 450 W" in html
@@ -207,7 +210,7 @@ def test_power_alone_is_shown_but_undetermined_and_each_missing_flag_is_named_on
 
 
 def test_each_level_gets_its_power_and_energy_per_output_token(tmp_path: Path) -> None:
-    bill = assemble([_run(tmp_path, _ladder_rows())], PLAN, _doctor(tmp_path, _burn()))
+    bill = assemble([_run(tmp_path, _ladder_rows())], plan_document(PLAN), _doctor(tmp_path, _burn()))
     _, (bound,) = power_bounds(bill)
     tok_s = {lv.label: lv.aggregate_tok_s for lv in bill.engines[0].levels}
     got = [(p.level, p.samples, p.gpus, p.mean_power_w, p.joules_per_token) for p in bound.levels]
@@ -236,13 +239,13 @@ def test_each_target_of_a_run_takes_its_own_single_stream_power(tmp_path: Path) 
     rows = [*_power_rows([150.0]), *_power_rows([400.0], "c=2"), *_power_rows([210.0], "c=1", target=1)]
     with Store.open(db) as store:
         store.add_samples(run_id, "gpu_power", rows)
-        bill = assemble([store.load_run(run_id)], PLAN)
+        bill = assemble([store.load_run(run_id)], plan_document(PLAN))
     got = [(b.power_level, b.analysis.serving_power_w, b.samples) for b in power_bounds(bill)[1]]
     assert got == [("c=1", pytest.approx(150.0), 1), ("c=1", pytest.approx(210.0), 1)]
 
 
 def test_without_single_stream_samples_the_power_spans_the_levels_and_says_so(tmp_path: Path) -> None:
-    bill = assemble([_run(tmp_path, _power_rows([300.0, 320.0], "c=2"))], PLAN)
+    bill = assemble([_run(tmp_path, _power_rows([300.0, 320.0], "c=2"))], plan_document(PLAN))
     _, (bound,) = power_bounds(bill)
     assert (bound.power_level, bound.analysis.serving_power_w) == (None, pytest.approx(310.0))
     note = "llamacpp · tiny-test-model has no power samples at concurrency 1: serving power is the mean over all its levels."
@@ -253,7 +256,7 @@ def test_an_old_run_without_levels_on_its_samples_still_renders_averaged_over_al
     tmp_path: Path,
 ) -> None:
     rows = _power_rows([140.0, 160.0, 150.0], None) + _power_rows([300.0, 320.0], None)
-    bill = assemble([_run(tmp_path, rows)], PLAN, _doctor(tmp_path, _burn()))
+    bill = assemble([_run(tmp_path, rows)], plan_document(PLAN), _doctor(tmp_path, _burn()))
     _, (bound,) = power_bounds(bill)
     assert (bound.power_level, bound.samples, bound.levels) == (None, 5, ())
     assert bound.analysis.serving_power_w == pytest.approx(214.0)  # as before the labels: all five samples
