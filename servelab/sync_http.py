@@ -5,11 +5,16 @@ One error mapping for all of them: a status code is an answer (``Answer.status``
 that cannot be reached (refused, timed out, reset, not speaking HTTP) is a TargetError naming the URL without
 credentials; a URL urllib cannot use is a ConfigError. Loopback hosts bypass any configured proxy. Redirects
 are followed only when asked, and ``private_headers`` (credentials) never travel with one.
+
+Bounded: ``timeout_s`` covers the whole body, not each read (a server dripping a byte at a time is cut off
+at the deadline), and a body over ``max_bytes`` is a TargetError, never read whole into memory. (The
+headers are still bounded per read only, by urllib.)
 """
 
 from __future__ import annotations
 
 import http.client
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -19,6 +24,9 @@ from email.message import Message
 
 from servelab.errors import ConfigError, TargetError
 from servelab.net import is_loopback_url, public_url
+
+DEFAULT_MAX_BYTES = 16 << 20  # an endpoint's body (/v1/models, /props ...): real ones are a few KiB
+READ_CHUNK = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -47,10 +55,12 @@ def request(
     private_headers: Mapping[str, str] | None = None,
     timeout_s: float = 5.0,
     limit: int | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
     follow_redirects: bool = False,
     hint: str = "",
 ) -> Answer:
-    """GET (POST when ``body`` is given) ``url``; at most ``limit`` body bytes are read.
+    """GET (POST when ``body`` is given) ``url``; at most ``limit`` body bytes are read (the rest ignored),
+    else the whole body, which must fit ``max_bytes``; all within ``timeout_s``.
 
     ``hint`` ends the TargetError's message (what to check when the server cannot be reached).
     """
@@ -65,9 +75,16 @@ def request(
         req.add_header(name, value)
     for name, value in (private_headers or {}).items():
         req.add_unredirected_header(name, value)
+    deadline = time.monotonic() + timeout_s
     try:
         with _opener(url, follow_redirects).open(req, timeout=timeout_s) as response:
-            data = response.read(limit) if limit is not None else response.read()
+            if limit == 0:
+                return Answer(response.status, b"", response.headers)
+            data = _read_body(response, url, limit if limit is not None else max_bytes, deadline, timeout_s)
+            if limit is not None:
+                data = data[:limit]
+            elif len(data) > max_bytes:
+                raise TargetError(f"{public_url(url)} answered more than {max_bytes} bytes; not read further")
             return Answer(response.status, data, response.headers)
     except urllib.error.HTTPError as exc:
         exc.close()
@@ -75,6 +92,31 @@ def request(
     except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets, non-HTTP peers
         reason = getattr(exc, "reason", exc)
         raise TargetError(f"cannot reach {public_url(url)}: {reason}{'; ' + hint if hint else ''}") from exc
+
+
+def _read_body(response, url: str, most: int, deadline: float, timeout_s: float) -> bytes:
+    """Up to ``most`` + 1 bytes (one more tells "too long"), read in pieces against the deadline."""
+    parts: list[bytes] = []
+    size = 0
+    while size <= most:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TargetError(f"{public_url(url)} did not finish answering within {timeout_s:g} s")
+        _set_read_timeout(response, left)
+        piece = response.read1(min(READ_CHUNK, most + 1 - size))
+        if not piece:
+            break
+        parts.append(piece)
+        size += len(piece)
+    return b"".join(parts)
+
+
+def _set_read_timeout(response, seconds: float) -> None:
+    """The next socket read waits at most ``seconds`` (what is left of the deadline), where reachable."""
+    sock = getattr(getattr(getattr(response, "fp", None), "raw", None), "_sock", None)
+    settimeout = getattr(sock, "settimeout", None)
+    if callable(settimeout):
+        settimeout(max(0.01, seconds))
 
 
 def _opener(url: str, follow_redirects: bool) -> urllib.request.OpenerDirector:

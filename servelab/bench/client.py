@@ -13,6 +13,12 @@ which path runs. The API key goes in
 the Authorization header only; error texts are cut short and never contain it. A request whose body could
 not be written to a REUSED keep-alive connection (the server had closed it while idle) is sent again
 (up to 3 times) on another: it never reached the server, so it is a client artefact, not a server error.
+
+Bounded: a whole request (connect, headers, body) gets ``deadline_s`` (kind ``deadline``) besides the stall
+timeout; an SSE line or event over ``max_line_bytes`` or a body over ``max_body_bytes`` ends it as
+``too_large``; a server value of the wrong type, range or size (events.MalformedEvent, JSON nested too
+deep, a 5,000-digit integer) as ``malformed``. Anything else that goes wrong inside the client for one
+request becomes a ``client_error`` record: no exception from one response takes a request off the books.
 """
 
 from __future__ import annotations
@@ -30,10 +36,11 @@ import aiohttp
 
 from servelab.bench.aiohttp_edge import ArrivalLog, EdgeReport, check_edge, drop_read_timeout, stall_error
 from servelab.bench.collector import QuietCollector
-from servelab.bench.events import StreamTally, count_tokens
+from servelab.bench.events import MalformedEvent, StreamTally, count_tokens
+from servelab.bench.limits import DEFAULT_DEADLINE_S, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_LINE_BYTES
 from servelab.bench.records import RequestRecord
 from servelab.bench.sendgate import SendGate
-from servelab.bench.sse import SseParser
+from servelab.bench.sse import SseParser, SseTooLarge
 from servelab.bench.stamps import StallWatch
 from servelab.redact import redact_text
 
@@ -49,6 +56,7 @@ try:  # orjson decodes a chunk in about half the time of json's scanner; anythin
     _fast_loads = orjson.loads
 except ImportError:  # pragma: no cover - orjson is a dependency; a bare environment still works
     _fast_loads = None
+ERROR_BODY_BYTES = 4096  # read of an HTTP error's body, for its message
 READ_BUFSIZE = 1 << 20  # aiohttp's 64 KiB default collapses throughput at long contexts (vLLM #39963)
 
 
@@ -101,8 +109,13 @@ class StreamClient:
         stall_timeout_s: float = 120.0,
         keep_alive: bool = True,
         edge: EdgeReport | None = None,
+        deadline_s: float = DEFAULT_DEADLINE_S,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
         self._keep_alive = keep_alive
+        self._deadline_s = deadline_s
+        self._max_line_bytes, self._max_body_bytes = max_line_bytes, max_body_bytes
         self.base_url = base_url.rstrip("/")
         self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if api_key:
@@ -155,33 +168,48 @@ class StreamClient:
         session = self._session
         if session is None:
             raise RuntimeError("StreamClient used outside `async with`")
-        record = await self._send_once(session, request)
-        for _ in range(STALE_RETRIES):  # kept-alive connections the server had closed: never reached it
-            if record.error_kind != "connect" or not (record.error or "").startswith(STALE_PREFIX):
-                break
+        started_ns = time.perf_counter_ns()
+        try:
             record = await self._send_once(session, request)
+            for _ in range(STALE_RETRIES):  # kept-alive connections the server had closed: never reached it
+                if record.error_kind != "connect" or not (record.error or "").startswith(STALE_PREFIX):
+                    break
+                record = await self._send_once(session, request)
+        except Exception as exc:  # a bug or a surprise for this one request: still a record
+            message = f"{type(exc).__name__}: {exc}"
+            return self._record(request, StreamTally(), started_ns, "client_error", self._clean(message))
         return record
 
     async def _send_once(self, session: aiohttp.ClientSession, request: ClientRequest) -> RequestRecord:
         tally = StreamTally()
-        stream = _Stream(tally)
+        stream = _Stream(tally, self._max_line_bytes, self._max_body_bytes)
         stamp = {"sent_ns": time.perf_counter_ns()}  # replaced when the request headers are on the socket
         url = self.base_url + request.path
+        deadline: asyncio.Timeout | None = None
         try:
             await self._gate.turn()
             stamp["sent_ns"] = time.perf_counter_ns()  # after the gate; the headers-sent hook refines it
             headers = {"X-Request-Id": request.request_id}
-            post = session.post(url, data=request.encoded_body(), headers=headers, trace_request_ctx=stamp)
-            async with post as response:
-                stamp["answered"] = True
-                if response.status >= 400:
-                    return await self._http_error(request, response, stamp["sent_ns"])
-                stalls = self._stalls if self._own_stall_timer else None
-                kind, message = await _read_stream(response, stream, self._deferred, self._arrivals, stalls)
+            async with asyncio.timeout(self._deadline_s) as deadline:
+                post = session.post(
+                    url, data=request.encoded_body(), headers=headers, trace_request_ctx=stamp
+                )
+                async with post as response:
+                    stamp["answered"] = True
+                    if response.status >= 400:
+                        return await self._http_error(request, response, stamp["sent_ns"])
+                    stalls = self._stalls if self._own_stall_timer else None
+                    reading = _read_stream(response, stream, self._deferred, self._arrivals, stalls)
+                    kind, message = await reading
         except asyncio.CancelledError:
             kind, message = "cancelled", "interrupted before it finished"
+            if deadline is not None and deadline.expired():  # the deadline's cancel, caught inside
+                kind, message = "deadline", f"not finished within the deadline of {self._deadline_s:g} s"
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            kind, message = "timeout", f"no byte for {self._stall_timeout_s:g} s ({type(exc).__name__})"
+            if deadline is not None and deadline.expired():
+                kind, message = "deadline", f"not finished within the deadline of {self._deadline_s:g} s"
+            else:
+                kind, message = "timeout", f"no byte for {self._stall_timeout_s:g} s ({type(exc).__name__})"
         except aiohttp.ClientPayloadError as exc:
             kind, message = "dropped", f"connection closed mid-stream ({type(exc).__name__})"
         except (aiohttp.ClientConnectionError, OSError) as exc:
@@ -192,9 +220,9 @@ class StreamClient:
     async def _http_error(self, request: ClientRequest, response: aiohttp.ClientResponse, sent_ns: int):
         status = response.status
         kind = "http_429" if status == 429 else "http_4xx" if status < 500 else "http_5xx"
-        try:
-            text = (await response.text())[:300]
-        except (aiohttp.ClientError, UnicodeDecodeError):
+        try:  # the start of the body only: an error page can be of any size
+            text = (await response.content.read(ERROR_BODY_BYTES)).decode("utf-8", errors="replace")[:300]
+        except aiohttp.ClientError:
             text = ""
         message = _error_message(text) or response.reason or ""
         retry = response.headers.get("Retry-After")
@@ -208,7 +236,10 @@ class StreamClient:
         self, request: ClientRequest, tally: StreamTally, sent_ns: int, kind: str | None, message: str | None
     ) -> RequestRecord:
         self._deferred.run()  # whatever this answer's stream still had queued
-        tally.settle()
+        try:
+            tally.settle()
+        except MalformedEvent as exc:
+            kind, message = kind or "malformed", message or self._clean(str(exc))
         record = RequestRecord(
             target_index=request.target_index, level=request.level, repeat=request.repeat,
             request_index=request.request_index, phase=request.phase,
@@ -219,7 +250,16 @@ class StreamClient:
             chunk_tokens_source=tally.chunk_tokens_source, expected_prompt_tokens=request.expected_prompt_tokens,
             expected_cached_tokens=request.expected_cached_tokens, request_id=request.request_id,
         )  # fmt: skip
-        count_tokens(record, tally, request.ignore_eos)
+        try:
+            count_tokens(record, tally, request.ignore_eos)
+        except MalformedEvent as exc:  # a count out of range: the streamed chunks are all there is
+            record.output_tokens, record.tokens_source, record.server_timings = (
+                sum(tally.chunk_tokens),
+                "client",
+                None,
+            )
+            if record.status == "ok":
+                record.status, record.error_kind, record.error = "error", "malformed", self._clean(str(exc))
         return record
 
     def _clean(self, message: str | None) -> str | None:
@@ -240,9 +280,13 @@ async def _mark_reused(session: Any, context: Any, params: Any) -> None:
 class _Stream:
     """One answer being parsed: SSE events into the tally, and how the answer ended once that is known."""
 
-    def __init__(self, tally: StreamTally) -> None:
+    def __init__(
+        self, tally: StreamTally, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    ) -> None:  # fmt: skip
         self.tally = tally
-        self.parser = SseParser()
+        self.parser = SseParser(max_line_bytes)
+        self.body_left = max_body_bytes  # bytes this answer may still send
         self.outcome: tuple[str | None, str | None] | None = None  # (error kind, message); (None, None): done
         self.on_outcome: Any = None  # called once the outcome is known (wakes the waiting reader)
         self._scan = _SCAN
@@ -251,25 +295,38 @@ class _Stream:
     def feed(self, chunk: bytes, t_ns: int) -> None:
         if self.outcome is not None:
             return
-        one = chunk.startswith(b"data: {") and chunk.find(b"\n") == len(chunk) - 2 and chunk.endswith(b"\n\n")
-        if (
-            one and not self.parser.pending and b"\r" not in chunk
-        ):  # one JSON event on one line: the usual read
-            self._json_event(chunk, t_ns)
+        self.body_left -= len(chunk)
+        if self.body_left < 0:
+            self._settle(("too_large", "the body is longer than the client's limit (--max-body-bytes)"))
             return
-        if self.parser.pending or not chunk.endswith(b"\n\n") or b"\r" in chunk:
-            for event in self.parser.feed(chunk, t_ns):
-                if self._settle(self._event(event.data, event.t_ns)):
-                    return
-            return
-        for block in chunk[:-2].split(b"\n\n"):  # whole events only (the usual read): no line machinery
-            if block.startswith(b"data: ") and b"\n" not in block:
-                if self._settle(self._event(block[6:].decode("utf-8", errors="replace"), t_ns)):
-                    return
-            elif block:  # comments, several fields: the general parser, one complete block at a time
-                for event in self.parser.feed(block + b"\n\n", t_ns):
+        try:
+            one = (
+                chunk.startswith(b"data: {")
+                and chunk.find(b"\n") == len(chunk) - 2
+                and chunk.endswith(b"\n\n")
+            )
+            if (
+                one and not self.parser.pending and b"\r" not in chunk
+            ):  # one JSON event on one line: the usual read
+                self._json_event(chunk, t_ns)
+                return
+            if self.parser.pending or not chunk.endswith(b"\n\n") or b"\r" in chunk:
+                for event in self.parser.feed(chunk, t_ns):
                     if self._settle(self._event(event.data, event.t_ns)):
                         return
+                return
+            for block in chunk[:-2].split(b"\n\n"):  # whole events only (the usual read): no line machinery
+                if block.startswith(b"data: ") and b"\n" not in block:
+                    if self._settle(self._event(block[6:].decode("utf-8", errors="replace"), t_ns)):
+                        return
+                elif block:  # comments, several fields: the general parser, one complete block at a time
+                    for event in self.parser.feed(block + b"\n\n", t_ns):
+                        if self._settle(self._event(event.data, event.t_ns)):
+                            return
+        except MalformedEvent as exc:  # a value of the wrong type, range or size
+            self._settle(("malformed", str(exc)))
+        except SseTooLarge as exc:
+            self._settle(("too_large", f"{exc} (--max-line-bytes)"))
 
     def _json_event(self, chunk: bytes, t_ns: int) -> None:
         """``_event`` for one whole ``data: {...}\\n\\n`` read, in fewer steps: orjson (or json's C scanner)
@@ -285,7 +342,7 @@ class _Stream:
             data = chunk[6:-2].decode("utf-8", errors="replace")
             try:
                 decoded, end = self._scan(data, 0)
-            except (StopIteration, ValueError):
+            except (StopIteration, ValueError, RecursionError):
                 end = -1
             if end != len(data):
                 decoded = None
@@ -311,19 +368,24 @@ class _Stream:
             return None, None
         try:
             decoded, end = self._scan(data, 0)  # json's C scanner, without json.loads' Python wrappers
-        except (StopIteration, ValueError):
+        except (StopIteration, ValueError, RecursionError):
             end = -1
         if end != len(data):  # leading/trailing whitespace, or not JSON: json.loads decides, exactly
             try:
                 decoded = json.loads(data)
-            except json.JSONDecodeError:
-                return "malformed", f"not JSON: {data[:80]!r}"
+            except (ValueError, RecursionError) as exc:  # also nesting too deep, a 5,000-digit integer
+                return "malformed", f"not JSON ({type(exc).__name__}): {data[:80]!r}"
         if not isinstance(decoded, dict):
             return "malformed", f"not a JSON object: {data[:80]!r}"
         self.tally.add(decoded, t_ns)
         if self.tally.server_error is not None:
             return "http_5xx", f"error inside the stream: {self.tally.server_error}"
         return None
+
+    def fail(self, exc: Exception) -> None:
+        """An unexpected exception while parsing this answer: it ends as ``client_error``."""
+        if self.outcome is None:
+            self._settle(("client_error", f"{type(exc).__name__}: {exc}"))
 
     def ended(self) -> tuple[str | None, str | None]:
         """How the answer ended, once the body is over."""
@@ -357,7 +419,10 @@ class _DeferredParse:
         self._scheduled = False
         pending, self._pending = self._pending, []
         for stream, chunk, t_ns in pending:
-            stream.feed(chunk, t_ns)
+            try:
+                stream.feed(chunk, t_ns)
+            except Exception as exc:  # one answer's surprise ends that answer, not the others queued here
+                stream.fail(exc)
 
 
 async def _read_stream(
@@ -469,7 +534,7 @@ def _connection_failure(tally: StreamTally, exc: BaseException, stamp: dict) -> 
 def _error_message(text: str) -> str:
     try:
         body = json.loads(text)
-    except (json.JSONDecodeError, ValueError):
+    except (ValueError, RecursionError):
         return text.strip()[:200]
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict):

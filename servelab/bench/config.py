@@ -9,6 +9,12 @@ from typing import Any
 import yaml
 
 from servelab.bench.level_key import Level
+from servelab.bench.limits import (
+    DEFAULT_DEADLINE_S,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_ENDPOINT_BYTES,
+    DEFAULT_MAX_LINE_BYTES,
+)
 from servelab.bench.metrics import Slo
 from servelab.bench.schedule import DEFAULT_LADDER, StopRule
 from servelab.bench.workloads import WorkloadSpec
@@ -35,6 +41,10 @@ class BenchConfig:
     lag_limit_ms: float = 2.0  # client event-loop lag p99 above this marks a level invalid
     cpu_limit: float = 0.9  # client CPU (fraction of one core) above this marks a level invalid
     pool_per_slot: int = 8  # --duration levels cycle through this many prompts per slot
+    deadline_s: float = DEFAULT_DEADLINE_S  # a whole request, besides the stall timeout
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # one SSE line or event
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES  # one answer's body
+    max_endpoint_bytes: int = DEFAULT_MAX_ENDPOINT_BYTES  # one body of /v1/models, /props ...
 
     def __post_init__(self) -> None:
         if not self.targets:
@@ -45,6 +55,12 @@ class BenchConfig:
             raise ConfigError("--warmup must be >= 0")
         if self.rate is not None and not self.rate > 0:
             raise ConfigError(f"--rate must be a positive number of requests/s, not {self.rate}")
+        if not self.deadline_s > 0 or not self.stall_timeout_s > 0:
+            raise ConfigError("--deadline and --stall-timeout must be positive numbers of seconds")
+        for flag, value in (("--max-line-bytes", self.max_line_bytes), ("--max-body-bytes", self.max_body_bytes),
+                            ("--max-endpoint-bytes", self.max_endpoint_bytes)):  # fmt: skip
+            if value < 1:
+                raise ConfigError(f"{flag} must be at least 1, not {value}")
 
     @property
     def levels(self) -> tuple[Level, ...]:

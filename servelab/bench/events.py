@@ -15,8 +15,16 @@ from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from servelab.bench.records import MAX_TOKENS
+
 if TYPE_CHECKING:
     from servelab.bench.records import RequestRecord
+
+FINISH_REASON_MAX = 64  # characters: "stop", "length", "tool_calls"... anything longer is not one
+
+
+class MalformedEvent(ValueError):
+    """A server value of the wrong type, range or size: the request ends as ``malformed``."""
 
 
 @dataclass
@@ -50,6 +58,8 @@ class StreamTally:
             return
         finish = choice.get("finish_reason")
         if finish:
+            if type(finish) is not str or len(finish) > FINISH_REASON_MAX:
+                raise MalformedEvent(f"finish_reason is not a short string: {str(finish)[:80]!r}")
             self.finish_reason = finish
         delta = choice.get("delta")
         if not (type(delta) is dict and delta.get("content")) and not _bears_token(
@@ -69,14 +79,15 @@ class StreamTally:
         timings = event.get("timings")
         if timings is not None and isinstance(timings, dict):
             self.timings = timings
-            if with_choices and isinstance(timings.get("predicted_n"), int):  # llama.cpp timings_per_token
+            if with_choices and "predicted_n" in timings:  # llama.cpp timings_per_token
                 self._usage({"completion_tokens": timings["predicted_n"]}, True)
 
     def _usage(self, usage: dict, with_choices: bool) -> None:
         if "prompt_tokens" in usage or self.final_usage is None:
             self.final_usage = usage
         completion = usage.get("completion_tokens")
-        if with_choices and isinstance(completion, int):
+        if with_choices and completion is not None:
+            completion = _checked(completion, "completion_tokens")
             self.usage_seen_in_chunks = True
             self.pending_tokens += max(0, completion - self.usage_completion)
             self.usage_completion = completion
@@ -87,7 +98,9 @@ class StreamTally:
         if not self.usage_seen_in_chunks or not len(self.chunk_tokens):
             return
         final = (self.final_usage or {}).get("completion_tokens")
-        if isinstance(final, int) and final > self.usage_completion:  # counted only in the usage-only chunk
+        if final is not None:
+            final = token_count(final, "completion_tokens")
+        if final is not None and final > self.usage_completion:  # counted only in the usage-only chunk
             self.pending_tokens += final - self.usage_completion
             self.usage_completion = final
         self.chunk_tokens[-1] += self.pending_tokens
@@ -125,13 +138,43 @@ def _error_text(error: Any) -> str:
     return str(error)[:200]
 
 
+def token_count(value: Any, name: str) -> int | None:
+    """A server's token count: None when absent, an int in 0..MAX_TOKENS, else MalformedEvent."""
+    return None if value is None else _checked(value, name)
+
+
+def _checked(value: Any, name: str) -> int:
+    if type(value) is not int or not 0 <= value <= MAX_TOKENS:
+        shown = f"{value.bit_length()}-bit integer" if type(value) is int else type(value).__name__
+        raise MalformedEvent(f"{name} is not a token count (0 to {MAX_TOKENS}): a {shown}")
+    return value
+
+
+def flat_timings(timings: dict | None) -> dict | None:
+    """llama.cpp ``timings`` as stored: its scalar entries only (numbers in range, short strings)."""
+    if timings is None:
+        return None
+    out: dict = {}
+    for key, value in list(timings.items())[:64]:
+        if (type(value) is int and abs(value) <= MAX_TOKENS) or type(value) in (float, bool):
+            out[str(key)[:64]] = value
+        elif type(value) is str:
+            out[str(key)[:64]] = value[:200]
+    return out
+
+
 def count_tokens(record: RequestRecord, tally: StreamTally, ignore_eos: bool) -> None:
-    """Token counts with provenance: server usage when given, else the streamed chunks."""
+    """Token counts with provenance: server usage when given, else the streamed chunks.
+
+    MalformedEvent when a count is not a token count (wrong type, negative, over MAX_TOKENS); the
+    caller marks the record ``malformed``."""
     streamed = sum(tally.chunk_tokens)
     usage = tally.final_usage or {}
-    completion, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
-    timings = tally.timings or {}
-    if isinstance(completion, int):
+    completion = token_count(usage.get("completion_tokens"), "completion_tokens")
+    prompt = token_count(usage.get("prompt_tokens"), "prompt_tokens")
+    record.server_timings = flat_timings(tally.timings)
+    timings = record.server_timings or {}
+    if completion is not None:
         record.output_tokens, record.tokens_source = completion, "server"
         record.token_mismatch = record.status == "ok" and completion != streamed
     else:
@@ -141,13 +184,21 @@ def count_tokens(record: RequestRecord, tally: StreamTally, ignore_eos: bool) ->
     )
     details = usage.get("prompt_tokens_details") or {}
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    record.cached_prompt_tokens = cached if isinstance(cached, int) else timings.get("cache_n")
+    cached = token_count(cached, "cached_tokens")
+    cache_n = timings.get("cache_n")
+    record.cached_prompt_tokens = cached if cached is not None else _in_range(cache_n)
     asked = record.max_tokens
     if record.status == "ok" and ignore_eos and asked and record.output_tokens is not None:
         record.early_eos = record.output_tokens < asked
 
 
 def _prompt_tokens(prompt_n: Any, cache_n: Any) -> int | None:
-    if isinstance(prompt_n, int):
-        return prompt_n + (cache_n if isinstance(cache_n, int) else 0)
+    prompt_n, cache_n = _in_range(prompt_n), _in_range(cache_n)
+    if prompt_n is not None:
+        return min(MAX_TOKENS, prompt_n + (cache_n or 0))
     return None
+
+
+def _in_range(value: Any) -> int | None:
+    """A timings count (flat_timings kept only ints in range): non-negative, else none."""
+    return value if type(value) is int and 0 <= value <= MAX_TOKENS else None

@@ -72,7 +72,7 @@ async def run_closed(
 
     workers = [asyncio.ensure_future(worker()) for _ in range(concurrency)]
     state.tasks.update(workers)
-    await asyncio.gather(*workers, return_exceptions=True)
+    _raise_first(await asyncio.gather(*workers, return_exceptions=True))
 
 
 async def run_open(
@@ -103,7 +103,14 @@ async def run_open(
         task = asyncio.ensure_future(_send_one(client, make(index, "measure", intended), state, on_record))
         state.tasks.add(task)
         pending.append(task)
-    await asyncio.gather(*pending, return_exceptions=True)
+    _raise_first(await asyncio.gather(*pending, return_exceptions=True))
+
+
+def _raise_first(results: list) -> None:
+    """A worker that died is a bug (client.send never raises): said, not swallowed; cancels are Ctrl-C."""
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
 
 
 async def _send_one(client: StreamClient, request: ClientRequest, state: LevelState, on_record) -> None:

@@ -2,6 +2,7 @@
 
 Timestamps are monotonic nanoseconds (`time.perf_counter_ns()`), relative to nothing in particular;
 the run stores one wall-clock anchor (`wall_anchor_ns` paired with `mono_anchor_ns`) to place them in time.
+Token counts fit ``MAX_TOKENS`` (the ``array("i")`` of chunk tokens and SQLite's INTEGER both hold them).
 A failed request is a record with `status="error"` and an `error_kind`, never an exception out of the load loop.
 """
 
@@ -17,9 +18,15 @@ ERROR_KINDS = (
     "http_5xx",
     "timeout",  # no byte for longer than the stall timeout
     "dropped",  # connection closed mid-stream, before [DONE] / finish_reason
-    "malformed",  # a chunk that is not valid SSE / JSON
+    "malformed",  # a chunk that is not valid SSE / JSON, or a value of the wrong type, range or size
+    "too_large",  # an SSE line/event over --max-line-bytes, or a body over --max-body-bytes
+    "deadline",  # the whole request took longer than --deadline (keep-alives or a drip never end it)
+    "client_error",  # an unexpected failure inside the client: the request is still on the books
     "cancelled",  # interrupted by the user (Ctrl-C) before it finished
 )
+
+
+MAX_TOKENS = 2**31 - 1  # a server's token count above this is malformed
 
 
 @dataclass

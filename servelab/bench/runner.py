@@ -53,7 +53,12 @@ def run(
         if store is not None:
             store.add_target(run_id, t.index, public_url(t.url), t.engine, t.info())
     runner = _Runner(config, store, run_id, samplers, progress, edge)
-    result = _with_loop(runner.run_all(targets, prompts))
+    try:
+        result = _with_loop(runner.run_all(targets, prompts))
+    except BaseException:  # the run ends as partial in the store, never left "running"
+        if store is not None:
+            store.finish_run(run_id, partial=True)
+        raise
     if store is not None:
         store.finish_run(run_id, partial=result.partial, summary=result.to_json())
     return result
@@ -144,9 +149,12 @@ class _Runner:
         base = 0
         keep_alive = target.extras.KEEP_ALIVE
         stall_s = self.config.stall_timeout_s
+        config = self.config
         async with StreamClient(
-            target.url, self.config.api_key, stall_timeout_s=stall_s, keep_alive=keep_alive, edge=self.edge
-        ) as client:
+            target.url, config.api_key, stall_timeout_s=stall_s, keep_alive=keep_alive, edge=self.edge,
+            deadline_s=config.deadline_s, max_line_bytes=config.max_line_bytes,
+            max_body_bytes=config.max_body_bytes,
+        ) as client:  # fmt: skip
             for level, slots in zip(self.config.levels, _slots(self.config), strict=True):
                 repeats: list[tuple[list[RequestRecord], LevelResult]] = []
                 for rep in range(self.config.repeat):

@@ -5,11 +5,18 @@ stamped with the time of the read that held its FIRST byte (its first field line
 arrive in one TCP read therefore share that read's timestamp: that is the resolution the socket gives.
 Comment lines (``: keep-alive``) are counted but never become events, so they cannot be mistaken for tokens.
 Lines end with LF or CRLF (what every LLM server sends); a lone CR is not a line end here.
+A line, or an event's data, longer than ``max_line_bytes`` raises SseTooLarge (nothing grows without limit).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from servelab.bench.limits import DEFAULT_MAX_LINE_BYTES
+
+
+class SseTooLarge(ValueError):
+    """A line or an event's data over the parser's ``max_line_bytes``."""
 
 
 @dataclass(frozen=True)
@@ -21,7 +28,9 @@ class SseEvent:
 class SseParser:
     """Feed raw reads with their receive time; get the complete events back."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        self.max_line_bytes = max_line_bytes
+        self._data_bytes = 0  # data of the event being built
         self._partial = b""  # an incomplete line carried to the next read
         self._partial_ns = 0
         self._data: list[bytes] = []
@@ -72,6 +81,9 @@ class SseParser:
             if not self._partial:
                 self._partial_ns = t_ns
             self._partial += rest
+            if len(self._partial) > self.max_line_bytes:
+                self._partial = b""
+                raise SseTooLarge(f"an SSE line longer than {self.max_line_bytes} bytes")
 
     def _line(self, line: bytes, line_ns: int) -> SseEvent | None:
         if not line:
@@ -84,6 +96,10 @@ class SseParser:
         name, _, value = line.partition(b":")
         if name == b"data":
             self._data.append(value[1:] if value.startswith(b" ") else value)
+            self._data_bytes += len(value)
+            if self._data_bytes > self.max_line_bytes:
+                self._data, self._data_bytes = [], 0
+                raise SseTooLarge(f"an SSE event longer than {self.max_line_bytes} bytes")
         return None
 
     def _dispatch(self) -> SseEvent | None:
@@ -92,6 +108,6 @@ class SseParser:
             return None
         data = b"\n".join(self._data).decode("utf-8", errors="replace")
         event = SseEvent(data, self._event_ns if self._event_ns is not None else 0)
-        self._data = []
+        self._data, self._data_bytes = [], 0
         self._event_ns = None
         return event

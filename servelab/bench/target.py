@@ -61,8 +61,8 @@ class ServerTokenizer:
 
 def connect_target(index: int, url: str, config: BenchConfig) -> Target:
     """Detect the engine and check the model: TargetError / ConfigError before any load is sent."""
-    detected = detect_engine(url, api_key=config.api_key)
-    probe = HttpProbe(url, config.api_key, timeout_s=30.0)
+    detected = detect_engine(url, api_key=config.api_key, max_bytes=config.max_endpoint_bytes)
+    probe = HttpProbe(url, config.api_key, timeout_s=30.0, max_bytes=config.max_endpoint_bytes)
     model = config.model or (detected.models[0] if detected.models else None)
     if model is None:
         raise ConfigError(f"{public_url(url)} lists no model; pass --model NAME")
@@ -71,6 +71,8 @@ def connect_target(index: int, url: str, config: BenchConfig) -> Target:
         raise ConfigError(f"{public_url(url)} does not serve model {model!r}; it serves: {served}")
     effective = endpoints_for(detected.name).read_effective(probe)
     context = effective.get("context_per_slot")
+    if type(context) is not int or context < 1:  # a server value of any other type or size: unknown
+        context = None
     return Target(
         index,
         probe.base_url,

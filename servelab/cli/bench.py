@@ -16,6 +16,12 @@ from rich import box
 from rich.table import Table
 
 from servelab.bench.config import BenchConfig, load_experiment
+from servelab.bench.limits import (
+    DEFAULT_DEADLINE_S,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_ENDPOINT_BYTES,
+    DEFAULT_MAX_LINE_BYTES,
+)
 from servelab.bench.metrics import parse_slo
 from servelab.bench.result import BenchResult
 from servelab.bench.schedule import StopRule, parse_concurrency
@@ -72,13 +78,30 @@ def register(app: typer.Typer) -> None:
             False, "--no-power", help="Do not sample GPU power, utilisation and clocks."
         ),
         json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
+        deadline: float = typer.Option(
+            DEFAULT_DEADLINE_S, "--deadline", help="Seconds a whole request may take (error kind deadline)."
+        ),
+        stall_timeout: float = typer.Option(
+            120.0, "--stall-timeout", help="Seconds without a byte before a request fails (kind timeout)."
+        ),
+        max_line_bytes: int = typer.Option(
+            DEFAULT_MAX_LINE_BYTES, "--max-line-bytes", help="Longest SSE line or event (kind too_large)."
+        ),
+        max_body_bytes: int = typer.Option(
+            DEFAULT_MAX_BODY_BYTES, "--max-body-bytes", help="Longest answer body (kind too_large)."
+        ),
+        max_endpoint_bytes: int = typer.Option(
+            DEFAULT_MAX_ENDPOINT_BYTES, "--max-endpoint-bytes", help="Longest /v1/models, /props ... body."
+        ),
     ) -> None:
         """Run the concurrency ladder (or an open-loop rate) and store every request as it completes."""
         options = {
             "targets": list(urls or []), "concurrency": concurrency, "workload": workload,
             "input_tokens": input_tokens, "output_tokens": output_tokens, "requests": requests, "duration": duration,
             "rate": rate, "burstiness": burstiness, "repeat": repeat, "warmup": warmup, "max_errors": max_errors,
-            "slo": slo, "seed": seed, "name": name, "model": model, "chat": chat,
+            "slo": slo, "seed": seed, "name": name, "model": model, "chat": chat, "deadline_s": deadline,
+            "stall_timeout_s": stall_timeout, "max_line_bytes": max_line_bytes, "max_body_bytes": max_body_bytes,
+            "max_endpoint_bytes": max_endpoint_bytes,
         }  # fmt: skip
         if config_path is not None:
             options = _merge_yaml(options, load_experiment(config_path))
@@ -107,8 +130,11 @@ def build_config(o: dict[str, Any], api_key: str | None) -> BenchConfig:
         targets=tuple(o["targets"]), concurrency=levels, workload=spec, stop=stop, rate=o.get("rate"),
         burstiness=o.get("burstiness") or 1.0, repeat=1 if o.get("repeat") is None else o["repeat"], warmup=o.get("warmup"),
         api_key=api_key, model=o.get("model"), chat=o["chat"], slo=parse_slo(o.get("slo")), name=o.get("name"),
-        seed=o.get("seed") or 0,
+        seed=o.get("seed") or 0, **{k: o[k] for k in LIMIT_KEYS if o.get(k) is not None},
     )  # fmt: skip
+
+
+LIMIT_KEYS = ("deadline_s", "stall_timeout_s", "max_line_bytes", "max_body_bytes", "max_endpoint_bytes")
 
 
 def _merge_yaml(cli: dict[str, Any], yaml_values: dict[str, Any]) -> dict[str, Any]:

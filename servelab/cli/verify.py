@@ -11,6 +11,7 @@ from rich.table import Table
 
 from servelab.cli.output import print_json, stdout_console
 from servelab.engines.detect import DetectedEngine, detect_engine
+from servelab.sync_http import DEFAULT_MAX_BYTES
 from servelab.verify import (
     EXPECT_KEYS,
     Asked,
@@ -53,7 +54,10 @@ def register(app: typer.Typer) -> None:
         plan: Path | None = typer.Option(None, "--plan", help="A plan saved by `servelab plan`."),
         strict: bool = typer.Option(False, "--strict", help="Exit 1 when anything differs."),
         api_key: str | None = typer.Option(None, "--api-key", envvar="SERVELAB_API_KEY", help="Bearer key."),
-        timeout_s: float = typer.Option(5.0, "--timeout", help="Seconds per HTTP request."),
+        timeout_s: float = typer.Option(5.0, "--timeout", help="Seconds per HTTP request, the whole answer."),
+        max_endpoint_bytes: int = typer.Option(
+            DEFAULT_MAX_BYTES, "--max-endpoint-bytes", min=1, help="Longest endpoint body read."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
     ) -> None:
         """Read the effective configuration from the server's own endpoints and diff it against what was asked."""
@@ -61,9 +65,11 @@ def register(app: typer.Typer) -> None:
         command = read_command(cmd) if cmd is not None else None
         planned = from_plan(plan) if plan is not None else None
         expected = parse_expect(expect)
-        detected = detect_engine(url, api_key=api_key, timeout_s=timeout_s)
+        detected = detect_engine(url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_endpoint_bytes)
         asked = gather_asked(detected, expected, command, compose, service, planned)
-        result = verify(url, asked, api_key=api_key, timeout_s=timeout_s, engine=detected)
+        result = verify(
+            url, asked, api_key=api_key, timeout_s=timeout_s, engine=detected, max_bytes=max_endpoint_bytes
+        )
         if as_json:
             print_json(result_json(result))
         else:

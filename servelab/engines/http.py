@@ -34,7 +34,8 @@ class HttpProbe:
 
     base_url: str
     api_key: str | None = None
-    timeout_s: float = 5.0
+    timeout_s: float = 5.0  # the whole request, not each read
+    max_bytes: int = sync_http.DEFAULT_MAX_BYTES  # a longer body is a TargetError
     basic_auth: str | None = field(
         default=None, repr=False
     )  # from user:password in the URL (urllib ignores it)
@@ -101,6 +102,7 @@ class HttpProbe:
             headers=headers,
             private_headers={"Authorization": auth} if auth else None,
             timeout_s=self.timeout_s,
+            max_bytes=self.max_bytes,
             hint="is the server running?",
         )
 
@@ -114,5 +116,5 @@ def _parse_json(data: bytes | None) -> Any | None:
         return None
     try:
         return json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, nested too deep, a 5,000-digit integer
         return None

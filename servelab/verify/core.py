@@ -38,13 +38,16 @@ def verify(
     api_key: str | None = None,
     timeout_s: float = 5.0,
     engine: DetectedEngine | None = None,
+    max_bytes: int | None = None,
 ) -> VerifyResult:
     """Detect the engine at ``url``, read its effective configuration, diff it against ``asked``."""
-    detected = engine or detect_engine(url, api_key=api_key, timeout_s=timeout_s)
+    detected = engine or detect_engine(url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
     asked = asked or Asked()
     scoped = (found := registry.find_engine(detected.name)) is not None and found.model_scoped_endpoints
     model = asked.values.get("model") if scoped else None
-    effective = read_effective(url, engine=detected, api_key=api_key, timeout_s=timeout_s, model=model)
+    effective = read_effective(
+        url, engine=detected, api_key=api_key, timeout_s=timeout_s, model=model, max_bytes=max_bytes
+    )
     return compare(public_url(url), effective, asked)
 
 

@@ -74,13 +74,16 @@ def read_effective(
     timeout_s: float = 5.0,
     model: str | None = None,
     strict: bool | None = None,
+    max_bytes: int | None = None,
 ) -> EffectiveConfig:
     """Detect the engine (unless given) and read its effective configuration (of ``model`` where it serves several).
     `strict` (default: the environment variable ``SERVELAB_STRICT=1``) refuses keys EffectiveConfig lacks."""
     if engine is None:
-        engine = detect_engine(base_url, api_key=api_key, timeout_s=timeout_s)
+        engine = detect_engine(base_url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
     name = engine.name if isinstance(engine, DetectedEngine) else engine
     probe = HttpProbe(base_url, api_key, timeout_s)
+    if max_bytes is not None:
+        probe = dataclasses.replace(probe, max_bytes=max_bytes)
     strict = os.environ.get("SERVELAB_STRICT") == "1" if strict is None else strict
     fields = endpoints_for(name).read_effective(probe, model)
     config = EffectiveConfig.from_fields(name, fields, strict=strict)

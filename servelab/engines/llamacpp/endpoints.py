@@ -25,7 +25,7 @@ def identify(probe: HttpProbe) -> DetectedEngine | None:
 
 def read_effective(probe: HttpProbe, model: str | None = None) -> dict[str, Any]:
     """Effective settings as EffectiveConfig field names, plus ``raw``. One model per server: ``model`` unused."""
-    props = probe.get_json("/props") or {}
+    props = _dict(probe.get_json("/props"))
     models = probe.get_json("/v1/models")
     slots = probe.get_json("/slots")
     return effective_from(props, models, slots)
@@ -33,8 +33,8 @@ def read_effective(probe: HttpProbe, model: str | None = None) -> dict[str, Any]
 
 def effective_from(props: dict[str, Any], models: Any, slots: Any) -> dict[str, Any]:
     """Pure: the effective settings from the bodies of /props, /v1/models and /slots."""
-    settings = props.get("default_generation_settings") or {}
-    meta = _first_model(models).get("meta") or {}
+    settings = _dict(props.get("default_generation_settings"))
+    meta = _dict(_first_model(models).get("meta"))
     slot_list = slots if isinstance(slots, list) else []
     return {
         "context_per_slot": _int(settings.get("n_ctx")) or _int(meta.get("n_ctx")),
@@ -70,6 +70,11 @@ def _model_ids(models: Any, props: dict[str, Any]) -> tuple[str, ...]:
     data = models.get("data") if isinstance(models, dict) else None
     ids = tuple(str(m["id"]) for m in data or () if isinstance(m, dict) and m.get("id"))
     return ids or tuple(str(props[k]) for k in ("model_alias", "model_path") if props.get(k))[:1]
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    """A server's object, or {} when it sent something else (a list, a string)."""
+    return value if isinstance(value, dict) else {}
 
 
 def _int(value: Any) -> int | None:

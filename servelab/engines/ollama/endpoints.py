@@ -35,12 +35,13 @@ def read_effective(probe: HttpProbe, model: str | None = None) -> dict[str, Any]
 def effective_from(ps: Any, show: dict[str, Any], model: str | None, version: Any) -> dict[str, Any]:
     """Pure: effective settings from /api/ps, /api/show of ``model`` and /api/version."""
     loaded = _pick(_models(ps), model)
-    params = parse_parameters(show.get("parameters") or "")
+    parameters = show.get("parameters")
+    params = parse_parameters(parameters if isinstance(parameters, str) else "")
     size, size_vram = loaded.get("size"), loaded.get("size_vram")
     return {
         "context_per_slot": loaded.get("context_length") or _int(params.get("num_ctx")),
         "slots": None,
-        "context_train": training_context(show.get("model_info") or {}),
+        "context_train": training_context(_dict(show.get("model_info"))),
         "kv_cache_dtype": None,
         "model": model,
         "max_total_tokens": None,
@@ -91,6 +92,10 @@ def _first_tag(probe: HttpProbe) -> str | None:
 def _models(body: Any) -> list[dict[str, Any]]:
     models = body.get("models") if isinstance(body, dict) else None
     return [m for m in models or () if isinstance(m, dict)]
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _int(text: str | None) -> int | None:

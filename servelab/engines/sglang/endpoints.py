@@ -59,7 +59,7 @@ def model_info(probe: HttpProbe) -> Any | None:
 def effective_from(info: dict[str, Any], model_info: Any) -> dict[str, Any]:
     """Pure: effective settings from the /get_server_info and /get_model_info bodies."""
     state = _first_state(info)
-    capacity = info.get("max_total_num_tokens") or (state.get("memory_usage") or {}).get("token_capacity")
+    capacity = info.get("max_total_num_tokens") or _dict(state.get("memory_usage")).get("token_capacity")
     spec = {k: info.get(k) for k in SPECULATIVE_KEYS if info.get(k) is not None}
     model_path = (model_info or {}).get("model_path") if isinstance(model_info, dict) else None
     return {
@@ -96,6 +96,10 @@ def _first_state(info: dict[str, Any]) -> dict[str, Any]:
 def _model_ids(models: Any) -> tuple[str, ...]:
     data = models.get("data") if isinstance(models, dict) else None
     return tuple(str(m["id"]) for m in data or () if isinstance(m, dict) and m.get("id"))
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _str(value: Any) -> str | None:
