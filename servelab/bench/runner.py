@@ -5,6 +5,10 @@ Targets run one after another with identical prompts in the same order. Before e
 e.g. the NVML power sampler) run during each level; their rows are stored labelled with ``target_index``,
 ``level`` and ``repeat``. Ctrl-C (SIGINT) cancels the requests in flight —
 they are stored as ``cancelled`` — keeps every completed one, and the run ends as partial.
+
+Records reach the store through `RecordSink` (journal line at once, SQLite from a writer thread). A level
+during which a store write was held up for more than ``STORE_BLOCKED_LIMIT_S`` is not valid; a write that
+fails for good stops the run and `run` raises its `StoreError` (the records wait in the journal).
 """
 
 from __future__ import annotations
@@ -32,9 +36,11 @@ from servelab.bench.sink import RecordSink
 from servelab.bench.summary import pool_repeats, summarize_level
 from servelab.bench.target import Target, connect_target, target_prompts
 from servelab.bench.workloads import Prompt
+from servelab.errors import StoreError
 from servelab.net import is_loopback_url, public_url
 
 Progress = Callable[[dict[str, Any]], None]
+STORE_BLOCKED_LIMIT_S = 1.0  # a level whose store writer waited longer than this is not valid
 
 
 def run(
@@ -55,6 +61,12 @@ def run(
     runner = _Runner(config, store, run_id, samplers, progress, edge)
     try:
         result = _with_loop(runner.run_all(targets, prompts))
+        if runner.sink is not None and runner.sink.error is not None:
+            raise runner.sink.error
+    except StoreError:  # finishing would wait on the failing store again: the run reads back "interrupted"
+        if runner.sink is not None and runner.sink.error is not None:
+            raise runner.sink.error from None  # it says where the records not stored are
+        raise
     except BaseException:  # the run ends as partial in the store, never left "running"
         if store is not None:
             store.finish_run(run_id, partial=True)
@@ -121,20 +133,23 @@ class _Runner:
         self.samplers, self.progress, self.edge = samplers, progress, edge
         self.stop_event = asyncio.Event()
         self.state: LevelState | None = None
+        self.sink: RecordSink | None = None
 
     async def run_all(self, targets: list[Target], prompts: dict[int, list[Prompt]]) -> BenchResult:
         self.stop_event = asyncio.Event()
         loop = asyncio.get_running_loop()
         installed = _install_sigint(loop, self._interrupt)
         result = BenchResult(self.run_id, partial=False)
+        self.sink = sink = RecordSink(self.store, self.run_id)
         try:
             for target in targets:
                 if self.stop_event.is_set():
                     break
-                result.targets.append(await self._target(target, prompts[target.index]))
+                result.targets.append(await self._target(target, prompts[target.index], sink))
         finally:
             if installed:
                 loop.remove_signal_handler(signal.SIGINT)
+            await sink.close()
         result.partial = self.stop_event.is_set()
         return result
 
@@ -143,9 +158,8 @@ class _Runner:
         for task in list(self.state.tasks if self.state else ()):
             task.cancel()
 
-    async def _target(self, target: Target, prompts: list[Prompt]) -> TargetResult:
+    async def _target(self, target: Target, prompts: list[Prompt], sink: RecordSink) -> TargetResult:
         out = TargetResult(public_url(target.url), target.engine, target.model, target.context)
-        sink = RecordSink(self.store, self.run_id)
         base = 0
         keep_alive = target.extras.KEEP_ALIVE
         stall_s = self.config.stall_timeout_s
@@ -172,7 +186,6 @@ class _Runner:
                 out.levels.append(pooled)
                 if self.stop_event.is_set():
                     break
-        await sink.close()
         return out
 
     async def _level(
@@ -187,6 +200,8 @@ class _Runner:
         def on_record(record: RequestRecord) -> None:
             records.append(mark_eviction(record))
             sink.add(record)
+            if sink.error is not None and not self.stop_event.is_set():
+                self._interrupt()  # the store failed for good: stop sending, keep what finished
             if self.progress:
                 self.progress({"url": target.url, "level": level.label, "repeat": rep, "state": state})
 
@@ -194,6 +209,7 @@ class _Runner:
         for sampler in self.samplers:
             sampler.start()
         monitor = LoopMonitor()
+        sink.window()
         monitor.start()
         if config.rate is None:
             await run_closed(client, slots, state, make, on_record, self.stop_event)
@@ -203,12 +219,15 @@ class _Runner:
             )
             await run_open(client, offsets, state, make, on_record, self.stop_event)
         client_stats = await monitor.stop()
+        client_stats["store_blocked_s"] = round(sink.blocked_s(), 3)
+        if sink.error is not None:
+            self._interrupt()
         self._stop_samplers({"target_index": target.index, "level": level.label, "repeat": rep})
-        await sink.flush()
         self._snapshot(target, level.label, rep, "after")
         valid, why = validity(
             client_stats, config.lag_limit_ms, config.cpu_limit, server_here=is_loopback_url(target.url)
         )
+        valid, why = _store_validity(valid, why, client_stats["store_blocked_s"])
         result = LevelResult(summarize_level(records, level, config.slo), valid, why,
                              partial=self.stop_event.is_set(), client=client_stats)  # fmt: skip
         if self.store is not None:
@@ -273,6 +292,14 @@ def _combine(
         invalid_reason=next((r.invalid_reason for r in results if r.invalid_reason), None),
         partial=any(r.partial for r in results), client=results[-1].client,
     )  # fmt: skip
+
+
+def _store_validity(valid: bool, why: str | None, blocked_s: float) -> tuple[bool, str | None]:
+    """Not valid when the store held its writer up during the level (the records waited in the journal)."""
+    if valid and blocked_s > STORE_BLOCKED_LIMIT_S:
+        return False, (f"result store blocked for {blocked_s:.1f} s during the level (another process held its "
+                       "write lock): records waited in the journal while the level was measured")  # fmt: skip
+    return valid, why
 
 
 def _safe_get_text(target: Target, path: str) -> str | None:

@@ -1,46 +1,93 @@
-"""Finished requests on their way to the store: batched, flushed at least every 0.25 s.
+"""Finished requests on their way to the store: journaled at once, committed to SQLite by a writer thread.
 
-A commit per record inside the event loop would stall the timestamps of every other stream, so records
-are collected and written in one transaction per batch; the level end, the run end and Ctrl-C flush.
+`add` (in the event loop that measures) appends the record to the run's journal, one unbuffered line, and
+queues it; a thread commits whatever has queued in one transaction, so a record is in SQLite a commit after
+it finished and a store locked by another process never blocks the loop. A write that still fails after
+the store's own retries is kept: `error` says so, the records stay in the journal (`Store.open` replays them).
+`blocked_s` tells the runner how long the writer was held up during a level.
 """
 
 from __future__ import annotations
 
 import asyncio
+import queue
+import threading
+import time
 from typing import Any
 
 from servelab.bench.records import RequestRecord
+from servelab.errors import StoreError
+from servelab.store import codec
+from servelab.store.journal import Journal, journal_path
 
-FLUSH_EVERY_S = 0.25
+BATCH_MAX = 1000  # rows per transaction when the writer has fallen behind
+_DONE = None
 
 
 class RecordSink:
     def __init__(self, store: Any | None, run_id: str | None) -> None:
-        self.store, self.run_id = store, run_id
-        self._pending: list[RequestRecord] = []
-        self._task: asyncio.Task | None = None
+        self.store: Any = store
+        self.run_id = run_id or ""
+        self.error: StoreError | None = None
+        self.journal = Journal(journal_path(store.path, self.run_id)) if store is not None else None
+        self._queue: queue.SimpleQueue[tuple | None] = queue.SimpleQueue()
+        self._write_since: float | None = None  # monotonic start of the write in progress
+        self._window_start = time.monotonic()
+        self._longest_s = 0.0
+        self._thread = threading.Thread(target=self._drain, name="servelab-store-writer", daemon=True)
+        if self.journal is not None:
+            self._thread.start()
 
     def add(self, record: RequestRecord) -> None:
-        if self.store is None:
+        if self.journal is None:
             return
-        self._pending.append(record)
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._flush_later())
+        row = codec.record_to_row(self.run_id, record)
+        self.journal.append(row)
+        self._queue.put(row)
 
-    async def _flush_later(self) -> None:
-        await asyncio.sleep(FLUSH_EVERY_S)
-        self._write()
+    def window(self) -> None:
+        """Start measuring how long the writer is held up (at a level's start)."""
+        self._window_start, self._longest_s = time.monotonic(), 0.0
 
-    async def flush(self) -> None:
-        self._write()
+    def blocked_s(self) -> float:
+        """The longest store write since `window()`, counting one still in progress."""
+        since = self._write_since
+        current = 0.0 if since is None else time.monotonic() - max(since, self._window_start)
+        return max(self._longest_s, current)
 
     async def close(self) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        self._write()
+        """Wait for every queued record to be committed (or the writer to fail); drop the journal if all are."""
+        if self.journal is None:
+            return
+        self._queue.put(_DONE)
+        await asyncio.to_thread(self._thread.join)
+        self.journal.close(remove=self.error is None)
 
-    def _write(self) -> None:
-        if self.store is not None and self._pending:
-            batch, self._pending = self._pending, []
-            self.store.add_requests(self.run_id, batch)
+    def _drain(self) -> None:
+        while (row := self._queue.get()) is not _DONE:
+            batch = [row]
+            while len(batch) < BATCH_MAX:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is _DONE:
+                    self._queue.put(_DONE)
+                    break
+                batch.append(more)
+            if not self._write(batch):
+                return
+
+    def _write(self, batch: list[tuple]) -> bool:
+        self._write_since = started = time.monotonic()
+        try:
+            self.store.add_rows(batch)
+        except StoreError as exc:
+            where = self.journal.path if self.journal is not None else "memory"
+            self.error = StoreError(f"{exc}; the finished requests not yet stored are kept in {where} "
+                                    f"(`servelab runs --db {self.store.path}` stores them)")  # fmt: skip
+            return False
+        finally:
+            self._longest_s = max(self._longest_s, time.monotonic() - max(started, self._window_start))
+            self._write_since = None
+        return True

@@ -1,5 +1,9 @@
 """`Store`: the SQLite result store. Every write is its own transaction, so a crash loses nothing finished.
 
+A write waits up to ``BUSY_TIMEOUT_S`` for another process's write lock, and tries ``WRITE_TRIES`` times
+before it fails (``SERVELAB_STORE_BUSY_S`` shortens the wait, for tests). Opening a store replays the
+journals (`journal.py`) that killed benches left beside it.
+
 The database runs in WAL mode with ``synchronous=NORMAL``: a committed row survives the writing process being
 killed. Runs start ``status="running", partial=1`` and only `finish_run` changes that, so a run whose process
 died reads back as partial (status "interrupted"). sqlite3 errors become `StoreError`.
@@ -25,12 +29,13 @@ from servelab.bench.records import RequestRecord
 from servelab.bench.stats import LevelStats
 from servelab.errors import StoreError
 from servelab.redact import is_secret_name
-from servelab.store import codec, reader
+from servelab.store import codec, journal, reader
 from servelab.store.ids import new_run_id
 from servelab.store.migrations import migrate
 from servelab.store.models import RunInfo, StoredRun
 
-BUSY_TIMEOUT_S = 30  # how long an open or a write waits for another process's lock before failing
+BUSY_TIMEOUT_S = 30.0  # how long an open or a write waits for another process's lock before failing
+WRITE_TRIES = 3  # a write whose lock wait ran out is tried again this many times in all
 
 
 def _check_no_secret(what: str, value: object) -> None:
@@ -52,6 +57,7 @@ class Store:
         self._db = db
         self.path = path
         self._lock = threading.Lock()
+        self.busy_timeout_s = _busy_timeout_s()
 
     @classmethod
     def open(cls, path: Path | None = None, *, must_exist: bool = False) -> Store:
@@ -72,7 +78,9 @@ class Store:
         except OSError as exc:
             raise StoreError(f"cannot create the directory for the result store {path}: {exc}") from exc
         with _mapped(path, "open"):
-            db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_S)
+            db = sqlite3.connect(
+                path, isolation_level=None, check_same_thread=False, timeout=_busy_timeout_s()
+            )
             try:
                 _retry_while_locked(lambda: db.execute("PRAGMA journal_mode=WAL"))
                 db.execute("PRAGMA synchronous=NORMAL")
@@ -81,7 +89,13 @@ class Store:
             except BaseException:
                 db.close()
                 raise
-        return cls(db, path)
+        store = cls(db, path)
+        try:
+            store.replay_journals()
+        except BaseException:
+            store.close()
+            raise
+        return store
 
     def close(self) -> None:
         with _mapped(self.path, "close"):
@@ -96,7 +110,7 @@ class Store:
     @contextmanager
     def _write(self, action: str) -> Iterator[sqlite3.Connection]:
         with self._lock, _mapped(self.path, action):
-            self._db.execute("BEGIN IMMEDIATE")
+            self._begin()
             try:
                 yield self._db
             except BaseException:
@@ -104,6 +118,21 @@ class Store:
                     self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    def _begin(self) -> None:
+        """BEGIN IMMEDIATE (take the write lock), waiting out another process's lock up to `WRITE_TRIES` times."""
+        for attempt in range(1, WRITE_TRIES + 1):
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_lock_error(exc):
+                    raise
+                if attempt == WRITE_TRIES:
+                    waits = f"{WRITE_TRIES} waits of {self.busy_timeout_s:g} s"
+                    raise sqlite3.OperationalError(
+                        f"{exc}: another process held its write lock through {waits}"
+                    ) from exc
 
     # -- writing ----------------------------------------------------------------------------------------
     def create_run(self, meta: dict) -> str:
@@ -133,9 +162,29 @@ class Store:
 
     def add_requests(self, run_id: str, records: Iterable[RequestRecord]) -> None:
         """Store several finished requests in one transaction (for callers that batch)."""
-        rows = [codec.record_to_row(run_id, r) for r in records]
+        self.add_rows([codec.record_to_row(run_id, r) for r in records])
+
+    def add_rows(self, rows: list[tuple]) -> None:
+        """Store `requests` rows already encoded by `codec.record_to_row`, in one transaction."""
         with self._write("add request") as db:
             db.executemany(codec.INSERT_SQL, rows)
+
+    def replay_journals(self) -> int:
+        """Store the requests that dead benches left only in their journals; remove those journals.
+
+        The stored requests of a run are a prefix of its journal, so the lines past that count are the ones
+        missing. A journal whose bench still runs (its lock held) is left alone. Returns the requests added."""
+        added = 0
+        for run_id, path, rows in journal.orphaned(self.path):
+            with self._write("replay journal") as db:
+                if db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+                    continue  # not this store's run: leave the file for a person to look at
+                (stored,) = db.execute("SELECT COUNT(*) FROM requests WHERE run_id = ?", (run_id,)).fetchone()
+                db.executemany(codec.INSERT_SQL, rows[stored:])
+                added += max(0, len(rows) - stored)
+            path.unlink(missing_ok=True)
+        journal.remove_folder_if_empty(self.path)
+        return added
 
     def add_level(self, run_id: str, target_index: int, level: str, repeat: int, summary: dict) -> None:
         _check_no_secret("level summary", summary)
@@ -236,7 +285,7 @@ def _retry_while_locked(step: Callable[[], object]) -> None:
     in cases that several processes opening one new store hit together (switching the file to WAL while
     another connection holds it; a read that must become a write). Those locks are short, so retrying with a
     bounded, jittered backoff clears them; `step` must be safe to repeat."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    deadline = time.monotonic() + _busy_timeout_s()
     pause_s = 0.005
     while True:
         try:
@@ -247,6 +296,18 @@ def _retry_while_locked(step: Callable[[], object]) -> None:
                 raise
         time.sleep(pause_s * (0.5 + random.random()))  # jitter: racing openers don't retry in step
         pause_s = min(pause_s * 2, 0.25)
+
+
+def _busy_timeout_s() -> float:
+    """`BUSY_TIMEOUT_S`, or ``SERVELAB_STORE_BUSY_S`` when set (tests make lock failures quick with it)."""
+    raw = os.environ.get("SERVELAB_STORE_BUSY_S")
+    try:
+        value = float(raw) if raw else BUSY_TIMEOUT_S
+    except ValueError:
+        raise StoreError(f"SERVELAB_STORE_BUSY_S must be a number of seconds, got {raw!r}") from None
+    if not value > 0:
+        raise StoreError(f"SERVELAB_STORE_BUSY_S must be more than 0 seconds, got {raw!r}")
+    return value
 
 
 def _is_lock_error(exc: sqlite3.OperationalError) -> bool:
