@@ -295,11 +295,13 @@ def _combine(
 
 
 def _store_validity(valid: bool, why: str | None, blocked_s: float) -> tuple[bool, str | None]:
-    """Not valid when the store held its writer up during the level (the records waited in the journal)."""
-    if valid and blocked_s > STORE_BLOCKED_LIMIT_S:
-        return False, (f"result store blocked for {blocked_s:.1f} s during the level (another process held its "
-                       "write lock): records waited in the journal while the level was measured")  # fmt: skip
-    return valid, why
+    """Not valid when the store held its writer up during the level (the records waited in the journal);
+    that reason comes first, any other after it."""
+    if blocked_s <= STORE_BLOCKED_LIMIT_S:
+        return valid, why
+    store = (f"result store blocked for {blocked_s:.1f} s during the level (another process held its write "
+             "lock): records waited in the journal while the level was measured")  # fmt: skip
+    return False, store if why is None else f"{store}; {why}"
 
 
 def _safe_get_text(target: Target, path: str) -> str | None:

@@ -1,0 +1,56 @@
+"""The journal's lines and their replay: BLOBs survive the round trip, a line cut by a kill is skipped,
+only the lines past a run's stored requests are added, and a journal whose writer lives is left alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from servelab.store import Store, codec
+from servelab.store.journal import Journal, decode_line, encode_row, journal_dir, journal_path
+from tests.runs_factory import make_record
+
+
+def _rows(run_id: str, n: int) -> list[tuple]:
+    records = [make_record(0, "c=1", i, start_ns=i, ttft_ms=1, itl_ms=1, output_tokens=4) for i in range(n)]
+    return [codec.record_to_row(run_id, r) for r in records]
+
+
+def test_a_row_comes_back_from_its_line_blobs_included():
+    (row,) = _rows("r", 1)
+    assert any(isinstance(v, bytes) for v in row)
+    assert decode_line(encode_row(row)) == row
+    assert decode_line(encode_row(row)[:-9]) is None  # cut short by a kill mid-line
+
+
+def test_replay_adds_only_the_lines_past_what_is_stored_and_removes_the_journal(tmp_path: Path):
+    db = tmp_path / "runs.db"
+    with Store.open(db) as store:
+        run_id = store.create_run({"name": "killed"})
+        store.add_target(run_id, 0, "http://127.0.0.1:9/v1", "sim", {})
+        rows = _rows(run_id, 5)
+        store.add_rows(rows[:2])  # the writer thread got this far
+    path = journal_path(db, run_id)
+    path.parent.mkdir()
+    path.write_bytes(b"".join(encode_row(r) for r in rows) + encode_row(rows[0])[:7])
+    with Store.open(db) as store:
+        requests = store.load_run(run_id).requests
+    assert [r.request_index for r in requests] == [0, 1, 2, 3, 4]
+    assert (
+        requests[4].chunk_tokens
+        == make_record(0, "c=1", 4, start_ns=4, ttft_ms=1, itl_ms=1, output_tokens=4).chunk_tokens
+    )
+    assert not journal_dir(db).exists()
+
+
+def test_a_journal_whose_writer_still_holds_it_is_not_replayed(tmp_path: Path):
+    db = tmp_path / "runs.db"
+    with Store.open(db) as store:
+        run_id = store.create_run({"name": "live"})
+        live = Journal(journal_path(db, run_id))
+        live.append(_rows(run_id, 1)[0])
+        assert store.replay_journals() == 0
+        assert len(store.load_run(run_id).requests) == 0
+        live.close(remove=False)
+        assert store.replay_journals() == 1
+    with Store.open(db) as store:
+        assert len(store.load_run(run_id).requests) == 1
