@@ -2,6 +2,10 @@
 
     PYTHONPATH=TREE python benchmarks/store_kill_loss.py [--kills 10] [--lock-s 5]
 
+(without PYTHONPATH: this checkout). Measured on a shared 2-vCPU VM, 10 kills, 5 s lock:
+before (journal-less batched sink, main at 290e61c): 27 of 259 finished requests lost, client frozen 4.93 s;
+after: 0 of 254 lost, longest gap 0.10 s, the level not valid ("result store blocked for …").
+
 Kills `servelab bench` (3 levels) with SIGKILL at seeded random moments and counts the requests the sim
 finished ≥ 50 ms before the kill that are not in the store afterwards; then holds the store's write lock
 (BEGIN IMMEDIATE, another process) for --lock-s during a level and prints the longest gap between
@@ -26,9 +30,11 @@ from pathlib import Path
 if "PYTHONPATH" not in os.environ:  # else the tree it names (e.g. the code before a change)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import servelab
 from servelab.store import Store
 from tests.bench_sim import sim_process, sim_requests_seen
 
+TREE = Path(servelab.__file__).resolve().parents[1]  # the benches run this same code
 CLI = [sys.executable, "-c", "import sys; from servelab.cli.app import main; sys.exit(main())"]
 LOCKER = (
     "import sqlite3, sys, time; d = sqlite3.connect(sys.argv[1], isolation_level=None); d.execute('BEGIN IMMEDIATE');"
@@ -39,8 +45,9 @@ LOCKER = (
 def bench(url: str, db: Path, levels: str, requests: int) -> subprocess.Popen:
     args = ["bench", url, "--db", str(db), "--concurrency", levels, "--requests", str(requests), "--json"]
     return subprocess.Popen(
-        [*CLI, *args, "--output-tokens", "16"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        [*CLI, *args, "--output-tokens", "16"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=db.parent, env={**os.environ, "PYTHONPATH": str(TREE)},
+    )  # fmt: skip
 
 
 def finished_before(url: str, since_ns: int, before_ns: int) -> set[str]:
@@ -89,7 +96,12 @@ def lock(url: str, tmp: Path, hold_s: float) -> tuple[float, str, int]:
     window = [taken, *[e for e in ends if taken < e < released], released]
     gap_s = max(b - a for a, b in itertools.pairwise(window)) / 1e9
     level = json.loads(out)["targets"][0]["levels"][0] if proc.returncode == 0 else {"valid": None}
-    return gap_s, f"valid={level['valid']} exit={proc.returncode}", len(ends) - sim_requests_seen(url)
+    why = (level.get("invalid_reason") or "")[:40]
+    return (
+        gap_s,
+        f"valid={level['valid']} ({why}…) exit={proc.returncode}",
+        len(ends) - sim_requests_seen(url),
+    )
 
 
 def main() -> None:
