@@ -42,7 +42,12 @@ class RecordSink:
         if self.journal is None:
             return
         row = codec.record_to_row(self.run_id, record)
-        self.journal.append(row)
+        try:
+            self.journal.append(row)
+        except StoreError as exc:  # the writer still stores it; the run stops, since a kill would lose it now
+            self.error = self.error or StoreError(
+                f"{exc}; the run stopped, its finished requests are in the store"
+            )
         self._queue.put(row)
 
     def window(self) -> None:

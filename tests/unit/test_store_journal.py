@@ -3,8 +3,10 @@ only the lines past a run's stored requests are added, and a journal whose write
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+from servelab.bench.sink import RecordSink
 from servelab.store import Store, codec
 from servelab.store.journal import Journal, decode_line, encode_row, journal_dir, journal_path
 from tests.runs_factory import make_record
@@ -54,3 +56,20 @@ def test_a_journal_whose_writer_still_holds_it_is_not_replayed(tmp_path: Path):
         assert store.replay_journals() == 1
     with Store.open(db) as store:
         assert len(store.load_run(run_id).requests) == 1
+
+
+def test_a_journal_that_cannot_be_written_stops_the_run_but_the_writer_still_stores_the_records(
+    tmp_path: Path,
+):
+    db = tmp_path / "runs.db"
+    with Store.open(db) as store:
+        run_id = store.create_run({"name": "disk full"})
+        sink = RecordSink(store, run_id)
+        assert sink.journal is not None
+        sink.journal._file.close()
+        sink.journal._file = open("/dev/full", "wb", buffering=0)  # noqa: SIM115 - a real device: writes fail with ENOSPC
+        for i in range(2):
+            sink.add(make_record(0, "c=1", i, start_ns=i, ttft_ms=1, itl_ms=1, output_tokens=4))
+        asyncio.run(sink.close())
+        assert sink.error is not None and "No space left on device" in str(sink.error)
+        assert len(store.load_run(run_id).requests) == 2
