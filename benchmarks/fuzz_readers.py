@@ -7,7 +7,8 @@ hand-built config.json + model.safetensors. Each case is mutated (values, types,
 offsets; tests/unit/model_mutants.py), written under a temporary directory and read in-process through
 `servelab.model.load.load_model`. Outcomes: ok / clean (ModelFormatError or ConfigError) / traceback (any
 other exception; its innermost servelab frame is the site) / hang (past --cap-s, stopped by SIGALRM) /
-nonsense (ok, but the spec has a non-positive dimension). Special cases (a FIFO model.safetensors, a FIFO
+nonsense (ok, but the spec has a non-positive dimension, or with --plan the plan has a negative or infinite
+tok/s). --plan also plans every model that loads (one H100, llama.cpp for GGUF, vLLM otherwise). Special cases (a FIFO model.safetensors, a FIFO
 .gguf, a device, a 100 MB GGUF of small arrays, a 1 GiB sparse GGUF) run once each. Prints one table per
 reader: counts, distinct traceback sites, max seconds per case and the process's peak RSS growth per case;
 the special cases run in forked children, each with its own peak RSS.
@@ -17,6 +18,7 @@ The process's address space is capped (--max-gib), so a reader that reads withou
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import resource
@@ -38,6 +40,7 @@ from servelab.model.load import load_model
 from servelab.model.safetensors_header import read_file_header
 from servelab.model.spec import ModelSpec
 from servelab.modelmake import make_model
+from servelab.plan.types import Plan
 from tests.unit.model_mutants import (
     SEED_CONFIG,
     mutate_gguf,
@@ -62,6 +65,23 @@ def site_of(exc: BaseException) -> str:
     return f"{where.filename.rsplit('/servelab/', 1)[-1]}:{where.lineno} {type(exc).__name__}"
 
 
+def load_and_plan(ref: str, plan: bool) -> object:
+    """load_model(ref), then (with --plan) a plan on one H100 with the engine that reads its format."""
+    spec = load_model(ref)
+    if not plan or nonsense(spec):
+        return spec
+    from servelab.hardware.gpus import find_gpu
+    from servelab.plan.make import make_plan
+
+    engine = "llamacpp" if spec.source == "gguf" else "vllm"
+    return make_plan(spec, find_gpu("h100"), engine=engine, context=min(spec.max_context or 4096, 4096))
+
+
+def nonsense_plan(plan: Plan) -> bool:
+    figures = [plan.decode_ceiling_tok_s.short, plan.decode_expected_tok_s.short, plan.prefill_ceiling_tok_s]
+    return any(not math.isfinite(f) or f < 0 for f in figures) or plan.memory_bytes.total < 0
+
+
 def nonsense(spec: ModelSpec) -> bool:
     dims = [spec.hidden_size, spec.num_layers]
     if spec.attention and spec.attention.num_heads:
@@ -77,7 +97,9 @@ def run_case(fn: Callable[[], object], cap_s: float) -> tuple[str, str, float, i
     outcome, site = "ok", ""
     try:
         result = fn()
-        if isinstance(result, ModelSpec) and nonsense(result):
+        if (isinstance(result, ModelSpec) and nonsense(result)) or (
+            isinstance(result, Plan) and nonsense_plan(result)
+        ):
             outcome = "nonsense"
     except Hang:
         outcome = "hang"
@@ -105,22 +127,22 @@ class Tally:
         self.max_s, self.max_rss_kib = max(self.max_s, seconds), max(self.max_rss_kib, rss)
 
 
-def gguf_cases(work: Path, n: int, rng: random.Random, cap_s: float) -> Tally:
+def gguf_cases(work: Path, n: int, rng: random.Random, cap_s: float, plan: bool) -> Tally:
     seeds = [
         parse_gguf(make_model(kind, work / f"{kind}.gguf").path.read_bytes()) for kind in ("draft", "hybrid")
     ]
     tally, path = Tally(), work / "case.gguf"
     for _ in range(n):
         path.write_bytes(mutate_gguf(rng.choice(seeds), rng))
-        tally.add(*run_case(lambda: load_model(str(path)), cap_s))
+        tally.add(*run_case(lambda: load_and_plan(str(path), plan), cap_s))
     return tally
 
 
-def dir_cases(work: Path, n: int, rng: random.Random, cap_s: float, target: str) -> Tally:
+def dir_cases(work: Path, n: int, rng: random.Random, cap_s: float, target: str, plan: bool) -> Tally:
     tally, directory = Tally(), work / "case-dir"
     for _ in range(n):
         write_model_dir(directory, *mutate_model_dir(rng, target))
-        tally.add(*run_case(lambda: load_model(str(directory)), cap_s))
+        tally.add(*run_case(lambda: load_and_plan(str(directory), plan), cap_s))
     return tally
 
 
@@ -202,6 +224,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cap-s", type=float, default=10.0, help="per-case time cap (a hang past it)")
     parser.add_argument("--large-cap-s", type=float, default=200.0, help="time cap of the two large files")
+    parser.add_argument("--plan", action="store_true", help="also plan every model that loads (H100, 4k ctx)")
     parser.add_argument("--no-special", action="store_true", help="skip the FIFO / device / large-file cases")
     parser.add_argument("--max-gib", type=float, default=4.0, help="address-space cap (MemoryError past it)")
     args = parser.parse_args()
@@ -218,11 +241,13 @@ def main() -> None:
             print()
         start = time.perf_counter()
         tallies = {
-            "GGUF header": gguf_cases(work, args.cases, random.Random(args.seed), args.cap_s),
+            "GGUF header": gguf_cases(work, args.cases, random.Random(args.seed), args.cap_s, args.plan),
             "safetensors header": dir_cases(
-                work, args.cases, random.Random(args.seed + 1), args.cap_s, "safetensors"
+                work, args.cases, random.Random(args.seed + 1), args.cap_s, "safetensors", args.plan
             ),
-            "config.json": dir_cases(work, args.cases, random.Random(args.seed + 2), args.cap_s, "config"),
+            "config.json": dir_cases(
+                work, args.cases, random.Random(args.seed + 2), args.cap_s, "config", args.plan
+            ),
         }
         print_table(tallies)
         print(f"\n{args.cases} cases per reader, seed {args.seed}, {time.perf_counter() - start:.1f} s")
