@@ -165,6 +165,13 @@ def test_a_fifo_or_device_is_not_a_gguf_file(tmp_path):
             read_gguf_header(path)
 
 
+def test_load_model_names_a_fifo_or_device_as_not_a_regular_file(tmp_path):
+    os.mkfifo(tmp_path / "pipe.gguf")
+    for ref in (str(tmp_path / "pipe.gguf"), "/dev/null"):
+        with pytest.raises(ModelFormatError, match="not a regular file"):
+            load_model(ref)
+
+
 def _gguf(tmp_path: Path, entries: bytes, n_kv: int) -> Path:
     path = tmp_path / "m.gguf"
     path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, n_kv) + entries + b"\0" * 64)
