@@ -217,8 +217,6 @@ def _tensor_info(cur: _Cursor, types: dict[int, GGUFType]) -> GGUFTensorInfo:
     if not 1 <= n_dims <= _MAX_DIMS:
         raise ModelFormatError(f"GGUF tensor {name!r} declares {n_dims} dimensions (1 to {_MAX_DIMS})")
     shape = tuple(int(cur.unpack("<Q", f"shape of {name}")) for _ in range(n_dims))
-    if min(shape) < 1:
-        raise ModelFormatError(f"GGUF tensor {name!r} has a dimension of 0 in {list(shape)}")
     type_id = int(cur.unpack("<I", f"type of {name}"))
     qtype = types.get(type_id)
     if qtype is None:
