@@ -221,6 +221,16 @@ def test_nonsense_dimensions_are_one_line_from_the_cli(tmp_path, capsys, field, 
     assert err.startswith("servelab: ") and err.count("\n") == 1 and "Traceback" not in err
 
 
+def test_a_gguf_without_tensors_loads_but_is_not_planned(seeds, tmp_path, capsys):
+    path = tmp_path / "empty.gguf"
+    path.write_bytes(pack_gguf(replace(seeds[0], tensors=[])))
+    assert load_model(str(path)).weight_bytes == 0
+    code = main(["plan", str(path), "--gpu", "h100"])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == ""
+    assert "has no weights" in err and err.count("\n") == 1 and "Traceback" not in err
+
+
 def test_a_4300_digit_number_in_a_config_is_one_line(tmp_path):
     text = json.dumps(SEED_CONFIG).replace("64", "9" * 5000, 1)
     with pytest.raises(ModelFormatError, match=r"config\.json"):
