@@ -117,6 +117,8 @@ class _Keys:
 
     def num(self, suffix: str, default: int = 0, lo: int = 0, hi: int = MAX_DIMENSION) -> int:
         value = self.raw(suffix)
+        if value is None and default < lo:
+            raise ModelFormatError(f"GGUF {self.arch}.{suffix} is missing; this architecture needs it")
         return default if value is None else checked_int(f"{self.arch}.{suffix}", value, lo, hi)
 
     def per_layer(self, suffix: str, n: int) -> list[int]:

@@ -221,6 +221,15 @@ def test_nonsense_dimensions_are_one_line_from_the_cli(tmp_path, capsys, field, 
     assert err.startswith("servelab: ") and err.count("\n") == 1 and "Traceback" not in err
 
 
+def test_a_hybrid_gguf_without_its_value_head_count_is_one_line(seeds, tmp_path):
+    hybrid = seeds[1]
+    kvs = [kv for kv in hybrid.kvs if kv[0] != f"{hybrid.arch}.ssm.time_step_rank"]
+    path = tmp_path / "m.gguf"
+    path.write_bytes(pack_gguf(replace(hybrid, kvs=kvs)) + b"\0" * hybrid.data_bytes)
+    with pytest.raises(ModelFormatError, match=r"ssm\.time_step_rank is missing"):
+        load_model(str(path))
+
+
 def test_a_gguf_without_tensors_loads_but_is_not_planned(seeds, tmp_path, capsys):
     path = tmp_path / "empty.gguf"
     path.write_bytes(pack_gguf(replace(seeds[0], tensors=[])))
