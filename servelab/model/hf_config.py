@@ -14,6 +14,7 @@ from typing import Any
 
 from servelab.errors import ModelFormatError
 from servelab.model.dtypes import find_dtype
+from servelab.model.files import read_regular
 from servelab.model.params import count_params, is_moe_layer
 from servelab.model.quant import QuantFormat, get_quant, quant_from_config, synthesise_weights
 from servelab.model.spec import (
@@ -36,6 +37,7 @@ _LAYER_TYPE_NAMES = {
     "linear_attention": LayerKind.LINEAR_ATTENTION,
     "mamba": LayerKind.MAMBA,
 }
+MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a config.json is a few KB
 MAX_LAYERS = 4096  # more decoder layers than any real model: a hostile or broken config
 # transformers defaults when the config omits the pattern: Gemma2 alternates, Gemma3 has 5 local : 1 global
 _DEFAULT_SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "gemma3_text": 6}
@@ -46,9 +48,11 @@ def read_config(path: Path) -> dict[str, Any]:
     """The JSON object in a config.json, or in `path/config.json` for a model directory."""
     file = path / "config.json" if path.is_dir() else path
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise ModelFormatError(f"cannot read {file}: {exc}; give a Hugging Face config.json") from exc
+        data = json.loads(read_regular(file, MAX_CONFIG_BYTES, "config.json").decode("utf-8-sig"))
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, 4,300-digit numbers
+        raise ModelFormatError(
+            f"cannot read {file}: {str(exc)[:120]}; give a Hugging Face config.json"
+        ) from None
     if not isinstance(data, dict):
         raise ModelFormatError(f"{file} is not a JSON object; give a Hugging Face config.json")
     return data
@@ -69,13 +73,18 @@ def spec_from_config(config: dict[str, Any], *, name: str, source: str = "hf") -
     text = text_config(config)
     try:
         return _build(config, text, name, source)
-    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:
         raise ModelFormatError(
             f"config for {name!r} lacks or mangles a field ({exc!r}); is it a decoder LLM?"
         ) from exc
 
 
 def _build(config: dict[str, Any], text: dict[str, Any], name: str, source: str) -> ModelSpec:
+    hidden = text["hidden_size"]
+    if type(hidden) is not int or hidden < 1:
+        raise ModelFormatError(
+            f"config for {name!r}: hidden_size {str(hidden)[:40]} is not a positive integer"
+        )
     kinds = layer_kinds(text)
     mla = mla_spec(text)
     attention = attention_spec(text)
@@ -104,7 +113,10 @@ def _build(config: dict[str, Any], text: dict[str, Any], name: str, source: str)
             text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or "bfloat16"
         ),
     )
-    groups, roles = count_params(spec, text, config.get("vision_config"))
+    vision = config.get("vision_config")
+    if vision is not None and not isinstance(vision, dict):
+        raise ModelFormatError(f"vision_config is {str(vision)[:40]}; a JSON object is expected")
+    groups, roles = count_params(spec, text, vision)
     spec.extra.update(param_groups=groups, param_roles=roles)
     return synthesise_weights(spec, native_quant(config, spec.dtype))
 

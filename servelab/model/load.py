@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servelab.errors import ConfigError
+from servelab.errors import ConfigError, ModelFormatError
 from servelab.model.catalog import catalog_ids, catalog_model, find_catalog_id
 from servelab.model.spec import ModelSpec
 
@@ -35,6 +35,8 @@ def _read(ref: str, *, hf: bool, hf_endpoint: str | None) -> ModelSpec:
 
         return fetch_model(find_catalog_id(ref) or ref, endpoint=hf_endpoint)  # "qwen3-8b" → Qwen/Qwen3-8B
     path = Path(ref).expanduser()
+    if path.exists() and not (path.is_file() or path.is_dir()):
+        raise ModelFormatError(f"{ref} is not a regular file (a FIFO, device or socket); give a model file")
     if path.suffix.lower() == ".gguf" and path.is_file():
         from servelab.model.gguf_file import read_gguf
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import struct
 from dataclasses import dataclass, replace
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from servelab.errors import ModelFormatError
+from servelab.model.files import open_regular, read_regular
 from servelab.model.hf_config import read_config, spec_from_config
 from servelab.model.spec import ModelSpec, WeightGroup
 
@@ -43,7 +45,7 @@ _VISION = re.compile(
     r"(^|\.)(visual|vision_tower|vision_model|multi_modal_projector|mm_projector|vision_embed)\."
 )
 _EMBED = re.compile(r"(^|\.)(embed_tokens|wte|tok_embeddings|word_embeddings)\.")
-_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+_LAYER = re.compile(r"(?:^|\.)layers\.([0-9]+)\.")  # ASCII digits: \d takes other scripts' digits
 
 
 @dataclass(frozen=True)
@@ -71,21 +73,40 @@ def header_length(prefix: bytes, file_size: int) -> int:
 
 def parse_header(header: bytes, data_size: int) -> list[TensorEntry]:
     """Tensor entries from the JSON header; `data_size` is the file size minus 8 minus the header."""
-    try:
-        table = json.loads(header.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise ModelFormatError(f"safetensors header is not JSON ({exc}); the file is corrupt") from exc
+    table = load_json(header, "safetensors header")
     if not isinstance(table, dict):
         raise ModelFormatError("safetensors header is not a JSON object; the file is corrupt")
-    return [_entry(name, info, data_size) for name, info in table.items() if name != "__metadata__"]
+    spans = [_entry(name, info, data_size) for name, info in table.items() if name != "__metadata__"]
+    _check_disjoint(spans)
+    return [entry for entry, _ in spans]
 
 
-def _entry(name: str, info: Any, data_size: int) -> TensorEntry:
+def load_json(raw: bytes, what: str) -> object:
+    """JSON from bytes; anything json refuses (bad UTF-8, syntax, nesting, 4,300-digit numbers) is one line."""
     try:
-        dtype, shape = str(info["dtype"]), tuple(int(d) for d in info["shape"])
-        begin, end = (int(x) for x in info["data_offsets"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ModelFormatError(f"safetensors tensor {name!r} has a malformed entry ({exc!r})") from exc
+        return json.loads(raw.decode("utf-8-sig"))
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ModelFormatError(f"{what} is not JSON ({str(exc)[:120]}); the file is corrupt") from None
+
+
+def _ints(value: object, what: str) -> tuple[int, ...]:
+    """A JSON list of non-negative integers (not bools, floats or strings)."""
+    if not isinstance(value, list) or any(type(v) is not int or v < 0 for v in value):
+        raise ModelFormatError(f"{what} is {str(value)[:60]}; a list of non-negative integers is expected")
+    return tuple(value)
+
+
+def _entry(name: str, info: Any, data_size: int) -> tuple[TensorEntry, tuple[int, int]]:
+    if not isinstance(info, dict) or not isinstance(info.get("dtype"), str):
+        raise ModelFormatError(f"safetensors tensor {name!r} has a malformed entry (no dtype string)")
+    dtype = info["dtype"]
+    shape = _ints(info.get("shape"), f"safetensors tensor {name!r} has a malformed entry: shape")
+    offsets = _ints(
+        info.get("data_offsets"), f"safetensors tensor {name!r} has a malformed entry: data_offsets"
+    )
+    if len(offsets) != 2:
+        raise ModelFormatError(f"safetensors tensor {name!r} data_offsets must be [begin, end]")
+    begin, end = offsets
     if dtype not in DTYPE_BYTES:
         raise ModelFormatError(
             f"safetensors tensor {name!r} has unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}"
@@ -101,18 +122,31 @@ def _entry(name: str, info: Any, data_size: int) -> TensorEntry:
             f"safetensors tensor {name!r}: {dtype}{list(shape)} needs {nbytes} bytes, "
             f"offsets give {end - begin}"
         )
-    return TensorEntry(name, dtype, shape, nbytes)
+    return TensorEntry(name, dtype, shape, nbytes), (begin, end)
+
+
+def _check_disjoint(spans: list[tuple[TensorEntry, tuple[int, int]]]) -> None:
+    """No two tensors share a byte of the data section (the safetensors library refuses them too)."""
+    end, previous = 0, ""
+    for entry, (begin, stop) in sorted(spans, key=lambda span: span[1]):
+        if begin < end:
+            raise ModelFormatError(
+                f"safetensors tensors {previous!r} and {entry.name!r} overlap (offset {begin} < {end}); "
+                "the file is corrupt or hostile"
+            )
+        if stop > begin:
+            end, previous = stop, entry.name
 
 
 def read_file_header(path: Path) -> list[TensorEntry]:
     """Read one local .safetensors file's header (only the header bytes are read)."""
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as handle:
+    with open_regular(path) as handle:
+        try:
+            size = os.fstat(handle.fileno()).st_size
             length = header_length(handle.read(8), size)
             header = handle.read(length)
-    except OSError as exc:
-        raise ModelFormatError(f"cannot read {path}: {exc}") from exc
+        except OSError as exc:
+            raise ModelFormatError(f"cannot read {path}: {exc.strerror or exc}") from exc
     return parse_header(header, size - 8 - length)
 
 
@@ -120,7 +154,7 @@ def shard_files(directory: Path) -> list[Path]:
     """The safetensors shards of a model directory (from model.safetensors.index.json when present)."""
     index = directory / "model.safetensors.index.json"
     if index.is_file():
-        names = sorted(set(index_weight_map(index.read_bytes()).values()))
+        names = sorted(set(index_weight_map(read_regular(index, MAX_HEADER_BYTES, "weight index")).values()))
         missing = [n for n in names if not (directory / n).is_file()]
         if missing:
             raise ModelFormatError(f"{index} lists {missing[0]} which is not in {directory}")
@@ -129,10 +163,8 @@ def shard_files(directory: Path) -> list[Path]:
 
 
 def index_weight_map(raw: bytes) -> dict[str, str]:
-    try:
-        weight_map = json.loads(raw)["weight_map"]
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, KeyError, TypeError) as exc:
-        raise ModelFormatError(f"model.safetensors.index.json has no weight_map ({exc!r})") from exc
+    index = load_json(raw, "model.safetensors.index.json")
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or any(
         not isinstance(v, str) or "/" in v or "\\" in v for v in weight_map.values()
     ):
@@ -149,7 +181,9 @@ def component_of(name: str, num_layers: int) -> str:
     if name.startswith("mtp.") or ".mtp." in name:
         return "mtp"
     layer = _LAYER.search(name)
-    if layer and int(layer.group(1)) >= num_layers:  # DeepSeek nextn layers follow the decoder layers
+    if (
+        layer and len(layer.group(1)) <= 9 and int(layer.group(1)) >= num_layers
+    ):  # DeepSeek nextn layers follow the decoder layers
         return "mtp"
     if _EMBED.search(name):
         return "embedding"

@@ -6,8 +6,12 @@ were read from a file (GGUF tensor table, safetensors header) and synthesised by
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
+
+from servelab.errors import ModelFormatError
+
+MAX_DIMENSION = 1 << 31  # any size, count or context past this is a hostile or broken description
 
 
 class LayerKind(StrEnum):
@@ -15,6 +19,20 @@ class LayerKind(StrEnum):
     SLIDING_ATTENTION = "sliding_attention"  # KV cache capped at the window
     LINEAR_ATTENTION = "linear_attention"  # Gated DeltaNet: fixed conv + recurrent state per sequence
     MAMBA = "mamba"  # Mamba/Mamba2: fixed conv + SSM state per sequence
+
+
+def check_ranges(owner: object, minimums: dict[str, int]) -> None:
+    """Every int field of the dataclass `owner` lies in [minimum, MAX_DIMENSION] (minimum 0 unless named);
+    None is allowed where the field is optional. One ModelFormatError line names the field."""
+    for f in fields(owner):  # type: ignore[arg-type]
+        value = getattr(owner, f.name)
+        if type(value) is not int:
+            continue
+        lo = minimums.get(f.name, 0)
+        if not lo <= value <= MAX_DIMENSION:
+            raise ModelFormatError(
+                f"{type(owner).__name__}.{f.name} is {value}; it must lie in {lo}..{MAX_DIMENSION}"
+            )
 
 
 ATTENTION_KINDS = frozenset({LayerKind.FULL_ATTENTION, LayerKind.SLIDING_ATTENTION})
@@ -28,6 +46,14 @@ class AttentionSpec:
     head_dim: int  # key head dim
     v_head_dim: int | None = None  # None: same as head_dim
     sliding_window: int | None = None
+
+    def __post_init__(self) -> None:
+        check_ranges(self, {"v_head_dim": 1, "sliding_window": 1})
+        if self.num_heads and not (self.num_kv_heads and self.head_dim):
+            raise ModelFormatError(
+                f"attention with {self.num_heads} heads needs KV heads and a head dim "
+                f"(got {self.num_kv_heads} and {self.head_dim})"
+            )
 
     @property
     def value_head_dim(self) -> int:
@@ -44,6 +70,9 @@ class MLASpec:
     v_head_dim: int = 0
     q_lora_rank: int | None = None
 
+    def __post_init__(self) -> None:
+        check_ranges(self, {"kv_lora_rank": 1, "q_lora_rank": 1})
+
 
 @dataclass(frozen=True)
 class LinearAttentionSpec:
@@ -55,6 +84,9 @@ class LinearAttentionSpec:
     value_head_dim: int
     conv_kernel: int
     ssm_dtype: str = "fp32"  # config `mamba_ssm_dtype`
+
+    def __post_init__(self) -> None:
+        check_ranges(self, {f.name: 1 for f in fields(self)})
 
     @property
     def key_dim(self) -> int:
@@ -82,6 +114,9 @@ class MambaSpec:
     n_heads: int = 0  # Mamba2 heads; 0 for Mamba1
     ssm_dtype: str = "fp32"
 
+    def __post_init__(self) -> None:
+        check_ranges(self, {"d_inner": 1, "d_state": 1, "d_conv": 1, "n_groups": 1})
+
     @property
     def conv_dim(self) -> int:
         return self.d_inner + 2 * self.n_groups * self.d_state
@@ -100,6 +135,13 @@ class MoESpec:
     shared_expert_intermediate_size: int = 0
     num_moe_layers: int = 0  # layers whose MLP is MoE (the rest are dense)
 
+    def __post_init__(self) -> None:
+        check_ranges(self, {"num_experts": 1, "experts_per_token": 1})
+        if self.experts_per_token > self.num_experts:
+            raise ModelFormatError(
+                f"MoE routes {self.experts_per_token} experts per token but has only {self.num_experts}"
+            )
+
 
 @dataclass(frozen=True)
 class WeightGroup:
@@ -113,6 +155,12 @@ class WeightGroup:
     active_bytes: int | None = (
         None  # bytes of those params (MoE with experts stored unlike the rest); None: unknown
     )
+
+    def __post_init__(self) -> None:
+        for name in ("params", "bytes", "active_params", "active_bytes"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ModelFormatError(f"weight group {self.name!r} has {value} {name}; it must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -138,6 +186,22 @@ class ModelSpec:
     weights: tuple[WeightGroup, ...] = ()
     weights_exact: bool = False  # True when bytes come from a file, not from parameter counts
     extra: dict[str, object] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        """Nonsense dimensions (negative, zero where a model needs one, absurdly large) end here, in one line."""
+        try:
+            check_ranges(self, {"hidden_size": 1})
+        except ModelFormatError as exc:
+            raise ModelFormatError(f"model {self.name!r}: {exc}") from None
+        if not 1 <= len(self.layer_kinds) <= MAX_DIMENSION or len(self.kv_heads_per_layer) != len(
+            self.layer_kinds
+        ):
+            raise ModelFormatError(
+                f"model {self.name!r} has {len(self.layer_kinds)} layers and {len(self.kv_heads_per_layer)} "
+                "KV head counts; at least one layer and one count per layer are needed"
+            )
+        if any(type(kv) is not int or not 0 <= kv <= MAX_DIMENSION for kv in self.kv_heads_per_layer):
+            raise ModelFormatError(f"model {self.name!r} has a KV head count out of range")
 
     @property
     def num_layers(self) -> int:

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from servelab.engines import registry
 from servelab.engines.base import Engine, Planner
-from servelab.errors import ConfigError
+from servelab.errors import ConfigError, ModelFormatError
 from servelab.hardware.gpus import GPU, default_interconnect
 from servelab.model.dtypes import storage_dtype
 from servelab.model.quant import get_quant, synthesise_weights
@@ -184,6 +184,11 @@ def make_plan(
         others = " or ".join(e.name for e in registry.planned() if not _planner(e).needs_cuda)
         raise ConfigError(f"{chosen.name} needs a CUDA or ROCm GPU; on {gpu.label} plan --engine {others}")
     model = with_quant(model, quant)
+    if model.weight_bytes <= 0 or model.total_params <= 0:
+        raise ModelFormatError(
+            f"{model.name} has no weights ({model.weight_bytes} bytes, {model.total_params} parameters); "
+            "there is nothing to plan"
+        )
     if not engine_accepts(chosen, model):
         raise ConfigError(f"{chosen.name} cannot load {model.quant} weights; {_formats_line()}")
     context = context if context is not None else model.max_context
