@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from servelab.cli.output import print_json, stderr_console, stdout_console
@@ -77,10 +78,10 @@ def render(report: DoctorReport) -> None:
         console.print(_gpu_table(report))
     if report.pairs:
         console.print(_pair_table(report))
-    console.print(f"[bold]Findings[/bold] ({len(report.findings)})")
+    console.print(f"[bold]Findings[/bold] ({len(report.findings)})", markup=True)
     for number, f in enumerate(report.findings, 1):
         console.print(
-            f"{number}. [{SEVERITY_STYLE[f.severity]}]{f.severity.upper()}[/] {f.title}", markup=True
+            f"{number}. [{SEVERITY_STYLE[f.severity]}]{f.severity.upper()}[/] {escape(f.title)}", markup=True
         )
         for label, text in (("evidence", f.evidence), ("why it matters", f.consequence), ("fix", f.fix)):
             console.print(f"   {label}: {text}", markup=False)

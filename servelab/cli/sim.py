@@ -8,6 +8,7 @@ import sys
 import typer
 
 from servelab.errors import ConfigError
+from servelab.inert import inert_line
 from servelab.sim.config import FAULT_KINDS, USAGE_MODES, SimConfig, parse_fault
 
 
@@ -63,5 +64,8 @@ async def _serve(config: SimConfig, json_out: bool) -> None:
     async with SimServer(config) as url:
         line = f'{{"url": "{url}"}}' if json_out else f"servelab sim listening on {url}"
         print(line, flush=True)
-        print(f"model {config.model}: ttft {config.ttft_ms} ms, itl {config.itl_ms} ms", file=sys.stderr)
+        print(
+            f"model {inert_line(config.model)}: ttft {config.ttft_ms} ms, itl {config.itl_ms} ms",
+            file=sys.stderr,
+        )
         await asyncio.Event().wait()

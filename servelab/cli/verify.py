@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from servelab.cli.output import print_json, stdout_console
@@ -125,15 +126,20 @@ def render(result: VerifyResult) -> None:
     console.print(table)
     for m in result.mismatches:
         console.print(
-            f"[red]MISMATCH[/red] {m.line}" + (f"  [dim](asked by {m.source})[/dim]" if m.source else "")
+            f"[red]MISMATCH[/red] {escape(m.line)}"
+            + (f"  [dim](asked by {escape(m.source)})[/dim]" if m.source else ""),
+            markup=True,
         )
     for note in result.notes:
-        console.print(f"[cyan]NOTE[/cyan] {note}")
+        console.print(f"[cyan]NOTE[/cyan] {escape(note)}", markup=True)
     for u in result.unverified:
-        console.print(f"[yellow]UNVERIFIED[/yellow] {u.key}={_cell(u.asked)}: {u.reason}")
+        console.print(
+            f"[yellow]UNVERIFIED[/yellow] {escape(f'{u.key}={_cell(u.asked)}: {u.reason}')}", markup=True
+        )
     if result.asked and result.ok:
         console.print(
-            f"[green]OK[/green] the server has what was asked ({', '.join(result.matched) or 'nothing checkable'})"
+            f"[green]OK[/green] the server has what was asked ({escape(', '.join(result.matched) or 'nothing checkable')})",
+            markup=True,
         )
 
 
