@@ -10,9 +10,14 @@ import yaml
 
 from servelab.bench.level_key import Level
 from servelab.bench.metrics import Slo
-from servelab.bench.schedule import DEFAULT_LADDER, StopRule
+from servelab.bench.schedule import DEFAULT_LADDER, MAX_LEVEL_SECONDS, MAX_REQUESTS, StopRule
 from servelab.bench.workloads import WorkloadSpec
 from servelab.errors import ConfigError
+from servelab.ranges import count, number
+
+MAX_REPEATS = 1_000
+MIN_RATE, MAX_RATE = 0.001, 1_000_000.0  # requests/s
+MAX_BURSTINESS = 1_000.0  # gamma shape; inf means evenly spaced
 
 
 @dataclass(frozen=True)
@@ -39,12 +44,17 @@ class BenchConfig:
     def __post_init__(self) -> None:
         if not self.targets:
             raise ConfigError("give at least one target URL (or an experiment YAML with targets)")
-        if self.repeat < 1:
-            raise ConfigError("--repeat must be >= 1")
-        if self.warmup is not None and self.warmup < 0:
-            raise ConfigError("--warmup must be >= 0")
-        if self.rate is not None and not self.rate > 0:
-            raise ConfigError(f"--rate must be a positive number of requests/s, not {self.rate}")
+        count(self.repeat, "--repeat", 1, MAX_REPEATS)
+        if self.warmup is not None:
+            count(self.warmup, "--warmup", 0, MAX_REQUESTS, "requests per level")
+        number(self.burstiness, "--burstiness", 0, MAX_BURSTINESS, "(or inf)", above=True, inf_allowed=True)
+        if self.rate is not None:
+            number(self.rate, "--rate", MIN_RATE, MAX_RATE, "requests/s")
+            if self.stop.requests is not None and self.stop.requests / self.rate > MAX_LEVEL_SECONDS:
+                raise ConfigError(
+                    f"--rate {self.rate:g} would take {self.stop.requests / self.rate:,.0f} s to send "
+                    f"{self.stop.requests} requests (over {MAX_LEVEL_SECONDS:,.0f} s): raise --rate or lower --requests"
+                )
 
     @property
     def levels(self) -> tuple[Level, ...]:
@@ -82,8 +92,17 @@ def load_experiment(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"unknown key(s) {', '.join(unknown)} in {path}; valid: {', '.join(sorted(YAML_KEYS))}"
         )
-    targets = data.get("targets") or []
-    if isinstance(targets, str):
-        targets = [targets]
-    data["targets"] = [t["url"] if isinstance(t, dict) else str(t) for t in targets]
+    data["targets"] = _yaml_targets(data.get("targets"), path)
     return data
+
+
+def _yaml_targets(targets: object, path: Path) -> list[str]:
+    """``targets``: a URL, or a list of URLs or of mappings with a ``url``."""
+    targets = [] if targets is None else [targets] if isinstance(targets, str) else targets
+    if isinstance(targets, list):
+        urls = [t.get("url") if isinstance(t, dict) else t for t in targets]
+        if all(isinstance(u, str) and u for u in urls):
+            return [str(u) for u in urls]
+    raise ConfigError(
+        f"targets in {path} must be a URL or a list of URLs (or of mappings with a url), got {targets!r}"
+    )

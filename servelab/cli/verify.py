@@ -12,6 +12,7 @@ from rich.table import Table
 
 from servelab.cli.output import print_json, stdout_console
 from servelab.engines.detect import DetectedEngine, detect_engine
+from servelab.ranges import number
 from servelab.verify import (
     EXPECT_KEYS,
     Asked,
@@ -24,6 +25,8 @@ from servelab.verify import (
     read_command,
     verify,
 )
+
+MAX_TIMEOUT_S = 3600.0  # per HTTP request
 
 
 def register(app: typer.Typer) -> None:
@@ -59,6 +62,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Read the effective configuration from the server's own endpoints and diff it against what was asked."""
         # what needs no server is read first: a bad --cmd, --plan or --expect is refused before any request
+        timeout_s = number(timeout_s, "--timeout", 0, MAX_TIMEOUT_S, "seconds", above=True)
         command = read_command(cmd) if cmd is not None else None
         planned = from_plan(plan) if plan is not None else None
         expected = parse_expect(expect)
