@@ -92,6 +92,12 @@ def register(app: typer.Typer) -> None:
         _render(result, json_out)
         if result.partial:
             raise typer.Exit(130)
+        failed = result.failed_levels()
+        if failed:
+            stderr_console().print(
+                f"servelab: error: every request failed at {'; '.join(failed)} (run {result.run_id} is stored)"
+            )
+            raise typer.Exit(1)
 
 
 def build_config(o: dict[str, Any], api_key: str | None) -> BenchConfig:
@@ -226,6 +232,8 @@ def _render(result: BenchResult, json_out: bool) -> None:
                     f"{lv.stats.level} not valid: {lv.invalid_reason or 'no reason recorded'}", markup=False
                 )
     state = "partial (interrupted)" if result.partial else "complete"
+    if not result.partial and result.failed_levels():
+        state = "finished, but every request of a level failed"
     console.print(f"run {result.run_id}: {state}")
 
 

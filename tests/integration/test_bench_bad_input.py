@@ -194,3 +194,21 @@ def test_a_whole_float_from_yaml_counts_as_a_whole_number(capsys, tmp_path):
     experiment.write_text("targets: [http://127.0.0.1:9]\nrequests: 8.0\nrepeat: 2.5\n")
     line = one_line_error(capsys, ["bench", "--config", str(experiment)], 2)
     assert line == "servelab: error: --repeat must be a whole number from 1 to 1,000, got 2.5"
+
+
+def test_a_level_where_every_request_failed_exits_1_and_says_so(capsys, tmp_path):
+    with sim_process("--ttft-ms", "1", "--itl-ms", "1", "--fault", "500") as url:
+        code = main(["bench", url, "--concurrency", "1", "--requests", "3", "--output-tokens", "2",
+                     "--input-tokens", "4", "--warmup", "0", "--db", str(tmp_path / "r.db")])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "complete" not in captured.out and "every request of a level failed" in captured.out
+    (line,) = [x for x in captured.err.splitlines() if x.startswith("servelab: error:")]
+    assert line.startswith(f"servelab: error: every request failed at {url} c=1 (") and "(run " in line
+
+
+def test_a_level_where_some_requests_failed_still_exits_0(capsys, tmp_path):
+    with sim_process("--ttft-ms", "1", "--itl-ms", "1", "--fault", "500:0.5") as url:
+        code = main(["bench", url, "--concurrency", "1", "--requests", "4", "--output-tokens", "2",
+                     "--input-tokens", "4", "--warmup", "0", "--db", str(tmp_path / "r.db")])  # fmt: skip
+    assert code == 0 and "complete" in capsys.readouterr().out
