@@ -89,10 +89,10 @@ def register(app: typer.Typer) -> None:
         check_power_hz(power_hz)
         config = build_config(options, key)
         result = _run_with_store(config, db, json_out, None if no_power else power_hz)
-        _render(result, json_out)
+        failed = [] if result.partial else result.failed_levels()
+        _render(result, json_out, failed)
         if result.partial:
             raise typer.Exit(130)
-        failed = result.failed_levels()
         if failed:
             stderr_console().print(
                 f"servelab: error: every request failed at {'; '.join(failed)} (run {result.run_id} is stored)"
@@ -219,7 +219,7 @@ class _Progress:
             self.status.stop()
 
 
-def _render(result: BenchResult, json_out: bool) -> None:
+def _render(result: BenchResult, json_out: bool, failed: list[str] | None = None) -> None:
     if json_out:
         print_json(result.to_json())
         return
@@ -232,7 +232,7 @@ def _render(result: BenchResult, json_out: bool) -> None:
                     f"{lv.stats.level} not valid: {lv.invalid_reason or 'no reason recorded'}", markup=False
                 )
     state = "partial (interrupted)" if result.partial else "complete"
-    if not result.partial and result.failed_levels():
+    if failed:
         state = "finished, but every request of a level failed"
     console.print(f"run {result.run_id}: {state}")
 
