@@ -49,6 +49,20 @@ def start_engine(
     )
 
 
+WILDCARD_HOSTS = ("0.0.0.0", "::", "[::]", "")
+
+
+def bound_address(engine: Engine, argv: list[str], host: str, port: int) -> str:
+    """``host:port`` the engine really binds, read from its command line by its own reader (the last
+    ``--host``/``--port`` wins, so flags after ``--`` override servelab's); a wildcard says so."""
+    launch = engine.cmdline.parse(argv) if engine.cmdline is not None else None
+    bound_host = (launch.host if launch is not None and launch.host is not None else host).strip()
+    bound_port = launch.port if launch is not None and launch.port is not None else port
+    shown = f"[{bound_host}]" if ":" in bound_host and not bound_host.startswith("[") else bound_host
+    every = " (every interface)" if bound_host in WILDCARD_HOSTS else ""
+    return f"{shown}:{bound_port}{every}"
+
+
 def effective_report(server: EngineServer, engine: Engine) -> dict[str, object]:
     """What the running engine really got, diffed against its own command line."""
     from servelab.engines.flags import api_key_of, redact_argv
@@ -58,6 +72,7 @@ def effective_report(server: EngineServer, engine: Engine) -> dict[str, object]:
     report: dict[str, object] = {
         "engine": engine.label,
         "url": server.url,
+        "bound": bound_address(engine, list(argv), server.host, server.port),
         "pid": server.pid,
         "log_path": str(server.log_path),
         "command": shlex.join(redact_argv(argv)),
@@ -78,7 +93,8 @@ def effective_report(server: EngineServer, engine: Engine) -> dict[str, object]:
 def render(report: dict[str, Any]) -> None:
     out = stdout_console()
     out.print(
-        f"{report['engine']} serving at {report['url']} (pid {report['pid']}, log {report['log_path']})"
+        f"{report['engine']} serving at {report['url']}, bound to {report['bound']} "
+        f"(pid {report['pid']}, log {report['log_path']})"
     )
     out.print(f"command: {report['command']}")
     for key, value in report["effective"].items():
