@@ -19,8 +19,10 @@ from servelab.engines import registry
 from servelab.engines.base import Engine
 from servelab.engines.process import EngineServer, free_port, telling_line
 from servelab.errors import ConfigError, EngineError, ServelabError
+from servelab.ranges import count, number
 
 POLL_S = 0.5
+MAX_HEALTH_WAIT_S = 86_400.0  # a day: the largest models load in well under an hour
 
 
 def start_engine(
@@ -135,10 +137,10 @@ def register(app: typer.Typer) -> None:
         from servelab.engines.process import terminate_on_signals
 
         chosen = registry.get_engine(engine, registry.launchable())
-        if port is not None and not 1 <= port <= 65535:
-            raise ConfigError(f"--port {port} is outside 1-65535 (omit it for the engine's usual port)")
-        if timeout is not None and not timeout > 0:
-            raise ConfigError(f"--timeout must be a positive number of seconds, got {timeout}")
+        if port is not None:
+            count(port, "--port", 1, 65535, "(omit it for the engine's usual port)")
+        if timeout is not None:
+            number(timeout, "--timeout", 0, MAX_HEALTH_WAIT_S, "seconds", above=True)
         err = stderr_console()
         with terminate_on_signals():
             err.print(f"starting {chosen.label} on {model} …")
