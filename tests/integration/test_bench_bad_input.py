@@ -98,6 +98,14 @@ def test_a_workload_longer_than_the_context_sends_no_load(capsys):
         ),
         (["--max-errors", "-1"], "--max-errors must be a whole number from 0 to 1,000,000, got -1"),
         (["--seed", "-1"], "--seed must be a whole number from 0 to 4,294,967,295, got -1"),
+        (
+            ["--slo", "ttft_ms=nan"],
+            "--slo ttft_ms must be a number above 0 and at most 86,400,000 ms, got nan",
+        ),
+        (
+            ["--slo", "tpot_ms=-5"],
+            "--slo tpot_ms must be a number above 0 and at most 86,400,000 ms, got -5.0",
+        ),
     ],
 )
 def test_bad_options_are_usage_errors(capsys, args, message):
@@ -180,6 +188,8 @@ def test_sim_on_a_busy_port_is_one_line(capsys):
             "--repeat must be a whole number from 1 to 1,000, got True",
         ),
         ("targets: [http://127.0.0.1:9]\nburstiness: 0\n", "--burstiness must be a number above 0"),
+        ("targets: [http://127.0.0.1:9]\nslo: {ttft_ms: -1}\n", "--slo ttft_ms must be a number above 0"),
+        ("targets: [http://127.0.0.1:9]\nslo: {speed: 1}\n", "unknown SLO 'speed'"),
     ],
 )
 def test_an_experiment_with_nonsense_values_is_one_line(capsys, tmp_path, yaml_text, message):
