@@ -93,6 +93,10 @@ def load_experiment(path: Path) -> dict[str, Any]:
             f"unknown key(s) {', '.join(unknown)} in {path}; valid: {', '.join(sorted(YAML_KEYS))}"
         )
     data["targets"] = _yaml_targets(data.get("targets"), path)
+    for key, kind, words in (("model", str, "a string"), ("name", str, "a string"), ("workload", str, "a string"),
+                             ("chat", bool, "true or false")):  # fmt: skip
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            raise ConfigError(f"{key} in {path} must be {words}, got {data[key]!r}")
     return data
 
 

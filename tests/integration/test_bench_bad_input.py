@@ -190,6 +190,11 @@ def test_sim_on_a_busy_port_is_one_line(capsys):
         ("targets: [http://127.0.0.1:9]\nburstiness: 0\n", "--burstiness must be a number above 0"),
         ("targets: [http://127.0.0.1:9]\nslo: {ttft_ms: -1}\n", "--slo ttft_ms must be a number above 0"),
         ("targets: [http://127.0.0.1:9]\nslo: {speed: 1}\n", "unknown SLO 'speed'"),
+        ("targets: [http://127.0.0.1:9]\nchat: maybe\n", "chat in {path} must be true or false, got 'maybe'"),
+        (
+            "targets: [http://127.0.0.1:9]\nmodel: {a: 1}\n",
+            "model in {path} must be a string, got {{'a': 1}}",
+        ),
     ],
 )
 def test_an_experiment_with_nonsense_values_is_one_line(capsys, tmp_path, yaml_text, message):
