@@ -16,9 +16,14 @@ from servelab.bench.limits import (
     DEFAULT_MAX_LINE_BYTES,
 )
 from servelab.bench.metrics import Slo
-from servelab.bench.schedule import DEFAULT_LADDER, StopRule
+from servelab.bench.schedule import DEFAULT_LADDER, MAX_LEVEL_SECONDS, MAX_REQUESTS, StopRule
 from servelab.bench.workloads import WorkloadSpec
 from servelab.errors import ConfigError
+from servelab.ranges import count, number
+
+MAX_REPEATS = 1_000
+MIN_RATE, MAX_RATE = 0.001, 1_000_000.0  # requests/s
+MAX_BURSTINESS = 1_000.0  # gamma shape; inf means evenly spaced
 
 
 @dataclass(frozen=True)
@@ -49,18 +54,22 @@ class BenchConfig:
     def __post_init__(self) -> None:
         if not self.targets:
             raise ConfigError("give at least one target URL (or an experiment YAML with targets)")
-        if self.repeat < 1:
-            raise ConfigError("--repeat must be >= 1")
-        if self.warmup is not None and self.warmup < 0:
-            raise ConfigError("--warmup must be >= 0")
-        if self.rate is not None and not self.rate > 0:
-            raise ConfigError(f"--rate must be a positive number of requests/s, not {self.rate}")
-        if not self.deadline_s > 0 or not self.stall_timeout_s > 0:
-            raise ConfigError("--deadline and --stall-timeout must be positive numbers of seconds")
+        count(self.repeat, "--repeat", 1, MAX_REPEATS)
+        if self.warmup is not None:
+            count(self.warmup, "--warmup", 0, MAX_REQUESTS, "requests per level")
+        number(self.burstiness, "--burstiness", 0, MAX_BURSTINESS, "(or inf)", above=True, inf_allowed=True)
+        if self.rate is not None:
+            number(self.rate, "--rate", MIN_RATE, MAX_RATE, "requests/s")
+            if self.stop.requests is not None and self.stop.requests / self.rate > MAX_LEVEL_SECONDS:
+                raise ConfigError(
+                    f"--rate {self.rate:g} would take {self.stop.requests / self.rate:,.0f} s to send "
+                    f"{self.stop.requests} requests (over {MAX_LEVEL_SECONDS:,.0f} s): raise --rate or lower --requests"
+                )
+        number(self.deadline_s, "--deadline", 0.001, 7 * 86400.0, "seconds", above=True)
+        number(self.stall_timeout_s, "--stall-timeout", 0.001, 7 * 86400.0, "seconds", above=True)
         for flag, value in (("--max-line-bytes", self.max_line_bytes), ("--max-body-bytes", self.max_body_bytes),
                             ("--max-endpoint-bytes", self.max_endpoint_bytes)):  # fmt: skip
-            if value < 1:
-                raise ConfigError(f"{flag} must be at least 1, not {value}")
+            count(value, flag, 1, 2**40, "bytes")
 
     @property
     def levels(self) -> tuple[Level, ...]:
@@ -98,8 +107,21 @@ def load_experiment(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"unknown key(s) {', '.join(unknown)} in {path}; valid: {', '.join(sorted(YAML_KEYS))}"
         )
-    targets = data.get("targets") or []
-    if isinstance(targets, str):
-        targets = [targets]
-    data["targets"] = [t["url"] if isinstance(t, dict) else str(t) for t in targets]
+    data["targets"] = _yaml_targets(data.get("targets"), path)
+    for key, kind, words in (("model", str, "a string"), ("name", str, "a string"), ("workload", str, "a string"),
+                             ("chat", bool, "true or false")):  # fmt: skip
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            raise ConfigError(f"{key} in {path} must be {words}, got {data[key]!r}")
     return data
+
+
+def _yaml_targets(targets: object, path: Path) -> list[str]:
+    """``targets``: a URL, or a list of URLs or of mappings with a ``url``."""
+    targets = [] if targets is None else [targets] if isinstance(targets, str) else targets
+    if isinstance(targets, list):
+        urls = [t.get("url") if isinstance(t, dict) else t for t in targets]
+        if all(isinstance(u, str) and u for u in urls):
+            return [str(u) for u in urls]
+    raise ConfigError(
+        f"targets in {path} must be a URL or a list of URLs (or of mappings with a url), got {targets!r}"
+    )

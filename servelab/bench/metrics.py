@@ -16,8 +16,10 @@ import numpy as np
 
 from servelab.bench.records import RequestRecord
 from servelab.errors import ConfigError
+from servelab.ranges import number as in_range
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+MAX_SLO_MS = 86_400_000.0  # a day
 REPREFILL_GAP_FACTOR = (
     10.0  # a mid-stream gap this many times the request's median gap looks like a re-prefill
 )
@@ -150,19 +152,26 @@ class Slo:
         return all(v is None for v in (self.ttft_ms, self.tpot_ms, self.itl_ms, self.e2e_ms))
 
 
-def parse_slo(text: str | None) -> Slo:
-    """``ttft_ms=500,tpot_ms=50`` → Slo; ConfigError naming the keys otherwise."""
+def parse_slo(text: str | dict | None) -> Slo:
+    """``ttft_ms=500,tpot_ms=50`` (or that mapping, from an experiment YAML) → Slo; ConfigError naming the
+    keys otherwise. Each limit is a number of milliseconds above 0 and at most a day."""
     if not text:
         return Slo()
+    if isinstance(text, dict):
+        pairs = [(str(k), v) for k, v in text.items()]
+    else:
+        pairs = [
+            (key, value) for key, _, value in (part.strip().partition("=") for part in str(text).split(","))
+        ]
     values: dict[str, float] = {}
-    for part in text.split(","):
-        key, _, number = part.strip().partition("=")
+    for key, given in pairs:
         if key not in SLO_KEYS:
             raise ConfigError(f"unknown SLO {key!r} in --slo; use {', '.join(k + '=N' for k in SLO_KEYS)}")
         try:
-            values[key] = float(number)
+            value = float(given) if isinstance(given, str) else given
         except ValueError:
-            raise ConfigError(f"bad number {number!r} for {key} in --slo") from None
+            raise ConfigError(f"bad number {given!r} for {key} in --slo") from None
+        values[key] = in_range(value, f"--slo {key}", 0, MAX_SLO_MS, "ms", above=True)
     return Slo(**values)
 
 

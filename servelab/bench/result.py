@@ -75,6 +75,15 @@ class BenchResult:
     partial: bool
     targets: list[TargetResult] = field(default_factory=list)
 
+    def failed_levels(self) -> list[str]:
+        """``URL LEVEL (kind: n, ...)`` for each level where requests were sent and none completed."""
+        return [
+            f"{t.url} {lv.stats.level} ({', '.join(f'{k}: {n}' for k, n in lv.stats.errors_by_kind.items())})"
+            for t in self.targets
+            for lv in t.levels
+            if lv.stats.completed == 0 and lv.stats.errors > 0
+        ]
+
     def to_json(self) -> dict[str, Any]:
         """The --json document: run_id, partial, targets[url, engine, model, levels[...]]."""
         return {

@@ -14,8 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from servelab.errors import ConfigError
+from servelab.ranges import count, number
 
 DEFAULT_LADDER = (1, 2, 4, 8, 16)
+MAX_CONCURRENCY = 10_000  # requests in flight from one client process
+MAX_REQUESTS = 1_000_000  # measured requests per level
+MAX_LEVEL_SECONDS = 86_400.0  # a level (--duration, or an open-loop schedule) lasts at most a day
 # two-sided 95% t quantiles for 1..30 degrees of freedom; beyond 30 the normal 1.96 is within 2%
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
@@ -30,7 +34,7 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
         raise ConfigError(f"bad --concurrency {text!r}; use positive integers like 1,2,4,8,16") from None
     if not levels or any(c < 1 for c in levels):
         raise ConfigError(f"bad --concurrency {text!r}; use positive integers like 1,2,4,8,16")
-    return levels
+    return tuple(count(c, "--concurrency", 1, MAX_CONCURRENCY, "requests in flight") for c in levels)
 
 
 def arrival_offsets_ns(rate_per_s: float, count: int, *, burstiness: float = 1.0, seed: int = 0) -> list[int]:
@@ -62,10 +66,12 @@ class StopRule:
     def __post_init__(self) -> None:
         if self.requests is None and self.duration_s is None:
             raise ConfigError("give --requests N or --duration S")
-        if (self.requests is not None and self.requests < 1) or (
-            self.duration_s is not None and self.duration_s <= 0
-        ):
-            raise ConfigError("--requests and --duration must be positive")
+        if self.requests is not None:
+            count(self.requests, "--requests", 1, MAX_REQUESTS, "per level")
+        if self.duration_s is not None:
+            number(self.duration_s, "--duration", 0, MAX_LEVEL_SECONDS, "seconds", above=True)
+        if self.max_errors is not None:
+            count(self.max_errors, "--max-errors", 0, MAX_REQUESTS)
 
     def may_start(self, started: int, elapsed_ns: int, errors: int) -> bool:
         """Whether another measured request may be sent."""

@@ -18,10 +18,13 @@ from typing import Protocol
 
 from servelab.bench.workload_files import load_file_prompts
 from servelab.errors import ConfigError
+from servelab.ranges import count
 
 PRESETS = ("short", "long", "mixed", "shared-prefix", "multi-turn")
 DEFAULT_LENGTHS = {"short": (128, 128), "long": (4096, 128)}
 CONTEXT_MARGIN_TOKENS = 16
+MAX_INPUT_TOKENS = 10_000_000  # the longest contexts served today, with room
+MAX_OUTPUT_TOKENS = 1_000_000
 TURNS = 4
 PREFIX_GROUP = 4
 _WORDS = [
@@ -123,9 +126,10 @@ class WorkloadSpec:
     use_token_ids: bool = False  # completions only, and only where the engine accepts ids
 
     def __post_init__(self) -> None:
-        for name, value in (("--input-tokens", self.input_tokens), ("--output-tokens", self.output_tokens)):
-            if value is not None and value < 1:
-                raise ConfigError(f"{name} must be at least 1, got {value}")
+        if self.input_tokens is not None:
+            count(self.input_tokens, "--input-tokens", 1, MAX_INPUT_TOKENS, "tokens")
+        if self.output_tokens is not None:
+            count(self.output_tokens, "--output-tokens", 1, MAX_OUTPUT_TOKENS, "tokens")
         if self.kind not in PRESETS and not Path(self.kind).is_file():
             raise ConfigError(
                 f"unknown workload {self.kind!r}; choose one of {', '.join(PRESETS)} or a JSONL file"

@@ -15,6 +15,7 @@ import typer
 
 from servelab import __version__
 from servelab.errors import ServelabError
+from servelab.inert import inert_text
 
 COMMAND_MODULES = (
     "plan",
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     except ServelabError as exc:
         if os.environ.get("SERVELAB_DEBUG"):
             raise
-        print(f"servelab: error: {exc}", file=sys.stderr)
+        print(inert_text(f"servelab: error: {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("servelab: interrupted", file=sys.stderr)
@@ -111,12 +112,12 @@ def _is_click_error(exc: Exception) -> TypeGuard[_ClickError]:
 def _show_usage_error(exc: _ClickError) -> int:
     """One line on stderr naming the command (the help text itself when no arguments were given)."""
     if type(exc).__name__ == "NoArgsIsHelpError":
-        print(exc.format_message(), file=sys.stderr)
+        print(inert_text(exc.format_message()), file=sys.stderr)
         return 2
     ctx = getattr(exc, "ctx", None)
     where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
     message = " ".join(exc.format_message().split())
-    print(f"servelab: error: {message}{where}", file=sys.stderr)
+    print(inert_text(f"servelab: error: {message}{where}"), file=sys.stderr)
     return getattr(exc, "exit_code", 2)
 
 

@@ -28,6 +28,9 @@ from servelab.bench.schedule import StopRule, parse_concurrency
 from servelab.bench.workloads import WorkloadSpec
 from servelab.cli.output import print_json, stderr_console, stdout_console
 from servelab.errors import ConfigError
+from servelab.ranges import count
+
+DEFAULT_REQUESTS = 32  # measured requests per level when neither --requests nor --duration is given
 
 
 def register(app: typer.Typer) -> None:
@@ -109,9 +112,15 @@ def register(app: typer.Typer) -> None:
         check_power_hz(power_hz)
         config = build_config(options, key)
         result = _run_with_store(config, db, json_out, None if no_power else power_hz)
-        _render(result, json_out)
+        failed = [] if result.partial else result.failed_levels()
+        _render(result, json_out, failed)
         if result.partial:
             raise typer.Exit(130)
+        if failed:
+            stderr_console().print(
+                f"servelab: error: every request failed at {'; '.join(failed)} (run {result.run_id} is stored)"
+            )
+            raise typer.Exit(1)
 
 
 def build_config(o: dict[str, Any], api_key: str | None) -> BenchConfig:
@@ -120,17 +129,18 @@ def build_config(o: dict[str, Any], api_key: str | None) -> BenchConfig:
         raise ConfigError("give --requests or --duration, not both")
     levels = o["concurrency"]
     levels = parse_concurrency(",".join(map(str, levels)) if isinstance(levels, list) else str(levels))
-    requests = o.get("requests") if o.get("duration") is None else None
-    stop = StopRule(requests=requests or (None if o.get("duration") else 32), duration_s=o.get("duration"),
-                    max_errors=o.get("max_errors"))  # fmt: skip
+    requests = o.get("requests")
+    if requests is None and o.get("duration") is None:
+        requests = DEFAULT_REQUESTS
+    stop = StopRule(requests=requests, duration_s=o.get("duration"), max_errors=o.get("max_errors"))
     spec = WorkloadSpec(
         str(o["workload"]), o.get("input_tokens"), o.get("output_tokens"), o.get("seed") or 0, o["chat"]
     )
     return BenchConfig(
         targets=tuple(o["targets"]), concurrency=levels, workload=spec, stop=stop, rate=o.get("rate"),
-        burstiness=o.get("burstiness") or 1.0, repeat=1 if o.get("repeat") is None else o["repeat"], warmup=o.get("warmup"),
+        burstiness=1.0 if o.get("burstiness") is None else o["burstiness"], repeat=1 if o.get("repeat") is None else o["repeat"], warmup=o.get("warmup"),
         api_key=api_key, model=o.get("model"), chat=o["chat"], slo=parse_slo(o.get("slo")), name=o.get("name"),
-        seed=o.get("seed") or 0, **{k: o[k] for k in LIMIT_KEYS if o.get(k) is not None},
+        seed=count(o.get("seed") or 0, "--seed", 0, 2**32 - 1), **{k: o[k] for k in LIMIT_KEYS if o.get(k) is not None},
     )  # fmt: skip
 
 
@@ -235,7 +245,7 @@ class _Progress:
             self.status.stop()
 
 
-def _render(result: BenchResult, json_out: bool) -> None:
+def _render(result: BenchResult, json_out: bool, failed: list[str] | None = None) -> None:
     if json_out:
         print_json(result.to_json())
         return
@@ -248,6 +258,8 @@ def _render(result: BenchResult, json_out: bool) -> None:
                     f"{lv.stats.level} not valid: {lv.invalid_reason or 'no reason recorded'}", markup=False
                 )
     state = "partial (interrupted)" if result.partial else "complete"
+    if failed:
+        state = "finished, but every request of a level failed"
     console.print(f"run {result.run_id}: {state}")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from servelab.cli.output import print_json, stderr_console, stdout_console
@@ -13,8 +14,11 @@ from servelab.diagnose.doctor import DoctorReport, run_doctor
 from servelab.diagnose.p2ptest import run_p2p_test
 from servelab.diagnose.probe import RealProbe, RecordedProbe, RecordingProbe
 from servelab.errors import ConfigError
+from servelab.ranges import number as in_range
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+MAX_BURN_SECONDS = 600.0
 
 
 def _na(value: object, unit: str = "") -> str:
@@ -77,10 +81,10 @@ def render(report: DoctorReport) -> None:
         console.print(_gpu_table(report))
     if report.pairs:
         console.print(_pair_table(report))
-    console.print(f"[bold]Findings[/bold] ({len(report.findings)})")
+    console.print(f"[bold]Findings[/bold] ({len(report.findings)})", markup=True)
     for number, f in enumerate(report.findings, 1):
         console.print(
-            f"{number}. [{SEVERITY_STYLE[f.severity]}]{f.severity.upper()}[/] {f.title}", markup=True
+            f"{number}. [{SEVERITY_STYLE[f.severity]}]{f.severity.upper()}[/] {escape(f.title)}", markup=True
         )
         for label, text in (("evidence", f.evidence), ("why it matters", f.consequence), ("fix", f.fix)):
             console.print(f"   {label}: {text}", markup=False)
@@ -109,8 +113,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     ) -> None:
         """Why is it slow? GPUs, NVLink/P2P per pair, virtualisation, degrading environment, ranked findings."""
-        if burn_seconds <= 0 or burn_seconds > 600:
-            raise ConfigError(f"--burn-seconds must be in (0, 600], got {burn_seconds}")
+        in_range(burn_seconds, "--burn-seconds", 0, MAX_BURN_SECONDS, "seconds", above=True)
         if replay is not None and (burn or p2p_test or record):
             raise ConfigError(
                 "--from reads a recorded machine: it cannot be combined with --burn, --p2p-test or --record"

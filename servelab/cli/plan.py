@@ -11,8 +11,6 @@ from servelab.cli.output import print_json, stderr_console, stdout_console, to_j
 from servelab.engines import registry
 from servelab.errors import ConfigError
 
-MAX_GPUS = 64  # one tensor-parallel group; engines support far fewer
-
 
 def _gpu(name: str | None, vram: float | None, bandwidth: float | None, tflops: float | None):
     from servelab.hardware.gpus import find_gpu, with_overrides
@@ -106,21 +104,16 @@ def register(app: typer.Typer) -> None:
         from servelab.hardware.gpus import INTERCONNECTS, default_interconnect
         from servelab.model.load import load_model
         from servelab.plan.emit import check_emit
-        from servelab.plan.make import compare_plans, make_plan, plan_set
+        from servelab.plan.make import check_plan_numbers, compare_plans, make_plan, plan_set
 
         check_emit(emit)
         if interconnect is not None and interconnect not in INTERCONNECTS:
             raise ConfigError(f"--interconnect {interconnect!r}; choose one of: {', '.join(INTERCONNECTS)}")
-        if not 1 <= gpus <= MAX_GPUS:
-            raise ConfigError(
-                f"--gpus must be 1 to {MAX_GPUS} (GPUs in one tensor-parallel group), got {gpus}"
-            )
+        check_plan_numbers(context, parallel, gpus)
         if n_gpu_layers is not None and n_gpu_layers < -1:
             raise ConfigError(
                 f"-ngl must be -1 (all layers), 0 or a positive layer count, got {n_gpu_layers}"
             )
-        if context is not None and context <= 0:
-            raise ConfigError(f"--context must be a positive number of tokens, got {context}")
         if engine.lower() != "all":
             registry.get_engine(engine, registry.planned(), also=("all",))
         card = _gpu(gpu, vram, bandwidth, tflops)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import typer
@@ -13,6 +14,7 @@ from rich.text import Text
 from servelab.bench.level_key import Level
 from servelab.cli.output import print_json, stderr_console, stdout_console, to_jsonable
 from servelab.errors import ConfigError
+from servelab.inert import inert_line, inert_text
 from servelab.paths import default_db_path
 from servelab.report.compare import Comparison, compare_runs
 from servelab.report.export import run_csv, run_json, vllm_level_json
@@ -102,7 +104,7 @@ def export_format(fmt: str, as_json: bool, level: str | None) -> str:
 def write_text(body: str, output: Path | None) -> None:
     """Write `body` to `output`, or to stdout when there is none."""
     if output is None:
-        typer.echo(body, nl=False)
+        typer.echo(inert_text(body) if sys.stdout.isatty() else body, nl=False)  # files keep exact bytes
         return
     try:
         output.write_text(body)
@@ -140,7 +142,7 @@ def render_runs(runs: list[RunInfo]) -> None:
         status = "running, partial" if r.status == "running" else status
         cells = (r.id, r.name or "", status, ", ".join(r.engines), r.workload or "",
                  f"{r.request_count - r.error_count}/{r.error_count}")  # fmt: skip
-        table.add_row(*(Text(cell) for cell in cells))
+        table.add_row(*(Text(inert_line(cell)) for cell in cells))
     console.print(table)
 
 
@@ -170,7 +172,9 @@ def render_comparison(comparison: Comparison) -> None:
         p = "—" if row.p_value is None else f"{row.p_value:.3g}" + (" *" if row.significant else "")
         ci = "—" if row.diff_ci is None else f"{row.diff_ci[0]:+.3g}…{row.diff_ci[1]:+.3g}"
         cells = (row.level, row.metric, _number(row.a), _number(row.b), change, ci, p)
-        table.add_row(*(Text(cell) for cell in ((str(row.target_index),) if several else ()) + cells))
+        table.add_row(
+            *(Text(inert_line(cell)) for cell in ((str(row.target_index),) if several else ()) + cells)
+        )
     stdout_console().print(table)
     stdout_console().print(
         "medians of per-request samples; CI: bootstrap of the median difference;\n* = p < 0.05 (Mann-Whitney U)",

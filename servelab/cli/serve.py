@@ -19,8 +19,10 @@ from servelab.engines import registry
 from servelab.engines.base import Engine
 from servelab.engines.process import EngineServer, free_port, telling_line
 from servelab.errors import ConfigError, EngineError, ServelabError
+from servelab.ranges import count, number
 
 POLL_S = 0.5
+MAX_HEALTH_WAIT_S = 86_400.0  # a day: the largest models load in well under an hour
 
 
 def start_engine(
@@ -49,6 +51,20 @@ def start_engine(
     )
 
 
+WILDCARD_HOSTS = ("0.0.0.0", "::", "[::]", "")
+
+
+def bound_address(engine: Engine, argv: list[str], host: str, port: int) -> str:
+    """``host:port`` the engine really binds, read from its command line by its own reader (the last
+    ``--host``/``--port`` wins, so flags after ``--`` override servelab's); a wildcard says so."""
+    launch = engine.cmdline.parse(argv) if engine.cmdline is not None else None
+    bound_host = (launch.host if launch is not None and launch.host is not None else host).strip()
+    bound_port = launch.port if launch is not None and launch.port is not None else port
+    shown = f"[{bound_host}]" if ":" in bound_host and not bound_host.startswith("[") else bound_host
+    every = " (every interface)" if bound_host in WILDCARD_HOSTS else ""
+    return f"{shown}:{bound_port}{every}"
+
+
 def effective_report(server: EngineServer, engine: Engine) -> dict[str, object]:
     """What the running engine really got, diffed against its own command line."""
     from servelab.engines.flags import api_key_of, redact_argv
@@ -58,6 +74,7 @@ def effective_report(server: EngineServer, engine: Engine) -> dict[str, object]:
     report: dict[str, object] = {
         "engine": engine.label,
         "url": server.url,
+        "bound": bound_address(engine, list(argv), server.host, server.port),
         "pid": server.pid,
         "log_path": str(server.log_path),
         "command": shlex.join(redact_argv(argv)),
@@ -78,7 +95,8 @@ def effective_report(server: EngineServer, engine: Engine) -> dict[str, object]:
 def render(report: dict[str, Any]) -> None:
     out = stdout_console()
     out.print(
-        f"{report['engine']} serving at {report['url']} (pid {report['pid']}, log {report['log_path']})"
+        f"{report['engine']} serving at {report['url']}, bound to {report['bound']} "
+        f"(pid {report['pid']}, log {report['log_path']})"
     )
     out.print(f"command: {report['command']}")
     for key, value in report["effective"].items():
@@ -119,10 +137,10 @@ def register(app: typer.Typer) -> None:
         from servelab.engines.process import terminate_on_signals
 
         chosen = registry.get_engine(engine, registry.launchable())
-        if port is not None and not 1 <= port <= 65535:
-            raise ConfigError(f"--port {port} is outside 1-65535 (omit it for the engine's usual port)")
-        if timeout is not None and not timeout > 0:
-            raise ConfigError(f"--timeout must be a positive number of seconds, got {timeout}")
+        if port is not None:
+            count(port, "--port", 1, 65535, "(omit it for the engine's usual port)")
+        if timeout is not None:
+            number(timeout, "--timeout", 0, MAX_HEALTH_WAIT_S, "seconds", above=True)
         err = stderr_console()
         with terminate_on_signals():
             err.print(f"starting {chosen.label} on {model} …")

@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from servelab.errors import ConfigError
+from servelab.inert import inert_line
 from servelab.sim.config import FAULT_KINDS, USAGE_MODES, SimConfig, parse_fault
 
 
@@ -28,7 +28,11 @@ def register(app: typer.Typer) -> None:
         ignore_eos: bool = typer.Option(True, "--ignore-eos/--no-ignore-eos", help="Honour ignore_eos."),
         eos_after: int = typer.Option(0, "--eos-after", help="Natural answer length (0: never stops early)."),
         keepalive_ms: float = typer.Option(0.0, "--keepalive-ms", help="SSE keep-alive comment interval."),
-        fault: list[str] = typer.Option([], "--fault", help=f"KIND[:RATE], KIND in {'|'.join(FAULT_KINDS)}."),
+        fault: list[str] = typer.Option(
+            [],
+            "--fault",
+            help=f"KIND[:RATE], KIND in {'|'.join(FAULT_KINDS)}; repeated, each counts the requests earlier ones spared.",
+        ),
         context: int = typer.Option(32768, "--context", help="Context length; longer requests get HTTP 400."),
         json_out: bool = typer.Option(False, "--json", help="Print the listening address as JSON."),
     ) -> None:
@@ -39,8 +43,6 @@ def register(app: typer.Typer) -> None:
             eos_after=eos_after or None, keepalive_ms=keepalive_ms or None,
             faults=tuple(parse_fault(f) for f in fault), context=context,
         )  # fmt: skip
-        if not 0 <= port <= 65535:
-            raise ConfigError(f"--port {port} is outside 0..65535")
         try:
             _run_loop(_serve(config, json_out))
         except KeyboardInterrupt:
@@ -63,5 +65,8 @@ async def _serve(config: SimConfig, json_out: bool) -> None:
     async with SimServer(config) as url:
         line = f'{{"url": "{url}"}}' if json_out else f"servelab sim listening on {url}"
         print(line, flush=True)
-        print(f"model {config.model}: ttft {config.ttft_ms} ms, itl {config.itl_ms} ms", file=sys.stderr)
+        print(
+            f"model {inert_line(config.model)}: ttft {config.ttft_ms} ms, itl {config.itl_ms} ms",
+            file=sys.stderr,
+        )
         await asyncio.Event().wait()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
@@ -10,8 +9,13 @@ import typer
 
 from servelab.cli.output import print_json, stdout_console
 from servelab.errors import ConfigError
+from servelab.ranges import count, number
 from servelab.speculative import measured, sources
 from servelab.speculative.verdict import DEFAULT_DRAFT_COST, SpecVerdict, decide
+
+MAX_DRAFT_TOKENS = 256  # draft tokens per step; the theory's tables grow with it
+MAX_DRAFT_COST = 10.0  # a draft step ten times the target step is already a loss
+MAX_TOK_S = 10_000_000.0
 
 
 def register(app: typer.Typer) -> None:
@@ -28,12 +32,11 @@ def register(app: typer.Typer) -> None:
             None, "--accept-rate", help="Accepted / drafted tokens (0-1 or percent)."
         ),
         draft_tokens: int = typer.Option(
-            None, "--draft-tokens", min=1, help="Draft tokens per step (gamma)."
+            None, "--draft-tokens", help=f"Draft tokens per step (gamma, 1-{MAX_DRAFT_TOKENS})."
         ),
         draft_cost: float = typer.Option(
             None,
             "--draft-cost",
-            min=0.0,
             help=f"Draft step time / target step time (default {DEFAULT_DRAFT_COST}).",
         ),
         plan: Path = typer.Option(
@@ -43,11 +46,9 @@ def register(app: typer.Typer) -> None:
             None, "--draft-plan", help="Draft model's plan JSON: c = ceiling ratio."
         ),
         baseline_tok_s: float = typer.Option(
-            None, "--baseline-tok-s", min=0.0, help="Decode tok/s without speculation."
+            None, "--baseline-tok-s", help="Decode tok/s without speculation."
         ),
-        spec_tok_s: float = typer.Option(
-            None, "--spec-tok-s", min=0.0, help="Decode tok/s with speculation."
-        ),
+        spec_tok_s: float = typer.Option(None, "--spec-tok-s", help="Decode tok/s with speculation."),
         baseline_run: str = typer.Option(
             None, "--baseline-run", help="Stored bench run without speculation."
         ),
@@ -56,9 +57,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
     ) -> None:
         """Is speculative decoding paying off? Keep, tune or roll back, with the numbers."""
-        _finite(
-            ("--draft-cost", draft_cost), ("--baseline-tok-s", baseline_tok_s), ("--spec-tok-s", spec_tok_s)
-        )
+        _check_numbers(draft_tokens, draft_cost, baseline_tok_s, spec_tok_s)
         acceptance = _acceptance(logs or [], metrics_url, accept_length, accept_rate, draft_tokens)
         cost, cost_source = _draft_cost(draft_cost, plan, draft_plan)
         speedup = _measured(baseline_tok_s, spec_tok_s, baseline_run, spec_run, db)
@@ -86,10 +85,16 @@ def _acceptance(
     return sources.from_numbers(gamma, length, rate)
 
 
-def _finite(*options: tuple[str, float | None]) -> None:
-    for name, value in options:
-        if value is not None and not math.isfinite(value):
-            raise ConfigError(f"{name} must be a finite number, got {value}")
+def _check_numbers(
+    draft_tokens: int | None, draft_cost: float | None, baseline_tok_s: float | None, spec_tok_s: float | None
+) -> None:
+    if draft_tokens is not None:
+        count(draft_tokens, "--draft-tokens", 1, MAX_DRAFT_TOKENS, "tokens per step")
+    if draft_cost is not None:
+        number(draft_cost, "--draft-cost", 0, MAX_DRAFT_COST, "(draft step / target step)")
+    for name, value in (("--baseline-tok-s", baseline_tok_s), ("--spec-tok-s", spec_tok_s)):
+        if value is not None:
+            number(value, name, 0, MAX_TOK_S, "tokens/s", above=True)
 
 
 def _draft_cost(cost: float | None, plan: Path | None, draft_plan: Path | None) -> tuple[float, str]:

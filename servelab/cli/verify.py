@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from servelab.cli.output import print_json, stdout_console
 from servelab.engines.detect import DetectedEngine, detect_engine
+from servelab.ranges import number
 from servelab.sync_http import DEFAULT_MAX_BYTES
 from servelab.verify import (
     EXPECT_KEYS,
@@ -24,6 +26,8 @@ from servelab.verify import (
     read_command,
     verify,
 )
+
+MAX_TIMEOUT_S = 3600.0  # per HTTP request
 
 
 def register(app: typer.Typer) -> None:
@@ -62,6 +66,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Read the effective configuration from the server's own endpoints and diff it against what was asked."""
         # what needs no server is read first: a bad --cmd, --plan or --expect is refused before any request
+        timeout_s = number(timeout_s, "--timeout", 0, MAX_TIMEOUT_S, "seconds", above=True)
         command = read_command(cmd) if cmd is not None else None
         planned = from_plan(plan) if plan is not None else None
         expected = parse_expect(expect)
@@ -131,15 +136,20 @@ def render(result: VerifyResult) -> None:
     console.print(table)
     for m in result.mismatches:
         console.print(
-            f"[red]MISMATCH[/red] {m.line}" + (f"  [dim](asked by {m.source})[/dim]" if m.source else "")
+            f"[red]MISMATCH[/red] {escape(m.line)}"
+            + (f"  [dim](asked by {escape(m.source)})[/dim]" if m.source else ""),
+            markup=True,
         )
     for note in result.notes:
-        console.print(f"[cyan]NOTE[/cyan] {note}")
+        console.print(f"[cyan]NOTE[/cyan] {escape(note)}", markup=True)
     for u in result.unverified:
-        console.print(f"[yellow]UNVERIFIED[/yellow] {u.key}={_cell(u.asked)}: {u.reason}")
+        console.print(
+            f"[yellow]UNVERIFIED[/yellow] {escape(f'{u.key}={_cell(u.asked)}: {u.reason}')}", markup=True
+        )
     if result.asked and result.ok:
         console.print(
-            f"[green]OK[/green] the server has what was asked ({', '.join(result.matched) or 'nothing checkable'})"
+            f"[green]OK[/green] the server has what was asked ({escape(', '.join(result.matched) or 'nothing checkable')})",
+            markup=True,
         )
 
 

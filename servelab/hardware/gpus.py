@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from servelab.errors import ConfigError
+from servelab.ranges import number
 
 MIB = 1024**2
 GIB = 1024**3
@@ -111,8 +112,8 @@ def with_overrides(
 ) -> GPU:
     """`gpu` with memory (GiB), bandwidth (GB/s) or dense BF16 TFLOPS replaced; a custom card when gpu is None."""
     for label, value in (("--vram", vram_gib), ("--bandwidth", bandwidth_gb_s), ("--tflops", tflops)):
-        if value is not None and not 0 < value <= MAX_OVERRIDE:  # also refuses nan and inf
-            raise ConfigError(f"{label} must be positive and at most {MAX_OVERRIDE:g}, got {value}")
+        if value is not None:
+            number(value, label, 0, MAX_OVERRIDE, above=True)
     if gpu is None:
         if vram_gib is None or bandwidth_gb_s is None:
             raise ConfigError("give --gpu NAME, or both --vram GB and --bandwidth GBps for a custom GPU")

@@ -20,8 +20,12 @@ from servelab.plan.kv import kv_layout
 from servelab.plan.parallel import TensorParallelCost, tensor_parallel_cost
 from servelab.plan.state import state_layout
 from servelab.plan.types import BatchPoint, DecodeCeilings, Plan, PlanSet
+from servelab.ranges import count
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+MAX_CONTEXT = 100_000_000  # tokens; beyond any model's context
+MAX_PARALLEL = 65_536  # concurrent sequences
+MAX_GPUS = 64  # one tensor-parallel group; engines support far fewer
 UNIFIED_GPU_SHARE = 0.75  # Metal recommendedMaxWorkingSetSize on Apple silicon, by default
 
 
@@ -79,13 +83,14 @@ def with_quant(model: ModelSpec, quant: str | None) -> ModelSpec:
     return synthesise_weights(model, quant)
 
 
-def _check(context: int, parallel: int, gpus: int) -> None:
-    if context <= 0:
-        raise ConfigError(f"--context must be a positive number of tokens, got {context}")
-    if parallel < 1:
-        raise ConfigError(f"--parallel must be at least 1, got {parallel}")
-    if gpus < 1:
-        raise ConfigError(f"--gpus must be at least 1, got {gpus}")
+def check_plan_numbers(context: int | None, parallel: int | None, gpus: int | None) -> None:
+    """The planner's whole-number options in range (None: not given); the CLI calls it before any model read."""
+    if context is not None:
+        count(context, "--context", 1, MAX_CONTEXT, "tokens")
+    if parallel is not None:
+        count(parallel, "--parallel", 1, MAX_PARALLEL, "sequences")
+    if gpus is not None:
+        count(gpus, "--gpus", 1, MAX_GPUS, "(GPUs in one tensor-parallel group)")
 
 
 def _compute_dtype(model: ModelSpec, gpu: GPU) -> str:
@@ -192,7 +197,7 @@ def make_plan(
     if not engine_accepts(chosen, model):
         raise ConfigError(f"{chosen.name} cannot load {model.quant} weights; {_formats_line()}")
     context = context if context is not None else model.max_context
-    _check(context, parallel, gpus)
+    check_plan_numbers(context, parallel, gpus)
     if gpus > 1 and interconnect is None:
         interconnect = default_interconnect(gpu)
     settings = PlanSettings(

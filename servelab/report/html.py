@@ -1,7 +1,8 @@
 """The bill as one self-contained HTML page, built as an ElementTree and serialised (never concatenated).
 
 Every string — model names, URLs, error texts a server returned — is a text node or attribute value of the
-tree, so the serialiser escapes it. The stylesheet ships in the package (``assets/report.css``, read with
+tree, so the serialiser escapes it; control characters, which no escape makes valid in HTML or XML, are
+replaced by visible escapes (servelab/inert.py) in every text node and attribute just before serialising. The stylesheet ships in the package (``assets/report.css``, read with
 importlib.resources); plots are inline SVG; nothing is fetched from the network.
 """
 
@@ -11,6 +12,7 @@ import xml.etree.ElementTree as ET
 from importlib import resources
 
 from servelab import __version__
+from servelab.inert import inert_line, inert_text
 from servelab.report.page import Items, Para, Section, code_spans
 from servelab.report.plots import Plot
 from servelab.report.tables import TableData, is_numeric
@@ -102,4 +104,13 @@ def render_html(sections: tuple[Section, ...], *, title: str, generated: str) ->
         _el(node, "h2", section.title)
         for block in section.blocks:
             _block(node, block)
+    _make_inert(html)
     return "<!DOCTYPE html>\n" + ET.tostring(html, encoding="unicode", method="html") + "\n"
+
+
+def _make_inert(root: ET.Element) -> None:
+    for node in root.iter():
+        node.text = None if node.text is None else inert_text(node.text)
+        node.tail = None if node.tail is None else inert_text(node.tail)
+        for key, value in node.attrib.items():
+            node.attrib[key] = inert_line(value)

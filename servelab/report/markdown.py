@@ -1,7 +1,7 @@
 """The bill as Markdown: the same sections as the HTML, tables as pipe tables, plots referenced by title.
 
 Every string is escaped for Markdown and for the HTML that Markdown renderers pass through, so a model
-name such as ``<script>`` stays text.
+name such as ``<script>`` stays text, and control characters become visible escapes (servelab/inert.py).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import html
 import xml.etree.ElementTree as ET
 
 from servelab import __version__
+from servelab.inert import inert_line
 from servelab.report.page import Items, Para, Section, code_spans
 from servelab.report.plots import Plot
 from servelab.report.tables import TableData, is_numeric
@@ -20,7 +21,7 @@ MARKDOWN_SPECIALS = "\\`*_[]|#<>!"
 
 def md_text(text: str) -> str:
     """`text` as literal Markdown: HTML-escaped, Markdown punctuation backslash-escaped, on one line."""
-    return _escape(" ".join(str(text).split()))
+    return _escape(inert_line(" ".join(str(text).split())))
 
 
 def _escape(text: str) -> str:
@@ -30,7 +31,7 @@ def _escape(text: str) -> str:
 def md_sentence(text: str) -> str:
     """A sentence: backtick spans as code spans (their content shown literally by any renderer), the rest
     escaped by ``md_text``."""
-    one_line = " ".join(str(text).split())
+    one_line = inert_line(" ".join(str(text).split()))
     return "".join(f"`{piece}`" if is_code else _escape(piece) for is_code, piece in code_spans(one_line))
 
 

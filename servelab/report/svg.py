@@ -13,6 +13,8 @@ import xml.etree.ElementTree as ET
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from servelab.inert import inert_line
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from matplotlib.typing import RcKeyType
@@ -57,8 +59,9 @@ def new_figure(width_in: float = 6.4, height_in: float = 3.4) -> Figure:
 
 
 def plain(text: str) -> str:
-    """A label shown literally (no mathtext from a stray ``$`` in a model name)."""
-    return text.replace("\\", "\\\\").replace("$", r"\$")
+    """A label shown literally: no mathtext from a stray ``$`` in a model name, no control character that
+    would make the SVG invalid XML (servelab/inert.py)."""
+    return inert_line(text).replace("\\", "\\\\").replace("$", r"\$")
 
 
 def _strip_namespaces(element: ET.Element) -> None:

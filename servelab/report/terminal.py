@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from servelab.inert import inert_line, inert_text
 from servelab.report.data import Bill
 from servelab.report.levels import LevelFigures
 from servelab.report.page import Items, Para, Section
@@ -20,13 +21,16 @@ STYLES = {"note": "dim", "warning": "bold yellow", "text": ""}
 
 
 def _table(table: TableData) -> Table:
-    node = Table(title=Text(table.title), title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True)
+    node = Table(
+        title=Text(inert_line(table.title)), title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True
+    )
     for i, header in enumerate(table.headers):
         numeric = i > 0 and bool(table.rows) and all(is_numeric(row[i]) for row in table.rows)
         # a narrow terminal wraps a cell; it never cuts a figure short
         node.add_column(header, overflow="fold", justify="right" if numeric else "left")
     for row in table.rows:
-        node.add_row(*(Text(cell) for cell in row))  # server strings are shown as text, never as markup
+        # server strings are shown as text, never as markup, their control characters as escapes
+        node.add_row(*(Text(inert_line(cell)) for cell in row))
     return node
 
 
@@ -36,9 +40,9 @@ def ladder_bars(bill: Bill, title: str, value: Callable[[LevelFigures], float | 
     peak = max((v for _, _, v in points if v is not None), default=0.0)
     if peak <= 0:
         return []
-    lines = [Text(title, style="bold")]
+    lines = [Text(inert_line(title), style="bold")]
     for engine in bill.engines:
-        lines.append(Text(engine.label))
+        lines.append(Text(inert_line(engine.label)))
         for e, lv, v in points:
             if e is engine and v is not None:
                 bar = "█" * round(v / peak * BAR_WIDTH)
@@ -56,13 +60,13 @@ SECTION_BARS: dict[str, tuple[tuple[str, Callable[[LevelFigures], float | None]]
 
 def render_terminal(console: Console, bill: Bill, sections: tuple[Section, ...]) -> None:
     for section in sections:
-        console.rule(Text(section.title))
+        console.rule(Text(inert_line(section.title)))
         for block in section.blocks:
             if isinstance(block, Para):
-                console.print(Text(block.text, style=STYLES[block.kind]))
+                console.print(Text(inert_text(block.text), style=STYLES[block.kind]))
             elif isinstance(block, Items):
                 for item in block.items:
-                    console.print(Text(f"• {item}"))
+                    console.print(Text(inert_text(f"• {item}")))
             elif isinstance(block, TableData):
                 console.print(_table(block))
             elif isinstance(block, Plot):

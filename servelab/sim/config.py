@@ -7,11 +7,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from servelab.errors import ConfigError
+from servelab.ranges import count, number
 
 FAULT_KINDS = ("refuse", "500", "429", "drop", "malformed", "stall")
 USAGE_MODES = ("honour", "off", "final", "continuous")
 CHAT_TOKENS_PER_MESSAGE = 4  # the sim's "chat template": 4 tokens around each message ...
 CHAT_TOKENS_PER_PROMPT = 2  # ... and 2 for the assistant turn header
+MAX_TOKENS = 1_000_000  # per answer (and per chunk)
+MAX_CONTEXT = 10_000_000
+MAX_DELAY_MS = 3_600_000.0  # an hour
 
 
 @dataclass(frozen=True)
@@ -50,14 +54,39 @@ class SimConfig:
     def __post_init__(self) -> None:
         if self.usage not in USAGE_MODES:
             raise ConfigError(f"unknown usage mode {self.usage!r}; choose one of {', '.join(USAGE_MODES)}")
-        if self.tokens_per_chunk < 1 or self.max_tokens < 1 or self.context < 2:
-            raise ConfigError("--tokens-per-chunk and --max-tokens must be >= 1 and --context >= 2")
-        if self.ttft_ms < 0 or self.itl_ms < 0:
-            raise ConfigError("--ttft-ms and --itl-ms must be >= 0")
+        if not self.host.strip():
+            raise ConfigError(
+                "--host is empty (that would bind every interface); give an address, e.g. 127.0.0.1"
+            )
+        count(self.port, "--port", 0, 65535)
+        count(self.tokens_per_chunk, "--tokens-per-chunk", 1, MAX_TOKENS)
+        count(self.max_tokens, "--max-tokens", 1, MAX_TOKENS)
+        count(self.context, "--context", 2, MAX_CONTEXT, "tokens")
+        if self.eos_after is not None:
+            count(self.eos_after, "--eos-after", 1, MAX_TOKENS, "tokens")
+        for option, value in (("--ttft-ms", self.ttft_ms), ("--itl-ms", self.itl_ms)):
+            number(value, option, 0, MAX_DELAY_MS, "ms")
+        if self.keepalive_ms is not None:
+            number(self.keepalive_ms, "--keepalive-ms", 0, MAX_DELAY_MS, "ms", above=True)
 
     def chunk_deadline_ns(self, t0_ns: int, chunk: int) -> int:
         """When content chunk ``chunk`` (0-based) is due: t0 + ttft + chunk·K·itl (absolute, never relative)."""
         return t0_ns + round(self.ttft_ms * 1e6 + chunk * self.tokens_per_chunk * self.itl_ms * 1e6)
+
+
+def fault_for(faults: tuple[Fault, ...], n: int) -> str | None:
+    """The fault request ``n`` (0-based, arrival order) gets, if any.
+
+    Faults are tried in the order given; each counts only the requests the faults before it left alone, so
+    every kind is injected even where rates coincide: ``500:0.5`` then ``drop:0.5`` make half the requests
+    500 and a quarter drop mid-stream (exactly floor(M·rate) of the M requests a fault sees).
+    """
+    index = n  # n's position among the requests the faults so far left alone
+    for fault in faults:
+        if fault.hits(index):
+            return fault.kind
+        index -= math.floor(index * Fraction(str(fault.rate)))  # minus those this fault took before n
+    return None
 
 
 def parse_fault(text: str) -> Fault:

@@ -22,7 +22,7 @@ from typing import Any, TypedDict
 from aiohttp import HttpVersion11, web
 
 from servelab.errors import ConfigError
-from servelab.sim.config import SimConfig, sim_prompt_tokens
+from servelab.sim.config import SimConfig, fault_for, sim_prompt_tokens
 
 SPIN_NS = 3_000_000
 LOG_LIMIT = 100_000  # requests kept in the /sim/requests log (oldest dropped first)
@@ -130,7 +130,7 @@ class SimServer:
         body = await _json_body(request)
         if body is None:
             return _error(400, "body is not JSON")
-        fault = next((f.kind for f in self.config.faults if f.hits(n)), None)
+        fault = fault_for(self.config.faults, n)
         early = await self._early_fault(request, fault)
         if early is not None:
             return early

@@ -138,9 +138,14 @@ def test_serve_refuses_a_port_in_use(llama_server, llama_server_bin, model_files
 @pytest.mark.parametrize(
     ("option", "says"),
     [
-        (["--port", "0"], "--port 0 is outside 1-65535"),
-        (["--port", "70000"], "--port 70000 is outside 1-65535"),
-        (["--timeout", "-5"], "--timeout must be a positive number"),
+        (
+            ["--port", "0"],
+            "--port must be a whole number from 1 to 65,535 (omit it for the engine's usual port), got 0",
+        ),
+        (["--port", "70000"], "--port must be a whole number from 1 to 65,535"),
+        (["--timeout", "-5"], "--timeout must be a number above 0 and at most 86,400 seconds, got -5.0"),
+        (["--timeout", "nan"], "--timeout must be a number above 0 and at most 86,400 seconds, got nan"),
+        (["--timeout", "inf"], "--timeout must be a number above 0 and at most 86,400 seconds, got inf"),
     ],
 )
 def test_serve_bad_port_or_timeout_is_a_usage_error_before_anything_starts(option, says, capsys):

@@ -69,9 +69,43 @@ def test_a_workload_longer_than_the_context_sends_no_load(capsys):
         (["--workload", "nonsense"], "unknown workload 'nonsense'"),
         (["--slo", "speed=3"], "unknown SLO 'speed'"),
         (["--requests", "5", "--duration", "3"], "not both"),
-        (["--repeat", "0"], "--repeat must be >= 1"),
-        (["--output-tokens", "0"], "--output-tokens must be at least 1"),
-        (["--input-tokens", "-3"], "--input-tokens must be at least 1"),
+        (["--repeat", "0"], "--repeat must be a whole number from 1 to 1,000, got 0"),
+        (
+            ["--output-tokens", "0"],
+            "--output-tokens must be a whole number from 1 to 1,000,000 tokens, got 0",
+        ),
+        (
+            ["--input-tokens", "-3"],
+            "--input-tokens must be a whole number from 1 to 10,000,000 tokens, got -3",
+        ),
+        (["--rate", "nan"], "--rate must be a number from 0.001 to 1,000,000 requests/s, got nan"),
+        (["--rate", "inf"], "--rate must be a number from 0.001 to 1,000,000 requests/s, got inf"),
+        (["--rate", "1e-9"], "--rate must be a number from 0.001 to 1,000,000 requests/s, got 1e-09"),
+        (["--rate", "0.001", "--requests", "100"], "--rate 0.001 would take 100,000 s to send 100 requests"),
+        (
+            ["--burstiness", "nan"],
+            "--burstiness must be a number above 0 and at most 1,000 (or inf), got nan",
+        ),
+        (["--burstiness", "0"], "--burstiness must be a number above 0 and at most 1,000 (or inf), got 0.0"),
+        (["--duration", "nan"], "--duration must be a number above 0 and at most 86,400 seconds, got nan"),
+        (["--duration", "-1"], "--duration must be a number above 0 and at most 86,400 seconds, got -1.0"),
+        (["--requests", "0"], "--requests must be a whole number from 1 to 1,000,000 per level, got 0"),
+        (["--requests", "1000000000000"], "--requests must be a whole number from 1 to 1,000,000 per level"),
+        (["--concurrency", "1,1000000"], "--concurrency must be a whole number from 1 to 10,000 requests in"),
+        (
+            ["--warmup", "-1"],
+            "--warmup must be a whole number from 0 to 1,000,000 requests per level, got -1",
+        ),
+        (["--max-errors", "-1"], "--max-errors must be a whole number from 0 to 1,000,000, got -1"),
+        (["--seed", "-1"], "--seed must be a whole number from 0 to 4,294,967,295, got -1"),
+        (
+            ["--slo", "ttft_ms=nan"],
+            "--slo ttft_ms must be a number above 0 and at most 86,400,000 ms, got nan",
+        ),
+        (
+            ["--slo", "tpot_ms=-5"],
+            "--slo tpot_ms must be a number above 0 and at most 86,400,000 ms, got -5.0",
+        ),
     ],
 )
 def test_bad_options_are_usage_errors(capsys, args, message):
@@ -116,7 +150,14 @@ def test_credentials_in_the_url_never_reach_the_store(capsys, tmp_path):
         (["--fault", "explode"], "unknown fault 'explode'"),
         (["--fault", "500:2"], "outside (0, 1]"),
         (["--usage", "sometimes"], "unknown usage mode"),
-        (["--tokens-per-chunk", "0"], ">= 1"),
+        (["--tokens-per-chunk", "0"], "--tokens-per-chunk must be a whole number from 1 to 1,000,000, got 0"),
+        (["--host", ""], "--host is empty (that would bind every interface)"),
+        (["--host", " "], "--host is empty"),
+        (["--ttft-ms", "nan"], "--ttft-ms must be a number from 0 to 3,600,000 ms, got nan"),
+        (["--itl-ms", "inf"], "--itl-ms must be a number from 0 to 3,600,000 ms, got inf"),
+        (["--keepalive-ms", "-5"], "--keepalive-ms must be a number above 0 and at most 3,600,000 ms"),
+        (["--eos-after", "-1"], "--eos-after must be a whole number from 1 to 1,000,000 tokens, got -1"),
+        (["--context", "1"], "--context must be a whole number from 2 to 10,000,000 tokens, got 1"),
     ],
 )
 def test_sim_bad_options_are_usage_errors(capsys, args, message):
@@ -130,3 +171,59 @@ def test_sim_on_a_busy_port_is_one_line(capsys):
         busy.listen()
         line = one_line_error(capsys, ["sim", "--port", str(busy.getsockname()[1])], 2)
     assert "cannot listen on 127.0.0.1" in line
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        (
+            "targets: 5\n",
+            "targets in {path} must be a URL or a list of URLs (or of mappings with a url), got 5",
+        ),
+        ("targets: [{name: a}]\n", "must be a URL or a list of URLs"),
+        ("targets: [http://127.0.0.1:9]\nrequests: lots\n", "--requests must be a whole number from 1 to"),
+        ("targets: [http://127.0.0.1:9]\nrate: .nan\n", "--rate must be a number from 0.001 to 1,000,000"),
+        (
+            "targets: [http://127.0.0.1:9]\nrepeat: true\n",
+            "--repeat must be a whole number from 1 to 1,000, got True",
+        ),
+        ("targets: [http://127.0.0.1:9]\nburstiness: 0\n", "--burstiness must be a number above 0"),
+        ("targets: [http://127.0.0.1:9]\nslo: {ttft_ms: -1}\n", "--slo ttft_ms must be a number above 0"),
+        ("targets: [http://127.0.0.1:9]\nslo: {speed: 1}\n", "unknown SLO 'speed'"),
+        ("targets: [http://127.0.0.1:9]\nchat: maybe\n", "chat in {path} must be true or false, got 'maybe'"),
+        (
+            "targets: [http://127.0.0.1:9]\nmodel: {a: 1}\n",
+            "model in {path} must be a string, got {{'a': 1}}",
+        ),
+    ],
+)
+def test_an_experiment_with_nonsense_values_is_one_line(capsys, tmp_path, yaml_text, message):
+    experiment = tmp_path / "experiment.yaml"
+    experiment.write_text(yaml_text)
+    line = one_line_error(capsys, ["bench", "--config", str(experiment)], 2)
+    assert message.format(path=experiment) in line
+
+
+def test_a_whole_float_from_yaml_counts_as_a_whole_number(capsys, tmp_path):
+    experiment = tmp_path / "experiment.yaml"
+    experiment.write_text("targets: [http://127.0.0.1:9]\nrequests: 8.0\nrepeat: 2.5\n")
+    line = one_line_error(capsys, ["bench", "--config", str(experiment)], 2)
+    assert line == "servelab: error: --repeat must be a whole number from 1 to 1,000, got 2.5"
+
+
+def test_a_level_where_every_request_failed_exits_1_and_says_so(capsys, tmp_path):
+    with sim_process("--ttft-ms", "1", "--itl-ms", "1", "--fault", "500") as url:
+        code = main(["bench", url, "--concurrency", "1", "--requests", "3", "--output-tokens", "2",
+                     "--input-tokens", "4", "--warmup", "0", "--db", str(tmp_path / "r.db")])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "complete" not in captured.out and "every request of a level failed" in captured.out
+    (line,) = [x for x in captured.err.splitlines() if x.startswith("servelab: error:")]
+    assert line.startswith(f"servelab: error: every request failed at {url} c=1 (") and "(run " in line
+
+
+def test_a_level_where_some_requests_failed_still_exits_0(capsys, tmp_path):
+    with sim_process("--ttft-ms", "1", "--itl-ms", "1", "--fault", "500:0.5") as url:
+        code = main(["bench", url, "--concurrency", "1", "--requests", "4", "--output-tokens", "2",
+                     "--input-tokens", "4", "--warmup", "0", "--db", str(tmp_path / "r.db")])  # fmt: skip
+    assert code == 0 and "complete" in capsys.readouterr().out

@@ -159,6 +159,13 @@ def test_fault_modes_give_exact_counts_and_error_kinds(fault, kind):
     assert level["tokens"]["output"] == 4 * OUT
 
 
+def test_coinciding_fault_rates_inject_every_kind():
+    with sim_process("--itl-ms", "2", "--ttft-ms", "2", "--fault", "500:0.5", "--fault", "drop:0.5") as url:
+        # one at a time, so arrival order is send order: 500 hits 1, 3, 5, 7; drop hits 2 and 6 of the rest
+        level = bench(url, levels=(1,), requests=8, warmup=0)["targets"][0]["levels"][0]
+    assert (level["completed"], level["errors_by_kind"]) == (2, {"dropped": 2, "http_5xx": 4})
+
+
 def test_early_eos_and_http_429_retry_after_are_recorded(tmp_path):
     with sim_process("--no-ignore-eos", "--eos-after", "5") as url, Store.open(tmp_path / "r.db") as store:
         result = bench(url, requests=2, store=store)

@@ -45,11 +45,12 @@ def test_burn_and_p2p_test_are_skipped_with_reasons_not_errors(capsys):
     assert ("burning GPU0" in err) == bool(doc["gpus"])  # no claim of a burn on a machine without a GPU
 
 
-def test_bad_burn_length_is_a_one_line_usage_error(capsys):
-    assert main(["doctor", "--burn-seconds", "0"]) == 2
+@pytest.mark.parametrize("value", ["0", "nan", "inf", "601"])
+def test_bad_burn_length_is_a_one_line_usage_error(capsys, value):
+    assert main(["doctor", "--burn-seconds", value]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.strip().splitlines() == [
-        "servelab: error: --burn-seconds must be in (0, 600], got 0.0"
+        f"servelab: error: --burn-seconds must be a number above 0 and at most 600 seconds, got {float(value)}"
     ]
 
 

@@ -233,8 +233,15 @@ def test_overrides_make_a_custom_gpu(capsys) -> None:
     [
         (["plan", "Nobody/Nothing-1B"], "unknown model"),
         (["plan", "Qwen/Qwen3-8B", "--gpu", "rtx9999"], "rtx4090-48g"),
-        (["plan", "Qwen/Qwen3-8B", "--context", "0"], "--context must be a positive"),
-        (["plan", "Qwen/Qwen3-8B", "--context", "-5"], "--context must be a positive"),
+        (
+            ["plan", "Qwen/Qwen3-8B", "--context", "0"],
+            "--context must be a whole number from 1 to 100,000,000 tokens, got 0",
+        ),
+        (["plan", "Qwen/Qwen3-8B", "--context", "-5"], "--context must be a whole number from 1 to"),
+        (
+            ["plan", "Qwen/Qwen3-8B", "--parallel", "100000000"],
+            "--parallel must be a whole number from 1 to 65,536",
+        ),
         (["plan", "Qwen/Qwen3-8B", "--quant", "awq-w5g128"], "valid"),
         (["plan", "Qwen/Qwen3-8B", "--engine", "llamacpp", "--quant", "awq"], "cannot load"),
         (["plan", "Qwen/Qwen3-8B", "--engine", "tgi"], "llama.cpp, sglang, vLLM, all"),
@@ -455,7 +462,7 @@ def test_a_context_beyond_the_model_does_not_fit_anywhere(capsys) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--gpus", "100000"], "--gpus must be 1 to 64"),
+        (["--gpus", "100000"], "--gpus must be a whole number from 1 to 64"),
         (["-ngl", "-5"], "-ngl must be -1"),
         (["--gpu", ""], "unknown GPU ''"),
     ],

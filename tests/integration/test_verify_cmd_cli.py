@@ -80,3 +80,17 @@ def test_an_unbalanced_quote_is_a_usage_error(capsys) -> None:
         err
         == "servelab: error: --cmd: cannot split the command line (No closing quotation); check its quotes\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "given"),
+    [("-1", "-1.0"), ("0", "0.0"), ("nan", "nan"), ("inf", "inf"), ("1e9", "1000000000.0")],
+)
+def test_a_timeout_out_of_range_is_one_line_before_any_request(capsys, value, given) -> None:
+    assert main(["verify", "http://127.0.0.1:9", "--timeout", value]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert (
+        captured.err
+        == f"servelab: error: --timeout must be a number above 0 and at most 3,600 seconds, got {given}\n"
+    )

@@ -83,6 +83,12 @@ def test_slo_parse_and_goodput():
         m.parse_slo("ttft_ms=fast")
 
 
+def test_slo_from_an_experiment_mapping_is_the_same_slo_and_is_range_checked():
+    assert m.parse_slo({"ttft_ms": 50, "tpot_ms": 10}) == m.parse_slo("ttft_ms=50,tpot_ms=10")
+    with pytest.raises(ConfigError, match=r"^--slo e2e_ms must be a number above 0 .*, got True$"):
+        m.parse_slo({"e2e_ms": True})
+
+
 def test_tokens_in_window_counts_by_arrival():
     r = record(0, [10, 20, 30, 40], [1, 2, 3, 4])
     assert m.tokens_in_window([r], 15 * MS, 35 * MS) == 5

@@ -13,7 +13,7 @@ from servelab.cli.app import main
         (["plan"], "model"),
         (["plan", "Qwen/Qwen3-8B", "--bogus"], "--bogus"),
         (["plan", "Qwen/Qwen3-8B", "--context", "1e9"], "--context"),
-        (["spec", "--accept-rate", "0.5", "--draft-tokens", "0"], "--draft-tokens"),
+        (["spec", "--accept-rate", "0.5", "--draft-tokens", "four"], "--draft-tokens"),
         (["no-such-command"], "no-such-command"),
         (["engine", "install"], "engine"),
     ],

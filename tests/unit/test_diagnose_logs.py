@@ -93,3 +93,36 @@ def test_engine_filter_keeps_shared_signatures_for_both_engines():
     for engine in ("vllm", "sglang"):
         assert [f.id for f in scan_lines([line], load_signatures([engine]))] == ["vllm.custom_ar.no_p2p"]
     assert scan_lines([line], load_signatures(["llamacpp"])) == []
+
+
+SUBJECTS = ("Custom allreduce", "CustomAllReduceV2", "CustomAllreduce", "custom_all_reduce")
+PREFIXES = ("", "WARNING 05-02 10:11:12 [custom_all_reduce.py:137] ", "[2025-05-02 10:11:12 TP1] ")
+REASONS = {
+    "vllm.custom_ar.no_p2p": "is disabled because your platform lacks GPU P2P capability or P2P test failed.",
+    "vllm.custom_ar.pcie_only_gt2": "is disabled because it's not supported on more than two PCIe-only GPUs.",
+    "vllm.custom_ar.world_size": "is disabled due to an unsupported world size: 3. Supported world sizes: [2, 4].",
+    "vllm.custom_ar.spans_nodes": "is disabled because this process group spans across nodes.",
+    "vllm.custom_ar.no_library": "is disabled because of missing custom allreduce library",
+}
+
+
+@pytest.mark.parametrize("subject", SUBJECTS)
+@pytest.mark.parametrize("prefix", PREFIXES)
+@pytest.mark.parametrize(("signature_id", "reason"), REASONS.items(), ids=list(REASONS))
+def test_all_reduce_lines_are_known_by_the_reason_whatever_the_class_is_called(
+    subject, prefix, signature_id, reason
+):
+    line = f"{prefix}{subject} {reason}"
+    assert [f.id for f in scan_lines([line], ALL_SIGNATURES)] == [signature_id]
+
+
+def test_the_field_reports_first_line_is_recognised():
+    line = "CustomAllReduceV2 is disabled because your platform lacks GPU P2P capability or P2P test failed"
+    (finding,) = scan_lines([line], load_signatures(["sglang"]))
+    assert (finding.id, finding.severity) == ("vllm.custom_ar.no_p2p", "critical")
+
+
+def test_the_world_size_reason_keeps_its_capture_under_a_renamed_class():
+    line = "CustomAllReduceV2 is disabled due to an unsupported world size: 3. Supported world sizes: [2, 4, 6, 8]."
+    (finding,) = scan_lines([line], ALL_SIGNATURES)
+    assert "Tensor parallelism 3 " in finding.meaning

@@ -83,7 +83,9 @@ def test_custom_gpu_needs_memory_and_bandwidth() -> None:
 
 
 def test_non_positive_override_is_rejected() -> None:
-    with pytest.raises(ConfigError, match="--bandwidth must be positive"):
+    with pytest.raises(
+        ConfigError, match="--bandwidth must be a number above 0 and at most 1,000,000, got 0"
+    ):
         with_overrides(find_gpu("l4"), bandwidth_gb_s=0)
 
 
@@ -95,7 +97,7 @@ def test_fp8_falls_back_to_bf16_where_the_card_has_none() -> None:
 
 @pytest.mark.parametrize("value", [1e308, float("inf"), float("nan")])
 def test_absurd_overrides_are_rejected_not_overflowed(value: float) -> None:
-    with pytest.raises(ConfigError, match="--vram must be positive and at most"):
+    with pytest.raises(ConfigError, match="--vram must be a number above 0 and at most 1,000,000, got"):
         with_overrides(find_gpu("l4"), vram_gib=value)
 
 

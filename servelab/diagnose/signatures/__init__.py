@@ -7,6 +7,9 @@ Each file: ``engine: <name>`` and ``signatures: [...]``; each entry has id, vers
 severity (critical|warning|info), match (a template or a list of them, see ``template``), optional
 ``unless`` (plain substrings that veto a match), optional ``when`` (one numeric comparison of captures,
 e.g. ``n_slots > 1``), meaning and fix (``{capture}`` fills in a capture).
+
+Key a match on the distinctive phrase of the message, not on the class or logger that says it: classes are
+renamed across versions ("Custom allreduce" became "CustomAllReduceV2") while the reason stays word for word.
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ class SglangLaunch:
     mem_fraction_static: float | None = None
     quantization: str | None = None
     speculative_algorithm: str | None = None
+    host: str | None = None
     port: int | None = None
 
 
@@ -72,6 +73,7 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> SglangL
         mem_fraction_static=to_float(found, "mem_fraction_static", "--mem-fraction-static"),
         quantization=found.get("quantization"),
         speculative_algorithm=found.get("speculative_algorithm"),
+        host=found.get("host"),
         port=to_int(found, "port", "--port"),
     )
 

@@ -44,6 +44,7 @@ class VllmLaunch:
     tp_size: int | None = None
     gpu_memory_utilization: float | None = None
     speculative_config: dict[str, Any] | None = None
+    host: str | None = None
     port: int | None = None
 
 
@@ -68,6 +69,7 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> VllmLau
         tp_size=to_int(found, "tp_size", "-tp/--tensor-parallel-size"),
         gpu_memory_utilization=to_float(found, "gpu_memory_utilization", "--gpu-memory-utilization"),
         speculative_config=_json_or_none(found.get("speculative_config")),
+        host=found.get("host"),
         port=to_int(found, "port", "--port"),
     )
 
