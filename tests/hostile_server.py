@@ -12,6 +12,7 @@ Modes (each answer is otherwise a well-formed 3-chunk chat stream):
   meta_string     a llama-server whose /v1/models meta is a string
   models_drip     /v1/models drips one byte every 0.2 s (for ~an hour)
   models_huge     /v1/models streams an endless body
+  plain           no misbehaviour (with ``server.seen``: the method, path and Authorization of each request)
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class HostileServer:
     def __init__(self, mode: str) -> None:
         self.mode = mode
         self.posts = 0  # generation requests received
+        self.seen: list[tuple[str, str, str | None]] = []  # (method, path, Authorization) of every request
         self.url = ""
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -51,7 +53,7 @@ class HostileServer:
         self._thread = threading.Thread(target=self._serve, daemon=True)
 
     def _app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(middlewares=[self._record])
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/props", self._props)
         app.router.add_post("/v1/chat/completions", self._chat)
@@ -82,6 +84,11 @@ class HostileServer:
     def __exit__(self, *exc: object) -> None:
         self._loop.call_soon_threadsafe(self._stop.set)  # type: ignore[union-attr]
         self._thread.join(10)
+
+    @web.middleware
+    async def _record(self, request: web.Request, handler) -> web.StreamResponse:
+        self.seen.append((request.method, request.path, request.headers.get("Authorization")))
+        return await handler(request)
 
     async def _models(self, request: web.Request) -> web.StreamResponse:
         entry: dict = {"id": MODEL, "object": "model"}

@@ -98,6 +98,9 @@ class ClientRequest:
 class StreamClient:
     """``async with StreamClient(url, api_key) as client: record = await client.send(request)``.
 
+    ``authorization``: the whole Authorization header (instead of Bearer ``api_key``), e.g. the probe's
+    Basic from user:password in the URL; ``secrets``: more strings kept out of error texts.
+
     ``edge``: the result of ``aiohttp_edge.check_edge()`` when the caller already has it (the runner
     records it in the run's meta); else the client checks at start-up. ``client.edge`` is the path taken."""
 
@@ -112,15 +115,18 @@ class StreamClient:
         deadline_s: float = DEFAULT_DEADLINE_S,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        authorization: str | None = None,
+        secrets: tuple[str, ...] = (),
     ) -> None:
         self._keep_alive = keep_alive
         self._deadline_s = deadline_s
         self._max_line_bytes, self._max_body_bytes = max_line_bytes, max_body_bytes
         self.base_url = base_url.rstrip("/")
         self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
-        self._secret = api_key or ""
+        authorization = authorization or (f"Bearer {api_key}" if api_key else None)
+        if authorization:  # the probes' header (HttpProbe.authorization): Bearer key or Basic from the URL
+            self._headers["Authorization"] = authorization
+        self._secrets = [api_key, authorization, authorization and authorization.partition(" ")[2], *secrets]
         self._stall_timeout_s = stall_timeout_s
         self._session: aiohttp.ClientSession | None = None
         self._deferred = _DeferredParse()
@@ -265,7 +271,7 @@ class StreamClient:
     def _clean(self, message: str | None) -> str | None:
         if message is None:
             return None
-        return redact_text(message, [self._secret])[:300]
+        return redact_text(message, self._secrets)[:300]
 
 
 async def _stamp_headers_sent(session: Any, context: Any, params: Any) -> None:
@@ -283,6 +289,8 @@ class _Stream:
     def __init__(
         self, tally: StreamTally, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        authorization: str | None = None,
+        secrets: tuple[str, ...] = (),
     ) -> None:  # fmt: skip
         self.tally = tally
         self.parser = SseParser(max_line_bytes)

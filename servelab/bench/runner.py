@@ -167,7 +167,8 @@ class _Runner:
         async with StreamClient(
             target.url, config.api_key, stall_timeout_s=stall_s, keep_alive=keep_alive, edge=self.edge,
             deadline_s=config.deadline_s, max_line_bytes=config.max_line_bytes,
-            max_body_bytes=config.max_body_bytes,
+            max_body_bytes=config.max_body_bytes, authorization=target.probe.authorization,
+            secrets=target.probe.secrets,
         ) as client:  # fmt: skip
             for level, slots in zip(self.config.levels, _slots(self.config), strict=True):
                 repeats: list[tuple[list[RequestRecord], LevelResult]] = []

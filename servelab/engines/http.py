@@ -61,6 +61,21 @@ class HttpProbe:
             object.__setattr__(self, "base_url", public_url(self.base_url) + _query(parts))
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
 
+    @property
+    def authorization(self) -> str | None:
+        """The Authorization header every request to this server carries (the bench load as well)."""
+        if self.api_key:
+            return f"Bearer {self.api_key}"
+        return f"Basic {self.basic_auth}" if self.basic_auth else None
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """What must never be printed or stored: the key, the basic-auth token and the password in it."""
+        found = [self.api_key or "", self.basic_auth or ""]
+        if self.basic_auth:
+            found.append(base64.b64decode(self.basic_auth).decode(errors="replace").partition(":")[2])
+        return tuple(s for s in found if s)
+
     def get_json(self, path: str) -> Any | None:
         return _parse_json(self._request(path, None))
 
@@ -89,13 +104,7 @@ class HttpProbe:
         headers = {"Accept": "application/json, text/plain"}
         if body is not None:
             headers["Content-Type"] = "application/json"
-        auth = (
-            f"Bearer {self.api_key}"
-            if self.api_key
-            else f"Basic {self.basic_auth}"
-            if self.basic_auth
-            else None
-        )
+        auth = self.authorization
         return sync_http.request(
             self.base_url + path,
             body=body,
