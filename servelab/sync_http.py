@@ -6,14 +6,18 @@ that cannot be reached (refused, timed out, reset, not speaking HTTP) is a Targe
 credentials; a URL urllib cannot use is a ConfigError. Loopback hosts bypass any configured proxy. Redirects
 are followed only when asked, and ``private_headers`` (credentials) never travel with one.
 
-Bounded: ``timeout_s`` covers the whole body, not each read (a server dripping a byte at a time is cut off
-at the deadline), and a body over ``max_bytes`` is a TargetError, never read whole into memory. (The
-headers are still bounded per read only, by urllib.)
+Bounded: ``timeout_s`` covers the whole request (connect, status line, headers, body), not each read: every
+socket read of the answer waits only for what is left of the deadline (``_DeadlineReader``), so a server
+dripping its headers or its body a byte at a time is cut off at the deadline. A body over ``max_bytes`` is a
+TargetError, never read whole into memory.
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
+import io
+import socket
 import time
 import urllib.error
 import urllib.parse
@@ -77,7 +81,7 @@ def request(
         req.add_unredirected_header(name, value)
     deadline = time.monotonic() + timeout_s
     try:
-        with _opener(url, follow_redirects).open(req, timeout=timeout_s) as response:
+        with _opener(url, follow_redirects, deadline, timeout_s).open(req, timeout=timeout_s) as response:
             if limit == 0:
                 return Answer(response.status, b"", response.headers)
             data = _read_body(response, url, limit if limit is not None else max_bytes, deadline, timeout_s)
@@ -102,7 +106,6 @@ def _read_body(response, url: str, most: int, deadline: float, timeout_s: float)
         left = deadline - time.monotonic()
         if left <= 0:
             raise TargetError(f"{public_url(url)} did not finish answering within {timeout_s:g} s")
-        _set_read_timeout(response, left)
         piece = response.read1(min(READ_CHUNK, most + 1 - size))
         if not piece:
             break
@@ -111,16 +114,72 @@ def _read_body(response, url: str, most: int, deadline: float, timeout_s: float)
     return b"".join(parts)
 
 
-def _set_read_timeout(response, seconds: float) -> None:
-    """The next socket read waits at most ``seconds`` (what is left of the deadline), where reachable."""
-    sock = getattr(getattr(getattr(response, "fp", None), "raw", None), "_sock", None)
-    settimeout = getattr(sock, "settimeout", None)
-    if callable(settimeout):
-        settimeout(max(0.01, seconds))
+class _DeadlineReader(io.RawIOBase):
+    """A response's socket file, read with the socket timeout set to what is left of the deadline each time.
+
+    It wraps the file http.client made (which keeps the socket open after urllib closes the connection)."""
+
+    def __init__(self, raw: io.RawIOBase, sock: socket.socket, deadline: float, timeout_s: float) -> None:
+        super().__init__()
+        self._raw, self._sock, self._deadline, self._timeout_s = raw, sock, deadline, timeout_s
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int | None:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"timed out: no whole answer within {self._timeout_s:g} s")
+        self._sock.settimeout(left)
+        try:
+            return self._raw.readinto(buffer)
+        except TimeoutError:
+            raise TimeoutError(f"timed out: no whole answer within {self._timeout_s:g} s") from None
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
 
 
-def _opener(url: str, follow_redirects: bool) -> urllib.request.OpenerDirector:
+class _DeadlineResponse(http.client.HTTPResponse):
+    """An HTTPResponse whose status line, headers and body are all read against one deadline."""
+
+    def __init__(self, sock: socket.socket, *args, deadline: float, timeout_s: float, **kwargs) -> None:
+        super().__init__(sock, *args, **kwargs)
+        raw = self.fp.detach()  # nothing read yet: the socket file gets a bounded buffer instead
+        self.fp = io.BufferedReader(_DeadlineReader(raw, sock, deadline, timeout_s))
+
+
+class _DeadlineMixin(urllib.request.AbstractHTTPHandler):
+    deadline = 0.0
+    timeout_s = 0.0
+
+    def do_open(self, http_class, req, **http_conn_args):
+        def connection(host, **kwargs):
+            conn = http_class(host, **kwargs)
+            conn.response_class = functools.partial(
+                _DeadlineResponse, deadline=self.deadline, timeout_s=self.timeout_s
+            )
+            return conn
+
+        return super().do_open(connection, req, **http_conn_args)
+
+
+class _DeadlineHTTP(_DeadlineMixin, urllib.request.HTTPHandler):
+    pass
+
+
+class _DeadlineHTTPS(_DeadlineMixin, urllib.request.HTTPSHandler):
+    pass
+
+
+def _opener(
+    url: str, follow_redirects: bool, deadline: float, timeout_s: float
+) -> urllib.request.OpenerDirector:
     handlers: list[urllib.request.BaseHandler] = [] if follow_redirects else [_NoRedirect()]
+    for handler in (_DeadlineHTTP(), _DeadlineHTTPS()):
+        handler.deadline, handler.timeout_s = deadline, timeout_s
+        handlers.append(handler)
     if is_loopback_url(url):
         handlers.append(urllib.request.ProxyHandler({}))
     return urllib.request.build_opener(*handlers)
