@@ -14,6 +14,7 @@ fails for good stops the run and `run` raises its `StoreError` (the records wait
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import signal
 import socket
@@ -183,7 +184,9 @@ class _Runner:
                         break
                 pooled = _combine(level, self.config, repeats)
                 if self.store is not None:
-                    self.store.add_level_stats(self.run_id, target.index, pooled.stats)
+                    sink.later(
+                        functools.partial(self.store.add_level_stats, self.run_id, target.index, pooled.stats)
+                    )
                 out.levels.append(pooled)
                 if self.stop_event.is_set():
                     break
@@ -206,7 +209,7 @@ class _Runner:
             if self.progress:
                 self.progress({"url": target.url, "level": level.label, "repeat": rep, "state": state})
 
-        self._snapshot(target, level.label, rep, "before")
+        self._snapshot(target, level.label, rep, "before", sink)
         for sampler in self.samplers:
             sampler.start()
         monitor = LoopMonitor()
@@ -223,8 +226,8 @@ class _Runner:
         client_stats["store_blocked_s"] = round(sink.blocked_s(), 3)
         if sink.error is not None:
             self._interrupt()
-        self._stop_samplers({"target_index": target.index, "level": level.label, "repeat": rep})
-        self._snapshot(target, level.label, rep, "after")
+        self._stop_samplers({"target_index": target.index, "level": level.label, "repeat": rep}, sink)
+        self._snapshot(target, level.label, rep, "after", sink)
         valid, why = validity(
             client_stats, config.lag_limit_ms, config.cpu_limit, server_here=is_loopback_url(target.url)
         )
@@ -232,26 +235,30 @@ class _Runner:
         result = LevelResult(summarize_level(records, level, config.slo), valid, why,
                              partial=self.stop_event.is_set(), client=client_stats)  # fmt: skip
         if self.store is not None:
-            self.store.add_level(self.run_id, target.index, level.label, rep, result.to_json())
+            sink.later(functools.partial(self.store.add_level, self.run_id, target.index, level.label, rep,
+                                         result.to_json()))  # fmt: skip
         return records, result
 
-    def _stop_samplers(self, labels: dict[str, Any]) -> None:
-        """Store each sampler's rows of this level, every row labelled with its target index, level and repeat."""
+    def _stop_samplers(self, labels: dict[str, Any], sink: RecordSink) -> None:
+        """Store each sampler's rows of this level, every row labelled with its target index, level and repeat
+        (written by the sink's writer, behind the level's records)."""
         for sampler in self.samplers:
             rows = sampler.stop()
             if self.store is not None and rows:
                 labelled = [{**row, **labels} for row in rows]
-                self.store.add_samples(self.run_id, getattr(sampler, "kind", "gpu_power"), labelled)
+                kind = getattr(sampler, "kind", "gpu_power")
+                sink.later(functools.partial(self.store.add_samples, self.run_id, kind, labelled))
 
-    def _snapshot(self, target: Target, level: str, rep: int, moment: str) -> None:
+    def _snapshot(self, target: Target, level: str, rep: int, moment: str, sink: RecordSink) -> None:
         if self.store is None:
             return
         for path in target.extras.SNAPSHOT_PATHS:
             text = _safe_get_text(target, path)
             if text is not None:
                 label = moment if path == "/metrics" else f"{moment} {path}"
-                self.store.add_metrics_snapshot(
-                    self.run_id, target.index, level, rep, label, text, time.time_ns()
+                add = self.store.add_metrics_snapshot
+                sink.later(
+                    functools.partial(add, self.run_id, target.index, level, rep, label, text, time.time_ns())
                 )
 
 

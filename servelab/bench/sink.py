@@ -4,15 +4,18 @@
 queues it; a thread commits whatever has queued in one transaction, so a record is in SQLite a commit after
 it finished and a store locked by another process never blocks the loop. A write that still fails after
 the store's own retries is kept: `error` says so, the records stay in the journal (`Store.open` replays them).
-`blocked_s` tells the runner how long the writer was held up during a level.
+`blocked_s` tells the runner how long the writer was held up during a level. `later` queues a level-end write
+(summary, samples, snapshots) behind the records, so the next level never waits for a locked store.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import queue
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from servelab.bench.records import RequestRecord
@@ -30,7 +33,7 @@ class RecordSink:
         self.run_id = run_id or ""
         self.error: StoreError | None = None
         self.journal = Journal(journal_path(store.path, self.run_id)) if store is not None else None
-        self._queue: queue.SimpleQueue[tuple | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple | Callable[[], object] | None] = queue.SimpleQueue()
         self._write_since: float | None = None  # monotonic start of the write in progress
         self._window_start = time.monotonic()
         self._longest_s = 0.0
@@ -49,6 +52,13 @@ class RecordSink:
                 f"{exc}; the run stopped, its finished requests are in the store"
             )
         self._queue.put(row)
+
+    def later(self, write: Callable[[], object]) -> None:
+        """A level-end write (its summary, samples, snapshots) done by the writer thread after the records queued
+        before it, so a locked store never holds up the next level. Without a store, nothing to do."""
+        if self.journal is None:
+            return
+        self._queue.put(write)
 
     def window(self) -> None:
         """Start measuring how long the writer is held up (at a level's start)."""
@@ -69,24 +79,32 @@ class RecordSink:
         self.journal.close(remove=self.error is None)
 
     def _drain(self) -> None:
-        while (row := self._queue.get()) is not _DONE:
-            batch = [row]
+        item = self._queue.get()
+        while item is not _DONE:
+            if callable(item):  # a level-end write, in its place among the records
+                if not self._write(item):
+                    return
+                item = self._queue.get()
+                continue
+            batch, item = [item], None
             while len(batch) < BATCH_MAX:
                 try:
                     more = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if more is _DONE:
-                    self._queue.put(_DONE)
+                if more is _DONE or callable(more):
+                    item = more
                     break
                 batch.append(more)
-            if not self._write(batch):
+            if not self._write(functools.partial(self.store.add_rows, batch)):
                 return
+            if item is None:
+                item = self._queue.get()
 
-    def _write(self, batch: list[tuple]) -> bool:
+    def _write(self, write: Callable[[], object]) -> bool:
         self._write_since = started = time.monotonic()
         try:
-            self.store.add_rows(batch)
+            write()
         except StoreError as exc:
             where = self.journal.path if self.journal is not None else "memory"
             self.error = StoreError(f"{exc}; the finished requests not yet stored are kept in {where} "
