@@ -7,10 +7,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from servelab.bench.config import BenchConfig
-from servelab.bench.extras import extras_for
 from servelab.bench.workloads import Prompt, build_prompts
+from servelab.engines import registry
 from servelab.engines.base import BenchExtras
-from servelab.engines.detect import detect_engine, endpoints_for
+from servelab.engines.detect import detect_engine
 from servelab.engines.http import HttpProbe, public_url
 from servelab.errors import ConfigError
 
@@ -69,7 +69,8 @@ def connect_target(index: int, url: str, config: BenchConfig) -> Target:
     if detected.models and model not in detected.models:
         served = ", ".join(detected.models)
         raise ConfigError(f"{public_url(url)} does not serve model {model!r}; it serves: {served}")
-    effective = endpoints_for(detected.name).read_effective(probe)
+    engine = registry.get_engine(detected.name)
+    effective = engine.endpoints.read_effective(probe)
     context = effective.get("context_per_slot")
     if type(context) is not int or context < 1:  # a server value of any other type or size: unknown
         context = None
@@ -80,7 +81,7 @@ def connect_target(index: int, url: str, config: BenchConfig) -> Target:
         model,
         context,
         detected.version,
-        extras_for(detected.name),
+        engine.bench_extras,
         probe,
     )
 

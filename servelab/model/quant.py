@@ -126,6 +126,13 @@ def quant_names() -> list[str]:
     return [*_named_formats(), *gguf_mixes(), *extra_types]
 
 
+USUAL_SAFETENSORS_QUANTS = (
+    "bf16",
+    "fp8",
+    "awq",
+)  # what `plan` compares for engines loading safetensors weights
+
+
 def get_quant(name: str) -> QuantFormat:
     """Look a format up by name (case-insensitive); ConfigError naming the valid choices."""
     key = _ALIASES.get(name.strip().lower(), name.strip().lower())

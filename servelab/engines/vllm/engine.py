@@ -16,8 +16,7 @@ from servelab.engines.vllm import (
     speculative,
     verify_rules,
 )
-
-HF_QUANTS = ("bf16", "fp8", "awq")
+from servelab.model.quant import USUAL_SAFETENSORS_QUANTS
 
 ENGINE = Engine(
     name="vllm",
@@ -34,7 +33,7 @@ ENGINE = Engine(
     planner=Planner(
         plan=planner.plan,
         weight_formats="hf",
-        usual_quants=HF_QUANTS,
+        usual_quants=USUAL_SAFETENSORS_QUANTS,
         prefill_chunk_tokens=2048,  # max_num_batched_tokens by default
         # measured share of peak bandwidth in decode / of peak tensor FLOPs in prefill (docs/reference/memory.md §7;
         # sglang/vLLM decode from the field report "close to the ceiling"; prefill ~50% of dense peak)
