@@ -16,9 +16,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from servelab.engines.llamacpp.launch import start_llama_server
 from servelab.engines.llamacpp.logparse import compare_buffers, parse_server_log
 from servelab.engines.llamacpp.memory import llamacpp_memory
-from servelab.engines.llamacpp.server import start_llama_server
 from servelab.model import load_model
 from servelab.modelmake import make_model, shape_for
 

@@ -41,3 +41,24 @@ def test_every_module_imports_first_in_a_fresh_interpreter() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "", f"modules that fail when imported first:\n{done.stdout}"
+
+
+def test_every_benchmark_script_imports() -> None:
+    """The benchmarks are not run by the suite; importing each (their work sits under ``__main__``) still
+    catches one left behind by a rename (plan_vs_llamacpp.py imported llamacpp.server after it became
+    launch.py)."""
+    bench = Path(servelab.__file__).parent.parent / "benchmarks"
+    scripts = sorted(bench.glob("*.py"))
+    assert any(p.name == "plan_vs_llamacpp.py" for p in scripts)
+    code = (
+        "import importlib.util, sys\n"
+        "sys.path.insert(0, sys.argv[1].rsplit('/', 1)[0])\n"
+        "for path in sys.argv[1:]:\n"
+        "    spec = importlib.util.spec_from_file_location('bench_' + path.rsplit('/', 1)[-1][:-3], path)\n"
+        "    module = importlib.util.module_from_spec(spec)\n"
+        "    spec.loader.exec_module(module)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *map(str, scripts)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
