@@ -18,6 +18,7 @@ import functools
 import json
 import signal
 import socket
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -38,6 +39,7 @@ from servelab.bench.summary import pool_repeats, summarize_level
 from servelab.bench.target import Target, connect_target, target_prompts
 from servelab.bench.workloads import Prompt
 from servelab.errors import StoreError
+from servelab.inert import inert_line
 from servelab.net import is_loopback_url, public_url
 
 Progress = Callable[[dict[str, Any]], None]
@@ -150,7 +152,7 @@ class _Runner:
         finally:
             if installed:
                 loop.remove_signal_handler(signal.SIGINT)
-            await sink.close()
+            await sink.close(_notice)
         result.partial = self.stop_event.is_set()
         return result
 
@@ -310,6 +312,11 @@ def _store_validity(valid: bool, why: str | None, blocked_s: float) -> tuple[boo
     store = (f"result store blocked for {blocked_s:.1f} s during the level (another process held its write "
              "lock): records waited in the journal while the level was measured")  # fmt: skip
     return False, store if why is None else f"{store}; {why}"
+
+
+def _notice(line: str) -> None:
+    """A line for the person waiting (stderr; stdout carries only the result)."""
+    print(inert_line(line), file=sys.stderr, flush=True)
 
 
 def _safe_get_text(target: Target, path: str) -> str | None:

@@ -24,6 +24,7 @@ from servelab.store import codec
 from servelab.store.journal import Journal, journal_path
 
 BATCH_MAX = 1000  # rows per transaction when the writer has fallen behind
+NOTICE_AFTER_S = 1.0  # run end: say why we wait once the last writes take longer than this
 _DONE = None
 
 
@@ -70,12 +71,21 @@ class RecordSink:
         current = 0.0 if since is None else time.monotonic() - max(since, self._window_start)
         return max(self._longest_s, current)
 
-    async def close(self) -> None:
-        """Wait for every queued record to be committed (or the writer to fail); drop the journal if all are."""
+    async def close(self, notice: Callable[[str], object] | None = None) -> None:
+        """Wait for every queued record to be committed (or the writer to fail); drop the journal if all are.
+        When that takes longer than NOTICE_AFTER_S (another process holds the store's lock), ``notice`` is
+        told once, so a run that has finished its load does not look hung."""
         if self.journal is None:
             return
         self._queue.put(_DONE)
-        await asyncio.to_thread(self._thread.join)
+        await asyncio.to_thread(self._thread.join, NOTICE_AFTER_S)
+        if self._thread.is_alive():
+            if notice is not None:
+                notice(
+                    f"waiting for the result store {self.store.path} (another process holds its lock); "
+                    f"every finished request is already in {self.journal.path}"
+                )
+            await asyncio.to_thread(self._thread.join)
         self.journal.close(remove=self.error is None)
 
     def _drain(self) -> None:

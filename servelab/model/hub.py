@@ -20,8 +20,8 @@ from servelab.model.safetensors_header import (
     TensorEntry,
     apply_headers,
     header_length,
-    index_weight_map,
     parse_header,
+    shard_names,
 )
 from servelab.model.spec import ModelSpec
 
@@ -124,7 +124,7 @@ def _json_file(client: HubClient, filename: str) -> bytes:
 def remote_shards(client: HubClient) -> list[str]:
     if client.exists("model.safetensors.index.json"):
         raw = _json_file(client, "model.safetensors.index.json")
-        return sorted(set(index_weight_map(raw).values()))
+        return shard_names(raw)
     return ["model.safetensors"] if client.exists("model.safetensors") else []
 
 

@@ -150,16 +150,37 @@ def read_file_header(path: Path) -> list[TensorEntry]:
     return parse_header(header, size - 8 - length)
 
 
+MAX_SHARDS = 4096  # DeepSeek-V3 has 163 shards, the largest public checkpoints a few hundred
+
+
 def shard_files(directory: Path) -> list[Path]:
     """The safetensors shards of a model directory (from model.safetensors.index.json when present)."""
     index = directory / "model.safetensors.index.json"
     if index.is_file():
-        names = sorted(set(index_weight_map(read_regular(index, MAX_HEADER_BYTES, "weight index")).values()))
+        names = shard_names(read_regular(index, MAX_HEADER_BYTES, "weight index"))
         missing = [n for n in names if not (directory / n).is_file()]
         if missing:
             raise ModelFormatError(f"{index} lists {missing[0]} which is not in {directory}")
         return [directory / n for n in names]
-    return sorted(directory.glob("*.safetensors"))
+    found = sorted(directory.glob("*.safetensors"))
+    if len(found) > MAX_SHARDS:
+        raise ModelFormatError(
+            f"{directory} holds {len(found)} .safetensors files, more than any real model ({MAX_SHARDS}); "
+            "point at the model's own directory"
+        )
+    return found
+
+
+def shard_names(raw: bytes) -> list[str]:
+    """The distinct shard files a model.safetensors.index.json names, at most MAX_SHARDS of them (each
+    costs a header read, two requests with --hf)."""
+    names = sorted(set(index_weight_map(raw).values()))
+    if len(names) > MAX_SHARDS:
+        raise ModelFormatError(
+            f"model.safetensors.index.json names {len(names)} shard files, more than any real model "
+            f"({MAX_SHARDS}); it is not a model index"
+        )
+    return names
 
 
 def index_weight_map(raw: bytes) -> dict[str, str]:

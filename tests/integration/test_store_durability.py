@@ -112,6 +112,31 @@ def test_a_store_locked_past_its_patience_stops_the_run_with_one_line_and_keeps_
     assert not journal_dir(db).exists()
 
 
+def test_a_store_still_locked_when_the_load_ends_is_waited_for_out_loud_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    """Three levels whose load ends while another process still holds the lock: the run says on stderr what
+    it waits for (it does not look hung), then stores every request of every level and exits 0."""
+    db = tmp_path / "runs.db"
+    with sim_process("--itl-ms", "5", "--ttft-ms", "10") as url:
+        bench = _bench(url, db, "--concurrency", "1,2,4", "--requests", "8", env=_env())
+        _taken, released = _lock_while_running(url, db, 6.0)
+        out, err = bench.communicate(timeout=120)
+        ended = time.perf_counter_ns()
+        seen = sim_requests_seen(url)
+    assert bench.returncode == 0, err
+    assert "waiting for the result store" in err and "another process holds its lock" in err, err
+    assert ended > released
+    levels = json.loads(out)["targets"][0]["levels"]
+    assert [level["level"] for level in levels] == ["c=1", "c=2", "c=4"]
+    with Store.open(db, must_exist=True) as store:
+        (info,) = store.list_runs()
+        requests = store.load_run(info.id).requests
+    assert info.status == "finished"
+    assert len(requests) == seen >= 24
+    assert not journal_dir(db).exists()
+
+
 def _finished_by(url: str, since_ns: int, before_ns: int) -> set[str]:
     """Request ids whose last chunk the sim wrote after `since_ns` and before `before_ns`."""
     with urllib.request.urlopen(url + "/sim/requests", timeout=5) as response:

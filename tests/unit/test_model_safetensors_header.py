@@ -145,3 +145,16 @@ def test_short_file_and_bad_index(tmp_path: Path) -> None:
     index.write_text(json.dumps({"weight_map": {"a": "missing.safetensors"}}))
     with pytest.raises(ModelFormatError, match=r"lists missing\.safetensors which is not in"):
         load_model(str(tmp_path))
+
+
+def test_an_index_naming_more_shards_than_any_model_is_refused_before_any_read(tmp_path: Path) -> None:
+    from servelab.model.safetensors_header import MAX_SHARDS, shard_files, shard_names
+
+    many = {f"t{i}": f"s{i}.safetensors" for i in range(MAX_SHARDS + 1)}
+    raw = json.dumps({"weight_map": many}).encode()
+    with pytest.raises(ModelFormatError, match=f"names {MAX_SHARDS + 1} shard files"):
+        shard_names(raw)
+    assert len(shard_names(json.dumps({"weight_map": dict(list(many.items())[:163])}).encode())) == 163
+    (tmp_path / "model.safetensors.index.json").write_bytes(raw)
+    with pytest.raises(ModelFormatError, match="not a model index"):
+        shard_files(tmp_path)  # refused before it looks for a single shard
