@@ -31,12 +31,16 @@ def register(app: typer.Typer) -> None:
     @app.command("demo")
     def demo(
         workdir: Path | None = typer.Option(None, help="Where to keep the model, logs, runs and report."),
-        threads: int = typer.Option(2, min=1, help="llama-server threads (-t)."),
-        requests: int = typer.Option(8, min=1, help="Measured requests per concurrency level."),
+        threads: int = typer.Option(2, help="llama-server threads (-t)."),
+        requests: int = typer.Option(8, help="Measured requests per concurrency level."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
         """Build or find llama-server, make a hybrid model, plan it, catch a divided context, fix it, benchmark, report."""
         from servelab.engines.process import terminate_on_signals
+        from servelab.ranges import count
+
+        threads = count(threads, "--threads", 1, 1024, "threads")  # before anything is built or started
+        requests = count(requests, "--requests", 1, 1_000_000, "per level")
 
         workdir = workdir or Path(tempfile.mkdtemp(prefix="servelab-demo-"))
         err = stderr_console()

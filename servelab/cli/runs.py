@@ -16,6 +16,7 @@ from servelab.cli.output import print_json, stderr_console, stdout_console, to_j
 from servelab.errors import ConfigError
 from servelab.inert import inert_line, inert_text
 from servelab.paths import default_db_path
+from servelab.ranges import count
 from servelab.report.compare import Comparison, compare_runs
 from servelab.report.export import run_csv, run_json, vllm_level_json
 from servelab.store import RunInfo, Store
@@ -76,6 +77,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Export a run as JSON close to vLLM's --save-result (schema: docs/results-schema.md) or CSV."""
         fmt = export_format(fmt, as_json, level)
+        target = count(target, "--target", 0, 100_000)
         wanted = None if level is None else parse_level_option(level)
         with Store.open(db, must_exist=True) as store:
             stored = store.load_run(run)

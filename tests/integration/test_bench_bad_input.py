@@ -227,3 +227,24 @@ def test_a_level_where_some_requests_failed_still_exits_0(capsys, tmp_path):
         code = main(["bench", url, "--concurrency", "1", "--requests", "4", "--output-tokens", "2",
                      "--input-tokens", "4", "--warmup", "0", "--db", str(tmp_path / "r.db")])  # fmt: skip
     assert code == 0 and "complete" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["demo", "--threads", "0"], "--threads must be a whole number from 1 to 1,024 threads, got 0"),
+        (["demo", "--threads", "99999999999"], "--threads must be a whole number from 1 to 1,024"),
+        (
+            ["demo", "--requests", "0"],
+            "--requests must be a whole number from 1 to 1,000,000 per level, got 0",
+        ),
+        (["export", "r", "--level", "c=1", "--target", "-1"], "--target must be a whole number from 0 to"),
+    ],
+)
+def test_demo_and_export_numbers_are_checked_before_anything_runs(capsys, tmp_path, args, message):
+    """The demo refuses nonsense before it builds a model or starts a server; export before it opens a store."""
+    line = one_line_error(
+        capsys, [*args, *(["--workdir", str(tmp_path / "w")] if args[0] == "demo" else [])], 2
+    )
+    assert message in line
+    assert not (tmp_path / "w").exists()
