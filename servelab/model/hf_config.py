@@ -25,6 +25,7 @@ from servelab.model.spec import (
     MLASpec,
     ModelSpec,
     MoESpec,
+    whole,
 )
 
 _LAYER_TYPE_NAMES = {
@@ -96,18 +97,18 @@ def _build(config: dict[str, Any], text: dict[str, Any], name: str, source: str)
         name=name,
         architecture=str(text.get("model_type") or config.get("model_type") or "unknown"),
         source=source,
-        hidden_size=int(text["hidden_size"]),
-        vocab_size=int(text["vocab_size"]),
+        hidden_size=whole(text["hidden_size"]),
+        vocab_size=whole(text["vocab_size"]),
         layer_kinds=kinds,
         kv_heads_per_layer=per_layer_kv,
         attention=attention,
-        max_context=int(text.get("max_position_embeddings") or 0),
-        intermediate_size=int(text.get("intermediate_size") or 0),
+        max_context=whole(text.get("max_position_embeddings") or 0),
+        intermediate_size=whole(text.get("intermediate_size") or 0),
         mla=mla,
         linear_attention=linear_attention_spec(text),
         mamba=mamba_spec(text),
         moe=moe_spec(text, len(kinds)),
-        mtp_layers=int(text.get("mtp_num_hidden_layers") or text.get("num_nextn_predict_layers") or 0),
+        mtp_layers=whole(text.get("mtp_num_hidden_layers") or text.get("num_nextn_predict_layers") or 0),
         tie_word_embeddings=bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
         dtype=_dtype_name(
             text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or "bfloat16"
@@ -131,7 +132,7 @@ def native_quant(config: dict[str, Any], dtype: str) -> QuantFormat:
 
 def layer_kinds(text: dict[str, Any]) -> tuple[LayerKind, ...]:
     """Each decoder layer's kind, from the most explicit field the config has."""
-    n = int(text["num_hidden_layers"])
+    n = whole(text["num_hidden_layers"])
     if not 0 < n <= MAX_LAYERS:
         raise ModelFormatError(f"num_hidden_layers {n} is out of range (1 to {MAX_LAYERS})")
     for field in ("layer_types", "layers_block_type"):
@@ -148,10 +149,10 @@ def layer_kinds(text: dict[str, Any]) -> tuple[LayerKind, ...]:
             "supported yet; give a GGUF file of the model instead"
         )
     if text.get("attn_layer_period"):  # Jamba: attention every `period` layers at `offset`, Mamba elsewhere
-        period, offset = int(text["attn_layer_period"]), int(text.get("attn_layer_offset") or 0)
+        period, offset = whole(text["attn_layer_period"]), whole(text.get("attn_layer_offset") or 0)
         return tuple(LayerKind.FULL_ATTENTION if i % period == offset else LayerKind.MAMBA for i in range(n))
     if text.get("full_attention_interval"):
-        every = int(text["full_attention_interval"])
+        every = whole(text["full_attention_interval"])
         return tuple(
             LayerKind.FULL_ATTENTION if (i + 1) % every == 0 else LayerKind.LINEAR_ATTENTION for i in range(n)
         )
@@ -172,7 +173,7 @@ def _sliding_pattern(text: dict[str, Any], n: int) -> tuple[LayerKind, ...]:
         return (LayerKind.FULL_ATTENTION,) * n
     pattern = text.get("sliding_window_pattern") or _DEFAULT_SWA_PATTERN.get(str(text.get("model_type")))
     if pattern:
-        every = int(pattern)
+        every = whole(pattern)
         return tuple(
             LayerKind.FULL_ATTENTION if (i + 1) % every == 0 else LayerKind.SLIDING_ATTENTION
             for i in range(n)
@@ -182,7 +183,7 @@ def _sliding_pattern(text: dict[str, Any], n: int) -> tuple[LayerKind, ...]:
         "use_sliding_window"
     ):  # Qwen2: layers >= max_window_layers slide
         return tuple(
-            LayerKind.SLIDING_ATTENTION if i >= int(max_window_layers) else LayerKind.FULL_ATTENTION
+            LayerKind.SLIDING_ATTENTION if i >= whole(max_window_layers) else LayerKind.FULL_ATTENTION
             for i in range(n)
         )
     return (LayerKind.SLIDING_ATTENTION,) * n
@@ -190,14 +191,14 @@ def _sliding_pattern(text: dict[str, Any], n: int) -> tuple[LayerKind, ...]:
 
 def attention_spec(text: dict[str, Any]) -> AttentionSpec:
     """Query/KV heads and head dims (GQA; explicit `head_dim` wins over hidden / heads)."""
-    heads = int(text.get("num_attention_heads") or 0)
+    heads = whole(text.get("num_attention_heads") or 0)
     if text.get("kv_lora_rank"):  # MLA: per-head q/k dims are nope + rope
-        head_dim = int(text["qk_nope_head_dim"]) + int(text["qk_rope_head_dim"])
-        return AttentionSpec(heads, heads, head_dim, int(text["v_head_dim"]), _window(text))
+        head_dim = whole(text["qk_nope_head_dim"]) + whole(text["qk_rope_head_dim"])
+        return AttentionSpec(heads, heads, head_dim, whole(text["v_head_dim"]), _window(text))
     if heads == 0:  # pure Mamba
         return AttentionSpec(0, 0, 0)
-    head_dim = int(text.get("head_dim") or int(text["hidden_size"]) // heads)
-    kv_heads = int(text.get("num_key_value_heads") or heads)
+    head_dim = whole(text.get("head_dim") or whole(text["hidden_size"]) // heads)
+    kv_heads = whole(text.get("num_key_value_heads") or heads)
     return AttentionSpec(heads, kv_heads, head_dim, None, _window(text))
 
 
@@ -205,7 +206,7 @@ def _window(text: dict[str, Any]) -> int | None:
     window = text.get("sliding_window")
     if not window or text.get("use_sliding_window") is False:
         return None
-    return int(window)
+    return whole(window)
 
 
 def mla_spec(text: dict[str, Any]) -> MLASpec | None:
@@ -213,11 +214,11 @@ def mla_spec(text: dict[str, Any]) -> MLASpec | None:
         return None
     q_lora = text.get("q_lora_rank")
     return MLASpec(
-        kv_lora_rank=int(text["kv_lora_rank"]),
-        qk_rope_head_dim=int(text["qk_rope_head_dim"]),
-        qk_nope_head_dim=int(text.get("qk_nope_head_dim") or 0),
-        v_head_dim=int(text.get("v_head_dim") or 0),
-        q_lora_rank=int(q_lora) if q_lora else None,
+        kv_lora_rank=whole(text["kv_lora_rank"]),
+        qk_rope_head_dim=whole(text["qk_rope_head_dim"]),
+        qk_nope_head_dim=whole(text.get("qk_nope_head_dim") or 0),
+        v_head_dim=whole(text.get("v_head_dim") or 0),
+        q_lora_rank=whole(q_lora) if q_lora else None,
     )
 
 
@@ -226,11 +227,11 @@ def linear_attention_spec(text: dict[str, Any]) -> LinearAttentionSpec | None:
     if not text.get("linear_num_key_heads"):
         return None
     return LinearAttentionSpec(
-        num_key_heads=int(text["linear_num_key_heads"]),
-        num_value_heads=int(text["linear_num_value_heads"]),
-        key_head_dim=int(text["linear_key_head_dim"]),
-        value_head_dim=int(text["linear_value_head_dim"]),
-        conv_kernel=int(text["linear_conv_kernel_dim"]),
+        num_key_heads=whole(text["linear_num_key_heads"]),
+        num_value_heads=whole(text["linear_num_value_heads"]),
+        key_head_dim=whole(text["linear_key_head_dim"]),
+        value_head_dim=whole(text["linear_value_head_dim"]),
+        conv_kernel=whole(text["linear_conv_kernel_dim"]),
         ssm_dtype=_dtype_name(text.get("mamba_ssm_dtype") or "float32"),
     )
 
@@ -240,21 +241,21 @@ def mamba_spec(text: dict[str, Any]) -> MambaSpec | None:
     d_state = text.get("state_size") or text.get("ssm_state_size") or text.get("mamba_d_state")
     if not d_state:
         return None
-    hidden = int(text["hidden_size"])
+    hidden = whole(text["hidden_size"])
     expand = text.get("expand") or text.get("mamba_expand") or 2
-    d_inner = int(
+    d_inner = whole(
         text.get("mamba_d_inner")
         or (text.get("intermediate_size") if text.get("model_type") == "mamba" else 0)
         or expand * hidden
     )
-    n_heads = int(
+    n_heads = whole(
         text.get("mamba_n_heads") or (text.get("num_heads") if text.get("model_type") == "mamba2" else 0) or 0
     )
     return MambaSpec(
         d_inner=d_inner,
-        d_state=int(d_state),
-        d_conv=int(text.get("conv_kernel") or text.get("mamba_d_conv") or 4),
-        n_groups=int(text.get("n_groups") or text.get("mamba_n_groups") or 1),
+        d_state=whole(d_state),
+        d_conv=whole(text.get("conv_kernel") or text.get("mamba_d_conv") or 4),
+        n_groups=whole(text.get("n_groups") or text.get("mamba_n_groups") or 1),
         n_heads=n_heads,
         ssm_dtype=_dtype_name(text.get("mamba_ssm_dtype") or "float32"),
     )
@@ -266,16 +267,16 @@ def moe_spec(text: dict[str, Any], num_layers: int) -> MoESpec | None:
     if not experts:
         return None
     top_k = text.get("num_experts_per_tok") or text.get("experts_per_token") or text.get("moe_topk") or 1
-    expert_size = int(text.get("moe_intermediate_size") or text["intermediate_size"])
-    n_shared = int(text.get("n_shared_experts") or 0)
-    shared_size = int(text.get("shared_expert_intermediate_size") or 0)
+    expert_size = whole(text.get("moe_intermediate_size") or text["intermediate_size"])
+    n_shared = whole(text.get("n_shared_experts") or 0)
+    shared_size = whole(text.get("shared_expert_intermediate_size") or 0)
     if n_shared and not shared_size:
         shared_size = expert_size
     elif shared_size and not n_shared:
         n_shared = 1
     return MoESpec(
-        num_experts=int(experts),
-        experts_per_token=int(top_k),
+        num_experts=whole(experts),
+        experts_per_token=whole(top_k),
         expert_intermediate_size=expert_size,
         num_shared_experts=n_shared,
         shared_expert_intermediate_size=shared_size,

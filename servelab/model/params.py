@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any, TypeVar
 
 from servelab.errors import ModelFormatError
-from servelab.model.spec import AttentionSpec, LayerKind, ModelSpec
+from servelab.model.spec import AttentionSpec, LayerKind, ModelSpec, whole
 
 _Part = TypeVar("_Part")
 
@@ -143,7 +143,7 @@ def mamba_mixer(spec: ModelSpec, text: dict[str, Any]) -> Counter[str]:
         roles["linear"] += h * (2 * m.d_inner + 2 * m.n_groups * m.d_state + m.n_heads)
         roles["small"] += m.conv_dim * (m.d_conv + 1) + 3 * m.n_heads + m.d_inner
         return roles
-    dt_rank = int(text.get("time_step_rank") or text.get("mamba_dt_rank") or -(-h // 16))
+    dt_rank = whole(text.get("time_step_rank") or text.get("mamba_dt_rank") or -(-h // 16))
     roles["linear"] += h * 2 * m.d_inner + m.d_inner * (dt_rank + 2 * m.d_state) + dt_rank * m.d_inner
     roles["small"] += m.d_inner * (m.d_conv + 1) + m.d_inner + m.d_inner * m.d_state + m.d_inner
     return roles
@@ -188,17 +188,17 @@ def vision_params(vision: dict[str, Any], text_hidden: int) -> int:
     """
     width = _vision_int(vision, "hidden_size", "embed_dim", "width")
     depth = _vision_int(vision, "depth", "num_hidden_layers", "num_layers")
-    inner = int(vision.get("intermediate_size") or 4 * width)
-    patch = int(vision.get("patch_size") or 14)
-    temporal = int(vision.get("temporal_patch_size") or 1)
-    channels = int(vision.get("in_channels") or vision.get("num_channels") or 3)
+    inner = whole(vision.get("intermediate_size") or 4 * width)
+    patch = whole(vision.get("patch_size") or 14)
+    temporal = whole(vision.get("temporal_patch_size") or 1)
+    channels = whole(vision.get("in_channels") or vision.get("num_channels") or 3)
     block = 4 * width * width + 4 * width + 2 * width * inner + inner + width + 4 * width
     embed = channels * temporal * patch * patch * width + width
-    positions = int(
-        vision.get("num_position_embeddings") or (int(vision.get("image_size") or 0) // patch) ** 2
+    positions = whole(
+        vision.get("num_position_embeddings") or (whole(vision.get("image_size") or 0) // patch) ** 2
     )
-    out = int(vision.get("out_hidden_size") or text_hidden)
-    merge = int(vision.get("spatial_merge_size") or 1)
+    out = whole(vision.get("out_hidden_size") or text_hidden)
+    merge = whole(vision.get("spatial_merge_size") or 1)
     merged = width * merge * merge
     projector = (
         merged * merged + merged + merged * out + out + 2 * width if merge > 1 else width + width * out
@@ -211,7 +211,7 @@ def _vision_int(vision: dict[str, Any], *keys: str) -> int:
     value = next((vision[k] for k in keys if vision.get(k)), vision.get(keys[-1]))
     if value is None:
         raise ModelFormatError(f"vision config sets none of {', '.join(keys)}")
-    return int(value)
+    return whole(value)
 
 
 def attention_output_gate(text: dict[str, Any]) -> bool:
@@ -223,11 +223,11 @@ def is_moe_layer(text: dict[str, Any], layer: int) -> bool:
     """`first_k_dense_replace` (DeepSeek), `decoder_sparse_step` / `mlp_only_layers` (Qwen MoE), Jamba periods."""
     if not (text.get("num_experts") or text.get("num_local_experts") or text.get("n_routed_experts")):
         return False
-    if layer < int(text.get("first_k_dense_replace") or 0):
+    if layer < whole(text.get("first_k_dense_replace") or 0):
         return False
     if layer in (text.get("mlp_only_layers") or []):
         return False
     if text.get("expert_layer_period"):  # Jamba
-        return layer % int(text["expert_layer_period"]) == int(text.get("expert_layer_offset") or 0)
-    step = int(text.get("decoder_sparse_step") or 1)
+        return layer % whole(text["expert_layer_period"]) == whole(text.get("expert_layer_offset") or 0)
+    step = whole(text.get("decoder_sparse_step") or 1)
     return (layer + 1) % step == 0

@@ -21,6 +21,17 @@ class LayerKind(StrEnum):
     MAMBA = "mamba"  # Mamba/Mamba2: fixed conv + SSM state per sequence
 
 
+def whole(value: object) -> int:
+    """A config value that must be a whole number: an int, or a float only when whole (some exporters write
+    ``8.0``). A bool, a string or ``12.7`` is refused (ValueError, which the config reader turns into one line),
+    instead of being read as 1, 32 or 12."""
+    if type(value) is int:
+        return value
+    if type(value) is float and value.is_integer():
+        return int(value)
+    raise ValueError(f"{str(value)[:40]!r} is not a whole number")
+
+
 def check_ranges(owner: object, minimums: dict[str, int]) -> None:
     """Every int field of the dataclass `owner` lies in [minimum, MAX_DIMENSION] (minimum 0 unless named);
     None is allowed where the field is optional. One ModelFormatError line names the field."""

@@ -248,3 +248,23 @@ def test_a_4300_digit_number_in_a_config_is_one_line(tmp_path):
 
 def test_the_mutator_is_deterministic(seeds):
     assert mutate_gguf(seeds[0], random.Random(7)) == mutate_gguf(seeds[0], random.Random(7))
+
+
+@pytest.mark.parametrize(
+    "key", ["num_attention_heads", "num_key_value_heads", "vocab_size", "intermediate_size"]
+)
+@pytest.mark.parametrize("value", ["4", True, 2.5, "0x10"])
+def test_a_config_number_that_is_not_a_whole_number_is_refused_not_coerced(tmp_path, key, value):
+    """``"4"`` read as 4, ``true`` as 1 and ``2.5`` as 2 would plan a model nobody wrote; refused in one line."""
+    config = dict(SEED_CONFIG) | {key: value}
+    ref = write_model_dir(tmp_path / "dir", json.dumps(config).encode(), _seed_safetensors())
+    with pytest.raises(ModelFormatError, match="is not a whole number"):
+        load_model(str(ref))
+
+
+def test_a_whole_float_in_a_config_is_read_as_the_number(tmp_path):
+    config = dict(SEED_CONFIG) | {"num_key_value_heads": 2.0, "max_position_embeddings": 2048.0}
+    spec = load_model(
+        str(write_model_dir(tmp_path / "dir", json.dumps(config).encode(), _seed_safetensors()))
+    )
+    assert spec.attention.num_kv_heads == 2 and spec.max_context == 2048
