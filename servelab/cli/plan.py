@@ -21,6 +21,20 @@ def _gpu(name: str | None, vram: float | None, bandwidth: float | None, tflops: 
     return with_overrides(base, vram_gib=vram, bandwidth_gb_s=bandwidth, tflops=tflops)
 
 
+def _kv_cache_space(option: int | None) -> int | None:
+    """--kv-cache-space, else VLLM_CPU_KVCACHE_SPACE from the environment (vLLM reads whole GiB), else None."""
+    import os
+
+    value = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "").strip()
+    if option is not None or not value:
+        return option
+    if not value.isdigit():
+        raise ConfigError(
+            f"VLLM_CPU_KVCACHE_SPACE={value!r}: give whole GiB (e.g. 4), or pass --kv-cache-space"
+        )
+    return int(value)
+
+
 def _launch_path(model: str) -> str:
     """A local model as an absolute path, so the command and the compose mount work from any directory."""
     return str(Path(model).absolute()) if Path(model).exists() else model
@@ -97,6 +111,14 @@ def register(app: typer.Typer) -> None:
         n_gpu_layers: int | None = typer.Option(
             None, "--n-gpu-layers", "-ngl", help="llama.cpp layers on the GPU."
         ),
+        kv_cache_space: int | None = typer.Option(
+            None,
+            "--kv-cache-space",
+            help="vLLM on CPU: VLLM_CPU_KVCACHE_SPACE, GiB (default: that variable, else 1).",
+        ),
+        remeasure: bool = typer.Option(
+            False, "--remeasure", help="--gpu cpu: measure this machine's memory bandwidth again."
+        ),
         save: Path | None = typer.Option(None, "--save", help="Also write the JSON plan to this file."),
         json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     ) -> None:
@@ -116,6 +138,10 @@ def register(app: typer.Typer) -> None:
             )
         if engine.lower() != "all":
             registry.get_engine(engine, registry.planned(), also=("all",))
+        if remeasure:
+            from servelab.hardware.host import this_machine
+
+            this_machine(remeasure=True)  # refreshes the cache that --gpu cpu reads
         card = _gpu(gpu, vram, bandwidth, tflops)
         spec = load_model(model, hf=hf)
         flags: dict[str, Any] = {
@@ -127,6 +153,7 @@ def register(app: typer.Typer) -> None:
                 ("max_mamba_cache_size", max_mamba_cache_size),
                 ("n_gpu_layers", n_gpu_layers),
                 ("kv_unified", kv_unified or None),
+                ("kv_cache_space_gib", _kv_cache_space(kv_cache_space)),
             )
             if v is not None
         }
@@ -185,6 +212,8 @@ def _output(plans, *, json_out: bool, emit: str | None, host: str, save: Path | 
         console.width = max(console.width, 110)
         console.print(comparison_table(plans))
         console.print(f"best: {best.engine} {best.quant} — {best.command_line}", markup=False)
+        if best.device_note:
+            console.print(f"device: {best.device_note}", markup=False)
         if not best.fits:
             stderr_console().print(
                 "nothing fits: lower --context, pick a smaller --quant or add GPUs", markup=False

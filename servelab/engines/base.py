@@ -163,6 +163,9 @@ class Planner:
     state_dtypes: tuple[str | None, str | None] = (None, None)  # (conv, ssm) state dtypes; None: the model's
     tensor_parallel: str = "all-reduce"  # or "layers": GPUs hold layer ranges (a pipeline, no all-reduce)
     needs_cuda: bool = True  # False: runs on unified-memory (Apple) GPUs too
+    cpu_efficiency: tuple[float, float] | None = (
+        None  # (decode, prefill) on the CPU device; None: not planned there
+    )
 
 
 @dataclass(frozen=True)

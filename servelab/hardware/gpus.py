@@ -12,9 +12,13 @@ import json
 import re
 from dataclasses import dataclass
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from servelab.errors import ConfigError
 from servelab.ranges import number
+
+if TYPE_CHECKING:
+    from servelab.hardware.cpu import CPU
 
 MIB = 1024**2
 GIB = 1024**3
@@ -22,6 +26,7 @@ INTERCONNECTS = ("nvlink", "pcie-p2p", "pcie-host-staged")
 # CUDA/ROCm context + driver allocations per device, outside any engine's accounting (0.3-0.6 GiB measured;
 # docs/reference/memory.md §8). Unified-memory Apple GPUs have none to speak of.
 RUNTIME_CONTEXT_MIB = 512
+CPU_DEVICE = "cpu"  # the name that plans for this machine's CPU (hardware/host.py)
 
 
 @dataclass(frozen=True)
@@ -40,14 +45,19 @@ class GPU:
     unified_memory: bool = False
     aliases: tuple[str, ...] = ()
     source: str = ""
+    cpu: CPU | None = None  # set on the CPU device: the host's cores, vector units, memory and NUMA node
 
     @property
     def memory_bytes(self) -> int:
         return self.memory_mib * MIB
 
     @property
+    def is_cpu(self) -> bool:
+        return self.cpu is not None
+
+    @property
     def runtime_context_bytes(self) -> int:
-        return 0 if self.unified_memory else RUNTIME_CONTEXT_MIB * MIB
+        return 0 if self.unified_memory or self.is_cpu else RUNTIME_CONTEXT_MIB * MIB
 
     @property
     def bandwidth_bytes_s(self) -> float:
@@ -90,13 +100,19 @@ def gpu_names() -> tuple[str, ...]:
 
 
 def find_gpu(name: str) -> GPU:
-    """The catalog GPU called `name` (or one of its aliases); ConfigError listing the names otherwise."""
+    """The catalog GPU called `name` (or one of its aliases), or "cpu": this machine's CPU, its bandwidth
+    measured once and cached (hardware/host.py); ConfigError listing the names otherwise."""
     wanted = _normalise(name)
+    if wanted == CPU_DEVICE:
+        from servelab.hardware.host import this_machine
+
+        return this_machine()
     for gpu in load_gpus():
         if wanted in {_normalise(n) for n in (gpu.name, gpu.label, *gpu.aliases)}:
             return gpu
     raise ConfigError(
-        f"unknown GPU {name!r}; choose one of: {', '.join(gpu_names())} (or give --vram/--bandwidth)"
+        f"unknown GPU {name!r}; choose one of: {', '.join(gpu_names())}, {CPU_DEVICE}"
+        " (or give --vram/--bandwidth)"
     )
 
 

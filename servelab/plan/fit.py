@@ -29,6 +29,7 @@ class PlanSettings:
         False  # llama.cpp: one pool all slots share (-c = context) instead of -c = context x slots
     )
     max_mamba_cache_size: int | None = None
+    kv_cache_space_gib: int | None = None  # vLLM on CPU: VLLM_CPU_KVCACHE_SPACE
     host: str = "127.0.0.1"
     port: int | None = None
     model_path: str = ""

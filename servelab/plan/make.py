@@ -188,6 +188,8 @@ def make_plan(
     if gpu.unified_memory and rules.needs_cuda:
         others = " or ".join(e.name for e in registry.planned() if not _planner(e).needs_cuda)
         raise ConfigError(f"{chosen.name} needs a CUDA or ROCm GPU; on {gpu.label} plan --engine {others}")
+    if gpu.is_cpu and rules.cpu_efficiency is None:
+        raise ConfigError(f"servelab does not plan {chosen.name} on a CPU; plan --engine {_cpu_engines()}")
     model = with_quant(model, quant)
     if model.weight_bytes <= 0 or model.total_params <= 0:
         raise ModelFormatError(
@@ -218,6 +220,11 @@ def make_plan(
             f"macOS lets the GPU wire about {UNIFIED_GPU_SHARE:.0%} of unified memory by default; this plan"
             " needs more (raise it with `sudo sysctl iogpu.wired_limit_mb=...`)"
         )
+    decode_eff, prefill_eff = (rules.cpu_efficiency if gpu.is_cpu else None) or (
+        rules.decode_efficiency,
+        rules.prefill_efficiency,
+    )
+    efficiency = {"decode": decode_eff, "prefill": prefill_eff}
     single = None
     if gpus > 1:
         single = round(_Speed(model, gpu, chosen, fit.kv_dtype, 1, None).per_sequence(served)[0], 2)
@@ -234,7 +241,7 @@ def make_plan(
         fits=fit.fits,
         memory_bytes=fit.memory,
         decode_ceiling_tok_s=ceiling,
-        decode_expected_tok_s=_scaled(ceiling, rules.decode_efficiency),
+        decode_expected_tok_s=_scaled(ceiling, efficiency["decode"]),
         prefill_ceiling_tok_s=round(
             speed.prefill_ceiling_tok_s(
                 model, gpu, served, compute_dtype=_compute_dtype(model, gpu), gpus=gpus
@@ -246,7 +253,7 @@ def make_plan(
         gpu=gpu.name,
         slots=fit.slots,
         context_served=fit.context_served,
-        efficiency={"decode": rules.decode_efficiency, "prefill": rules.prefill_efficiency},
+        efficiency=efficiency,
         prefill_short_tok_s=round(
             speed.prefill_ceiling_tok_s(
                 model, gpu, ceiling.short_context, compute_dtype=_compute_dtype(model, gpu), gpus=gpus
@@ -268,7 +275,12 @@ def make_plan(
         command=tuple(fit.argv),
         command_line=shell_line(fit.argv),
         warnings=tuple(warnings),
+        device_note=gpu.source if gpu.is_cpu else "",
     )
+
+
+def _cpu_engines() -> str:
+    return " or ".join(e.name for e in registry.planned() if _planner(e).cpu_efficiency)
 
 
 def candidates(
@@ -305,6 +317,12 @@ def compare_plans(
         chosen = tuple(e for e in chosen if not _planner(e).needs_cuda) or tuple(
             e for e in registry.planned() if not _planner(e).needs_cuda
         )
+    if gpu.is_cpu:
+        chosen = tuple(e for e in chosen if _planner(e).cpu_efficiency)
+        if not chosen:
+            raise ConfigError(
+                f"servelab does not plan {', '.join(engines or ())} on a CPU; plan --engine {_cpu_engines()}"
+            )
     pairs = candidates(model, chosen, quant)
     if not pairs:
         names = ", ".join(e.name for e in chosen)

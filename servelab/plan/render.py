@@ -22,6 +22,8 @@ COMPONENTS = (
     ("GPU capacity", "capacity"),
 )
 
+CPU_LABELS = {"runtime": "runtime (processes)", "capacity": "host memory"}
+
 
 def _gib(n: float) -> str:
     return f"{n / GIB:.2f}"
@@ -33,14 +35,17 @@ def _unit(total_bytes: int) -> tuple[str, int]:
 
 
 def memory_table(plan: Plan) -> Table:
-    table = Table(title=f"{plan.model} · {plan.engine} · {plan.quant} · {plan.gpu} · per GPU")
+    per = "host" if plan.device_note else "per GPU"
+    table = Table(title=f"{plan.model} · {plan.engine} · {plan.quant} · {plan.gpu} · {per}")
     unit, size = _unit(plan.memory_bytes.total)
     table.add_column("component")
     table.add_column(unit, justify="right")
-    table.add_column("% of GPU", justify="right")
+    table.add_column("% of host" if plan.device_note else "% of GPU", justify="right")
     capacity = plan.memory_bytes.capacity or 1
     for label, key in COMPONENTS:
         value = getattr(plan.memory_bytes, key)
+        if plan.device_note:  # the CPU device: host memory, the engine's processes
+            label = CPU_LABELS.get(key, label)
         table.add_row(label, f"{value / size:.2f}", f"{100 * value / capacity:.1f}")
     if plan.memory_bytes.host_bytes:
         table.add_row("host RAM (not GPU)", f"{plan.memory_bytes.host_bytes / size:.2f}", "")
@@ -73,6 +78,8 @@ def render_plan(console: Console, plan: Plan) -> None:
                     f"aggregate decode ceiling at {points[0].context} tokens: "
                     + ", ".join(f"B={p.batch}: {p.aggregate_tok_s}" for p in points)
                 )
+    if plan.device_note:
+        console.print(f"device: {plan.device_note}", markup=False)
     console.print("engine: " + ", ".join(f"{k}={v}" for k, v in plan.details.items()))
     for warning in plan.warnings:
         console.print(f"warning: {warning}", markup=False)

@@ -74,6 +74,7 @@ class Plan:
     command: tuple[str, ...] = ()
     command_line: str = ""
     warnings: tuple[str, ...] = ()
+    device_note: str = ""  # the CPU device: its measured bandwidth (when) and how its peak was estimated
 
     @classmethod
     def from_json(cls, data: Mapping[str, object], where: str = "plan") -> Plan:

@@ -45,6 +45,7 @@ ENGINE = Engine(
         state_dtypes=("fp32", "fp32"),  # recurrent state is kept in f32 (docs/planning.md)
         tensor_parallel="layers",  # -sm layer: a pipeline, no all-reduce
         needs_cuda=False,
+        cpu_efficiency=(0.7, 0.3),  # on the CPU device (docs/planning.md "The CPU as a device")
     ),
     signatures="servelab.engines.llamacpp",
     speculative=speculative,

@@ -5,7 +5,7 @@ Planner (engine.py).
 
 from __future__ import annotations
 
-from servelab.engines.llamacpp import DEFAULT_PORT, cmdline
+from servelab.engines.llamacpp import DEFAULT_PORT, cmdline, cpu_planner
 from servelab.engines.llamacpp.memory import engine_kv_dtype, llamacpp_memory
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
@@ -28,6 +28,8 @@ def _max_gpu_layers(model: ModelSpec, gpu: GPU, flags: dict[str, object]) -> int
 
 
 def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
+    if gpu.is_cpu:
+        return cpu_planner.plan(model, gpu, s)
     cache_type, note = engine_kv_dtype(s.kv_dtype)
     n_ctx = s.context if s.kv_unified else s.context * s.parallel
     flags: dict[str, object] = {

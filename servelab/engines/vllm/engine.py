@@ -39,6 +39,7 @@ ENGINE = Engine(
         # sglang/vLLM decode from the field report "close to the ceiling"; prefill ~50% of dense peak)
         decode_efficiency=0.8,
         prefill_efficiency=0.5,
+        cpu_efficiency=(0.5, 0.3),  # on the CPU device (docs/planning.md "The CPU as a device")
     ),
     signatures="servelab.engines.vllm",
     environment=environment,

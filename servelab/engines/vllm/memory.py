@@ -10,6 +10,11 @@ vllm/model_executor/models/config.py HybridAttentionMambaModelConfig; docs/refer
 - a request of L tokens takes ceil(L/block) blocks in each full-attention group, min(that, window/block + 1) in
   each sliding group, one block in each mamba group. When L does not fit, vLLM prints the estimated maximum model
   length: the largest L that does.
+- the KV cache size it logs is int(max concurrency x max_model_len) (0.32's get_kv_cache_capacity; for attention-only
+  models with max_model_len a multiple of the block this is blocks x block_size).
+- CPU backend (vllm/platforms/cpu.py, vllm/v1/worker/cpu_worker.py; docs/reference/vllm-cpu.md §3, §8): the pool is
+  VLLM_CPU_KVCACHE_SPACE GiB exactly (kv_cache_memory_bytes), not a share of memory; the block size is 128 unless
+  the hybrid rule above sets one first (the hybrid config runs before the platform's default).
 """
 
 from __future__ import annotations
@@ -36,6 +41,10 @@ NON_TORCH_BYTES = int(
     0.27 * GIB
 )  # NCCL/cuBLAS/driver growth after init, measured on a 5090 (docs/reference/memory.md §9 V4)
 BIG_GPU_BYTES = 70 * GIB
+CPU_BLOCK_SIZE = 128  # vllm/platforms/cpu.py: block_size None -> 128
+# resident memory of the API server, engine core and worker besides the KV cache, vllm-cpu 0.32.0 serving a 10 MB
+# model (650 + 610 + 1850 - 1024 MiB; docs/reference/vllm-cpu.md §3)
+CPU_PROCESS_BYTES = (650 + 610 + 1850 - 1024) * 1024**2
 
 
 @dataclass(frozen=True)
@@ -105,9 +114,9 @@ def _attn_layer_bytes(model: ModelSpec, dtype: str, tp: int) -> int:
     return 0
 
 
-def _block_size(token_bytes: int, mamba_page: int, align: int) -> int:
+def _block_size(token_bytes: int, mamba_page: int, align: int, default: int) -> int:
     if not mamba_page or not token_bytes:
-        return 16
+        return default
     return max(align, math.ceil(mamba_page / token_bytes / align) * align)
 
 
@@ -188,8 +197,11 @@ def vllm_memory(
     speculative_tokens: int = 0,
     draft_layers: int = 0,
     block_align: int = 16,
+    kv_cache_memory_bytes: int | None = None,
+    default_block_size: int = 16,
 ) -> VllmMemory:
-    """What vLLM would allocate on each GPU; `weights_bytes` is the per-GPU share."""
+    """What vLLM would allocate on each GPU; `weights_bytes` is the per-GPU share. `kv_cache_memory_bytes`: an
+    explicit pool (the CPU backend's VLLM_CPU_KVCACHE_SPACE), instead of the utilization's remainder."""
     if not 0 < gpu_memory_utilization <= 1:
         raise ConfigError(f"vLLM --gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}")
     big = gpu_memory_bytes >= BIG_GPU_BYTES
@@ -206,11 +218,13 @@ def vllm_memory(
     activation = activation_peak_bytes(model, batched, seqs, tp)
     graphs = 0 if enforce_eager else cuda_graph_bytes(model, seqs)
     budget = max(0, requested - weights_bytes - activation - NON_TORCH_BYTES - graphs)
+    if kv_cache_memory_bytes is not None:
+        budget = kv_cache_memory_bytes
     dtype = _dtype(model, kv_cache_dtype)
     token_bytes = _attn_layer_bytes(model, dtype, tp)
     mamba = state_layout(model, ssm_dtype=None, spec_tokens=speculative_tokens)
     mamba_page = mamba.bytes_per_layer // tp
-    block = _block_size(token_bytes, mamba_page, block_align)
+    block = _block_size(token_bytes, mamba_page, block_align, default_block_size)
     page = max(block * token_bytes, mamba_page)
     group_size, groups, padding, waste = _grouping(_buckets(model, draft_layers))
     num_blocks = budget // (page * group_size) if page else 0
@@ -243,7 +257,7 @@ def vllm_memory(
         num_groups=n_groups,
         padding_layers=padding,
         num_blocks=num_blocks,
-        kv_tokens=num_blocks // max(1, n_groups) * block,
+        kv_tokens=int(num_blocks / per_request * length) if per_request else 0,
         max_model_len=length,
         blocks_per_request=per_request,
         max_concurrency=num_blocks / per_request if per_request else 0.0,

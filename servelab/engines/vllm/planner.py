@@ -4,7 +4,7 @@ Reached through the registry's Planner (engine.py).
 
 from __future__ import annotations
 
-from servelab.engines.vllm import DEFAULT_PORT, cmdline
+from servelab.engines.vllm import DEFAULT_PORT, cmdline, cpu_planner
 from servelab.engines.vllm.memory import engine_kv_dtype, vllm_memory
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import LayerKind, ModelSpec
@@ -12,6 +12,8 @@ from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes, weight_spli
 
 
 def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
+    if gpu.is_cpu:
+        return cpu_planner.plan(model, gpu, s)
     kv_dtype, note = engine_kv_dtype(s.kv_dtype)
     text, vision, mtp = weight_split(model, s.tp, vision=True, mtp=False)
     align = (

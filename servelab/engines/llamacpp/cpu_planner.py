@@ -1,0 +1,62 @@
+"""llama.cpp planned on the CPU device (-ngl 0): weights, the KV cache, recurrent state, the host compute buffer and
+the output buffer all in host RAM, against the machine's memory. memory.py's rules, as the GPU adapter uses them."""
+
+from __future__ import annotations
+
+from servelab.engines.llamacpp import DEFAULT_PORT, cmdline
+from servelab.engines.llamacpp.memory import engine_kv_dtype, llamacpp_memory
+from servelab.errors import ConfigError
+from servelab.hardware.gpus import GPU
+from servelab.model.spec import ModelSpec
+from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes
+
+
+def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
+    if s.tp > 1:
+        raise ConfigError("llama.cpp on CPU: plan one CPU device (--gpus 1)")
+    cache_type, note = engine_kv_dtype(s.kv_dtype)
+    n_ctx = s.context if s.kv_unified else s.context * s.parallel
+    m = llamacpp_memory(
+        model,
+        n_ctx=n_ctx,
+        n_parallel=s.parallel,
+        kv_unified=s.kv_unified,
+        cache_type_k=cache_type,
+        cache_type_v=cache_type,
+        flash_attn=True,
+        n_gpu_layers=0,
+    )
+    buffers = m.compute_bytes + m.output_bytes  # with -ngl 0 both are host buffers
+    memory = memory_bytes(gpu, m.model_bytes, 0, 0, m.kv_bytes, m.recurrent_bytes, buffers, 0)
+    fits = memory.total <= gpu.memory_bytes and m.n_ctx_per_slot >= s.context
+    warnings = [w for w in (note, *m.warnings) if w]
+    if memory.total > gpu.memory_bytes:
+        warnings.append(
+            f"llama.cpp on CPU: needs {memory.total / 2**30:.2f} GiB, more than the"
+            f" {gpu.memory_bytes / 2**30:.2f} GiB of host memory; lower -c / -np or pick a smaller quant"
+        )
+    argv = cmdline.command(
+        s.model_path,
+        n_ctx=m.n_ctx,
+        quant=model.quant,
+        n_parallel=s.parallel,
+        kv_unified=s.kv_unified,
+        cache_type_k=cache_type,
+        cache_type_v=cache_type,
+        n_gpu_layers=0,
+        host=s.host,
+        port=s.port or DEFAULT_PORT,
+    )
+    details = {
+        "n_ctx": m.n_ctx,
+        "n_ctx_per_slot": m.n_ctx_per_slot,
+        "n_parallel": m.n_parallel,
+        "kv_unified": m.kv_unified,
+        "n_gpu_layers": 0,
+        "compute_buffer_bytes": m.compute_bytes,
+        "output_buffer_bytes": m.output_bytes,
+        "kv_cells": m.kv_cells,
+    }
+    return EngineFit(
+        memory, fits, m.n_ctx_per_slot, m.n_parallel, cache_type, details, argv, warnings, m.n_parallel
+    )
