@@ -13,12 +13,29 @@ from servelab.errors import ConfigError
 
 
 def _gpu(name: str | None, vram: float | None, bandwidth: float | None, tflops: float | None):
-    from servelab.hardware.gpus import find_gpu, with_overrides
+    """The card to plan for, how many `--gpu auto` found (None when the card was named) and its note."""
+    from servelab.hardware.gpus import card_for, with_overrides
 
-    if name is None and vram is not None and bandwidth is not None:
-        return with_overrides(None, vram_gib=vram, bandwidth_gb_s=bandwidth, tflops=tflops)
-    base = find_gpu("rtx4090" if name is None else name)
-    return with_overrides(base, vram_gib=vram, bandwidth_gb_s=bandwidth, tflops=tflops)
+    if name is None or name.lower() != "auto":
+        return card_for(name, vram_gib=vram, bandwidth_gb_s=bandwidth, tflops=tflops), None, None
+    from servelab.diagnose.gpus import local_device
+    from servelab.diagnose.probe import RealProbe
+
+    with RealProbe() as probe:
+        local = local_device(probe, bandwidth_gb_s=bandwidth, tflops=tflops)
+    if local.gpu is None:  # no GPU: the CPU is the device
+        try:
+            card = card_for(local.device, vram_gib=vram, bandwidth_gb_s=bandwidth, tflops=tflops)
+        except ConfigError as exc:
+            raise ConfigError(f"{local.note}, but: {exc}") from exc
+        return card, None, local.note
+    return with_overrides(local.gpu, vram_gib=vram), local.count, local.note
+
+
+def _gpu_count(asked: int | None, found: int | None) -> int:
+    if found is not None and asked is not None and asked > found:
+        raise ConfigError(f"--gpus {asked}, but --gpu auto found {found}: give --gpus {found} or fewer")
+    return asked if asked is not None else found or 1
 
 
 def _kv_cache_space(option: int | None) -> int | None:
@@ -67,7 +84,9 @@ def register(app: typer.Typer) -> None:
         model: str = typer.Argument(
             ..., help="Catalog id (Qwen/Qwen3.5-27B), a .gguf file, config.json or model dir."
         ),
-        gpu: str | None = typer.Option(None, "--gpu", help="GPU name from the catalog (default rtx4090)."),
+        gpu: str | None = typer.Option(
+            None, "--gpu", help="GPU name from the catalog, or auto: this machine's (NVML). Default rtx4090."
+        ),
         engine: str = typer.Option(
             "all", "--engine", help=f"{', '.join(e.name for e in registry.planned())} or all."
         ),
@@ -81,7 +100,9 @@ def register(app: typer.Typer) -> None:
         parallel: int = typer.Option(
             1, "--parallel", help="Concurrent sequences to plan for (llama.cpp -np)."
         ),
-        gpus: int = typer.Option(1, "--gpus", help="GPUs for tensor parallelism."),
+        gpus: int | None = typer.Option(
+            None, "--gpus", help="GPUs for tensor parallelism (default 1; with --gpu auto, all it found)."
+        ),
         interconnect: str | None = typer.Option(
             None, "--interconnect", help="nvlink, pcie-p2p or pcie-host-staged."
         ),
@@ -131,6 +152,12 @@ def register(app: typer.Typer) -> None:
         check_emit(emit)
         if interconnect is not None and interconnect not in INTERCONNECTS:
             raise ConfigError(f"--interconnect {interconnect!r}; choose one of: {', '.join(INTERCONNECTS)}")
+        if remeasure:
+            from servelab.hardware.host import this_machine
+
+            this_machine(remeasure=True)  # refreshes the cache that --gpu cpu reads
+        card, found, gpu_note = _gpu(gpu, vram, bandwidth, tflops)
+        gpus = _gpu_count(gpus, found)
         check_plan_numbers(context, parallel, gpus)
         if n_gpu_layers is not None and n_gpu_layers < -1:
             raise ConfigError(
@@ -138,11 +165,6 @@ def register(app: typer.Typer) -> None:
             )
         if engine.lower() != "all":
             registry.get_engine(engine, registry.planned(), also=("all",))
-        if remeasure:
-            from servelab.hardware.host import this_machine
-
-            this_machine(remeasure=True)  # refreshes the cache that --gpu cpu reads
-        card = _gpu(gpu, vram, bandwidth, tflops)
         spec = load_model(model, hf=hf)
         flags: dict[str, Any] = {
             k: v
@@ -177,6 +199,8 @@ def register(app: typer.Typer) -> None:
         else:
             engines = None if engine.lower() == "all" else (engine,)
             plans = compare_plans(spec, card, engines=engines, quant=one_quant, **common)
+        if gpu_note is not None:  # after every check, so that bad input stays one line
+            stderr_console().print(gpu_note, markup=False)
         _output(plans, json_out=json_out, emit=emit, host=host, save=save)
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from servelab.diagnose.findings import Finding
 from servelab.diagnose.probe import Probe
 from servelab.errors import ConfigError
+from servelab.hardware.local import LocalDevice, resolve_local
 
 MIB = 1024**2
 VIRTUALIZATION_MODES = {0: "none", 1: "passthrough", 2: "vgpu", 3: "host_vgpu", 4: "host_vsga"}
@@ -86,6 +87,15 @@ def read_gpus(probe: Probe) -> list[GpuInfo]:
     if probe.nvml_error() is not None:
         return []
     return [read_gpu(probe, index) for index in range(probe.gpu_count())]
+
+
+def local_device(
+    probe: Probe, *, bandwidth_gb_s: float | None = None, tflops: float | None = None
+) -> LocalDevice:
+    """`plan --gpu auto`: the cards NVML sees here, resolved against the catalog (the CPU when none)."""
+    return resolve_local(
+        read_gpus(probe), nvml_error=probe.nvml_error(), bandwidth_gb_s=bandwidth_gb_s, tflops=tflops
+    )
 
 
 def no_gpu_finding(reason: str) -> Finding:

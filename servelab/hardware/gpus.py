@@ -116,6 +116,7 @@ def find_gpu(name: str) -> GPU:
     )
 
 
+CUSTOM_TFLOPS = 100.0  # dense BF16 of a card built from --vram/--bandwidth alone (prefill ceilings only)
 MAX_OVERRIDE = 1e6  # GiB, GB/s or TFLOPS: far beyond any card, below float overflow in the planner
 
 
@@ -133,7 +134,9 @@ def with_overrides(
     if gpu is None:
         if vram_gib is None or bandwidth_gb_s is None:
             raise ConfigError("give --gpu NAME, or both --vram GB and --bandwidth GBps for a custom GPU")
-        gpu = GPU(name="custom", label="custom GPU", memory_mib=0, bandwidth_gb_s=0, bf16_tflops=100.0)
+        gpu = GPU(
+            name="custom", label="custom GPU", memory_mib=0, bandwidth_gb_s=0, bf16_tflops=CUSTOM_TFLOPS
+        )
     if vram_gib is not None:
         gpu = dataclasses.replace(gpu, memory_mib=round(vram_gib * 1024))
     if bandwidth_gb_s is not None:
@@ -141,6 +144,35 @@ def with_overrides(
     if tflops is not None:
         gpu = dataclasses.replace(gpu, bf16_tflops=tflops, fp16_tflops=tflops)
     return gpu
+
+
+def card_for(
+    name: str | None,
+    *,
+    vram_gib: float | None = None,
+    bandwidth_gb_s: float | None = None,
+    tflops: float | None = None,
+    default: str = "rtx4090",
+) -> GPU:
+    """The card `--gpu/--vram/--bandwidth/--tflops` name: a catalog entry (resized), or a custom card from
+    --vram and --bandwidth together. An override alone is refused: it would silently resize the default card."""
+    if name is None and vram_gib is not None and bandwidth_gb_s is not None:
+        return with_overrides(None, vram_gib=vram_gib, bandwidth_gb_s=bandwidth_gb_s, tflops=tflops)
+    if name is None and vram_gib is not None:
+        raise ConfigError(
+            "--vram without --gpu: give --gpu NAME (the card to resize) or --bandwidth GB/s (a custom card)"
+        )
+    if name is None and (bandwidth_gb_s is not None or tflops is not None):
+        flag = "--bandwidth" if bandwidth_gb_s is not None else "--tflops"
+        raise ConfigError(
+            f"{flag} without --gpu: give --gpu NAME (the card to adjust) or --vram GiB and --bandwidth GB/s"
+        )
+    return with_overrides(
+        find_gpu(default if name is None else name),
+        vram_gib=vram_gib,
+        bandwidth_gb_s=bandwidth_gb_s,
+        tflops=tflops,
+    )
 
 
 def default_interconnect(gpu: GPU) -> str:
