@@ -159,11 +159,11 @@ def _batch_points(sp: _Speed, context: int, max_batch: int) -> tuple[BatchPoint,
     return tuple(points)
 
 
-def _full_context_batch(fit: EngineFit, model: ModelSpec, served: int) -> int:
-    """How many sequences of `served` tokens the planned KV cache holds at once (llama.cpp: its slots)."""
+def _full_context_batch(fit: EngineFit, model: ModelSpec, served: int, tp: int) -> int:
+    """How many sequences of `served` tokens the planned (per-GPU) KV cache holds at once (llama.cpp: its slots)."""
     if fit.slots and "n_ctx_per_slot" in fit.details:
         return fit.slots
-    per_sequence = kv_layout(model, storage_dtype(fit.kv_dtype, model.dtype)).bytes_for(served)
+    per_sequence = kv_layout(model, storage_dtype(fit.kv_dtype, model.dtype), tp=tp).bytes_for(served)
     return max(1, min(fit.max_batch, fit.memory.kv_cache // max(1, per_sequence)))
 
 
@@ -261,7 +261,9 @@ def make_plan(
             compute_dtype=_compute_dtype(model, gpu),
         ),
         decode_batch_tok_s=_batch_points(sp, min(speed.SHORT_CONTEXT_TOKENS, served), fit.max_batch),
-        decode_batch_full_context_tok_s=_batch_points(sp, served, _full_context_batch(fit, model, served)),
+        decode_batch_full_context_tok_s=_batch_points(
+            sp, served, _full_context_batch(fit, model, served, gpus)
+        ),
         parallel_cost=sp.cost() if gpus > 1 and _all_reduces(chosen) else None,
         single_gpu_decode_tok_s=single,
         details=dict(fit.details),
