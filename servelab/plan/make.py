@@ -11,7 +11,7 @@ from servelab.engines.base import Engine, Planner
 from servelab.errors import ConfigError, ModelFormatError
 from servelab.hardware.gpus import GPU, default_interconnect
 from servelab.model.dtypes import storage_dtype
-from servelab.model.quant import get_quant, synthesise_weights
+from servelab.model.quant import get_quant, quant_name_for, synthesise_weights
 from servelab.model.spec import ModelSpec
 from servelab.plan import speed
 from servelab.plan.emit import shell_line
@@ -159,11 +159,11 @@ def _batch_points(sp: _Speed, context: int, max_batch: int) -> tuple[BatchPoint,
     return tuple(points)
 
 
-def _full_context_batch(fit: EngineFit, model: ModelSpec, served: int) -> int:
-    """How many sequences of `served` tokens the planned KV cache holds at once (llama.cpp: its slots)."""
+def _full_context_batch(fit: EngineFit, model: ModelSpec, served: int, tp: int) -> int:
+    """How many sequences of `served` tokens the planned (per-GPU) KV cache holds at once (llama.cpp: its slots)."""
     if fit.slots and "n_ctx_per_slot" in fit.details:
         return fit.slots
-    per_sequence = kv_layout(model, storage_dtype(fit.kv_dtype, model.dtype)).bytes_for(served)
+    per_sequence = kv_layout(model, storage_dtype(fit.kv_dtype, model.dtype), tp=tp).bytes_for(served)
     return max(1, min(fit.max_batch, fit.memory.kv_cache // max(1, per_sequence)))
 
 
@@ -190,6 +190,9 @@ def make_plan(
         raise ConfigError(f"{chosen.name} needs a CUDA or ROCm GPU; on {gpu.label} plan --engine {others}")
     if gpu.is_cpu and rules.cpu_efficiency is None:
         raise ConfigError(f"servelab does not plan {chosen.name} on a CPU; plan --engine {_cpu_engines()}")
+    native = model
+    if quant is not None or not model.weights_exact:
+        quant = quant_name_for(quant or model.quant, rules.weight_formats)
     model = with_quant(model, quant)
     if model.weight_bytes <= 0 or model.total_params <= 0:
         raise ModelFormatError(
@@ -249,6 +252,7 @@ def make_plan(
             1,
         ),
         tensor_parallel=gpus,
+        native_quant=is_native(native, model.quant),
         model=model.name,
         gpu=gpu.name,
         slots=fit.slots,
@@ -268,7 +272,9 @@ def make_plan(
             compute_dtype=_compute_dtype(model, gpu),
         ),
         decode_batch_tok_s=_batch_points(sp, min(speed.SHORT_CONTEXT_TOKENS, served), fit.max_batch),
-        decode_batch_full_context_tok_s=_batch_points(sp, served, _full_context_batch(fit, model, served)),
+        decode_batch_full_context_tok_s=_batch_points(
+            sp, served, _full_context_batch(fit, model, served, gpus)
+        ),
         parallel_cost=sp.cost() if gpus > 1 and _all_reduces(chosen) else None,
         single_gpu_decode_tok_s=single,
         details=dict(fit.details),
@@ -283,16 +289,26 @@ def _cpu_engines() -> str:
     return " or ".join(e.name for e in registry.planned() if _planner(e).cpu_efficiency)
 
 
+def is_native(model: ModelSpec, quant: str) -> bool:
+    """Whether `quant` is the checkpoint's own quantization (its quantization_config, or the GGUF file's types)
+    in any engine's spelling; a 16-bit checkpoint has none (re-quantising it is the usual choice)."""
+    if _family(model.quant) == "float":
+        return False
+    return quant_name_for(quant, "hf").lower() == quant_name_for(model.quant, "hf").lower()
+
+
 def candidates(
     model: ModelSpec, engines: tuple[Engine, ...], quant: str | None
 ) -> list[tuple[str, str | None]]:
     """Sensible (engine, quant) pairs: the model's own format, then the usual choices per engine."""
     pairs: list[tuple[str, str | None]] = []
     for engine in engines:
+        formats = _planner(engine).weight_formats
         if model.weights_exact or quant is not None:
-            options: tuple[str | None, ...] = (quant,)
+            options: tuple[str | None, ...] = (quant and quant_name_for(quant, formats),)
         else:
-            options = tuple(dict.fromkeys((model.quant, *_planner(engine).usual_quants)))
+            own = quant_name_for(model.quant, formats)
+            options = tuple(dict.fromkeys((own, *_planner(engine).usual_quants)))
         for option in options:
             priced = with_quant(model, option)
             if engine_accepts(engine, priced):
@@ -310,7 +326,8 @@ def compare_plans(
     interconnect: str | None = None,
     **kwargs: object,
 ) -> PlanSet:
-    """Every sensible (engine, quant) plan; fitting plans first, fastest full-context decode first.
+    """Every sensible (engine, quant) plan; fitting plans first, the checkpoint's own quantization first among
+    them (MXFP4 for gpt-oss), then the fastest full-context decode.
     ``engines``: names to compare (default: every engine servelab can plan)."""
     chosen = registry.planned() if engines is None else tuple(planner_engine(e) for e in engines)
     if gpu.unified_memory:
@@ -331,7 +348,7 @@ def compare_plans(
         make_plan(model, gpu, engine=e, quant=q, gpus=gpus, interconnect=interconnect, **kwargs)  # type: ignore[arg-type]
         for e, q in pairs
     ]
-    plans.sort(key=lambda p: (not p.fits, -p.decode_expected_tok_s.full_context))
+    plans.sort(key=lambda p: (not p.fits, not p.native_quant, -p.decode_expected_tok_s.full_context))
     link = interconnect if gpus > 1 else None
     if gpus > 1 and link is None:
         link = default_interconnect(gpu)

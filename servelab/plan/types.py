@@ -57,6 +57,7 @@ class Plan:
     decode_expected_tok_s: DecodeCeilings  # ceiling x the engine's efficiency factor
     prefill_ceiling_tok_s: float
     tensor_parallel: int
+    native_quant: bool = False  # the checkpoint's own quantization (not re-quantised by the plan)
     model: str = ""
     gpu: str = ""
     slots: int = 1

@@ -7,8 +7,8 @@ mem_cache/kv_cache_configurator.py, managers/utils.py; docs/reference/memory.md 
 - budget for pools = mfs x free_before_load - weights.
 - hybrid linear attention: mamba pool = budget x r / (1 + r) (r = --mamba-full-memory-ratio, 0.9) // per-request
   state, unless --max-mamba-cache-size; the KV pool gets the rest.
-- max_total_num_tokens = KV budget // cell_size (then min with --max-total-tokens); cell_size counts only the
-  full-attention layers (+ draft layers with MTP); sliding layers at swa_full_tokens_ratio (0.8).
+- max_total_num_tokens = KV budget // cell_size (then min with --max-total-tokens); cell_size is per GPU
+  (max(1, n_kv // tp) heads per layer) and counts only the full-attention layers (+ draft layers with MTP); sliding layers at swa_full_tokens_ratio (0.8).
 - max_running_requests = min(clamp(tokens / context x 512, 2048, 4096), tokens // 2), and for hybrids
   <= mamba slots // 3 (radix cache on); max_req_len = min(context - 1, tokens - 1).
 """
@@ -93,8 +93,10 @@ def _kv_dtype(model: ModelSpec, kv_dtype: str) -> str:
     return storage_dtype(kv_dtype, model.dtype)
 
 
-def _cell_bytes(model: ModelSpec, dtype: str, draft_layers: int) -> int:
-    layout = kv_layout(model, dtype, extra_full_layers=draft_layers)
+def _cell_bytes(model: ModelSpec, dtype: str, draft_layers: int, tp: int) -> int:
+    """One token's KV bytes on one GPU: get_num_kv_heads(attn_tp) = max(1, n_kv // tp) heads per layer (the
+    heads replicated when fewer than the GPUs), MLA's latent whole on every rank (docs/reference/memory.md §2)."""
+    layout = kv_layout(model, dtype, extra_full_layers=draft_layers, tp=tp)
     return layout.full_bytes_per_token + int(SWA_FULL_TOKENS_RATIO * layout.sliding_bytes_per_token)
 
 
@@ -202,7 +204,7 @@ def sglang_memory(
     warnings = _context_warnings(model, context)
     free = free_memory_bytes if free_memory_bytes is not None else gpu_memory_bytes
     budget = int(mfs * free) - weights_bytes
-    cell = _cell_bytes(model, _kv_dtype(model, kv_cache_dtype), speculative_draft_layers)
+    cell = _cell_bytes(model, _kv_dtype(model, kv_cache_dtype), speculative_draft_layers, tp)
     per_req = state_layout(model).bytes_per_sequence // max(1, tp)
     running_hint = max_running_requests if disable_radix_cache else None
     slots = _mamba_pool(

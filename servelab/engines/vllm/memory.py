@@ -108,9 +108,9 @@ def _grouping(buckets: dict[str, int]) -> tuple[int, dict[str, int], int, float]
 
 def _attn_layer_bytes(model: ModelSpec, dtype: str, tp: int) -> int:
     for layer in range(model.num_layers):
-        size = layer_kv_bytes_per_token(model, layer, dtype)
+        size = layer_kv_bytes_per_token(model, layer, dtype, tp)  # per-GPU heads; MLA not split
         if size:
-            return size // (1 if model.mla is not None else tp)
+            return size
     return 0
 
 
