@@ -36,7 +36,8 @@ def _ratio(part: float | None, whole: float | None) -> float | None:
     return None if part is None or not whole else part / whole
 
 
-def _verdict(bandwidth_fraction: float | None, power_fraction: float | None) -> str:
+def bound_verdict(bandwidth_fraction: float | None, power_fraction: float | None) -> str:
+    """The verdict of the two fractions (achieved / peak bandwidth, serving / full-compute power)."""
     if power_fraction is not None and power_fraction >= POWER_BOUND_FRACTION:
         return "compute/power-bound"
     if bandwidth_fraction is not None and bandwidth_fraction >= BANDWIDTH_BOUND_FRACTION:
@@ -79,5 +80,5 @@ def analyse_bound(
         power_fraction=_ratio(serving, burn_power_w), achieved_bandwidth_gb_s=achieved,
         bandwidth_gb_s=bandwidth_gb_s, bandwidth_fraction=_ratio(achieved, bandwidth_gb_s),
     )  # fmt: skip
-    verdict = _verdict(numbers.bandwidth_fraction, numbers.power_fraction)
+    verdict = bound_verdict(numbers.bandwidth_fraction, numbers.power_fraction)
     return BoundAnalysis(**{**numbers.__dict__, "verdict": verdict, "why": _why(verdict, numbers)})

@@ -7,6 +7,7 @@ saying what to pass to get it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from servelab.store import RunInfo, StoredRun
 class EngineSummary:
     """One engine/configuration: a target of a stored run, with its ladder."""
 
-    label: str  # "llamacpp · model-name" (+ run id when several runs)
+    label: str  # "llamacpp · model-name · workload" (+ run id where two would collide): `series_labels`
     run_id: str
     target_index: int
     engine: str
@@ -34,6 +35,7 @@ class EngineSummary:
     levels: tuple[LevelFigures, ...]
     usable_context: int | None  # verified context per request/slot (the target's effective config)
     memory_used_bytes: int | None
+    workload: str = ""  # the run's workload kind (a file's name for a file)
 
     @property
     def closed_loop(self) -> tuple[LevelFigures, ...]:
@@ -185,20 +187,61 @@ def memory_from_logs(
     return tuple(updated)
 
 
+LABEL_LIMIT = 59  # characters: a series label stays shorter than 60
+
+
+PATH_START = re.compile(r"^(/|~|\.{1,2}[/\\]|[A-Za-z]:[/\\]|\\\\)")  # /x, ~/x, ./x, ../x, C:\x, \\host
+
+
+def model_name(model: str) -> str:
+    """A model as a reader names it: a file path's last part without ``.gguf`` (no temporary directory); any
+    other name (a repository id ``org/name``, a served alias) as it is."""
+    if not PATH_START.match(model):
+        return model
+    base = re.split(r"[/\\]", model.rstrip("/\\"))[-1] or model
+    return base.removesuffix(".gguf") or base
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(limit - 1, 1)] + "…"
+
+
+def series_labels(parts: list[tuple[str, str, str, str]]) -> list[str]:
+    """Short unique labels, one per (engine, model, workload, run id): "engine · model · workload", the run id
+    added only where two would otherwise be the same, then the target's place; each under 60 characters (the
+    model name is shortened first)."""
+    bases = [(e, model_name(m), w) for e, m, w, _ in parts]
+    labels = []
+    for i, ((engine, model, workload), (*_, run_id)) in enumerate(zip(bases, parts, strict=True)):
+        tail = f" · {workload}" if workload else ""
+        if bases.count(bases[i]) > 1:
+            tail += f" · {run_id}"
+            if sum(1 for b, p in zip(bases, parts, strict=True) if b == bases[i] and p[3] == run_id) > 1:
+                tail += f" #{i + 1}"
+        head = f"{engine} · "
+        labels.append(_clip(head + _clip(model, LABEL_LIMIT - len(head) - len(tail)) + tail, LABEL_LIMIT))
+    return labels
+
+
+def _workload_name(run: StoredRun) -> str:
+    workload = as_dict(run.meta.get("workload"))
+    return model_name(str(workload.get("kind") or workload.get("name") or ""))
+
+
 def engine_summaries(runs: list[StoredRun]) -> tuple[EngineSummary, ...]:
-    summaries = []
-    for run in runs:
-        levels = all_level_figures(run)
-        for target in run.targets:
-            model = str(target.info.get("model") or "unknown model")
-            label = f"{target.engine} · {model}" + (f" ({run.id})" if len(runs) > 1 else "")
-            summaries.append(EngineSummary(
-                label=label, run_id=run.id, target_index=target.index, engine=target.engine, model=model,
-                url=target.url, partial=run.info.partial,
-                levels=tuple(lv for lv in levels if lv.target_index == target.index),
-                usable_context=_effective_context(target.info), memory_used_bytes=_memory_used(run, target.info),
-            ))  # fmt: skip
-    return tuple(summaries)
+    found = [(run, target) for run in runs for target in run.targets]
+    models = [str(t.info.get("model") or "unknown model") for _, t in found]
+    labels = series_labels(
+        [(t.engine, m, _workload_name(r), r.id) for (r, t), m in zip(found, models, strict=True)]
+    )
+    levels = {run.id: all_level_figures(run) for run in runs}
+    return tuple(EngineSummary(
+        label=label, run_id=run.id, target_index=target.index, engine=target.engine, model=model,
+        url=target.url, partial=run.info.partial,
+        levels=tuple(lv for lv in levels[run.id] if lv.target_index == target.index),
+        usable_context=_effective_context(target.info), memory_used_bytes=_memory_used(run, target.info),
+        workload=_workload_name(run),
+    ) for (run, target), model, label in zip(found, models, labels, strict=True))  # fmt: skip
 
 
 def assemble(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.report import plots, tables
+from servelab.report import glance, plots, tables
 from servelab.report.bound import bound_sentence, bound_table, level_power_table, power_bounds
 from servelab.report.data import Bill
 from servelab.report.plots import Plot
@@ -129,6 +129,13 @@ def _power_section(bill: Bill) -> Section:
     return Section("power", "Power and the bound", tuple(blocks) or (Para("No runs to analyse.", "note"),))
 
 
+def _glance_section(bill: Bill) -> Section:
+    """The field report's table first; with several engines, the faster one per scenario under it."""
+    faster = glance.faster_per_scenario(bill)
+    items = (Items(tuple(f"Faster for {v.scenario}: {v.sentence}." for v in faster)),) if faster else ()
+    return Section("summary", "At a glance", (glance.glance_table(bill), *items, _ceiling_para(bill)))
+
+
 def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
     """All sections of the bill in reading order. Without plots the plot sections keep only their notes."""
     made = {p.key: p for p in plots.all_plots(bill)} if with_plots else {}
@@ -137,8 +144,8 @@ def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
         return [made[k] for k in keys if k in made] if with_plots else None
 
     return (
+        _glance_section(bill),
         _runs_section(bill),
-        Section("summary", "Summary", (tables.summary_table(bill), _ceiling_para(bill))),
         Section(
             "ladder", "Concurrency ladder", (*_invalid(bill), *tables.ladder_tables(bill), *_failures(bill))
         ),

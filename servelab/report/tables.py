@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from servelab.report.data import Bill, EngineSummary
+from servelab.report.data import Bill
 from servelab.report.levels import LevelFigures
 
 GIB = 1024**3
@@ -37,42 +37,6 @@ def fmt_bytes(value: int | float | None) -> str:
     if value is None:
         return "—"
     return f"{value / GIB:,.2f} GiB" if value >= GIB else f"{value / 1024**2:,.1f} MiB"
-
-
-def _concurrencies(bill: Bill) -> list[int]:
-    return sorted(
-        {lv.concurrency for e in bill.engines for lv in e.closed_loop if lv.concurrency is not None}
-    )
-
-
-def _memory(bill: Bill, engine: EngineSummary) -> str:
-    return f"{fmt_bytes(engine.memory_used_bytes)} / {fmt_bytes(bill.planned_total_bytes)}"
-
-
-def _ceiling_pct(bill: Bill, engine: EngineSummary) -> str:
-    speed, ceiling = engine.single_stream_tok_s, bill.ceiling_short_tok_s
-    return "—" if speed is None or not ceiling else f"{speed / ceiling * 100:.0f}%"
-
-
-def summary_table(bill: Bill) -> TableData:
-    ladder = _concurrencies(bill)
-    headers = ("engine / configuration", "single-stream tok/s (p50)", "% of ceiling",
-               *(f"aggregate tok/s @ c={c:g}" for c in ladder),
-               "TTFT p50 / p99 ms (c=1)", "usable context (tokens)", "memory used / planned", "evictions")  # fmt: skip
-    rows = []
-    for e in bill.engines:
-        by_c = {lv.concurrency: lv for lv in e.closed_loop}
-        single = e.single_stream
-        ttft = (
-            "—"
-            if single is None
-            else f"{fmt(single.stats.ttft_ms.p50, 0)} / {fmt(single.stats.ttft_ms.p99, 0)}"
-        )
-        label = e.label + (" (partial run)" if e.partial else "")
-        rows.append((label, fmt(e.single_stream_tok_s), _ceiling_pct(bill, e),
-                     *(fmt(by_c[c].aggregate_tok_s) if c in by_c else "—" for c in ladder),
-                     ttft, fmt(e.usable_context), _memory(bill, e), fmt(e.evictions)))  # fmt: skip
-    return TableData("summary", "Summary per engine / configuration", headers, tuple(rows))
 
 
 def _level_row(lv: LevelFigures, valid: bool) -> tuple[str, ...]:
@@ -122,12 +86,15 @@ def _workload(workload: dict) -> str:
 
 
 def runs_table(bill: Bill) -> TableData:
+    """One row per run, with every target's engine and model as the server named it (the series labels
+    shorten model paths)."""
     rows = []
     for info, workload in zip(bill.run_infos, bill.workloads, strict=True):
         status = info.status + (", partial" if info.partial else "")
-        rows.append((info.id, info.name or "", info.created_iso, status, _workload(workload),
+        served = "; ".join(f"{e.engine} · {e.model}" for e in bill.engines if e.run_id == info.id)
+        rows.append((info.id, info.name or "", info.created_iso, status, _workload(workload), served,
                      fmt(info.request_count - info.error_count), fmt(info.error_count)))  # fmt: skip
-    headers = ("run", "name", "created (UTC)", "status", "workload", "completed", "errors")
+    headers = ("run", "name", "created (UTC)", "status", "workload", "engine · model", "completed", "errors")
     return TableData("runs", "Runs in this report", headers, tuple(rows))
 
 

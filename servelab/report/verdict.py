@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.report.bound import power_bounds
+from servelab.diagnose.bound import bound_verdict
+from servelab.report.bound import EngineBound, power_bounds
 from servelab.report.data import Bill, EngineSummary
+from servelab.report.levels import LevelFigures
 from servelab.report.tables import fmt_bytes
 
 
@@ -157,3 +159,82 @@ def bound_verdicts(bill: Bill) -> list[Verdict]:
     decided = [b for b in power_bounds(bill)[1] if b.analysis.verdict != "undetermined"]
     return [Verdict("bound", b.label, f"{b.label} was {b.analysis.verdict}: {b.analysis.why.split(': ', 1)[0]}.")
             for b in decided]  # fmt: skip
+
+
+SATURATED = 0.9  # a level at or above this share of the best aggregate has reached the plateau
+QUEUEING_TTFT_GROWTH = 2.0  # TTFT p50 at least this many times the plateau's: requests wait in a queue
+
+
+def _client_bound(bill: Bill, engine: EngineSummary) -> str | None:
+    levels = [level for (run, target, level), why in bill.invalid_levels.items()
+              if run == engine.run_id and target == engine.target_index and "client" in why]  # fmt: skip
+    if not levels:
+        return None
+    return f"client-bound at {', '.join(levels)} (the load generator, not the server, set the pace there)"
+
+
+def _evicting(engine: EngineSummary) -> str | None:
+    hit = [lv.label for lv in engine.levels if lv.evictions]
+    if not hit:
+        return None
+    return f"evicting: {engine.evictions} request(s) had their prompt recomputed (at {', '.join(hit)})"
+
+
+def _bandwidth(bill: Bill, engine: EngineSummary, bound: EngineBound | None) -> str | None:
+    """The bound at one user: the power analysis where it has a bandwidth figure, else the measured decode
+    against the plan's memory-bound decode ceiling (the same fraction: tok/s × bytes per token / bandwidth)."""
+    speed, ceiling = engine.single_stream_tok_s, bill.ceiling_short_tok_s
+    fraction = bound.analysis.bandwidth_fraction if bound else None
+    if fraction is None and speed is not None and ceiling:
+        fraction = speed / ceiling
+    if fraction is None:
+        return None
+    power = bound.analysis.power_fraction if bound else None
+    verdict = bound_verdict(fraction, power)
+    share = f"{fraction:.0%} of the decode ceiling at one user"
+    if verdict in ("bandwidth-bound", "compute/power-bound"):
+        return f"{verdict} ({share})"
+    if verdict == "neither":
+        return f"neither bandwidth- nor power-bound ({share}): overheads limit decode"
+    return f"below the bandwidth ceiling ({share})"
+
+
+def _plateau(engine: EngineSummary) -> LevelFigures | None:
+    ladder = [lv for lv in engine.closed_loop if lv.aggregate_tok_s > 0]
+    best = max((lv.aggregate_tok_s for lv in ladder), default=0.0)
+    return next((lv for lv in ladder if lv.aggregate_tok_s >= SATURATED * best), None)
+
+
+def _queueing(engine: EngineSummary) -> str | None:
+    """Past the level where aggregate stops growing, more concurrency only lengthens the wait for a first token."""
+    plateau = _plateau(engine)
+    base = None if plateau is None else plateau.stats.ttft_ms.p50
+    if plateau is None or not base:
+        return None
+    beyond = [lv for lv in engine.closed_loop if (lv.concurrency or 0) > (plateau.concurrency or 0)]
+    worst = max(beyond, key=lambda lv: lv.stats.ttft_ms.p50 or 0.0, default=None)
+    if worst is None or (worst.stats.ttft_ms.p50 or 0.0) < QUEUEING_TTFT_GROWTH * base:
+        return None
+    growth = worst.aggregate_tok_s / plateau.aggregate_tok_s - 1
+    return (f"queueing beyond {plateau.label}: at {worst.label} TTFT p50 is "
+            f"{(worst.stats.ttft_ms.p50 or 0.0) / base:.1f}× while aggregate changes {growth:+.0%}")  # fmt: skip
+
+
+def _scaling(engine: EngineSummary) -> str | None:
+    single, best = engine.single_stream, engine.best_aggregate
+    if single is None or best is None or best is single or single.aggregate_tok_s <= 0:
+        return None
+    return f"aggregate scales {best.aggregate_tok_s / single.aggregate_tok_s:.1f}× from c=1 to {best.label}"
+
+
+def engine_verdict(bill: Bill, engine: EngineSummary, bound: EngineBound | None = None) -> str:
+    """One sentence on what limited this engine/configuration: client-bound, evicting, bandwidth-bound,
+    queueing (in that order), or how it scaled."""
+    found = [f for f in (_client_bound(bill, engine), _evicting(engine), _bandwidth(bill, engine, bound),
+                         _queueing(engine)) if f]  # fmt: skip
+    if not any(f.startswith("queueing") for f in found):
+        found += [f for f in (_scaling(engine),) if f]
+    if not found:
+        return "Too few levels to judge: bench a ladder that includes concurrency 1."
+    text = "; ".join(found)
+    return text[0].upper() + text[1:] + "."

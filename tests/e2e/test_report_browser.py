@@ -20,6 +20,7 @@ from servelab.bench.runner import run
 from servelab.bench.schedule import StopRule
 from servelab.bench.workloads import WorkloadSpec
 from servelab.cli.app import main
+from servelab.report.data import series_labels
 from servelab.store import Store
 from tests.e2e.chromium_cdp import Chromium, inspect_page
 from tests.runs_factory import store_run
@@ -115,7 +116,7 @@ def test_the_bill_of_a_real_run_renders_every_section_and_plot(
         assert plot["width"] > 300 and plot["height"] > 100, plot["key"]
     throughput = next(p for p in checks["plots"] if p["key"] == "aggregate-throughput")
     assert "concurrency (requests in flight)" in throughput["text"] and "(tokens/s)" in throughput["text"]
-    assert checks["summaryRows"] == [f"llamacpp · {model_files['dense']}"]
+    assert checks["summaryRows"] == [f"llamacpp · {model_files['dense'].stem} · short"]  # no temporary path
     with Store.open(db) as store:
         stored = store.load_run(run_id)
     assert f"Runs: {run_id}." in checks["bodyText"]
@@ -150,6 +151,7 @@ def test_a_model_name_carrying_a_script_stays_text_in_the_browser(tmp_path: Path
     page = _open_in_chromium(tmp_path, bill, {})
     checks = page["checks"]
     assert checks["scripts"] == 0 and page["exceptions"] == []
-    assert checks["summaryRows"] == [f"llamacpp · {hostile}"]  # shown as text, exactly
+    assert checks["summaryRows"] == series_labels([("llamacpp", hostile, "short", run_id)])  # text, clipped
+    assert f"llamacpp · {hostile}" in checks["bodyText"]  # the runs table names the model exactly, as text
     assert "HTTP 500: <script>alert(3)</script>" in checks["bodyText"]  # an error text the server returned
     assert page["requests"] == [bill.as_uri()]  # the <img src=x> was never parsed as an element

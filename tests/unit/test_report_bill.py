@@ -66,7 +66,7 @@ def test_the_plan_entry_that_fits_for_the_runs_engine_gives_the_ceilings(tmp_pat
     assert (bill.ceiling_short_tok_s, bill.planned_total_bytes) == (200.0, 4 * GIB)
     single = next(v for v in verdicts(bill) if v.scenario == "single user")
     assert single.sentence == (
-        "llamacpp · tiny-test-model decodes one stream fastest: 100.0 tok/s (median); "
+        "llamacpp · tiny-test-model · short decodes one stream fastest: 100.0 tok/s (median); "
         "that is 50% of the 200.0 tok/s bandwidth ceiling of the plan."
     )
     context = next(v for v in verdicts(bill) if v.scenario == "usable context")
@@ -78,7 +78,7 @@ def test_the_longest_single_stream_context_is_held_against_the_ceiling_there(tmp
     # context = 32 prompt + 16/2 output = 40 tokens; ceiling = 1 / (1/200 + (1/100 − 1/200) · 40/4096)
     expected_ceiling = 1 / (1 / 200 + (1 / 100 - 1 / 200) * 40 / 4096)
     (verdict,) = [v for v in verdicts(bill) if v.scenario == "against the ceiling"]
-    assert verdict.sentence == (f"At 40 tokens of context llamacpp · tiny-test-model decoded 100.0 tok/s, "
+    assert verdict.sentence == (f"At 40 tokens of context llamacpp · tiny-test-model · short decoded 100.0 tok/s, "
                                 f"{100 / expected_ceiling * 100:.0f}% of the {expected_ceiling:.1f} tok/s ceiling at that context.")  # fmt: skip
 
 
@@ -103,7 +103,7 @@ def test_batch_ceilings_and_the_short_context_of_the_plan_are_used(tmp_path: Pat
 def test_a_level_the_bench_marked_invalid_is_flagged_with_why(tmp_path: Path) -> None:
     bill = assemble([_run(tmp_path, invalid={"c=4": "client event-loop lag p99 3.1 ms > 2 ms"})])
     (ladder,) = [s for s in build_page(bill, with_plots=False) if s.key == "ladder"]
-    assert ladder.blocks[0] == Para("Level c=4 of llamacpp · tiny-test-model is not trustworthy: "
+    assert ladder.blocks[0] == Para("Level c=4 of llamacpp · tiny-test-model · short is not trustworthy: "
                                     "client event-loop lag p99 3.1 ms > 2 ms.", "warning")  # fmt: skip
     rows = {row[0]: row for row in ladder.blocks[1].rows}
     assert rows["c=4"][4] == "NO" and rows["c=1"][4] == "yes"
@@ -123,7 +123,8 @@ def test_a_server_log_gives_the_memory_really_allocated(tmp_path: Path) -> None:
     assert bill.engines[0].memory_used_bytes == round(2.75 * 2**20) + 2 * 2**20 + round(3.26 * 2**20)
     memory = next(v for v in verdicts(bill) if v.scenario == "memory-starved")
     assert (
-        memory.sentence == "llamacpp · tiny-test-model needs the least memory: 8.0 MiB used (plan: 4.00 GiB)."
+        memory.sentence
+        == "llamacpp · tiny-test-model · short needs the least memory: 8.0 MiB used (plan: 4.00 GiB)."
     )
     with pytest.raises(ConfigError, match="2 server logs for 1 target"):
         assemble([_run(tmp_path)], server_logs=[("a", LLAMA_SERVER_LOG)] * 2)
@@ -142,16 +143,16 @@ def test_failures_are_listed_with_their_first_message(tmp_path: Path) -> None:
     failures = ladder.blocks[-1]
     assert failures.key == "failures"
     assert failures.rows == (
-        ("llamacpp · tiny-test-model", "c=1", "http_5xx", "1", "HTTP 503: <overloaded>"),
+        ("llamacpp · tiny-test-model · short", "c=1", "http_5xx", "1", "HTTP 503: <overloaded>"),
     )
 
 
 def test_verdicts_pick_the_engine_per_scenario(tmp_path: Path) -> None:
     bill = assemble([_run(tmp_path, engines=("llamacpp", "sglang"))])
     by = {v.scenario: v for v in verdicts(bill)}
-    assert by["single user"].choice == "llamacpp · tiny-test-model"  # target 1 has twice the ITL
-    assert "2.00× sglang · tiny-test-model" in by["single user"].sentence
-    assert by["serving many"].choice == "llamacpp · tiny-test-model"
+    assert by["single user"].choice == "llamacpp · tiny-test-model · short"  # target 1 has twice the ITL
+    assert "2.00× sglang · tiny-test-model · short" in by["single user"].sentence
+    assert by["serving many"].choice == "llamacpp · tiny-test-model · short"
     assert "at concurrency 4" in by["serving many"].sentence
     assert by["memory-starved"].choice is None and "--plan" in by["memory-starved"].sentence
 
@@ -159,7 +160,7 @@ def test_verdicts_pick_the_engine_per_scenario(tmp_path: Path) -> None:
 def test_absent_inputs_leave_notes_and_every_section_is_there(tmp_path: Path) -> None:
     sections = build_page(assemble([_run(tmp_path)]))
     keys = [s.key for s in sections]
-    assert keys == ["runs", "summary", "ladder", "throughput", "latency", "roofline", "memory", "timeline",
+    assert keys == ["summary", "runs", "ladder", "throughput", "latency", "roofline", "memory", "timeline",
                     "doctor", "power", "spec", "verdict"]  # fmt: skip
     notes = [b.text for s in sections for b in s.blocks if isinstance(b, Para) and b.kind == "note"]
     assert any("--plan" in n for n in notes) and any("--doctor" in n for n in notes)

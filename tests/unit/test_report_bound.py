@@ -96,16 +96,16 @@ def test_a_third_of_the_burn_near_the_bandwidth_ceiling_is_bandwidth_bound(tmp_p
     section = _section(bill)
     (sentence,) = _texts(section)
     assert sentence.startswith(
-        "llamacpp · tiny-test-model: bandwidth-bound (mean of 3 samples on GPU 0 at c=1)"
+        "llamacpp · tiny-test-model · short: bandwidth-bound (mean of 3 samples on GPU 0 at c=1)"
     )
     assert "decode moved 900 GB/s of the card's 1008 GB/s (89%)" in sentence
     assert "serving drew 150 W of the burn's 450 W (33%)" in sentence
     table = section.blocks[0]
-    assert table.rows == (("llamacpp · tiny-test-model", "bandwidth-bound", "150", "c=1", "3", "450", "33%", "900",
+    assert table.rows == (("llamacpp · tiny-test-model · short", "bandwidth-bound", "150", "c=1", "3", "450", "33%", "900",
                            "1,008", "89%"),)  # fmt: skip
     assert _texts(section, "note") == []
     (verdict,) = [v for v in verdicts(bill) if v.scenario == "bound"]
-    assert verdict.sentence == ("llamacpp · tiny-test-model was bandwidth-bound: decode moved 900 GB/s of the card's "
+    assert verdict.sentence == ("llamacpp · tiny-test-model · short was bandwidth-bound: decode moved 900 GB/s of the card's "
                                 "1008 GB/s (89%); serving drew 150 W of the burn's 450 W (33%).")  # fmt: skip
 
 
@@ -248,7 +248,7 @@ def test_without_single_stream_samples_the_power_spans_the_levels_and_says_so(tm
     bill = assemble([_run(tmp_path, _power_rows([300.0, 320.0], "c=2"))], plan_document(PLAN))
     _, (bound,) = power_bounds(bill)
     assert (bound.power_level, bound.analysis.serving_power_w) == (None, pytest.approx(310.0))
-    note = "llamacpp · tiny-test-model has no power samples at concurrency 1: serving power is the mean over all its levels."
+    note = "llamacpp · tiny-test-model · short has no power samples at concurrency 1: serving power is the mean over all its levels."
     assert note in _texts(_section(bill), "note")
 
 
