@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from servelab.engines import registry
 from servelab.engines.base import Engine
 from servelab.engines.process import EngineServer, free_port
@@ -22,7 +20,6 @@ from servelab.errors import ConfigError, EngineError, ServelabError
 
 Say = Callable[[str], None]
 DEMO_ENGINE = "llama.cpp"
-HOST_GB_S = 20.0  # a nominal host memory bandwidth; step 3 prints memory only, not speed
 
 
 @dataclass(frozen=True)
@@ -82,29 +79,56 @@ def make_hybrid(cfg: DemoConfig, say: Say) -> Path:
 
 def plan_launch(model: Path, cfg: DemoConfig, say: Say) -> dict[str, Any]:
     """Step 3: what the planner expects the engine to allocate, and what it warns about, before launching.
-    The "GPU" is this machine's memory: on the CPU every buffer lives in RAM."""
+    The device is this machine's CPU (its memory bandwidth measured once and cached): the divided launch of
+    step 4, and the right launch of step 5, whose plan (saved as plan.json) gives the bill its ceilings."""
     say(
         f"3. plan: what {demo_engine().label} should allocate for -c {cfg.ctx} -np {cfg.slots}, before anything runs"
     )
     try:
-        from servelab.hardware.gpus import with_overrides
+        from servelab.hardware.gpus import CPU_DEVICE, find_gpu
         from servelab.model import load_model
-        from servelab.plan.make import make_plan
+        from servelab.plan.make import make_plan, plan_set
 
-        ram = with_overrides(None, vram_gib=psutil.virtual_memory().total / 2**30, bandwidth_gb_s=HOST_GB_S)
-        plan = make_plan(load_model(str(model)), ram, engine=demo_engine().name, context=cfg.ctx // cfg.slots,
-                         parallel=cfg.slots)  # fmt: skip
+        say("   device: this machine's CPU (the first run measures its memory bandwidth, a few seconds)")
+        cpu, spec = find_gpu(CPU_DEVICE), load_model(str(model))
+        name = demo_engine().name
+        plan = make_plan(spec, cpu, engine=name, context=cfg.ctx // cfg.slots, parallel=cfg.slots)
+        right = make_plan(spec, cpu, engine=name, context=cfg.ctx, parallel=cfg.slots, kv_unified=True,
+                          model_path=str(model))  # fmt: skip
     except ServelabError as exc:
         say(f"   planner not available for this model yet ({exc}); skipping")
         return {"available": False}
     memory = plan.memory_bytes
+    say(f"   {right.device_note}")
     say(
         f"   context per slot {plan.context_served}, KV {memory.kv_cache / 2**20:.2f} MiB, "
         f"state {memory.recurrent_state / 2**20:.2f} MiB, weights {memory.weights / 2**20:.2f} MiB"
     )
     for warning in plan.warnings:
         say(f"   warning: {warning}")
-    return {"available": True, "context_per_slot": plan.context_served, "warnings": list(plan.warnings)}
+    ceiling = right.decode_ceiling_tok_s
+    say(
+        f"   decode ceiling on this machine: {ceiling.short} tok/s per stream at {ceiling.short_context} tokens"
+    )
+    path = _save_plan(plan_set(right), cfg.workdir / "plan.json")
+    return {
+        "available": True,
+        "context_per_slot": plan.context_served,
+        "warnings": list(plan.warnings),
+        "plan_file": str(path),
+        "device": right.gpu,
+        "bandwidth_gb_s": cpu.bandwidth_gb_s,
+        "decode_ceiling_tok_s": ceiling.short,
+    }
+
+
+def _save_plan(plans: Any, path: Path) -> Path:
+    """The plan as `servelab plan --json` writes it, for the report's --plan (and for the reader)."""
+    import dataclasses
+    import json
+
+    path.write_text(json.dumps(dataclasses.asdict(plans), indent=2) + "\n", encoding="utf-8")
+    return path
 
 
 def launch(binary: Path, model: Path, args: list[str], cfg: DemoConfig, name: str) -> EngineServer:
@@ -213,18 +237,23 @@ def right_launch_and_bench(
     return verified, run_ids, rows
 
 
-def write_report(cfg: DemoConfig, run_ids: list[str], say: Say) -> Path | None:
-    """Step 7: the bill, as a self-contained HTML page rendered from the stored runs."""
+def write_report(cfg: DemoConfig, run_ids: list[str], say: Say, plan_file: str | None = None) -> Path | None:
+    """Step 7: the bill, as a self-contained HTML page rendered from the stored runs, held against the plan for
+    this machine (step 3) so every figure stands beside this machine's ceiling."""
     if not run_ids:
         return None
     say("7. report: every figure side by side, rendered from the stored runs")
     try:
+        from servelab.plan.io import load_plan
         from servelab.report import assemble, render_report
         from servelab.store import Store
 
+        plan_doc = load_plan(plan_file) if plan_file else None
+        if plan_doc is None:
+            say("   no plan for this machine, so the bill has no ceilings")
         with Store.open(cfg.workdir / "runs.db", must_exist=True) as store:
             runs = [store.load_run(run_id) for run_id in run_ids]
-        html, _ = render_report(assemble(runs), "html")
+        html, _ = render_report(assemble(runs, plan_doc), "html")
     except ServelabError as exc:
         say(f"   report not available ({exc}); the results are in {cfg.workdir / 'runs.db'}")
         return None
@@ -248,7 +277,7 @@ def run_demo(cfg: DemoConfig, say: Say) -> DemoResult:
     planned = plan_launch(model, cfg, say)
     divided = divided_launch(binary, model, cfg, say)
     right, run_ids, levels = right_launch_and_bench(binary, model, cfg, say)
-    report = write_report(cfg, run_ids, say)
+    report = write_report(cfg, run_ids, say, planned.get("plan_file"))
     say(f"done in {time.monotonic() - start:.0f} s; everything is in {cfg.workdir}")
     steps = (
         DemoStep("engine", {"llama_server": str(binary)}),

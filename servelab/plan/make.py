@@ -223,6 +223,12 @@ def make_plan(
             f"macOS lets the GPU wire about {UNIFIED_GPU_SHARE:.0%} of unified memory by default; this plan"
             " needs more (raise it with `sudo sysctl iogpu.wired_limit_mb=...`)"
         )
+    if gpu.cpu is not None and 0 < speed.weight_read_bytes(model) <= gpu.cpu.llc_bytes:
+        warnings.append(
+            f"the weights read per token ({speed.weight_read_bytes(model) / 2**20:.1f} MiB) fit in the CPU's"
+            f" {gpu.cpu.llc_bytes / 2**20:.0f} MiB last-level cache: decode reads them from cache, not memory,"
+            " so measured speed can exceed this memory-bandwidth ceiling"
+        )
     decode_eff, prefill_eff = (rules.cpu_efficiency if gpu.is_cpu else None) or (
         rules.decode_efficiency,
         rules.prefill_efficiency,

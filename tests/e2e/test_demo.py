@@ -35,6 +35,7 @@ def test_demo_catches_the_divided_context_fixes_it_and_reports(
     assert all(row["output_tok_s"] > 0 for row in steps["bench"]["levels"])
     report = workdir / "report.html"
     assert report.is_file() and "<html" in report.read_text()[:500].lower()
+    _check_bill_against_this_machine(steps, workdir, report.read_text())
 
     narration = captured.err
     for step in (
@@ -91,4 +92,29 @@ def test_demo_workdir_that_is_a_file_is_a_usage_error(tmp_path, capsys):
     assert (
         out == ""
         and err == f"servelab: error: --workdir {blocker}: cannot make it a directory (File exists)\n"
+    )
+
+
+def _check_bill_against_this_machine(steps: dict, workdir, html: str) -> None:
+    """The bill is held against the plan for this machine's CPU: its % of ceiling is the measured single-stream
+    speed over that plan's decode ceiling (the bandwidth this machine measured / the bytes per token)."""
+    from servelab.plan.io import load_plan
+    from servelab.report import assemble
+    from servelab.store import Store
+
+    planned = steps["plan"]
+    assert planned["available"] and planned["device"] == "cpu" and planned["bandwidth_gb_s"] > 0
+    doc = load_plan(planned["plan_file"])
+    assert doc.gpu == "cpu" and doc.plans[0].engine == "llamacpp"
+    ceiling = (doc.plans[0].decode_ceiling_tok_s or None).short  # type: ignore[union-attr]
+    assert ceiling == planned["decode_ceiling_tok_s"] and ceiling > 0
+    with Store.open(workdir / "runs.db", must_exist=True) as store:
+        runs = [store.load_run(run_id) for run_id in steps["bench"]["run_ids"]]
+    bill = assemble(runs, doc)
+    speed = max(e.single_stream_tok_s or 0.0 for e in bill.engines)
+    assert speed > 0 and bill.ceiling_short_tok_s == ceiling
+    assert "No plan given" not in html
+    assert (
+        f"that is {speed / ceiling * 100:.0f}% of the {ceiling:.1f} tok/s bandwidth ceiling of the plan"
+        in html
     )

@@ -101,3 +101,12 @@ def test_llamacpp_on_cpu_keeps_everything_in_host_memory() -> None:
     assert m.kv_cache == 4 * 2048 * 4 * 2 * 2 * 64 * 2  # cells x layers x (K+V) x heads x dim x f16
     assert m.activations == plan.details["compute_buffer_bytes"] + plan.details["output_buffer_bytes"]
     assert "-ngl 0" in plan.command_line and plan.efficiency["decode"] == 0.7 and plan.fits
+
+
+def test_weights_that_fit_in_the_last_level_cache_are_warned_about(llama) -> None:
+    small = make_plan(llama, _device(), engine="vllm", context=2048)  # ~10 MiB read per token, 32 MiB LLC
+    assert any("last-level cache" in w for w in small.warnings)
+    from tests.unit.plan_models import dense_gqa
+
+    big = make_plan(dense_gqa(), _device(), engine="vllm", context=2048)  # Llama-3.1-8B bf16: 16 GB
+    assert not any("last-level cache" in w for w in big.warnings)
