@@ -32,6 +32,17 @@ def _gpu(name: str | None, vram: float | None, bandwidth: float | None, tflops: 
     return with_overrides(local.gpu, vram_gib=vram), local.count, local.note
 
 
+def _read_launch(cmd: str | None, compose: Path | None, service: str | None, engine: str):
+    """The launch `--cmd`/`--compose` name (None without either)."""
+    if cmd is None and compose is None and service is None:
+        return None
+    from servelab.plan.launch_read import read_launch
+
+    return read_launch(
+        cmd=cmd, compose=compose, service=service, engine=None if engine.lower() == "all" else engine
+    )
+
+
 def _gpu_count(asked: int | None, found: int | None) -> int:
     if found is not None and asked is not None and asked > found:
         raise ConfigError(f"--gpus {asked}, but --gpu auto found {found}: give --gpus {found} or fewer")
@@ -67,8 +78,10 @@ def register(app: typer.Typer) -> None:
 
     @app.command("plan")
     def plan_command(
-        model: str = typer.Argument(
-            ..., help="Catalog id (Qwen/Qwen3.5-27B), a .gguf file, config.json or model dir."
+        model: str | None = typer.Argument(
+            None,
+            help="Catalog id (Qwen/Qwen3.5-27B), a .gguf file, config.json or model dir (with --cmd/--compose:"
+            " default the launch's model).",
         ),
         gpu: str | None = typer.Option(
             None, "--gpu", help="GPU name from the catalog, or auto: this machine's (NVML). Default rtx4090."
@@ -118,6 +131,13 @@ def register(app: typer.Typer) -> None:
         n_gpu_layers: int | None = typer.Option(
             None, "--n-gpu-layers", "-ngl", help="llama.cpp layers on the GPU."
         ),
+        cmd: str | None = typer.Option(
+            None, "--cmd", help="Plan this launch command exactly (llama-server …, vllm serve …, sglang)."
+        ),
+        compose: Path | None = typer.Option(
+            None, "--compose", help="Plan the engine service of this docker-compose file exactly."
+        ),
+        service: str | None = typer.Option(None, "--service", help="The --compose service to plan."),
         save: Path | None = typer.Option(None, "--save", help="Also write the JSON plan to this file."),
         json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     ) -> None:
@@ -130,8 +150,17 @@ def register(app: typer.Typer) -> None:
         check_emit(emit)
         if interconnect is not None and interconnect not in INTERCONNECTS:
             raise ConfigError(f"--interconnect {interconnect!r}; choose one of: {', '.join(INTERCONNECTS)}")
+        launch = _read_launch(cmd, compose, service, engine)
+        if launch is not None:
+            engine, model = launch.engine, model or launch.model
+        if model is None:
+            raise ConfigError(
+                "give MODEL (a catalog id, .gguf file, config.json or model dir), or --cmd/--compose"
+            )
         card, found, gpu_note = _gpu(gpu, vram, bandwidth, tflops)
         gpus = _gpu_count(gpus, found)
+        if launch is not None and launch.settings.tp is not None:
+            gpus = launch.settings.tp
         check_plan_numbers(context, parallel, gpus)
         if n_gpu_layers is not None and n_gpu_layers < -1:
             raise ConfigError(
@@ -163,7 +192,11 @@ def register(app: typer.Typer) -> None:
             **flags,
         )
         one_quant = None if quant.lower() == "all" else quant
-        if engine.lower() != "all" and one_quant is not None:
+        if launch is not None:  # exactly that launch: its engine, its settings, its (or the model's) format
+            common.update(launch.plan_options(), model_path=launch.settings.model or common["model_path"])
+            chosen = make_plan(spec, card, engine=engine, quant=launch.settings.quant or one_quant, **common)
+            plans = plan_set(launch.annotate(chosen), gpus, interconnect or default_interconnect(card))
+        elif engine.lower() != "all" and one_quant is not None:
             plans = plan_set(
                 make_plan(spec, card, engine=engine, quant=one_quant, **common),
                 gpus,

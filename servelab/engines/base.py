@@ -14,7 +14,8 @@ Optional capabilities are ``None`` when the engine lacks them (never discovered 
                     LAUNCH_FORMS, IMAGE_WORDS (container images that run it)
     launcher        start(model, args, host=, port=, log_path=, timeout_s=) -> EngineServer; HEALTH_TIMEOUT_S
     installer       find(), install(cuda=, progress=), register(path) -> Installed (``servelab engine install``)
-    planner         ``Planner``: memory rules + planner adapter + efficiency figures
+    planner         ``Planner``: memory rules + planner adapter + efficiency figures (+ launch_settings: a parsed
+                    launch command as ``LaunchSettings``, for ``plan --cmd/--compose``)
     signatures      the package holding ``signatures.yaml`` (known log lines, see diagnose/signatures)
     environment     ENV_SWITCHES (variables that degrade it), p2p_cache_glob(env, cache_home)
     speculative     parse_log(lines, where), parse_metrics(text, where) -> SpecObservation | None
@@ -24,7 +25,7 @@ Optional capabilities are ``None`` when the engine lacks them (never discovered 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -151,6 +152,21 @@ class Speculative(Protocol):
 
 
 @dataclass(frozen=True)
+class LaunchSettings:
+    """What a launch command asks the planner for (``plan --cmd/--compose``); None: the command does not say,
+    the engine's default applies. ``context`` is what one request gets from the launch as written."""
+
+    model: str | None = None
+    context: int | None = None
+    parallel: int | None = None
+    kv_dtype: str | None = None
+    tp: int | None = None
+    quant: str | None = None
+    flags: Mapping[str, object] = field(default_factory=dict)  # make_plan engine flags (PlanSettings names)
+    notes: tuple[str, ...] = ()  # what the launch does that its author may not expect
+
+
+@dataclass(frozen=True)
 class Planner:
     """What ``servelab plan`` needs from an engine: its allocation rules behind one adapter, and its figures."""
 
@@ -163,6 +179,7 @@ class Planner:
     state_dtypes: tuple[str | None, str | None] = (None, None)  # (conv, ssm) state dtypes; None: the model's
     tensor_parallel: str = "all-reduce"  # or "layers": GPUs hold layer ranges (a pipeline, no all-reduce)
     needs_cuda: bool = True  # False: runs on unified-memory (Apple) GPUs too
+    launch_settings: Callable[[Any], LaunchSettings] | None = None  # cmdline.parse's value -> plan settings
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ ENGINE = Engine(
         state_dtypes=("fp32", "fp32"),  # recurrent state is kept in f32 (docs/planning.md)
         tensor_parallel="layers",  # -sm layer: a pipeline, no all-reduce
         needs_cuda=False,
+        launch_settings=cmdline.plan_settings,
     ),
     signatures="servelab.engines.llamacpp",
     speculative=speculative,
