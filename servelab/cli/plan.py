@@ -54,14 +54,25 @@ def _launch_path(model: str) -> str:
     return str(Path(model).absolute()) if Path(model).exists() else model
 
 
-def _emit(plan, emit: str, host: str, gpus: int) -> str:
+def _emit(plan, emit: str, host: str, gpus: int, card) -> str:
     from servelab.engines.registry import get_engine
-    from servelab.plan.emit import compose_service
+    from servelab.plan.emit import compose_service, dockerfile
 
     if emit == "cmd":
         return plan.command_line
     engine = get_engine(plan.engine)
     port = int(plan.command[plan.command.index("--port") + 1])
+    build = (
+        engine.source_build(plan.quant) if engine.source_build else None
+    )  # the official image cannot load it
+    if emit == "dockerfile":
+        if build is None:
+            raise ConfigError(
+                f"{plan.quant} loads in {engine.label}'s official image ({engine.image}): use --emit compose"
+            )
+        return dockerfile(build, card.compute_capability, port=port, health_path=engine.health_path).rstrip(
+            "\n"
+        )
     return compose_service(
         plan.engine,
         list(plan.command),
@@ -70,6 +81,8 @@ def _emit(plan, emit: str, host: str, gpus: int) -> str:
         health_path=engine.health_path,
         host=host,
         gpus=gpus,
+        build=build,
+        compute_capability=card.compute_capability,
     ).rstrip("\n")
 
 
@@ -111,7 +124,11 @@ def register(app: typer.Typer) -> None:
         hf: bool = typer.Option(
             False, "--hf", help="Fetch config and safetensors headers from the Hugging Face Hub."
         ),
-        emit: str | None = typer.Option(None, "--emit", help="Print the launch recipe: cmd or compose."),
+        emit: str | None = typer.Option(
+            None,
+            "--emit",
+            help="Print the launch recipe: cmd, compose, or dockerfile (a fork for formats only it loads).",
+        ),
         host: str = typer.Option("127.0.0.1", "--host", help="Address the launched server binds."),
         mem_fraction_static: float | None = typer.Option(
             None, "--mem-fraction-static", help="sglang override."
@@ -207,10 +224,10 @@ def register(app: typer.Typer) -> None:
             plans = compare_plans(spec, card, engines=engines, quant=one_quant, **common)
         if gpu_note is not None:  # after every check, so that bad input stays one line
             stderr_console().print(gpu_note, markup=False)
-        _output(plans, json_out=json_out, emit=emit, host=host, save=save)
+        _output(plans, json_out=json_out, emit=emit, host=host, save=save, card=card)
 
 
-def _output(plans, *, json_out: bool, emit: str | None, host: str, save: Path | None) -> None:
+def _output(plans, *, json_out: bool, emit: str | None, host: str, save: Path | None, card) -> None:
     import json
 
     from servelab.plan.render import comparison_table, render_plan
@@ -230,11 +247,13 @@ def _output(plans, *, json_out: bool, emit: str | None, host: str, save: Path | 
         )
     if json_out:
         recipe = (
-            {} if emit is None else {"recipe": {"format": emit, "text": _emit(best, emit, host, plans.gpus)}}
+            {}
+            if emit is None
+            else {"recipe": {"format": emit, "text": _emit(best, emit, host, plans.gpus, card)}}
         )
         print_json({**to_jsonable(plans), **recipe})
     elif emit is not None:
-        typer.echo(_emit(best, emit, host, plans.gpus))
+        typer.echo(_emit(best, emit, host, plans.gpus, card))
     elif len(plans.plans) == 1:
         render_plan(stdout_console(), best)
     else:

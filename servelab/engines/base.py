@@ -20,6 +20,7 @@ Optional capabilities are ``None`` when the engine lacks them (never discovered 
     environment     ENV_SWITCHES (variables that degrade it), p2p_cache_glob(env, cache_home)
     speculative     parse_log(lines, where), parse_metrics(text, where) -> SpecObservation | None
     log_memory      ``LogMemory``: log text -> bytes the engine says it allocated (for the bill)
+    source_build    quant -> ``SourceBuild`` (a fork) when the official image cannot load that format
 """
 
 from __future__ import annotations
@@ -152,6 +153,20 @@ class Speculative(Protocol):
 
 
 @dataclass(frozen=True)
+class SourceBuild:
+    """A build from source (a fork) for weight formats the engine's official image cannot load: what
+    ``plan --emit dockerfile`` compiles for the card's CUDA architecture."""
+
+    label: str  # "PrismML's llama.cpp fork"
+    repo: str  # git URL
+    ref: str  # branch or tag to build
+    formats: tuple[str, ...]  # the weight formats only this build loads
+    cmake_flags: tuple[str, ...]  # besides the CUDA architecture
+    target: str  # the binary to build and run ("llama-server")
+    image: str  # the local image tag the compose service builds
+
+
+@dataclass(frozen=True)
 class LaunchSettings:
     """What a launch command asks the planner for (``plan --cmd/--compose``); None: the command does not say,
     the engine's default applies. ``context`` is what one request gets from the launch as written."""
@@ -215,6 +230,7 @@ class Engine:
     environment: Environment | None = None
     speculative: Speculative | None = None
     log_memory: LogMemory | None = None
+    source_build: Callable[[str], SourceBuild | None] | None = None  # quant -> the fork that loads it
 
     def spellings(self) -> tuple[str, ...]:
         """Every name a user may type for this engine, normalised."""

@@ -38,6 +38,7 @@ class GPU:
     nvlink_gb_s: float | None = None
     pcie_gen: int | None = None
     unified_memory: bool = False
+    compute_capability: str | None = None  # CUDA sm version ("8.9"); None off CUDA
     aliases: tuple[str, ...] = ()
     source: str = ""
 

@@ -10,6 +10,7 @@ from servelab.engines.llamacpp import (
     bench_extras,
     cmdline,
     endpoints,
+    fork,
     install,
     launch,
     logparse,
@@ -50,4 +51,5 @@ ENGINE = Engine(
     signatures="servelab.engines.llamacpp",
     speculative=speculative,
     log_memory=LogMemory(logparse.log_memory_bytes, "start llama-server with -lv 4 to log them"),
+    source_build=fork.source_build,
 )
