@@ -32,6 +32,17 @@ def _gpu(name: str | None, vram: float | None, bandwidth: float | None, tflops: 
     return with_overrides(local.gpu, vram_gib=vram), local.count, local.note
 
 
+def _read_launch(cmd: str | None, compose: Path | None, service: str | None, engine: str):
+    """The launch `--cmd`/`--compose` name (None without either)."""
+    if cmd is None and compose is None and service is None:
+        return None
+    from servelab.plan.launch_read import read_launch
+
+    return read_launch(
+        cmd=cmd, compose=compose, service=service, engine=None if engine.lower() == "all" else engine
+    )
+
+
 def _gpu_count(asked: int | None, found: int | None) -> int:
     if found is not None and asked is not None and asked > found:
         raise ConfigError(f"--gpus {asked}, but --gpu auto found {found}: give --gpus {found} or fewer")
@@ -57,14 +68,25 @@ def _launch_path(model: str) -> str:
     return str(Path(model).absolute()) if Path(model).exists() else model
 
 
-def _emit(plan, emit: str, host: str, gpus: int) -> str:
+def _emit(plan, emit: str, host: str, gpus: int, card) -> str:
     from servelab.engines.registry import get_engine
-    from servelab.plan.emit import compose_service
+    from servelab.plan.emit import compose_service, dockerfile
 
     if emit == "cmd":
         return plan.command_line
     engine = get_engine(plan.engine)
     port = int(plan.command[plan.command.index("--port") + 1])
+    build = (
+        engine.source_build(plan.quant) if engine.source_build else None
+    )  # the official image cannot load it
+    if emit == "dockerfile":
+        if build is None:
+            raise ConfigError(
+                f"{plan.quant} loads in {engine.label}'s official image ({engine.image}): use --emit compose"
+            )
+        return dockerfile(build, card.compute_capability, port=port, health_path=engine.health_path).rstrip(
+            "\n"
+        )
     return compose_service(
         plan.engine,
         list(plan.command),
@@ -73,6 +95,8 @@ def _emit(plan, emit: str, host: str, gpus: int) -> str:
         health_path=engine.health_path,
         host=host,
         gpus=gpus,
+        build=build,
+        compute_capability=card.compute_capability,
     ).rstrip("\n")
 
 
@@ -81,8 +105,10 @@ def register(app: typer.Typer) -> None:
 
     @app.command("plan")
     def plan_command(
-        model: str = typer.Argument(
-            ..., help="Catalog id (Qwen/Qwen3.5-27B), a .gguf file, config.json or model dir."
+        model: str | None = typer.Argument(
+            None,
+            help="Catalog id (Qwen/Qwen3.5-27B), a .gguf file, config.json or model dir (with --cmd/--compose:"
+            " default the launch's model).",
         ),
         gpu: str | None = typer.Option(
             None, "--gpu", help="GPU name from the catalog, or auto: this machine's (NVML). Default rtx4090."
@@ -112,7 +138,11 @@ def register(app: typer.Typer) -> None:
         hf: bool = typer.Option(
             False, "--hf", help="Fetch config and safetensors headers from the Hugging Face Hub."
         ),
-        emit: str | None = typer.Option(None, "--emit", help="Print the launch recipe: cmd or compose."),
+        emit: str | None = typer.Option(
+            None,
+            "--emit",
+            help="Print the launch recipe: cmd, compose, or dockerfile (a fork for formats only it loads).",
+        ),
         host: str = typer.Option("127.0.0.1", "--host", help="Address the launched server binds."),
         mem_fraction_static: float | None = typer.Option(
             None, "--mem-fraction-static", help="sglang override."
@@ -140,6 +170,13 @@ def register(app: typer.Typer) -> None:
         remeasure: bool = typer.Option(
             False, "--remeasure", help="--gpu cpu: measure this machine's memory bandwidth again."
         ),
+        cmd: str | None = typer.Option(
+            None, "--cmd", help="Plan this launch command exactly (llama-server …, vllm serve …, sglang)."
+        ),
+        compose: Path | None = typer.Option(
+            None, "--compose", help="Plan the engine service of this docker-compose file exactly."
+        ),
+        service: str | None = typer.Option(None, "--service", help="The --compose service to plan."),
         save: Path | None = typer.Option(None, "--save", help="Also write the JSON plan to this file."),
         json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     ) -> None:
@@ -156,8 +193,17 @@ def register(app: typer.Typer) -> None:
             from servelab.hardware.host import this_machine
 
             this_machine(remeasure=True)  # refreshes the cache that --gpu cpu reads
+        launch = _read_launch(cmd, compose, service, engine)
+        if launch is not None:
+            engine, model = launch.engine, model or launch.model
+        if model is None:
+            raise ConfigError(
+                "give MODEL (a catalog id, .gguf file, config.json or model dir), or --cmd/--compose"
+            )
         card, found, gpu_note = _gpu(gpu, vram, bandwidth, tflops)
         gpus = _gpu_count(gpus, found)
+        if launch is not None and launch.settings.tp is not None:
+            gpus = launch.settings.tp
         check_plan_numbers(context, parallel, gpus)
         if n_gpu_layers is not None and n_gpu_layers < -1:
             raise ConfigError(
@@ -190,7 +236,11 @@ def register(app: typer.Typer) -> None:
             **flags,
         )
         one_quant = None if quant.lower() == "all" else quant
-        if engine.lower() != "all" and one_quant is not None:
+        if launch is not None:  # exactly that launch: its engine, its settings, its (or the model's) format
+            common.update(launch.plan_options(), model_path=launch.settings.model or common["model_path"])
+            chosen = make_plan(spec, card, engine=engine, quant=launch.settings.quant or one_quant, **common)
+            plans = plan_set(launch.annotate(chosen), gpus, interconnect or default_interconnect(card))
+        elif engine.lower() != "all" and one_quant is not None:
             plans = plan_set(
                 make_plan(spec, card, engine=engine, quant=one_quant, **common),
                 gpus,
@@ -201,10 +251,10 @@ def register(app: typer.Typer) -> None:
             plans = compare_plans(spec, card, engines=engines, quant=one_quant, **common)
         if gpu_note is not None:  # after every check, so that bad input stays one line
             stderr_console().print(gpu_note, markup=False)
-        _output(plans, json_out=json_out, emit=emit, host=host, save=save)
+        _output(plans, json_out=json_out, emit=emit, host=host, save=save, card=card)
 
 
-def _output(plans, *, json_out: bool, emit: str | None, host: str, save: Path | None) -> None:
+def _output(plans, *, json_out: bool, emit: str | None, host: str, save: Path | None, card) -> None:
     import json
 
     from servelab.plan.render import comparison_table, render_plan
@@ -224,11 +274,13 @@ def _output(plans, *, json_out: bool, emit: str | None, host: str, save: Path | 
         )
     if json_out:
         recipe = (
-            {} if emit is None else {"recipe": {"format": emit, "text": _emit(best, emit, host, plans.gpus)}}
+            {}
+            if emit is None
+            else {"recipe": {"format": emit, "text": _emit(best, emit, host, plans.gpus, card)}}
         )
         print_json({**to_jsonable(plans), **recipe})
     elif emit is not None:
-        typer.echo(_emit(best, emit, host, plans.gpus))
+        typer.echo(_emit(best, emit, host, plans.gpus, card))
     elif len(plans.plans) == 1:
         render_plan(stdout_console(), best)
     else:

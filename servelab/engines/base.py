@@ -14,17 +14,19 @@ Optional capabilities are ``None`` when the engine lacks them (never discovered 
                     LAUNCH_FORMS, IMAGE_WORDS (container images that run it)
     launcher        start(model, args, host=, port=, log_path=, timeout_s=) -> EngineServer; HEALTH_TIMEOUT_S
     installer       find(), install(cuda=, progress=), register(path) -> Installed (``servelab engine install``)
-    planner         ``Planner``: memory rules + planner adapter + efficiency figures
+    planner         ``Planner``: memory rules + planner adapter + efficiency figures (+ launch_settings: a parsed
+                    launch command as ``LaunchSettings``, for ``plan --cmd/--compose``)
     signatures      the package holding ``signatures.yaml`` (known log lines, see diagnose/signatures)
     environment     ENV_SWITCHES (variables that degrade it), p2p_cache_glob(env, cache_home)
     speculative     parse_log(lines, where), parse_metrics(text, where) -> SpecObservation | None
     log_memory      ``LogMemory``: log text -> bytes the engine says it allocated (for the bill)
+    source_build    quant -> ``SourceBuild`` (a fork) when the official image cannot load that format
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -151,6 +153,35 @@ class Speculative(Protocol):
 
 
 @dataclass(frozen=True)
+class SourceBuild:
+    """A build from source (a fork) for weight formats the engine's official image cannot load: what
+    ``plan --emit dockerfile`` compiles for the card's CUDA architecture."""
+
+    label: str  # "PrismML's llama.cpp fork"
+    repo: str  # git URL
+    ref: str  # branch or tag to build
+    formats: tuple[str, ...]  # the weight formats only this build loads
+    cmake_flags: tuple[str, ...]  # besides the CUDA architecture
+    target: str  # the binary to build and run ("llama-server")
+    image: str  # the local image tag the compose service builds
+
+
+@dataclass(frozen=True)
+class LaunchSettings:
+    """What a launch command asks the planner for (``plan --cmd/--compose``); None: the command does not say,
+    the engine's default applies. ``context`` is what one request gets from the launch as written."""
+
+    model: str | None = None
+    context: int | None = None
+    parallel: int | None = None
+    kv_dtype: str | None = None
+    tp: int | None = None
+    quant: str | None = None
+    flags: Mapping[str, object] = field(default_factory=dict)  # make_plan engine flags (PlanSettings names)
+    notes: tuple[str, ...] = ()  # what the launch does that its author may not expect
+
+
+@dataclass(frozen=True)
 class Planner:
     """What ``servelab plan`` needs from an engine: its allocation rules behind one adapter, and its figures."""
 
@@ -166,6 +197,7 @@ class Planner:
     cpu_efficiency: tuple[float, float] | None = (
         None  # (decode, prefill) on the CPU device; None: not planned there
     )
+    launch_settings: Callable[[Any], LaunchSettings] | None = None  # cmdline.parse's value -> plan settings
 
 
 @dataclass(frozen=True)
@@ -201,6 +233,7 @@ class Engine:
     environment: Environment | None = None
     speculative: Speculative | None = None
     log_memory: LogMemory | None = None
+    source_build: Callable[[str], SourceBuild | None] | None = None  # quant -> the fork that loads it
 
     def spellings(self) -> tuple[str, ...]:
         """Every name a user may type for this engine, normalised."""

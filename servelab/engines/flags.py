@@ -144,3 +144,12 @@ def api_key_of(argv: list[str]) -> str | None:
         elif word.startswith("--api-key="):
             key = word.partition("=")[2]
     return key
+
+
+def quant_of_flag(table: dict[str, str], value: str | None) -> str | None:
+    """The servelab quant name an engine's ``--quantization`` value stands for (``table``: name -> value, the
+    writer's own), or None when the value is not in it."""
+    if not value:
+        return None
+    wanted = value.lower()
+    return next((name for name, flag in table.items() if wanted in (name, flag)), None)

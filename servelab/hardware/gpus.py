@@ -43,6 +43,7 @@ class GPU:
     nvlink_gb_s: float | None = None
     pcie_gen: int | None = None
     unified_memory: bool = False
+    compute_capability: str | None = None  # CUDA sm version ("8.9"); None off CUDA
     aliases: tuple[str, ...] = ()
     source: str = ""
     cpu: CPU | None = None  # set on the CPU device: the host's cores, vector units, memory and NUMA node

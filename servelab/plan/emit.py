@@ -9,12 +9,23 @@ from __future__ import annotations
 
 import shlex
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from servelab.errors import ConfigError
 
-EMIT_FORMATS = ("cmd", "compose")
+if TYPE_CHECKING:
+    from servelab.engines.base import SourceBuild
+
+EMIT_FORMATS = ("cmd", "compose", "dockerfile")
+MODEL_SUFFIXES = (".gguf",)  # a relative word ending so is a model file on the host (the catalog placeholder)
+# CUDA toolkit for the build: mainline's .devops/cuda.Dockerfile default; sm_103 / sm_121 need CUDA 12.9
+# (docs/reference/llamacpp-fork.md)
+CUDA_VERSION = "12.8.1"
+CUDA_VERSION_BY_ARCH = {"10.3": "12.9.1", "12.1": "12.9.1"}
+# what the field report's fork service needed (docs/reference/field-report.md §6, llamacpp-fork.md)
+FORK_ULIMITS = {"memlock": {"soft": -1, "hard": -1}, "stack": 67108864}
 
 
 def shell_line(argv: list[str] | tuple[str, ...]) -> str:
@@ -30,21 +41,29 @@ def _container_argv(argv: list[str], mounts: dict[str, str]) -> list[str]:
     return out
 
 
-def _host_dirs(argv: list[str]) -> dict[str, str]:
-    """Directory of each absolute file path in argv (a GGUF, a draft model) → where the container sees it."""
-    dirs = list(
-        dict.fromkeys(str(PurePosixPath(w).parent) for w in argv[1:] if w.startswith("/") and w != "/")
+def _is_host_file(word: str) -> bool:
+    """An absolute path, or a relative model file (`models/X.gguf`): a host file the container must see."""
+    return (word.startswith("/") and word != "/") or (
+        not word.startswith("-") and "/" in word and word.lower().endswith(MODEL_SUFFIXES)
     )
+
+
+def _host_dir(word: str) -> str:
+    """The host directory holding a file word, as compose spells it (relative ones start with ./)."""
+    parent = str(PurePosixPath(word).parent)
+    return parent if parent.startswith(("/", ".")) else f"./{parent}"
+
+
+def _host_dirs(argv: list[str]) -> dict[str, str]:
+    """Directory of each host file in argv (a GGUF, a draft model) → where the container sees it."""
+    dirs = list(dict.fromkeys(_host_dir(w) for w in argv[1:] if _is_host_file(w)))
     return {d: "/models" if len(dirs) == 1 else f"/models/{i}" for i, d in enumerate(dirs)}
 
 
 def _in_container(word: str, mounts: dict[str, str]) -> str:
-    path = PurePosixPath(word)
-    return (
-        f"{mounts[str(path.parent)]}/{path.name}"
-        if word.startswith("/") and str(path.parent) in mounts
-        else word
-    )
+    if not _is_host_file(word) or _host_dir(word) not in mounts:
+        return word
+    return f"{mounts[_host_dir(word)]}/{PurePosixPath(word).name}"
 
 
 def compose_service(
@@ -56,13 +75,24 @@ def compose_service(
     health_path: str,
     host: str = "127.0.0.1",
     gpus: int = 1,
+    build: SourceBuild | None = None,
+    compute_capability: str | None = None,
 ) -> str:
-    """A docker-compose file with one service that runs `argv`, publishes `port` on `host`, checks health."""
+    """A docker-compose file with one service that runs `argv`, publishes `port` on `host`, checks health.
+    With `build`, the image is built from the Dockerfile `dockerfile()` writes beside it (never `image`)."""
     url = f"http://localhost:{port}{health_path}"
     mounts = _host_dirs(argv)
     models = [f"{d}:{inside}:ro" for d, inside in mounts.items()] or ["./models:/models"]
+    origin: dict[str, Any] = {"image": image}
+    if build is not None:
+        tag = f"{build.image}:sm{_arch(compute_capability)}"
+        origin = {
+            "build": {"context": ".", "dockerfile": "Dockerfile"},
+            "image": tag,
+            "ulimits": FORK_ULIMITS,
+        }
     service = {
-        "image": image,
+        **origin,
         "entrypoint": _container_argv(argv, mounts),
         "ports": [f"{host}:{port}:{port}"],
         "ipc": "host",
@@ -82,6 +112,39 @@ def compose_service(
         "restart": "unless-stopped",
     }
     return yaml.safe_dump({"services": {name: service}}, sort_keys=False, width=1000)
+
+
+def _arch(compute_capability: str | None) -> str:
+    """cmake's CUDA architecture for a compute capability: 8.9 → 89."""
+    if not compute_capability:
+        raise ConfigError("a source build needs the card's CUDA compute capability; plan it for a CUDA --gpu")
+    return compute_capability.replace(".", "")
+
+
+def dockerfile(build: SourceBuild, compute_capability: str | None, *, port: int, health_path: str) -> str:
+    """A two-stage Dockerfile: `build` compiled with CUDA for one architecture, its binary on a runtime image."""
+    arch = _arch(compute_capability)
+    cuda = CUDA_VERSION_BY_ARCH.get(str(compute_capability), CUDA_VERSION)
+    cmake = shlex.join(["cmake", "-B", "build", *build.cmake_flags, f"-DCMAKE_CUDA_ARCHITECTURES={arch}"])
+    clone = shlex.join(["git", "clone", "--depth", "1", "--branch", build.ref, build.repo, "/src"])
+    target = shlex.quote(build.target)
+    return f"""\
+# {build.label} ({build.repo}, {build.ref}) for sm_{arch}: written by `servelab plan --emit dockerfile`
+ARG CUDA_VERSION={cuda}
+FROM nvidia/cuda:${{CUDA_VERSION}}-devel-ubuntu24.04 AS build
+RUN apt-get update && apt-get install -y --no-install-recommends build-essential cmake git ca-certificates \\
+    && rm -rf /var/lib/apt/lists/*
+RUN {clone}
+WORKDIR /src
+RUN {cmake} && cmake --build build --config Release -j"$(nproc)" --target {target}
+
+FROM nvidia/cuda:${{CUDA_VERSION}}-runtime-ubuntu24.04
+RUN apt-get update && apt-get install -y --no-install-recommends libgomp1 curl && rm -rf /var/lib/apt/lists/*
+COPY --from=build /src/build/bin/{target} /usr/local/bin/{target}
+EXPOSE {port}
+HEALTHCHECK CMD ["curl", "-fsS", "http://localhost:{port}{health_path}"]
+ENTRYPOINT ["/usr/local/bin/{target}"]
+"""
 
 
 def check_emit(emit: str | None) -> None:

@@ -6,9 +6,10 @@ The field report's service ran a llama.cpp fork built from a Dockerfile (``build
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
@@ -20,12 +21,25 @@ from servelab.verify.command import engine_of_command, image_engine, read_comman
 
 @dataclass(frozen=True)
 class ComposeService:
-    """One service: its name, image (may be None when built locally) and full argv."""
+    """One service: its name, image (may be None when built locally), full argv and bind mounts."""
 
     name: str
     image: str | None
     argv: tuple[str, ...]
     environment: dict[str, str] = field(default_factory=dict)
+    volumes: tuple[tuple[str, str], ...] = ()  # (host path as written, container path) of each bind mount
+
+    def host_path(self, inside: str, compose_dir: Path) -> Path | None:
+        """Where a path inside the container lies on the host (relative host paths from the compose file's
+        directory, ``${VAR}`` expanded), through the deepest mount that holds it; None when none does."""
+        target = PurePosixPath(inside)
+        holding = [
+            (host, PurePosixPath(mount)) for host, mount in self.volumes if target.is_relative_to(mount)
+        ]
+        if not target.is_absolute() or not holding:
+            return None
+        host, mount = max(holding, key=lambda pair: len(pair[1].parts))
+        return (compose_dir / os.path.expandvars(host)).joinpath(*target.relative_to(mount).parts)
 
     @property
     def engine_hint(self) -> str | None:
@@ -34,7 +48,8 @@ class ComposeService:
 
 
 def load_service(path: Path, service: str | None = None) -> ComposeService:
-    """The named service, or the only one, or the one whose command or image names an engine."""
+    """The named service, or the only one, or the one whose command or image names an engine, or else the
+    only one with a command (a locally built engine running bare flags beside, say, a web server)."""
     services = _services(path)
     if service is not None:
         if service not in services:
@@ -43,7 +58,7 @@ def load_service(path: Path, service: str | None = None) -> ComposeService:
     parsed = [_service(name, body) for name, body in services.items()]
     if len(parsed) == 1:
         return parsed[0]
-    engines = [s for s in parsed if s.engine_hint and s.argv]
+    engines = [s for s in parsed if s.engine_hint and s.argv] or [s for s in parsed if s.argv]
     if len(engines) != 1:
         raise ConfigError(
             f"--compose {path}: several services ({', '.join(services)}); name one with --service"
@@ -67,8 +82,29 @@ def _service(name: str, body: Any) -> ComposeService:
     argv = _words(body.get("entrypoint"), name) + _words(body.get("command"), name)
     image = body.get("image")
     return ComposeService(
-        name, str(image) if image else None, tuple(argv), _environment(body.get("environment"))
+        name,
+        str(image) if image else None,
+        tuple(argv),
+        _environment(body.get("environment")),
+        _bind_mounts(body.get("volumes")),
     )
+
+
+def _bind_mounts(value: Any) -> tuple[tuple[str, str], ...]:
+    """``volumes:`` bind mounts, short (``./models:/models:ro``) or long (``type: bind``) syntax; named
+    volumes (no path on the host) are left out."""
+    mounts = []
+    for item in value if isinstance(value, list) else []:
+        if isinstance(item, str):
+            host, _, rest = item.partition(":")
+            inside = rest.split(":")[0]
+        elif isinstance(item, dict) and item.get("type", "bind") == "bind":
+            host, inside = str(item.get("source", "")), str(item.get("target", ""))
+        else:
+            continue
+        if inside.startswith("/") and host.startswith(("/", ".", "~", "$")):
+            mounts.append((os.path.expanduser(host) if host.startswith("~") else host, inside))
+    return tuple(mounts)
 
 
 def _environment(value: Any) -> dict[str, str]:

@@ -104,3 +104,18 @@ def test_absurd_overrides_are_rejected_not_overflowed(value: float) -> None:
 def test_default_interconnect_is_nvlink_only_where_the_card_has_it() -> None:
     assert default_interconnect(find_gpu("h100-sxm")) == "nvlink"
     assert default_interconnect(find_gpu("rtx4090")) == "pcie-p2p"
+
+
+def test_docs_list_every_catalog_gpu_with_its_source() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "planning.md").read_text(encoding="utf-8")
+    for gpu in load_gpus():
+        assert f"| {gpu.name} |" in doc and gpu.source in doc, f"{gpu.name} missing from docs/planning.md"
+
+
+def test_cuda_cards_carry_their_compute_capability() -> None:
+    assert find_gpu("rtx4090").compute_capability == "8.9"
+    assert find_gpu("rtx5090").compute_capability == "12.0"
+    assert find_gpu("mi325x").compute_capability is None and find_gpu("m4-max").compute_capability is None
+    assert find_gpu("AMD Instinct MI325X").bandwidth_gb_s == 6000

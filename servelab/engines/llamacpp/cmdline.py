@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from servelab.engines.base import LaunchSettings
 from servelab.engines.flags import Flag, is_on, scan, to_int
 from servelab.engines.llamacpp import DEFAULT_PORT
 
@@ -127,6 +128,50 @@ def expectations(launch: LlamaCppLaunch) -> dict[str, Any]:
     if launch.draft_model or (launch.spec_type and launch.spec_type != "none"):
         asked["speculative"] = True
     return asked
+
+
+AUTO_SLOTS = (
+    4  # -np -1 (the default): "using n_parallel = 4 and kv_unified = true" (docs/reference/memory.md §4)
+)
+
+
+def plan_settings(launch: LlamaCppLaunch) -> LaunchSettings:
+    """The launch as the planner sees it: what one request gets from -c and -np (-c is shared by the slots
+    unless the KV is unified; the planner's warning says so), the KV type, -ngl (`--help` of the pinned build:
+    -c 0 = the model's, -np -1 = auto, -kvu on when the slots are auto)."""
+    auto = launch.parallel is None or launch.parallel <= 0
+    slots = AUTO_SLOTS if auto else launch.parallel or 1
+    unified = launch.kv_unified if launch.kv_unified is not None else auto
+    ctx = launch.ctx_size or None
+    notes: list[str] = []
+    context = ctx if ctx is None or unified else ctx // slots
+    if launch.cache_type_v and launch.cache_type_v != (launch.cache_type_k or "f16"):
+        notes.append(
+            f"launch: -ctk {launch.cache_type_k or 'f16'} -ctv {launch.cache_type_v}: planned with -ctk for both"
+        )
+    if launch.flash_attn is False:
+        notes.append("launch: -fa off; planned with flash attention on (quantized V needs it)")
+    flags: dict[str, object] = {"kv_unified": unified}
+    layers = _gpu_layers(launch.gpu_layers)
+    if layers is not None:
+        flags["n_gpu_layers"] = layers
+    return LaunchSettings(
+        model=launch.model,
+        context=context,
+        parallel=slots,
+        kv_dtype=launch.cache_type_k,
+        flags=flags,
+        notes=tuple(notes),
+    )
+
+
+def _gpu_layers(value: str | None) -> int | None:
+    """-ngl N, `all` (-1: every layer) or `auto` (None: the planner decides)."""
+    if value is None or value == "auto":
+        return None
+    if value == "all":
+        return -1
+    return to_int({"ngl": value}, "ngl", "-ngl/--gpu-layers")
 
 
 # The writer: the launch words `servelab plan` emits (formerly recipe.py).

@@ -10,6 +10,7 @@ from servelab.engines.llamacpp import (
     bench_extras,
     cmdline,
     endpoints,
+    fork,
     install,
     launch,
     logparse,
@@ -46,8 +47,10 @@ ENGINE = Engine(
         tensor_parallel="layers",  # -sm layer: a pipeline, no all-reduce
         needs_cuda=False,
         cpu_efficiency=(0.7, 0.3),  # on the CPU device (docs/planning.md "The CPU as a device")
+        launch_settings=cmdline.plan_settings,
     ),
     signatures="servelab.engines.llamacpp",
     speculative=speculative,
     log_memory=LogMemory(logparse.log_memory_bytes, "start llama-server with -lv 4 to log them"),
+    source_build=fork.source_build,
 )

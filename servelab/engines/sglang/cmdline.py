@@ -9,7 +9,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from servelab.engines.flags import Flag, python_module, scan, to_float, to_int
+from servelab.engines.base import LaunchSettings
+from servelab.engines.flags import Flag, python_module, quant_of_flag, scan, to_float, to_int
 from servelab.engines.sglang import DEFAULT_PORT
 
 FLAGS = (
@@ -90,6 +91,36 @@ def expectations(launch: SglangLaunch) -> dict[str, Any]:
         "speculative": True if launch.speculative_algorithm else None,
     }
     return {k: v for k, v in pairs.items() if v is not None}
+
+
+def plan_settings(launch: SglangLaunch) -> LaunchSettings:
+    """The launch as the planner sees it: context, pool size, running requests, KV dtype, TP, mem fraction."""
+    quant = quant_of_flag(QUANTIZATION_FLAGS, launch.quantization)
+    notes = []
+    if launch.quantization and quant is None:
+        notes.append(f"launch: --quantization {launch.quantization} is not a format servelab prices; planned"
+                     " with the checkpoint's own")  # fmt: skip
+    if launch.speculative_algorithm:
+        notes.append(f"launch: --speculative-algorithm {launch.speculative_algorithm} is not planned (the draft's"
+                     " weights and KV are left out)")  # fmt: skip
+    flags = {
+        key: value
+        for key, value in (
+            ("mem_fraction_static", launch.mem_fraction_static),
+            ("max_total_tokens", launch.max_total_tokens),
+        )
+        if value is not None
+    }
+    return LaunchSettings(
+        model=launch.model_path,
+        context=launch.context_length,
+        parallel=launch.max_running_requests,
+        kv_dtype=None if launch.kv_cache_dtype in (None, "auto") else launch.kv_cache_dtype,
+        tp=launch.tp_size,
+        quant=quant,
+        flags=flags,
+        notes=tuple(notes),
+    )
 
 
 # The writer: the launch words `servelab plan` emits (formerly recipe.py).

@@ -39,6 +39,7 @@ ENGINE = Engine(
         # sglang/vLLM decode from the field report "close to the ceiling"; prefill ~50% of dense peak)
         decode_efficiency=0.8,
         prefill_efficiency=0.5,
+        launch_settings=cmdline.plan_settings,
     ),
     signatures="servelab.engines.sglang",
     environment=environment,

@@ -11,7 +11,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from servelab.engines.flags import Flag, python_module, scan, to_float, to_int
+from servelab.engines.base import LaunchSettings
+from servelab.engines.flags import Flag, python_module, quant_of_flag, scan, to_float, to_int
 from servelab.engines.vllm import DEFAULT_PORT
 from servelab.engines.vllm.memory import KV_DTYPES
 from servelab.model.dtypes import engine_spelling
@@ -24,6 +25,7 @@ FLAGS = (
     Flag(("--kv-cache-dtype",), "kv_cache_dtype"),
     Flag(("-tp", "--tensor-parallel-size"), "tp_size"),
     Flag(("--gpu-memory-utilization",), "gpu_memory_utilization"),
+    Flag(("--quantization", "-q"), "quantization"),
     Flag(("--speculative-config", "--speculative_config"), "speculative_config"),
     Flag(("--host",), "host"),
     Flag(("--port",), "port"),
@@ -44,6 +46,7 @@ class VllmLaunch:
     tp_size: int | None = None
     gpu_memory_utilization: float | None = None
     speculative_config: dict[str, Any] | None = None
+    quantization: str | None = None
     host: str | None = None
     port: int | None = None
 
@@ -69,6 +72,7 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> VllmLau
         tp_size=to_int(found, "tp_size", "-tp/--tensor-parallel-size"),
         gpu_memory_utilization=to_float(found, "gpu_memory_utilization", "--gpu-memory-utilization"),
         speculative_config=_json_or_none(found.get("speculative_config")),
+        quantization=found.get("quantization"),
         host=found.get("host"),
         port=to_int(found, "port", "--port"),
     )
@@ -84,6 +88,30 @@ def expectations(launch: VllmLaunch) -> dict[str, Any]:
         "speculative": True if launch.speculative_config else None,
     }
     return {k: v for k, v in pairs.items() if v is not None}
+
+
+def plan_settings(launch: VllmLaunch) -> LaunchSettings:
+    """The launch as the planner sees it: --max-model-len, --max-num-seqs, KV dtype, TP, utilization."""
+    quant = quant_of_flag(QUANTIZATION_FLAGS, launch.quantization)
+    notes = []
+    if launch.quantization and quant is None:
+        notes.append(f"launch: --quantization {launch.quantization} is not a format servelab prices; planned"
+                     " with the checkpoint's own")  # fmt: skip
+    if launch.speculative_config:
+        notes.append("launch: --speculative-config is not planned (the draft's weights and KV are left out)")
+    flags: dict[str, object] = {}
+    if launch.gpu_memory_utilization is not None:
+        flags["gpu_memory_utilization"] = launch.gpu_memory_utilization
+    return LaunchSettings(
+        model=launch.model,
+        context=launch.max_model_len,
+        parallel=launch.max_num_seqs,
+        kv_dtype=None if launch.kv_cache_dtype in (None, "auto") else launch.kv_cache_dtype,
+        tp=launch.tp_size,
+        quant=quant,
+        flags=flags,
+        notes=tuple(notes),
+    )
 
 
 def _serve_positional(positionals: list[str]) -> str | None:

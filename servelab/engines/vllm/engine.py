@@ -40,6 +40,7 @@ ENGINE = Engine(
         decode_efficiency=0.8,
         prefill_efficiency=0.5,
         cpu_efficiency=(0.5, 0.3),  # on the CPU device (docs/planning.md "The CPU as a device")
+        launch_settings=cmdline.plan_settings,
     ),
     signatures="servelab.engines.vllm",
     environment=environment,

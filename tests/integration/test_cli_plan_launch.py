@@ -1,0 +1,136 @@
+"""`servelab plan --cmd "…"` and `--compose FILE`: the launch people already run, read with verify's readers
+and planned exactly. Command lines are public ones (URLs beside each); the compose file is the field report's
+(docs/reference/field-report.md §6: `-ngl 99 -c 262144 -fa on -np 4 --temp 0.7 --top-p 0.95 --top-k 20`,
+built from a Dockerfile, health check on /health)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from servelab.cli.app import main
+
+FIELD_REPORT_COMPOSE = """\
+services:
+  llama:
+    build:
+      context: .
+      dockerfile: Dockerfile
+    volumes:
+      - ./models:/models:ro
+    command: [-m, /models/ternary.gguf, -ngl, 99, -c, 262144, -fa, on, -np, 4, --temp, 0.7, --top-p, 0.95,
+              --top-k, 20]
+    healthcheck:
+      test: ["CMD", "curl", "-f", "http://localhost:8080/health"]
+  web:
+    image: nginx
+"""
+# vllm-project/vllm#15469 (vLLM 0.7.2, two GPUs): the model word is a directory on the reporter's machine
+VLLM_15469 = (
+    "CUDA_VISIBLE_DEVICES=0,1 VLLM_USE_V1=1 VLLM_WORKER_MULTIPROC_METHOD=spawn vllm serve "
+    "/home/work/anyujie/Qwen/Qwen2.5-VL-3B-Instruct --gpu-memory-utilization 0.9 --swap-space 16 "
+    "--max-model-len 4096 --tensor-parallel-size 2 --port 8091 --disable-custom-all-reduce"
+)
+# the field report's working sglang launch (docs/reference/field-report.md §2)
+SGLANG_FIELD_REPORT = (
+    "python -m sglang.launch_server --model-path Qwen/Qwen3.5-27B --quantization awq --context-length 262144 "
+    "--max-total-tokens 262144 --kv-cache-dtype fp8_e5m2 --mem-fraction-static 0.9"
+)
+
+
+def _plan(capsys, argv: list[str]) -> dict:
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["plans"]) == 1
+    return doc["plans"][0]
+
+
+def test_the_field_report_compose_is_caught_at_a_quarter_of_the_context(tmp_path: Path, capsys) -> None:
+    compose = tmp_path / "docker-compose.yml"
+    compose.write_text(FIELD_REPORT_COMPOSE)
+    plan = _plan(
+        capsys,
+        ["plan", "Qwen/Qwen3.5-27B", "--quant", "PTQ1_0", "--gpu", "rtx4090-48g", "--engine", "llamacpp",
+         "--compose", str(compose)],
+    )  # fmt: skip
+    details = plan["details"]
+    assert (details["n_ctx"], details["n_parallel"], details["kv_unified"]) == (262144, 4, False)
+    assert details["n_ctx_per_slot"] == plan["context_served"] == 65536
+    assert any("gives each slot 65536 tokens" in w for w in plan["warnings"])
+    command = plan["command"]
+    assert command[command.index("-m") + 1] == "/models/ternary.gguf"  # the launch's own path
+    assert command[command.index("-ngl") + 1] == "99"
+    same = _plan(
+        capsys,
+        ["plan", "Qwen/Qwen3.5-27B", "--quant", "PTQ1_0", "--gpu", "rtx4090-48g", "--engine", "llamacpp",
+         "--context", "65536", "--parallel", "4", "-ngl", "99"],
+    )  # fmt: skip
+    assert plan["fits"] and plan["memory_bytes"] == same["memory_bytes"]  # the launch is -c 262144 -np 4
+
+
+def test_a_compose_model_is_read_through_the_volume_on_the_host(tmp_path: Path, capsys) -> None:
+    from servelab.modelmake import make_model
+
+    made = make_model("hybrid", tmp_path / "models" / "ternary.gguf")
+    compose = tmp_path / "docker-compose.yml"
+    compose.write_text(FIELD_REPORT_COMPOSE.replace("262144", "8192").replace("-np, 4", "-np, 2"))
+    plan = _plan(capsys, ["plan", "--gpu", "l4", "--engine", "llamacpp", "--compose", str(compose)])
+    assert (
+        plan["model"] == "servelab-hybrid" and plan["quant"].lower() == made.weight_type.lower()
+    )  # read from the file
+    assert plan["memory_bytes"]["weights_text"] > 0 and plan["details"]["n_ctx_per_slot"] == 4096
+    assert (plan["engine"], plan["details"]["n_parallel"]) == ("llamacpp", 2)
+
+
+def test_a_vllm_command_from_an_issue_is_planned_with_its_flags(capsys) -> None:
+    plan = _plan(capsys, ["plan", "Qwen/Qwen2.5-7B-Instruct", "--gpu", "a100-80g", "--cmd", VLLM_15469])
+    assert (plan["engine"], plan["context"], plan["tensor_parallel"]) == ("vllm", 4096, 2)
+    line = " ".join(plan["command"])
+    assert "--max-model-len 4096" in line and "--tensor-parallel-size 2" in line
+    assert "--gpu-memory-utilization 0.9" in line
+
+
+def test_the_field_report_sglang_launch_is_planned_exactly(capsys) -> None:
+    plan = _plan(capsys, ["plan", "--gpu", "rtx4090-48g", "--cmd", SGLANG_FIELD_REPORT])
+    assert (plan["engine"], plan["quant"], plan["kv_dtype"], plan["context"]) == (
+        "sglang",
+        "awq-w4g128",
+        "fp8_e5m2",
+        262144,
+    )
+    assert plan["fits"] and plan["details"]["mem_fraction_static"] == 0.9
+    assert plan["details"]["max_total_tokens"] == 262144
+
+
+def test_an_sglang_tp_launch_plans_both_gpus(capsys) -> None:
+    command = SGLANG_FIELD_REPORT.replace("--mem-fraction-static 0.9", "--tp 2")
+    plan = _plan(capsys, ["plan", "--gpu", "rtx4090-48g", "--cmd", command])
+    assert plan["tensor_parallel"] == 2 and "--tp 2" in " ".join(plan["command"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--cmd", "-c 4096 -np 2"], "bare flags: name the engine that runs them with --engine"),
+        (["--cmd", SGLANG_FIELD_REPORT, "--engine", "vllm"], "launches sglang, not vllm"),
+        (["--cmd", "echo hello"], "does not launch a known engine"),
+        (["--cmd", "ollama serve"], "Ollama launches are not planned; servelab plans"),
+        (["--service", "llama"], "--service names a service of --compose FILE"),
+        (["--cmd", "vllm serve 'unclosed"], "check its quotes"),
+        (["--cmd", "llama-server -m /nowhere/x.gguf -c 4096"], "/nowhere/x.gguf"),
+        ([], "give MODEL"),
+    ],
+)
+def test_launches_that_cannot_be_planned_are_one_line(argv: list[str], needle: str, capsys) -> None:
+    assert main(["plan", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and needle in err and err.count("\n") == 1, err
+
+
+def test_a_compose_without_an_engine_service_names_the_services(tmp_path: Path, capsys) -> None:
+    compose = tmp_path / "c.yml"
+    compose.write_text(FIELD_REPORT_COMPOSE)
+    assert main(["plan", "--compose", str(compose), "--service", "db"]) == 2
+    assert "no service 'db'; services: llama, web" in capsys.readouterr().err

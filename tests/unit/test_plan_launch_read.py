@@ -1,0 +1,58 @@
+"""A launch's words as plan settings (each engine's cmdline.plan_settings) and compose bind mounts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from servelab.engines.llamacpp import cmdline as llamacpp
+from servelab.engines.sglang import cmdline as sglang
+from servelab.engines.vllm import cmdline as vllm
+from servelab.verify.compose import load_service
+
+
+def test_llamacpp_slots_share_c_unless_unified_and_auto_means_four_unified() -> None:
+    shared = llamacpp.plan_settings(
+        llamacpp.parse(["llama-server", "-m", "m.gguf", "-c", "262144", "-np", "4"])
+    )
+    assert (shared.context, shared.parallel, shared.flags["kv_unified"]) == (65536, 4, False)
+    auto = llamacpp.plan_settings(llamacpp.parse(["llama-server", "-c", "32768", "-ngl", "all"]))
+    assert (auto.context, auto.parallel, auto.flags) == (32768, 4, {"kv_unified": True, "n_gpu_layers": -1})
+    unified = llamacpp.plan_settings(
+        llamacpp.parse(["-c", "8192", "-np", "2", "-kvu", "-ctk", "q8_0", "-ctv", "q4_0"])
+    )
+    assert (unified.context, unified.kv_dtype) == (8192, "q8_0")
+    assert any("-ctv q4_0" in note for note in unified.notes)
+    model_context = llamacpp.plan_settings(llamacpp.parse(["llama-server", "-c", "0", "-np", "1"]))
+    assert model_context.context is None  # -c 0: the model's own
+
+
+def test_llamacpp_environment_flags_reach_the_plan() -> None:
+    launch = llamacpp.parse(["llama-server"], {"LLAMA_ARG_CTX_SIZE": "16384", "LLAMA_ARG_N_PARALLEL": "2"})
+    assert llamacpp.plan_settings(launch).context == 8192
+
+
+def test_vllm_and_sglang_quantization_flags_map_back_to_formats() -> None:
+    v = vllm.plan_settings(vllm.parse(["vllm", "serve", "m", "--quantization", "awq_marlin", "-tp", "4"]))
+    assert (v.quant, v.tp, v.model) == ("awq", 4, "m")
+    odd = vllm.plan_settings(vllm.parse(["vllm", "serve", "m", "--quantization", "hqq"]))
+    assert odd.quant is None and "hqq" in odd.notes[0]
+    s = sglang.plan_settings(
+        sglang.parse(["python", "-m", "sglang.launch_server", "--model-path", "m", "--quantization", "modelopt_fp4",
+                      "--kv-cache-dtype", "auto", "--max-running-requests", "8"])
+    )  # fmt: skip
+    assert (s.quant, s.kv_dtype, s.parallel) == ("nvfp4", None, 8)
+
+
+def test_compose_bind_mounts_lead_container_paths_back_to_the_host(tmp_path: Path) -> None:
+    compose = tmp_path / "compose.yml"
+    compose.write_text(
+        "services:\n  llama:\n    command: [-m, /models/sub/x.gguf]\n    volumes:\n"
+        "      - ./models:/models:ro\n      - cache:/root/.cache\n"
+        "      - {type: bind, source: /srv/deep, target: /models/sub}\n"
+    )
+    service = load_service(compose)
+    assert service.volumes == (("./models", "/models"), ("/srv/deep", "/models/sub"))
+    assert service.host_path("/models/sub/x.gguf", tmp_path) == Path("/srv/deep/x.gguf")  # the deepest mount
+    assert service.host_path("/models/y.gguf", tmp_path) == tmp_path / "models" / "y.gguf"
+    assert service.host_path("/elsewhere/z.gguf", tmp_path) is None
+    assert service.host_path("relative.gguf", tmp_path) is None
