@@ -37,7 +37,7 @@ def test_v5_estimated_maximum_model_length() -> None:
     assert m.kv_budget_bytes == int(4.50 * GIB)
     assert not m.fits
     assert m.estimated_max_model_len == 32768
-    assert any("estimated maximum model length is 32768" in w for w in m.warnings)
+    assert any("estimated maximum model length is 32768" in r.message for r in m.refusals)
 
 
 def test_dense_blocks_are_16_tokens() -> None:
@@ -77,7 +77,7 @@ def test_hybrid_max_num_seqs_beyond_mamba_blocks_is_flagged() -> None:
     m = _with_kv_budget(model, 2 * GIB, 17 * GIB, kv_cache_dtype="fp8", max_model_len=32768)
     assert m.mamba_blocks == m.num_blocks < 256
     assert not m.fits
-    assert any(f"exceeds available Mamba cache blocks ({m.num_blocks})" in w for w in m.warnings)
+    assert any(f"exceeds available Mamba cache blocks ({m.num_blocks})" in r.message for r in m.refusals)
 
 
 def test_sliding_groups_need_only_the_window() -> None:
@@ -90,7 +90,7 @@ def test_sliding_groups_need_only_the_window() -> None:
 
 def test_longer_than_the_model_warns() -> None:
     m = _with_kv_budget(dense_gqa(max_context=8192), GIB, GIB, max_model_len=16384)
-    assert any("VLLM_ALLOW_LONG_MAX_MODEL_LEN" in w for w in m.warnings)
+    assert any("VLLM_ALLOW_LONG_MAX_MODEL_LEN" in r.message for r in m.refusals)
 
 
 def test_bad_utilization_and_kv_dtype() -> None:
