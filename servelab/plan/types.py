@@ -74,7 +74,10 @@ class Plan:
     details: dict[str, object] = field(default_factory=dict)  # engine-specific figures
     command: tuple[str, ...] = ()
     command_line: str = ""
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # the refusals first, then what the engine does silently
+    refusals: tuple[str, ...] = ()  # why the engine would refuse these settings (any: fits is false)
+    remedy: dict[str, object] = field(default_factory=dict)  # settings the refusals name as the fix
+    searched: tuple[str, ...] = ()  # what the search changed from the asked settings, as flags
     device_note: str = ""  # the CPU device: its measured bandwidth (when) and how its peak was estimated
 
     @classmethod

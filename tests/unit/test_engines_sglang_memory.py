@@ -59,7 +59,7 @@ def test_max_req_len_is_min_of_context_and_capacity_minus_one() -> None:
     # managers/utils.py: max_req_len = min(context_len - 1, max_total_num_tokens - 1)
     m = _dense(mem_fraction_static=0.9, context_length=131072)
     assert m.max_req_len == min(131071, m.max_total_tokens - 1)
-    assert any("requests are capped" in w for w in m.warnings)
+    assert any("requests are capped" in r.message for r in m.refusals)
 
 
 def test_max_running_requests_formula() -> None:
@@ -120,7 +120,7 @@ def test_mla_cell_size() -> None:
 
 def test_weights_that_leave_no_room_do_not_fit() -> None:
     m = sglang_memory(dense_gqa(), gpu_memory_bytes=16 * GIB, weights_bytes=16 * GIB)
-    assert not m.fits and any("Not enough memory" in w for w in m.warnings)
+    assert not m.fits and any("Not enough memory" in r.message for r in m.refusals)
 
 
 def test_bad_kv_dtype_and_fraction() -> None:
