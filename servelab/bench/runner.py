@@ -29,6 +29,7 @@ from servelab.bench.client import ClientRequest, StreamClient
 from servelab.bench.config import BenchConfig
 from servelab.bench.level import LevelState, run_closed, run_open
 from servelab.bench.level_key import Level
+from servelab.bench.live import LiveLevel
 from servelab.bench.metrics import mark_eviction
 from servelab.bench.monitor import LoopMonitor, validity
 from servelab.bench.records import RequestRecord
@@ -42,7 +43,7 @@ from servelab.errors import StoreError
 from servelab.inert import inert_line
 from servelab.net import is_loopback_url, public_url
 
-Progress = Callable[[dict[str, Any]], None]
+Progress = Callable[[LiveLevel], None]  # called at each level's start and end (result set), never per request
 STORE_BLOCKED_LIMIT_S = 1.0  # a level whose store writer waited longer than this is not valid
 
 
@@ -137,12 +138,15 @@ class _Runner:
         self.stop_event = asyncio.Event()
         self.state: LevelState | None = None
         self.sink: RecordSink | None = None
+        self.position = 0  # level-repeats started so far
+        self.total = 0
 
     async def run_all(self, targets: list[Target], prompts: dict[int, list[Prompt]]) -> BenchResult:
         self.stop_event = asyncio.Event()
         loop = asyncio.get_running_loop()
         installed = _install_sigint(loop, self._interrupt)
         result = BenchResult(self.run_id, partial=False)
+        self.total = len(targets) * len(self.config.levels) * self.config.repeat
         self.sink = sink = RecordSink(self.store, self.run_id)
         try:
             for target in targets:
@@ -208,13 +212,18 @@ class _Runner:
             sink.add(record)
             if sink.error is not None and not self.stop_event.is_set():
                 self._interrupt()  # the store failed for good: stop sending, keep what finished
-            if self.progress:
-                self.progress({"url": target.url, "level": level.label, "repeat": rep, "state": state})
+
+        monitor = LoopMonitor()
+        live = LiveLevel(public_url(target.url), target.engine, level.label, rep, self.position, self.total,
+                         len(prompts) if config.stop.requests is not None else None, config.stop.duration_s,
+                         state, records, monitor)  # fmt: skip
+        self.position += 1
+        if self.progress:
+            self.progress(live)
 
         self._snapshot(target, level.label, rep, "before", sink)
         for sampler in self.samplers:
             sampler.start()
-        monitor = LoopMonitor()
         sink.window()
         monitor.start()
         if config.rate is None:
@@ -239,6 +248,9 @@ class _Runner:
         if self.store is not None:
             sink.later(functools.partial(self.store.add_level, self.run_id, target.index, level.label, rep,
                                          result.to_json()))  # fmt: skip
+        live.result = result
+        if self.progress:
+            self.progress(live)
         return records, result
 
     def _stop_samplers(self, labels: dict[str, Any], sink: RecordSink) -> None:

@@ -7,7 +7,6 @@ On NVIDIA machines GPU power, utilisation and clocks are sampled during each lev
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from servelab.bench.metrics import parse_slo
 from servelab.bench.result import BenchResult
 from servelab.bench.schedule import StopRule, parse_concurrency
 from servelab.bench.workloads import WorkloadSpec
+from servelab.cli.live_view import LadderView
 from servelab.cli.output import print_json, stderr_console, stdout_console
 from servelab.errors import ConfigError
 from servelab.ranges import count
@@ -111,7 +111,7 @@ def register(app: typer.Typer) -> None:
         key = api_key or os.environ.get("SERVELAB_API_KEY") or os.environ.get("OPENAI_API_KEY")
         check_power_hz(power_hz)
         config = build_config(options, key)
-        result = _run_with_store(config, db, json_out, None if no_power else power_hz)
+        result = _run_with_store(config, db, None if no_power else power_hz)
         failed = [] if result.partial else result.failed_levels()
         _render(result, json_out, failed)
         if result.partial:
@@ -163,20 +163,20 @@ def check_power_hz(hz: float) -> None:
         raise ConfigError(f"--power-hz must be between 1 and 10 samples per second, got {hz:g}")
 
 
-def _run_with_store(config: BenchConfig, db: Path | None, quiet: bool, power_hz: float | None) -> BenchResult:
+def _run_with_store(config: BenchConfig, db: Path | None, power_hz: float | None) -> BenchResult:
     from servelab.diagnose.power import gpu_sampler
     from servelab.store import Store
 
     with Store.open(db) as store:
         sampler = None if power_hz is None else gpu_sampler(power_hz)  # None without NVIDIA GPUs
         samplers = [GuardedSampler(sampler, stderr_console())] if sampler else []
-        progress = _Progress(quiet)
+        view = LadderView(stderr_console(), config.lag_limit_ms)
         try:
             from servelab.bench.runner import run  # aiohttp: only when a benchmark really runs
 
-            return run(config, store, samplers=samplers, progress=progress.update)
+            return run(config, store, samplers=samplers, progress=view.update)
         finally:
-            progress.close()
+            view.close()
             for guarded in samplers:
                 guarded.stop()  # a level that raised left its window open; stopping twice is harmless
             if sampler is not None:
@@ -211,38 +211,6 @@ class GuardedSampler:
         except Exception as exc:  # as in start()
             self._fail("stop", exc)
             return []
-
-
-class _Progress:
-    """One status line on stderr: target, level, done/total, live tok/s, errors."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.console = stderr_console()
-        self.status = None if quiet or not self.console.is_terminal else self.console.status("starting…")
-        if self.status is not None:
-            self.status.start()
-        self._last = 0.0
-        self._level: tuple[Any, Any] | None = None  # (url, level) of the last line printed
-
-    def update(self, event: dict[str, Any]) -> None:
-        state = event["state"]
-        now = time.monotonic()
-        if (event["url"], event["level"]) != self._level:
-            self._level = (event["url"], event["level"])
-            self.console.print(f"{event['url']} {event['level']} repeat {event['repeat']}…")
-        if self.status is None or now - self._last < 0.2:
-            return
-        self._last = now
-        elapsed = max(state.elapsed_ns() / 1e9, 1e-9)
-        total = state.stop.requests and state.stop.requests + state.warmup
-        text = (
-            f"{event['level']}: {state.done}/{total or '?'} done, {state.output_tokens / elapsed:.0f} tok/s, "
-        )
-        self.status.update(text + f"{state.errors} errors")
-
-    def close(self) -> None:
-        if self.status is not None:
-            self.status.stop()
 
 
 def _render(result: BenchResult, json_out: bool, failed: list[str] | None = None) -> None:

@@ -63,6 +63,7 @@ class SavedPlan:
     memory_bytes: SavedMemory | None = None
     decode_ceiling_tok_s: SavedCeilings | None = None
     decode_batch_tok_s: tuple[SavedBatchPoint, ...] | None = None
+    tensor_parallel: int | None = None  # GPUs one engine instance spans
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,24 @@ class Bill:
     run_infos: tuple[RunInfo, ...] = ()
     workloads: tuple[dict, ...] = ()  # each run's meta["workload"], in run order
     power_rows: dict[str, tuple[dict, ...]] = field(default_factory=dict)  # run id -> its "gpu_power" samples
+    settings: tuple[
+        dict, ...
+    ] = ()  # each run's meta["settings"] (the bench's options, its "slo"), in run order
+
+    @property
+    def slo(self) -> dict[str, float]:
+        """The `--slo` limits (ms) the runs were benched with: the first run's that has one."""
+        for settings in self.settings:
+            limits = {k: v for k, v in as_dict(settings.get("slo")).items() if as_number(v)}
+            if limits:
+                return limits
+        return {}
+
+    @property
+    def gpus_per_engine(self) -> int | None:
+        """GPUs one engine spans, from the plan (its tensor parallel); None without a plan that says."""
+        tp = self.plan.tensor_parallel if self.plan else None
+        return tp if isinstance(tp, int) and tp > 0 else None
 
     @property
     def plan_ceilings(self) -> SavedCeilings:
@@ -262,5 +280,6 @@ def assemble(
     partial = tuple(run.id for run in runs if run.info.partial)
     workloads = tuple(as_dict(r.meta.get("workload")) for r in runs)
     power = {r.id: tuple(r.samples.get("gpu_power", ())) for r in runs}
+    settings = tuple(as_dict(r.meta.get("settings")) for r in runs)
     return Bill(tuple(r.id for r in runs), engines, warnings, plan, model, gpu, doctor, spec, invalid, partial,
-                tuple(r.info for r in runs), workloads, power)  # fmt: skip
+                tuple(r.info for r in runs), workloads, power, settings)  # fmt: skip

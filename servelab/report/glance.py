@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from servelab.report.bound import power_bounds
 from servelab.report.data import Bill, EngineSummary
-from servelab.report.tables import TableData, fmt, fmt_bytes
+from servelab.report.tables import TableData, fmt, fmt_bytes, share
 from servelab.report.verdict import Verdict, engine_verdict
 
 GLANCE_HEADERS = ("engine · model · workload", "single-user decode tok/s (of ceiling)",
@@ -17,7 +17,7 @@ GLANCE_HEADERS = ("engine · model · workload", "single-user decode tok/s (of c
 
 
 def _of(value: float | None, ceiling: float | None) -> str:
-    return "" if value is None or not ceiling else f" ({value / ceiling:.0%})"
+    return "" if value is None or not ceiling else f" ({share(value / ceiling)})"
 
 
 def single_cell(bill: Bill, engine: EngineSummary) -> str:

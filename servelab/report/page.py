@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.report import glance, plots, tables
+from servelab.report import glance, pareto, plots, tables
 from servelab.report.bound import bound_sentence, bound_table, level_power_table, power_bounds
 from servelab.report.data import Bill
 from servelab.report.plots import Plot
@@ -138,7 +138,7 @@ def _glance_section(bill: Bill) -> Section:
 
 def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
     """All sections of the bill in reading order. Without plots the plot sections keep only their notes."""
-    made = {p.key: p for p in plots.all_plots(bill)} if with_plots else {}
+    made = {p.key: p for p in (*plots.all_plots(bill), pareto.pareto(bill))} if with_plots else {}
 
     def pick(*keys: str) -> list[Plot] | None:
         return [made[k] for k in keys if k in made] if with_plots else None
@@ -149,7 +149,7 @@ def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
         Section(
             "ladder", "Concurrency ladder", (*_invalid(bill), *tables.ladder_tables(bill), *_failures(bill))
         ),
-        _plot_section("throughput", "Throughput", pick("aggregate-throughput", "per-stream")),
+        _plot_section("throughput", "Throughput", pick("aggregate-throughput", "per-stream", "pareto")),
         _plot_section("latency", "Latency", pick("latency-percentiles", "itl-distribution")),
         _plot_section("roofline", "Against the ceiling", pick("roofline")),
         _plot_section("memory", "Memory", pick("memory")),

@@ -1,6 +1,9 @@
 """The bill's plots, each a function of the `Bill` returning a `Plot` (an inline SVG) or a note why not.
 
-Every axis is labelled with its unit. Series are one per engine/configuration, in the Bill's order.
+Every axis is labelled with its unit. Series are one per engine/configuration, in the Bill's order. Legends
+sit outside the data area (below it); every point carries a native tooltip with its exact values (`Marks`);
+an axis spans the measured curve, and a ceiling far above it (more than `FAR` times the data) is drawn as
+an annotated band at the top edge instead of squashing the data to the bottom.
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ import numpy as np
 
 from servelab.report.data import Bill, EngineSummary
 from servelab.report.levels import NS_PER_S, LevelFigures
-from servelab.report.svg import INK, figure_svg, new_figure, plain, styled
+from servelab.report.svg import INK, Marks, figure_svg, new_figure, plain, styled
 from servelab.report.verdict import ceiling_at
 
 GIB = 1024**3
+FAR = 3.0  # a ceiling more than this many times the measured peak is marked at the edge, not drawn to scale
 
 
 @dataclass(frozen=True)
@@ -38,16 +42,41 @@ def _percentile(attr: str, q: int) -> Callable[[LevelFigures], float | None]:
     return lambda lv: getattr(lv.stats, attr).percentile(q)
 
 
-def _ladder_axes(ax, ylabel: str) -> None:
+def _ladder_axes(ax, ylabel: str, marks: Marks) -> None:
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("concurrency (requests in flight)")
-    ax.set_ylabel(ylabel)
+    marks.tag(ax.set_xlabel("concurrency (requests in flight)"), "axis-label")
+    marks.tag(ax.set_ylabel(ylabel), "axis-label")
     ax.grid(True)
     ax.xaxis.set_major_formatter("{x:g}")
 
 
+def legend_below(figure, marks: Marks, ncols: int = 2, **kwargs) -> None:
+    """The figure's legend outside every axes, under them (constrained layout makes room)."""
+    handles, labels = [], []
+    for ax in figure.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
+    if handles:
+        marks.tag(figure.legend(handles, labels, loc="outside lower center", ncols=ncols, fontsize=7, **kwargs),
+                  "legend")  # fmt: skip
+
+
 def _no_ladder(bill: Bill) -> bool:
     return not any(e.closed_loop for e in bill.engines)
+
+
+def off_scale_band(ax, marks: Marks, top: float, text: str, tips: list[str]) -> None:
+    """A ceiling above the axis: a shaded band along the top edge, the figure written under it."""
+    marks.tag(ax.axhspan(top * 0.97, top, color=INK, alpha=0.12, linewidth=0), "series", ["\n".join(tips)])
+    ax.text(0.99, 0.955, text, transform=ax.transAxes, ha="right", va="top", fontsize=7)
+
+
+def _ceiling_text(ceilings: dict[int, float], peak: float) -> str:
+    low, high = min(ceilings.values()), max(ceilings.values())
+    span = f"{low:,.0f}" if round(low) == round(high) else f"{low:,.0f}–{high:,.0f}"
+    return f"↑ ceiling (plan) {span} tok/s: {low / peak:,.0f}× the measured peak, off this scale"
 
 
 def ladder_plot(
@@ -58,27 +87,40 @@ def ladder_plot(
     value: Callable[[LevelFigures], float | None],
     ceilings: dict[int, float] | None = None,
 ) -> Plot:
-    """One line per engine over the closed-loop levels; `ceilings` (concurrency → value) drawn dashed."""
+    """One line per engine over the closed-loop levels; `ceilings` (concurrency → value) drawn dashed, or as
+    a band at the top edge when far above the data."""
     if _no_ladder(bill):
         return Plot(key, title, None, "no closed-loop levels in these runs")
     if not any(_ladder(engine, value)[0] for engine in bill.engines):
         return Plot(key, title, None, "no level has this figure (no request produced more than one token)")
+    marks = Marks()
+    unit = ylabel[ylabel.rfind("(") + 1 : -1] if ylabel.endswith(")") else ""
     with styled():
         figure = new_figure()
         ax = figure.add_subplot()
         peak = 0.0
         for engine in bill.engines:
             xs, ys = _ladder(engine, value)
-            ax.plot(xs, ys, marker="o", label=plain(engine.label))
+            (line,) = ax.plot(xs, ys, marker="o", label=plain(engine.label))
+            marks.points(
+                line, [f"{engine.label}\nc={x:g}: {y:,.3f} {unit}" for x, y in zip(xs, ys, strict=True)]
+            )
             peak = max([peak, *ys])
-        if ceilings:
+        peak = peak or 1.0
+        top = peak * 1.25
+        if ceilings and max(ceilings.values()) <= FAR * peak:
             xs = sorted(ceilings)
-            ax.plot(xs, [ceilings[x] for x in xs], "--", color=INK, label="ceiling (plan, memory bandwidth)")
-            peak = max(peak, *ceilings.values())
-        _ladder_axes(ax, ylabel)
-        ax.set_ylim(0, peak * 1.3 or 1)  # headroom for the legend
-        ax.legend()
-        return Plot(key, title, figure_svg(figure, key, title))
+            (line,) = ax.plot(xs, [ceilings[x] for x in xs], "--", marker=".", color=INK,
+                              label="ceiling (plan, memory bandwidth)")  # fmt: skip
+            marks.points(line, [f"ceiling (plan) at c={x:g}: {ceilings[x]:,.3f} {unit}" for x in xs])
+            top = max(top, max(ceilings.values()) * 1.1)
+        elif ceilings:
+            off_scale_band(ax, marks, top, _ceiling_text(ceilings, peak),
+                           [f"ceiling (plan) at c={x:g}: {ceilings[x]:,.3f} {unit}" for x in sorted(ceilings)])  # fmt: skip
+        _ladder_axes(ax, ylabel, marks)
+        ax.set_ylim(0, top)
+        legend_below(figure, marks)
+        return Plot(key, title, figure_svg(figure, key, title, marks))
 
 
 def aggregate_throughput(bill: Bill) -> Plot:
@@ -96,6 +138,7 @@ def latency_percentiles(bill: Bill) -> Plot:
     key, title = "latency-percentiles", "TTFT and ITL percentiles vs concurrency"
     if _no_ladder(bill):
         return Plot(key, title, None, "no closed-loop levels in these runs")
+    marks = Marks()
     with styled():
         figure = new_figure(6.4, 5.6)
         for row, (name, attr) in enumerate((("TTFT", "ttft_ms"), ("ITL", "itl_ms"))):
@@ -104,13 +147,21 @@ def latency_percentiles(bill: Bill) -> Plot:
                 colour = f"C{i % 8}"
                 for q, style in ((50, "-"), (99, "--")):
                     xs, ys = _ladder(engine, _percentile(attr, q))
-                    ax.plot(xs, ys, style, marker="o", color=colour, label=plain(f"{engine.label} p{q}"))
-            _ladder_axes(ax, f"{name} (ms)")
+                    (line,) = ax.plot(
+                        xs,
+                        ys,
+                        style,
+                        marker="o",
+                        color=colour,
+                        label=plain(engine.label) if q == 50 else "_p99",
+                    )
+                    marks.points(line, [f"{engine.label}\nc={x:g}: {name} p{q} {y:,.3f} ms"
+                                        for x, y in zip(xs, ys, strict=True)])  # fmt: skip
+            _ladder_axes(ax, f"{name} (ms)", marks)
             ax.set_ylim(bottom=0)
             ax.set_title(f"{name} p50 (solid) and p99 (dashed)")
-            if row == 0:
-                ax.legend(fontsize=7)
-        return Plot(key, title, figure_svg(figure, key, title))
+        legend_below(figure, marks)
+        return Plot(key, title, figure_svg(figure, key, title, marks))
 
 
 def _ceiling_curve(bill: Bill, max_context: float) -> tuple[np.ndarray, np.ndarray] | None:
@@ -131,6 +182,7 @@ def roofline(bill: Bill) -> Plot:
         return Plot(
             key, title, None, "no single-stream (concurrency 1) requests to place against the ceiling"
         )
+    marks = Marks()
     with styled():
         figure = new_figure()
         ax = figure.add_subplot()
@@ -138,29 +190,37 @@ def roofline(bill: Bill) -> Plot:
             mine = [(x, y) for e, x, y in points if e is engine]
             if mine:
                 xs, ys = zip(*mine, strict=True)
-                ax.scatter(
-                    xs,
-                    ys,
-                    s=14,
-                    color=f"C{i % 8}",
-                    label=plain(f"{engine.label} (measured)"),
+                dots = ax.scatter(xs, ys, s=14, color=f"C{i % 8}", label=plain(engine.label))
+                marks.points(
+                    dots, [f"{engine.label}\ncontext {x:,.0f} tokens: {y:,.3f} tok/s" for x, y in mine]
                 )
         curve = _ceiling_curve(bill, max(x for _, x, _ in points))
-        if curve is not None:
-            ax.plot(*curve, color=INK, linestyle="--", label="ceiling (plan: weights + KV bytes / bandwidth)")
-        ax.set_xlabel("context (tokens: prompt + half the output)")
-        ax.set_ylabel("single-stream decode (tokens/s)")
-        top = _y_top([y for _, _, y in points], None if curve is None else float(curve[1].max()))
+        measured = _y_top([y for _, _, y in points], None)
+        ceiling_top = None if curve is None else float(curve[1].max())
+        far = ceiling_top is not None and ceiling_top > FAR * measured
+        top = measured if far else _y_top([y for _, _, y in points], ceiling_top)
+        if curve is not None and not far:
+            (line,) = ax.plot(
+                *curve, color=INK, linestyle="--", label="ceiling (plan: weights + KV bytes / bandwidth)"
+            )
+            marks.tag(line, "series", [f"ceiling (plan): {curve[1][0]:,.3f} tok/s at context {curve[0][0]:,.0f} "
+                                       f"to {curve[1][-1]:,.3f} at {curve[0][-1]:,.0f}"])  # fmt: skip
+        elif curve is not None:
+            low = float(curve[1].min())
+            text = f"↑ ceiling (plan) {low:,.0f}–{ceiling_top:,.0f} tok/s: {low / (top / 1.3):,.0f}× the measured, off this scale"
+            off_scale_band(ax, marks, top, text, [f"ceiling (plan) {low:,.3f}–{ceiling_top:,.3f} tok/s"])
+        marks.tag(ax.set_xlabel("context (tokens: prompt + half the output)"), "axis-label")
+        marks.tag(ax.set_ylabel("single-stream decode (tokens/s)"), "axis-label")
         ax.set_ylim(0, top)
         ax.grid(True)
-        ax.legend(fontsize=7)
+        legend_below(figure, marks)
         notes = [] if curve is not None else ["no ceiling: pass --plan with decode_ceiling_tok_s and context"]
         above = sum(1 for _, _, y in points if y > top)
         if above:
             notes.append(
                 f"{above} measured point(s) above {top:,.0f} tok/s are off the chart (several chunks read at once)"
             )
-        return Plot(key, title, figure_svg(figure, key, title), "; ".join(notes) or None)
+        return Plot(key, title, figure_svg(figure, key, title, marks), "; ".join(notes) or None)
 
 
 def _y_top(values: list[float], ceiling: float | None) -> float:
@@ -181,22 +241,26 @@ def memory_breakdown(bill: Bill) -> Plot:
     parts = {part: float(part_bytes or 0) for part, part_bytes in planned.items()}
     total = float(memory.total or sum(parts.values()))
     unit, scale = ("GiB", GIB) if total >= GIB else ("MiB", 1024**2)
+    marks = Marks()
     with styled():
         figure = new_figure(6.4, 3.0)
         ax = figure.add_subplot()
         left = 0.0
         for i, (part, part_bytes) in enumerate(parts.items()):
             size = part_bytes / scale
-            ax.barh(["plan"], [size], left=left, color=f"C{i}", label=f"{part} {size:.2f} {unit}")
+            (bar,) = ax.barh(["plan"], [size], left=left, color=f"C{i}", label=f"{part} {size:.2f} {unit}")
+            marks.tag(bar, "point", [f"plan: {part} {size:,.3f} {unit} ({part_bytes:,.0f} bytes)"])
             left += size
         for engine in bill.engines:
             if engine.memory_used_bytes is not None:
-                ax.barh([plain(engine.label)], [engine.memory_used_bytes / scale], color="#64748b")
+                used = engine.memory_used_bytes
+                (bar,) = ax.barh([plain(engine.label)], [used / scale], color="#64748b")
+                marks.tag(bar, "point", [f"{engine.label}: used {used / scale:,.3f} {unit} ({used:,} bytes)"])
         if memory.capacity and memory.capacity < 4 * total:
             ax.axvline(memory.capacity / scale, color=INK, linestyle="--", label="capacity")
-        ax.set_xlabel(f"memory ({unit})")
-        figure.legend(fontsize=7, loc="outside lower center", ncols=3)
-        return Plot(key, title, figure_svg(figure, key, title))
+        marks.tag(ax.set_xlabel(f"memory ({unit})"), "axis-label")
+        legend_below(figure, marks, ncols=3)
+        return Plot(key, title, figure_svg(figure, key, title, marks))
 
 
 def itl_distribution(bill: Bill) -> Plot:
@@ -205,6 +269,7 @@ def itl_distribution(bill: Bill) -> Plot:
     samples = [(e, xs) for e, xs in samples if xs]
     if not samples:
         return Plot(key, title, None, "no inter-token gaps recorded")
+    marks = Marks()
     with styled():
         figure = new_figure()
         ax = figure.add_subplot()
@@ -214,20 +279,22 @@ def itl_distribution(bill: Bill) -> Plot:
         bins = np.geomspace(low, max(everything.max(), low * 10) * 1.01, 40)
         for engine, xs in samples:
             zeros = sum(1 for x in xs if x <= 0)
-            extra = f" ({zeros} gaps of 0 ms not shown)" if zeros else ""
-            ax.hist(
-                [x for x in xs if x > 0],
-                bins=bins.tolist(),
-                histtype="step",
-                linewidth=1.5,
-                label=plain(engine.label + extra),
-            )
+            extra = f", {zeros} gaps of 0 ms not shown" if zeros else ""
+            *_, patches = ax.hist([x for x in xs if x > 0], bins=bins.tolist(), histtype="step", linewidth=1.5,
+                                  label=plain(engine.label))  # fmt: skip
+            p50, p99 = np.percentile(xs, [50, 99])
+            for patch in patches if isinstance(patches, list) else [patches]:
+                marks.tag(
+                    patch,
+                    "series",
+                    [f"{engine.label}: {len(xs):,} gaps, p50 {p50:,.3f} ms, p99 {p99:,.3f} ms{extra}"],
+                )
         ax.set_xscale("log")
-        ax.set_xlabel("inter-token latency (ms)")
-        ax.set_ylabel("tokens (count)")
+        marks.tag(ax.set_xlabel("inter-token latency (ms)"), "axis-label")
+        marks.tag(ax.set_ylabel("tokens (count)"), "axis-label")
         ax.grid(True)
-        ax.legend(fontsize=7)
-        return Plot(key, title, figure_svg(figure, key, title))
+        legend_below(figure, marks, ncols=1)
+        return Plot(key, title, figure_svg(figure, key, title, marks))
 
 
 def _in_flight(spans: list[tuple[int, int, bool, bool]], origin: int) -> tuple[list[float], list[int]]:
@@ -245,30 +312,31 @@ def timeline(bill: Bill) -> Plot:
     shown = [e for e in bill.engines if any(lv.timeline for lv in e.levels)][:4]
     if not shown:
         return Plot(key, title, None, "no measured requests")
+    marks = Marks()
     with styled():
-        figure = new_figure(6.4, 1.2 + 1.6 * len(shown))
+        figure = new_figure(6.4, 1.4 + 1.6 * len(shown))
         for row, engine in enumerate(shown):
             ax = figure.add_subplot(len(shown), 1, row + 1)
             spans = [span for lv in engine.levels for span in lv.timeline]
             origin = min(s for s, _, _, _ in spans)
-            ax.step(*_in_flight(spans, origin), where="post", color=f"C{bill.engines.index(engine) % 8}")
+            xs, ys = _in_flight(spans, origin)
+            (line,) = ax.step(xs, ys, where="post", color=f"C{bill.engines.index(engine) % 8}")
+            marks.tag(line, "series", [f"{engine.label}: {len(spans):,} requests, at most {max(ys)} in flight "
+                                       f"over {xs[-1]:,.3f} s"])  # fmt: skip
             evicted = [(s - origin) / NS_PER_S for s, _, _, ev in spans if ev]
             failed = [(e - origin) / NS_PER_S for _, e, ok, _ in spans if not ok]
-            ax.plot(
-                evicted,
-                [0] * len(evicted),
-                "x",
-                color="#e11d48",
-                markersize=8,
-                label=f"evicted ({len(evicted)})",
+            (dots,) = ax.plot(
+                evicted, [0] * len(evicted), "x", color="#e11d48", markersize=8, label="evicted"
             )
-            ax.plot(failed, [0] * len(failed), "v", color="#eab308", label=f"failed ({len(failed)})")
-            ax.set_title(plain(engine.label), fontsize=8)
-            ax.set_ylabel("in flight (requests)")
-            ax.legend(fontsize=7, loc="upper right")
+            marks.points(dots, [f"{engine.label}: evicted request sent at {t:,.3f} s" for t in evicted])
+            (dots,) = ax.plot(failed, [0] * len(failed), "v", color="#eab308", label="failed")
+            marks.points(dots, [f"{engine.label}: request failed at {t:,.3f} s" for t in failed])
+            ax.set_title(plain(f"{engine.label}: {len(evicted)} evicted, {len(failed)} failed"), fontsize=8)
+            marks.tag(ax.set_ylabel("in flight (requests)"), "axis-label")
             ax.grid(True)
-        ax.set_xlabel("time since the first measured request (s)")
-        return Plot(key, title, figure_svg(figure, key, title))
+        marks.tag(ax.set_xlabel("time since the first measured request (s)"), "axis-label")
+        legend_below(figure, marks)
+        return Plot(key, title, figure_svg(figure, key, title, marks))
 
 
 PLOTS = (

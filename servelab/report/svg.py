@@ -8,9 +8,12 @@ the plot looks. The SVG is parsed into an ElementTree element, never pasted into
 from __future__ import annotations
 
 import io
+import itertools
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from servelab.inert import inert_line
@@ -86,8 +89,69 @@ def _prefix_ids(root: ET.Element, prefix: str) -> None:
                 node.attrib[key] = pattern.sub(lambda m: f"url(#{rename.get(m.group(1), m.group(1))})", value)
 
 
-def figure_svg(figure: Figure, key: str, label: str) -> ET.Element:
-    """The figure as an <svg> that scales to its container; `key` prefixes its ids, `label` names it."""
+@dataclass
+class Marks:
+    """What the page needs to know about a figure's artists, applied to its SVG by `figure_svg`: each tagged
+    artist's role (``data-role``: "point", "legend", "axis-label", "series") and its tooltips — a native
+    ``<title>`` per marker of a line or scatter (one text per point, in data order), or one for a whole
+    series or bar. Tick labels are marked as axis labels without tagging."""
+
+    roles: dict[str, str] = field(default_factory=dict)  # gid -> role
+    tips: dict[str, tuple[str, ...]] = field(default_factory=dict)  # gid -> tooltip texts
+    _ids: itertools.count = field(default_factory=itertools.count)
+
+    def tag(self, artist: Any, role: str, tips: Sequence[str] = ()) -> Any:
+        gid = f"slmark{next(self._ids)}"
+        artist.set_gid(gid)
+        self.roles[gid] = role
+        if tips:
+            self.tips[gid] = tuple("\n".join(inert_line(line) for line in t.split("\n")) for t in tips)
+        return artist
+
+    def points(self, artist: Any, tips: Sequence[str]) -> Any:
+        """Markers of a line or scatter, one tooltip per point."""
+        return self.tag(artist, "points", tips)
+
+
+TICK_ID = re.compile(r"^[xy]tick_\d+$")
+
+
+def _titled(node: ET.Element, text: str) -> None:
+    title = ET.Element("title")
+    title.text = text
+    node.insert(0, title)
+
+
+def _apply_marks(root: ET.Element, marks: Marks) -> None:
+    parents = {child: parent for parent in root.iter() for child in parent}
+    for node in list(root.iter()):
+        gid = node.get("id", "")
+        if TICK_ID.match(gid):
+            node.set("data-role", "axis-label")
+        role = marks.roles.get(gid)
+        if role is None:
+            continue
+        tips = marks.tips.get(gid, ())
+        if role != "points":
+            node.set("data-role", role)
+            if tips:
+                _titled(node, "\n".join(tips))
+            continue
+        for use, tip in zip([u for u in node.iter("use")], tips, strict=False):
+            holder = parents[use]
+            wrap = ET.Element("g", {"data-role": "point"})
+            holder.insert(list(holder).index(use), wrap)
+            holder.remove(use)
+            wrap.append(use)
+            _titled(wrap, tip)
+
+
+def figure_svg(figure: Figure, key: str, label: str, marks: Marks | None = None) -> ET.Element:
+    """The figure as an <svg> that scales to its container; `key` prefixes its ids, `label` names it,
+    `marks` gives its artists roles and tooltips."""
+    marks = marks or Marks()
+    for ax in figure.axes:
+        marks.tag(ax.patch, "axes")
     buffer = io.StringIO()
     with styled():
         from matplotlib.backends.backend_svg import FigureCanvasSVG
@@ -96,6 +160,7 @@ def figure_svg(figure: Figure, key: str, label: str) -> ET.Element:
     text = buffer.getvalue().replace(INK, "currentColor")
     root = ET.fromstring(text.encode())
     _strip_namespaces(root)
+    _apply_marks(root, marks)
     _prefix_ids(root, key)
     for attribute in ("width", "height"):
         root.attrib.pop(attribute, None)

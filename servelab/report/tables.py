@@ -32,6 +32,11 @@ def fmt(value: float | int | None, digits: int = 1) -> str:
     return f"{value:,.{digits}f}"
 
 
+def share(fraction: float) -> str:
+    """A share as a percentage; under 1% with two significant digits, so a tiny share never reads as 0%."""
+    return f"{fraction:.0%}" if fraction >= 0.01 or fraction == 0 else f"{fraction * 100:.2g}%"
+
+
 def fmt_bytes(value: int | float | None) -> str:
     """Bytes in GiB when at least one GiB, else MiB."""
     if value is None:

@@ -12,6 +12,7 @@ from servelab.report.bound import EngineBound, power_bounds
 from servelab.report.data import Bill, EngineSummary
 from servelab.report.levels import LevelFigures
 from servelab.report.tables import fmt_bytes
+from servelab.report.tables import share as fmt_share
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,7 @@ def _bandwidth(bill: Bill, engine: EngineSummary, bound: EngineBound | None) -> 
         return None
     power = bound.analysis.power_fraction if bound else None
     verdict = bound_verdict(fraction, power)
-    share = f"{fraction:.0%} of the decode ceiling at one user"
+    share = f"{fmt_share(fraction)} of the decode ceiling at one user"
     if verdict in ("bandwidth-bound", "compute/power-bound"):
         return f"{verdict} ({share})"
     if verdict == "neither":

@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.engine, pytest.mark.browser]
 REPO = Path(__file__).resolve().parents[2]
 SECTIONS = ["runs", "summary", "ladder", "throughput", "latency", "roofline", "memory", "timeline", "doctor", "power",
             "spec", "verdict"]  # fmt: skip
-PLOTS = ["aggregate-throughput", "per-stream", "latency-percentiles", "itl-distribution", "roofline", "memory",
+PLOTS = ["aggregate-throughput", "per-stream", "pareto", "latency-percentiles", "itl-distribution", "roofline", "memory",
          "timeline"]  # fmt: skip
 CHECKS_JS = """(() => {
   const plots = [...document.querySelectorAll('figure[data-plot]')].map(f => {

@@ -35,7 +35,7 @@ def test_html_report_of_the_latest_run_with_plan_doctor_and_spec(tmp_path: Path,
     assert html.startswith("<!DOCTYPE html>")
     assert "P2P blocked under KVM" in html and "rollback" in html
     assert "of the 150.0 tok/s bandwidth ceiling" in html
-    assert html.count("<svg") == 7
+    assert html.count("<svg") == 8
 
 
 def test_markdown_twin_writes_its_plots_beside_it(tmp_path: Path, capsys) -> None:

@@ -1,0 +1,114 @@
+"""The console while `bench` runs: on a terminal a live view on stderr (the level in flight, a bar over the
+whole run with its ETA, a table of the levels done that stays as the final table); elsewhere plain lines, one
+as each level starts and one with its figures as it ends. stdout is left to the result.
+
+The runner hands over a `LiveLevel` at each level's start and end only; the live figures are read by rich's
+own refresh thread at `REFRESH_HZ` (`bench/live.py`), never per request, so the view adds no work to the
+event loop that stamps the requests (benchmarks/live_view_ab.py measures that).
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from servelab.bench.live import LiveFigures, LiveLevel, LiveTally
+
+REFRESH_HZ = 2.0
+
+
+def _ms(value: float | None, digits: int = 1) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def _eta(elapsed_s: float, done: float) -> str:
+    if done <= 0:
+        return "ETA —"
+    left = elapsed_s / done * (1 - done)
+    return f"ETA {int(left // 60)}:{int(left % 60):02d}"
+
+
+def _validity(f: LiveFigures, lag_limit_ms: float) -> str:
+    late, lag = f.wake_late_p99_ms, f.lag_p99_ms
+    if lag is None:
+        return "client: starting"
+    ok = lag <= lag_limit_ms and (late is None or late <= lag_limit_ms + 1.0)
+    return f"client lag p99 {lag:.2f} ms, wake-up late p99 {_ms(late, 2)} ms: {'ok' if ok else 'NOT VALID'}"
+
+
+def level_line(live: LiveLevel) -> str:
+    """A finished level in one plain line, its figures as the bench stored them."""
+    s = live.result.stats
+    valid = "valid" if live.result.valid else f"NOT valid: {live.result.invalid_reason}"
+    return (f"[{live.position + 1}/{live.total}] {live.url} {live.level}: {s.completed} ok, {s.errors} errors, "
+            f"{s.output_tok_s:,.1f} tok/s, TTFT p50 {_ms(s.ttft_ms.p50)} ms, ITL p50 {_ms(s.itl_ms.p50, 2)} ms, {valid}")  # fmt: skip
+
+
+class LadderView:
+    """`update` is the runner's progress callback; `close` ends the view (the final table stays)."""
+
+    def __init__(self, console: Console, lag_limit_ms: float) -> None:
+        self.console, self.lag_limit_ms = console, lag_limit_ms
+        self.live_display: Live | None = None
+        self.tally: LiveTally | None = None
+        self.started = time.monotonic()
+        self.done_rows: list[LiveLevel] = []
+        self.terminal = console.is_terminal and not console.is_dumb_terminal
+
+    def update(self, live: LiveLevel) -> None:
+        if live.result is not None:
+            self.done_rows.append(live)
+            if not self.terminal:
+                self.console.print(level_line(live), markup=False, highlight=False)
+            return
+        self.tally = LiveTally(live)
+        if not self.terminal:
+            self.console.print(f"[{live.position + 1}/{live.total}] {live.url} {live.level} repeat {live.repeat}…",
+                               markup=False, highlight=False)  # fmt: skip
+        elif self.live_display is None:
+            self.live_display = Live(console=self.console, get_renderable=self.render,
+                                     refresh_per_second=REFRESH_HZ, transient=False)  # fmt: skip
+            self.live_display.start()
+
+    def render(self) -> RenderableType:
+        """The whole view, built on rich's refresh thread."""
+        tally = self.tally
+        parts: list[RenderableType] = [self._done_table()]
+        if tally is not None and tally.live.result is None:
+            parts.insert(0, self._in_flight(tally.live, tally.read()))
+        return Group(*parts)
+
+    def _in_flight(self, live: LiveLevel, f: LiveFigures) -> RenderableType:
+        done = (live.position + f.fraction) / max(live.total, 1)
+        elapsed = time.monotonic() - self.started
+        bar = Table.grid(padding=(0, 1))
+        bar.add_row(Text(f"level {live.position + 1}/{live.total}"), ProgressBar(total=1.0, completed=done, width=40),
+                    Text(f"{done:.0%} · {int(elapsed // 60)}:{int(elapsed % 60):02d} elapsed · {_eta(elapsed, done)}"))  # fmt: skip
+        errors = ", ".join(f"{k} {n}" for k, n in sorted(f.errors.items())) or "none"
+        planned = f.planned if f.planned is not None else "?"
+        lines = Text.assemble(
+            f"{live.url} {live.level} repeat {live.repeat}: {f.done}/{planned} requests, {f.tok_s:,.1f} tok/s, "
+            f"TTFT p50 {_ms(f.ttft_p50_ms)} ms, ITL p50 {_ms(f.itl_p50_ms, 2)} ms so far\n",
+            f"errors: {errors} · {_validity(f, self.lag_limit_ms)}",
+        )
+        return Group(bar, lines)
+
+    def _done_table(self) -> Table:
+        table = Table(title="levels done", title_justify="left", show_edge=False, pad_edge=False)
+        for column in ("#", "target", "level", "ok", "errors", "tok/s", "TTFT p50 ms", "ITL p50 ms", "valid"):
+            table.add_column(column, justify="left" if column in ("target", "level") else "right")
+        for live in self.done_rows:
+            s = live.result.stats
+            table.add_row(str(live.position + 1), live.url, live.level, str(s.completed), str(s.errors),
+                          f"{s.output_tok_s:,.1f}", _ms(s.ttft_ms.p50), _ms(s.itl_ms.p50, 2),
+                          "yes" if live.result.valid else "NO")  # fmt: skip
+        return table
+
+    def close(self) -> None:
+        if self.live_display is not None:
+            self.live_display.stop()
