@@ -97,6 +97,23 @@ def register(app: typer.Typer) -> None:
         n_gpu_layers: int | None = typer.Option(
             None, "--n-gpu-layers", "-ngl", help="llama.cpp layers on the GPU."
         ),
+        max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="vLLM --max-num-seqs."),
+        max_num_batched_tokens: int | None = typer.Option(
+            None, "--max-num-batched-tokens", help="vLLM --max-num-batched-tokens."
+        ),
+        kv_cache_memory_bytes: int | None = typer.Option(
+            None, "--kv-cache-memory-bytes", help="vLLM --kv-cache-memory-bytes (the KV pool per GPU)."
+        ),
+        n_batch: int | None = typer.Option(None, "--batch-size", "-b", help="llama.cpp -b (default 2048)."),
+        n_ubatch: int | None = typer.Option(
+            None, "--ubatch-size", "-ub", help="llama.cpp -ub (default 512)."
+        ),
+        n_cpu_moe: int | None = typer.Option(
+            None, "--n-cpu-moe", help="llama.cpp: experts of the first N layers in host RAM."
+        ),
+        cpu_moe: bool = typer.Option(
+            False, "--cpu-moe", help="llama.cpp: every layer's experts in host RAM (-ot exps=CPU)."
+        ),
         save: Path | None = typer.Option(None, "--save", help="Also write the JSON plan to this file."),
         json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     ) -> None:
@@ -104,7 +121,13 @@ def register(app: typer.Typer) -> None:
         from servelab.hardware.gpus import INTERCONNECTS, default_interconnect
         from servelab.model.load import load_model
         from servelab.plan.emit import check_emit
-        from servelab.plan.make import check_plan_numbers, compare_plans, make_plan, plan_set
+        from servelab.plan.make import (
+            check_plan_numbers,
+            check_setting_numbers,
+            compare_plans,
+            plan_set,
+            search_plan,
+        )
 
         check_emit(emit)
         if interconnect is not None and interconnect not in INTERCONNECTS:
@@ -127,9 +150,17 @@ def register(app: typer.Typer) -> None:
                 ("max_mamba_cache_size", max_mamba_cache_size),
                 ("n_gpu_layers", n_gpu_layers),
                 ("kv_unified", kv_unified or None),
+                ("max_num_seqs", max_num_seqs),
+                ("max_num_batched_tokens", max_num_batched_tokens),
+                ("kv_cache_memory_bytes", kv_cache_memory_bytes),
+                ("n_batch", n_batch),
+                ("n_ubatch", n_ubatch),
+                ("n_cpu_moe", n_cpu_moe),
+                ("cpu_moe", cpu_moe or None),
             )
             if v is not None
         }
+        check_setting_numbers(flags)
         common: dict[str, Any] = dict(
             context=context,
             kv_dtype=kv_dtype,
@@ -143,7 +174,7 @@ def register(app: typer.Typer) -> None:
         one_quant = None if quant.lower() == "all" else quant
         if engine.lower() != "all" and one_quant is not None:
             plans = plan_set(
-                make_plan(spec, card, engine=engine, quant=one_quant, **common),
+                search_plan(spec, card, engine=engine, quant=one_quant, **common),
                 gpus,
                 interconnect or default_interconnect(card),
             )

@@ -163,6 +163,7 @@ class Planner:
     state_dtypes: tuple[str | None, str | None] = (None, None)  # (conv, ssm) state dtypes; None: the model's
     tensor_parallel: str = "all-reduce"  # or "layers": GPUs hold layer ranges (a pipeline, no all-reduce)
     needs_cuda: bool = True  # False: runs on unified-memory (Apple) GPUs too
+    kv_dtypes: tuple[str, ...] = ()  # KV cache dtypes `plan` tries when none is asked, the preferred first
 
 
 @dataclass(frozen=True)

@@ -133,6 +133,21 @@ USUAL_SAFETENSORS_QUANTS = (
 )  # what `plan` compares for engines loading safetensors weights
 
 
+# One format, two spellings: the safetensors name and the llama-quantize mix that stores it in a GGUF file
+# (llama.cpp's MXFP4_MOE puts the MoE experts in MXFP4, llama-quant.cpp; users write MXFP4). Keys lower-case.
+_GGUF_SPELLINGS = {"mxfp4": "MXFP4_MOE"}
+
+
+def quant_name_for(name: str, weight_formats: str) -> str:
+    """`name` as an engine loading `weight_formats` weights ("gguf" or "hf") spells the format: MXFP4 is the
+    MXFP4_MOE mix for llama.cpp and the safetensors mxfp4 for sglang / vLLM; any other name is unchanged."""
+    key = name.strip().lower()
+    if weight_formats == "gguf":
+        return _GGUF_SPELLINGS.get(key, name)
+    back = {gguf.lower(): hf for hf, gguf in _GGUF_SPELLINGS.items()}
+    return back.get(key, name)
+
+
 def get_quant(name: str) -> QuantFormat:
     """Look a format up by name (case-insensitive); ConfigError naming the valid choices."""
     key = _ALIASES.get(name.strip().lower(), name.strip().lower())

@@ -7,7 +7,7 @@ request and expresses the result as an ``EngineFit``; ``plan.make`` turns that i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
@@ -29,9 +29,27 @@ class PlanSettings:
         False  # llama.cpp: one pool all slots share (-c = context) instead of -c = context x slots
     )
     max_mamba_cache_size: int | None = None
+    max_num_seqs: int | None = None  # vLLM --max-num-seqs (default: --parallel when > 1, else vLLM's)
+    max_num_batched_tokens: int | None = None  # vLLM --max-num-batched-tokens
+    kv_cache_memory_bytes: int | None = None  # vLLM --kv-cache-memory-bytes: the KV pool, no profiling
+    n_batch: int | None = None  # llama.cpp -b (logical batch; default 2048)
+    n_ubatch: int | None = None  # llama.cpp -ub (physical batch that sizes the compute buffer; default 512)
+    n_cpu_moe: int | None = None  # llama.cpp --n-cpu-moe N: the experts of the first N layers in host RAM
+    cpu_moe: bool = False  # llama.cpp -ot exps=CPU (--cpu-moe): every layer's experts in host RAM
     host: str = "127.0.0.1"
     port: int | None = None
     model_path: str = ""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why the engine would refuse these settings: not start at all, or not serve the asked context. `message`
+    names the engine's own complaint and the flag that fixes it; `fix` holds the PlanSettings values that remedy
+    it without shrinking the request (the search applies them), empty when only a shorter context, a smaller
+    quant or more memory helps."""
+
+    message: str
+    fix: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -45,6 +63,7 @@ class EngineFit:
     argv: list[str]
     warnings: list[str]
     max_batch: int
+    refusals: tuple[Refusal, ...] = ()  # any refusal makes the plan `fits: false`
 
 
 def weight_split(model: ModelSpec, tp: int, *, vision: bool, mtp: bool) -> tuple[int, int, int]:

@@ -11,7 +11,7 @@ from servelab.engines.base import Engine, Planner
 from servelab.errors import ConfigError, ModelFormatError
 from servelab.hardware.gpus import GPU, default_interconnect
 from servelab.model.dtypes import storage_dtype
-from servelab.model.quant import get_quant, synthesise_weights
+from servelab.model.quant import get_quant, quant_name_for, synthesise_weights
 from servelab.model.spec import ModelSpec
 from servelab.plan import speed
 from servelab.plan.emit import shell_line
@@ -93,6 +93,23 @@ def check_plan_numbers(context: int | None, parallel: int | None, gpus: int | No
         count(gpus, "--gpus", 1, MAX_GPUS, "(GPUs in one tensor-parallel group)")
 
 
+SETTING_RANGES = {  # PlanSettings field -> (option, least, most, unit)
+    "max_num_seqs": ("--max-num-seqs", 1, MAX_PARALLEL, "sequences"),
+    "max_num_batched_tokens": ("--max-num-batched-tokens", 1, MAX_CONTEXT, "tokens"),
+    "kv_cache_memory_bytes": ("--kv-cache-memory-bytes", 1, 2**50, "bytes"),
+    "n_batch": ("-b", 1, MAX_CONTEXT, "tokens"),
+    "n_ubatch": ("-ub", 1, MAX_CONTEXT, "tokens"),
+    "n_cpu_moe": ("--n-cpu-moe", 0, 10_000, "layers"),
+}
+
+
+def check_setting_numbers(flags: dict[str, Any]) -> None:
+    """The engine settings' whole numbers in range (the CLI calls it before any model read)."""
+    for key, (option, low, high, unit) in SETTING_RANGES.items():
+        if flags.get(key) is not None:
+            count(flags[key], option, low, high, unit)
+
+
 def _compute_dtype(model: ModelSpec, gpu: GPU) -> str:
     return "fp8" if model.quant.lower().startswith("fp8") and gpu.fp8_tflops else "bf16"
 
@@ -159,11 +176,11 @@ def _batch_points(sp: _Speed, context: int, max_batch: int) -> tuple[BatchPoint,
     return tuple(points)
 
 
-def _full_context_batch(fit: EngineFit, model: ModelSpec, served: int) -> int:
-    """How many sequences of `served` tokens the planned KV cache holds at once (llama.cpp: its slots)."""
+def _full_context_batch(fit: EngineFit, model: ModelSpec, served: int, tp: int) -> int:
+    """How many sequences of `served` tokens the planned (per-GPU) KV cache holds at once (llama.cpp: its slots)."""
     if fit.slots and "n_ctx_per_slot" in fit.details:
         return fit.slots
-    per_sequence = kv_layout(model, storage_dtype(fit.kv_dtype, model.dtype)).bytes_for(served)
+    per_sequence = kv_layout(model, storage_dtype(fit.kv_dtype, model.dtype), tp=tp).bytes_for(served)
     return max(1, min(fit.max_batch, fit.memory.kv_cache // max(1, per_sequence)))
 
 
@@ -181,13 +198,19 @@ def make_plan(
     model_path: str | None = None,
     **engine_flags: object,
 ) -> Plan:
-    """Plan serving `model` with `engine` on `gpus` x `gpu` (tensor parallel when gpus > 1). `engine_flags`:
-    mem_fraction_static, gpu_memory_utilization, max_total_tokens, n_gpu_layers, host, port."""
+    """Plan serving `model` with `engine` on `gpus` x `gpu` (tensor parallel when gpus > 1), exactly as asked.
+    `engine_flags`: any PlanSettings field (mem_fraction_static, gpu_memory_utilization, max_total_tokens,
+    max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes, n_gpu_layers, n_batch, n_ubatch, n_cpu_moe,
+    cpu_moe, host, port …). `fits` only when the engine would start and serve `context`: any refusal of the
+    engine's makes it false, its message first among the warnings."""
     chosen = planner_engine(engine)
     rules = _planner(chosen)
     if gpu.unified_memory and rules.needs_cuda:
         others = " or ".join(e.name for e in registry.planned() if not _planner(e).needs_cuda)
         raise ConfigError(f"{chosen.name} needs a CUDA or ROCm GPU; on {gpu.label} plan --engine {others}")
+    native = model
+    if quant is not None or not model.weights_exact:
+        quant = quant_name_for(quant or model.quant, rules.weight_formats)
     model = with_quant(model, quant)
     if model.weight_bytes <= 0 or model.total_params <= 0:
         raise ModelFormatError(
@@ -212,7 +235,8 @@ def make_plan(
     sp = _Speed(model, gpu, chosen, fit.kv_dtype, gpus, interconnect)
     served = min(context, fit.context_served) if fit.context_served else context
     ceiling = _ceilings(sp, min(speed.SHORT_CONTEXT_TOKENS, served), served)
-    warnings = list(fit.warnings)
+    refusals = tuple(r.message for r in fit.refusals)
+    warnings = [*refusals, *fit.warnings]
     if gpu.unified_memory and fit.memory.total > UNIFIED_GPU_SHARE * gpu.memory_bytes:
         warnings.append(
             f"macOS lets the GPU wire about {UNIFIED_GPU_SHARE:.0%} of unified memory by default; this plan"
@@ -231,7 +255,7 @@ def make_plan(
         quant=model.quant,
         context=context,
         kv_dtype=fit.kv_dtype,
-        fits=fit.fits,
+        fits=fit.fits and not fit.refusals,
         memory_bytes=fit.memory,
         decode_ceiling_tok_s=ceiling,
         decode_expected_tok_s=_scaled(ceiling, rules.decode_efficiency),
@@ -242,6 +266,7 @@ def make_plan(
             1,
         ),
         tensor_parallel=gpus,
+        native_quant=is_native(native, model.quant),
         model=model.name,
         gpu=gpu.name,
         slots=fit.slots,
@@ -261,14 +286,69 @@ def make_plan(
             compute_dtype=_compute_dtype(model, gpu),
         ),
         decode_batch_tok_s=_batch_points(sp, min(speed.SHORT_CONTEXT_TOKENS, served), fit.max_batch),
-        decode_batch_full_context_tok_s=_batch_points(sp, served, _full_context_batch(fit, model, served)),
+        decode_batch_full_context_tok_s=_batch_points(
+            sp, served, _full_context_batch(fit, model, served, gpus)
+        ),
         parallel_cost=sp.cost() if gpus > 1 and _all_reduces(chosen) else None,
         single_gpu_decode_tok_s=single,
         details=dict(fit.details),
         command=tuple(fit.argv),
         command_line=shell_line(fit.argv),
         warnings=tuple(warnings),
+        refusals=refusals,
+        remedy={k: v for r in fit.refusals for k, v in r.fix.items()},
     )
+
+
+REPAIR_ROUNDS = 3  # a fix may uncover the next refusal (vLLM: the Mamba blocks after the batched tokens)
+
+
+def search_plan(
+    model: ModelSpec,
+    gpu: GPU,
+    *,
+    engine: str,
+    quant: str | None = None,
+    kv_dtype: str | None = None,
+    **kwargs: Any,
+) -> Plan:
+    """The best fitting variant of one (engine, quant): the asked settings; where the engine would refuse, with
+    the fixes its refusals name (vLLM --max-num-seqs N, sglang --max-mamba-cache-size N), never overriding a
+    setting the caller gave; without `kv_dtype`, each KV dtype the engine supports, its preferred first. The
+    first variant that fits wins, its changes listed in `searched`; none fits: the plan as asked."""
+    dtypes: tuple[str | None, ...] = (kv_dtype,)
+    if kv_dtype is None:
+        dtypes = _planner(planner_engine(engine)).kv_dtypes or (None,)
+    plans = [make_plan(model, gpu, engine=engine, quant=quant, kv_dtype=d, **kwargs) for d in dtypes]
+    for dtype, plan in zip(dtypes, plans, strict=True):  # a smaller KV dtype before any engine knob
+        if plan.fits:
+            return _searched(plan, dtype != dtypes[0], kwargs, kwargs)
+    for dtype, plan in zip(dtypes, plans, strict=True):
+        flags = dict(kwargs)
+        for _ in range(REPAIR_ROUNDS):
+            fix = {k: v for k, v in plan.remedy.items() if kwargs.get(k) is None}
+            if plan.fits or not fix or fix.items() <= flags.items():
+                break
+            flags.update(fix)
+            plan = make_plan(model, gpu, engine=engine, quant=quant, kv_dtype=dtype, **flags)
+        if plan.fits:
+            return _searched(plan, dtype != dtypes[0], flags, kwargs)
+    return plans[0]
+
+
+def _searched(plan: Plan, new_dtype: bool, flags: dict[str, Any], asked: dict[str, Any]) -> Plan:
+    """The plan with what the search changed from the asked settings, as `setting=value` words."""
+    words = [f"kv_dtype={plan.kv_dtype}"] if new_dtype else []
+    words += [f"{k}={v}" for k, v in flags.items() if asked.get(k) != v]
+    return dataclasses.replace(plan, searched=tuple(words))
+
+
+def is_native(model: ModelSpec, quant: str) -> bool:
+    """Whether `quant` is the checkpoint's own quantization (its quantization_config, or the GGUF file's types)
+    in any engine's spelling; a 16-bit checkpoint has none (re-quantising it is the usual choice)."""
+    if _family(model.quant) == "float":
+        return False
+    return quant_name_for(quant, "hf").lower() == quant_name_for(model.quant, "hf").lower()
 
 
 def candidates(
@@ -277,10 +357,12 @@ def candidates(
     """Sensible (engine, quant) pairs: the model's own format, then the usual choices per engine."""
     pairs: list[tuple[str, str | None]] = []
     for engine in engines:
+        formats = _planner(engine).weight_formats
         if model.weights_exact or quant is not None:
-            options: tuple[str | None, ...] = (quant,)
+            options: tuple[str | None, ...] = (quant and quant_name_for(quant, formats),)
         else:
-            options = tuple(dict.fromkeys((model.quant, *_planner(engine).usual_quants)))
+            own = quant_name_for(model.quant, formats)
+            options = tuple(dict.fromkeys((own, *_planner(engine).usual_quants)))
         for option in options:
             priced = with_quant(model, option)
             if engine_accepts(engine, priced):
@@ -296,9 +378,11 @@ def compare_plans(
     quant: str | None = None,
     gpus: int = 1,
     interconnect: str | None = None,
-    **kwargs: object,
+    **kwargs: Any,
 ) -> PlanSet:
-    """Every sensible (engine, quant) plan; fitting plans first, fastest full-context decode first.
+    """Every sensible (engine, quant) plan, each its best fitting variant (`search_plan`: KV dtypes when none is
+    asked, the engine's fixes for its refusals); fitting plans first, the checkpoint's own quantization first among
+    them (MXFP4 for gpt-oss), then the fastest full-context decode.
     ``engines``: names to compare (default: every engine servelab can plan)."""
     chosen = registry.planned() if engines is None else tuple(planner_engine(e) for e in engines)
     if gpu.unified_memory:
@@ -310,10 +394,10 @@ def compare_plans(
         names = ", ".join(e.name for e in chosen)
         raise ConfigError(f"no engine among {names} can load {quant or model.quant} weights")
     plans = [
-        make_plan(model, gpu, engine=e, quant=q, gpus=gpus, interconnect=interconnect, **kwargs)  # type: ignore[arg-type]
+        search_plan(model, gpu, engine=e, quant=q, gpus=gpus, interconnect=interconnect, **kwargs)
         for e, q in pairs
     ]
-    plans.sort(key=lambda p: (not p.fits, -p.decode_expected_tok_s.full_context))
+    plans.sort(key=lambda p: (not p.fits, not p.native_quant, -p.decode_expected_tok_s.full_context))
     link = interconnect if gpus > 1 else None
     if gpus > 1 and link is None:
         link = default_interconnect(gpu)

@@ -75,7 +75,10 @@ def render_plan(console: Console, plan: Plan) -> None:
                 )
     console.print("engine: " + ", ".join(f"{k}={v}" for k, v in plan.details.items()))
     for warning in plan.warnings:
-        console.print(f"warning: {warning}", markup=False)
+        prefix = "refuses" if warning in plan.refusals else "warning"
+        console.print(f"{prefix}: {warning}", markup=False)
+    if plan.searched:
+        console.print(f"searched: {', '.join(plan.searched)} (what makes it fit)", markup=False)
     console.print(f"command: {plan.command_line}", markup=False)
 
 

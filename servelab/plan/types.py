@@ -57,6 +57,7 @@ class Plan:
     decode_expected_tok_s: DecodeCeilings  # ceiling x the engine's efficiency factor
     prefill_ceiling_tok_s: float
     tensor_parallel: int
+    native_quant: bool = False  # the checkpoint's own quantization (not re-quantised by the plan)
     model: str = ""
     gpu: str = ""
     slots: int = 1
@@ -73,7 +74,10 @@ class Plan:
     details: dict[str, object] = field(default_factory=dict)  # engine-specific figures
     command: tuple[str, ...] = ()
     command_line: str = ""
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # the refusals first, then what the engine does silently
+    refusals: tuple[str, ...] = ()  # why the engine would refuse these settings (any: fits is false)
+    remedy: dict[str, object] = field(default_factory=dict)  # settings the refusals name as the fix
+    searched: tuple[str, ...] = ()  # what the search changed from the asked settings, as flags
 
     @classmethod
     def from_json(cls, data: Mapping[str, object], where: str = "plan") -> Plan:

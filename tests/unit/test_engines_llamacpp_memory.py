@@ -185,3 +185,58 @@ def test_v10_ternary_27b_on_a_12_gib_card() -> None:
     plan = make_plan(model, card, engine="llamacpp", context=8192)
     assert plan.fits
     assert plan.memory_bytes.total / MIB == pytest.approx(7226 - 600, rel=0.10)
+
+
+def test_n_cpu_moe_moves_the_routed_experts_of_the_first_layers_to_host() -> None:
+    # --n-cpu-moe N / -ot exps=CPU (common/arg.cpp): the ffn_*_exps tensors of N layers leave the GPU buffer
+    from servelab.engines.llamacpp.memory import routed_expert_bytes_per_layer
+    from servelab.model.load import load_model
+
+    moe = load_model("Qwen/Qwen3-30B-A3B", quant="Q4_K_M")
+    text = moe.weight_group("text")
+    assert text is not None and text.active_bytes is not None and moe.moe is not None
+    idle = text.bytes - text.active_bytes  # the experts a token does not touch: (1 - 8/128) of them
+    per_layer = routed_expert_bytes_per_layer(moe)
+    assert per_layer == int(idle / (1 - 8 / 128)) // 48
+    base = llamacpp_memory(moe, n_ctx=8192, n_parallel=1)
+    some = llamacpp_memory(moe, n_ctx=8192, n_parallel=1, n_cpu_moe=10)
+    every = llamacpp_memory(moe, n_ctx=8192, n_parallel=1, n_cpu_moe=48)
+    assert base.model_gpu_bytes - some.model_gpu_bytes == some.experts_host_bytes == 10 * per_layer
+    assert every.experts_host_bytes == 48 * per_layer
+    assert some.host_bytes - base.host_bytes == 10 * per_layer
+    dense = llamacpp_memory(dense_gqa(), n_ctx=8192, n_parallel=1, n_cpu_moe=10)
+    assert dense.experts_host_bytes == 0  # no experts to move
+
+
+def test_ubatch_sizes_the_compute_buffer() -> None:
+    from servelab.engines.llamacpp.memory import _compute_bytes
+
+    model = dense_gqa()
+    for ub in (256, 512, 2048):
+        m = llamacpp_memory(model, n_ctx=8192, n_parallel=1, n_ubatch=ub, n_batch=2048)
+        assert m.compute_bytes == _compute_bytes(model, n_tokens=ub, n_outputs=1, n_kv=8192, flash_attn=True)
+    # -b below -ub: llama.cpp clamps n_ubatch to n_batch
+    low = llamacpp_memory(model, n_ctx=8192, n_parallel=1, n_ubatch=2048, n_batch=256)
+    assert low.compute_bytes == llamacpp_memory(model, n_ctx=8192, n_parallel=1, n_ubatch=256).compute_bytes
+    with pytest.raises(ConfigError, match="-ub"):
+        llamacpp_memory(model, n_ubatch=0)
+
+
+def test_new_llamacpp_settings_reach_the_command_line() -> None:
+    from servelab.hardware.gpus import find_gpu
+    from servelab.model.load import load_model
+    from servelab.plan.make import make_plan
+
+    moe, card = load_model("Qwen/Qwen3-30B-A3B"), find_gpu("rtx4090")
+    plan = make_plan(moe, card, engine="llamacpp", quant="Q4_K_M", context=8192, n_batch=1024, n_ubatch=256,
+                     n_cpu_moe=12)  # fmt: skip
+    words = plan.command_line.split()
+    assert words[words.index("-b") + 1] == "1024" and words[words.index("-ub") + 1] == "256"
+    assert words[words.index("--n-cpu-moe") + 1] == "12"
+    every = make_plan(moe, card, engine="llamacpp", quant="Q4_K_M", context=8192, cpu_moe=True)
+    assert "-ot exps=CPU" in every.command_line and "--n-cpu-moe" not in every.command_line
+    from servelab.engines.llamacpp.memory import routed_expert_bytes_per_layer
+
+    per_layer = routed_expert_bytes_per_layer(load_model("Qwen/Qwen3-30B-A3B", quant="Q4_K_M"))
+    assert every.details["experts_host_bytes"] == 48 * per_layer > 0
+    assert plan.details["experts_host_bytes"] == 12 * per_layer

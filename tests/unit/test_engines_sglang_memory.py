@@ -59,7 +59,7 @@ def test_max_req_len_is_min_of_context_and_capacity_minus_one() -> None:
     # managers/utils.py: max_req_len = min(context_len - 1, max_total_num_tokens - 1)
     m = _dense(mem_fraction_static=0.9, context_length=131072)
     assert m.max_req_len == min(131071, m.max_total_tokens - 1)
-    assert any("requests are capped" in w for w in m.warnings)
+    assert any("requests are capped" in r.message for r in m.refusals)
 
 
 def test_max_running_requests_formula() -> None:
@@ -120,7 +120,7 @@ def test_mla_cell_size() -> None:
 
 def test_weights_that_leave_no_room_do_not_fit() -> None:
     m = sglang_memory(dense_gqa(), gpu_memory_bytes=16 * GIB, weights_bytes=16 * GIB)
-    assert not m.fits and any("Not enough memory" in w for w in m.warnings)
+    assert not m.fits and any("Not enough memory" in r.message for r in m.refusals)
 
 
 def test_bad_kv_dtype_and_fraction() -> None:
@@ -129,3 +129,25 @@ def test_bad_kv_dtype_and_fraction() -> None:
     with pytest.raises(ConfigError, match="mem-fraction-static"):
         _dense(mem_fraction_static=1.5)
     assert engine_kv_dtype("q8_0")[0] == "fp8_e4m3"
+
+
+def test_tp_cell_is_the_per_gpu_cell() -> None:
+    # model_config.get_num_kv_heads(tp) = max(1, n_kv // tp): with tp 4 each GPU caches 8 / 4 = 2 heads of the
+    # Llama-3.1-8B shape, 2 (K,V) x 32 layers x 2 x 128 x 2 bytes = 32,768 B per token (not the whole 131,072)
+    kw = dict(gpu_memory_bytes=80 * GIB, weights_bytes=4 * GIB, mem_fraction_static=0.9)
+    m = sglang_memory(dense_gqa(), tp=4, **kw)
+    assert m.kv_cell_bytes == 2 * 32 * 2 * 128 * 2 == 32768
+    assert m.max_total_tokens == (int(0.9 * 80 * GIB) - 4 * GIB) // 32768
+
+
+def test_tp_beyond_the_kv_heads_replicates_them() -> None:
+    # 8 KV heads on 16 GPUs: each GPU keeps one (replicated), so the cell is 1 head, never half a head
+    m = sglang_memory(dense_gqa(), tp=16, gpu_memory_bytes=80 * GIB, weights_bytes=1 * GIB)
+    assert m.kv_cell_bytes == 2 * 32 * 1 * 128 * 2
+
+
+def test_tp_leaves_the_mla_latent_whole() -> None:
+    m = sglang_memory(
+        mla_moe(), tp=8, gpu_memory_bytes=141 * GIB, weights_bytes=90 * GIB, kv_cache_dtype="bf16"
+    )
+    assert m.kv_cell_bytes == 576 * 61 * 2

@@ -37,7 +37,7 @@ def test_v5_estimated_maximum_model_length() -> None:
     assert m.kv_budget_bytes == int(4.50 * GIB)
     assert not m.fits
     assert m.estimated_max_model_len == 32768
-    assert any("estimated maximum model length is 32768" in w for w in m.warnings)
+    assert any("estimated maximum model length is 32768" in r.message for r in m.refusals)
 
 
 def test_dense_blocks_are_16_tokens() -> None:
@@ -77,7 +77,7 @@ def test_hybrid_max_num_seqs_beyond_mamba_blocks_is_flagged() -> None:
     m = _with_kv_budget(model, 2 * GIB, 17 * GIB, kv_cache_dtype="fp8", max_model_len=32768)
     assert m.mamba_blocks == m.num_blocks < 256
     assert not m.fits
-    assert any(f"exceeds available Mamba cache blocks ({m.num_blocks})" in w for w in m.warnings)
+    assert any(f"exceeds available Mamba cache blocks ({m.num_blocks})" in r.message for r in m.refusals)
 
 
 def test_sliding_groups_need_only_the_window() -> None:
@@ -90,7 +90,7 @@ def test_sliding_groups_need_only_the_window() -> None:
 
 def test_longer_than_the_model_warns() -> None:
     m = _with_kv_budget(dense_gqa(max_context=8192), GIB, GIB, max_model_len=16384)
-    assert any("VLLM_ALLOW_LONG_MAX_MODEL_LEN" in w for w in m.warnings)
+    assert any("VLLM_ALLOW_LONG_MAX_MODEL_LEN" in r.message for r in m.refusals)
 
 
 def test_bad_utilization_and_kv_dtype() -> None:
@@ -99,3 +99,25 @@ def test_bad_utilization_and_kv_dtype() -> None:
     with pytest.raises(ConfigError, match="fp8_e5m2"):
         vllm_memory(dense_gqa(), gpu_memory_bytes=GIB, weights_bytes=0, kv_cache_dtype="q8_0")
     assert engine_kv_dtype("bf16") == ("bfloat16", None)
+
+
+def test_max_num_batched_tokens_sizes_the_profile_peak() -> None:
+    m = vllm_memory(dense_gqa(), gpu_memory_bytes=80 * GIB, weights_bytes=16 * GIB, max_model_len=8192,
+                    max_num_batched_tokens=4096, max_num_seqs=64)  # fmt: skip
+    assert m.activation_bytes == activation_peak_bytes(dense_gqa(), 4096, 64, 1)
+    assert (m.max_num_batched_tokens, m.max_num_seqs) == (4096, 64)
+
+
+def test_new_vllm_settings_reach_the_command_line() -> None:
+    from servelab.hardware.gpus import find_gpu
+    from servelab.model.load import load_model
+    from servelab.plan.make import make_plan
+
+    plan = make_plan(load_model("meta-llama/Llama-3.1-8B-Instruct"), find_gpu("h100-sxm"), engine="vllm",
+                     context=16384, max_num_seqs=64, max_num_batched_tokens=4096,
+                     kv_cache_memory_bytes=8 * GIB)  # fmt: skip
+    words = plan.command_line.split()
+    assert words[words.index("--max-num-seqs") + 1] == "64"
+    assert words[words.index("--max-num-batched-tokens") + 1] == "4096"
+    assert words[words.index("--kv-cache-memory-bytes") + 1] == str(8 * GIB)
+    assert plan.details["kv_budget_bytes"] == 8 * GIB and plan.fits

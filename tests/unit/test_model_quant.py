@@ -207,3 +207,14 @@ def test_dtype_spellings_name_float_formats_but_f16_stays_ggufs_f16() -> None:
         "bf16", "fp16", "fp16", "fp32", "fp32", "fp8",
     ]  # fmt: skip
     assert get_quant("f16").name == get_quant("F16").name == "F16"
+
+
+def test_mxfp4_has_one_spelling_per_weight_family() -> None:
+    # llama.cpp stores MXFP4 as the MXFP4_MOE mix (llama-quant.cpp); safetensors engines call it mxfp4
+    from servelab.model.quant import quant_name_for
+
+    assert quant_name_for("MXFP4", "gguf") == "MXFP4_MOE"
+    assert quant_name_for("mxfp4", "gguf") == "MXFP4_MOE"
+    assert quant_name_for("MXFP4_MOE", "hf") == "mxfp4"
+    assert quant_name_for("mxfp4", "hf") == "mxfp4"
+    assert quant_name_for("Q4_K_M", "gguf") == "Q4_K_M" and quant_name_for("awq", "hf") == "awq"

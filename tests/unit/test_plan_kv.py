@@ -90,3 +90,11 @@ def test_moe_decode_reads_only_active_experts() -> None:
     # DeepSeek-V3: 36B of 670B parameters active per token
     model = mla_moe()
     assert decode_read_bytes(model) == pytest.approx(670e9 * 36 / 670)
+
+
+def test_tensor_parallel_splits_kv_heads_and_replicates_below_one() -> None:
+    # sglang/vLLM get_num_kv_heads: max(1, n_kv // tp) heads per GPU (docs/reference/memory.md §2)
+    assert kv_layout(dense_gqa(), "bf16", tp=2).bytes_per_token == 2 * 32 * 4 * 128 * 2
+    assert kv_layout(dense_gqa(), "bf16", tp=8).bytes_per_token == 2 * 32 * 1 * 128 * 2
+    assert kv_layout(dense_gqa(), "bf16", tp=32).bytes_per_token == 2 * 32 * 1 * 128 * 2
+    assert kv_layout(mla_moe(), "bf16", tp=8).bytes_per_token == 576 * 61 * 2

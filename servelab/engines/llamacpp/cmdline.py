@@ -148,6 +148,10 @@ def command(
     cache_type_v: str = "f16",
     n_gpu_layers: int | None = None,
     flash_attn: bool = True,
+    n_batch: int | None = None,
+    n_ubatch: int | None = None,
+    n_cpu_moe: int | None = None,
+    cpu_moe: bool = False,
     tp: int = 1,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
@@ -177,6 +181,14 @@ def command(
         argv += ["-ctk", cache_type_k]
     if cache_type_v != "f16":
         argv += ["-ctv", cache_type_v]
+    if n_batch is not None:
+        argv += ["-b", str(n_batch)]
+    if n_ubatch is not None:
+        argv += ["-ub", str(n_ubatch)]
+    if cpu_moe:  # every layer's routed experts in host RAM (= --cpu-moe)
+        argv += ["-ot", "exps=CPU"]
+    elif n_cpu_moe:
+        argv += ["--n-cpu-moe", str(n_cpu_moe)]
     if tp > 1:  # llama.cpp splits by layers (pipeline), not tensor parallel
         argv += ["--split-mode", "layer", "--tensor-split", ",".join(["1"] * tp)]
     return argv

@@ -40,6 +40,7 @@ ENGINE = Engine(
         prefill_chunk_tokens=512,  # n_ubatch
         # measured share of peak bandwidth in decode / of peak tensor FLOPs in prefill (docs/reference/memory.md §7;
         # sglang/vLLM decode from the field report "close to the ceiling"; prefill ~50% of dense peak)
+        kv_dtypes=("f16", "q8_0", "q4_0"),  # -ctk/-ctv types the plan search tries (quantized V: -fa on)
         decode_efficiency=0.65,
         prefill_efficiency=0.35,
         state_dtypes=("fp32", "fp32"),  # recurrent state is kept in f32 (docs/planning.md)

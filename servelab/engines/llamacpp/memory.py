@@ -10,7 +10,11 @@ create_memory, tools/server/server.cpp; docs/reference/memory.md §4):
   Sliding layers keep pad(min(n_ctx_seq, n_swa x (unified ? n_seq : 1) + n_ubatch), 256) cells per stream.
 - Recurrent state: R = (K-1) x conv_dim and S = ssm elements, both f32, per layer, x max(1, n_seq_max) x (1+n_rs_seq).
 - Output buffer: n_vocab x max(n_seq_max, 1) f32 logits. Quantised V needs flash attention.
-- Compute buffer: an estimate of the worst-case ubatch graph (see `_compute_bytes`).
+- Compute buffer: an estimate of the worst-case ubatch graph (see `_compute_bytes`), sized by n_ubatch (-ub) and
+  n_batch (-b): n_tokens = min(n_ctx, n_ubatch, n_batch).
+- MoE experts in host RAM: --n-cpu-moe N keeps the routed experts (the ffn_*_exps tensors) of the first N layers
+  on the CPU, --cpu-moe / -ot exps=CPU those of every layer (common/arg.cpp); shared experts, attention and
+  norms stay on the GPU. The moved bytes leave the GPU's model buffer and join the host's.
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ class LlamaCppMemory:
     compute_bytes: int  # `compute buffer size` (estimate)
     output_bytes: int  # `output buffer size` (host)
     warnings: tuple[str, ...] = ()
+
+    experts_host_bytes: int = 0  # routed-expert weights kept in host RAM (--n-cpu-moe / -ot exps=CPU)
 
     @property
     def gpu_bytes(self) -> int:
@@ -192,6 +198,35 @@ def _recurrent_split(model: ModelSpec, on_gpu: list[bool], rows: int) -> tuple[i
     return state.bytes_per_layer * state.layers * rows, state.bytes_per_layer * gpu_layers * rows
 
 
+def routed_expert_bytes_per_layer(model: ModelSpec) -> int:
+    """Routed-expert bytes of one MoE layer: the body's idle share (total - active bytes) is the routed experts'
+    (1 - k/E) share; shared experts are active and stay out. 0 for dense models."""
+    if model.moe is None:
+        return 0
+    idle_share = 1 - model.moe.experts_per_token / model.moe.num_experts
+    text = next((g for g in model.weights if g.name == "text"), None)
+    if text is None or idle_share <= 0:
+        return 0
+    if text.active_bytes is not None:
+        idle = text.bytes - text.active_bytes
+    elif text.active_params is not None and text.params:
+        idle = text.bytes * (text.params - text.active_params) // text.params
+    else:
+        return 0
+    layers = model.moe.num_moe_layers or model.num_layers
+    return int(idle / idle_share) // max(1, layers)
+
+
+def _experts_on_host(model: ModelSpec, on_gpu: list[bool], n_cpu_moe: int) -> int:
+    """Bytes --n-cpu-moe N moves off the GPU: the routed experts of the MoE layers among the first N on the GPU
+    (MoE layers are the last num_moe_layers, DeepSeek-style leading dense layers excluded)."""
+    if n_cpu_moe <= 0 or model.moe is None:
+        return 0
+    first_moe = model.num_layers - (model.moe.num_moe_layers or model.num_layers)
+    moved = sum(1 for i in range(first_moe, min(n_cpu_moe, model.num_layers)) if on_gpu[i])
+    return moved * routed_expert_bytes_per_layer(model)
+
+
 def _weights_split(model: ModelSpec, on_gpu: list[bool], *, output_on_gpu: bool) -> tuple[int, int]:
     """(all tensor bytes, bytes on the GPU): repeating layers by -ngl (evenly sized), the output layer (and the
     MTP head) when -ngl exceeds the layer count; token_embd always stays on the host."""
@@ -214,9 +249,14 @@ def llamacpp_memory(
     flash_attn: bool = True,
     n_gpu_layers: int | None = None,
     n_rs_seq: int = 0,
+    n_cpu_moe: int = 0,
 ) -> LlamaCppMemory:
     """llama-server's buffers for these flags. n_parallel -1 is the server's auto (4 slots, unified cache);
-    n_gpu_layers None or -1 offloads everything (output layer included), 0 keeps it all on the host."""
+    n_gpu_layers None or -1 offloads everything (output layer included), 0 keeps it all on the host;
+    n_cpu_moe N keeps the routed experts of the first N layers in host RAM (the layer count: -ot exps=CPU)."""
+    for flag, value, least in (("-b", n_batch, 1), ("-ub", n_ubatch, 1), ("--n-cpu-moe", n_cpu_moe, 0)):
+        if value < least:
+            raise ConfigError(f"llama.cpp {flag} must be at least {least}, got {value}")
     if n_ctx < 0:
         raise ConfigError(
             f"llama.cpp -c must be 0 (the model's {model.max_context}) or positive, got {n_ctx}"
@@ -239,6 +279,8 @@ def llamacpp_memory(
     )
     recurrent, recurrent_gpu = _recurrent_split(model, on_gpu, max(1, n_parallel) * (1 + n_rs_seq))
     model_bytes, model_gpu = _weights_split(model, on_gpu, output_on_gpu=ngl > n_layer)
+    experts_host = _experts_on_host(model, on_gpu, n_cpu_moe)
+    model_gpu -= experts_host
     n_tokens = min(n_ctx, n_ubatch, n_batch)
     compute = _compute_bytes(
         model, n_tokens=n_tokens, n_outputs=min(n_tokens, n_parallel), n_kv=n_ctx_seq, flash_attn=flash_attn
@@ -267,6 +309,7 @@ def llamacpp_memory(
         compute_bytes=compute,
         output_bytes=model.vocab_size * max(1, n_parallel) * 4,
         warnings=tuple(warnings),
+        experts_host_bytes=experts_host,
     )
 
 

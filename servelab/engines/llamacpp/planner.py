@@ -9,7 +9,7 @@ from servelab.engines.llamacpp import DEFAULT_PORT, cmdline
 from servelab.engines.llamacpp.memory import engine_kv_dtype, llamacpp_memory
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
-from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes
+from servelab.plan.fit import EngineFit, PlanSettings, Refusal, memory_bytes
 
 FIT_TARGET_BYTES = 1024**3  # llama.cpp --fit keeps 1024 MiB free per device
 
@@ -27,17 +27,72 @@ def _max_gpu_layers(model: ModelSpec, gpu: GPU, flags: dict[str, object]) -> int
     return low
 
 
-def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
-    cache_type, note = engine_kv_dtype(s.kv_dtype)
-    n_ctx = s.context if s.kv_unified else s.context * s.parallel
+def _min_cpu_moe(model: ModelSpec, gpu: GPU, flags: dict[str, object]) -> int | None:
+    """The fewest --n-cpu-moe layers whose experts must leave the GPU for the rest to fit (None: not enough)."""
+    budget = gpu.memory_bytes - gpu.runtime_context_bytes
+
+    def fits(n: int) -> bool:
+        return llamacpp_memory(model, **{**flags, "n_cpu_moe": n}).gpu_bytes <= budget  # type: ignore[arg-type]
+
+    if model.moe is None or not fits(model.num_layers):
+        return None
+    low, high = 0, model.num_layers
+    while low < high:
+        mid = (low + high) // 2
+        if fits(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+def _flags(model: ModelSpec, s: PlanSettings, cache_type: str) -> dict[str, object]:
+    """llamacpp_memory's keywords for these settings (-c, -np, -kvu, -ctk/-ctv, -fa, -b, -ub, --n-cpu-moe)."""
     flags: dict[str, object] = {
-        "n_ctx": n_ctx,
+        "n_ctx": s.context if s.kv_unified else s.context * s.parallel,
         "n_parallel": s.parallel,
         "kv_unified": s.kv_unified,
         "cache_type_k": cache_type,
         "cache_type_v": cache_type,
         "flash_attn": True,
+        "n_cpu_moe": model.num_layers if s.cpu_moe else (s.n_cpu_moe or 0),
     }
+    flags.update({k: v for k, v in (("n_batch", s.n_batch), ("n_ubatch", s.n_ubatch)) if v is not None})
+    return flags
+
+
+def _refusals(
+    model: ModelSpec, gpu: GPU, s: PlanSettings, flags: dict[str, object], total: int, slot: int
+) -> list[Refusal]:
+    """What llama-server cannot do with these flags: allocate its GPU buffers (ggml_backend_cuda_buffer_type_alloc_buffer:
+    "failed to allocate CUDA buffer" / "failed to load model"), or serve the asked context (each slot capped at
+    n_ctx_train, tools/server: "the slot context ... exceeds the training context of the model")."""
+    out = []
+    if total > gpu.memory_bytes:
+        layers = _max_gpu_layers(model, gpu, flags)
+        hint = f"-ngl {layers} (keeps {model.num_layers - layers} of {model.num_layers} layers in host RAM)"
+        experts = _min_cpu_moe(model, gpu, flags) if not s.cpu_moe else None
+        if experts is not None:
+            hint = f"--n-cpu-moe {experts} (the experts of {experts} layers in host RAM), or " + hint
+        out.append(
+            Refusal(
+                f"llama.cpp: failed to allocate its CUDA buffers: {total / 2**30:.2f} GiB needed on a"
+                f" {gpu.memory_bytes / 2**30:.2f} GiB card; pass {hint}, a smaller --quant or a shorter -c"
+            )
+        )
+    if slot < s.context:
+        out.append(
+            Refusal(
+                f"llama.cpp: each slot is capped at the model's training context ({slot} tokens), below the"
+                f" asked {s.context}: pass -c {slot * (1 if s.kv_unified else s.parallel)}"
+            )
+        )
+    return out
+
+
+def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
+    cache_type, note = engine_kv_dtype(s.kv_dtype)
+    flags = _flags(model, s, cache_type)
     m = llamacpp_memory(model, n_gpu_layers=s.n_gpu_layers, **flags)  # type: ignore[arg-type]
     runtime, tp = gpu.runtime_context_bytes, s.tp  # -sm layer: each GPU holds 1/tp of the layers
     memory = memory_bytes(
@@ -57,21 +112,18 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
             f"llama.cpp splits layers across the {tp} GPUs (a pipeline): memory per GPU drops,"
             " single-stream decode does not get faster"
         )
-    fits = memory.total <= gpu.memory_bytes
-    if fits and m.n_ctx_per_slot < s.context:
-        fits = False  # the slot window is capped at n_ctx_train
-    elif not fits:
-        layers = _max_gpu_layers(model, gpu, flags)
-        warnings.append(
-            f"llama.cpp: does not fit on the GPU; -ngl {layers} keeps {model.num_layers - layers} of"
-            f" {model.num_layers} layers in host RAM (decode then runs at host-memory speed)"
-        )
-    elif m.n_gpu_layers < model.num_layers:
+    refusals = _refusals(model, gpu, s, flags, memory.total, m.n_ctx_per_slot)
+    if m.n_gpu_layers < model.num_layers:
         warnings.append(
             f"llama.cpp: -ngl {m.n_gpu_layers} keeps {model.num_layers - m.n_gpu_layers} of"
             f" {model.num_layers} layers in host RAM (decode then runs at host-memory speed)"
         )
-    elif gpu.memory_bytes - memory.total < FIT_TARGET_BYTES:
+    if m.experts_host_bytes:
+        warnings.append(
+            f"llama.cpp: {m.experts_host_bytes / 2**30:.2f} GiB of routed experts stay in host RAM: each token"
+            " reads its active experts there (decode then runs nearer host-memory speed than the GPU ceiling)"
+        )
+    if not refusals and gpu.memory_bytes - memory.total < FIT_TARGET_BYTES:
         warnings.append(
             "llama.cpp: less than 1024 MiB would stay free; --fit (on by default) may lower -ngl or"
             " -c for unset flags"
@@ -85,6 +137,10 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         cache_type_k=cache_type,
         cache_type_v=cache_type,
         n_gpu_layers=s.n_gpu_layers,
+        n_batch=s.n_batch,
+        n_ubatch=s.n_ubatch,
+        n_cpu_moe=None if s.cpu_moe else s.n_cpu_moe,
+        cpu_moe=s.cpu_moe,
         tp=s.tp,
         host=s.host,
         port=s.port or DEFAULT_PORT,
@@ -98,7 +154,19 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         "compute_buffer_bytes": m.compute_bytes,
         "output_buffer_bytes": m.output_bytes,
         "kv_cells": m.kv_cells,
+        "n_batch": s.n_batch or 2048,
+        "n_ubatch": s.n_ubatch or 512,
+        "experts_host_bytes": m.experts_host_bytes,
     }
     return EngineFit(
-        memory, fits, m.n_ctx_per_slot, m.n_parallel, cache_type, details, argv, warnings, m.n_parallel
+        memory,
+        not refusals,
+        m.n_ctx_per_slot,
+        m.n_parallel,
+        cache_type,
+        details,
+        argv,
+        warnings,
+        m.n_parallel,
+        tuple(refusals),
     )

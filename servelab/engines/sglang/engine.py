@@ -37,6 +37,7 @@ ENGINE = Engine(
         prefill_chunk_tokens=4096,  # chunked_prefill_size by default
         # measured share of peak bandwidth in decode / of peak tensor FLOPs in prefill (docs/reference/memory.md §7;
         # sglang/vLLM decode from the field report "close to the ceiling"; prefill ~50% of dense peak)
+        kv_dtypes=("auto", "fp8_e5m2", "fp8_e4m3"),  # --kv-cache-dtype choices the plan search tries
         decode_efficiency=0.8,
         prefill_efficiency=0.5,
     ),

@@ -7,8 +7,8 @@ mem_cache/kv_cache_configurator.py, managers/utils.py; docs/reference/memory.md 
 - budget for pools = mfs x free_before_load - weights.
 - hybrid linear attention: mamba pool = budget x r / (1 + r) (r = --mamba-full-memory-ratio, 0.9) // per-request
   state, unless --max-mamba-cache-size; the KV pool gets the rest.
-- max_total_num_tokens = KV budget // cell_size (then min with --max-total-tokens); cell_size counts only the
-  full-attention layers (+ draft layers with MTP); sliding layers at swa_full_tokens_ratio (0.8).
+- max_total_num_tokens = KV budget // cell_size (then min with --max-total-tokens); cell_size is per GPU
+  (max(1, n_kv // tp) heads per layer) and counts only the full-attention layers (+ draft layers with MTP); sliding layers at swa_full_tokens_ratio (0.8).
 - max_running_requests = min(clamp(tokens / context x 512, 2048, 4096), tokens // 2), and for hybrids
   <= mamba slots // 3 (radix cache on); max_req_len = min(context - 1, tokens - 1).
 """
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from servelab.errors import ConfigError
 from servelab.model.dtypes import AUTO, engine_spelling, storage_dtype
 from servelab.model.spec import ModelSpec
+from servelab.plan.fit import Refusal
 from servelab.plan.kv import kv_layout
 from servelab.plan.state import state_layout
 
@@ -50,10 +51,11 @@ class SglangMemory:
     max_running_requests: int
     max_req_len: int  # longest request (prompt + output) sglang accepts
     warnings: tuple[str, ...] = ()
+    refusals: tuple[Refusal, ...] = ()  # sglang will not start, or not serve context_length
 
     @property
     def fits(self) -> bool:
-        return self.pool_budget_bytes > 0 and self.max_total_tokens > 0
+        return not self.refusals
 
 
 def tier(gpu_mib: float, tp: int) -> tuple[int, int]:
@@ -93,8 +95,10 @@ def _kv_dtype(model: ModelSpec, kv_dtype: str) -> str:
     return storage_dtype(kv_dtype, model.dtype)
 
 
-def _cell_bytes(model: ModelSpec, dtype: str, draft_layers: int) -> int:
-    layout = kv_layout(model, dtype, extra_full_layers=draft_layers)
+def _cell_bytes(model: ModelSpec, dtype: str, draft_layers: int, tp: int) -> int:
+    """One token's KV bytes on one GPU: get_num_kv_heads(attn_tp) = max(1, n_kv // tp) heads per layer (the
+    heads replicated when fewer than the GPUs), MLA's latent whole on every rank (docs/reference/memory.md §2)."""
+    layout = kv_layout(model, dtype, extra_full_layers=draft_layers, tp=tp)
     return layout.full_bytes_per_token + int(SWA_FULL_TOKENS_RATIO * layout.sliding_bytes_per_token)
 
 
@@ -124,43 +128,77 @@ def _running_requests(tokens: int, context: int, mamba_slots: int, per_request: 
     return max(0, running)
 
 
-def _context_warnings(model: ModelSpec, context: int) -> list[str]:
+def _context_refusals(model: ModelSpec, context: int) -> list[Refusal]:
     if context <= model.max_context:
         return []
     return [
-        f"sglang: --context-length {context} exceeds the model's {model.max_context}; sglang refuses it unless"
-        " SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
+        Refusal(
+            f"sglang: --context-length {context} exceeds the model's {model.max_context}; sglang refuses it"
+            f" unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1: pass --context-length {model.max_context}"
+        )
     ]
 
 
-def _pool_warnings(
-    budget: int,
-    tokens: int,
-    context: int,
-    max_req_len: int,
-    state_bytes: int,
-    slots: int,
-    mfs: float,
-    ratio: float,
-) -> list[str]:
-    """What the pools silently cap: no room at all, fewer tokens than the context, the state pool's share."""
-    if budget <= 0:
+@dataclass(frozen=True)
+class _Pools:
+    """What the pool checks read (bytes per GPU)."""
+
+    budget: int
+    cell: int
+    tokens: int
+    per_request: int  # one request's linear-attention state; 0 for models without one
+    slots: int
+    running: int
+
+
+def _pool_refusals(p: _Pools, context: int, parallel: int, mfs: float) -> list[Refusal]:
+    """sglang's start-up refusals (model_runner.py / kv_cache_configurator.py: "Not enough memory. Please try to
+    increase --mem-fraction-static." when the pools get no bytes), and a KV pool smaller than one request of
+    --context-length: sglang starts but caps every request at max_total_tokens - 1 (managers/utils.py), so the
+    asked context is not served. For hybrids the fix is --max-mamba-cache-size: fewer state slots, more KV."""
+    if p.budget <= 0 or p.tokens <= 0:
         return [
-            f"sglang: weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}"
-            " ('Not enough memory. Please try to increase --mem-fraction-static.')"
+            Refusal(
+                f"sglang: weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}"
+                " ('Not enough memory. Please try to increase --mem-fraction-static.'); raise"
+                " --mem-fraction-static, pick a smaller --quant or add GPUs (--tp)"
+            )
         ]
-    warnings = []
-    if tokens < context:
-        warnings.append(
-            f"sglang: the KV pool holds {tokens} tokens, less than --context-length {context}: "
-            f"requests are capped at {max_req_len} tokens"
+    out = []
+    if p.tokens < context:
+        fix: dict[str, object] = {}
+        hint = "--kv-cache-dtype fp8_e5m2, a higher --mem-fraction-static or a shorter --context-length"
+        if p.per_request:
+            most = (p.budget - context * p.cell) // p.per_request  # slots that leave `context` KV tokens
+            if most >= MAMBA_SLOTS_PER_REQUEST * max(1, parallel):
+                fix = {"max_mamba_cache_size": min(most, p.slots)}
+                hint = f"--max-mamba-cache-size {fix['max_mamba_cache_size']}, or " + hint
+        out.append(
+            Refusal(
+                f"sglang: the KV pool holds {p.tokens} tokens, fewer than --context-length {context}: requests"
+                f" are capped at {p.tokens - 1} tokens; pass {hint}",
+                fix,
+            )
         )
-    if state_bytes:
-        warnings.append(
-            f"sglang: the linear-attention state pool takes {state_bytes / 2**30:.1f} GiB for {slots}"
-            f" slots (--mamba-full-memory-ratio {ratio}); --max-mamba-cache-size N frees it for KV tokens"
+    if p.per_request and p.running < 1:
+        out.append(
+            Refusal(
+                f"sglang: {p.slots} linear-attention state slots leave no running request (max_running_requests"
+                f" = slots // {MAMBA_SLOTS_PER_REQUEST}); pass --max-mamba-cache-size"
+                f" {MAMBA_SLOTS_PER_REQUEST * max(1, parallel)} or more"
+            )
         )
-    return warnings
+    return out
+
+
+def _pool_warnings(state_bytes: int, slots: int, ratio: float) -> list[str]:
+    """What the state pool silently takes (the auto --mamba-full-memory-ratio share)."""
+    if not state_bytes:
+        return []
+    return [
+        f"sglang: the linear-attention state pool takes {state_bytes / 2**30:.1f} GiB for {slots}"
+        f" slots (--mamba-full-memory-ratio {ratio}); --max-mamba-cache-size N frees it for KV tokens"
+    ]
 
 
 def sglang_memory(
@@ -199,10 +237,11 @@ def sglang_memory(
         if value is not None and value < 1:
             raise ConfigError(f"sglang {flag} must be at least 1, got {value}")
     context = context_length or model.max_context
-    warnings = _context_warnings(model, context)
+    warnings: list[str] = []
+    refusals = _context_refusals(model, context)
     free = free_memory_bytes if free_memory_bytes is not None else gpu_memory_bytes
     budget = int(mfs * free) - weights_bytes
-    cell = _cell_bytes(model, _kv_dtype(model, kv_cache_dtype), speculative_draft_layers)
+    cell = _cell_bytes(model, _kv_dtype(model, kv_cache_dtype), speculative_draft_layers, tp)
     per_req = state_layout(model).bytes_per_sequence // max(1, tp)
     running_hint = max_running_requests if disable_radix_cache else None
     slots = _mamba_pool(
@@ -226,9 +265,9 @@ def sglang_memory(
         running = min(running, max_running_requests) if running else max_running_requests
     max_req_len = max(0, min(context - 1, tokens - 1))
     auto_state = slots * per_req if max_mamba_cache_size is None else 0
-    warnings += _pool_warnings(
-        budget, tokens, context, max_req_len, auto_state, slots, mfs, mamba_full_memory_ratio
-    )
+    warnings += _pool_warnings(auto_state, slots, mamba_full_memory_ratio)
+    pools = _Pools(budget, cell, tokens, per_req, slots, running)
+    refusals += _pool_refusals(pools, context, max_running_requests or 1, mfs)
     return SglangMemory(
         mem_fraction_static=mfs,
         chunked_prefill_size=chunk,
@@ -246,6 +285,7 @@ def sglang_memory(
         max_running_requests=running,
         max_req_len=max_req_len,
         warnings=tuple(warnings),
+        refusals=tuple(refusals),
     )
 
 

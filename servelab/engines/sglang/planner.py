@@ -58,11 +58,10 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         "kv_cell_bytes": m.kv_cell_bytes,
         "mamba_state_bytes_per_request": m.mamba_state_bytes_per_request,
     }
-    fits = m.fits and served >= s.context and s.context <= model.max_context  # else sglang refuses to start
     max_batch = max(1, min(m.max_running_requests, m.max_total_tokens // 1024 if m.max_total_tokens else 1))
     return EngineFit(
         memory,
-        fits,
+        m.fits,
         served,
         m.max_running_requests,
         kv_dtype,
@@ -70,4 +69,5 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         argv,
         [w for w in (note, *m.warnings) if w],
         max_batch,
+        m.refusals,
     )

@@ -129,6 +129,8 @@ def command(
     tp: int = 1,
     gpu_memory_utilization: float | None = None,
     max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    kv_cache_memory_bytes: int | None = None,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
 ) -> list[str]:
@@ -153,6 +155,10 @@ def command(
         argv += ["--gpu-memory-utilization", f"{gpu_memory_utilization:g}"]
     if max_num_seqs:
         argv += ["--max-num-seqs", str(max_num_seqs)]
+    if max_num_batched_tokens:
+        argv += ["--max-num-batched-tokens", str(max_num_batched_tokens)]
+    if kv_cache_memory_bytes is not None:
+        argv += ["--kv-cache-memory-bytes", str(kv_cache_memory_bytes)]
     if tp > 1:
         argv += ["--tensor-parallel-size", str(tp)]
     return argv

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from servelab.errors import ConfigError
 from servelab.model.dtypes import AUTO, engine_spelling, find_dtype, storage_dtype
 from servelab.model.spec import LayerKind, ModelSpec
+from servelab.plan.fit import Refusal
 from servelab.plan.kv import layer_kv_bytes_per_token
 from servelab.plan.state import state_layout
 
@@ -60,13 +61,13 @@ class VllmMemory:
     estimated_max_model_len: int  # the largest length one request could have
     max_num_seqs: int
     mamba_blocks: int  # state slots for running sequences (hybrids); 0 otherwise
+    max_num_batched_tokens: int = 0
     warnings: tuple[str, ...] = ()
+    refusals: tuple[Refusal, ...] = ()  # what makes vLLM refuse to start with these settings
 
     @property
     def fits(self) -> bool:
-        return self.num_blocks >= self.blocks_per_request and (
-            not self.mamba_blocks or self.max_num_seqs <= self.mamba_blocks
-        )
+        return not self.refusals
 
 
 def _dtype(model: ModelSpec, kv_cache_dtype: str) -> str:
@@ -99,9 +100,9 @@ def _grouping(buckets: dict[str, int]) -> tuple[int, dict[str, int], int, float]
 
 def _attn_layer_bytes(model: ModelSpec, dtype: str, tp: int) -> int:
     for layer in range(model.num_layers):
-        size = layer_kv_bytes_per_token(model, layer, dtype)
+        size = layer_kv_bytes_per_token(model, layer, dtype, tp)  # per-GPU heads; MLA not split
         if size:
-            return size // (1 if model.mla is not None else tp)
+            return size
     return 0
 
 
@@ -143,34 +144,107 @@ def _largest_length(num_blocks: int, block: int, groups: dict[str, int], window:
     return min(low * block, cap)
 
 
-def _pool_warnings(
-    length: int,
-    estimated: int,
-    seqs: int,
-    mamba_blocks: int,
-    too_long: bool,
-    padding: int,
-    waste: float,
-    layers: int,
-) -> list[str]:
-    """vLLM's own complaints: padding layers, a max-model-len that does not fit, too few mamba blocks."""
-    warnings = []
-    if padding:
-        warnings.append(
-            f"vLLM: adds {padding} padding layers to group {layers} layers"
-            f" (may waste at most {waste:.2%} of the KV cache)"
+def _padding_warnings(padding: int, waste: float, layers: int) -> list[str]:
+    if not padding:
+        return []
+    return [
+        f"vLLM: adds {padding} padding layers to group {layers} layers"
+        f" (may waste at most {waste:.2%} of the KV cache)"
+    ]
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """What the refusal checks read: the budget, one request's need and what the pool holds."""
+
+    budget: int
+    needed: int  # bytes one max_model_len request takes (its blocks x the block's bytes)
+    num_blocks: int
+    per_request: int
+    estimated: int
+    seqs: int
+    batched: int
+    mamba: bool
+
+
+def _refusals(pool: _Pool, length: int, derived: int) -> list[Refusal]:
+    """vLLM's start-up refusals (docs/reference/memory.md §3 Errors), each with the flag that fixes it:
+    config/model.py (max_model_len above the derived one), config/scheduler.py (max_num_batched_tokens below
+    max_num_seqs), v1/core/kv_cache_utils.py check_enough_kv_cache_memory (no memory for cache blocks; one
+    max_model_len request larger than the pool), config/compilation.py (max_num_seqs above the Mamba blocks)."""
+    out = []
+    if length > derived:
+        out.append(
+            Refusal(
+                f"vLLM: User-specified max_model_len ({length}) is greater than the derived max_model_len"
+                f" ({derived}); pass --max-model-len {derived} (or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)"
+            )
         )
-    if too_long:
-        warnings.append(
-            f"vLLM: --max-model-len {length} does not fit; the estimated maximum model length is"
-            f" {estimated}: lower --max-model-len or raise --gpu-memory-utilization"
+    if pool.batched < pool.seqs:
+        out.append(
+            Refusal(
+                f"vLLM: max_num_batched_tokens ({pool.batched}) must be greater than or equal to max_num_seqs"
+                f" ({pool.seqs}); pass --max-num-seqs {pool.batched} or raise --max-num-batched-tokens",
+                {"max_num_seqs": pool.batched},
+            )
         )
-    if mamba_blocks and seqs > mamba_blocks:
-        warnings.append(
-            f"vLLM: max_num_seqs ({seqs}) exceeds available Mamba cache blocks ({mamba_blocks});"
-            f" pass --max-num-seqs {mamba_blocks} or fewer"
+    if pool.budget <= 0:
+        out.append(
+            Refusal(
+                "vLLM: No available memory for the cache blocks: the weights, activations and CUDA graphs use"
+                " all of --gpu-memory-utilization; raise --gpu-memory-utilization, pick a smaller --quant or"
+                " add GPUs (--tensor-parallel-size)"
+            )
         )
-    return warnings
+        return out
+    if pool.num_blocks < pool.per_request:
+        out.append(
+            Refusal(
+                f"vLLM: To serve at least one request with the model's max seq len ({length}),"
+                f" ({pool.needed / GIB:.2f} GiB KV cache is needed, which is larger than the available KV cache"
+                f" memory ({pool.budget / GIB:.2f} GiB); the estimated maximum model length is {pool.estimated}:"
+                f" pass --max-model-len {pool.estimated}, --kv-cache-dtype fp8 or a higher"
+                " --gpu-memory-utilization"
+            )
+        )
+    if pool.mamba and pool.seqs > pool.num_blocks:
+        out.append(
+            Refusal(
+                f"vLLM: max_num_seqs ({pool.seqs}) exceeds available Mamba cache blocks ({pool.num_blocks});"
+                f" each decode sequence requires one: pass --max-num-seqs {pool.num_blocks}",
+                {"max_num_seqs": pool.num_blocks},
+            )
+        )
+    return out
+
+
+def _startup_refusals(
+    free: int, total: int, utilization: float, kv_bytes: int | None, non_kv_bytes: int
+) -> list[Refusal]:
+    """gpu_worker.py init_device: free memory at start must cover utilization x total ("Free memory on device
+    ... on startup ... Desired GPU memory utilization"), unless --kv-cache-memory-bytes sizes the pool; an
+    explicit pool larger than what the weights and activations leave fails to allocate (CUDA out of memory)."""
+    if kv_bytes is not None:
+        if non_kv_bytes + kv_bytes <= free:
+            return []
+        room = max(0, free - non_kv_bytes)
+        return [
+            Refusal(
+                f"vLLM: --kv-cache-memory-bytes {kv_bytes} does not fit beside the weights and activations"
+                f" (CUDA out of memory); pass --kv-cache-memory-bytes {room} or less"
+            )
+        ]
+    if utilization * total <= free:
+        return []
+    most = math.floor(free / total * 100) / 100
+    return [
+        Refusal(
+            f"vLLM: Free memory on device ({free / GIB:.2f}/{total / GIB:.2f} GiB) on startup is less than"
+            f" desired GPU memory utilization ({utilization}, {utilization * total / GIB:.2f} GiB); pass"
+            f" --gpu-memory-utilization {most}",
+            {"gpu_memory_utilization": most},
+        )
+    ]
 
 
 def vllm_memory(
@@ -183,29 +257,28 @@ def vllm_memory(
     max_model_len: int | None = None,
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
+    kv_cache_memory_bytes: int | None = None,
+    free_memory_bytes: int | None = None,
     kv_cache_dtype: str = "auto",
     enforce_eager: bool = False,
     speculative_tokens: int = 0,
     draft_layers: int = 0,
     block_align: int = 16,
 ) -> VllmMemory:
-    """What vLLM would allocate on each GPU; `weights_bytes` is the per-GPU share."""
+    """What vLLM would allocate on each GPU; `weights_bytes` is the per-GPU share. `kv_cache_memory_bytes`
+    (--kv-cache-memory-bytes) sizes the pool directly: no profiling, --gpu-memory-utilization ignored."""
     if not 0 < gpu_memory_utilization <= 1:
         raise ConfigError(f"vLLM --gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}")
     big = gpu_memory_bytes >= BIG_GPU_BYTES
     seqs = max_num_seqs or (1024 if big else 256)
     batched = max_num_batched_tokens or (8192 if big else 2048)
     length = max_model_len or model.max_context
-    warnings: list[str] = []
-    if length > model.max_context:
-        warnings.append(
-            f"vLLM: --max-model-len {length} is greater than the derived max_model_len"
-            f" ({model.max_context}); vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
-        )
     requested = int(gpu_memory_bytes * gpu_memory_utilization)
     activation = activation_peak_bytes(model, batched, seqs, tp)
     graphs = 0 if enforce_eager else cuda_graph_bytes(model, seqs)
     budget = max(0, requested - weights_bytes - activation - NON_TORCH_BYTES - graphs)
+    if kv_cache_memory_bytes is not None:
+        budget = kv_cache_memory_bytes
     dtype = _dtype(model, kv_cache_dtype)
     token_bytes = _attn_layer_bytes(model, dtype, tp)
     mamba = state_layout(model, ssm_dtype=None, spec_tokens=speculative_tokens)
@@ -219,15 +292,25 @@ def vllm_memory(
     n_groups = sum(groups.values())
     estimated = _largest_length(num_blocks, block, groups, window, length)
     mamba_blocks = num_blocks if "mamba" in groups else 0
-    warnings += _pool_warnings(
-        length,
+    warnings = _padding_warnings(padding if "mamba" in groups else 0, waste, model.num_layers + draft_layers)
+    pool = _Pool(
+        budget,
+        per_request * page * group_size,
+        num_blocks,
+        per_request,
         estimated,
         seqs,
-        mamba_blocks,
-        num_blocks < per_request,
-        padding if "mamba" in groups else 0,
-        waste,
-        model.num_layers + draft_layers,
+        batched,
+        bool(mamba_blocks),
+    )
+    refusals = _refusals(pool, length, model.max_context)
+    free = gpu_memory_bytes if free_memory_bytes is None else free_memory_bytes
+    refusals += _startup_refusals(
+        free,
+        gpu_memory_bytes,
+        gpu_memory_utilization,
+        kv_cache_memory_bytes,
+        weights_bytes + activation + NON_TORCH_BYTES + graphs,
     )
     return VllmMemory(
         gpu_memory_utilization=gpu_memory_utilization,
@@ -250,7 +333,9 @@ def vllm_memory(
         estimated_max_model_len=estimated,
         max_num_seqs=seqs,
         mamba_blocks=mamba_blocks,
+        max_num_batched_tokens=batched,
         warnings=tuple(warnings),
+        refusals=tuple(refusals),
     )
 
 

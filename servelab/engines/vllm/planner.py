@@ -20,18 +20,22 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         else 16
     )
     util = 0.9 if s.gpu_memory_utilization is None else s.gpu_memory_utilization
+    asked_seqs = s.max_num_seqs or (s.parallel if s.parallel > 1 else None)
     m = vllm_memory(
         model,
         gpu_memory_bytes=gpu.memory_bytes,
+        free_memory_bytes=gpu.memory_bytes - gpu.runtime_context_bytes,
         weights_bytes=text + vision,
         tp=s.tp,
         gpu_memory_utilization=util,
         max_model_len=s.context,
-        max_num_seqs=s.parallel if s.parallel > 1 else None,
+        max_num_seqs=asked_seqs,
+        max_num_batched_tokens=s.max_num_batched_tokens,
+        kv_cache_memory_bytes=s.kv_cache_memory_bytes,
         kv_cache_dtype=kv_dtype,
         block_align=align,
     )
-    seqs = min(m.max_num_seqs, m.mamba_blocks) if m.mamba_blocks else m.max_num_seqs
+    seqs = m.max_num_seqs
     pool = m.num_blocks * m.page_bytes * m.group_size
     recurrent_layers = model.count(LayerKind.LINEAR_ATTENTION) + model.count(LayerKind.MAMBA)
     mamba_groups = -(-recurrent_layers // m.group_size) if recurrent_layers else 0
@@ -53,7 +57,9 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         kv_cache_dtype=kv_dtype,
         tp=s.tp,
         gpu_memory_utilization=s.gpu_memory_utilization,
-        max_num_seqs=seqs if seqs != m.max_num_seqs or s.parallel > 1 else None,
+        max_num_seqs=asked_seqs,
+        max_num_batched_tokens=s.max_num_batched_tokens,
+        kv_cache_memory_bytes=s.kv_cache_memory_bytes,
         host=s.host,
         port=s.port or DEFAULT_PORT,
     )
@@ -66,13 +72,13 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         "padding_layers": m.padding_layers,
         "max_concurrency": round(m.max_concurrency, 2),
         "max_num_seqs": seqs,
+        "max_num_batched_tokens": m.max_num_batched_tokens,
         "estimated_max_model_len": m.estimated_max_model_len,
         "mamba_blocks": m.mamba_blocks,
     }
-    fits = m.num_blocks >= m.blocks_per_request and m.kv_budget_bytes > 0 and s.context <= model.max_context
     return EngineFit(
         memory,
-        fits,
+        m.fits,
         m.estimated_max_model_len,
         seqs,
         kv_dtype,
@@ -80,4 +86,5 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         argv,
         [w for w in (note, *m.warnings) if w],
         max(1, min(seqs, int(m.max_concurrency * 8) or 1)),
+        m.refusals,
     )
