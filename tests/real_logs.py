@@ -1,0 +1,401 @@
+"""The validation set of real engine logs (tests/fixtures/real-logs/) as planner runs: a case's settings turned
+into `make_plan`'s inputs, the plan, and each of the engine's own figures beside the plan's.
+
+Test-side on purpose: the library never reads test fixtures. Used by tests/unit/test_plan_vs_real.py and
+benchmarks/plan_vs_real.py. The case format is tests/fixtures/real-logs/README.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from servelab.errors import ConfigError, ServelabError
+from servelab.hardware.gpus import GIB, GPU, MIB, find_gpu, with_overrides
+from servelab.model.catalog import catalog_model, find_catalog_id
+from servelab.model.hf_config import spec_from_config
+from servelab.model.quant import get_quant
+from servelab.model.spec import ModelSpec
+from servelab.plan.make import make_plan
+from servelab.plan.types import Plan
+
+ROOT = Path(__file__).resolve().parent / "fixtures" / "real-logs"
+ENGINES = ("vllm", "sglang", "llamacpp")
+DEFAULT_TOLERANCE = 0.05
+# When the case names no card the catalog has, the planner runs on this stand-in (memory far beyond any
+# case) and only the figures that do not depend on the card's memory are compared; no fit verdict.
+STAND_IN_VRAM_GIB = 4096.0
+STAND_IN_BANDWIDTH_GB_S = 1000.0
+# A case's `quantization` in servelab's names where the spelling differs. "none" is the unquantized bf16
+# checkpoint (also where the catalog entry is a quantized release, as DeepSeek-V3's fp8). AutoRound's int4
+# export is symmetric 4-bit with groups of 128 (GPTQ's layout); W8A8-INT8 stores one byte per weight with a
+# scale per output channel, the bytes of fp8-channel.
+QUANT_NAMES = {"none": "bf16", "auto_round-int4": "gptq-w4g128", "w8a8-int8": "fp8-channel"}
+# The GGUF mix a llama.cpp case is planned in when its excerpt does not name one (weights then not compared).
+GGUF_STAND_IN = "Q8_0"
+# llama.cpp's devices that are host memory, in its buffer lines.
+HOST_DEVICES = ("CPU", "CUDA_Host", "ROCm_Host")
+# Settings servelab's planner takes (each engine's name for it); any other setting of a case is listed as
+# not expressed, so a reader of the table sees what the plan could not be told.
+EXPRESSED = {
+    "vllm": {
+        "tensor_parallel",
+        "max_model_len",
+        "gpu_memory_utilization",
+        "kv_cache_dtype",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+    },
+    "sglang": {
+        "tensor_parallel",
+        "context_length",
+        "mem_fraction_static",
+        "kv_cache_dtype",
+        "max_total_tokens",
+        "max_running_requests",
+    },
+    "llamacpp": {
+        "ctx_size",
+        "n_parallel",
+        "n_gpu_layers",
+        "cache_type_k",
+        "cache_type_v",
+        "n_batch",
+        "n_ubatch",
+    },
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # engine/slug
+    data: Mapping[str, Any]
+    path: Path
+
+    @property
+    def engine(self) -> str:
+        return str(self.data["engine"])
+
+    @property
+    def settings(self) -> Mapping[str, Any]:
+        return self.data["settings"]
+
+    @property
+    def plannable(self) -> bool:
+        return self.data.get("plannable", True) is not False
+
+    @property
+    def gpu_known(self) -> bool:
+        return self.data.get("gpu_catalog") is not None
+
+    def tolerance(self, figure: str) -> float:
+        return float((self.data.get("tolerance") or {}).get(figure, DEFAULT_TOLERANCE))
+
+
+def load_cases() -> list[Case]:
+    """Every case of the set, engine by engine, in file order."""
+    cases = []
+    for engine in ENGINES:
+        for path in sorted((ROOT / engine).glob("*.yaml")):
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            cases.append(Case(f"{engine}/{path.stem}", data, path))
+    return cases
+
+
+def plannable_cases() -> list[Case]:
+    return [case for case in load_cases() if case.plannable]
+
+
+def case_model(case: Case) -> ModelSpec:
+    """The model a case serves: its attached config.json, else the catalog id it names or shares."""
+    config = case.data.get("model_config")
+    if config:
+        text = (case.path.parent / str(config)).read_text(encoding="utf-8")
+        return spec_from_config(json.loads(text), name=str(case.data["model"]), source="hf")
+    model_id = find_catalog_id(str(case.data["model"])) or find_catalog_id(
+        str(case.data.get("catalog_model") or "-")
+    )
+    if model_id is None:
+        raise ConfigError(f"{case.name}: no model the planner can build")
+    return catalog_model(model_id)
+
+
+def case_gpu(case: Case) -> GPU:
+    """The case's card from the hardware catalog, its own total memory winning; a stand-in when unknown."""
+    memory = case.data.get("gpu_memory_gib")
+    if not case.gpu_known:
+        return with_overrides(
+            None, vram_gib=memory or STAND_IN_VRAM_GIB, bandwidth_gb_s=STAND_IN_BANDWIDTH_GB_S
+        )
+    return with_overrides(find_gpu(str(case.data["gpu_catalog"])), vram_gib=memory)
+
+
+def case_quant(case: Case) -> str | None:
+    """servelab's name for the checkpoint's quantization; None for the model's own format (or unknown)."""
+    raw = str(case.data["quantization"])
+    name = raw.split(":", 1)[1] if raw.startswith("gguf:") else raw
+    name = QUANT_NAMES.get(name, name)
+    if name is None:
+        return None
+    try:
+        return get_quant(name).name
+    except ConfigError:
+        return None
+
+
+def weights_priced(case: Case) -> bool:
+    """Whether the plan's weights are the checkpoint's (its quant is known to servelab)."""
+    return str(case.data["quantization"]) == "none" or case_quant(case) is not None
+
+
+def _kv_dtype(value: object) -> str | None:
+    return None if value in (None, "auto") else str(value)
+
+
+def plan_inputs(case: Case) -> dict[str, Any]:
+    """`make_plan`'s keyword arguments for a case (the engine, quant, context, KV dtype, parallel, GPUs, flags)."""
+    s = case.settings
+    quant = case_quant(case)
+    if quant is None and case.engine == "llamacpp" and not weights_priced(case):
+        quant = GGUF_STAND_IN  # llama.cpp loads GGUF only; its KV and buffers do not depend on the mix
+    if case.engine == "vllm":
+        inputs = {
+            "context": s.get("max_model_len"),
+            "kv_dtype": _kv_dtype(s.get("kv_cache_dtype")),
+            "gpus": int(s.get("tensor_parallel") or 1),
+            "gpu_memory_utilization": s.get("gpu_memory_utilization"),
+            "max_num_seqs": s.get("max_num_seqs"),
+            "max_num_batched_tokens": s.get("max_num_batched_tokens"),
+        }
+    elif case.engine == "sglang":
+        inputs = {
+            "context": s.get("context_length"),
+            "kv_dtype": _kv_dtype(s.get("kv_cache_dtype")),
+            "parallel": int(s.get("max_running_requests") or 1),
+            "gpus": int(s.get("tensor_parallel") or 1),
+            "mem_fraction_static": s.get("mem_fraction_static"),
+            "max_total_tokens": s.get("max_total_tokens"),
+        }
+    else:
+        slots = int(s.get("n_parallel") or 1)
+        same = s.get("cache_type_k") == s.get("cache_type_v")
+        inputs = {
+            "context": int(s["ctx_size"]) // slots if s.get("ctx_size") else None,
+            "kv_dtype": _kv_dtype(s.get("cache_type_k")) if same else None,
+            "parallel": slots,
+            "gpus": int(case.data["gpu_count"]),  # -sm layer over every device
+            "n_gpu_layers": s.get("n_gpu_layers"),
+            "n_batch": s.get("n_batch"),
+            "n_ubatch": s.get("n_ubatch"),
+        }
+    return {"engine": case.engine, "quant": quant, **{k: v for k, v in inputs.items() if v is not None}}
+
+
+def not_expressed(case: Case) -> list[str]:
+    """The case's settings the planner cannot be told (engine defaults, or knobs servelab does not model)."""
+    names = [k for k, v in case.settings.items() if v is not None and k not in EXPRESSED[case.engine]]
+    s = case.settings
+    if case.engine == "llamacpp" and s.get("cache_type_k") != s.get("cache_type_v"):
+        names.append("cache_type_k != cache_type_v")
+    return names
+
+
+def run_plan(case: Case) -> Plan:
+    return make_plan(case_model(case), case_gpu(case), **plan_inputs(case))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    case: str
+    engine: str
+    figure: str
+    engine_value: float
+    plan_value: float | None  # None: not compared (see `why`)
+    tolerance: float
+    why: str = ""  # why the figure is not compared
+
+    @property
+    def error(self) -> float | None:
+        """Relative error of the plan against the engine ((plan - engine) / |engine|); None if not compared."""
+        if self.plan_value is None or self.engine_value == 0:
+            return None
+        return (self.plan_value - self.engine_value) / abs(self.engine_value)
+
+    @property
+    def within(self) -> bool:
+        return self.error is not None and abs(self.error) <= self.tolerance
+
+
+# Figures that follow from the card's memory (vLLM's and sglang's pools are what is left of it).
+MEMORY_BOUND = {
+    "kv_budget_gib",
+    "kv_tokens",
+    "gpu_blocks",
+    "max_concurrency",
+    "mamba_cache_blocks",
+    "mamba_cache_slots",
+    "estimated_max_model_len",
+    "max_running_requests",
+}
+
+
+def _detail(name: str, scale: float = 1.0) -> Callable[[Plan], float | None]:
+    def read(plan: Plan) -> float | None:
+        value = plan.details.get(name)
+        return None if not isinstance(value, int | float) else float(value) / scale
+
+    return read
+
+
+def _memory(name: str, scale: float, gpus: bool = False) -> Callable[[Plan], float | None]:
+    def read(plan: Plan) -> float | None:
+        value = float(getattr(plan.memory_bytes, name)) / scale
+        return value * plan.tensor_parallel if gpus else value
+
+    return read
+
+
+# The plan's number for each figure the set uses, per engine (units as the case's figure name says).
+# llama.cpp's weights and KV over devices: the plan's per-GPU share times the GPUs it splits layers over.
+PLAN_FIGURES: dict[str, dict[str, Callable[[Plan], float | None]]] = {
+    "vllm": {
+        "weights_gib": _memory("weights", GIB),
+        "kv_budget_gib": _detail("kv_budget_bytes", GIB),
+        "kv_tokens": _detail("kv_tokens"),
+        "gpu_blocks": _detail("num_blocks"),
+        "max_concurrency": _detail("max_concurrency"),
+        "mamba_cache_blocks": _detail("mamba_blocks"),
+        "estimated_max_model_len": _detail("estimated_max_model_len"),
+    },
+    "sglang": {
+        "weights_gib": _memory("weights", GIB),
+        "kv_budget_gib": _memory("kv_cache", GIB),
+        "kv_tokens": _detail("max_total_tokens"),
+        "max_running_requests": _detail("max_running_requests"),
+        "mamba_cache_slots": _detail("mamba_cache_size"),
+    },
+    "llamacpp": {
+        "weights_mib": _memory("weights", MIB, gpus=True),
+        "kv_mib": _memory("kv_cache", MIB, gpus=True),
+        "kv_mib_total": _memory("kv_cache", MIB, gpus=True),
+        "kv_tokens": _detail("n_ctx"),
+        "n_ctx_per_seq": _detail("n_ctx_per_slot"),
+        "compute_mib": _detail("compute_buffer_bytes", MIB),
+        "compute_bytes": _detail("compute_buffer_bytes"),
+        "output_mib": _detail("output_buffer_bytes", MIB),
+        "recurrent_mib": _memory("recurrent_state", MIB, gpus=True),
+    },
+}
+PER_DEVICE = {"compute_mib", "compute_bytes"}  # each device holds its own buffer: compared device by device
+
+
+def _engine_values(case: Case, figure: str, value: object) -> Iterator[tuple[str, float, str]]:
+    """(label, the engine's number, why not comparable) for one figure; a mapping over devices is summed
+    over the GPUs when every GPU is listed, per-device figures are one row per device."""
+    if not isinstance(value, dict):
+        yield figure, float(value), ""  # type: ignore[arg-type]
+        return
+    if figure in PER_DEVICE:
+        for device, item in value.items():
+            yield f"{figure}[{device}]", float(item), ""
+        return
+    gpus = {d: float(v) for d, v in value.items() if d not in HOST_DEVICES}
+    why = "" if len(gpus) == int(case.data["gpu_count"]) else f"excerpt shows {len(gpus)} of the GPUs"
+    yield f"{figure}[GPUs]", math.fsum(gpus.values()), why
+
+
+def _why_not(case: Case, figure: str) -> str:
+    if figure not in PLAN_FIGURES[case.engine]:
+        return "no plan figure"
+    if not case.gpu_known and case.engine != "llamacpp" and figure in MEMORY_BOUND:
+        return "GPU not known"
+    if figure.startswith("weights") and not weights_priced(case):
+        return "quant not known"
+    if figure == "estimated_max_model_len" and case.data["started"] is not False:
+        return "printed only on refusal"
+    if (
+        figure == "kv_mib_total"
+        and case.settings.get("n_gpu_layers") not in (None, 999)
+        and _host_layers(case)
+    ):
+        return "plan keeps no host KV figure"
+    return ""
+
+
+def _host_layers(case: Case) -> bool:
+    """Whether -ngl leaves layers (and their KV) in host memory."""
+    return int(case.settings["n_gpu_layers"]) < case_model(case).num_layers
+
+
+def compare(case: Case, plan: Plan) -> list[Comparison]:
+    """Each of the case's expected figures beside the plan's (or why it is not compared)."""
+    rows = []
+    for figure, value in case.data["expected"].items():
+        why = _why_not(case, figure)
+        for label, number, partial in _engine_values(case, figure, value):
+            reason = why or partial or ("negative: the refusal, a fit check" if number < 0 else "")
+            planned = None if reason else PLAN_FIGURES[case.engine][figure](plan)
+            if planned is None and not reason:
+                reason = "the plan has none"
+            rows.append(
+                Comparison(case.name, case.engine, label, number, planned, case.tolerance(figure), reason)
+            )
+    rows.extend(_cell_check(case, plan))
+    return rows
+
+
+def _cell_check(case: Case, plan: Plan) -> list[Comparison]:
+    """KV tokens the plan's own cell gives at the engine's printed budget: the cell arithmetic alone,
+    whatever the budget (so it is compared even when the card is unknown)."""
+    expected = case.data["expected"]
+    if case.engine == "llamacpp" or "kv_budget_gib" not in expected or "kv_tokens" not in expected:
+        return []
+    budget = PLAN_FIGURES[case.engine]["kv_budget_gib"](plan)
+    tokens = PLAN_FIGURES[case.engine]["kv_tokens"](plan)
+    planned = None if not budget or tokens is None else float(expected["kv_budget_gib"]) * tokens / budget
+    return [
+        Comparison(
+            case.name,
+            case.engine,
+            "kv_tokens@engine_budget",
+            float(expected["kv_tokens"]),
+            planned,
+            case.tolerance("kv_tokens"),
+            "" if planned is not None else "the plan has no KV pool",
+        )
+    ]
+
+
+def fit_signal(case: Case) -> bool:
+    """Whether a case can check the fit verdict: it says started or refused, on a card the catalog has."""
+    return case.data["started"] is not None and case.gpu_known
+
+
+@dataclass(frozen=True)
+class Outcome:
+    case: Case
+    plan: Plan | None
+    comparisons: list[Comparison] = field(default_factory=list)
+    error: str = ""  # the planner's one-line refusal of the inputs, if any
+
+    @property
+    def fit_agrees(self) -> bool | None:
+        """Plan's fits == engine started (None without a fit signal); a planner error counts as not fitting."""
+        if not fit_signal(self.case):
+            return None
+        fits = self.plan.fits if self.plan is not None else False
+        return fits == bool(self.case.data["started"])
+
+
+def outcome(case: Case) -> Outcome:
+    try:
+        plan = run_plan(case)
+    except ServelabError as exc:
+        return Outcome(case, None, [], str(exc))
+    return Outcome(case, plan, compare(case, plan))

@@ -1,0 +1,133 @@
+"""The planner on every plannable real-log case (tests/fixtures/real-logs/, read by tests/real_logs.py).
+
+Two checks, both against what real engines printed. The fit verdict: where the engine refused to start the
+plan must not say it fits, and where it started the plan must not say it does not; the refused cases the plan
+is optimistic about today are named in OPTIMISTIC_TODAY, exactly (one fixed must leave the list). The figures:
+each figure the planner gets within the case's tolerance today is pinned in WITHIN_TODAY and must stay
+within; the others are listed, with their errors, by benchmarks/plan_vs_real.py (issue 16's baseline).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from servelab.hardware.gpus import find_gpu
+from tests.real_logs import (
+    Case,
+    Outcome,
+    case_gpu,
+    fit_signal,
+    load_cases,
+    outcome,
+    plan_inputs,
+    plannable_cases,
+)
+
+CASES = plannable_cases()
+BY_NAME = {case.name: case for case in load_cases()}
+
+# Refused cases where the plan says `fits` today (issue 16 item 3 will empty this).
+OPTIMISTIC_TODAY = {
+    "vllm/gpt-oss-120b-h100-marlin-refused",  # Marlin MXFP4 weights 66 GiB, the plan's 60.7: budget +8.8 GiB
+    "vllm/gpt-oss-120b-h100-util095-mbt1024-refused",  # KV budget 1.71 GiB, the plan's 11.4
+    "vllm/v0-llama31-8b-rtx3090-29k-refused",  # V0 profile peak 17.98 GiB: KV 2.89 GiB, the plan's 4.89
+}
+
+# (case, figure) within the case's tolerance today; they must stay there.
+WITHIN_TODAY = (
+    ("vllm/gpt-oss-20b-a100-v0190", "kv_budget_gib"),
+    ("vllm/qwen3-14b-v1-32k-lmcache", "kv_tokens@engine_budget"),
+    ("vllm/qwen3-235b-a22b-fp8-4xh100", "kv_tokens@engine_budget"),
+    ("vllm/qwen3.5-35b-a3b-tp4-h100-dflash", "weights_gib"),
+    ("vllm/qwen3.6-27b-fp8-h100-mamba-blocks-refused", "mamba_cache_blocks"),
+    ("vllm/v0-llama31-8b-rtx3090-20k", "weights_gib"),
+    ("vllm/v0-llama31-8b-rtx3090-29k-refused", "weights_gib"),
+    ("vllm/v0-llama31-8b-rtx3090-29k-refused", "kv_tokens@engine_budget"),
+    ("vllm/v1-0.7-llama31-70b-w8a8-gpu-blocks", "weights_gib"),
+    ("sglang/qwen3-235b-a22b-fp8-tp4-h100", "kv_tokens@engine_budget"),
+    ("sglang/qwen3-30b-a3b-fp8-tp2-piecewise", "weights_gib"),
+    ("sglang/qwen3-30b-a3b-fp8-tp2-piecewise", "kv_tokens@engine_budget"),
+    ("llamacpp/deepseek-v3-8gpu-q4_0k-np8", "kv_tokens"),
+    ("llamacpp/deepseek-v3-8gpu-q4_0k-np8", "n_ctx_per_seq"),
+    ("llamacpp/llama-3-70b-2gpu-4060ti-3060-split", "kv_mib[GPUs]"),
+    ("llamacpp/llama-3-70b-2gpu-4060ti-3060-split", "kv_tokens"),
+    ("llamacpp/qwen3-next-80b-q4km-gfx1151-kv", "kv_mib"),
+    ("llamacpp/qwen3-next-80b-q4km-gfx1151-kv", "kv_tokens"),
+)
+
+
+def _outcome(name: str) -> Outcome:
+    return outcome(BY_NAME[name])
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_the_planner_plans_every_plannable_case(case: Case) -> None:
+    result = outcome(case)
+    assert result.plan is not None, f"the planner refused the case's inputs: {result.error}"
+    assert result.comparisons, "a plannable case has figures to compare"
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if fit_signal(c)], ids=lambda c: c.name)
+def test_the_fit_verdict_agrees_with_the_engine(case: Case) -> None:
+    result = outcome(case)
+    assert result.plan is not None
+    if case.data["started"]:
+        assert result.plan.fits, f"the engine started; the plan says it does not fit: {result.plan.warnings}"
+    elif case.name in OPTIMISTIC_TODAY:
+        assert result.plan.fits, f"{case.name} is no longer optimistic: take it out of OPTIMISTIC_TODAY"
+    else:
+        assert not result.plan.fits, f"the engine refused ({case.data['refusal'].strip()}); the plan fits"
+
+
+def test_the_optimistic_list_names_refused_cases_with_a_fit_signal() -> None:
+    for name in OPTIMISTIC_TODAY:
+        assert BY_NAME[name].data["started"] is False and fit_signal(BY_NAME[name])
+
+
+@pytest.mark.parametrize("name,figure", WITHIN_TODAY, ids=[f"{n}:{f}" for n, f in WITHIN_TODAY])
+def test_the_figures_the_planner_gets_right_stay_right(name: str, figure: str) -> None:
+    rows = [c for c in _outcome(name).comparisons if c.figure == figure]
+    assert len(rows) == 1, f"{name} has no compared figure {figure}"
+    row = rows[0]
+    assert row.error is not None, f"{figure} is no longer compared: {row.why}"
+    assert row.within, (
+        f"{figure}: engine {row.engine_value}, plan {row.plan_value} ({row.error:+.1%}),"
+        f" tolerance {row.tolerance:.0%}"
+    )
+
+
+def test_a_case_becomes_the_planners_inputs() -> None:
+    """The reader's translation, on one case per engine (exact values from the case files)."""
+    vllm = BY_NAME["vllm/qwen3.6-27b-fp8-h100-mamba-blocks-refused"]
+    assert plan_inputs(vllm) == {
+        "engine": "vllm",
+        "quant": "fp8",
+        "context": 262144,
+        "gpus": 1,
+        "gpu_memory_utilization": 0.95,
+        "max_num_seqs": 1024,
+    }
+    sglang = BY_NAME["sglang/qwen3-235b-a22b-fp8-tp4-h100"]
+    assert plan_inputs(sglang) == {
+        "engine": "sglang",
+        "quant": "fp8",
+        "parallel": 1,
+        "gpus": 4,
+        "mem_fraction_static": 0.93,
+    }
+    llama = BY_NAME["llamacpp/deepseek-v3-8gpu-q4_0k-np8"]
+    assert plan_inputs(llama) == {  # K q4_0 and V f16 cannot be said: the planner's default type
+        "engine": "llamacpp",
+        "quant": "Q8_0",  # the stand-in mix: the excerpt does not name the GGUF's
+        "context": 2048,
+        "parallel": 8,
+        "gpus": 8,
+        "n_batch": 256,
+        "n_ubatch": 256,
+    }
+
+
+def test_the_cases_own_memory_wins_over_the_catalog() -> None:
+    case = BY_NAME["vllm/qwen3.5-35b-a3b-tp4-h100-dflash"]
+    assert case_gpu(case).memory_mib == round(79.33 * 1024) != find_gpu("h100-sxm").memory_mib
+    assert case_gpu(BY_NAME["vllm/gpt-oss-20b-a100-v0190"]) == find_gpu("a100-80g")
