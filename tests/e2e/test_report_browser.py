@@ -28,7 +28,7 @@ from tests.runs_factory import store_run
 pytestmark = [pytest.mark.engine, pytest.mark.browser]
 
 REPO = Path(__file__).resolve().parents[2]
-SECTIONS = ["runs", "summary", "ladder", "throughput", "latency", "roofline", "memory", "timeline", "doctor", "power",
+SECTIONS = ["summary", "runs", "ladder", "throughput", "latency", "roofline", "memory", "timeline", "doctor", "power",
             "spec", "verdict"]  # fmt: skip
 PLOTS = ["aggregate-throughput", "per-stream", "pareto", "latency-percentiles", "itl-distribution", "roofline", "memory",
          "timeline"]  # fmt: skip
