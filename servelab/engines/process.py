@@ -73,8 +73,12 @@ class ManagedProcess:
         env: Mapping[str, str] | None = None,
         name: str = "",
         die_with_parent: bool = True,
+        telling: Callable[[str], str] = telling_line,
+        tail_lines: int = TAIL_LINES,
     ) -> None:
+        self.tail_lines = tail_lines  # how much of the log the error message and EngineStartError look at
         self.argv = list(argv)
+        self.telling = telling  # the engine's own pick of the log line that says why it stopped
         self.die_with_parent = die_with_parent
         self.log_path = Path(log_path)
         self.env = dict(env) if env is not None else None
@@ -114,8 +118,10 @@ class ManagedProcess:
         """None while running; the exit status once it has exited."""
         return None if self._popen is None else self._popen.poll()
 
-    def log_tail(self, lines: int = TAIL_LINES) -> str:
-        return read_log_tail(self.log_path, lines)
+    def log_tail(self, lines: int | None = None) -> str:
+        """The log's last lines, the API key of the command line masked (engines echo their arguments)."""
+        tail = read_log_tail(self.log_path, lines or self.tail_lines)
+        return redact_text(tail, [api_key_of(list(self.argv))])
 
     def wait_healthy(self, is_healthy: Callable[[], bool], timeout_s: float) -> None:
         """Poll ``is_healthy`` until it is True; on death or timeout stop the process and raise EngineStartError.
@@ -137,8 +143,7 @@ class ManagedProcess:
     def _fail(self, what: str) -> None:
         self.stop()
         tail = self.log_tail()
-        tail = redact_text(tail, [api_key_of(list(self.argv))])  # engines echo a rejected flag, key included
-        raise EngineStartError(f"{what}: {telling_line(tail)} (log: {self.log_path})", log_tail=tail)
+        raise EngineStartError(f"{what}: {self.telling(tail)} (log: {self.log_path})", log_tail=tail)
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
         """SIGTERM the process group, SIGKILL it after ``grace_s``; returns the exit status."""
@@ -152,8 +157,18 @@ class ManagedProcess:
             except subprocess.TimeoutExpired:
                 self._signal_group(signal.SIGKILL)
                 self._popen.wait()
+            self._wait_group(grace_s)  # children (an engine core, its workers) finish their own shutdown
         self._signal_group(signal.SIGKILL)  # anything the engine left behind in its group
         return self._popen.returncode
+
+    def _wait_group(self, grace_s: float) -> None:
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(self._popen.pid, 0)  # type: ignore[union-attr]
+            except (ProcessLookupError, PermissionError):
+                return
+            time.sleep(POLL_INTERVAL_S)
 
     def _signal_group(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -187,6 +202,14 @@ class EngineServer:
     @property
     def log_path(self) -> Path:
         return self.process.log_path
+
+    def failure(self) -> str | None:
+        """None while the engine serves; otherwise why it does not (one line, with its log's telling line)."""
+        code = self.process.exit_code()
+        if code is None:
+            return None
+        why = self.process.telling(self.process.log_tail())
+        return f"{self.process.name} exited with code {code}: {why} (log: {self.log_path})"
 
     def stop(self) -> int | None:
         return self.process.stop()

@@ -34,6 +34,9 @@ class EffectiveConfig:
     kv_cache_dtype: str | None = None
     model: str | None = None
     max_total_tokens: int | None = None
+    kv_blocks: int | None = None  # the KV pool in blocks (vLLM: num_gpu_blocks, CPU build too)
+    kv_block_size: int | None = None  # tokens per KV block
+    prefix_caching: bool | None = None
     max_request_input_tokens: int | None = None
     kv_unified: bool | None = None
     tp_size: int | None = None

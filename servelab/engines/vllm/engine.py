@@ -11,6 +11,7 @@ from servelab.engines.vllm import (
     cmdline,
     endpoints,
     environment,
+    install,
     launch,
     planner,
     speculative,
@@ -30,6 +31,7 @@ ENGINE = Engine(
     model_scoped_endpoints=True,
     cmdline=cmdline,
     launcher=launch,
+    installer=install,
     planner=Planner(
         plan=planner.plan,
         weight_formats="hf",
