@@ -1,5 +1,8 @@
 """The GPU catalog: memory, bandwidth, dense tensor throughput, power and peer links, read from gpus.json.
 
+Every figure an entry states has its source URL in the entry's `sources` (figure name -> URL); the prose
+`source` says how each was read (dense vs with sparsity, measured vs stated) and docs/planning.md lists both.
+
 Lookup is tolerant of case, spaces, dashes and vendor prefixes (`RTX 4090`, `rtx4090`, `NVIDIA GeForce
 RTX 4090`); an unknown name is a ConfigError that lists the catalog. `with_overrides` applies the CLI's
 --vram / --bandwidth / --tflops to a catalog entry or builds a custom card from them.
@@ -27,6 +30,21 @@ INTERCONNECTS = ("nvlink", "pcie-p2p", "pcie-host-staged")
 # docs/reference/memory.md §8). Unified-memory Apple GPUs have none to speak of.
 RUNTIME_CONTEXT_MIB = 512
 CPU_DEVICE = "cpu"  # the name that plans for this machine's CPU (hardware/host.py)
+# The figures a catalog entry may state; each one it states needs a source URL (tests/unit/test_hardware_gpus.py).
+FIGURES = (
+    "memory_mib",
+    "bandwidth_gb_s",
+    "fp16_tflops",
+    "bf16_tflops",
+    "fp8_tflops",
+    "fp4_tflops",
+    "int8_tflops",
+    "tdp_w",
+    "nvlink_gb_s",
+    "pcie_gen",
+    "pcie_lanes",
+    "compute_capability",
+)
 
 
 @dataclass(frozen=True)
@@ -38,15 +56,24 @@ class GPU:
     bf16_tflops: float
     fp16_tflops: float | None = None
     fp8_tflops: float | None = None
+    fp4_tflops: float | None = None
     int8_tflops: float | None = None
     tdp_w: float | None = None
     nvlink_gb_s: float | None = None
     pcie_gen: int | None = None
+    pcie_lanes: int | None = None
     unified_memory: bool = False
     compute_capability: str | None = None  # CUDA sm version ("8.9"); None off CUDA
     aliases: tuple[str, ...] = ()
     source: str = ""
+    memory_stated: str = ""  # the capacity as the vendor states it ("96 GB GDDR7")
+    sources: tuple[tuple[str, str], ...] = ()  # (figure, URL) for each figure in FIGURES the entry states
+    unsourced: tuple[str, ...] = ()  # figures kept from an earlier catalog whose source is still to be found
     cpu: CPU | None = None  # set on the CPU device: the host's cores, vector units, memory and NUMA node
+
+    @property
+    def figure_sources(self) -> dict[str, str]:
+        return dict(self.sources)
 
     @property
     def memory_bytes(self) -> int:
@@ -65,17 +92,20 @@ class GPU:
         return self.bandwidth_gb_s * 1e9
 
     def tensor_flops(self, compute_dtype: str) -> float:
-        """Dense tensor FLOP/s for a matmul input dtype (`bf16`, `fp16`, `fp8`, `int8`); falls back to BF16."""
-        tflops = {"fp16": self.fp16_tflops, "fp8": self.fp8_tflops, "int8": self.int8_tflops}.get(
-            compute_dtype
-        )
+        """Dense tensor FLOP/s for a matmul input dtype (`bf16`, `fp16`, `fp8`, `fp4`, `int8`); falls back to BF16."""
+        tflops = {
+            "fp16": self.fp16_tflops,
+            "fp8": self.fp8_tflops,
+            "fp4": self.fp4_tflops,
+            "int8": self.int8_tflops,
+        }.get(compute_dtype)
         return (tflops or self.bf16_tflops) * 1e12
 
     @property
     def pcie_gb_s(self) -> float:
-        """Per-direction x16 PCIe bandwidth (theoretical): 2 GB/s per lane at gen 4, doubling per gen."""
+        """Per-direction PCIe bandwidth (theoretical): 2 GB/s per lane at gen 4, doubling per gen; x16 unless stated."""
         gen = self.pcie_gen or 4
-        return 16 * 2.0 * 2 ** (gen - 4)
+        return (self.pcie_lanes or 16) * 2.0 * 2 ** (gen - 4)
 
 
 def _normalise(name: str) -> str:
@@ -87,6 +117,8 @@ def _from_json(row: dict) -> GPU:
     fields = {f.name for f in dataclasses.fields(GPU)}
     values = {k: v for k, v in row.items() if k in fields}
     values["aliases"] = tuple(values.get("aliases", ()))
+    values["sources"] = tuple(sorted(values.get("sources", {}).items()))
+    values["unsourced"] = tuple(values.get("unsourced", ()))
     return GPU(**values)
 
 

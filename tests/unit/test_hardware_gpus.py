@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from servelab.errors import ConfigError
-from servelab.hardware.gpus import MIB, default_interconnect, find_gpu, gpu_names, load_gpus, with_overrides
+from servelab.hardware.gpus import (
+    FIGURES,
+    GPU,
+    MIB,
+    default_interconnect,
+    find_gpu,
+    gpu_names,
+    load_gpus,
+    with_overrides,
+)
 
 REQUIRED = (
     "rtx3090",
@@ -107,8 +119,6 @@ def test_default_interconnect_is_nvlink_only_where_the_card_has_it() -> None:
 
 
 def test_docs_list_every_catalog_gpu_with_its_source() -> None:
-    from pathlib import Path
-
     doc = (Path(__file__).resolve().parents[2] / "docs" / "planning.md").read_text(encoding="utf-8")
     for gpu in load_gpus():
         assert f"| {gpu.name} |" in doc and gpu.source in doc, f"{gpu.name} missing from docs/planning.md"
@@ -119,3 +129,97 @@ def test_cuda_cards_carry_their_compute_capability() -> None:
     assert find_gpu("rtx5090").compute_capability == "12.0"
     assert find_gpu("mi325x").compute_capability is None and find_gpu("m4-max").compute_capability is None
     assert find_gpu("AMD Instinct MI325X").bandwidth_gb_s == 6000
+
+
+ROOT = Path(__file__).resolve().parents[2]
+NEW_CARDS = (
+    "rtx-pro-6000",
+    "rtx-pro-6000-server",
+    "rtx-a5000",
+    "rtx-a4000",
+    "rtx4080",
+    "rtx5080",
+    "h20",
+    "b300",
+    "mi355x",
+)
+STATED = re.compile(r"^(\d+(?:\.\d+)?) (GB|GiB) ")
+
+
+def _stated(gpu: GPU) -> tuple[float, str]:
+    match = STATED.match(gpu.memory_stated)
+    assert match, f"{gpu.name}: memory_stated {gpu.memory_stated!r} does not start with '<number> GB'"
+    return float(match.group(1)), match.group(2)
+
+
+@pytest.mark.parametrize("gpu", load_gpus(), ids=lambda g: g.name)
+def test_every_stated_figure_has_a_source(gpu: GPU) -> None:
+    sources = gpu.figure_sources
+    assert set(sources) <= set(FIGURES), (
+        f"{gpu.name}: sources for unknown figures {set(sources) - set(FIGURES)}"
+    )
+    for figure in FIGURES:
+        if getattr(gpu, figure) is None:
+            assert figure not in sources, f"{gpu.name}: a source for {figure}, which the entry does not state"
+            continue
+        if figure in gpu.unsourced:
+            assert figure not in sources
+            continue
+        where = sources.get(figure, "")
+        assert where.startswith("https://") or (ROOT / where).is_file(), f"{gpu.name}: {figure} has no source"
+
+
+@pytest.mark.parametrize("gpu", load_gpus(), ids=lambda g: g.name)
+def test_figures_are_positive_and_memory_matches_the_stated_capacity(gpu: GPU) -> None:
+    assert gpu.bandwidth_gb_s > 0
+    for figure in (
+        "fp16_tflops",
+        "bf16_tflops",
+        "fp8_tflops",
+        "fp4_tflops",
+        "int8_tflops",
+        "tdp_w",
+        "nvlink_gb_s",
+    ):
+        value = getattr(gpu, figure)
+        assert value is None or value > 0, f"{gpu.name}: {figure} = {value}"
+    amount, unit = _stated(gpu)
+    # A vendor's "96 GB" is the capacity in GiB less what ECC/firmware reserve: between amount x 10^9 and amount GiB.
+    low = amount * (2**30 if unit == "GiB" else 10**9)
+    assert low <= gpu.memory_bytes <= amount * 2**30, (
+        f"{gpu.name}: {gpu.memory_mib} MiB vs {gpu.memory_stated!r}"
+    )
+
+
+def test_new_cards_have_every_figure_sourced_and_halve_sparse_marketing() -> None:
+    for name in NEW_CARDS:
+        gpu = find_gpu(name)
+        assert not gpu.unsourced, name
+    assert find_gpu("rtx-a4000").bf16_tflops == pytest.approx(153.4 / 2)  # datasheet 153.4 is with sparsity
+    assert find_gpu("rtx-a5000").bf16_tflops == pytest.approx(222.2 / 2, abs=0.05)
+    pro = find_gpu("RTX PRO 6000 Blackwell Workstation Edition")
+    assert (
+        pro.fp4_tflops == 4000 / 2 and pro.bf16_tflops == pro.fp4_tflops / 4
+    )  # 4000 AI TOPS: FP4 with sparsity
+    assert find_gpu("rtx5080").bf16_tflops == pytest.approx(
+        1801 / 16, abs=0.05
+    )  # GeForce: FP32 accumulate at half rate
+
+
+def test_new_cards_are_found_by_their_nvml_names() -> None:
+    assert find_gpu("NVIDIA RTX PRO 6000 Blackwell Server Edition").bandwidth_gb_s == 1597
+    assert find_gpu("NVIDIA RTX PRO 6000 Blackwell Workstation Edition").bandwidth_gb_s == 1792
+    assert find_gpu("NVIDIA GeForce RTX 4080").name == "rtx4080"
+    assert find_gpu("NVIDIA H20").memory_mib == 96 * 1024
+    assert find_gpu("AMD Instinct MI355X").fp8_tflops == 5000
+
+
+def test_docs_list_every_source_url_and_every_unsourced_figure() -> None:
+    doc = (ROOT / "docs" / "planning.md").read_text(encoding="utf-8")
+    for gpu in load_gpus():
+        for figure, where in gpu.sources:
+            assert where in doc, f"{gpu.name}: {figure} source {where} missing from docs/planning.md"
+        for figure in gpu.unsourced:
+            assert f"{gpu.name} {figure}" in doc, (
+                f"{gpu.name}: unsourced {figure} not listed in docs/planning.md"
+            )
