@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from servelab.cli.output import print_json, stderr_console, stdout_console, to_jsonable
 from servelab.engines import registry
 from servelab.errors import ConfigError
+
+if TYPE_CHECKING:
+    from servelab.plan.fit import Speculative
 
 
 def _gpu(name: str | None, vram: float | None, bandwidth: float | None, tflops: float | None):
@@ -61,6 +64,21 @@ def _kv_cache_space(option: int | None) -> int | None:
             f"VLLM_CPU_KVCACHE_SPACE={value!r}: give whole GiB (e.g. 4), or pass --kv-cache-space"
         )
     return int(value)
+
+
+def _speculative(option: str | None, draft_model: str | None, hf: bool) -> Speculative:
+    """--speculative METHOD:N [--draft-model REF] as plan settings; a malformed value is one line."""
+    from servelab.model.load import load_model
+    from servelab.plan.fit import SPECULATIVE_METHODS, Speculative
+
+    method, _, tokens = (option or "").partition(":")
+    if option is None or not tokens.isdigit():
+        raise ConfigError(
+            f"--speculative {option!r}: give METHOD:N, METHOD one of {', '.join(SPECULATIVE_METHODS)} (mtp:3)"
+        )
+    draft = load_model(draft_model, hf=hf) if draft_model else None
+    path = _launch_path(draft_model) if draft_model else ""
+    return Speculative(method.lower(), int(tokens), draft=draft, draft_path=path)
 
 
 def _launch_path(model: str) -> str:
@@ -194,6 +212,14 @@ def register(app: typer.Typer) -> None:
         cpu_moe: bool = typer.Option(
             False, "--cpu-moe", help="llama.cpp: every layer's experts in host RAM (-ot exps=CPU)."
         ),
+        speculative: str | None = typer.Option(
+            None,
+            "--speculative",
+            help="Speculative decoding METHOD:N (mtp, eagle, ngram, draft; N tokens drafted per step).",
+        ),
+        draft_model: str | None = typer.Option(
+            None, "--draft-model", help="The draft for --speculative eagle:N / draft:N (an id or a file)."
+        ),
         save: Path | None = typer.Option(None, "--save", help="Also write the JSON plan to this file."),
         json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     ) -> None:
@@ -257,6 +283,8 @@ def register(app: typer.Typer) -> None:
             if v is not None
         }
         check_setting_numbers(flags)
+        if speculative is not None or draft_model is not None:
+            flags["speculative"] = _speculative(speculative, draft_model, hf)
         common: dict[str, Any] = dict(
             context=context,
             kv_dtype=kv_dtype,

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from servelab.engines.process import EngineServer
     from servelab.hardware.gpus import GPU
     from servelab.model.spec import ModelSpec
+    from servelab.plan.efficiency import EfficiencyTable
     from servelab.plan.fit import EngineFit, PlanSettings
     from servelab.speculative.observation import SpecObservation
     from servelab.verify.asked import Asked
@@ -189,7 +190,9 @@ class Planner:
     weight_formats: str  # "gguf": GGUF types; "hf": safetensors formats (bf16, fp8, awq, gptq …)
     usual_quants: tuple[str, ...]  # the quantizations `plan` compares when none is asked
     prefill_chunk_tokens: int  # n_ubatch / chunked_prefill_size / max_num_batched_tokens by default
-    decode_efficiency: float  # share of the roofline its decode reaches (docs/planning.md)
+    decode_efficiency: (
+        EfficiencyTable  # share of the roofline its decode reaches, by format x batch (docs/planning.md)
+    )
     prefill_efficiency: float
     state_dtypes: tuple[str | None, str | None] = (None, None)  # (conv, ssm) state dtypes; None: the model's
     tensor_parallel: str = "all-reduce"  # or "layers": GPUs hold layer ranges (a pipeline, no all-reduce)

@@ -300,3 +300,38 @@ def _mix_role_bits(spec: ModelSpec, mix: GGUFMix) -> dict[str, float]:
         "ffn_down": down,
         "experts": experts,
     }
+
+
+# The kernel family a decode step runs per weight format: the key of each engine's decode-efficiency table
+# (servelab/engines/<e>/efficiency.py, docs/planning.md "Decode efficiency"). GGUF mixes go by their base type.
+_GGUF_FAMILIES = {
+    **dict.fromkeys(("F16", "BF16", "F32"), "16-bit"),
+    "Q8_0": "q8_0",
+    **dict.fromkeys(("Q4_0", "Q4_1", "Q5_0", "Q5_1"), "q4_0"),
+    **dict.fromkeys(("Q2_K", "Q3_K"), "q2_k-q3_k"),
+    "Q4_K": "q4_k",
+    "Q5_K": "q5_k",
+    "Q6_K": "q6_k",
+    **dict.fromkeys(("TQ1_0", "TQ2_0"), "tq"),
+    "PTQ1_0": "ptq1_0",
+    "PQ2_0": "pq2_0",
+}
+_HF_FAMILIES = {"float": "16-bit", "fp8": "fp8", "nvfp4": "fp4", "mxfp4": "fp4", "bnb": "bnb"}
+INT4_MAX_BITS = 4.75  # awq / gptq / compressed-tensors int: up to here the 4-bit (Marlin) kernels, above int8
+
+
+def decode_family(quant: str) -> str:
+    """The decode kernel family of weights stored as `quant`: 16-bit, fp8, int8, int4, fp4, bnb, or a GGUF
+    family (q8_0, q4_0, q2_k-q3_k, q4_k, q5_k, q6_k, iq, tq, ptq1_0, pq2_0); "unknown" for a name no table has."""
+    try:
+        fmt = get_quant(quant)
+    except ConfigError:
+        return "unknown"
+    if fmt.mix is not None:
+        if fmt.mix.name == "MXFP4_MOE":
+            return "fp4"
+        base = fmt.mix.base
+        return "iq" if base.startswith("IQ") else _GGUF_FAMILIES.get(base, "unknown")
+    if fmt.family in ("awq", "gptq", "int"):
+        return "int4" if fmt.bits_per_weight <= INT4_MAX_BITS else "int8"
+    return _HF_FAMILIES.get(fmt.family, "unknown")

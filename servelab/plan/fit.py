@@ -9,10 +9,57 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
-from servelab.model.spec import ModelSpec
+from servelab.model.spec import LayerKind, ModelSpec
 from servelab.plan.types import MemoryBytes
 from servelab.plan.weights import weight_bytes
+
+SPECULATIVE_METHODS = ("mtp", "eagle", "ngram", "draft")
+MAX_SPECULATIVE_TOKENS = 16  # servelab.speculative.theory.MAX_GAMMA
+
+
+@dataclass(frozen=True)
+class Speculative:
+    """Speculative decoding as asked: `method` mtp (the model's own MTP layers: vLLM method mtp, sglang NEXTN),
+    eagle (an EAGLE draft head, `draft`), ngram (prompt lookup, no weights), draft (a separate draft model:
+    llama.cpp -md, vLLM/sglang a draft model path); `num_tokens` drafted per step (vLLM
+    num_speculative_tokens, sglang --speculative-num-steps, llama.cpp --spec-draft-n-max)."""
+
+    method: str
+    num_tokens: int
+    draft: ModelSpec | None = None  # eagle / draft: the draft's weights and KV
+    draft_path: str = ""  # as the command names it
+
+    def __post_init__(self) -> None:
+        if self.method not in SPECULATIVE_METHODS:
+            raise ConfigError(
+                f"speculative method {self.method!r} is not known; choose one of: {', '.join(SPECULATIVE_METHODS)}"
+            )
+        if not 1 <= self.num_tokens <= MAX_SPECULATIVE_TOKENS:
+            raise ConfigError(
+                f"speculative tokens must be 1 to {MAX_SPECULATIVE_TOKENS}, got {self.num_tokens}"
+            )
+        if self.method in ("eagle", "draft") and self.draft is None:
+            raise ConfigError(
+                f"speculative method {self.method} needs a draft model (--draft-model FILE or id)"
+            )
+
+    def draft_weights(self, model: ModelSpec) -> int:
+        """Bytes of the draft the engine loads: the model's MTP layers for mtp, the draft model's weights."""
+        if self.method == "mtp":
+            return weight_bytes(model).mtp
+        return self.draft.weight_bytes if self.draft is not None else 0
+
+    def draft_attention_layers(self, model: ModelSpec) -> int:
+        """Attention layers the draft adds to the KV cache (the MTP layers, or the draft head's full layers)."""
+        if self.method == "mtp":
+            return model.mtp_layers
+        if (
+            self.draft is not None
+        ):  # counted in the target's shape: EAGLE heads share it, a draft model may not
+            return self.draft.count(LayerKind.FULL_ATTENTION)
+        return 0
 
 
 @dataclass(frozen=True)
@@ -37,6 +84,9 @@ class PlanSettings:
     n_ubatch: int | None = None  # llama.cpp -ub (physical batch that sizes the compute buffer; default 512)
     n_cpu_moe: int | None = None  # llama.cpp --n-cpu-moe N: the experts of the first N layers in host RAM
     cpu_moe: bool = False  # llama.cpp -ot exps=CPU (--cpu-moe): every layer's experts in host RAM
+    speculative: Speculative | None = (
+        None  # speculative decoding / MTP (draft weights, their KV, the lookahead)
+    )
     host: str = "127.0.0.1"
     port: int | None = None
     model_path: str = ""
@@ -67,10 +117,14 @@ class EngineFit:
     refusals: tuple[Refusal, ...] = ()  # any refusal makes the plan `fits: false`
 
 
-def weight_split(model: ModelSpec, tp: int, *, vision: bool, mtp: bool) -> tuple[int, int, int]:
-    """Text, vision and MTP weight bytes per GPU when ``tp`` GPUs share them."""
+def weight_split(
+    model: ModelSpec, tp: int, *, vision: bool, mtp: bool, speculative: Speculative | None = None
+) -> tuple[int, int, int]:
+    """Text, vision and MTP (or draft) weight bytes per GPU when ``tp`` GPUs share them: the MTP head only when
+    speculative decoding uses it (or `mtp`), a draft model's weights in its place."""
     w = weight_bytes(model, vision=vision, mtp=mtp)
-    return w.language // tp, w.vision // tp, w.mtp // tp
+    draft = speculative.draft_weights(model) if speculative is not None else w.mtp
+    return w.language // tp, w.vision // tp, draft // tp
 
 
 def memory_bytes(

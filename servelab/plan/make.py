@@ -11,9 +11,10 @@ from servelab.engines.base import Engine, Planner
 from servelab.errors import ConfigError, ModelFormatError
 from servelab.hardware.gpus import GPU, default_interconnect
 from servelab.model.dtypes import storage_dtype
-from servelab.model.quant import get_quant, quant_name_for, synthesise_weights
+from servelab.model.quant import decode_family, get_quant, quant_name_for, synthesise_weights
 from servelab.model.spec import ModelSpec
 from servelab.plan import speed
+from servelab.plan.efficiency import DecodeEfficiency, decode_efficiency, uniform
 from servelab.plan.emit import shell_line
 from servelab.plan.fit import EngineFit, PlanSettings
 from servelab.plan.kv import kv_layout
@@ -133,10 +134,9 @@ class _Speed:
     tp: int
     interconnect: str | None
 
-    def per_sequence(self, context: int, batch: int = 1) -> tuple[float, str]:
-        """Ceiling decode tok/s per sequence and which bound binds, TP all-reduces included."""
+    def _ceiling(self, context: int, batch: int) -> speed.DecodeCeiling:
         kv = kv_layout(self.model, storage_dtype(self.kv_dtype, self.model.dtype))
-        d = speed.decode_ceiling(
+        return speed.decode_ceiling(
             self.model,
             self.gpu,
             kv,
@@ -145,10 +145,30 @@ class _Speed:
             batch=batch,
             compute_dtype=_compute_dtype(self.model, self.gpu),
         )
-        step_s = 1 / d.per_sequence_tok_s
+
+    def _with_tp(self, step_s: float, batch: int) -> float:
         if self.tp > 1 and _all_reduces(self.engine) and self.interconnect:
-            step_s = step_s / self.tp + self.cost(batch).per_token_s
-        return 1 / step_s, d.bound
+            return step_s / self.tp + self.cost(batch).per_token_s
+        return step_s
+
+    def per_sequence(self, context: int, batch: int = 1) -> tuple[float, str]:
+        """Ceiling decode tok/s per sequence and which bound binds, TP all-reduces included."""
+        d = self._ceiling(context, batch)
+        return 1 / self._with_tp(1 / d.per_sequence_tok_s, batch), d.bound
+
+    def efficiency(self, batch: int = 1) -> DecodeEfficiency:
+        """The engine's figure for this model's weight format at `batch` (the CPU device: one figure)."""
+        rules = _planner(self.engine)
+        family = decode_family(self.model.quant)
+        if self.gpu.is_cpu and rules.cpu_efficiency is not None:
+            note = f"{self.engine.label} on the CPU device: {rules.cpu_efficiency[0]:.2f} (docs/planning.md)"
+            return uniform(rules.cpu_efficiency[0], family, note)
+        return decode_efficiency(rules.decode_efficiency, family, batch)
+
+    def expected(self, context: int, batch: int = 1) -> float:
+        """Expected decode tok/s per sequence: the ceiling's bytes at the engine's kernel efficiency."""
+        d = self._ceiling(context, batch)
+        return 1 / self._with_tp(speed.expected_step_s(d, self.gpu, self.efficiency(batch)), batch)
 
     def cost(self, batch: int = 1) -> TensorParallelCost:
         return tensor_parallel_cost(
@@ -162,17 +182,18 @@ def _ceilings(sp: _Speed, short: int, full: int) -> DecodeCeilings:
     return DecodeCeilings(round(short_tok_s, 2), round(full_tok_s, 2), short, bound)
 
 
-def _scaled(c: DecodeCeilings, factor: float) -> DecodeCeilings:
-    return DecodeCeilings(
-        round(c.short * factor, 2), round(c.full_context * factor, 2), c.short_context, c.bound
-    )
+def _expected(sp: _Speed, c: DecodeCeilings, full: int) -> DecodeCeilings:
+    short, at_full = sp.expected(c.short_context), sp.expected(full)
+    return DecodeCeilings(round(short, 2), round(at_full, 2), c.short_context, c.bound)
 
 
 def _batch_points(sp: _Speed, context: int, max_batch: int) -> tuple[BatchPoint, ...]:
     points = []
     for batch in (b for b in BATCHES if b <= max(1, max_batch)):
         per_seq, _ = sp.per_sequence(context, batch)
-        points.append(BatchPoint(batch, context, round(per_seq * batch, 1), round(per_seq, 2)))
+        expected = sp.expected(context, batch)
+        point = BatchPoint(batch, context, round(per_seq * batch, 1), round(per_seq, 2))
+        points.append(dataclasses.replace(point, expected_aggregate_tok_s=round(expected * batch, 1)))
     return tuple(points)
 
 
@@ -250,11 +271,9 @@ def make_plan(
             f" {gpu.cpu.llc_bytes / 2**20:.0f} MiB last-level cache: decode reads them from cache, not memory,"
             " so measured speed can exceed this memory-bandwidth ceiling"
         )
-    decode_eff, prefill_eff = (rules.cpu_efficiency if gpu.is_cpu else None) or (
-        rules.decode_efficiency,
-        rules.prefill_efficiency,
-    )
-    efficiency = {"decode": decode_eff, "prefill": prefill_eff}
+    decode = sp.efficiency()
+    prefill = rules.cpu_efficiency[1] if gpu.is_cpu and rules.cpu_efficiency else rules.prefill_efficiency
+    efficiency = {"decode": decode.weights, "decode_kv": decode.kv, "prefill": prefill}
     single = None
     if gpus > 1:
         single = round(_Speed(model, gpu, chosen, fit.kv_dtype, 1, None).per_sequence(served)[0], 2)
@@ -271,7 +290,7 @@ def make_plan(
         fits=fit.fits and not fit.refusals,
         memory_bytes=fit.memory,
         decode_ceiling_tok_s=ceiling,
-        decode_expected_tok_s=_scaled(ceiling, efficiency["decode"]),
+        decode_expected_tok_s=_expected(sp, ceiling, served),
         prefill_ceiling_tok_s=round(
             speed.prefill_ceiling_tok_s(
                 model, gpu, served, compute_dtype=_compute_dtype(model, gpu), gpus=gpus
@@ -285,6 +304,7 @@ def make_plan(
         slots=fit.slots,
         context_served=fit.context_served,
         efficiency=efficiency,
+        efficiency_source=decode.note,
         prefill_short_tok_s=round(
             speed.prefill_ceiling_tok_s(
                 model, gpu, ceiling.short_context, compute_dtype=_compute_dtype(model, gpu), gpus=gpus

@@ -65,6 +65,8 @@ def render_plan(console: Console, plan: Plan) -> None:
         f" {plan.context_served or plan.context} ({c.bound}-bound); expected at {plan.efficiency['decode']:.0%}"
         f" efficiency: {e.short} / {e.full_context} tok/s"
     )
+    if plan.efficiency_source:
+        console.print(f"efficiency: {plan.efficiency_source}", markup=False)
     console.print(
         f"prefill ceiling: {plan.prefill_ceiling_tok_s} tok/s for a {plan.context_served or plan.context}"
         f"-token prompt, {plan.prefill_short_tok_s} tok/s for {c.short_context} ({plan.prefill_bound}-bound)"
@@ -75,8 +77,10 @@ def render_plan(console: Console, plan: Plan) -> None:
         for points in (plan.decode_batch_tok_s, plan.decode_batch_full_context_tok_s):
             if points:
                 console.print(
-                    f"aggregate decode ceiling at {points[0].context} tokens: "
-                    + ", ".join(f"B={p.batch}: {p.aggregate_tok_s}" for p in points)
+                    f"aggregate decode ceiling (expected) at {points[0].context} tokens: "
+                    + ", ".join(
+                        f"B={p.batch}: {p.aggregate_tok_s} ({p.expected_aggregate_tok_s})" for p in points
+                    )
                 )
     if plan.device_note:
         console.print(f"device: {plan.device_note}", markup=False)

@@ -4,17 +4,22 @@ decode step bytes = weights read (active; embedding row only; lm_head in full) +
                     (full layers x context, sliding layers x min(context, window)) + recurrent state read and written
 decode tok/s (per sequence) <= bandwidth / step bytes; the batch shares the weight reads.
 prefill FLOPs per token = 2 x active params + 4 x attention width x attended tokens (causal: context / 2 on average)
-Engine efficiency factors (achieved / peak) turn ceilings into expectations: docs/reference/memory.md §7.
+Engine efficiency factors (achieved / peak, by weight format x batch: plan/efficiency.py) turn ceilings into
+expectations: docs/planning.md "Decode efficiency".
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import LayerKind, ModelSpec
 from servelab.plan.kv import KVLayout
 from servelab.plan.weights import active_params, decode_read_bytes
+
+if TYPE_CHECKING:
+    from servelab.plan.efficiency import DecodeEfficiency
 
 SHORT_CONTEXT_TOKENS = 1024
 
@@ -27,6 +32,8 @@ class DecodeCeiling:
     per_sequence_tok_s: float
     aggregate_tok_s: float
     bound: str  # "memory" or "compute"
+    weight_bytes: float = 0.0  # the weights' share of step_bytes (the rest: KV and recurrent state)
+    compute_s: float = 0.0  # the step's FLOPs at the card's tensor peak
 
 
 def weight_read_bytes(model: ModelSpec, batch: int = 1) -> float:
@@ -53,14 +60,24 @@ def decode_ceiling(
     compute_dtype: str = "bf16",
 ) -> DecodeCeiling:
     """Decode ceiling at `context` tokens per sequence and `batch` sequences (`weight_share` = 1/tp)."""
-    step = weight_read_bytes(model, batch) * weight_share + batch * (kv.bytes_for(context) + 2 * state_bytes)
+    weights = weight_read_bytes(model, batch) * weight_share
+    step = weights + batch * (kv.bytes_for(context) + 2 * state_bytes)
     memory_s = step / gpu.bandwidth_bytes_s
     compute_s = 2 * active_params(model) * weight_share * batch / gpu.tensor_flops(compute_dtype)
     step_s = max(memory_s, compute_s)
     per_seq = 1 / step_s if step_s else 0.0
-    return DecodeCeiling(
-        context, batch, step, per_seq, per_seq * batch, "memory" if memory_s >= compute_s else "compute"
+    bound = "memory" if memory_s >= compute_s else "compute"
+    return DecodeCeiling(context, batch, step, per_seq, per_seq * batch, bound, weights, compute_s)
+
+
+def expected_step_s(d: DecodeCeiling, gpu: GPU, eff: DecodeEfficiency) -> float:
+    """One decode step as the engine's kernels run it: the weights at their format's share of the bandwidth, KV
+    and state reads at theirs (docs/planning.md "Decode efficiency"); compute at the weights' share of the peak."""
+    bandwidth = gpu.bandwidth_bytes_s
+    memory_s = d.weight_bytes / (bandwidth * eff.weights) + (d.step_bytes - d.weight_bytes) / (
+        bandwidth * eff.kv
     )
+    return max(memory_s, d.compute_s / eff.weights)
 
 
 def attention_width(model: ModelSpec) -> tuple[int, int]:

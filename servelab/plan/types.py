@@ -43,6 +43,9 @@ class BatchPoint:
     context: int
     aggregate_tok_s: float
     per_sequence_tok_s: float
+    expected_aggregate_tok_s: float = (
+        0.0  # at the engine's efficiency for this batch (plan.efficiency_source)
+    )
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class Plan:
     fits: bool
     memory_bytes: MemoryBytes
     decode_ceiling_tok_s: DecodeCeilings  # physical ceiling (100% of bandwidth)
-    decode_expected_tok_s: DecodeCeilings  # ceiling x the engine's efficiency factor
+    decode_expected_tok_s: DecodeCeilings  # the ceiling's bytes at the engine's efficiency (format x batch)
     prefill_ceiling_tok_s: float
     tensor_parallel: int
     native_quant: bool = False  # the checkpoint's own quantization (not re-quantised by the plan)
@@ -66,7 +69,8 @@ class Plan:
     prefill_short_tok_s: float = (
         0.0  # prefill ceiling for a short prompt (decode_ceiling_tok_s.short_context)
     )
-    efficiency: dict[str, float] = field(default_factory=dict)
+    efficiency: dict[str, float] = field(default_factory=dict)  # decode (weights), decode_kv, prefill
+    efficiency_source: str = ""  # which decode figure the plan used and why (its table cell and source)
     decode_batch_tok_s: tuple[BatchPoint, ...] = ()  # at decode_ceiling_tok_s.short_context
     decode_batch_full_context_tok_s: tuple[BatchPoint, ...] = ()  # at the served context
     parallel_cost: TensorParallelCost | None = None

@@ -480,3 +480,28 @@ def test_ngl_minus_one_offloads_every_layer_like_llama_cpp(capsys) -> None:
     assert main(base) == 0
     default = json.loads(capsys.readouterr().out)["plans"][0]["memory_bytes"]
     assert all_layers["weights"] == default["weights"] > 4 * 2**30
+
+
+def test_plan_speculative_mtp_prices_the_mtp_head_and_emits_the_config(capsys) -> None:
+    args = ["plan", "Qwen/Qwen3.5-27B", "--gpu", "rtx5090", "--engine", "vllm", "--quant", "awq"]
+    code = main([*args, "--context", "32768", "--kv-dtype", "fp8", "--speculative", "mtp:3", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    plan = json.loads(out)["plans"][0]
+    assert plan["memory_bytes"]["weights_mtp"] > 0 and plan["details"]["padding_layers"] == 3
+    assert plan["command"][-2:] == ["--speculative-config", '{"method":"mtp","num_speculative_tokens":3}']
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("mtp", "--speculative 'mtp': give METHOD:N"),
+        ("medusa:3", "speculative method 'medusa' is not known"),
+        ("draft:4", "speculative method draft needs a draft model"),
+    ],
+)
+def test_plan_speculative_bad_value_is_one_line(capsys, value: str, message: str) -> None:
+    code = main(["plan", "Qwen/Qwen3.5-27B", "--gpu", "rtx5090", "--engine", "vllm", "--speculative", value])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err

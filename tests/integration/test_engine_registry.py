@@ -41,7 +41,7 @@ def test_plan_plans_the_toy_engine(toy, capsys) -> None:
     plan = json.loads(out)["plans"][0]
     assert plan["engine"] == "toy" and plan["details"] == {"toy": True}
     assert plan["command"][:4] == ["toy-server", "Qwen/Qwen3-8B", "--ctx", "4096"]
-    assert plan["efficiency"] == {"decode": 0.5, "prefill": 0.25}
+    assert plan["efficiency"] == {"decode": 0.5, "decode_kv": 0.5, "prefill": 0.25}  # its table's default
 
 
 def test_plan_all_compares_the_toy_engine_too(toy, capsys) -> None:

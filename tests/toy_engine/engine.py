@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from servelab.engines.base import Engine, Planner
 from servelab.engines.openai import bench_extras
+from servelab.plan.efficiency import EfficiencyTable
 from tests.toy_engine import cmdline, endpoints, launch, planner, verify_rules
 
 ENGINE = Engine(
@@ -21,7 +22,7 @@ ENGINE = Engine(
         weight_formats="hf",
         usual_quants=("bf16",),
         prefill_chunk_tokens=1024,
-        decode_efficiency=0.5,
+        decode_efficiency=EfficiencyTable("ToyServe", 0.5, "a toy figure", ()),
         prefill_efficiency=0.25,
     ),
     signatures="tests.toy_engine",

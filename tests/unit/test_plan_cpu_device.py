@@ -48,7 +48,7 @@ def test_vllm_cpu_gives_the_kv_tokens_and_concurrency_vllm_logs(llama) -> None:
     assert (d["block_size"], d["num_blocks"], d["kv_tokens"]) == (128, 4096, 524_288)
     assert f"{d['max_concurrency']:.2f}" == "256.00"
     assert d["VLLM_CPU_KVCACHE_SPACE"] == 1 and plan.memory_bytes.kv_cache == GIB
-    assert plan.fits and plan.efficiency == {"decode": 0.5, "prefill": 0.3}
+    assert plan.fits and plan.efficiency == {"decode": 0.5, "decode_kv": 0.5, "prefill": 0.3}
     assert any("VLLM_CPU_KVCACHE_SPACE=1" in w for w in plan.warnings)
     assert "--max-model-len 2048" in plan.command_line
 

@@ -86,7 +86,8 @@ def test_measured_decode_sits_below_the_ceiling(
     assert measured / d.per_sequence_tok_s == pytest.approx(fraction, abs=0.03)
 
 
-def test_llamacpp_efficiency_is_within_the_measured_range() -> None:
-    # docs/reference/memory.md §7/§8: llama.cpp achieves 0.6-0.9 of peak bandwidth in decode
+def test_llamacpp_default_efficiency_is_within_the_measured_range() -> None:
+    # docs/reference/memory.md §7/§8: llama.cpp achieves 0.6-0.9 of peak bandwidth in decode; the default applies
+    # to the formats no public measurement covers (docs/planning.md "Decode efficiency")
     planner = get_engine("llama.cpp").planner
-    assert planner is not None and 0.6 <= planner.decode_efficiency <= 0.9
+    assert planner is not None and 0.6 <= planner.decode_efficiency.default <= 0.9

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servelab.engines.base import LaunchSettings
 from servelab.engines.flags import Flag, is_on, scan, to_int
 from servelab.engines.llamacpp import DEFAULT_PORT
+
+if TYPE_CHECKING:
+    from servelab.plan.fit import Speculative
 
 FLAGS = (
     Flag(("-c", "--ctx-size"), "ctx_size"),
@@ -198,6 +201,7 @@ def command(
     n_cpu_moe: int | None = None,
     cpu_moe: bool = False,
     tp: int = 1,
+    draft: Speculative | None = None,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
 ) -> list[str]:
@@ -236,4 +240,6 @@ def command(
         argv += ["--n-cpu-moe", str(n_cpu_moe)]
     if tp > 1:  # llama.cpp splits by layers (pipeline), not tensor parallel
         argv += ["--split-mode", "layer", "--tensor-split", ",".join(["1"] * tp)]
+    if draft is not None:  # common/arg.cpp: --draft-max was removed for --spec-draft-n-max
+        argv += ["-md", draft.draft_path, "--spec-draft-n-max", str(draft.num_tokens)]
     return argv

@@ -9,6 +9,7 @@ from servelab.engines.llamacpp import (
     IMAGE,
     bench_extras,
     cmdline,
+    efficiency,
     endpoints,
     fork,
     install,
@@ -42,7 +43,7 @@ ENGINE = Engine(
         # measured share of peak bandwidth in decode / of peak tensor FLOPs in prefill (docs/reference/memory.md §7;
         # sglang/vLLM decode from the field report "close to the ceiling"; prefill ~50% of dense peak)
         kv_dtypes=("f16", "q8_0", "q4_0"),  # -ctk/-ctv types the plan search tries (quantized V: -fa on)
-        decode_efficiency=0.65,
+        decode_efficiency=efficiency.TABLE,
         prefill_efficiency=0.35,
         state_dtypes=("fp32", "fp32"),  # recurrent state is kept in f32 (docs/planning.md)
         tensor_parallel="layers",  # -sm layer: a pipeline, no all-reduce

@@ -6,7 +6,8 @@ Planner (engine.py).
 from __future__ import annotations
 
 from servelab.engines.llamacpp import DEFAULT_PORT, cmdline, cpu_planner
-from servelab.engines.llamacpp.memory import engine_kv_dtype, llamacpp_memory
+from servelab.engines.llamacpp.memory import LlamaCppMemory, engine_kv_dtype, llamacpp_memory
+from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
 from servelab.plan.fit import EngineFit, PlanSettings, Refusal, memory_bytes
@@ -90,23 +91,38 @@ def _refusals(
     return out
 
 
+def _draft_memory(s: PlanSettings, n_ctx: int) -> LlamaCppMemory | None:
+    """The draft model's buffers (-md): common_base_params_to_speculative gives its context the target's n_ctx and
+    slots, its KV the -ctkd/-ctvd types (f16 by default), all layers on the GPU (-ngld defaults to all)."""
+    spec = s.speculative
+    if spec is None:
+        return None
+    if spec.method != "draft" or spec.draft is None:
+        raise ConfigError(
+            f"servelab plans llama.cpp speculative decoding with a draft model (-md FILE --spec-draft-n-max N),"
+            f" not {spec.method}; pass --speculative draft:N --draft-model FILE"
+        )
+    return llamacpp_memory(spec.draft, n_ctx=n_ctx, n_parallel=s.parallel, kv_unified=s.kv_unified)
+
+
 def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     if gpu.is_cpu:
         return cpu_planner.plan(model, gpu, s)
     cache_type, note = engine_kv_dtype(s.kv_dtype)
     flags = _flags(model, s, cache_type)
     m = llamacpp_memory(model, n_gpu_layers=s.n_gpu_layers, **flags)  # type: ignore[arg-type]
+    d = _draft_memory(s, m.n_ctx)
     runtime, tp = gpu.runtime_context_bytes, s.tp  # -sm layer: each GPU holds 1/tp of the layers
     memory = memory_bytes(
         gpu,
         m.model_gpu_bytes // tp,
         0,
-        0,
-        m.kv_gpu_bytes // tp,
-        m.recurrent_gpu_bytes // tp,
-        m.compute_bytes if m.n_gpu_layers else 0,
+        d.model_gpu_bytes if d else 0,
+        (m.kv_gpu_bytes + (d.kv_gpu_bytes if d else 0)) // tp,
+        (m.recurrent_gpu_bytes + (d.recurrent_gpu_bytes if d else 0)) // tp,
+        (m.compute_bytes if m.n_gpu_layers else 0) + (d.compute_bytes if d else 0),
         runtime,
-        m.host_bytes,
+        m.host_bytes + (d.host_bytes if d else 0),
     )
     warnings = [w for w in (note, *m.warnings) if w]
     if tp > 1:
@@ -144,6 +160,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         n_cpu_moe=None if s.cpu_moe else s.n_cpu_moe,
         cpu_moe=s.cpu_moe,
         tp=s.tp,
+        draft=s.speculative,
         host=s.host,
         port=s.port or DEFAULT_PORT,
     )

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servelab.engines.base import LaunchSettings
 from servelab.engines.flags import Flag, python_module, quant_of_flag, scan, to_float, to_int
 from servelab.engines.sglang import DEFAULT_PORT
+
+if TYPE_CHECKING:
+    from servelab.plan.fit import Speculative
 
 FLAGS = (
     Flag(("--model-path", "--model"), "model_path"),
@@ -151,6 +154,7 @@ def command(
     mem_fraction_static: float | None = None,
     max_mamba_cache_size: int | None = None,
     max_running_requests: int | None = None,
+    speculative: Speculative | None = None,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
 ) -> list[str]:
@@ -182,4 +186,20 @@ def command(
         argv += ["--max-mamba-cache-size", str(max_mamba_cache_size)]
     if tp > 1:
         argv += ["--tp", str(tp)]
+    if speculative is not None:
+        argv += speculative_flags(speculative)
     return argv
+
+
+SPECULATIVE_ALGORITHM = {"mtp": "NEXTN", "eagle": "EAGLE", "ngram": "NGRAM", "draft": "STANDALONE"}
+
+
+def speculative_flags(spec: Speculative) -> list[str]:
+    """sglang's speculative flags (server_args.py): a chain of num_tokens steps at top-k 1 verifies
+    num_tokens + 1 tokens; NEXTN is sglang's name for the model's own MTP layers."""
+    argv = ["--speculative-algorithm", SPECULATIVE_ALGORITHM[spec.method]]
+    if spec.draft_path:
+        argv += ["--speculative-draft-model-path", spec.draft_path]
+    if spec.method != "ngram":
+        argv += ["--speculative-num-steps", str(spec.num_tokens), "--speculative-eagle-topk", "1"]
+    return [*argv, "--speculative-num-draft-tokens", str(spec.num_tokens + 1)]

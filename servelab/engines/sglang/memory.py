@@ -218,6 +218,7 @@ def sglang_memory(
     max_running_requests: int | None = None,
     disable_radix_cache: bool = False,
     speculative_draft_layers: int = 0,
+    speculative: bool = False,
 ) -> SglangMemory:
     """What sglang would allocate on each GPU. `weights_bytes` is the per-GPU share (weights / tp);
     `free_memory_bytes` is what is free before loading (total minus the CUDA context, by default)."""
@@ -225,7 +226,7 @@ def sglang_memory(
     chunk, graph_bs = tier(gpu_mib, tp)
     chunk = chunked_prefill_size or chunk
     default_mfs, reserved_mib = default_mem_fraction_static(
-        gpu_mib, tp=tp, speculative=speculative_draft_layers > 0, chunked_prefill_size=chunk
+        gpu_mib, tp=tp, speculative=speculative or speculative_draft_layers > 0, chunked_prefill_size=chunk
     )
     mfs = mem_fraction_static if mem_fraction_static is not None else default_mfs
     if not 0 < mfs <= 1:

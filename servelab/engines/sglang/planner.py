@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from servelab.engines.sglang import DEFAULT_PORT, cmdline
 from servelab.engines.sglang.memory import engine_kv_dtype, sglang_memory
+from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
 from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes, weight_split
@@ -13,14 +14,17 @@ from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes, weight_spli
 
 def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     kv_dtype, note = engine_kv_dtype(s.kv_dtype)
-    text, vision, mtp = weight_split(model, s.tp, vision=True, mtp=False)
+    spec = s.speculative
+    if spec is not None and spec.method == "mtp" and not model.mtp_layers:
+        raise ConfigError(f"{model.name} has no MTP layers for sglang's NEXTN; use eagle, ngram or draft")
+    text, vision, mtp = weight_split(model, s.tp, vision=True, mtp=False, speculative=spec)
     running = s.parallel if s.parallel > 1 else None
     free = gpu.memory_bytes - gpu.runtime_context_bytes
     m = sglang_memory(
         model,
         gpu_memory_bytes=gpu.memory_bytes,
         free_memory_bytes=free,
-        weights_bytes=text + vision,
+        weights_bytes=text + vision + mtp,
         tp=s.tp,
         kv_cache_dtype=kv_dtype,
         context_length=s.context,
@@ -28,6 +32,8 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         mem_fraction_static=s.mem_fraction_static,
         max_running_requests=running,
         max_mamba_cache_size=s.max_mamba_cache_size,
+        speculative_draft_layers=spec.draft_attention_layers(model) if spec else 0,
+        speculative=spec is not None,
     )
     activations = max(0, free - int(m.mem_fraction_static * free))
     memory = memory_bytes(
@@ -44,6 +50,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         mem_fraction_static=s.mem_fraction_static,
         max_running_requests=running,
         max_mamba_cache_size=s.max_mamba_cache_size,
+        speculative=spec,
         host=s.host,
         port=s.port or DEFAULT_PORT,
     )

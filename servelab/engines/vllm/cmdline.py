@@ -9,13 +9,16 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servelab.engines.base import LaunchSettings
 from servelab.engines.flags import Flag, python_module, quant_of_flag, scan, to_float, to_int
 from servelab.engines.vllm import DEFAULT_PORT
 from servelab.engines.vllm.memory import KV_DTYPES
 from servelab.model.dtypes import engine_spelling
+
+if TYPE_CHECKING:
+    from servelab.plan.fit import Speculative
 
 FLAGS = (
     Flag(("--model",), "model"),
@@ -159,6 +162,7 @@ def command(
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
     kv_cache_memory_bytes: int | None = None,
+    speculative: Speculative | None = None,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
 ) -> list[str]:
@@ -189,4 +193,20 @@ def command(
         argv += ["--kv-cache-memory-bytes", str(kv_cache_memory_bytes)]
     if tp > 1:
         argv += ["--tensor-parallel-size", str(tp)]
+    if speculative is not None:
+        argv += ["--speculative-config", speculative_config(speculative)]
     return argv
+
+
+SPECULATIVE_METHOD = {"mtp": "mtp", "eagle": "eagle", "ngram": "ngram", "draft": "draft_model"}
+
+
+def speculative_config(spec: Speculative) -> str:
+    """--speculative-config's JSON (vllm/config/speculative.py: method, num_speculative_tokens, model)."""
+    config: dict[str, object] = {
+        "method": SPECULATIVE_METHOD[spec.method],
+        "num_speculative_tokens": spec.num_tokens,
+    }
+    if spec.draft_path:
+        config["model"] = spec.draft_path
+    return json.dumps(config, separators=(",", ":"))

@@ -9,6 +9,7 @@ from servelab.engines.vllm import (
     IMAGE,
     bench_extras,
     cmdline,
+    efficiency,
     endpoints,
     environment,
     install,
@@ -40,7 +41,7 @@ ENGINE = Engine(
         # measured share of peak bandwidth in decode / of peak tensor FLOPs in prefill (docs/reference/memory.md §7;
         # sglang/vLLM decode from the field report "close to the ceiling"; prefill ~50% of dense peak)
         kv_dtypes=("auto", "fp8", "fp8_e5m2"),  # --kv-cache-dtype choices the plan search tries
-        decode_efficiency=0.8,
+        decode_efficiency=efficiency.TABLE,
         prefill_efficiency=0.5,
         cpu_efficiency=(0.5, 0.3),  # on the CPU device (docs/planning.md "The CPU as a device")
         launch_settings=cmdline.plan_settings,

@@ -300,6 +300,9 @@ def vllm_memory(
     num_blocks = budget // (page * group_size) if page else 0
     window = (model.attention.sliding_window or 0) if model.attention else 0
     per_request = _blocks_for(length, block, groups, window)
+    # the scheduler reserves num_speculative_tokens lookahead slots per running request (allocate_slots'
+    # num_lookahead_tokens): a request of max_model_len holds that many more tokens while it decodes
+    running = _blocks_for(length + speculative_tokens, block, groups, window)
     n_groups = sum(groups.values())
     estimated = _largest_length(num_blocks, block, groups, window, length)
     mamba_blocks = num_blocks if "mamba" in groups else 0
@@ -340,7 +343,7 @@ def vllm_memory(
         kv_tokens=int(num_blocks / per_request * length) if per_request else 0,
         max_model_len=length,
         blocks_per_request=per_request,
-        max_concurrency=num_blocks / per_request if per_request else 0.0,
+        max_concurrency=num_blocks / running if running else 0.0,
         estimated_max_model_len=estimated,
         max_num_seqs=seqs,
         mamba_blocks=mamba_blocks,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from servelab.engines.vllm import DEFAULT_PORT, cmdline, cpu_planner
 from servelab.engines.vllm.memory import engine_kv_dtype, vllm_memory
+from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import LayerKind, ModelSpec
 from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes, weight_split
@@ -15,7 +16,12 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     if gpu.is_cpu:
         return cpu_planner.plan(model, gpu, s)
     kv_dtype, note = engine_kv_dtype(s.kv_dtype)
-    text, vision, mtp = weight_split(model, s.tp, vision=True, mtp=False)
+    spec = s.speculative
+    if spec is not None and spec.method == "mtp" and not model.mtp_layers:
+        raise ConfigError(
+            f"{model.name} has no MTP layers: vLLM's method mtp needs them; use eagle, ngram or draft"
+        )
+    text, vision, mtp = weight_split(model, s.tp, vision=True, mtp=False, speculative=spec)
     align = (
         32
         if (gpu.name in ("rtx5090", "b200") and model.attention and model.attention.head_dim >= 256)
@@ -27,7 +33,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         model,
         gpu_memory_bytes=gpu.memory_bytes,
         free_memory_bytes=gpu.memory_bytes - gpu.runtime_context_bytes,
-        weights_bytes=text + vision,
+        weights_bytes=text + vision + mtp,
         tp=s.tp,
         gpu_memory_utilization=util,
         max_model_len=s.context,
@@ -36,6 +42,8 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
         kv_cache_dtype=kv_dtype,
         block_align=align,
+        speculative_tokens=spec.num_tokens if spec else 0,
+        draft_layers=spec.draft_attention_layers(model) if spec else 0,
     )
     seqs = m.max_num_seqs
     pool = m.num_blocks * m.page_bytes * m.group_size
@@ -62,6 +70,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         max_num_seqs=asked_seqs,
         max_num_batched_tokens=s.max_num_batched_tokens,
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
+        speculative=spec,
         host=s.host,
         port=s.port or DEFAULT_PORT,
     )

@@ -1,0 +1,100 @@
+"""llama.cpp's decode efficiency by weight format family and batch (CUDA), each figure a public measurement:
+measured tok/s x bytes read per step (the planner's own, benchmarks/plan_efficiency.py) / the card's bandwidth.
+The table, its sources and derivations: docs/planning.md "Decode efficiency"; types: servelab/plan/efficiency.py.
+"""
+
+from __future__ import annotations
+
+from servelab.plan.efficiency import EfficiencyCell, EfficiencyTable, Measurement
+
+LLAMA_8B = "meta-llama/Llama-3.1-8B"  # the catalog's Llama-3.1-8B: the shapes of Llama-3-8B the PRs measured
+QWEN35_27B = "Qwen/Qwen3.5-27B"
+PR_15131 = "https://github.com/ggml-org/llama.cpp/pull/15131"
+PR_15802 = "https://github.com/ggml-org/llama.cpp/pull/15802"
+PR_8215 = "https://github.com/ggml-org/llama.cpp/pull/8215"
+QWEN35_4090 = "https://tianchengwu.com/2026/04/05/Running-Qwen-3.5-27B-on-RTX-4090"
+FIELD_REPORT = "docs/reference/field-report.md §6"
+
+CELLS = (
+    EfficiencyCell(
+        "16-bit",
+        1,
+        0.97,
+        Measurement(65.2, "rtx4090", LLAMA_8B, "bf16", PR_15131),
+        "llama-bench BF16, ubatch 1",
+    ),
+    EfficiencyCell(
+        "q4_0", 1, 0.73, Measurement(156.56, "rtx3090", LLAMA_8B, "Q4_0", PR_15802), "llama-bench, ubatch 1"
+    ),
+    EfficiencyCell(
+        "q4_0",
+        8,
+        0.34,
+        Measurement(583.77 / 8, "rtx3090", LLAMA_8B, "Q4_0", PR_15802),
+        "llama-bench ubatch 8: 583.77 t/s for 8 tokens a step",
+    ),
+    EfficiencyCell(
+        "q4_k",
+        1,
+        0.62,
+        Measurement(39.3, "rtx4090", QWEN35_27B, "Q4_K_M", QWEN35_4090, context=1024, kv_dtype="q4_0"),
+        "llama-server, 2K context half filled, q4_0 KV (docs/reference/memory.md §9 V1)",
+    ),
+    EfficiencyCell(
+        "q5_k",
+        1,
+        0.63,
+        Measurement(34.2, "rtx4090", QWEN35_27B, "Q5_K_M", QWEN35_4090, context=1024, kv_dtype="q4_0"),
+        "llama-server, 2K context half filled, q4_0 KV (§9 V2)",
+    ),
+    EfficiencyCell(
+        "q6_k",
+        1,
+        0.57,
+        Measurement(
+            93.0,
+            "rtx4090",
+            LLAMA_8B,
+            "Q6_K",
+            "https://github.com/dmatora/LLM-inference-speed-benchmarks/issues/10",
+        ),
+        "llama-server generation speed, Llama-3-8B Q6_K",
+    ),
+    EfficiencyCell(
+        "iq",
+        1,
+        0.67,
+        Measurement(235.58, "rtx4090", LLAMA_8B, "IQ3_XXS", PR_8215),
+        "llama-bench IQ3_XXS, ubatch 1",
+    ),
+    EfficiencyCell(
+        "iq",
+        8,
+        0.41,
+        Measurement(1162.57 / 8, "rtx4090", LLAMA_8B, "IQ3_XXS", PR_8215),
+        "llama-bench IQ3_XXS, ubatch 8",
+    ),
+    EfficiencyCell(
+        "ptq1_0",
+        1,
+        0.19,
+        Measurement(31.0, "rtx4090-48g", QWEN35_27B, "PTQ1_0", FIELD_REPORT, context=1024, kv_dtype="q8_0"),
+        "the field report's deployment (PrismML fork, llama-server -np 4): 27-35 tok/s, midpoint 31",
+    ),
+    EfficiencyCell(
+        "pq2_0",
+        1,
+        0.22,
+        None,
+        "derived: PQ2_0 decodes at 84.85 / 85.98 of PTQ1_0's speed on an RTX 4090"
+        " (https://github.com/PrismML-Eng/Bonsai-demo community-benchmarks/bonsai2/cuda-rtx4090-windows.md), so"
+        " 0.19 x 0.987 x 7.22 / 6.02 GB per token",
+    ),
+)
+
+TABLE = EfficiencyTable(
+    engine="llama.cpp",
+    default=0.65,
+    default_note="docs/reference/memory.md §7: llama.cpp reaches 0.6-0.9",
+    cells=CELLS,
+)
