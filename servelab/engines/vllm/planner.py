@@ -36,6 +36,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
         kv_cache_dtype=kv_dtype,
         block_align=align,
+        version=s.vllm_version,
     )
     seqs = m.max_num_seqs
     pool = m.num_blocks * m.page_bytes * m.group_size
