@@ -74,3 +74,15 @@ def test_the_v0_budget_of_the_rtx3090_log() -> None:
     assert m.activation_bytes == 20_000 * 110_592
     assert m.kv_budget_bytes == int(total * 0.9) - weights - 20_000 * 110_592 - m.non_torch_bytes
     assert abs(m.kv_budget_bytes / GIB - 3.81) / 3.81 < 0.05
+
+
+def test_marlin_pads_mxfp4_experts_where_triton_kernels_do_not_run() -> None:
+    assert profile.marlin_mxfp4("8.0", (0, 19, 0))  # A100: outside SM90-SM100
+    assert profile.marlin_mxfp4("12.0", (0, 26, 0))  # RTX 5090
+    assert profile.marlin_mxfp4("9.0", (0, 10, 1))  # H100 before triton_kernels shipped
+    assert not profile.marlin_mxfp4("9.0", (0, 26, 0))
+    assert not profile.marlin_mxfp4(None, (0, 26, 0))
+    oss = catalog_model("openai/gpt-oss-120b")  # 36 layers x 128 experts, 2880 -> 3072 x 2944
+    extra = 3 * (3072 * 2944 - 2880 * 2880) * 128 * 36
+    assert profile.marlin_padding_bytes(oss, 1) == extra * 17 // 32
+    assert profile.marlin_padding_bytes(catalog_model("meta-llama/Llama-3.1-8B-Instruct"), 1) == 0

@@ -4,7 +4,7 @@ Reached through the registry's Planner (engine.py).
 
 from __future__ import annotations
 
-from servelab.engines.vllm import DEFAULT_PORT, cmdline, cpu_planner
+from servelab.engines.vllm import DEFAULT_PORT, cmdline, cpu_planner, profile
 from servelab.engines.vllm.memory import engine_kv_dtype, vllm_memory
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import LayerKind, ModelSpec
@@ -16,6 +16,8 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         return cpu_planner.plan(model, gpu, s)
     kv_dtype, note = engine_kv_dtype(s.kv_dtype)
     text, vision, mtp = weight_split(model, s.tp, vision=True, mtp=False)
+    if profile.marlin_mxfp4(gpu.compute_capability, profile.parse_version(s.vllm_version)):
+        text += profile.marlin_padding_bytes(model, s.tp)
     align = (
         32
         if (gpu.name in ("rtx5090", "b200") and model.attention and model.attention.head_dim >= 256)

@@ -86,3 +86,34 @@ def profile_peak_bytes(
 def graphs_in_budget(version: tuple[int, int, int]) -> bool:
     """Whether the CUDA-graph pool is taken out of the KV budget (v0.21.0 on) or captured after it."""
     return version >= GRAPHS_SUBTRACTED
+
+
+MARLIN_HIDDEN_ALIGN = 256  # fused_moe layer.py: hidden_size rounded up for the Marlin MXFP4 backend
+MARLIN_INTERMEDIATE_ALIGN = 128  # mxfp4.py create_weights: the expert intermediate rounded up for Marlin
+TRITON_MXFP4_FROM = (0, 12, 0)  # H100 logs: Marlin at v0.10.1/v0.11.0, Triton's layout at v0.14.1
+
+
+def _round_up(value: int, align: int) -> int:
+    return -(-value // align) * align
+
+
+def marlin_mxfp4(compute_capability: str | None, version: tuple[int, int, int]) -> bool:
+    """Whether vLLM serves MXFP4 experts with the Marlin weight-only kernel: outside SM90-SM100 (the triton_kernels
+    range of mxfp4.py get_mxfp4_backend), and on Hopper before triton_kernels shipped with vLLM."""
+    if compute_capability is None:
+        return False
+    major, _, minor = compute_capability.partition(".")
+    capability = (int(major), int(minor or 0))
+    return not (9, 0) <= capability < (11, 0) or version < TRITON_MXFP4_FROM
+
+
+def marlin_padding_bytes(model: ModelSpec, tp: int) -> int:
+    """Bytes per GPU the Marlin layout adds to MXFP4 experts (4.25 bits a weight): hidden to a multiple of 256,
+    the expert intermediate to a multiple of 128 (gpt-oss: 2880 -> 3072 x 2944, 9% more expert bytes)."""
+    if model.moe is None or model.quant.lower() != "mxfp4":
+        return 0
+    moe = model.moe
+    hidden, width = model.hidden_size, moe.expert_intermediate_size // tp
+    padded = _round_up(hidden, MARLIN_HIDDEN_ALIGN) * _round_up(width, MARLIN_INTERMEDIATE_ALIGN)
+    extra_params = 3 * (padded - hidden * width) * moe.num_experts * moe.num_moe_layers
+    return extra_params * 17 // 32  # 4.25 bits: 16 B of nibbles + 1 B of scale per 32 weights
