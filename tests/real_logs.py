@@ -51,6 +51,7 @@ EXPRESSED = {
         "kv_cache_dtype",
         "max_num_seqs",
         "max_num_batched_tokens",
+        "vllm_version",
     },
     "sglang": {
         "tensor_parallel",
@@ -158,6 +159,26 @@ def _kv_dtype(value: object) -> str | None:
     return None if value in (None, "auto") else str(value)
 
 
+# vLLM releases of the cases that print no version line, read off what their notes name: the source file line
+# numbers of a release (gpu_worker.py:276 is v0.10.1's, gpu_worker.py:298 v0.11.0's), the V0 log format of
+# v0.6.4-v0.6.6, the month of the thread (July 2025: v0.9.2/v0.10.0). The rest: the current release.
+VLLM_VERSION_FROM_NOTES = {
+    "vllm/gpt-oss-120b-h100-marlin-refused": "0.10.1",
+    "vllm/gpt-oss-120b-h100-util095-mbt1024-refused": "0.11.0",
+    "vllm/qwen3-14b-v1-32k-lmcache": "0.11.0",
+    "vllm/qwen3-235b-a22b-fp8-4xh100": "0.9.2",
+    "vllm/v0-llama31-8b-rtx3090-20k": "0.6.4",
+    "vllm/v0-llama31-8b-rtx3090-29k-refused": "0.6.4",
+    "vllm/v1-0.7-llama31-70b-w8a8-gpu-blocks": "0.7.0",
+}
+
+
+def vllm_version(case: Case) -> str | None:
+    """The vLLM release a case ran: its stated version, else the one its notes imply, else None (the current)."""
+    stated = str(case.data["engine_version"])
+    return stated if stated != "unknown" else VLLM_VERSION_FROM_NOTES.get(case.name)
+
+
 def plan_inputs(case: Case) -> dict[str, Any]:
     """`make_plan`'s keyword arguments for a case (the engine, quant, context, KV dtype, parallel, GPUs, flags)."""
     s = case.settings
@@ -172,6 +193,7 @@ def plan_inputs(case: Case) -> dict[str, Any]:
             "gpu_memory_utilization": s.get("gpu_memory_utilization"),
             "max_num_seqs": s.get("max_num_seqs"),
             "max_num_batched_tokens": s.get("max_num_batched_tokens"),
+            "vllm_version": vllm_version(case),
         }
     elif case.engine == "sglang":
         inputs = {

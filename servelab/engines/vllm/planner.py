@@ -4,7 +4,7 @@ Reached through the registry's Planner (engine.py).
 
 from __future__ import annotations
 
-from servelab.engines.vllm import DEFAULT_PORT, cmdline, cpu_planner
+from servelab.engines.vllm import DEFAULT_PORT, cmdline, cpu_planner, profile
 from servelab.engines.vllm.memory import engine_kv_dtype, vllm_memory
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
@@ -22,6 +22,8 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
             f"{model.name} has no MTP layers: vLLM's method mtp needs them; use eagle, ngram or draft"
         )
     text, vision, mtp = weight_split(model, s.tp, vision=True, mtp=False, speculative=spec)
+    if profile.marlin_mxfp4(gpu.compute_capability, profile.parse_version(s.vllm_version)):
+        text += profile.marlin_padding_bytes(model, s.tp)
     align = (
         32
         if (gpu.name in ("rtx5090", "b200") and model.attention and model.attention.head_dim >= 256)
@@ -44,6 +46,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         block_align=align,
         speculative_tokens=spec.num_tokens if spec else 0,
         draft_layers=spec.draft_attention_layers(model) if spec else 0,
+        version=s.vllm_version,
     )
     seqs = m.max_num_seqs
     pool = m.num_blocks * m.page_bytes * m.group_size

@@ -1,0 +1,88 @@
+"""vLLM's profile run per release (servelab/engines/vllm/profile.py; docs/reference/memory.md §3): exact values."""
+
+from __future__ import annotations
+
+import pytest
+
+from servelab.engines.vllm import profile
+from servelab.engines.vllm.memory import vllm_memory
+from servelab.errors import ConfigError
+from servelab.model.catalog import catalog_model
+
+GIB = 1024**3
+
+
+def test_versions_parse_as_vllm_prints_them() -> None:
+    assert profile.parse_version("0.10.1") == (0, 10, 1)
+    assert profile.parse_version("v0.26.0") == (0, 26, 0)
+    assert profile.parse_version("0.15.2rc1.dev93+g11a4c9d30") == (0, 15, 2)
+    assert profile.parse_version(None) == profile.parse_version(profile.CURRENT_VERSION)
+    with pytest.raises(ConfigError, match="not a version number"):
+        profile.parse_version("latest")
+
+
+def test_the_forward_peak_per_token_is_the_widest_mlp() -> None:
+    llama = catalog_model("meta-llama/Llama-3.1-8B-Instruct")  # H 4096, MLP 14336
+    assert profile.forward_bytes_per_token(llama, 1) == 2 * (3 * 14336 + 3 * 4096) == 110_592
+    # V0's log: peak_torch 17.06 GiB - weights 14.99 = 2.07 GiB at 20,000 tokens, 2.99 at 29,000
+    assert round(20_000 * 110_592 / GIB, 2) == 2.06 and round(29_000 * 110_592 / GIB, 2) == 2.99
+
+
+def test_a_moe_layer_holds_fused_moe_caches() -> None:
+    oss = catalog_model("openai/gpt-oss-20b")  # H 2880, 4 of 32 experts of 2880
+    assert profile.forward_bytes_per_token(oss, 1) == 2 * (3 * 2880 + 4 * 3 * 2880 + 4 * 2880)
+
+
+def test_the_sampler_warm_up_sorts_until_the_triton_kernel() -> None:
+    oss = catalog_model("openai/gpt-oss-20b")
+    rows = 1024
+    assert profile.sampler_bytes(oss, rows, (0, 10, 1)) == rows * oss.vocab_size * 40
+    assert profile.sampler_bytes(oss, rows, (0, 15, 2)) == rows * oss.vocab_size * 40
+    assert profile.sampler_bytes(oss, rows, (0, 16, 0)) == rows * oss.vocab_size * 6
+    # the peak is the larger of the forward and the sampler (they run one after the other)
+    forward = 8192 * profile.forward_bytes_per_token(oss, 1)
+    assert profile.profile_peak_bytes(oss, 8192, 1024, 1, (0, 10, 1)) == rows * oss.vocab_size * 40 > forward
+    # the dummy batch has min(tokens, max_num_seqs) requests
+    assert profile.profile_peak_bytes(oss, 512, 1024, 1, (0, 10, 1)) == 512 * oss.vocab_size * 40
+
+
+def test_defaults_per_engine_generation() -> None:
+    assert profile.default_batch((0, 6, 4), 24 * GIB, 20_000) == (256, 20_000)  # V0: max(len, 2048)
+    assert profile.default_batch((0, 6, 4), 24 * GIB, 1_000) == (256, 2048)
+    assert profile.default_batch((0, 6, 4), 24 * GIB, 35_000) == (256, 512)  # chunked prefill above 32K
+    assert profile.default_batch((0, 11, 0), 80 * GIB, 131_072) == (1024, 8192)
+    assert profile.default_batch((0, 11, 0), 24 * GIB, 131_072) == (256, 2048)
+
+
+def test_cuda_graphs_leave_the_budget_from_v0_21() -> None:
+    model = catalog_model("meta-llama/Llama-3.1-8B-Instruct")
+    kw = {"gpu_memory_bytes": 80 * GIB, "weights_bytes": 16 * GIB, "max_model_len": 8192}
+    old = vllm_memory(model, version="0.20.0", **kw)  # type: ignore[arg-type]
+    new = vllm_memory(model, version="0.21.0", **kw)  # type: ignore[arg-type]
+    assert old.cuda_graph_bytes == new.cuda_graph_bytes > 0
+    assert old.kv_budget_bytes - new.kv_budget_bytes == new.cuda_graph_bytes
+
+
+def test_the_v0_budget_of_the_rtx3090_log() -> None:
+    # vllm#10517: 23.58 GiB x 0.90 - peak_torch 17.06 - non-torch 0.35 = 3.81 GiB at max_model_len 20,000
+    model = catalog_model("meta-llama/Llama-3.1-8B-Instruct")
+    total, weights = int(23.58 * GIB), int(14.9888 * GIB)
+    m = vllm_memory(
+        model, gpu_memory_bytes=total, weights_bytes=weights, max_model_len=20_000, version="0.6.4"
+    )
+    assert m.max_num_batched_tokens == 20_000 and m.max_num_seqs == 256
+    assert m.activation_bytes == 20_000 * 110_592
+    assert m.kv_budget_bytes == int(total * 0.9) - weights - 20_000 * 110_592 - m.non_torch_bytes
+    assert abs(m.kv_budget_bytes / GIB - 3.81) / 3.81 < 0.05
+
+
+def test_marlin_pads_mxfp4_experts_where_triton_kernels_do_not_run() -> None:
+    assert profile.marlin_mxfp4("8.0", (0, 19, 0))  # A100: outside SM90-SM100
+    assert profile.marlin_mxfp4("12.0", (0, 26, 0))  # RTX 5090
+    assert profile.marlin_mxfp4("9.0", (0, 10, 1))  # H100 before triton_kernels shipped
+    assert not profile.marlin_mxfp4("9.0", (0, 26, 0))
+    assert not profile.marlin_mxfp4(None, (0, 26, 0))
+    oss = catalog_model("openai/gpt-oss-120b")  # 36 layers x 128 experts, 2880 -> 3072 x 2944
+    extra = 3 * (3072 * 2944 - 2880 * 2880) * 128 * 36
+    assert profile.marlin_padding_bytes(oss, 1) == extra * 17 // 32
+    assert profile.marlin_padding_bytes(catalog_model("meta-llama/Llama-3.1-8B-Instruct"), 1) == 0
