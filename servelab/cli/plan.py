@@ -248,7 +248,7 @@ def register(app: typer.Typer) -> None:
             engine, model = launch.engine, model or launch.model
         if model is None:
             raise ConfigError(
-                "give MODEL (a catalog id, .gguf file, config.json or model dir), or --cmd/--compose"
+                "give MODEL (a catalog id, .gguf file, config.json or model dir), or --cmd/--compose (see `servelab plan --help`)"
             )
         card, found, gpu_note = _gpu(gpu, vram, bandwidth, tflops)
         gpus = _gpu_count(gpus, found)
