@@ -13,6 +13,7 @@ from servelab.engines.sglang import (
     environment,
     launch,
     planner,
+    scheduler,
     speculative,
     verify_rules,
 )
@@ -45,4 +46,5 @@ ENGINE = Engine(
     signatures="servelab.engines.sglang",
     environment=environment,
     speculative=speculative,
+    scheduler=scheduler.scheduler,
 )

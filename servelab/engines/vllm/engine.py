@@ -13,6 +13,7 @@ from servelab.engines.vllm import (
     environment,
     launch,
     planner,
+    scheduler,
     speculative,
     verify_rules,
 )
@@ -46,4 +47,5 @@ ENGINE = Engine(
     signatures="servelab.engines.vllm",
     environment=environment,
     speculative=speculative,
+    scheduler=scheduler.scheduler,
 )

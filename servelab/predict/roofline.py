@@ -1,0 +1,81 @@
+"""The time of one engine step from the roofline (pure): bytes over effective bandwidth, FLOPs over effective
+compute, whichever is longer, plus the tensor-parallel all-reduces and per-step / per-token overheads.
+
+bytes of a pass = weights read (MoE: the union of the experts its tokens route to, plan/speed.py
+                  `weight_read_bytes`) + for every sequence the KV of its context and new tokens
+                  (full layers x tokens, sliding layers x min(tokens, window)) + its recurrent state, read and written
+FLOPs of a pass = tokens x 2 x active params + attention: 4 x width x new x (context + new / 2) (causal)
+The figures are per GPU (`Roofline` is built for one tensor-parallel rank, servelab/predict/machine.py).
+`Effective` holds what a calibration replaces: bandwidth, compute and the two overheads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from servelab.predict.core import Speculation, Step, Work
+
+
+@dataclass(frozen=True)
+class Effective:
+    """Achieved figures of one machine x engine x weight format: the planner's peak x its sourced efficiency
+    until a calibration profile gives measured ones (`source` says which)."""
+
+    bandwidth_bytes_s: float
+    flops_s: float
+    step_overhead_s: float = 0.0  # per engine iteration (scheduling, sampling, launch)
+    token_overhead_s: float = 0.0  # per token in the step
+    source: str = "plan"
+
+
+@dataclass(frozen=True)
+class Roofline:
+    weight_bytes: Callable[[int], float]  # weights one pass of N tokens reads (per GPU)
+    kv_full_bytes_per_token: float  # per GPU
+    kv_sliding_bytes_per_token: float
+    sliding_window: int  # 0: no sliding layers
+    state_bytes: float  # recurrent state of one sequence (per GPU)
+    flops_per_token: float  # 2 x active params (per GPU)
+    attention_width_full: float  # query heads x head dim over full layers (per GPU)
+    attention_width_sliding: float
+    effective: Effective
+    allreduce_s: Callable[[int], float] = lambda tokens: 0.0  # tensor parallel: all-reduces of one pass
+
+    def kv_bytes(self, tokens: int) -> float:
+        sliding = min(tokens, self.sliding_window) if self.sliding_window else tokens
+        return self.kv_full_bytes_per_token * tokens + self.kv_sliding_bytes_per_token * sliding
+
+    def pass_bytes(self, works: Sequence[Work]) -> float:
+        tokens = sum(w.new + w.verify for w in works)
+        per_sequence = sum(self.kv_bytes(w.context + w.new + w.verify) + 2 * self.state_bytes for w in works)
+        return self.weight_bytes(tokens) + per_sequence
+
+    def pass_flops(self, works: Sequence[Work]) -> float:
+        total = 0.0
+        for w in works:
+            n = w.new + w.verify
+            attended = w.context + n / 2
+            window = self.sliding_window or attended
+            total += n * (self.flops_per_token + 4 * self.attention_width_full * attended)
+            total += n * 4 * self.attention_width_sliding * min(attended, window)
+        return total
+
+    def pass_s(self, works: Sequence[Work]) -> float:
+        """One forward pass: the longer of its memory and compute time, plus its all-reduces."""
+        if not works:
+            return 0.0
+        e = self.effective
+        memory_s = self.pass_bytes(works) / e.bandwidth_bytes_s
+        compute_s = self.pass_flops(works) / e.flops_s
+        return max(memory_s, compute_s) + self.allreduce_s(sum(w.new + w.verify for w in works))
+
+    def step_s(self, step: Step, speculation: Speculation | None = None) -> float:
+        """A whole iteration: its passes, the draft model's steps when it verifies drafts, the overheads."""
+        seconds = sum(self.pass_s(p) for p in step.passes)
+        drafting = [w for w in step.works if w.verify]
+        if drafting and speculation is not None:
+            one_token = [Work(w.seq, 1, w.context) for w in drafting]
+            seconds += speculation.gamma * speculation.draft_cost * self.pass_s(one_token)
+        e = self.effective
+        return seconds + e.step_overhead_s + e.token_overhead_s * step.tokens
