@@ -69,7 +69,8 @@ class ContinuousBatching:
             if not works:
                 works = self._running(None, decodes=True, prefills=False)
         for w in works:
-            self.pool.register(w.seq)
+            if w.context <= w.seq.prompt_len:  # its prompt blocks computed so far become shareable
+                self.pool.register(w.seq)
         return Step((tuple(works),)) if works else None
 
     def _running(self, budget: int | None, *, decodes: bool, prefills: bool) -> list[Work]:

@@ -35,10 +35,10 @@ class Sequence:
     spec_credit: float = 0.0  # speculative decoding: expected tokens not yet emitted
     token_times: list[float] = field(default_factory=list)  # one entry per emission (a chunk)
     token_counts: list[int] = field(default_factory=list)  # tokens in each emission
+    prompt_len: int = field(init=False)
 
-    @property
-    def prompt_len(self) -> int:
-        return len(self.request.prompt)
+    def __post_init__(self) -> None:
+        self.prompt_len = len(self.request.prompt)
 
     @property
     def tokens(self) -> int:

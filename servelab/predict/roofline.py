@@ -65,10 +65,22 @@ class Roofline:
         """One forward pass: the longer of its memory and compute time, plus its all-reduces."""
         if not works:
             return 0.0
+        if self.sliding_window:  # per sequence: the window caps each one's KV and attention
+            tokens = sum(w.new + w.verify for w in works)
+            memory_b, flops = self.pass_bytes(works), self.pass_flops(works)
+        else:  # the same sums in one loop (the emulator's hot path)
+            tokens = kv_tokens = 0
+            attended = 0.0
+            for w in works:
+                n = w.new + w.verify
+                tokens += n
+                kv_tokens += w.context + n
+                attended += n * (w.context + n / 2)
+            memory_b = self.weight_bytes(tokens) + self.kv_full_bytes_per_token * kv_tokens
+            memory_b += 2 * self.state_bytes * len(works)
+            flops = tokens * self.flops_per_token + 4 * self.attention_width_full * attended
         e = self.effective
-        memory_s = self.pass_bytes(works) / e.bandwidth_bytes_s
-        compute_s = self.pass_flops(works) / e.flops_s
-        return max(memory_s, compute_s) + self.allreduce_s(sum(w.new + w.verify for w in works))
+        return max(memory_b / e.bandwidth_bytes_s, flops / e.flops_s) + self.allreduce_s(tokens)
 
     def step_s(self, step: Step, speculation: Speculation | None = None) -> float:
         """A whole iteration: its passes, the draft model's steps when it verifies drafts, the overheads."""
