@@ -59,6 +59,23 @@ class ContinuousBatching:
         self.pool.release(seq)
         self.running.remove(seq)
 
+    def steady(self, step: Step) -> int:
+        works = step.works
+        if len(works) != len(self.running) or any(
+            w.new != 1 or w.verify or not w.seq.decoding for w in works
+        ):
+            return 0
+        if self.waiting and self._can_admit():
+            return 0  # an admission might happen next step
+        repeats = min(w.seq.request.output_tokens - w.seq.generated for w in works) - 1
+        if repeats <= 0:
+            return 0
+        pool = self.pool
+        blocks = sum(
+            pool.blocks_for(w.seq.tokens + repeats) - len(pool.held[w.seq.request.rid]) for w in works
+        )
+        return repeats if blocks <= pool.available() else 0
+
     def schedule(self) -> Step | None:
         if self.settings.mixed:
             works = self._running(self.settings.token_budget, decodes=True, prefills=True)

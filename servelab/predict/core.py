@@ -125,6 +125,10 @@ class Scheduler(Protocol):
 
     def has_work(self) -> bool: ...
 
+    def steady(self, step: Step) -> int:
+        """How many more steps exactly like `step` (plain decodes, each one token further) come before any
+        scheduling decision could change: no admission, no finish, no preemption; 0 when unsure."""
+
 
 StepSeconds = Callable[[Seq[Work]], float]  # the time of one forward pass (roofline.Roofline.pass_s)
 

@@ -11,7 +11,7 @@ import heapq
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from servelab.predict.core import Request, Scheduler, Sequence, Speculation, emit
+from servelab.predict.core import Request, Scheduler, Sequence, Speculation, Step, emit
 from servelab.predict.roofline import Roofline
 
 
@@ -34,8 +34,10 @@ def emulate(
     *,
     speculation: Speculation | None = None,
     max_steps: int = 50_000_000,
+    fast: bool = True,
 ) -> list[Outcome]:
-    """Run until every request has finished; the outcomes in the order they finished."""
+    """Run until every request has finished; the outcomes in the order they finished. `fast`: runs of
+    identical decode steps (the scheduler's `steady`) are priced in one loop, to the same times."""
     queue: list[tuple[float, int, Request]] = []
     order = 0
     for r in arrivals:
@@ -74,4 +76,27 @@ def emulate(
                 for r in on_finish(outcome, now):
                     heapq.heappush(queue, (max(r.arrival_s, now), order, r))
                     order += 1
+        if fast and speculation is None:
+            now = _repeat_decodes(scheduler, roofline, step, now, queue[0][0] if queue else None)
     return done
+
+
+def _repeat_decodes(
+    scheduler: Scheduler, roofline: Roofline, step: Step, now: float, arrival: float | None
+) -> float:
+    """Run the steps the scheduler says repeat `step` unchanged, until one ends at or past the next arrival."""
+    count = scheduler.steady(step) if step.works and all(not w.seq.done for w in step.works) else 0
+    times = roofline.repeated_decode_s(step, count) if count else None
+    if not times:
+        return now
+    seqs = [w.seq for w in step.works]
+    for dt in times:
+        if arrival is not None and now >= arrival:
+            break
+        now += dt
+        for seq in seqs:
+            seq.computed += 1
+            seq.generated += 1
+            seq.token_times.append(now)
+            seq.token_counts.append(1)
+    return now

@@ -82,6 +82,27 @@ class Roofline:
         e = self.effective
         return max(memory_b / e.bandwidth_bytes_s, flops / e.flops_s) + self.allreduce_s(tokens)
 
+    def repeated_decode_s(self, step: Step, count: int) -> list[float] | None:
+        """The times of `count` more steps like `step` (one pass of plain decodes), each sequence one token
+        further than in the one before; None when the step is not of that kind (the emulator's fast path)."""
+        if len(step.passes) != 1 or self.sliding_window:
+            return None
+        works = step.passes[0]
+        if any(w.new != 1 or w.verify for w in works):
+            return None
+        e, n = self.effective, len(works)
+        context = sum(w.context for w in works)
+        memory0 = (
+            self.weight_bytes(n) + self.kv_full_bytes_per_token * (context + n) + 2 * self.state_bytes * n
+        )
+        flops0 = n * self.flops_per_token + 4 * self.attention_width_full * (context + n / 2)
+        memory1, flops1 = self.kv_full_bytes_per_token * n, 4 * self.attention_width_full * n
+        fixed = self.allreduce_s(n) + e.step_overhead_s + e.token_overhead_s * n
+        bw, fl = e.bandwidth_bytes_s, e.flops_s
+        return [
+            max((memory0 + memory1 * j) / bw, (flops0 + flops1 * j) / fl) + fixed for j in range(1, count + 1)
+        ]
+
     def step_s(self, step: Step, speculation: Speculation | None = None) -> float:
         """A whole iteration: its passes, the draft model's steps when it verifies drafts, the overheads."""
         seconds = sum(self.pass_s(p) for p in step.passes)

@@ -139,7 +139,7 @@ class Recording:
 def test_kv_pool_exhaustion_preempts_the_last_admitted_and_recomputes_it() -> None:
     prompt, out = 8, 16
     sched = Recording(vllm_like(block_tokens=4, total_blocks=8, prefix_caching=False))
-    seqs = by_id(emulate(sched, roofline(), [req(0, prompt, out), req(1, prompt, out, base=100)]))
+    seqs = by_id(emulate(sched, roofline(), [req(0, prompt, out), req(1, prompt, out, base=100)], fast=False))
     assert seqs[0].preemptions == 0 and seqs[1].preemptions == 1
     assert seqs[0].generated == seqs[1].generated == out
     recompute = [
@@ -176,3 +176,22 @@ def test_llamacpp_reuses_a_similar_slot_and_loses_a_slot_taken_by_another_prompt
 def test_a_request_longer_than_a_slot_is_refused() -> None:
     done = emulate(Slots(SlotSettings(slots=1, context_per_slot=100)), roofline(), [req(0, 90, 20)])
     assert done[0].refused is not None and "context" in done[0].refused
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: vllm_like(token_budget=256),
+        lambda: vllm_like(token_budget=256, mixed=False),
+        lambda: vllm_like(block_tokens=4, total_blocks=40),
+        lambda: Slots(SlotSettings(slots=3, context_per_slot=8192, n_batch=512, n_ubatch=128)),
+    ],
+)
+def test_the_fast_path_for_repeated_decodes_gives_the_same_times(make) -> None:
+    """Runs of identical decode steps priced in one loop land on exactly the times of stepping one by one."""
+    arrivals = [req(i, 40 + 30 * i, 20 + 7 * i, at=0.013 * i, base=1000 * i) for i in range(6)]
+    fast = by_id(emulate(make(), roofline(), arrivals))
+    slow = by_id(emulate(make(), roofline(), arrivals, fast=False))
+    for rid, seq in slow.items():
+        assert fast[rid].token_times == pytest.approx(seq.token_times, rel=1e-12)
+        assert fast[rid].generated == seq.generated and fast[rid].preemptions == seq.preemptions

@@ -66,6 +66,15 @@ class Slots:
         slot.seq, slot.last_used = None, self._released
         self._released += 1
 
+    def steady(self, step: Step) -> int:
+        busy = [s.seq for s in self.slots if s.seq is not None]
+        works = step.works
+        if len(step.passes) != 1 or len(works) != len(busy) or any(w.new != 1 or w.verify for w in works):
+            return 0
+        if any(not q.decoding for q in busy) or (self.queue and len(busy) < len(self.slots)):
+            return 0
+        return max(0, min(q.request.output_tokens - q.generated for q in busy) - 1)
+
     def schedule(self) -> Step | None:
         while self.queue and any(s.seq is None for s in self.slots):
             self._assign(self.queue.popleft())
