@@ -28,6 +28,13 @@ from servelab.bench.aiohttp_edge import EdgeReport, check_edge
 from servelab.bench.client import ClientRequest, StreamClient
 from servelab.bench.config import BenchConfig
 from servelab.bench.level import LevelState, run_closed, run_open
+from servelab.bench.level_counts import (
+    level_prompts,
+    level_slots,
+    open_loop_arrivals,
+    prompt_count,
+    warmup_requests,
+)
 from servelab.bench.level_key import Level
 from servelab.bench.live import LiveLevel
 from servelab.bench.metrics import mark_eviction
@@ -56,7 +63,7 @@ def run(
 ) -> BenchResult:
     """Validate every target (no load sent on failure), then run the ladder on each; returns the result."""
     targets = [connect_target(i, url, config) for i, url in enumerate(config.targets)]
-    prompts = {t.index: target_prompts(t, config, _prompt_count(config)) for t in targets}
+    prompts = {t.index: target_prompts(t, config, prompt_count(config)) for t in targets}
     edge = check_edge()  # the path every client of this run takes through aiohttp
     run_id = store.create_run(_run_meta(config, edge)) if store is not None else None
     for t in targets:
@@ -86,28 +93,6 @@ def _with_loop(coro):
     except ImportError:  # pragma: no cover - uvloop is a dependency, but optional in spirit
         return asyncio.run(coro)
     return uvloop.run(coro)
-
-
-def _prompt_count(config: BenchConfig) -> int:
-    per_level = sum(_level_prompts(config, c) for c in _slots(config))
-    return per_level * config.repeat
-
-
-def _slots(config: BenchConfig) -> tuple[int, ...]:
-    return (1,) if config.rate is not None else config.concurrency
-
-
-def _warmup(config: BenchConfig, slots: int) -> int:
-    return slots if config.warmup is None else config.warmup
-
-
-def _level_prompts(config: BenchConfig, slots: int) -> int:
-    stop = config.stop
-    if stop.requests is not None:
-        return _warmup(config, slots) + stop.requests
-    if config.rate is not None:
-        return _warmup(config, slots) + int(config.rate * (stop.duration_s or 0)) + 1
-    return _warmup(config, slots) + config.pool_per_slot * slots
 
 
 def _run_meta(config: BenchConfig, edge: EdgeReport) -> dict[str, Any]:
@@ -177,10 +162,10 @@ class _Runner:
             max_body_bytes=config.max_body_bytes, authorization=target.probe.authorization,
             secrets=target.probe.secrets,
         ) as client:  # fmt: skip
-            for level, slots in zip(self.config.levels, _slots(self.config), strict=True):
+            for level, slots in zip(self.config.levels, level_slots(self.config), strict=True):
                 repeats: list[tuple[list[RequestRecord], LevelResult]] = []
                 for rep in range(self.config.repeat):
-                    count = _level_prompts(self.config, slots)
+                    count = level_prompts(self.config, slots)
                     records, result = await self._level(
                         client, target, level, slots, rep, prompts[base : base + count], sink
                     )
@@ -202,7 +187,7 @@ class _Runner:
         self, client, target: Target, level: Level, slots: int, rep: int, prompts: list[Prompt], sink
     ) -> tuple[list[RequestRecord], LevelResult]:
         config = self.config
-        state = LevelState(warmup=_warmup(config, slots), stop=config.stop)
+        state = LevelState(warmup=warmup_requests(config, slots), stop=config.stop)
         self.state = state
         records: list[RequestRecord] = []
         make = _maker(target, config, level, rep, prompts, state.warmup)
@@ -230,7 +215,7 @@ class _Runner:
             await run_closed(client, slots, state, make, on_record, self.stop_event)
         else:
             offsets = arrival_offsets_ns(
-                config.rate, state_count(config), burstiness=config.burstiness, seed=config.seed
+                config.rate, open_loop_arrivals(config), burstiness=config.burstiness, seed=config.seed
             )
             await run_open(client, offsets, state, make, on_record, self.stop_event)
         client_stats = await monitor.stop()
@@ -274,14 +259,6 @@ class _Runner:
                 sink.later(
                     functools.partial(add, self.run_id, target.index, level, rep, label, text, time.time_ns())
                 )
-
-
-def state_count(config: BenchConfig) -> int:
-    """How many open-loop arrivals a level schedules."""
-    stop = config.stop
-    if stop.requests is not None:
-        return stop.requests
-    return max(1, int((config.rate or 0) * (stop.duration_s or 0)))
 
 
 def _maker(target: Target, config: BenchConfig, level: Level, rep: int, prompts: list[Prompt], warmup: int):

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "serve",
     "verify",
     "bench",
+    "predict",
     "sim",
     "runs",
     "doctor",

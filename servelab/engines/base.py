@@ -21,6 +21,8 @@ Optional capabilities are ``None`` when the engine lacks them (never discovered 
     speculative     parse_log(lines, where), parse_metrics(text, where) -> SpecObservation | None
     log_memory      ``LogMemory``: log text -> bytes the engine says it allocated (for the bill)
     source_build    quant -> ``SourceBuild`` (a fork) when the official image cannot load that format
+    scheduler       ``EngineSetup`` (the plan's engine figures) -> the emulator's ``Scheduler`` for `servelab
+                    predict` (servelab/predict/core.py; continuous batching or llama.cpp's slots)
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from servelab.model.spec import ModelSpec
     from servelab.plan.efficiency import EfficiencyTable
     from servelab.plan.fit import EngineFit, PlanSettings
+    from servelab.predict.core import EngineSetup, Scheduler
     from servelab.speculative.observation import SpecObservation
     from servelab.verify.asked import Asked
     from servelab.verify.effective import EffectiveConfig
@@ -238,6 +241,7 @@ class Engine:
     speculative: Speculative | None = None
     log_memory: LogMemory | None = None
     source_build: Callable[[str], SourceBuild | None] | None = None  # quant -> the fork that loads it
+    scheduler: Callable[[EngineSetup], Scheduler] | None = None  # the emulator's model of its scheduler
 
     def spellings(self) -> tuple[str, ...]:
         """Every name a user may type for this engine, normalised."""

@@ -111,16 +111,16 @@ def check_setting_numbers(flags: dict[str, Any]) -> None:
             count(flags[key], option, low, high, unit)
 
 
-def _compute_dtype(model: ModelSpec, gpu: GPU) -> str:
+def compute_dtype(model: ModelSpec, gpu: GPU) -> str:
     return "fp8" if model.quant.lower().startswith("fp8") and gpu.fp8_tflops else "bf16"
 
 
-def _state_bytes(model: ModelSpec, engine: Engine) -> int:
+def sequence_state_bytes(model: ModelSpec, engine: Engine) -> int:
     conv, ssm = _planner(engine).state_dtypes
     return state_layout(model, conv_dtype=conv, ssm_dtype=ssm).bytes_per_sequence
 
 
-def _all_reduces(engine: Engine) -> bool:
+def all_reduces(engine: Engine) -> bool:
     """Whether tensor parallelism splits each layer (an all-reduce per layer) rather than layer ranges."""
     return _planner(engine).tensor_parallel == "all-reduce"
 
@@ -140,14 +140,14 @@ class _Speed:
             self.model,
             self.gpu,
             kv,
-            state_bytes=_state_bytes(self.model, self.engine),
+            state_bytes=sequence_state_bytes(self.model, self.engine),
             context=context,
             batch=batch,
-            compute_dtype=_compute_dtype(self.model, self.gpu),
+            compute_dtype=compute_dtype(self.model, self.gpu),
         )
 
     def _with_tp(self, step_s: float, batch: int) -> float:
-        if self.tp > 1 and _all_reduces(self.engine) and self.interconnect:
+        if self.tp > 1 and all_reduces(self.engine) and self.interconnect:
             return step_s / self.tp + self.cost(batch).per_token_s
         return step_s
 
@@ -293,7 +293,7 @@ def make_plan(
         decode_expected_tok_s=_expected(sp, ceiling, served),
         prefill_ceiling_tok_s=round(
             speed.prefill_ceiling_tok_s(
-                model, gpu, served, compute_dtype=_compute_dtype(model, gpu), gpus=gpus
+                model, gpu, served, compute_dtype=compute_dtype(model, gpu), gpus=gpus
             ),
             1,
         ),
@@ -307,7 +307,7 @@ def make_plan(
         efficiency_source=decode.note,
         prefill_short_tok_s=round(
             speed.prefill_ceiling_tok_s(
-                model, gpu, ceiling.short_context, compute_dtype=_compute_dtype(model, gpu), gpus=gpus
+                model, gpu, ceiling.short_context, compute_dtype=compute_dtype(model, gpu), gpus=gpus
             ),
             1,
         ),
@@ -316,13 +316,13 @@ def make_plan(
             gpu,
             served,
             chunk_tokens=rules.prefill_chunk_tokens,
-            compute_dtype=_compute_dtype(model, gpu),
+            compute_dtype=compute_dtype(model, gpu),
         ),
         decode_batch_tok_s=_batch_points(sp, min(speed.SHORT_CONTEXT_TOKENS, served), fit.max_batch),
         decode_batch_full_context_tok_s=_batch_points(
             sp, served, _full_context_batch(fit, model, served, gpus)
         ),
-        parallel_cost=sp.cost() if gpus > 1 and _all_reduces(chosen) else None,
+        parallel_cost=sp.cost() if gpus > 1 and all_reduces(chosen) else None,
         single_gpu_decode_tok_s=single,
         details=dict(fit.details),
         command=tuple(fit.argv),

@@ -18,6 +18,7 @@ def test_reference_covers_every_command() -> None:
         "serve",
         "verify",
         "bench",
+        "predict",
         "sim",
         "runs",
         "compare",

@@ -16,6 +16,7 @@ from servelab.engines.llamacpp import (
     launch,
     logparse,
     planner,
+    scheduler,
     speculative,
     verify_rules,
 )
@@ -53,6 +54,7 @@ ENGINE = Engine(
     ),
     signatures="servelab.engines.llamacpp",
     speculative=speculative,
+    scheduler=scheduler.scheduler,
     log_memory=LogMemory(logparse.log_memory_bytes, "start llama-server with -lv 4 to log them"),
     source_build=fork.source_build,
 )

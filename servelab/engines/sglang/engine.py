@@ -14,6 +14,7 @@ from servelab.engines.sglang import (
     environment,
     launch,
     planner,
+    scheduler,
     speculative,
     verify_rules,
 )
@@ -46,4 +47,5 @@ ENGINE = Engine(
     signatures="servelab.engines.sglang",
     environment=environment,
     speculative=speculative,
+    scheduler=scheduler.scheduler,
 )

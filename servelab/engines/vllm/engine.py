@@ -15,6 +15,7 @@ from servelab.engines.vllm import (
     install,
     launch,
     planner,
+    scheduler,
     speculative,
     verify_rules,
 )
@@ -49,4 +50,5 @@ ENGINE = Engine(
     signatures="servelab.engines.vllm",
     environment=environment,
     speculative=speculative,
+    scheduler=scheduler.scheduler,
 )

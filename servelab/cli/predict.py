@@ -1,0 +1,206 @@
+"""`servelab predict`: the concurrency ladder in virtual time, against an emulated engine the planner describes.
+
+The same workload and load options as `servelab bench` (parsed by its `build_config`), the engine from a saved
+plan (`--plan FILE`, from `servelab plan --save`) or from the plan options (MODEL --gpu --engine …). The run is
+stored like a measured one, marked predicted in its meta (docs/predict.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from servelab.cli.output import stderr_console
+from servelab.errors import ConfigError
+
+PLAN_FLAGS = (
+    "max_num_seqs", "max_num_batched_tokens", "n_batch", "n_ubatch", "max_total_tokens", "max_mamba_cache_size",
+    "mem_fraction_static", "gpu_memory_utilization",
+)  # fmt: skip
+
+
+def register(app: typer.Typer) -> None:
+    """Add `servelab predict` to the app."""
+
+    @app.command("predict")
+    def predict_command(
+        model: str | None = typer.Argument(
+            None, help="Catalog id, .gguf file or config.json (default: the --plan file's model)."
+        ),
+        plan_file: Path | None = typer.Option(
+            None, "--plan", help="A saved plan (`servelab plan … --save FILE`); its first fitting entry."
+        ),
+        gpu: str | None = typer.Option(
+            None, "--gpu", help="GPU from the catalog (default: the plan's, else rtx4090)."
+        ),
+        engine: str | None = typer.Option(
+            None, "--engine", help="vllm, sglang or llamacpp (without --plan)."
+        ),
+        quant: str | None = typer.Option(None, "--quant", help="Weight format (default: the plan's best)."),
+        context: int | None = typer.Option(None, "--context", help="Longest request in tokens."),
+        kv_dtype: str | None = typer.Option(None, "--kv-dtype", help="KV cache dtype."),
+        parallel: int = typer.Option(
+            1, "--parallel", help="Concurrent sequences to plan for (llama.cpp -np)."
+        ),
+        gpus: int = typer.Option(1, "--gpus", help="GPUs for tensor parallelism."),
+        interconnect: str | None = typer.Option(
+            None, "--interconnect", help="nvlink, pcie-p2p or pcie-host-staged."
+        ),
+        max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="vLLM --max-num-seqs."),
+        max_num_batched_tokens: int | None = typer.Option(
+            None, "--max-num-batched-tokens", help="vLLM --max-num-batched-tokens."
+        ),
+        n_batch: int | None = typer.Option(None, "--batch-size", "-b", help="llama.cpp -b."),
+        n_ubatch: int | None = typer.Option(None, "--ubatch-size", "-ub", help="llama.cpp -ub."),
+        max_total_tokens: int | None = typer.Option(
+            None, "--max-total-tokens", help="sglang --max-total-tokens."
+        ),
+        max_mamba_cache_size: int | None = typer.Option(
+            None, "--max-mamba-cache-size", help="sglang state slots."
+        ),
+        mem_fraction_static: float | None = typer.Option(
+            None, "--mem-fraction-static", help="sglang override."
+        ),
+        gpu_memory_utilization: float | None = typer.Option(
+            None, "--gpu-memory-utilization", help="vLLM override."
+        ),
+        spec_alpha: float | None = typer.Option(
+            None, "--spec-acceptance", help="Speculative decoding: per-token acceptance probability (0-1)."
+        ),
+        spec_tokens: int = typer.Option(
+            4, "--spec-draft-tokens", help="Speculative decoding: drafts per step."
+        ),
+        spec_cost: float = typer.Option(
+            0.05, "--spec-draft-cost", help="Speculative decoding: one draft step over one target step."
+        ),
+        concurrency: str = typer.Option(
+            "1,2,4,8,16", "--concurrency", help="Closed-loop concurrency levels."
+        ),
+        workload: str = typer.Option(
+            "short", "--workload", help="short|long|mixed|shared-prefix|multi-turn|FILE."
+        ),
+        input_tokens: int = typer.Option(None, "--input-tokens", help="Prompt length in tokens."),
+        output_tokens: int = typer.Option(None, "--output-tokens", help="Output length in tokens."),
+        requests: int = typer.Option(None, "--requests", help="Measured requests per level (default 32)."),
+        duration: float = typer.Option(
+            None, "--duration", help="Virtual seconds per level instead of --requests."
+        ),
+        rate: float = typer.Option(
+            None, "--rate", help="Open loop: requests/s on a seeded absolute schedule."
+        ),
+        burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape of arrivals (1 = Poisson)."),
+        repeat: int = typer.Option(1, "--repeat", help="Repeat each level N times."),
+        warmup: int = typer.Option(
+            None, "--warmup", help="Warm-up requests per level (default: one per slot)."
+        ),
+        slo: str = typer.Option(None, "--slo", help="Goodput SLOs, e.g. ttft_ms=500,tpot_ms=50."),
+        seed: int = typer.Option(0, "--seed", help="Seed for prompts and arrivals."),
+        chat: bool = typer.Option(True, "--chat/--completions", help="Chat or completions prompts."),
+        config_path: Path = typer.Option(
+            None, "--config", help="Experiment YAML (its settings; targets ignored)."
+        ),
+        name: str = typer.Option(None, "--name", help="A name for the run."),
+        db: Path = typer.Option(None, "--db", help="Result store (default: the user data directory)."),
+        no_store: bool = typer.Option(False, "--no-store", help="Print the prediction without storing it."),
+        json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
+    ) -> None:
+        """Predict the benchmark ladder of an engine that is not running yet (virtual time, from the plan)."""
+        from servelab.bench.config import load_experiment
+        from servelab.cli.bench import _merge_yaml, _render, build_config
+
+        options: dict[str, Any] = {
+            "targets": ["predict"], "concurrency": concurrency, "workload": workload, "input_tokens": input_tokens,
+            "output_tokens": output_tokens, "requests": requests, "duration": duration, "rate": rate,
+            "burstiness": burstiness, "repeat": repeat, "warmup": warmup, "slo": slo, "seed": seed, "name": name,
+            "chat": chat,
+        }  # fmt: skip
+        if config_path is not None:
+            options = {**_merge_yaml(options, load_experiment(config_path)), "targets": ["predict"]}
+        config = build_config(options, None)
+        flags = {k: v for k, v in locals().items() if k in PLAN_FLAGS and v is not None}
+        plan, spec, card = _plan(plan_file, model, gpu, engine, quant, context, kv_dtype, parallel, gpus,
+                                 interconnect, flags)  # fmt: skip
+        result = _predict(config, plan, spec, card, plan_file, _speculation(spec_alpha, spec_tokens, spec_cost),
+                          None if no_store else db, store=not no_store)  # fmt: skip
+        _render(result, json_out)
+
+
+def _speculation(alpha: float | None, gamma: int, cost: float):
+    if alpha is None:
+        return None
+    from servelab.predict.core import Speculation
+    from servelab.ranges import count, number
+    from servelab.speculative.theory import expected_tokens_per_step
+
+    number(alpha, "--spec-acceptance", 0, 1)
+    count(gamma, "--spec-draft-tokens", 1, 16, "tokens")
+    number(cost, "--spec-draft-cost", 0, 10)
+    return Speculation(gamma, expected_tokens_per_step(alpha, gamma), cost)
+
+
+def _plan(plan_file, model, gpu, engine, quant, context, kv_dtype, parallel, gpus, interconnect, flags):
+    """(Plan, ModelSpec, GPU): the saved plan's first fitting entry, or a plan made from the options."""
+    from servelab.hardware.gpus import card_for
+    from servelab.model.load import load_model
+
+    if plan_file is not None:
+        plan = _saved_plan(plan_file)
+        ref = model or plan.model
+        try:
+            spec = load_model(ref)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"--plan {plan_file}: cannot read its model {ref!r} ({exc}); give MODEL"
+            ) from exc
+        return plan, spec, card_for(gpu or plan.gpu)
+    if model is None or engine is None:
+        raise ConfigError("give MODEL and --engine (vllm, sglang, llamacpp), or --plan FILE")
+    from servelab.plan.make import check_setting_numbers, compare_plans
+
+    check_setting_numbers(flags)
+    card, spec = card_for(gpu), load_model(model)
+    plans = compare_plans(spec, card, engines=(engine,), quant=quant, context=context, kv_dtype=kv_dtype,
+                          parallel=parallel, gpus=gpus, interconnect=interconnect, **flags).plans  # fmt: skip
+    plan = next((p for p in plans if p.fits), plans[0])
+    if not plan.fits:
+        raise ConfigError(
+            f"{plan.engine} {plan.quant} does not fit: {'; '.join(plan.refusals) or 'see servelab plan'}"
+        )
+    return plan, spec, card
+
+
+def _saved_plan(path: Path):
+    from servelab.plan.io import PLAN_HINT, read_json_object
+    from servelab.plan.types import Plan
+
+    data = read_json_object(path, "--plan", PLAN_HINT)
+    entries = data.get("plans")
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+        raise ConfigError(
+            f"--plan {path}: no plan entries (a non-empty 'plans' list of objects); {PLAN_HINT}"
+        )
+    plans = [Plan.from_json(e, f"--plan {path}: plans[{i}]") for i, e in enumerate(entries)]
+    return next((p for p in plans if p.fits), plans[0])
+
+
+def _predict(config, plan, spec, card, plan_file, speculation, db, *, store: bool):
+    from servelab.predict.machine import emulated_engine
+    from servelab.predict.run import PredictTarget, predict
+
+    engine = emulated_engine(plan, spec, card, speculation=speculation)
+    link = plan.parallel_cost.interconnect if plan.parallel_cost else None
+    target = PredictTarget(plan.engine, plan.model or spec.name, plan.gpu or card.name, plan.quant,
+                           plan.tensor_parallel, link, None if plan_file is None else str(plan_file))  # fmt: skip
+    stderr_console().print(
+        f"predicting {plan.engine} {plan.quant} on {plan.tensor_parallel} x {card.name} "
+        f"(effective figures: {engine.roofline.effective.source}; virtual time)",
+        markup=False,
+    )
+    if not store:
+        return predict(config, engine, target)
+    from servelab.store import Store
+
+    with Store.open(db) as opened:
+        return predict(config, engine, target, opened)

@@ -1,0 +1,40 @@
+"""sglang's scheduler, for the emulator (servelab/predict/continuous.py runs it).
+
+From the plan's figures (`Plan.details`, servelab/engines/sglang/planner.py): a token pool of `max_total_tokens`
+(page size 1), `max_running_requests`, prefill chunks of `chunked_prefill_size`, and for hybrid models
+`mamba_cache_size` recurrent states, which cap the running requests. Without --enable-mixed-chunk (the
+default) a step either prefills (new or chunked requests, while there are any that fit) or decodes every
+running request; the radix cache reuses any shared prefix token by token (left off for hybrid models here).
+When decode runs out of tokens, requests are retracted and computed again (`retract_decode`). Sources:
+https://docs.sglang.ai/advanced_features/server_arguments.html, docs/reference/memory.md §2.
+"""
+
+from __future__ import annotations
+
+from servelab.predict.continuous import ContinuousBatching, ContinuousSettings
+from servelab.predict.core import EngineSetup
+
+DEFAULT_CHUNKED_PREFILL = 4096  # the planner's prefill_chunk_tokens (servelab/engines/sglang/engine.py)
+DEFAULT_MAX_RUNNING = 4096
+
+
+def scheduler(setup: EngineSetup) -> ContinuousBatching:
+    d = setup.details
+    states = _int(d.get("mamba_cache_size"), 0)
+    hybrid = setup.hybrid or states > 0
+    return ContinuousBatching(
+        ContinuousSettings(
+            max_running=_int(d.get("max_running_requests"), DEFAULT_MAX_RUNNING),
+            token_budget=_int(d.get("chunked_prefill_size"), DEFAULT_CHUNKED_PREFILL),
+            block_tokens=1,
+            total_blocks=_int(d.get("max_total_tokens"), setup.context * max(1, setup.slots)),
+            state_slots=states or None,
+            mixed=False,
+            prefix_caching=not hybrid,
+            speculation=setup.speculation,
+        )
+    )
+
+
+def _int(value: object, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default

@@ -1,0 +1,158 @@
+"""Continuous batching as vLLM V1 and sglang schedule it (a leaf: `engines/vllm|sglang/scheduler.py` set it up).
+
+Each step has a token budget (vLLM max_num_batched_tokens, sglang chunked_prefill_size). Running sequences go
+first, in arrival order: a decode takes one token (1 + drafts with speculative decoding), a prompt being
+prefilled takes what is left of the budget (chunked prefill); then waiting requests are admitted in arrival
+order while the budget, the running cap (max_num_seqs / max_running_requests), the state pool (hybrid models)
+and the KV pool allow. `mixed` False is sglang's default: a step with prompts to prefill runs only them, and
+the decodes wait for the next step. When a running sequence needs a block the pool does not have, the
+sequence admitted last is preempted: its blocks are freed and it is computed again from scratch
+(vLLM `_preempt_request`, recompute; sglang retract_decode), prefix-cache hits included.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from servelab.predict.blocks import BlockPool
+from servelab.predict.core import Sequence, Speculation, Step, Work
+
+
+@dataclass(frozen=True)
+class ContinuousSettings:
+    max_running: int
+    token_budget: int  # tokens one step computes at most
+    block_tokens: int  # tokens per KV block (sglang: 1)
+    total_blocks: int  # the KV pool
+    state_slots: int | None = None  # hybrid models: recurrent states the engine keeps (caps running)
+    state_blocks: int = 0  # blocks of the KV pool each sequence's state takes (vLLM's hybrid allocator)
+    mixed: bool = (
+        True  # prefill chunks and decodes in one step (vLLM V1); False: prefill steps apart (sglang)
+    )
+    prefix_caching: bool = True
+    speculation: Speculation | None = None
+
+
+class ContinuousBatching:
+    def __init__(self, settings: ContinuousSettings) -> None:
+        self.settings = settings
+        self.pool = BlockPool(
+            settings.total_blocks, settings.block_tokens, prefix_caching=settings.prefix_caching
+        )
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+
+    def add(self, seq: Sequence) -> str | None:
+        s = self.settings
+        most = seq.prompt_len + seq.request.output_tokens
+        if self.pool.blocks_for(most) + s.state_blocks > s.total_blocks:
+            return f"the KV pool holds {s.total_blocks * s.block_tokens} tokens; this request needs {most}"
+        self.waiting.append(seq)
+        return None
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def finished(self, seq: Sequence) -> None:
+        self.pool.register(seq)
+        self.pool.release(seq)
+        self.running.remove(seq)
+
+    def steady(self, step: Step) -> int:
+        works = step.works
+        if len(works) != len(self.running) or any(
+            w.new != 1 or w.verify or not w.seq.decoding for w in works
+        ):
+            return 0
+        if self.waiting and self._can_admit():
+            return 0  # an admission might happen next step
+        repeats = min(w.seq.request.output_tokens - w.seq.generated for w in works) - 1
+        if repeats <= 0:
+            return 0
+        pool = self.pool
+        blocks = sum(
+            pool.blocks_for(w.seq.tokens + repeats) - len(pool.held[w.seq.request.rid]) for w in works
+        )
+        return repeats if blocks <= pool.available() else 0
+
+    def schedule(self) -> Step | None:
+        if self.settings.mixed:
+            works = self._running(self.settings.token_budget, decodes=True, prefills=True)
+            works += self._admit(self.settings.token_budget - _tokens(works))
+        else:  # a prefill step while there are prompts to prefill, else a decode step
+            works = self._running(self.settings.token_budget, decodes=False, prefills=True)
+            works += self._admit(self.settings.token_budget - _tokens(works))
+            if not works:
+                works = self._running(None, decodes=True, prefills=False)
+        for w in works:
+            if w.context <= w.seq.prompt_len:  # its prompt blocks computed so far become shareable
+                self.pool.register(w.seq)
+        return Step((tuple(works),)) if works else None
+
+    def _running(self, budget: int | None, *, decodes: bool, prefills: bool) -> list[Work]:
+        """Work for the running sequences in order, within `budget` tokens (None: no cap)."""
+        works: list[Work] = []
+        left = budget
+        for seq in list(self.running):
+            if left is not None and left <= 0:
+                break
+            if not (decodes if seq.decoding else prefills) or seq not in self.running:
+                continue  # not this kind of step, or preempted by an earlier one this step
+            work = self._work(seq, left)
+            if self._grow(seq, work, works):
+                works.append(work)
+                left = None if left is None else left - work.new - work.verify
+        return works
+
+    def _work(self, seq: Sequence, budget: int | None) -> Work:
+        spec = self.settings.speculation
+        if seq.decoding:
+            verify = spec.gamma if spec is not None else 0
+            return Work(seq, 1, seq.computed, verify)
+        return Work(seq, seq.pending if budget is None else min(seq.pending, budget), seq.computed)
+
+    def _grow(self, seq: Sequence, work: Work, works: list[Work]) -> bool:
+        """Blocks for `work`, preempting the last admitted sequences until there are; False when `seq` itself
+        was preempted."""
+        while not self.pool.grow(seq, work.context + work.new + work.verify):
+            victim = self.running[-1]
+            self._preempt(victim, works)
+            if victim is seq:
+                return False
+        return True
+
+    def _preempt(self, seq: Sequence, works: list[Work]) -> None:
+        self.pool.release(seq)
+        self.running.remove(seq)
+        works[:] = [w for w in works if w.seq is not seq]
+        seq.computed, seq.preemptions = 0, seq.preemptions + 1
+        self.waiting.appendleft(seq)
+
+    def _can_admit(self) -> bool:
+        s = self.settings
+        if not self.waiting or len(self.running) >= s.max_running:
+            return False
+        return s.state_slots is None or len(self.running) < s.state_slots
+
+    def _admit(self, budget: int) -> list[Work]:
+        works = []
+        while budget > 0 and self._can_admit():
+            seq = self.waiting[0]
+            hit = len(self.pool.cached_blocks(seq)) * self.pool.block_tokens
+            cached = self.pool.admit(seq, hit + min(seq.tokens - hit, budget), self.settings.state_blocks)
+            if cached is None:
+                break
+            self.waiting.popleft()
+            if seq.preemptions == 0 or not seq.token_times:
+                seq.cached = cached
+            seq.computed = cached
+            new = min(seq.pending, budget)
+            works.append(Work(seq, new, cached))
+            self.running.append(seq)
+            budget -= new
+        return works
+
+
+def _tokens(works: list[Work]) -> int:
+    return sum(w.new + w.verify for w in works)

@@ -1,0 +1,119 @@
+"""The emulated engine a plan describes: its roofline figures per GPU and its scheduler, from the same
+planner arithmetic `servelab plan` uses (plan/speed.py, kv.py, state.py, parallel.py) and the plan's figures
+(efficiency, KV pool, slots, batch sizes: `Plan.details`, each engine's own names).
+
+`Effective` starts as the card's peak x the plan's sourced efficiency (decode: bandwidth, prefill: compute);
+a calibration profile passes its own `Effective` instead (docs/predict.md).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from servelab.engines import registry
+from servelab.errors import ConfigError
+from servelab.hardware.gpus import GPU, default_interconnect
+from servelab.model.dtypes import storage_dtype
+from servelab.model.spec import ModelSpec
+from servelab.plan import speed
+from servelab.plan.kv import kv_layout
+from servelab.plan.make import all_reduces, compute_dtype, planner_engine, sequence_state_bytes, with_quant
+from servelab.plan.parallel import tensor_parallel_cost
+from servelab.plan.types import Plan
+from servelab.plan.weights import active_params
+from servelab.predict.core import EngineSetup, Scheduler, Speculation
+from servelab.predict.roofline import Effective, Roofline
+
+
+@dataclass(frozen=True)
+class EmulatedEngine:
+    """Everything one emulation needs: a fresh scheduler per level, the step prices, the served context."""
+
+    engine: str
+    new_scheduler: Callable[[], Scheduler]
+    roofline: Roofline
+    context: int
+    speculation: Speculation | None = None
+
+
+def plan_effective(plan: Plan, gpu: GPU, model: ModelSpec) -> Effective:
+    """The planner's figures: peak bandwidth x decode efficiency, peak tensor FLOP/s x prefill efficiency."""
+    decode, prefill = plan.efficiency.get("decode", 1.0), plan.efficiency.get("prefill", 1.0)
+    flops = gpu.tensor_flops(compute_dtype(model, gpu))
+    return Effective(gpu.bandwidth_bytes_s * decode, flops * prefill, source="plan")
+
+
+def roofline(plan: Plan, model: ModelSpec, gpu: GPU, effective: Effective | None = None) -> Roofline:
+    """One tensor-parallel rank's figures: engines that all-reduce split weights, KV heads and state by the
+    GPUs and pay the all-reduces (plan/parallel.py); llama.cpp's layer split runs the layers one GPU after
+    another, so a step costs what it would on one card."""
+    engine = planner_engine(plan.engine)
+    model = _priced(model, plan.quant)
+    tp = plan.tensor_parallel
+    split = tp > 1 and all_reduces(engine)
+    share = 1 / tp if split else 1.0
+    kv = kv_layout(model, storage_dtype(plan.kv_dtype, model.dtype), tp=tp if split else 1)
+    full, sliding = speed.attention_width(model)
+
+    def weights(tokens: int) -> float:
+        return speed.weight_read_bytes(model, max(1, tokens)) * share
+
+    allreduce: Callable[[int], float] = _no_allreduce
+    if split:
+        link = plan.parallel_cost.interconnect if plan.parallel_cost else default_interconnect(gpu)
+        allreduce = functools.partial(_allreduce_s, model, gpu, tp, link)
+    return Roofline(
+        weight_bytes=functools.lru_cache(maxsize=4096)(weights),
+        kv_full_bytes_per_token=kv.full_bytes_per_token,
+        kv_sliding_bytes_per_token=kv.sliding_bytes_per_token,
+        sliding_window=kv.window,
+        state_bytes=sequence_state_bytes(model, engine) * share,
+        flops_per_token=2 * active_params(model) * share,
+        attention_width_full=full * share,
+        attention_width_sliding=sliding * share,
+        effective=effective or plan_effective(plan, gpu, model),
+        allreduce_s=allreduce,
+    )
+
+
+def emulated_engine(
+    plan: Plan,
+    model: ModelSpec,
+    gpu: GPU,
+    *,
+    effective: Effective | None = None,
+    speculation: Speculation | None = None,
+) -> EmulatedEngine:
+    """The engine of `plan` as the emulator runs it; ConfigError when servelab has no model of its scheduler."""
+    engine = registry.get_engine(plan.engine)
+    if engine.scheduler is None:
+        emulated = ", ".join(e.name for e in registry.engines() if e.scheduler is not None)
+        raise ConfigError(f"servelab cannot emulate {engine.label}'s scheduler; predict {emulated}")
+    make = engine.scheduler
+    hybrid = plan.memory_bytes.recurrent_state > 0 or sequence_state_bytes(model, engine) > 0
+    context = plan.context_served or plan.context
+    setup = EngineSetup(plan.details, max(1, plan.slots), context, hybrid, speculation)
+    return EmulatedEngine(
+        engine.name,
+        functools.partial(make, setup),
+        roofline(plan, model, gpu, effective),
+        context,
+        speculation,
+    )
+
+
+def _priced(model: ModelSpec, quant: str) -> ModelSpec:
+    if model.quant.lower() == quant.lower() or model.weights_exact:
+        return model
+    return with_quant(model, quant)
+
+
+def _no_allreduce(tokens: int) -> float:
+    return 0.0
+
+
+@functools.lru_cache(maxsize=4096)
+def _allreduce_s(model: ModelSpec, gpu: GPU, tp: int, link: str, tokens: int) -> float:
+    return tensor_parallel_cost(model, gpu, tp, link, batch=tokens).per_token_s

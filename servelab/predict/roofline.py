@@ -1,0 +1,114 @@
+"""The time of one engine step from the roofline (pure): bytes over effective bandwidth, FLOPs over effective
+compute, whichever is longer, plus the tensor-parallel all-reduces and per-step / per-token overheads.
+
+bytes of a pass = weights read (MoE: the union of the experts its tokens route to, plan/speed.py
+                  `weight_read_bytes`) + for every sequence the KV of its context and new tokens
+                  (full layers x tokens, sliding layers x min(tokens, window)) + its recurrent state, read and written
+FLOPs of a pass = tokens x 2 x active params + attention: 4 x width x new x (context + new / 2) (causal)
+The figures are per GPU (`Roofline` is built for one tensor-parallel rank, servelab/predict/machine.py).
+`Effective` holds what a calibration replaces: bandwidth, compute and the two overheads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from servelab.predict.core import Speculation, Step, Work
+
+
+@dataclass(frozen=True)
+class Effective:
+    """Achieved figures of one machine x engine x weight format: the planner's peak x its sourced efficiency
+    until a calibration profile gives measured ones (`source` says which)."""
+
+    bandwidth_bytes_s: float
+    flops_s: float
+    step_overhead_s: float = 0.0  # per engine iteration (scheduling, sampling, launch)
+    token_overhead_s: float = 0.0  # per token in the step
+    source: str = "plan"
+
+
+@dataclass(frozen=True)
+class Roofline:
+    weight_bytes: Callable[[int], float]  # weights one pass of N tokens reads (per GPU)
+    kv_full_bytes_per_token: float  # per GPU
+    kv_sliding_bytes_per_token: float
+    sliding_window: int  # 0: no sliding layers
+    state_bytes: float  # recurrent state of one sequence (per GPU)
+    flops_per_token: float  # 2 x active params (per GPU)
+    attention_width_full: float  # query heads x head dim over full layers (per GPU)
+    attention_width_sliding: float
+    effective: Effective
+    allreduce_s: Callable[[int], float] = lambda tokens: 0.0  # tensor parallel: all-reduces of one pass
+
+    def kv_bytes(self, tokens: int) -> float:
+        sliding = min(tokens, self.sliding_window) if self.sliding_window else tokens
+        return self.kv_full_bytes_per_token * tokens + self.kv_sliding_bytes_per_token * sliding
+
+    def pass_bytes(self, works: Sequence[Work]) -> float:
+        tokens = sum(w.new + w.verify for w in works)
+        per_sequence = sum(self.kv_bytes(w.context + w.new + w.verify) + 2 * self.state_bytes for w in works)
+        return self.weight_bytes(tokens) + per_sequence
+
+    def pass_flops(self, works: Sequence[Work]) -> float:
+        total = 0.0
+        for w in works:
+            n = w.new + w.verify
+            attended = w.context + n / 2
+            window = self.sliding_window or attended
+            total += n * (self.flops_per_token + 4 * self.attention_width_full * attended)
+            total += n * 4 * self.attention_width_sliding * min(attended, window)
+        return total
+
+    def pass_s(self, works: Sequence[Work]) -> float:
+        """One forward pass: the longer of its memory and compute time, plus its all-reduces."""
+        if not works:
+            return 0.0
+        if self.sliding_window:  # per sequence: the window caps each one's KV and attention
+            tokens = sum(w.new + w.verify for w in works)
+            memory_b, flops = self.pass_bytes(works), self.pass_flops(works)
+        else:  # the same sums in one loop (the emulator's hot path)
+            tokens = kv_tokens = 0
+            attended = 0.0
+            for w in works:
+                n = w.new + w.verify
+                tokens += n
+                kv_tokens += w.context + n
+                attended += n * (w.context + n / 2)
+            memory_b = self.weight_bytes(tokens) + self.kv_full_bytes_per_token * kv_tokens
+            memory_b += 2 * self.state_bytes * len(works)
+            flops = tokens * self.flops_per_token + 4 * self.attention_width_full * attended
+        e = self.effective
+        return max(memory_b / e.bandwidth_bytes_s, flops / e.flops_s) + self.allreduce_s(tokens)
+
+    def repeated_decode_s(self, step: Step, count: int) -> list[float] | None:
+        """The times of `count` more steps like `step` (one pass of plain decodes), each sequence one token
+        further than in the one before; None when the step is not of that kind (the emulator's fast path)."""
+        if len(step.passes) != 1 or self.sliding_window:
+            return None
+        works = step.passes[0]
+        if any(w.new != 1 or w.verify for w in works):
+            return None
+        e, n = self.effective, len(works)
+        context = sum(w.context for w in works)
+        memory0 = (
+            self.weight_bytes(n) + self.kv_full_bytes_per_token * (context + n) + 2 * self.state_bytes * n
+        )
+        flops0 = n * self.flops_per_token + 4 * self.attention_width_full * (context + n / 2)
+        memory1, flops1 = self.kv_full_bytes_per_token * n, 4 * self.attention_width_full * n
+        fixed = self.allreduce_s(n) + e.step_overhead_s + e.token_overhead_s * n
+        bw, fl = e.bandwidth_bytes_s, e.flops_s
+        return [
+            max((memory0 + memory1 * j) / bw, (flops0 + flops1 * j) / fl) + fixed for j in range(1, count + 1)
+        ]
+
+    def step_s(self, step: Step, speculation: Speculation | None = None) -> float:
+        """A whole iteration: its passes, the draft model's steps when it verifies drafts, the overheads."""
+        seconds = sum(self.pass_s(p) for p in step.passes)
+        drafting = [w for w in step.works if w.verify]
+        if drafting and speculation is not None:
+            one_token = [Work(w.seq, 1, w.context) for w in drafting]
+            seconds += speculation.gamma * speculation.draft_cost * self.pass_s(one_token)
+        e = self.effective
+        return seconds + e.step_overhead_s + e.token_overhead_s * step.tokens

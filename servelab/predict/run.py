@@ -1,0 +1,100 @@
+"""`predict(config, engine, store)`: the ladder in virtual time, stored as a run marked predicted.
+
+The run's meta carries `predicted` (what was emulated: engine, model, GPU, plan figures, where the effective
+figures came from), so `runs`, `compare`, `export` and `report` read it like a measured run, and a reader can
+tell the two apart. Every record and level statistic goes through the store's own writers.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from servelab import __version__
+from servelab.bench.config import BenchConfig
+from servelab.bench.level_counts import prompt_count
+from servelab.bench.level_key import Level
+from servelab.bench.records import RequestRecord
+from servelab.bench.result import BenchResult, LevelResult
+from servelab.bench.workloads import build_prompts
+from servelab.predict.ladder import predict_ladder
+from servelab.predict.machine import EmulatedEngine
+from servelab.predict.words import WordTokenizer
+
+PREDICTED_URL = "predict://{engine}/{gpu}"  # the target "URL" of a predicted run (never contacted)
+
+
+@dataclass(frozen=True)
+class PredictTarget:
+    """What is emulated, as the run's meta records it."""
+
+    engine: str
+    model: str
+    gpu: str
+    quant: str
+    tensor_parallel: int = 1
+    interconnect: str | None = None
+    plan_file: str | None = None
+
+    @property
+    def url(self) -> str:
+        return PREDICTED_URL.format(engine=self.engine, gpu=self.gpu)
+
+
+def predict(
+    config: BenchConfig, engine: EmulatedEngine, target: PredictTarget, store: Any | None = None
+) -> BenchResult:
+    """Emulate every level of `config`; with a `store`, keep it as a run whose meta says `predicted`."""
+    tokenizer = WordTokenizer()
+    prompts = build_prompts(config.workload, prompt_count(config), tokenizer, engine.context)
+    if store is None:
+        result, _ = predict_ladder(engine, config, prompts, tokenizer, label=target.url, model=target.model)
+        return result
+    run_id = store.create_run(run_meta(config, engine, target))
+    store.add_target(run_id, 0, target.url, engine.engine, {"model": target.model, "context_per_slot": engine.context,
+                                                            "predicted": True})  # fmt: skip
+
+    def keep(records: list[RequestRecord], level: Level, repeat: int, result: LevelResult) -> None:
+        store.add_requests(run_id, records)
+        store.add_level(run_id, 0, level.label, repeat, result.to_json())
+
+    try:
+        result, _ = predict_ladder(
+            engine, config, prompts, tokenizer, label=target.url, model=target.model, on_level=keep
+        )
+        for level in result.targets[0].levels:
+            store.add_level_stats(run_id, 0, level.stats)
+    except BaseException:
+        store.finish_run(run_id, partial=True)
+        raise
+    result.run_id = run_id
+    store.finish_run(run_id, partial=False, summary=result.to_json())
+    return result
+
+
+def run_meta(config: BenchConfig, engine: EmulatedEngine, target: PredictTarget) -> dict[str, Any]:
+    """The bench's run meta (bench/runner.py) with `predicted` in place of the client's figures; virtual
+    timestamps start at 0, anchored at the wall clock of the prediction."""
+    spec = config.workload
+    figures = asdict(engine.roofline.effective)
+    return {
+        "name": config.name,
+        "servelab_version": __version__,
+        "workload": {
+            "kind": spec.kind,
+            "input_tokens": spec.input_tokens,
+            "output_tokens": spec.output_tokens,
+            "seed": spec.seed,
+            "chat": config.chat,
+        },
+        "settings": config.settings(),
+        "targets": [target.url],
+        "predicted": {
+            **asdict(target),
+            "effective": figures,
+            "speculation": None if engine.speculation is None else asdict(engine.speculation),
+        },
+        "wall_anchor_ns": time.time_ns(),
+        "mono_anchor_ns": 0,
+    }

@@ -1,0 +1,33 @@
+"""The tokenizer of an emulated engine: one token per word, as `servelab sim` counts (sim/config.py), each word
+an id of its own, so the workload's prompts (bench/workloads.py) have exact lengths and shared prefixes
+show up as shared token ids."""
+
+from __future__ import annotations
+
+from servelab.bench.workloads import Prompt
+from servelab.sim.config import CHAT_TOKENS_PER_MESSAGE, CHAT_TOKENS_PER_PROMPT
+
+_TEMPLATE = -1  # the id of every chat-template token (never a word's)
+
+
+class WordTokenizer:
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+
+    def ids(self, text: str) -> list[int]:
+        return [self._ids.setdefault(word, len(self._ids)) for word in text.split()]
+
+    def count_chat(self, messages: list[dict]) -> int:
+        words = sum(len(str(m.get("content", "")).split()) for m in messages)
+        return words + CHAT_TOKENS_PER_MESSAGE * len(messages) + CHAT_TOKENS_PER_PROMPT
+
+    def prompt_ids(self, prompt: Prompt) -> tuple[int, ...]:
+        """The token ids the engine sees for `prompt` (a chat prompt wrapped in its template tokens)."""
+        if prompt.token_ids is not None:
+            return prompt.token_ids
+        if prompt.messages is None:
+            return tuple(self.ids(prompt.text or ""))
+        out: list[int] = []
+        for message in prompt.messages:
+            out += [_TEMPLATE] * CHAT_TOKENS_PER_MESSAGE + self.ids(str(message.get("content", "")))
+        return (*out, *([_TEMPLATE] * CHAT_TOKENS_PER_PROMPT))

@@ -1,0 +1,197 @@
+"""The emulator on exact small scenarios: a hand-made roofline whose step times are worked out here."""
+
+from __future__ import annotations
+
+import pytest
+
+from servelab.engines.llamacpp.scheduler import Slots, SlotSettings, ubatches
+from servelab.predict.continuous import ContinuousBatching, ContinuousSettings
+from servelab.predict.core import Request, Sequence, Step, Work
+from servelab.predict.emulator import emulate
+from servelab.predict.roofline import Effective, Roofline
+
+W = 8e9  # weight bytes per pass
+KV = 1e5  # KV bytes per token
+FLOPS = 1.6e10  # per token
+EFF = Effective(bandwidth_bytes_s=1e12, flops_s=1e14, step_overhead_s=0.002, token_overhead_s=1e-5)
+
+
+def roofline(effective: Effective = EFF) -> Roofline:
+    return Roofline(
+        weight_bytes=lambda tokens: W, kv_full_bytes_per_token=KV, kv_sliding_bytes_per_token=0.0,
+        sliding_window=0, state_bytes=0.0, flops_per_token=FLOPS, attention_width_full=0.0,
+        attention_width_sliding=0.0, effective=effective,
+    )  # fmt: skip
+
+
+def pass_by_hand(works: list[tuple[int, int]]) -> float:
+    """(new, context) per sequence -> the longer of memory and compute time (the roofline written out)."""
+    memory = (W + sum(KV * (c + n) for n, c in works)) / EFF.bandwidth_bytes_s
+    compute = sum(n for n, _ in works) * FLOPS / EFF.flops_s
+    return max(memory, compute)
+
+
+def step_by_hand(works: list[tuple[int, int]]) -> float:
+    return pass_by_hand(works) + EFF.step_overhead_s + EFF.token_overhead_s * sum(n for n, _ in works)
+
+
+def vllm_like(**kw) -> ContinuousBatching:
+    settings = dict(max_running=256, token_budget=2048, block_tokens=16, total_blocks=10_000)
+    return ContinuousBatching(ContinuousSettings(**{**settings, **kw}))
+
+
+def req(rid: int, prompt: int, out: int, at: float = 0.0, base: int = 0) -> Request:
+    return Request(rid, at, tuple(range(base, base + prompt)), out)
+
+
+def by_id(outcomes):
+    return {o.seq.request.rid: o.seq for o in outcomes}
+
+
+def test_one_request_ttft_is_the_prefill_step_and_tpot_the_decode_steps() -> None:
+    prompt, out = 1000, 8
+    seq = by_id(emulate(vllm_like(), roofline(), [req(0, prompt, out)]))[0]
+    assert seq.first_token_s == pytest.approx(step_by_hand([(prompt, 0)]))
+    decode_steps = [step_by_hand([(1, prompt + k)]) for k in range(out - 1)]
+    tpot = (seq.token_times[-1] - seq.token_times[0]) / (out - 1)
+    assert tpot == pytest.approx(sum(decode_steps) / (out - 1))
+    assert seq.token_counts == [1] * out
+
+
+def test_prefill_longer_than_the_budget_is_chunked() -> None:
+    seq = by_id(emulate(vllm_like(token_budget=512), roofline(), [req(0, 1200, 2)]))[0]
+    chunks = step_by_hand([(512, 0)]) + step_by_hand([(512, 512)]) + step_by_hand([(176, 1024)])
+    assert seq.first_token_s == pytest.approx(chunks)
+
+
+def test_llamacpp_two_slots_three_requests_the_third_queues() -> None:
+    slots = Slots(SlotSettings(slots=2, context_per_slot=4096))
+    done = emulate(slots, roofline(), [req(i, 100, 4, base=1000 * i) for i in range(3)])
+    seqs = by_id(done)
+    first_end = max(seqs[0].token_times[-1], seqs[1].token_times[-1])
+    assert seqs[0].first_token_s == seqs[1].first_token_s == pytest.approx(step_by_hand([(100, 0), (100, 0)]))
+    assert seqs[2].first_token_s == pytest.approx(first_end + step_by_hand([(100, 0)]))
+    assert [o.seq.request.rid for o in done][-1] == 2
+
+
+def _stall(scheduler) -> float:
+    """Two short requests decoding; a 6000-token prompt arrives just after the first step: the short
+    requests' longest gap between tokens."""
+    shorts = [req(0, 50, 6), req(1, 50, 6, base=100)]
+    long = req(2, 6000, 2, at=1e-9, base=10_000)
+    seqs = by_id(emulate(scheduler, roofline(), [*shorts, long]))
+    gaps = [b - a for a, b in zip(seqs[0].token_times, seqs[0].token_times[1:], strict=False)]
+    return max(gaps)
+
+
+def test_long_prompt_stalls_llamacpp_unified_batch_by_the_whole_prompt() -> None:
+    slots = Slots(SlotSettings(slots=3, context_per_slot=8192, n_batch=8192, n_ubatch=512))
+    gap = _stall(slots)
+    s = [Sequence(req(0, 50, 6)), Sequence(req(1, 50, 6)), Sequence(req(2, 6000, 2))]
+    batch = [Work(s[0], 1, 50), Work(s[1], 1, 50), Work(s[2], 6000, 0)]
+    passes = ubatches(batch, 512)
+    assert len(passes) == 12  # 6002 tokens in ubatches of 512
+    by_hand = sum(pass_by_hand([(w.new, w.context) for w in p]) for p in passes)
+    by_hand += EFF.step_overhead_s + EFF.token_overhead_s * 6002
+    assert gap == pytest.approx(by_hand)
+    assert gap == pytest.approx(roofline().step_s(Step(passes)))
+
+
+def test_chunked_prefill_bounds_the_stall_by_the_budget() -> None:
+    gap = _stall(vllm_like(token_budget=256))
+    assert gap == pytest.approx(step_by_hand([(1, 50), (1, 50), (254, 0)]))
+    slots = Slots(SlotSettings(slots=3, context_per_slot=8192, n_batch=8192, n_ubatch=512))
+    llama_gap = _stall(slots)
+    assert gap < llama_gap / 10
+
+
+def test_sglang_prefill_steps_apart_stall_decodes_until_the_prompt_is_in() -> None:
+    """Without mixed chunks a prefill step runs alone, and the chunked prompt goes on in the next prefill
+    step: the decodes wait for every chunk, then decode with the long request."""
+    gap = _stall(vllm_like(token_budget=256, mixed=False))
+    chunks = [(256, 256 * k) for k in range(23)] + [(6000 - 23 * 256, 23 * 256)]
+    by_hand = sum(step_by_hand([chunk]) for chunk in chunks) + step_by_hand([(1, 50), (1, 50), (1, 6000)])
+    assert gap == pytest.approx(by_hand)
+
+
+class Recording:
+    """A scheduler that keeps every step it hands out."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.steps = inner, []
+
+    def add(self, seq):
+        return self.inner.add(seq)
+
+    def has_work(self):
+        return self.inner.has_work()
+
+    def finished(self, seq):
+        self.inner.finished(seq)
+
+    def schedule(self):
+        step = self.inner.schedule()
+        if step is not None:
+            self.steps.append(step)
+        return step
+
+
+def test_kv_pool_exhaustion_preempts_the_last_admitted_and_recomputes_it() -> None:
+    prompt, out = 8, 16
+    sched = Recording(vllm_like(block_tokens=4, total_blocks=8, prefix_caching=False))
+    seqs = by_id(emulate(sched, roofline(), [req(0, prompt, out), req(1, prompt, out, base=100)], fast=False))
+    assert seqs[0].preemptions == 0 and seqs[1].preemptions == 1
+    assert seqs[0].generated == seqs[1].generated == out
+    recompute = [
+        w for s in sched.steps for w in s.works if w.seq is seqs[1] and w.context == 0 and w.new > prompt
+    ]
+    assert len(recompute) == 1
+    generated_then = recompute[0].new - prompt
+    no_preemption = 2 * (prompt + out - 1)
+    assert sum(s.tokens for s in sched.steps) == no_preemption + (prompt + generated_then - 1)
+    assert recompute[0].new <= 8 * 4  # the pool holds 32 tokens
+
+
+def test_prefix_cache_hit_shortens_ttft() -> None:
+    a = Request(0, 0.0, tuple(range(64)), 2)
+    b = Request(1, 1.0, (*range(48), *range(500, 516)), 2)
+    hit = by_id(emulate(vllm_like(), roofline(), [a, b]))[1]
+    miss = by_id(emulate(vllm_like(prefix_caching=False), roofline(), [a, b]))[1]
+    assert hit.cached == 48 and miss.cached == 0
+    assert hit.first_token_s - 1.0 == pytest.approx(step_by_hand([(16, 48)]))
+    assert miss.first_token_s - 1.0 == pytest.approx(step_by_hand([(64, 0)]))
+
+
+def test_llamacpp_reuses_a_similar_slot_and_loses_a_slot_taken_by_another_prompt() -> None:
+    a = Request(0, 0.0, tuple(range(64)), 2)
+    b = Request(1, 1.0, (*range(48), *range(500, 516)), 2)
+    c = Request(2, 1.0, tuple(range(900, 964)), 2)
+    one = SlotSettings(slots=1, context_per_slot=4096)
+    assert by_id(emulate(Slots(one), roofline(), [a, b]))[1].cached == 48
+    later_b = Request(1, 2.0, b.prompt, 2)
+    lost = by_id(emulate(Slots(one), roofline(), [a, c, later_b]))
+    assert lost[2].cached == 0 and lost[1].cached == 0  # c took the only slot: a's prompt is gone
+
+
+def test_a_request_longer_than_a_slot_is_refused() -> None:
+    done = emulate(Slots(SlotSettings(slots=1, context_per_slot=100)), roofline(), [req(0, 90, 20)])
+    assert done[0].refused is not None and "context" in done[0].refused
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: vllm_like(token_budget=256),
+        lambda: vllm_like(token_budget=256, mixed=False),
+        lambda: vllm_like(block_tokens=4, total_blocks=40),
+        lambda: Slots(SlotSettings(slots=3, context_per_slot=8192, n_batch=512, n_ubatch=128)),
+    ],
+)
+def test_the_fast_path_for_repeated_decodes_gives_the_same_times(make) -> None:
+    """Runs of identical decode steps priced in one loop land on exactly the times of stepping one by one."""
+    arrivals = [req(i, 40 + 30 * i, 20 + 7 * i, at=0.013 * i, base=1000 * i) for i in range(6)]
+    fast = by_id(emulate(make(), roofline(), arrivals))
+    slow = by_id(emulate(make(), roofline(), arrivals, fast=False))
+    for rid, seq in slow.items():
+        assert fast[rid].token_times == pytest.approx(seq.token_times, rel=1e-12)
+        assert fast[rid].generated == seq.generated and fast[rid].preemptions == seq.preemptions
