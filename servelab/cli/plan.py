@@ -194,6 +194,12 @@ def register(app: typer.Typer) -> None:
         cpu_moe: bool = typer.Option(
             False, "--cpu-moe", help="llama.cpp: every layer's experts in host RAM (-ot exps=CPU)."
         ),
+        flash_attn: str | None = typer.Option(
+            None, "--flash-attn", "-fa", help="llama.cpp -fa on/off/auto (default on)."
+        ),
+        kv_dtype_v: str | None = typer.Option(
+            None, "--cache-type-v", "-ctv", help="llama.cpp V cache type when it differs from --kv-dtype."
+        ),
         save: Path | None = typer.Option(None, "--save", help="Also write the JSON plan to this file."),
         json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     ) -> None:
@@ -253,6 +259,8 @@ def register(app: typer.Typer) -> None:
                 ("n_ubatch", n_ubatch),
                 ("n_cpu_moe", n_cpu_moe),
                 ("cpu_moe", cpu_moe or None),
+                ("flash_attn", flash_attn),
+                ("kv_dtype_v", kv_dtype_v),
             )
             if v is not None
         }

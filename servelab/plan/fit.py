@@ -37,6 +37,8 @@ class PlanSettings:
     n_ubatch: int | None = None  # llama.cpp -ub (physical batch that sizes the compute buffer; default 512)
     n_cpu_moe: int | None = None  # llama.cpp --n-cpu-moe N: the experts of the first N layers in host RAM
     cpu_moe: bool = False  # llama.cpp -ot exps=CPU (--cpu-moe): every layer's experts in host RAM
+    flash_attn: str | None = None  # llama.cpp -fa on/off/auto (None: on, as the plan emits it)
+    kv_dtype_v: str | None = None  # llama.cpp -ctv when the V cache type differs from -ctk (kv_dtype)
     host: str = "127.0.0.1"
     port: int | None = None
     model_path: str = ""
