@@ -44,6 +44,7 @@ WITHIN_TODAY = (
     ("vllm/v0-llama31-8b-rtx3090-29k-refused", "weights_gib"),
     ("vllm/v0-llama31-8b-rtx3090-29k-refused", "kv_tokens@engine_budget"),
     ("vllm/v1-0.7-llama31-70b-w8a8-gpu-blocks", "weights_gib"),
+    ("sglang/gpt-oss-20b-kvcached-weights", "weights_gib"),
     ("sglang/qwen3-235b-a22b-fp8-tp4-h100", "kv_tokens@engine_budget"),
     ("sglang/qwen3-30b-a3b-fp8-tp2-piecewise", "weights_gib"),
     ("sglang/qwen3-30b-a3b-fp8-tp2-piecewise", "kv_tokens@engine_budget"),

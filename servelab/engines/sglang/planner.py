@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from servelab.engines.sglang import DEFAULT_PORT, cmdline
 from servelab.engines.sglang.memory import engine_kv_dtype, sglang_memory
+from servelab.engines.sglang.weights import mxfp4_moe_padding_bytes
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
 from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes, weight_split
@@ -14,6 +15,7 @@ from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes, weight_spli
 def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     kv_dtype, note = engine_kv_dtype(s.kv_dtype)
     text, vision, mtp = weight_split(model, s.tp, vision=True, mtp=False)
+    text += mxfp4_moe_padding_bytes(model, gpu, tp=s.tp)
     running = s.parallel if s.parallel > 1 else None
     free = gpu.memory_bytes - gpu.runtime_context_bytes
     m = sglang_memory(
