@@ -69,6 +69,7 @@ EXPRESSED = {
         "cache_type_v",
         "n_batch",
         "n_ubatch",
+        "flash_attn",
     },
 }
 
@@ -207,9 +208,12 @@ def plan_inputs(case: Case) -> dict[str, Any]:
     else:
         slots = int(s.get("n_parallel") or 1)
         same = s.get("cache_type_k") == s.get("cache_type_v")
+        fa = s.get("flash_attn")
         inputs = {
             "context": int(s["ctx_size"]) // slots if s.get("ctx_size") else None,
-            "kv_dtype": _kv_dtype(s.get("cache_type_k")) if same else None,
+            "kv_dtype": _kv_dtype(s.get("cache_type_k")),
+            "kv_dtype_v": None if same else _kv_dtype(s.get("cache_type_v")),
+            "flash_attn": None if fa is None else ("on" if fa else "off"),
             "parallel": slots,
             "gpus": int(case.data["gpu_count"]),  # -sm layer over every device
             "n_gpu_layers": s.get("n_gpu_layers"),
@@ -221,11 +225,7 @@ def plan_inputs(case: Case) -> dict[str, Any]:
 
 def not_expressed(case: Case) -> list[str]:
     """The case's settings the planner cannot be told (engine defaults, or knobs servelab does not model)."""
-    names = [k for k, v in case.settings.items() if v is not None and k not in EXPRESSED[case.engine]]
-    s = case.settings
-    if case.engine == "llamacpp" and s.get("cache_type_k") != s.get("cache_type_v"):
-        names.append("cache_type_k != cache_type_v")
-    return names
+    return [k for k, v in case.settings.items() if v is not None and k not in EXPRESSED[case.engine]]
 
 
 def run_plan(case: Case) -> Plan:

@@ -220,6 +220,12 @@ def register(app: typer.Typer) -> None:
         draft_model: str | None = typer.Option(
             None, "--draft-model", help="The draft for --speculative eagle:N / draft:N (an id or a file)."
         ),
+        flash_attn: str | None = typer.Option(
+            None, "--flash-attn", "-fa", help="llama.cpp -fa on/off/auto (default on)."
+        ),
+        kv_dtype_v: str | None = typer.Option(
+            None, "--cache-type-v", "-ctv", help="llama.cpp V cache type when it differs from --kv-dtype."
+        ),
         save: Path | None = typer.Option(None, "--save", help="Also write the JSON plan to this file."),
         json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     ) -> None:
@@ -279,6 +285,8 @@ def register(app: typer.Typer) -> None:
                 ("n_ubatch", n_ubatch),
                 ("n_cpu_moe", n_cpu_moe),
                 ("cpu_moe", cpu_moe or None),
+                ("flash_attn", flash_attn),
+                ("kv_dtype_v", kv_dtype_v),
             )
             if v is not None
         }

@@ -88,6 +88,8 @@ class PlanSettings:
     speculative: Speculative | None = (
         None  # speculative decoding / MTP (draft weights, their KV, the lookahead)
     )
+    flash_attn: str | None = None  # llama.cpp -fa on/off/auto (None: on, as the plan emits it)
+    kv_dtype_v: str | None = None  # llama.cpp -ctv when the V cache type differs from -ctk (kv_dtype)
     host: str = "127.0.0.1"
     port: int | None = None
     model_path: str = ""

@@ -209,12 +209,12 @@ def test_n_cpu_moe_moves_the_routed_experts_of_the_first_layers_to_host() -> Non
 
 
 def test_ubatch_sizes_the_compute_buffer() -> None:
-    from servelab.engines.llamacpp.memory import _compute_bytes
+    from servelab.engines.llamacpp.compute import compute_bytes
 
     model = dense_gqa()
     for ub in (256, 512, 2048):
         m = llamacpp_memory(model, n_ctx=8192, n_parallel=1, n_ubatch=ub, n_batch=2048)
-        assert m.compute_bytes == _compute_bytes(model, n_tokens=ub, n_outputs=1, n_kv=8192, flash_attn=True)
+        assert m.compute_bytes == compute_bytes(model, n_tokens=ub, n_outputs=1, n_kv=8192, flash_attn=True)
     # -b below -ub: llama.cpp clamps n_ubatch to n_batch
     low = llamacpp_memory(model, n_ctx=8192, n_parallel=1, n_ubatch=2048, n_batch=256)
     assert low.compute_bytes == llamacpp_memory(model, n_ctx=8192, n_parallel=1, n_ubatch=256).compute_bytes
@@ -240,3 +240,103 @@ def test_new_llamacpp_settings_reach_the_command_line() -> None:
     per_layer = routed_expert_bytes_per_layer(load_model("Qwen/Qwen3-30B-A3B", quant="Q4_K_M"))
     assert every.details["experts_host_bytes"] == 48 * per_layer > 0
     assert plan.details["experts_host_bytes"] == 12 * per_layer
+
+
+def test_flash_attention_off_adds_the_f32_scores_over_the_slot_cells() -> None:
+    """llama.cpp PR #8035's 80-layer Llama-3 70B, -c 8192, -ub 512, -fa off: 'CUDA0 compute buffer size = 1108.50
+    MiB' (tests/fixtures/real-logs/llamacpp/llama-3-70b-2gpu-4060ti-3060-split.yaml); the scores alone are
+    64 heads x 8192 cells x 512 tokens x 4 B = 1 GiB."""
+    from servelab.engines.llamacpp.compute import GRAPH_OVERHEAD_BYTES, attention_scores_bytes, mask_bytes
+
+    model = dense_gqa(layers=80, hidden=8192)
+    model = ModelSpec(
+        **{**model.__dict__, "attention": AttentionSpec(64, 8, 128), "intermediate_size": 28672}
+    )
+    assert attention_scores_bytes(model, n_tokens=512, n_kv=8192) == 64 * 8192 * 512 * 4
+    assert mask_bytes(model, n_tokens=512, n_kv=8192, flash_attn=False) == 8192 * 512 * 4
+    assert mask_bytes(model, n_tokens=512, n_kv=8192, flash_attn=True) == 8192 * 512 * 2
+    off = llamacpp_memory(model, n_ctx=8192, n_parallel=1, flash_attn=False, n_gpu_layers=78)
+    hidden, qkv = 8192 * 512 * 4, (2 * 64 + 2 * 8) * 128 * 512 * 4
+    assert off.compute_bytes == 2 * hidden + qkv + 2**30 + 8192 * 512 * 4 + GRAPH_OVERHEAD_BYTES
+    assert off.compute_bytes / MIB == pytest.approx(1108.50, rel=0.01)
+    on = llamacpp_memory(model, n_ctx=8192, n_parallel=1, flash_attn=True, n_gpu_layers=78)
+    assert on.compute_bytes == 2 * hidden + 3 * 28672 * 512 * 4 + 8192 * 512 * 2 + GRAPH_OVERHEAD_BYTES
+    # 4 slots without --kv-unified: each stream sees 2048 cells, so the scores are a quarter
+    quarter = llamacpp_memory(model, n_ctx=8192, n_parallel=4, flash_attn=False)
+    assert quarter.compute_bytes < off.compute_bytes / 3
+
+
+def test_pipeline_parallelism_keeps_four_copies_of_the_graph_inputs_on_each_gpu() -> None:
+    """ggml_backend_sched with pipeline parallelism (several GPUs, every layer offloaded, no tensor override):
+    GGML_SCHED_MAX_COPIES = 4 copies of the hidden-state input and the mask per device."""
+    model = dense_gqa()
+    one = llamacpp_memory(model, n_ctx=8192, n_parallel=1)
+    two = llamacpp_memory(model, n_ctx=8192, n_parallel=1, n_devices=2)
+    assert two.compute_bytes - one.compute_bytes == 3 * (4096 * 512 * 4 + 8192 * 512 * 2)
+    partial = llamacpp_memory(model, n_ctx=8192, n_parallel=1, n_devices=2, n_gpu_layers=32)
+    assert partial.compute_bytes == one.compute_bytes  # the output layer on the host: no pipeline
+
+
+def test_the_vision_tower_is_not_in_the_gguf() -> None:
+    """llama-server loads a vision tower only from a separate --mmproj file: the model buffers leave it out."""
+    text = dense_gqa()
+    with_vision = ModelSpec(
+        **{
+            **text.__dict__,
+            "weights": (*text.weights, WeightGroup("vision", 400_000_000, 800_000_000, "bf16")),
+        }
+    )
+    a = llamacpp_memory(text, n_ctx=4096, n_parallel=1)
+    b = llamacpp_memory(with_vision, n_ctx=4096, n_parallel=1)
+    assert (b.model_bytes, b.model_gpu_bytes, b.host_bytes) == (
+        a.model_bytes,
+        a.model_gpu_bytes,
+        a.host_bytes,
+    )
+
+
+def test_flash_attention_modes() -> None:
+    from servelab.engines.llamacpp.memory import flash_attn_on
+
+    assert (flash_attn_on("on"), flash_attn_on("off"), flash_attn_on("AUTO"), flash_attn_on(None)) == (
+        True,
+        False,
+        True,
+        True,
+    )
+    with pytest.raises(ConfigError, match="-fa 'maybe' is not a mode"):
+        flash_attn_on("maybe")
+
+
+def test_flash_attention_and_separate_v_type_reach_the_plan_and_the_command() -> None:
+    from servelab.hardware.gpus import find_gpu
+    from servelab.model.load import load_model
+    from servelab.plan.make import make_plan
+
+    model, card = load_model("meta-llama/Llama-3.1-8B"), find_gpu("rtx4090")
+    off = make_plan(model, card, engine="llamacpp", quant="Q4_K_M", context=8192, flash_attn="off")
+    on = make_plan(model, card, engine="llamacpp", quant="Q4_K_M", context=8192)
+    assert (
+        off.command[off.command.index("-fa") + 1] == "off" and on.command[on.command.index("-fa") + 1] == "on"
+    )
+    from servelab.engines.llamacpp.compute import compute_bytes
+
+    for plan, fa in ((off, False), (on, True)):  # the planner hands -fa to the rule
+        assert plan.details["compute_buffer_bytes"] == compute_bytes(
+            model, n_tokens=512, n_outputs=1, n_kv=8192, flash_attn=fa
+        )
+    assert off.details["compute_buffer_bytes"] > 32 * 8192 * 512 * 4  # the 512 MiB of scores
+    mixed = make_plan(
+        model, card, engine="llamacpp", quant="Q4_K_M", context=8192, kv_dtype="q8_0", kv_dtype_v="q4_0"
+    )
+    assert mixed.command[mixed.command.index("-ctk") + 1] == "q8_0"
+    assert mixed.command[mixed.command.index("-ctv") + 1] == "q4_0"
+    same = make_plan(model, card, engine="llamacpp", quant="Q4_K_M", context=8192, kv_dtype="q8_0")
+    assert mixed.memory_bytes.kv_cache < same.memory_bytes.kv_cache
+    auto = make_plan(model, card, engine="llamacpp", quant="Q4_K_M", context=8192, flash_attn="auto")
+    assert auto.command[auto.command.index("-fa") + 1] == "auto"
+    assert any("-fa auto planned as on" in w for w in auto.warnings)
+    refused = make_plan(
+        model, card, engine="llamacpp", quant="Q4_K_M", context=8192, kv_dtype="q8_0", flash_attn="off"
+    )
+    assert not refused.fits and "requires Flash Attention" in refused.warnings[0]

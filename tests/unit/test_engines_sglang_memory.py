@@ -151,3 +151,25 @@ def test_tp_leaves_the_mla_latent_whole() -> None:
         mla_moe(), tp=8, gpu_memory_bytes=141 * GIB, weights_bytes=90 * GIB, kv_cache_dtype="bf16"
     )
     assert m.kv_cell_bytes == 576 * 61 * 2
+
+
+def test_mxfp4_experts_are_padded_to_256_on_sm100() -> None:
+    """sglang layers/quantization/mxfp4.py on SM100 (flashinfer MXFP4 MoE): I and H rounded up to 256, so
+    gpt-oss-20b's 2880 x 2880 experts take 3072 x 3072: 24 layers x 32 experts x 3 x (3072^2 - 2880^2) values
+    x 4.25 bits more. The kvcached case (tests/fixtures/real-logs/sglang/gpt-oss-20b-kvcached-weights.yaml) logged
+    'mem usage=14.53 GB' on a ~180 GB card; without the padding the plan was 12.81 GiB."""
+    from servelab.engines.sglang.weights import mxfp4_moe_padding_bytes
+    from servelab.hardware.gpus import find_gpu
+    from servelab.model.load import load_model
+    from servelab.plan.make import make_plan
+
+    model = load_model("openai/gpt-oss-20b")
+    extra = 24 * 32 * 3 * (3072 * 3072 - 2880 * 2880)  # layers x experts x (gate, up, down)
+    assert mxfp4_moe_padding_bytes(model, find_gpu("b200")) == int(extra * 4.25 / 8)
+    assert mxfp4_moe_padding_bytes(model, find_gpu("h100-sxm")) == 0  # Hopper: triton kernels, unpadded
+    blackwell = make_plan(model, find_gpu("b200"), engine="sglang", quant="mxfp4")
+    hopper = make_plan(model, find_gpu("h200"), engine="sglang", quant="mxfp4")
+    assert blackwell.memory_bytes.weights - hopper.memory_bytes.weights == int(extra * 4.25 / 8)
+    assert blackwell.memory_bytes.weights / 2**30 == pytest.approx(14.53, rel=0.05)
+    tp2 = mxfp4_moe_padding_bytes(model, find_gpu("b200"), tp=2)  # I = 1440 per GPU -> 1536
+    assert tp2 == int(24 * 32 * 3 * (1536 * 3072 - 1440 * 2880) * 4.25 / 8)

@@ -16,12 +16,16 @@ def test_llamacpp_slots_share_c_unless_unified_and_auto_means_four_unified() -> 
     )
     assert (shared.context, shared.parallel, shared.flags["kv_unified"]) == (65536, 4, False)
     auto = llamacpp.plan_settings(llamacpp.parse(["llama-server", "-c", "32768", "-ngl", "all"]))
-    assert (auto.context, auto.parallel, auto.flags) == (32768, 4, {"kv_unified": True, "n_gpu_layers": -1})
+    assert (auto.context, auto.parallel, auto.flags) == (
+        32768,
+        4,
+        {"kv_unified": True, "flash_attn": "auto", "n_gpu_layers": -1},  # no -fa: the server's auto
+    )
     unified = llamacpp.plan_settings(
-        llamacpp.parse(["-c", "8192", "-np", "2", "-kvu", "-ctk", "q8_0", "-ctv", "q4_0"])
+        llamacpp.parse(["-c", "8192", "-np", "2", "-kvu", "-ctk", "q8_0", "-ctv", "q4_0", "-fa", "off"])
     )
     assert (unified.context, unified.kv_dtype) == (8192, "q8_0")
-    assert any("-ctv q4_0" in note for note in unified.notes)
+    assert (unified.flags["kv_dtype_v"], unified.flags["flash_attn"]) == ("q4_0", "off")
     model_context = llamacpp.plan_settings(llamacpp.parse(["llama-server", "-c", "0", "-np", "1"]))
     assert model_context.context is None  # -c 0: the model's own
 

@@ -49,6 +49,7 @@ WITHIN_TODAY = (
     ("vllm/v0-llama31-8b-rtx3090-29k-refused", "weights_gib"),
     ("vllm/v0-llama31-8b-rtx3090-29k-refused", "kv_tokens@engine_budget"),
     ("vllm/v1-0.7-llama31-70b-w8a8-gpu-blocks", "weights_gib"),
+    ("sglang/gpt-oss-20b-kvcached-weights", "weights_gib"),
     ("sglang/qwen3-235b-a22b-fp8-tp4-h100", "kv_tokens@engine_budget"),
     ("sglang/qwen3-30b-a3b-fp8-tp2-piecewise", "weights_gib"),
     ("sglang/qwen3-30b-a3b-fp8-tp2-piecewise", "kv_tokens@engine_budget"),
@@ -56,6 +57,8 @@ WITHIN_TODAY = (
     ("llamacpp/deepseek-v3-8gpu-q4_0k-np8", "n_ctx_per_seq"),
     ("llamacpp/llama-3-70b-2gpu-4060ti-3060-split", "kv_mib[GPUs]"),
     ("llamacpp/llama-3-70b-2gpu-4060ti-3060-split", "kv_tokens"),
+    ("llamacpp/llama-3-70b-2gpu-4060ti-3060-split", "compute_mib[CUDA0]"),
+    ("llamacpp/llama-3.1-70b-q4kl-rocm-ngl0-compute-oom", "compute_bytes"),
     ("llamacpp/qwen3-next-80b-q4km-gfx1151-kv", "kv_mib"),
     ("llamacpp/qwen3-next-80b-q4km-gfx1151-kv", "kv_tokens"),
 )
@@ -121,10 +124,13 @@ def test_a_case_becomes_the_planners_inputs() -> None:
         "mem_fraction_static": 0.93,
     }
     llama = BY_NAME["llamacpp/deepseek-v3-8gpu-q4_0k-np8"]
-    assert plan_inputs(llama) == {  # K q4_0 and V f16 cannot be said: the planner's default type
+    assert plan_inputs(llama) == {
         "engine": "llamacpp",
         "quant": "Q8_0",  # the stand-in mix: the excerpt does not name the GGUF's
         "context": 2048,
+        "kv_dtype": "q4_0",
+        "kv_dtype_v": "f16",
+        "flash_attn": "off",
         "parallel": 8,
         "gpus": 8,
         "n_batch": 256,

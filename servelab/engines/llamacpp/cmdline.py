@@ -148,13 +148,12 @@ def plan_settings(launch: LlamaCppLaunch) -> LaunchSettings:
     ctx = launch.ctx_size or None
     notes: list[str] = []
     context = ctx if ctx is None or unified else ctx // slots
+    flags: dict[str, object] = {
+        "kv_unified": unified,
+        "flash_attn": {True: "on", False: "off", None: "auto"}[launch.flash_attn],  # unset: the server's auto
+    }
     if launch.cache_type_v and launch.cache_type_v != (launch.cache_type_k or "f16"):
-        notes.append(
-            f"launch: -ctk {launch.cache_type_k or 'f16'} -ctv {launch.cache_type_v}: planned with -ctk for both"
-        )
-    if launch.flash_attn is False:
-        notes.append("launch: -fa off; planned with flash attention on (quantized V needs it)")
-    flags: dict[str, object] = {"kv_unified": unified}
+        flags["kv_dtype_v"] = launch.cache_type_v
     layers = _gpu_layers(launch.gpu_layers)
     if layers is not None:
         flags["n_gpu_layers"] = layers
@@ -195,7 +194,7 @@ def command(
     cache_type_k: str = "f16",
     cache_type_v: str = "f16",
     n_gpu_layers: int | None = None,
-    flash_attn: bool = True,
+    flash_attn: str = "on",
     n_batch: int | None = None,
     n_ubatch: int | None = None,
     n_cpu_moe: int | None = None,
@@ -222,7 +221,7 @@ def command(
         "-ngl",
         str(999 if n_gpu_layers is None else n_gpu_layers),
         "-fa",
-        "on" if flash_attn else "off",
+        flash_attn,
     ]
     if kv_unified:
         argv.append("--kv-unified")

@@ -4,7 +4,7 @@ the output buffer all in host RAM, against the machine's memory. memory.py's rul
 from __future__ import annotations
 
 from servelab.engines.llamacpp import DEFAULT_PORT, cmdline
-from servelab.engines.llamacpp.memory import engine_kv_dtype, llamacpp_memory
+from servelab.engines.llamacpp.memory import engine_kv_dtype, flash_attn_on, llamacpp_memory
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
@@ -15,6 +15,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     if s.tp > 1:
         raise ConfigError("llama.cpp on CPU: plan one CPU device (--gpus 1)")
     cache_type, note = engine_kv_dtype(s.kv_dtype)
+    cache_v, note_v = engine_kv_dtype(s.kv_dtype_v) if s.kv_dtype_v else (cache_type, None)
     n_ctx = s.context if s.kv_unified else s.context * s.parallel
     m = llamacpp_memory(
         model,
@@ -22,14 +23,14 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         n_parallel=s.parallel,
         kv_unified=s.kv_unified,
         cache_type_k=cache_type,
-        cache_type_v=cache_type,
-        flash_attn=True,
+        cache_type_v=cache_v,
+        flash_attn=flash_attn_on(s.flash_attn),
         n_gpu_layers=0,
     )
     buffers = m.compute_bytes + m.output_bytes  # with -ngl 0 both are host buffers
     memory = memory_bytes(gpu, m.model_bytes, 0, 0, m.kv_bytes, m.recurrent_bytes, buffers, 0)
     fits = memory.total <= gpu.memory_bytes and m.n_ctx_per_slot >= s.context
-    warnings = [w for w in (note, *m.warnings) if w]
+    warnings = [w for w in (note, note_v, *m.warnings) if w]
     if memory.total > gpu.memory_bytes:
         warnings.append(
             f"llama.cpp on CPU: needs {memory.total / 2**30:.2f} GiB, more than the"
@@ -42,8 +43,9 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         n_parallel=s.parallel,
         kv_unified=s.kv_unified,
         cache_type_k=cache_type,
-        cache_type_v=cache_type,
+        cache_type_v=cache_v,
         n_gpu_layers=0,
+        flash_attn=(s.flash_attn or "on").lower(),
         host=s.host,
         port=s.port or DEFAULT_PORT,
     )

@@ -10,8 +10,10 @@ create_memory, tools/server/server.cpp; docs/reference/memory.md §4):
   Sliding layers keep pad(min(n_ctx_seq, n_swa x (unified ? n_seq : 1) + n_ubatch), 256) cells per stream.
 - Recurrent state: R = (K-1) x conv_dim and S = ssm elements, both f32, per layer, x max(1, n_seq_max) x (1+n_rs_seq).
 - Output buffer: n_vocab x max(n_seq_max, 1) f32 logits. Quantised V needs flash attention.
-- Compute buffer: an estimate of the worst-case ubatch graph (see `_compute_bytes`), sized by n_ubatch (-ub) and
-  n_batch (-b): n_tokens = min(n_ctx, n_ubatch, n_batch).
+- Compute buffer: the worst-case ubatch graph (compute.py), sized by n_ubatch (-ub) and n_batch (-b): n_tokens =
+  min(n_ctx, n_ubatch, n_batch); f32 attention scores over n_ctx_seq cells without flash attention. Several GPUs
+  with every layer offloaded and no tensor override (-ot, --n-cpu-moe) run a pipeline: 4 input copies each.
+- Weights: the GGUF's tensors; a vision tower is a separate mmproj file llama-server loads only with --mmproj.
 - MoE experts in host RAM: --n-cpu-moe N keeps the routed experts (the ffn_*_exps tensors) of the first N layers
   on the CPU, --cpu-moe / -ot exps=CPU those of every layer (common/arg.cpp); shared experts, attention and
   norms stay on the GPU. The moved bytes leave the GPU's model buffer and join the host's.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from servelab.engines.llamacpp.compute import SCHED_MAX_COPIES, compute_bytes
 from servelab.errors import ConfigError
 from servelab.model.dtypes import AUTO, engine_spelling, row_bytes
 from servelab.model.spec import RECURRENT_KINDS, LayerKind, ModelSpec
@@ -43,7 +46,6 @@ CACHE_TYPES = {
 }
 PAD = 256
 AUTO_PARALLEL = 4
-GRAPH_OVERHEAD_BYTES = 512 * 1024  # ggml graph metadata / alignment slack in the compute buffer (estimate)
 
 
 def pad(n: int, to: int = PAD) -> int:
@@ -115,6 +117,21 @@ def _context(model: ModelSpec, n_ctx: int, n_seq: int, unified: bool) -> tuple[i
     return n_ctx, n_ctx_seq, warnings
 
 
+FLASH_ATTN_MODES = ("on", "off", "auto")
+
+
+def flash_attn_on(mode: str | None) -> bool:
+    """-fa on/off/auto as planned: auto (llama-server's default) resolves at start-up, per device, to on where
+    the backend runs the flash-attention op for the model's head size (llama_context `resolve(
+    llm_fused_op_flash_attn_probe)`: "Flash Attention was auto, set to enabled"), as CUDA, Metal and the CPU do."""
+    value = (mode or "on").lower()
+    if value not in FLASH_ATTN_MODES:
+        raise ConfigError(
+            f"llama.cpp -fa {mode!r} is not a mode; choose one of: {', '.join(FLASH_ATTN_MODES)}"
+        )
+    return value != "off"
+
+
 def _check_cache_types(cache_type_k: str, cache_type_v: str, flash_attn: bool) -> None:
     for name, value in (("--cache-type-k", cache_type_k), ("--cache-type-v", cache_type_v)):
         if value.lower() not in CACHE_TYPES:
@@ -143,40 +160,6 @@ def _swa_cells(model: ModelSpec, n_ctx_seq: int, n_seq: int, unified: bool, n_ub
     if not window:
         return n_ctx_seq
     return pad(min(n_ctx_seq, window * (n_seq if unified else 1) + n_ubatch))
-
-
-def _compute_bytes(model: ModelSpec, *, n_tokens: int, n_outputs: int, n_kv: int, flash_attn: bool) -> int:
-    """Worst-case ubatch graph: the larger of the output step (hidden + logits for the server's n_outputs_max =
-    n_parallel rows) and one layer's live intermediates (FFN or MoE; attention with its KQ scores, one f32 copy,
-    when flash attention is off), plus the KQ mask (n_kv x n_tokens, f16 with FA, f32 without) and graph slack.
-    Calibrated against this build's `sched_reserve: compute buffer size` lines; the log line is the truth."""
-    f32 = 4
-    hidden = model.hidden_size * n_tokens * f32
-    logits = model.vocab_size * n_outputs * f32
-    ffn_width = model.intermediate_size
-    if model.moe is not None:
-        ffn_width = max(ffn_width, model.moe.experts_per_token * model.moe.expert_intermediate_size)
-    ffn = 3 * ffn_width * n_tokens * f32
-    attn = 0
-    if model.attention is not None:
-        a = model.attention
-        attn = (2 * a.num_heads + 2 * a.num_kv_heads) * a.head_dim * n_tokens * f32
-        if not flash_attn:
-            attn += a.num_heads * n_kv * n_tokens * f32
-    mask = n_kv * n_tokens * (2 if flash_attn else 4) if model.attention is not None else 0
-    layer_peak = 2 * hidden + max(ffn, attn, _recurrent_scratch(model, n_tokens))
-    return max(hidden + logits, layer_peak) + mask + GRAPH_OVERHEAD_BYTES
-
-
-def _recurrent_scratch(model: ModelSpec, n_tokens: int) -> int:
-    """Gated DeltaNet / Mamba intermediates for one ubatch: the conv input and output (q, k, v) and the output
-    gate, f32 (calibrated on wide-state qwen35 GGUFs, see docs/planning.md)."""
-    la = model.linear_attention
-    if la is not None:
-        return (2 * la.conv_dim + la.value_dim) * (n_tokens + la.conv_kernel) * 4
-    if model.mamba is not None:
-        return 4 * model.mamba.d_inner * (n_tokens + model.mamba.d_conv) * 4
-    return 0
 
 
 def _kv_split(
@@ -230,7 +213,7 @@ def _experts_on_host(model: ModelSpec, on_gpu: list[bool], n_cpu_moe: int) -> in
 def _weights_split(model: ModelSpec, on_gpu: list[bool], *, output_on_gpu: bool) -> tuple[int, int]:
     """(all tensor bytes, bytes on the GPU): repeating layers by -ngl (evenly sized), the output layer (and the
     MTP head) when -ngl exceeds the layer count; token_embd always stays on the host."""
-    weights = weight_bytes(model)
+    weights = weight_bytes(model, vision=False)  # the mmproj is its own file (--mmproj), not in the GGUF
     body = weights.text * sum(on_gpu) // max(1, len(on_gpu))
     head = weights.lm_head or (weights.embedding if model.tie_word_embeddings else 0)
     return weights.total, body + ((head + weights.mtp) if output_on_gpu else 0)
@@ -250,10 +233,12 @@ def llamacpp_memory(
     n_gpu_layers: int | None = None,
     n_rs_seq: int = 0,
     n_cpu_moe: int = 0,
+    n_devices: int = 1,
 ) -> LlamaCppMemory:
     """llama-server's buffers for these flags. n_parallel -1 is the server's auto (4 slots, unified cache);
     n_gpu_layers None or -1 offloads everything (output layer included), 0 keeps it all on the host;
-    n_cpu_moe N keeps the routed experts of the first N layers in host RAM (the layer count: -ot exps=CPU)."""
+    n_cpu_moe N keeps the routed experts of the first N layers in host RAM (the layer count: -ot exps=CPU);
+    n_devices: the GPUs -sm layer splits the layers over (compute_bytes is then each one's buffer)."""
     for flag, value, least in (("-b", n_batch, 1), ("-ub", n_ubatch, 1), ("--n-cpu-moe", n_cpu_moe, 0)):
         if value < least:
             raise ConfigError(f"llama.cpp {flag} must be at least {least}, got {value}")
@@ -282,8 +267,16 @@ def llamacpp_memory(
     experts_host = _experts_on_host(model, on_gpu, n_cpu_moe)
     model_gpu -= experts_host
     n_tokens = min(n_ctx, n_ubatch, n_batch)
-    compute = _compute_bytes(
-        model, n_tokens=n_tokens, n_outputs=min(n_tokens, n_parallel), n_kv=n_ctx_seq, flash_attn=flash_attn
+    pipeline = (
+        n_devices > 1 and ngl > n_layer and n_cpu_moe == 0
+    )  # llama_context: "pipeline parallelism enabled"
+    compute = compute_bytes(
+        model,
+        n_tokens=n_tokens,
+        n_outputs=min(n_tokens, n_parallel),
+        n_kv=n_ctx_seq,
+        flash_attn=flash_attn,
+        pipeline_copies=SCHED_MAX_COPIES if pipeline else 1,
     )
     if n_ctx_seq > model.max_context:
         warnings.append(

@@ -6,7 +6,7 @@ Planner (engine.py).
 from __future__ import annotations
 
 from servelab.engines.llamacpp import DEFAULT_PORT, cmdline, cpu_planner
-from servelab.engines.llamacpp.memory import LlamaCppMemory, engine_kv_dtype, llamacpp_memory
+from servelab.engines.llamacpp.memory import LlamaCppMemory, engine_kv_dtype, flash_attn_on, llamacpp_memory
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
@@ -47,16 +47,18 @@ def _min_cpu_moe(model: ModelSpec, gpu: GPU, flags: dict[str, object]) -> int | 
     return low
 
 
-def _flags(model: ModelSpec, s: PlanSettings, cache_type: str) -> dict[str, object]:
-    """llamacpp_memory's keywords for these settings (-c, -np, -kvu, -ctk/-ctv, -fa, -b, -ub, --n-cpu-moe)."""
+def _flags(model: ModelSpec, s: PlanSettings, cache_k: str, cache_v: str) -> dict[str, object]:
+    """llamacpp_memory's keywords for these settings (-c, -np, -kvu, -ctk/-ctv, -fa, -b, -ub, --n-cpu-moe, the
+    GPUs -sm layer splits over)."""
     flags: dict[str, object] = {
         "n_ctx": s.context if s.kv_unified else s.context * s.parallel,
         "n_parallel": s.parallel,
         "kv_unified": s.kv_unified,
-        "cache_type_k": cache_type,
-        "cache_type_v": cache_type,
-        "flash_attn": True,
+        "cache_type_k": cache_k,
+        "cache_type_v": cache_v,
+        "flash_attn": flash_attn_on(s.flash_attn),
         "n_cpu_moe": model.num_layers if s.cpu_moe else (s.n_cpu_moe or 0),
+        "n_devices": s.tp,
     }
     flags.update({k: v for k, v in (("n_batch", s.n_batch), ("n_ubatch", s.n_ubatch)) if v is not None})
     return flags
@@ -105,11 +107,42 @@ def _draft_memory(s: PlanSettings, n_ctx: int) -> LlamaCppMemory | None:
     return llamacpp_memory(spec.draft, n_ctx=n_ctx, n_parallel=s.parallel, kv_unified=s.kv_unified)
 
 
+def _quantized_v_refusal(flags: dict[str, object]) -> list[Refusal]:
+    """llama_context refuses a quantized V cache without flash attention ("quantized V cache was requested, but
+    this requires Flash Attention", src/llama-context.cpp)."""
+    cache_v = str(flags["cache_type_v"])
+    if flags["flash_attn"] or not cache_v.startswith(("q", "iq")):
+        return []
+    return [
+        Refusal(
+            f"llama.cpp: -ctv {cache_v} without flash attention is refused ('quantized V cache was requested,"
+            " but this requires Flash Attention'): pass -fa on or -ctv f16",
+            {"flash_attn": "on"},
+        )
+    ]
+
+
+def _auto_note(model: ModelSpec, s: PlanSettings, flags: dict[str, object]) -> str | None:
+    """With -fa auto, what the compute buffer becomes if the backend resolves flash attention off."""
+    if (s.flash_attn or "").lower() != "auto" or str(flags["cache_type_v"]).startswith(("q", "iq")):
+        return None
+    off = llamacpp_memory(model, n_gpu_layers=s.n_gpu_layers, **{**flags, "flash_attn": False})  # type: ignore[arg-type]
+    return (
+        "llama.cpp: -fa auto planned as on (CUDA, Metal and CPU run flash attention); where a backend resolves"
+        f" it off the compute buffer grows to {off.compute_bytes / 2**30:.2f} GiB per device (f32 attention"
+        " scores over the slot's context): pass -fa on to be sure"
+    )
+
+
 def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     if gpu.is_cpu:
         return cpu_planner.plan(model, gpu, s)
     cache_type, note = engine_kv_dtype(s.kv_dtype)
-    flags = _flags(model, s, cache_type)
+    cache_v, note_v = engine_kv_dtype(s.kv_dtype_v) if s.kv_dtype_v else (cache_type, None)
+    flags = _flags(model, s, cache_type, cache_v)
+    v_refusal = _quantized_v_refusal(flags)
+    if v_refusal:  # the figures as with -fa on; the launch itself is refused
+        flags["flash_attn"] = True
     m = llamacpp_memory(model, n_gpu_layers=s.n_gpu_layers, **flags)  # type: ignore[arg-type]
     d = _draft_memory(s, m.n_ctx)
     runtime, tp = gpu.runtime_context_bytes, s.tp  # -sm layer: each GPU holds 1/tp of the layers
@@ -124,13 +157,13 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         runtime,
         m.host_bytes + (d.host_bytes if d else 0),
     )
-    warnings = [w for w in (note, *m.warnings) if w]
+    warnings = [w for w in (note, note_v, *m.warnings, _auto_note(model, s, flags)) if w]
     if tp > 1:
         warnings.append(
             f"llama.cpp splits layers across the {tp} GPUs (a pipeline): memory per GPU drops,"
             " single-stream decode does not get faster"
         )
-    refusals = _refusals(model, gpu, s, flags, memory.total, m.n_ctx_per_slot)
+    refusals = [*v_refusal, *_refusals(model, gpu, s, flags, memory.total, m.n_ctx_per_slot)]
     if m.n_gpu_layers < model.num_layers:
         warnings.append(
             f"llama.cpp: -ngl {m.n_gpu_layers} keeps {model.num_layers - m.n_gpu_layers} of"
@@ -153,8 +186,9 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         n_parallel=s.parallel,
         kv_unified=s.kv_unified,
         cache_type_k=cache_type,
-        cache_type_v=cache_type,
+        cache_type_v=cache_v,
         n_gpu_layers=s.n_gpu_layers,
+        flash_attn=(s.flash_attn or "on").lower(),
         n_batch=s.n_batch,
         n_ubatch=s.n_ubatch,
         n_cpu_moe=None if s.cpu_moe else s.n_cpu_moe,
@@ -173,6 +207,8 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         "compute_buffer_bytes": m.compute_bytes,
         "output_buffer_bytes": m.output_bytes,
         "kv_cells": m.kv_cells,
+        "flash_attn": m.flash_attn,
+        "cache_type_v": cache_v,
         "n_batch": s.n_batch or 2048,
         "n_ubatch": s.n_ubatch or 512,
         "experts_host_bytes": m.experts_host_bytes,

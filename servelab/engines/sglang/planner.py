@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from servelab.engines.sglang import DEFAULT_PORT, cmdline
 from servelab.engines.sglang.memory import engine_kv_dtype, sglang_memory
+from servelab.engines.sglang.weights import mxfp4_moe_padding_bytes
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
@@ -18,6 +19,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     if spec is not None and spec.method == "mtp" and not model.mtp_layers:
         raise ConfigError(f"{model.name} has no MTP layers for sglang's NEXTN; use eagle, ngram or draft")
     text, vision, mtp = weight_split(model, s.tp, vision=True, mtp=False, speculative=spec)
+    text += mxfp4_moe_padding_bytes(model, gpu, tp=s.tp)
     running = s.parallel if s.parallel > 1 else None
     free = gpu.memory_bytes - gpu.runtime_context_bytes
     m = sglang_memory(

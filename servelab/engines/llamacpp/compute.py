@@ -1,0 +1,89 @@
+"""llama.cpp's compute buffer: what ggml-alloc reserves on a backend for the worst-case graph.
+
+Rules (llama.cpp src/llama-context.cpp `sched_reserve` → `graph_reserve(n_tokens, n_seqs, n_outputs)`,
+src/llama-graph.cpp `build_attn_mha`, ggml/src/ggml-backend.cpp `ggml_backend_sched_split_graph`; docs/reference/memory.md §4):
+- The reserved graph is one ubatch: n_tokens = min(n_ctx, n_ubatch, n_batch), n_outputs = min(n_tokens,
+  n_outputs_max) (the server sets n_outputs_max = n_parallel). ggml-alloc reuses freed tensors, so the buffer is
+  the peak of the live intermediates, not their sum.
+- Flash attention off: the scores kq = mul_mat(k, q) are f32 [n_kv, n_tokens, n_head] (softmax in place), with
+  n_kv the cells one stream sees (n_ctx_seq); the KQ mask is f32 [n_kv, n_tokens]. On: no scores, the mask f16.
+- The peak is the larger of the output step (hidden + n_vocab x n_outputs f32 logits) and one layer's
+  intermediates (residual + input, then the widest of FFN/MoE, attention or the recurrent scratch), plus the mask.
+- Pipeline parallelism (more than one GPU, every layer offloaded, -sm layer; `pipeline parallelism enabled`):
+  the scheduler keeps GGML_SCHED_MAX_COPIES = 4 copies of every graph input and split input on each device
+  (flagged output, never reused), so each device's buffer grows by 3 more copies of the hidden state it receives
+  and of the mask.
+"""
+
+from __future__ import annotations
+
+from servelab.model.spec import ModelSpec
+
+F32 = 4
+GRAPH_OVERHEAD_BYTES = 512 * 1024  # ggml graph metadata / alignment slack in the compute buffer (estimate)
+SCHED_MAX_COPIES = 4  # GGML_SCHED_MAX_COPIES, ggml-backend.cpp: input copies kept with pipeline parallelism
+
+
+def attention_scores_bytes(model: ModelSpec, *, n_tokens: int, n_kv: int) -> int:
+    """The f32 KQ scores of one layer without flash attention: n_head x n_kv x n_tokens x 4 B."""
+    if model.attention is None:
+        return 0
+    return model.attention.num_heads * n_kv * n_tokens * F32
+
+
+def mask_bytes(model: ModelSpec, *, n_tokens: int, n_kv: int, flash_attn: bool) -> int:
+    """The KQ mask: n_kv x n_tokens, f16 with flash attention, f32 without."""
+    if model.attention is None:
+        return 0
+    return n_kv * n_tokens * (2 if flash_attn else F32)
+
+
+def _attention_bytes(model: ModelSpec, *, n_tokens: int, n_kv: int, flash_attn: bool) -> int:
+    """Q, K, V and the attention output of one layer (f32), with the scores when flash attention is off."""
+    a = model.attention
+    if a is None:
+        return 0
+    qkv = (2 * a.num_heads + 2 * a.num_kv_heads) * a.head_dim * n_tokens * F32
+    return qkv + (0 if flash_attn else attention_scores_bytes(model, n_tokens=n_tokens, n_kv=n_kv))
+
+
+def _recurrent_scratch(model: ModelSpec, n_tokens: int) -> int:
+    """Gated DeltaNet / Mamba intermediates for one ubatch: the conv input and output (q, k, v) and the output
+    gate, f32 (calibrated on wide-state qwen35 GGUFs, see docs/planning.md)."""
+    la = model.linear_attention
+    if la is not None:
+        return (2 * la.conv_dim + la.value_dim) * (n_tokens + la.conv_kernel) * F32
+    if model.mamba is not None:
+        return 4 * model.mamba.d_inner * (n_tokens + model.mamba.d_conv) * F32
+    return 0
+
+
+def _ffn_bytes(model: ModelSpec, n_tokens: int) -> int:
+    """Gate, up and the activated product of the widest FFN (the routed experts' k x width for MoE), f32."""
+    width = model.intermediate_size
+    if model.moe is not None:
+        width = max(width, model.moe.experts_per_token * model.moe.expert_intermediate_size)
+    return 3 * width * n_tokens * F32
+
+
+def compute_bytes(
+    model: ModelSpec,
+    *,
+    n_tokens: int,
+    n_outputs: int,
+    n_kv: int,
+    flash_attn: bool,
+    pipeline_copies: int = 1,
+) -> int:
+    """One device's `compute buffer size` for the worst-case ubatch graph (see the module's rules);
+    `pipeline_copies` is SCHED_MAX_COPIES when the scheduler runs a pipeline over several GPUs, else 1."""
+    hidden = model.hidden_size * n_tokens * F32
+    logits = model.vocab_size * n_outputs * F32
+    layer = max(
+        _ffn_bytes(model, n_tokens),
+        _attention_bytes(model, n_tokens=n_tokens, n_kv=n_kv, flash_attn=flash_attn),
+        _recurrent_scratch(model, n_tokens),
+    )
+    mask = mask_bytes(model, n_tokens=n_tokens, n_kv=n_kv, flash_attn=flash_attn)
+    copies = (max(1, pipeline_copies) - 1) * (hidden + mask)
+    return max(hidden + logits, 2 * hidden + layer) + mask + copies + GRAPH_OVERHEAD_BYTES
