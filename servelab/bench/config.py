@@ -50,6 +50,7 @@ class BenchConfig:
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # one SSE line or event
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES  # one answer's body
     max_endpoint_bytes: int = DEFAULT_MAX_ENDPOINT_BYTES  # one body of /v1/models, /props ...
+    ramp_s: float | None = None  # --ramp: seconds of linear rise at each level's start, outside its figures
 
     def __post_init__(self) -> None:
         if not self.targets:
@@ -65,11 +66,28 @@ class BenchConfig:
                     f"--rate {self.rate:g} would take {self.stop.requests / self.rate:,.0f} s to send "
                     f"{self.stop.requests} requests (over {MAX_LEVEL_SECONDS:,.0f} s): raise --rate or lower --requests"
                 )
+        self._check_ramp()
         number(self.deadline_s, "--deadline", 0.001, 7 * 86400.0, "seconds", above=True)
         number(self.stall_timeout_s, "--stall-timeout", 0.001, 7 * 86400.0, "seconds", above=True)
         for flag, value in (("--max-line-bytes", self.max_line_bytes), ("--max-body-bytes", self.max_body_bytes),
                             ("--max-endpoint-bytes", self.max_endpoint_bytes)):  # fmt: skip
             count(value, flag, 1, 2**40, "bytes")
+
+    def _check_ramp(self) -> None:
+        if self.ramp_s is None:
+            return
+        number(self.ramp_s, "--ramp", 0, MAX_LEVEL_SECONDS, "seconds", above=True)
+        if self.rate is not None and self.rate * self.ramp_s / 2 > MAX_REQUESTS:
+            raise ConfigError(
+                f"--ramp {self.ramp_s:g} at --rate {self.rate:g} would send about {self.rate * self.ramp_s / 2:,.0f} "
+                f"requests during the ramp (over {MAX_REQUESTS:,}): shorten --ramp"
+            )
+
+    def warmup_requests(self, slots: int) -> int:
+        """Warm-up requests of a level: --warmup, else one per slot (none with a ramp, which warms up)."""
+        if self.warmup is not None:
+            return self.warmup
+        return 0 if self.ramp_s else slots
 
     @property
     def levels(self) -> tuple[Level, ...]:
@@ -90,7 +108,7 @@ class BenchConfig:
 
 YAML_KEYS = {
     "targets", "concurrency", "workload", "input_tokens", "output_tokens", "requests", "duration", "rate",
-    "burstiness", "repeat", "warmup", "model", "chat", "name", "seed", "max_errors", "slo",
+    "burstiness", "repeat", "warmup", "model", "chat", "name", "seed", "max_errors", "slo", "ramp",
 }  # fmt: skip
 
 

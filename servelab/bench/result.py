@@ -37,6 +37,7 @@ LEVEL_KEYS = (
     "ttft_sched_ms",
     "tokens",
     "window",
+    "ramp",
     "duration_s",
     "first_send_ns",
     "client",

@@ -32,6 +32,7 @@ from servelab.bench.level_key import Level
 from servelab.bench.live import LiveLevel
 from servelab.bench.metrics import mark_eviction
 from servelab.bench.monitor import LoopMonitor, validity
+from servelab.bench.ramp import ramped_arrival_offsets_ns
 from servelab.bench.records import RequestRecord
 from servelab.bench.result import BenchResult, LevelResult, TargetResult
 from servelab.bench.schedule import arrival_offsets_ns
@@ -98,7 +99,7 @@ def _slots(config: BenchConfig) -> tuple[int, ...]:
 
 
 def _warmup(config: BenchConfig, slots: int) -> int:
-    return slots if config.warmup is None else config.warmup
+    return config.warmup_requests(slots)
 
 
 def _level_prompts(config: BenchConfig, slots: int) -> int:
@@ -227,12 +228,10 @@ class _Runner:
         sink.window()
         monitor.start()
         if config.rate is None:
-            await run_closed(client, slots, state, make, on_record, self.stop_event)
+            await run_closed(client, slots, state, make, on_record, self.stop_event, config.ramp_s or 0.0)
         else:
-            offsets = arrival_offsets_ns(
-                config.rate, state_count(config), burstiness=config.burstiness, seed=config.seed
-            )
-            await run_open(client, offsets, state, make, on_record, self.stop_event)
+            offsets, ramp_count = _arrivals(config)
+            await run_open(client, offsets, state, make, on_record, self.stop_event, ramp_count)
         client_stats = await monitor.stop()
         client_stats["store_blocked_s"] = round(sink.blocked_s(), 3)
         if sink.error is not None:
@@ -243,7 +242,7 @@ class _Runner:
             client_stats, config.lag_limit_ms, config.cpu_limit, server_here=is_loopback_url(target.url)
         )
         valid, why = _store_validity(valid, why, client_stats["store_blocked_s"])
-        result = LevelResult(summarize_level(records, level, config.slo), valid, why,
+        result = LevelResult(summarize_level(records, level, config.slo, config.ramp_s), valid, why,
                              partial=self.stop_event.is_set(), client=client_stats)  # fmt: skip
         if self.store is not None:
             sink.later(functools.partial(self.store.add_level, self.run_id, target.index, level.label, rep,
@@ -274,6 +273,16 @@ class _Runner:
                 sink.later(
                     functools.partial(add, self.run_id, target.index, level, rep, label, text, time.time_ns())
                 )
+
+
+def _arrivals(config: BenchConfig) -> tuple[list[int], int]:
+    """An open-loop level's send offsets and how many of the first are the ramp's."""
+    rate, count = config.rate or 0.0, state_count(config)
+    if config.ramp_s:
+        return ramped_arrival_offsets_ns(
+            rate, count, config.ramp_s, burstiness=config.burstiness, seed=config.seed
+        )
+    return arrival_offsets_ns(rate, count, burstiness=config.burstiness, seed=config.seed), 0
 
 
 def state_count(config: BenchConfig) -> int:
@@ -308,7 +317,9 @@ def _combine(
 ) -> LevelResult:
     """One level across repeats: its pooled stats; valid only when every repeat was."""
     results = [result for _, result in repeats]
-    stats = pool_repeats([(records, result.stats) for records, result in repeats], level, config.slo)
+    stats = pool_repeats(
+        [(records, result.stats) for records, result in repeats], level, config.slo, config.ramp_s
+    )
     return LevelResult(
         stats, valid=all(r.valid for r in results),
         invalid_reason=next((r.invalid_reason for r in results if r.invalid_reason), None),

@@ -64,6 +64,11 @@ def register(app: typer.Typer) -> None:
             None, "--warmup", help="Warm-up requests per level (default: one per slot)."
         ),
         max_errors: int = typer.Option(None, "--max-errors", help="End a level after this many errors."),
+        ramp: float = typer.Option(
+            None,
+            "--ramp",
+            help="Seconds of linear rise (concurrency or rate) at each level's start, not measured.",
+        ),
         slo: str = typer.Option(None, "--slo", help="Goodput SLOs, e.g. ttft_ms=500,tpot_ms=50."),
         seed: int = typer.Option(0, "--seed", help="Seed for prompts and arrivals."),
         db: Path = typer.Option(None, "--db", help="Result store (default: the user data directory)."),
@@ -104,7 +109,7 @@ def register(app: typer.Typer) -> None:
             "rate": rate, "burstiness": burstiness, "repeat": repeat, "warmup": warmup, "max_errors": max_errors,
             "slo": slo, "seed": seed, "name": name, "model": model, "chat": chat, "deadline_s": deadline,
             "stall_timeout_s": stall_timeout, "max_line_bytes": max_line_bytes, "max_body_bytes": max_body_bytes,
-            "max_endpoint_bytes": max_endpoint_bytes,
+            "max_endpoint_bytes": max_endpoint_bytes, "ramp": ramp,
         }  # fmt: skip
         if config_path is not None:
             options = _merge_yaml(options, load_experiment(config_path))
@@ -140,7 +145,7 @@ def build_config(o: dict[str, Any], api_key: str | None) -> BenchConfig:
         targets=tuple(o["targets"]), concurrency=levels, workload=spec, stop=stop, rate=o.get("rate"),
         burstiness=1.0 if o.get("burstiness") is None else o["burstiness"], repeat=1 if o.get("repeat") is None else o["repeat"], warmup=o.get("warmup"),
         api_key=api_key, model=o.get("model"), chat=o["chat"], slo=parse_slo(o.get("slo")), name=o.get("name"),
-        seed=count(o.get("seed") or 0, "--seed", 0, 2**32 - 1), **{k: o[k] for k in LIMIT_KEYS if o.get(k) is not None},
+        seed=count(o.get("seed") or 0, "--seed", 0, 2**32 - 1), ramp_s=o.get("ramp"), **{k: o[k] for k in LIMIT_KEYS if o.get(k) is not None},
     )  # fmt: skip
 
 
