@@ -16,6 +16,7 @@ from servelab.bench.limits import (
     DEFAULT_MAX_LINE_BYTES,
 )
 from servelab.bench.metrics import Slo
+from servelab.bench.rate_search import SearchSpec
 from servelab.bench.schedule import DEFAULT_LADDER, MAX_LEVEL_SECONDS, MAX_REQUESTS, StopRule
 from servelab.bench.workloads import WorkloadSpec
 from servelab.errors import ConfigError
@@ -51,6 +52,7 @@ class BenchConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES  # one answer's body
     max_endpoint_bytes: int = DEFAULT_MAX_ENDPOINT_BYTES  # one body of /v1/models, /props ...
     ramp_s: float | None = None  # --ramp: seconds of linear rise at each level's start, outside its figures
+    search: SearchSpec | None = None  # --find-max-rate: open-loop levels from --rate up, chosen one by one
 
     def __post_init__(self) -> None:
         if not self.targets:
@@ -67,6 +69,7 @@ class BenchConfig:
                     f"{self.stop.requests} requests (over {MAX_LEVEL_SECONDS:,.0f} s): raise --rate or lower --requests"
                 )
         self._check_ramp()
+        self._check_search()
         number(self.deadline_s, "--deadline", 0.001, 7 * 86400.0, "seconds", above=True)
         number(self.stall_timeout_s, "--stall-timeout", 0.001, 7 * 86400.0, "seconds", above=True)
         for flag, value in (("--max-line-bytes", self.max_line_bytes), ("--max-body-bytes", self.max_body_bytes),
@@ -81,6 +84,20 @@ class BenchConfig:
             raise ConfigError(
                 f"--ramp {self.ramp_s:g} at --rate {self.rate:g} would send about {self.rate * self.ramp_s / 2:,.0f} "
                 f"requests during the ramp (over {MAX_REQUESTS:,}): shorten --ramp"
+            )
+
+    def _check_search(self) -> None:
+        if self.search is None:
+            return
+        if self.slo.empty:
+            raise ConfigError(
+                "--find-max-rate needs --slo (e.g. --slo ttft_ms=500,tpot_ms=50): the SLOs to meet"
+            )
+        if self.rate is None:
+            raise ConfigError("--find-max-rate needs --rate: the first (lowest) rate to probe")
+        if self.search.cap_rps < self.rate:
+            raise ConfigError(
+                f"--max-rate {self.search.cap_rps:g} is below --rate {self.rate:g} (the first probe)"
             )
 
     def warmup_requests(self, slots: int) -> int:
@@ -109,6 +126,7 @@ class BenchConfig:
 YAML_KEYS = {
     "targets", "concurrency", "workload", "input_tokens", "output_tokens", "requests", "duration", "rate",
     "burstiness", "repeat", "warmup", "model", "chat", "name", "seed", "max_errors", "slo", "ramp",
+    "find_max_rate", "max_rate", "probes", "attainment",
 }  # fmt: skip
 
 

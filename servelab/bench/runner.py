@@ -27,6 +27,7 @@ from servelab import __version__
 from servelab.bench.aiohttp_edge import EdgeReport, check_edge
 from servelab.bench.client import ClientRequest, StreamClient
 from servelab.bench.config import BenchConfig
+from servelab.bench.ladder import Ladder, most_levels
 from servelab.bench.level import LevelState, run_closed, run_open
 from servelab.bench.level_key import Level
 from servelab.bench.live import LiveLevel
@@ -95,7 +96,7 @@ def _prompt_count(config: BenchConfig) -> int:
 
 
 def _slots(config: BenchConfig) -> tuple[int, ...]:
-    return (1,) if config.rate is not None else config.concurrency
+    return (1,) * most_levels(config) if config.rate is not None else config.concurrency
 
 
 def _warmup(config: BenchConfig, slots: int) -> int:
@@ -147,7 +148,7 @@ class _Runner:
         loop = asyncio.get_running_loop()
         installed = _install_sigint(loop, self._interrupt)
         result = BenchResult(self.run_id, partial=False)
-        self.total = len(targets) * len(self.config.levels) * self.config.repeat
+        self.total = len(targets) * most_levels(self.config) * self.config.repeat
         self.sink = sink = RecordSink(self.store, self.run_id)
         try:
             for target in targets:
@@ -178,7 +179,9 @@ class _Runner:
             max_body_bytes=config.max_body_bytes, authorization=target.probe.authorization,
             secrets=target.probe.secrets,
         ) as client:  # fmt: skip
-            for level, slots in zip(self.config.levels, _slots(self.config), strict=True):
+            ladder = Ladder(self.config)
+            for level in ladder:
+                slots = level.concurrency or 1
                 repeats: list[tuple[list[RequestRecord], LevelResult]] = []
                 for rep in range(self.config.repeat):
                     count = _level_prompts(self.config, slots)
@@ -195,8 +198,10 @@ class _Runner:
                         functools.partial(self.store.add_level_stats, self.run_id, target.index, pooled.stats)
                     )
                 out.levels.append(pooled)
+                ladder.judge(pooled)
                 if self.stop_event.is_set():
                     break
+        out.max_rate = ladder.answer()
         return out
 
     async def _level(
@@ -227,10 +232,10 @@ class _Runner:
             sampler.start()
         sink.window()
         monitor.start()
-        if config.rate is None:
+        if level.rate_rps is None:
             await run_closed(client, slots, state, make, on_record, self.stop_event, config.ramp_s or 0.0)
         else:
-            offsets, ramp_count = _arrivals(config)
+            offsets, ramp_count = _arrivals(config, level.rate_rps)
             await run_open(client, offsets, state, make, on_record, self.stop_event, ramp_count)
         client_stats = await monitor.stop()
         client_stats["store_blocked_s"] = round(sink.blocked_s(), 3)
@@ -275,9 +280,9 @@ class _Runner:
                 )
 
 
-def _arrivals(config: BenchConfig) -> tuple[list[int], int]:
+def _arrivals(config: BenchConfig, rate: float) -> tuple[list[int], int]:
     """An open-loop level's send offsets and how many of the first are the ramp's."""
-    rate, count = config.rate or 0.0, state_count(config)
+    count = state_count(config, rate)
     if config.ramp_s:
         return ramped_arrival_offsets_ns(
             rate, count, config.ramp_s, burstiness=config.burstiness, seed=config.seed
@@ -285,12 +290,12 @@ def _arrivals(config: BenchConfig) -> tuple[list[int], int]:
     return arrival_offsets_ns(rate, count, burstiness=config.burstiness, seed=config.seed), 0
 
 
-def state_count(config: BenchConfig) -> int:
-    """How many open-loop arrivals a level schedules."""
+def state_count(config: BenchConfig, rate: float) -> int:
+    """How many open-loop arrivals a level at ``rate`` schedules."""
     stop = config.stop
     if stop.requests is not None:
         return stop.requests
-    return max(1, int((config.rate or 0) * (stop.duration_s or 0)))
+    return max(1, int(rate * (stop.duration_s or 0)))
 
 
 def _maker(target: Target, config: BenchConfig, level: Level, rep: int, prompts: list[Prompt], warmup: int):
