@@ -119,7 +119,7 @@ def _run_meta(config: BenchConfig, edge: EdgeReport) -> dict[str, Any]:
         "servelab_version": __version__,
         "client_host": socket.gethostname(),
         "workload": {
-            "kind": spec.kind,
+            "kind": "trace" if config.trace is not None else spec.kind,
             "input_tokens": spec.input_tokens,
             "output_tokens": spec.output_tokens,
             "seed": spec.seed,
@@ -282,6 +282,8 @@ class _Runner:
 
 def _arrivals(config: BenchConfig, rate: float) -> tuple[list[int], int]:
     """An open-loop level's send offsets and how many of the first are the ramp's."""
+    if config.trace is not None:
+        return config.trace.offsets_ns(), 0
     count = state_count(config, rate)
     if config.ramp_s:
         return ramped_arrival_offsets_ns(

@@ -25,6 +25,7 @@ from servelab.bench.metrics import SLO_KEYS, Slo, parse_slo
 from servelab.bench.rate_search import DEFAULT_ATTAINMENT, DEFAULT_CAP_FACTOR, DEFAULT_PROBES, SearchSpec
 from servelab.bench.result import BenchResult
 from servelab.bench.schedule import StopRule, parse_concurrency
+from servelab.bench.trace import Trace, load_trace
 from servelab.bench.workloads import WorkloadSpec
 from servelab.cli.live_view import LadderView
 from servelab.cli.output import print_json, stderr_console, stdout_console
@@ -77,6 +78,12 @@ def register(app: typer.Typer) -> None:
         attainment: float = typer.Option(
             None, "--attainment", help="--find-max-rate: fraction of requests that must meet --slo (0.9)."
         ),
+        trace: Path = typer.Option(
+            None, "--trace", help="Replay arrivals and lengths: Mooncake JSONL, Azure CSV or servelab JSONL."
+        ),
+        trace_speed: float = typer.Option(
+            None, "--trace-speed", help="--trace: replay this many times faster (2 = half the gaps)."
+        ),
         ramp: float = typer.Option(
             None,
             "--ramp",
@@ -123,7 +130,8 @@ def register(app: typer.Typer) -> None:
             "slo": slo, "seed": seed, "name": name, "model": model, "chat": chat, "deadline_s": deadline,
             "stall_timeout_s": stall_timeout, "max_line_bytes": max_line_bytes, "max_body_bytes": max_body_bytes,
             "max_endpoint_bytes": max_endpoint_bytes, "ramp": ramp, "find_max_rate": find_max_rate,
-            "max_rate": max_rate, "probes": probes, "attainment": attainment,
+            "max_rate": max_rate, "probes": probes, "attainment": attainment, "trace": trace,
+            "trace_speed": trace_speed,
         }  # fmt: skip
         if config_path is not None:
             options = _merge_yaml(options, load_experiment(config_path))
@@ -151,6 +159,7 @@ def build_config(o: dict[str, Any], api_key: str | None) -> BenchConfig:
     """CLI/YAML options → BenchConfig (ConfigError on bad values)."""
     if o.get("requests") is not None and o.get("duration") is not None:
         raise ConfigError("give --requests or --duration, not both")
+    trace = _trace(o)
     levels = o["concurrency"]
     levels = parse_concurrency(",".join(map(str, levels)) if isinstance(levels, list) else str(levels))
     requests = o.get("requests")
@@ -168,11 +177,27 @@ def build_config(o: dict[str, Any], api_key: str | None) -> BenchConfig:
         str(o["workload"]), o.get("input_tokens"), o.get("output_tokens"), o.get("seed") or 0, o["chat"]
     )
     return BenchConfig(
-        targets=tuple(o["targets"]), concurrency=levels, workload=spec, stop=stop, rate=rate, search=search,
+        targets=tuple(o["targets"]), concurrency=levels, workload=spec, stop=stop, rate=rate, search=search, trace=trace,
         burstiness=1.0 if o.get("burstiness") is None else o["burstiness"], repeat=1 if o.get("repeat") is None else o["repeat"], warmup=o.get("warmup"),
         api_key=api_key, model=o.get("model"), chat=o["chat"], slo=parse_slo(o.get("slo")), name=o.get("name"),
         seed=count(o.get("seed") or 0, "--seed", 0, 2**32 - 1), ramp_s=o.get("ramp"), **{k: o[k] for k in LIMIT_KEYS if o.get(k) is not None},
     )  # fmt: skip
+
+
+def _trace(o: dict[str, Any]) -> Trace | None:
+    """--trace FILE read (its first --requests rows, or those within --duration); ConfigError on a bad row."""
+    if o.get("trace") is None:
+        if o.get("trace_speed") is not None:
+            raise ConfigError("--trace-speed only goes with --trace FILE")
+        return None
+    given = [flag for key, flag in (("rate", "--rate"), ("find_max_rate", "--find-max-rate"), ("ramp", "--ramp"))
+             if o.get(key)]  # fmt: skip
+    if given:
+        raise ConfigError(f"--trace replays the trace's own arrivals: drop {', '.join(given)}")
+    speed = 1.0 if o.get("trace_speed") is None else o["trace_speed"]
+    return load_trace(
+        Path(str(o["trace"])), speed=speed, max_rows=o.get("requests"), max_seconds=o.get("duration")
+    )
 
 
 def search_spec(o: dict[str, Any], rate: float) -> SearchSpec:
