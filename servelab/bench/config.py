@@ -16,7 +16,9 @@ from servelab.bench.limits import (
     DEFAULT_MAX_LINE_BYTES,
 )
 from servelab.bench.metrics import Slo
+from servelab.bench.rate_search import SearchSpec
 from servelab.bench.schedule import DEFAULT_LADDER, MAX_LEVEL_SECONDS, MAX_REQUESTS, StopRule
+from servelab.bench.trace import Trace
 from servelab.bench.workloads import WorkloadSpec
 from servelab.errors import ConfigError
 from servelab.ranges import count, number
@@ -50,11 +52,15 @@ class BenchConfig:
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # one SSE line or event
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES  # one answer's body
     max_endpoint_bytes: int = DEFAULT_MAX_ENDPOINT_BYTES  # one body of /v1/models, /props ...
+    ramp_s: float | None = None  # --ramp: seconds of linear rise at each level's start, outside its figures
+    search: SearchSpec | None = None  # --find-max-rate: open-loop levels from --rate up, chosen one by one
+    trace: Trace | None = None  # --trace: one open-loop level, arrivals and lengths from the file
 
     def __post_init__(self) -> None:
         if not self.targets:
             raise ConfigError("give at least one target URL (or an experiment YAML with targets)")
         count(self.repeat, "--repeat", 1, MAX_REPEATS)
+        self._check_trace()
         if self.warmup is not None:
             count(self.warmup, "--warmup", 0, MAX_REQUESTS, "requests per level")
         number(self.burstiness, "--burstiness", 0, MAX_BURSTINESS, "(or inf)", above=True, inf_allowed=True)
@@ -65,11 +71,58 @@ class BenchConfig:
                     f"--rate {self.rate:g} would take {self.stop.requests / self.rate:,.0f} s to send "
                     f"{self.stop.requests} requests (over {MAX_LEVEL_SECONDS:,.0f} s): raise --rate or lower --requests"
                 )
+        self._check_ramp()
+        self._check_search()
         number(self.deadline_s, "--deadline", 0.001, 7 * 86400.0, "seconds", above=True)
         number(self.stall_timeout_s, "--stall-timeout", 0.001, 7 * 86400.0, "seconds", above=True)
         for flag, value in (("--max-line-bytes", self.max_line_bytes), ("--max-body-bytes", self.max_body_bytes),
                             ("--max-endpoint-bytes", self.max_endpoint_bytes)):  # fmt: skip
             count(value, flag, 1, 2**40, "bytes")
+
+    def _check_ramp(self) -> None:
+        if self.ramp_s is None:
+            return
+        number(self.ramp_s, "--ramp", 0, MAX_LEVEL_SECONDS, "seconds", above=True)
+        if self.rate is not None and self.rate * self.ramp_s / 2 > MAX_REQUESTS:
+            raise ConfigError(
+                f"--ramp {self.ramp_s:g} at --rate {self.rate:g} would send about {self.rate * self.ramp_s / 2:,.0f} "
+                f"requests during the ramp (over {MAX_REQUESTS:,}): shorten --ramp"
+            )
+
+    def _check_search(self) -> None:
+        if self.search is None:
+            return
+        if self.slo.empty:
+            raise ConfigError(
+                "--find-max-rate needs --slo (e.g. --slo ttft_ms=500,tpot_ms=50): the SLOs to meet"
+            )
+        if self.rate is None:
+            raise ConfigError("--find-max-rate needs --rate: the first (lowest) rate to probe")
+        if self.search.cap_rps < self.rate:
+            raise ConfigError(
+                f"--max-rate {self.search.cap_rps:g} is below --rate {self.rate:g} (the first probe)"
+            )
+
+    def _check_trace(self) -> None:
+        if self.trace is None:
+            return
+        for given, flag in ((self.search, "--find-max-rate"), (self.ramp_s, "--ramp")):
+            if given is not None:
+                raise ConfigError(f"--trace replays the trace's own arrivals: drop {flag}")
+        if self.rate is not None:
+            raise ConfigError(
+                "--trace sets the arrivals: drop --rate (the level is labelled with the trace's mean rate)"
+            )
+        # one open-loop level: labelled with the trace's mean rate, as many measured requests as rows
+        object.__setattr__(self, "rate", self.trace.mean_rate_rps)
+        stop = StopRule(requests=len(self.trace.requests), max_errors=self.stop.max_errors)
+        object.__setattr__(self, "stop", stop)
+
+    def warmup_requests(self, slots: int) -> int:
+        """Warm-up requests of a level: --warmup, else one per slot (none with a ramp, which warms up)."""
+        if self.warmup is not None:
+            return self.warmup
+        return 0 if self.ramp_s else slots
 
     @property
     def levels(self) -> tuple[Level, ...]:
@@ -82,7 +135,9 @@ class BenchConfig:
         """What is stored with the run: every setting except the API key."""
         out: dict[str, Any] = {}
         for f in fields(self):
-            if f.name not in ("api_key", "workload", "targets"):
+            if f.name == "trace" and self.trace is not None:
+                out["trace"] = self.trace.describe()
+            elif f.name not in ("api_key", "workload", "targets"):
                 value = getattr(self, f.name)
                 out[f.name] = value.__dict__ if hasattr(value, "__dict__") else value
         return out
@@ -90,7 +145,8 @@ class BenchConfig:
 
 YAML_KEYS = {
     "targets", "concurrency", "workload", "input_tokens", "output_tokens", "requests", "duration", "rate",
-    "burstiness", "repeat", "warmup", "model", "chat", "name", "seed", "max_errors", "slo",
+    "burstiness", "repeat", "warmup", "model", "chat", "name", "seed", "max_errors", "slo", "ramp",
+    "find_max_rate", "max_rate", "probes", "attainment", "trace", "trace_speed",
 }  # fmt: skip
 
 

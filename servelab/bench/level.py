@@ -1,5 +1,7 @@
 """Running one level: closed loop (N workers, each sends its next prompt when its previous one finishes)
-or open loop (sends on a precomputed absolute schedule, whatever is in flight).
+or open loop (sends on a precomputed absolute schedule, whatever is in flight). With a ramp (bench/ramp.py)
+the workers start one after another, or the schedule's first arrivals come closer and closer; the requests
+sent during it have ``phase = "ramp"``.
 
 Every finished request goes to ``on_record`` at once. ``stop_event`` set (Ctrl-C) stops new sends;
 in-flight requests are cancelled by the caller and come back as ``cancelled`` records.
@@ -13,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from servelab.bench.client import ClientRequest, StreamClient
+from servelab.bench.ramp import closed_start_offsets_ns
 from servelab.bench.records import RequestRecord
 from servelab.bench.schedule import StopRule
 
@@ -29,6 +32,7 @@ class LevelState:
     done: int = 0
     output_tokens: int = 0
     start_ns: int | None = None  # first measured send
+    ramp_end_ns: int | None = None  # closed loop with a ramp: requests taken before this are the ramp's
     tasks: set[asyncio.Task] = field(default_factory=set)
 
     def elapsed_ns(self) -> int:
@@ -42,6 +46,9 @@ class LevelState:
         if index < self.warmup:
             self.next_index += 1
             return index, "warmup"
+        if self.ramp_end_ns is not None and time.perf_counter_ns() < self.ramp_end_ns:
+            self.next_index += 1
+            return index, "ramp"
         if not self.stop.may_start(self.measured_started, self.elapsed_ns(), self.errors):
             return None
         if self.start_ns is None:
@@ -62,24 +69,34 @@ MakeRequest = Callable[[int, str, int | None], ClientRequest]  # (index, phase, 
 
 async def run_closed(
     client: StreamClient, concurrency: int, state: LevelState, make: MakeRequest,
-    on_record: Callable[[RequestRecord], None], stop_event: asyncio.Event,
+    on_record: Callable[[RequestRecord], None], stop_event: asyncio.Event, ramp_s: float = 0.0,
 ) -> None:  # fmt: skip
-    async def worker() -> None:
+    """With ``ramp_s`` the workers start one after another (`ramp.closed_start_offsets_ns`), else all at once."""
+    t0 = time.perf_counter_ns()
+    starts_ns = closed_start_offsets_ns(concurrency, ramp_s) if ramp_s > 0 else []
+    if ramp_s > 0:
+        state.ramp_end_ns = t0 + round(ramp_s * 1e9)
+
+    async def worker(k: int) -> None:
+        delay = t0 + starts_ns[k] - time.perf_counter_ns() if starts_ns else 0
+        if delay > 0 and await _stopped_within(stop_event, delay / 1e9):
+            return
         while (job := state.take(stop_event)) is not None:
             record = await client.send(make(job[0], job[1], None))
             state.count(record)
             on_record(record)
 
-    workers = [asyncio.ensure_future(worker()) for _ in range(concurrency)]
+    workers = [asyncio.ensure_future(worker(k)) for k in range(concurrency)]
     state.tasks.update(workers)
     _raise_first(await asyncio.gather(*workers, return_exceptions=True))
 
 
 async def run_open(
     client: StreamClient, offsets_ns: Sequence[int], state: LevelState, make: MakeRequest,
-    on_record: Callable[[RequestRecord], None], stop_event: asyncio.Event,
+    on_record: Callable[[RequestRecord], None], stop_event: asyncio.Event, ramp_count: int = 0,
 ) -> None:  # fmt: skip
-    """Warm-up first (one at a time), then each request at t0 + offset, absolute."""
+    """Warm-up first (one at a time), then each request at t0 + offset, absolute; the first ``ramp_count``
+    arrivals are the ramp's."""
     while state.next_index < state.warmup and not stop_event.is_set():
         record = await client.send(make(state.next_index, "warmup", None))
         state.next_index += 1
@@ -88,7 +105,7 @@ async def run_open(
     t0 = time.perf_counter_ns()
     state.start_ns = t0
     pending: list[asyncio.Task] = []
-    for offset in offsets_ns:
+    for position, offset in enumerate(offsets_ns):
         if stop_event.is_set() or state.stop.errors_exhausted(state.errors):
             break
         intended = t0 + offset
@@ -99,8 +116,9 @@ async def run_open(
             await asyncio.sleep(0)
         index = state.next_index
         state.next_index += 1
-        state.measured_started += 1
-        task = asyncio.ensure_future(_send_one(client, make(index, "measure", intended), state, on_record))
+        phase = "ramp" if position < ramp_count else "measure"
+        state.measured_started += phase == "measure"
+        task = asyncio.ensure_future(_send_one(client, make(index, phase, intended), state, on_record))
         state.tasks.add(task)
         pending.append(task)
     _raise_first(await asyncio.gather(*pending, return_exceptions=True))

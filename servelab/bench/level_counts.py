@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from servelab.bench.config import BenchConfig
+from servelab.bench.ladder import most_levels
 
 
 def prompt_count(config: BenchConfig) -> int:
@@ -12,12 +13,13 @@ def prompt_count(config: BenchConfig) -> int:
 
 
 def level_slots(config: BenchConfig) -> tuple[int, ...]:
-    """Requests in flight per level: the ladder's concurrencies, or 1 for the open-loop level's warm-up."""
-    return (1,) if config.rate is not None else config.concurrency
+    """Requests in flight per level: the ladder's concurrencies, or 1 for each open-loop level's warm-up (a
+    rate search runs up to its probes)."""
+    return (1,) * most_levels(config) if config.rate is not None else config.concurrency
 
 
 def warmup_requests(config: BenchConfig, slots: int) -> int:
-    return slots if config.warmup is None else config.warmup
+    return config.warmup_requests(slots)
 
 
 def level_prompts(config: BenchConfig, slots: int) -> int:
@@ -30,9 +32,9 @@ def level_prompts(config: BenchConfig, slots: int) -> int:
     return warmup_requests(config, slots) + config.pool_per_slot * slots
 
 
-def open_loop_arrivals(config: BenchConfig) -> int:
-    """How many open-loop arrivals a level schedules."""
+def open_loop_arrivals(config: BenchConfig, rate: float | None = None) -> int:
+    """How many open-loop arrivals a level at ``rate`` (default: the configured rate) schedules."""
     stop = config.stop
     if stop.requests is not None:
         return stop.requests
-    return max(1, int((config.rate or 0) * (stop.duration_s or 0)))
+    return max(1, int(((config.rate or 0) if rate is None else rate) * (stop.duration_s or 0)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from servelab.bench.rate_search import MaxRate
 from servelab.bench.stats import LevelStats
 
 LEVEL_KEYS = (
@@ -37,6 +38,7 @@ LEVEL_KEYS = (
     "ttft_sched_ms",
     "tokens",
     "window",
+    "ramp",
     "duration_s",
     "first_send_ns",
     "client",
@@ -67,6 +69,7 @@ class TargetResult:
     model: str
     context_per_slot: int | None = None
     levels: list[LevelResult] = field(default_factory=list)
+    max_rate: MaxRate | None = None  # --find-max-rate: the answer and its bracket
 
 
 @dataclass
@@ -96,6 +99,7 @@ class BenchResult:
                     "model": t.model,
                     "context_per_slot": t.context_per_slot,
                     "levels": [level.to_json() for level in t.levels],
+                    **({} if t.max_rate is None else {"max_rate": t.max_rate.to_json()}),
                 }
                 for t in self.targets
             ],

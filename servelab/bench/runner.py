@@ -27,10 +27,10 @@ from servelab import __version__
 from servelab.bench.aiohttp_edge import EdgeReport, check_edge
 from servelab.bench.client import ClientRequest, StreamClient
 from servelab.bench.config import BenchConfig
+from servelab.bench.ladder import Ladder, most_levels
 from servelab.bench.level import LevelState, run_closed, run_open
 from servelab.bench.level_counts import (
     level_prompts,
-    level_slots,
     open_loop_arrivals,
     prompt_count,
     warmup_requests,
@@ -39,6 +39,7 @@ from servelab.bench.level_key import Level
 from servelab.bench.live import LiveLevel
 from servelab.bench.metrics import mark_eviction
 from servelab.bench.monitor import LoopMonitor, validity
+from servelab.bench.ramp import ramped_arrival_offsets_ns
 from servelab.bench.records import RequestRecord
 from servelab.bench.result import BenchResult, LevelResult, TargetResult
 from servelab.bench.schedule import arrival_offsets_ns
@@ -102,7 +103,7 @@ def _run_meta(config: BenchConfig, edge: EdgeReport) -> dict[str, Any]:
         "servelab_version": __version__,
         "client_host": socket.gethostname(),
         "workload": {
-            "kind": spec.kind,
+            "kind": "trace" if config.trace is not None else spec.kind,
             "input_tokens": spec.input_tokens,
             "output_tokens": spec.output_tokens,
             "seed": spec.seed,
@@ -131,7 +132,7 @@ class _Runner:
         loop = asyncio.get_running_loop()
         installed = _install_sigint(loop, self._interrupt)
         result = BenchResult(self.run_id, partial=False)
-        self.total = len(targets) * len(self.config.levels) * self.config.repeat
+        self.total = len(targets) * most_levels(self.config) * self.config.repeat
         self.sink = sink = RecordSink(self.store, self.run_id)
         try:
             for target in targets:
@@ -162,7 +163,9 @@ class _Runner:
             max_body_bytes=config.max_body_bytes, authorization=target.probe.authorization,
             secrets=target.probe.secrets,
         ) as client:  # fmt: skip
-            for level, slots in zip(self.config.levels, level_slots(self.config), strict=True):
+            ladder = Ladder(self.config)
+            for level in ladder:
+                slots = level.concurrency or 1
                 repeats: list[tuple[list[RequestRecord], LevelResult]] = []
                 for rep in range(self.config.repeat):
                     count = level_prompts(self.config, slots)
@@ -179,8 +182,10 @@ class _Runner:
                         functools.partial(self.store.add_level_stats, self.run_id, target.index, pooled.stats)
                     )
                 out.levels.append(pooled)
+                ladder.judge(pooled)
                 if self.stop_event.is_set():
                     break
+        out.max_rate = ladder.answer()
         return out
 
     async def _level(
@@ -211,13 +216,11 @@ class _Runner:
             sampler.start()
         sink.window()
         monitor.start()
-        if config.rate is None:
-            await run_closed(client, slots, state, make, on_record, self.stop_event)
+        if level.rate_rps is None:
+            await run_closed(client, slots, state, make, on_record, self.stop_event, config.ramp_s or 0.0)
         else:
-            offsets = arrival_offsets_ns(
-                config.rate, open_loop_arrivals(config), burstiness=config.burstiness, seed=config.seed
-            )
-            await run_open(client, offsets, state, make, on_record, self.stop_event)
+            offsets, ramp_count = _arrivals(config, level.rate_rps)
+            await run_open(client, offsets, state, make, on_record, self.stop_event, ramp_count)
         client_stats = await monitor.stop()
         client_stats["store_blocked_s"] = round(sink.blocked_s(), 3)
         if sink.error is not None:
@@ -228,7 +231,7 @@ class _Runner:
             client_stats, config.lag_limit_ms, config.cpu_limit, server_here=is_loopback_url(target.url)
         )
         valid, why = _store_validity(valid, why, client_stats["store_blocked_s"])
-        result = LevelResult(summarize_level(records, level, config.slo), valid, why,
+        result = LevelResult(summarize_level(records, level, config.slo, config.ramp_s), valid, why,
                              partial=self.stop_event.is_set(), client=client_stats)  # fmt: skip
         if self.store is not None:
             sink.later(functools.partial(self.store.add_level, self.run_id, target.index, level.label, rep,
@@ -261,6 +264,18 @@ class _Runner:
                 )
 
 
+def _arrivals(config: BenchConfig, rate: float) -> tuple[list[int], int]:
+    """An open-loop level's send offsets and how many of the first are the ramp's."""
+    if config.trace is not None:
+        return config.trace.offsets_ns(), 0
+    count = open_loop_arrivals(config, rate)
+    if config.ramp_s:
+        return ramped_arrival_offsets_ns(
+            rate, count, config.ramp_s, burstiness=config.burstiness, seed=config.seed
+        )
+    return arrival_offsets_ns(rate, count, burstiness=config.burstiness, seed=config.seed), 0
+
+
 def _maker(target: Target, config: BenchConfig, level: Level, rep: int, prompts: list[Prompt], warmup: int):
     path = "/v1/chat/completions" if config.chat else "/v1/completions"
     pool = max(1, len(prompts) - warmup)
@@ -285,7 +300,9 @@ def _combine(
 ) -> LevelResult:
     """One level across repeats: its pooled stats; valid only when every repeat was."""
     results = [result for _, result in repeats]
-    stats = pool_repeats([(records, result.stats) for records, result in repeats], level, config.slo)
+    stats = pool_repeats(
+        [(records, result.stats) for records, result in repeats], level, config.slo, config.ramp_s
+    )
     return LevelResult(
         stats, valid=all(r.valid for r in results),
         invalid_reason=next((r.invalid_reason for r in results if r.invalid_reason), None),

@@ -136,6 +136,8 @@ class LevelStats:
     goodput_req_s: float | None = None  # with an SLO only
     slo_attainment: float | None = None
     ci95: dict[str, Interval | None] = field(default_factory=dict)  # several repeats only
+    ramp_s: float | None = None  # --ramp only: its seconds at the start of each repeat ...
+    ramp_requests: int = 0  # ... and the requests sent during it (stored, in no figure)
 
     @property
     def duration_output_tok_s(self) -> float:
@@ -167,6 +169,8 @@ class LevelStats:
                 out[name] = getattr(self, name).to_json()
         if self.goodput_req_s is not None or self.slo_attainment is not None:
             out.update(goodput_req_s=self.goodput_req_s, slo_attainment=self.slo_attainment)
+        if self.ramp_s is not None:
+            out["ramp"] = {"seconds": self.ramp_s, "requests": self.ramp_requests, "in_statistics": False}
         if self.ci95:
             out["ci95"] = {
                 k: None if v is None else {"mean": v[0], "half_width": v[1]} for k, v in self.ci95.items()
@@ -176,7 +180,7 @@ class LevelStats:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LevelStats:
         """Read what `to_json` wrote (a KeyError or TypeError for anything else)."""
-        window = data["window"]
+        window, ramp = data["window"], data.get("ramp")
         ci95 = {
             k: None if v is None else (v["mean"], v["half_width"]) for k, v in data.get("ci95", {}).items()
         }
@@ -191,6 +195,7 @@ class LevelStats:
             output_tok_s=data["output_tok_s"], total_tok_s=data["total_tok_s"], request_s=data["request_s"],
             duration_s=data["duration_s"], first_send_ns=data["first_send_ns"],
             goodput_req_s=data.get("goodput_req_s"), slo_attainment=data.get("slo_attainment"), ci95=ci95,
+            ramp_s=None if ramp is None else ramp["seconds"], ramp_requests=0 if ramp is None else ramp["requests"],
         )  # fmt: skip
 
 

@@ -24,8 +24,11 @@ def _values(records: Sequence[RequestRecord], fn) -> list[float]:
     return [v for v in (fn(r) for r in records) if v is not None]
 
 
-def summarize_level(records: Sequence[RequestRecord], level: Level, slo: m.Slo | None = None) -> LevelStats:
-    """Every figure of one level (repeat) from its measured records; warm-up records are left out."""
+def summarize_level(
+    records: Sequence[RequestRecord], level: Level, slo: m.Slo | None = None, ramp_s: float | None = None
+) -> LevelStats:
+    """Every figure of one level (repeat) from its measured records; warm-up and ramp records are left out
+    (the ramp's are counted in ``ramp_requests``)."""
     measured = [r for r in records if r.phase == "measure"]
     ok = [r for r in measured if r.status == "ok"]
     failed = [r for r in measured if r.status != "ok"]
@@ -48,7 +51,7 @@ def summarize_level(records: Sequence[RequestRecord], level: Level, slo: m.Slo |
         prefill_tok_s=Distribution.of(_values(ok, m.prefill_tok_s)),
         tokens=_token_counts(ok), window=window, **_throughput(ok, window),
         duration_s=_span_s(measured), first_send_ns=min((r.sent_ns for r in measured), default=None),
-        **_open_loop(measured, ok),
+        **_open_loop(measured, ok), ramp_s=ramp_s, ramp_requests=sum(1 for r in records if r.phase == "ramp"),
     )  # fmt: skip
     if slo is not None and not slo.empty:
         good = [r for r in measured if slo.met_by(r)]
@@ -60,13 +63,16 @@ def summarize_level(records: Sequence[RequestRecord], level: Level, slo: m.Slo |
 
 
 def pool_repeats(
-    repeats: Sequence[tuple[Sequence[RequestRecord], LevelStats]], level: Level, slo: m.Slo | None = None
+    repeats: Sequence[tuple[Sequence[RequestRecord], LevelStats]],
+    level: Level,
+    slo: m.Slo | None = None,
+    ramp_s: float | None = None,
 ) -> LevelStats:
     """One level across its repeats: distributions from all raw records, throughputs as mean ± 95% CI,
     durations summed."""
     if len(repeats) == 1:
         return repeats[0][1]
-    pooled = summarize_level([r for records, _ in repeats for r in records], level, slo)
+    pooled = summarize_level([r for records, _ in repeats for r in records], level, slo, ramp_s)
     each = [stats for _, stats in repeats]
     means, ci = {}, {}
     for key in ("output_tok_s", "total_tok_s", "request_s"):

@@ -7,7 +7,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from servelab.bench.config import BenchConfig
-from servelab.bench.workloads import Prompt, build_prompts
+from servelab.bench.trace import TraceRequest
+from servelab.bench.workloads import Prompt, build_prompts, build_trace_prompts
 from servelab.engines import registry
 from servelab.engines.base import BenchExtras
 from servelab.engines.detect import detect_engine
@@ -92,7 +93,10 @@ def target_prompts(target: Target, config: BenchConfig, count: int) -> list[Prom
     use_ids = target.extras.ACCEPTS_TOKEN_IDS and not config.chat
     if use_ids != spec.use_token_ids or spec.chat != config.chat:
         spec = replace(spec, use_token_ids=use_ids, chat=config.chat)
-    prompts = build_prompts(spec, count, ServerTokenizer(target), target.context)
+    if config.trace is not None:
+        prompts = build_trace_prompts(spec, trace_rows(config, count), ServerTokenizer(target))
+    else:
+        prompts = build_prompts(spec, count, ServerTokenizer(target), target.context)
     if target.context is not None:
         for p in prompts:
             if p.input_tokens is not None and p.input_tokens + p.output_tokens > target.context:
@@ -101,3 +105,12 @@ def target_prompts(target: Target, config: BenchConfig, count: int) -> list[Prom
                     f"{public_url(target.url)} has a context of {target.context} per slot; use a shorter workload"
                 )
     return prompts
+
+
+def trace_rows(config: BenchConfig, count: int) -> list[TraceRequest]:
+    """The trace row each of ``count`` prompts is shaped like: per repeat, the warm-up requests (the first
+    rows' shapes) then every row in order, as the runner hands prompts to a level."""
+    rows = config.trace.requests if config.trace is not None else ()
+    warmup = config.warmup_requests(1)
+    block = [rows[i % len(rows)] for i in range(warmup)] + list(rows)
+    return [block[i % len(block)] for i in range(count)]

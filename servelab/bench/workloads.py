@@ -7,12 +7,14 @@ tokenized and cut to exactly N ids. Without a tokenizer the word count stands in
 Presets: short, long (capped by the server's context), mixed (1 long for every 3 short: slot eviction and
 head-of-line blocking), shared-prefix (3/4 of the prompt shared per group of 4: cache hit vs miss),
 multi-turn (conversations of 4 turns, each turn resending the history), or a local JSONL/ShareGPT file.
+A trace (bench/trace.py) gives each prompt its length instead; its Mooncake hash_ids become shared text.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -27,6 +29,9 @@ MAX_INPUT_TOKENS = 10_000_000  # the longest contexts served today, with room
 MAX_OUTPUT_TOKENS = 1_000_000
 TURNS = 4
 PREFIX_GROUP = 4
+TRACE_BLOCK_TOKENS = (
+    512  # a Mooncake hash id stands for a block of this many tokens (docs/reference/traces.md §1)
+)
 _WORDS = [
     "time",
     "person",
@@ -93,6 +98,17 @@ _WORDS = [
 ]
 
 
+class TracedLength(Protocol):
+    """One trace row's shape (bench/trace.py `TraceRequest`)."""
+
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def hash_ids(self) -> tuple[int, ...]: ...
+
+
 class Tokenizer(Protocol):
     def ids(self, text: str) -> list[int] | None: ...
     def count_chat(self, messages: list[dict]) -> int | None: ...
@@ -153,6 +169,22 @@ def build_prompts(
     return [builder.prompt(i) for i in range(count)]
 
 
+def build_trace_prompts(
+    spec: WorkloadSpec, rows: Sequence[TracedLength], tokenizer: Tokenizer | None
+) -> list[Prompt]:
+    """Prompt i shaped like ``rows[i]``: its input and output lengths (exact where a tokenizer is
+    available), the text of its full hash-id blocks shared with every row that has the same ids."""
+    builder = _Builder(spec, tokenizer, None)
+    made: dict[int, Prompt] = {}
+    out = []
+    for i, row in enumerate(rows):
+        key = id(row)
+        if key not in made:
+            made[key] = builder.traced(i, row)
+        out.append(replace(made[key], index=i))
+    return out
+
+
 def check_fits(spec: WorkloadSpec, context: int | None) -> None:
     """ConfigError when an explicitly asked length cannot fit the server's verified context."""
     if context is None or spec.input_tokens is None:
@@ -169,6 +201,7 @@ class _Builder:
     def __init__(self, spec: WorkloadSpec, tokenizer: Tokenizer | None, context: int | None) -> None:
         self.spec, self.tokenizer, self.context = spec, tokenizer, context
         self._tokens_per_word: float | None = None
+        self._blocks: dict[int, list[str]] = {}
 
     def prompt(self, i: int) -> Prompt:
         kind = self.spec.kind
@@ -179,6 +212,23 @@ class _Builder:
         if kind == "multi-turn":
             return self._turn(i)
         return self._single(i, kind)
+
+    def traced(self, i: int, row: TracedLength) -> Prompt:
+        """The row's lengths; each full block of its hash ids is that id's own text (so rows sharing leading
+        ids share that prefix), the rest words of this prompt's own."""
+        n_in = row.input_tokens
+        full_blocks = row.hash_ids[: max(0, -(-n_in // TRACE_BLOCK_TOKENS) - 1)]
+        fixed = [word for block in full_blocks for word in self._block(block)]
+        return self._exact(i, row.output_tokens, fixed, _words(self.spec.seed + 7933, i, n_in * 2), n_in, 0)
+
+    def _block(self, hash_id: int) -> list[str]:
+        if hash_id not in self._blocks:
+            if len(self._blocks) >= 4096:  # bounded: a long trace repeats few ids at a time
+                self._blocks.pop(next(iter(self._blocks)))
+            self._blocks[hash_id] = _words(
+                self.spec.seed + 7927, hash_id, self._words_for(TRACE_BLOCK_TOKENS)
+            )
+        return self._blocks[hash_id]
 
     def _cap(self, n_in: int, n_out: int) -> int:
         if self.context is None:

@@ -14,16 +14,18 @@ import typer
 from rich import box
 from rich.table import Table
 
-from servelab.bench.config import BenchConfig, load_experiment
+from servelab.bench.config import MAX_RATE, BenchConfig, load_experiment
 from servelab.bench.limits import (
     DEFAULT_DEADLINE_S,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_ENDPOINT_BYTES,
     DEFAULT_MAX_LINE_BYTES,
 )
-from servelab.bench.metrics import parse_slo
+from servelab.bench.metrics import SLO_KEYS, Slo, parse_slo
+from servelab.bench.rate_search import DEFAULT_ATTAINMENT, DEFAULT_CAP_FACTOR, DEFAULT_PROBES, SearchSpec
 from servelab.bench.result import BenchResult
 from servelab.bench.schedule import StopRule, parse_concurrency
+from servelab.bench.trace import Trace, load_trace
 from servelab.bench.workloads import WorkloadSpec
 from servelab.cli.live_view import LadderView
 from servelab.cli.output import print_json, stderr_console, stdout_console
@@ -64,6 +66,29 @@ def register(app: typer.Typer) -> None:
             None, "--warmup", help="Warm-up requests per level (default: one per slot)."
         ),
         max_errors: int = typer.Option(None, "--max-errors", help="End a level after this many errors."),
+        find_max_rate: bool = typer.Option(
+            False, "--find-max-rate", help="Search the open-loop rate for the highest that meets --slo."
+        ),
+        max_rate: float = typer.Option(
+            None, "--max-rate", help="--find-max-rate: the cap (default 100 x --rate, the first probe)."
+        ),
+        probes: int = typer.Option(
+            None, "--probes", help="--find-max-rate: most levels to try (default 12)."
+        ),
+        attainment: float = typer.Option(
+            None, "--attainment", help="--find-max-rate: fraction of requests that must meet --slo (0.9)."
+        ),
+        trace: Path = typer.Option(
+            None, "--trace", help="Replay arrivals and lengths: Mooncake JSONL, Azure CSV or servelab JSONL."
+        ),
+        trace_speed: float = typer.Option(
+            None, "--trace-speed", help="--trace: replay this many times faster (2 = half the gaps)."
+        ),
+        ramp: float = typer.Option(
+            None,
+            "--ramp",
+            help="Seconds of linear rise (concurrency or rate) at each level's start, not measured.",
+        ),
         slo: str = typer.Option(None, "--slo", help="Goodput SLOs, e.g. ttft_ms=500,tpot_ms=50."),
         seed: int = typer.Option(0, "--seed", help="Seed for prompts and arrivals."),
         db: Path = typer.Option(None, "--db", help="Result store (default: the user data directory)."),
@@ -104,7 +129,9 @@ def register(app: typer.Typer) -> None:
             "rate": rate, "burstiness": burstiness, "repeat": repeat, "warmup": warmup, "max_errors": max_errors,
             "slo": slo, "seed": seed, "name": name, "model": model, "chat": chat, "deadline_s": deadline,
             "stall_timeout_s": stall_timeout, "max_line_bytes": max_line_bytes, "max_body_bytes": max_body_bytes,
-            "max_endpoint_bytes": max_endpoint_bytes,
+            "max_endpoint_bytes": max_endpoint_bytes, "ramp": ramp, "find_max_rate": find_max_rate,
+            "max_rate": max_rate, "probes": probes, "attainment": attainment, "trace": trace,
+            "trace_speed": trace_speed,
         }  # fmt: skip
         if config_path is not None:
             options = _merge_yaml(options, load_experiment(config_path))
@@ -113,9 +140,14 @@ def register(app: typer.Typer) -> None:
         config = build_config(options, key)
         result = _run_with_store(config, db, None if no_power else power_hz)
         failed = [] if result.partial else result.failed_levels()
-        _render(result, json_out, failed)
+        _render(result, json_out, failed, config.slo)
         if result.partial:
             raise typer.Exit(130)
+        unanswered = [t.max_rate for t in result.targets if t.max_rate and t.max_rate.outcome != "found"]
+        if unanswered and not failed:
+            line = unanswered[0].line(slo_text(config.slo))
+            stderr_console().print(f"servelab: error: {line} (run {result.run_id} is stored)", markup=False)
+            raise typer.Exit(1)
         if failed:
             stderr_console().print(
                 f"servelab: error: every request failed at {'; '.join(failed)} (run {result.run_id} is stored)"
@@ -127,21 +159,60 @@ def build_config(o: dict[str, Any], api_key: str | None) -> BenchConfig:
     """CLI/YAML options → BenchConfig (ConfigError on bad values)."""
     if o.get("requests") is not None and o.get("duration") is not None:
         raise ConfigError("give --requests or --duration, not both")
+    trace = _trace(o)
     levels = o["concurrency"]
     levels = parse_concurrency(",".join(map(str, levels)) if isinstance(levels, list) else str(levels))
     requests = o.get("requests")
     if requests is None and o.get("duration") is None:
         requests = DEFAULT_REQUESTS
     stop = StopRule(requests=requests, duration_s=o.get("duration"), max_errors=o.get("max_errors"))
+    rate, search = o.get("rate"), None
+    given = [f"--{k.replace('_', '-')}" for k in ("max_rate", "probes", "attainment") if o.get(k) is not None]
+    if given and not o.get("find_max_rate"):
+        raise ConfigError(f"{', '.join(given)} only go with --find-max-rate")
+    if o.get("find_max_rate"):
+        rate = 1.0 if rate is None else rate
+        search = search_spec(o, rate)
     spec = WorkloadSpec(
         str(o["workload"]), o.get("input_tokens"), o.get("output_tokens"), o.get("seed") or 0, o["chat"]
     )
     return BenchConfig(
-        targets=tuple(o["targets"]), concurrency=levels, workload=spec, stop=stop, rate=o.get("rate"),
+        targets=tuple(o["targets"]), concurrency=levels, workload=spec, stop=stop, rate=rate, search=search, trace=trace,
         burstiness=1.0 if o.get("burstiness") is None else o["burstiness"], repeat=1 if o.get("repeat") is None else o["repeat"], warmup=o.get("warmup"),
         api_key=api_key, model=o.get("model"), chat=o["chat"], slo=parse_slo(o.get("slo")), name=o.get("name"),
-        seed=count(o.get("seed") or 0, "--seed", 0, 2**32 - 1), **{k: o[k] for k in LIMIT_KEYS if o.get(k) is not None},
+        seed=count(o.get("seed") or 0, "--seed", 0, 2**32 - 1), ramp_s=o.get("ramp"), **{k: o[k] for k in LIMIT_KEYS if o.get(k) is not None},
     )  # fmt: skip
+
+
+def _trace(o: dict[str, Any]) -> Trace | None:
+    """--trace FILE read (its first --requests rows, or those within --duration); ConfigError on a bad row."""
+    if o.get("trace") is None:
+        if o.get("trace_speed") is not None:
+            raise ConfigError("--trace-speed only goes with --trace FILE")
+        return None
+    given = [flag for key, flag in (("rate", "--rate"), ("find_max_rate", "--find-max-rate"), ("ramp", "--ramp"))
+             if o.get(key)]  # fmt: skip
+    if given:
+        raise ConfigError(f"--trace replays the trace's own arrivals: drop {', '.join(given)}")
+    speed = 1.0 if o.get("trace_speed") is None else o["trace_speed"]
+    return load_trace(
+        Path(str(o["trace"])), speed=speed, max_rows=o.get("requests"), max_seconds=o.get("duration")
+    )
+
+
+def search_spec(o: dict[str, Any], rate: float) -> SearchSpec:
+    """--find-max-rate's settings; the cap defaults to 100 x the first rate."""
+    cap = o.get("max_rate")
+    return SearchSpec(
+        cap_rps=min(rate * DEFAULT_CAP_FACTOR, MAX_RATE) if cap is None else cap,
+        probes=DEFAULT_PROBES if o.get("probes") is None else o["probes"],
+        attainment=DEFAULT_ATTAINMENT if o.get("attainment") is None else o["attainment"],
+    )
+
+
+def slo_text(slo: Slo) -> str:
+    """``ttft_ms<=500, tpot_ms<=50``: the SLOs as given."""
+    return ", ".join(f"{k}<={getattr(slo, k):g}" for k in SLO_KEYS if getattr(slo, k) is not None)
 
 
 LIMIT_KEYS = ("deadline_s", "stall_timeout_s", "max_line_bytes", "max_body_bytes", "max_endpoint_bytes")
@@ -213,13 +284,17 @@ class GuardedSampler:
             return []
 
 
-def _render(result: BenchResult, json_out: bool, failed: list[str] | None = None) -> None:
+def _render(
+    result: BenchResult, json_out: bool, failed: list[str] | None = None, slo: Slo | None = None
+) -> None:
     if json_out:
         print_json(result.to_json())
         return
     console = stdout_console()
     for target in result.targets:
         console.print(_ladder_table(target))
+        if target.max_rate is not None and target.max_rate.outcome == "found":
+            console.print(target.max_rate.line(slo_text(slo or Slo())), markup=False)
         for lv in target.levels:
             if not lv.valid:
                 console.print(

@@ -34,6 +34,9 @@ def register(app: typer.Typer) -> None:
             help=f"KIND[:RATE], KIND in {'|'.join(FAULT_KINDS)}; repeated, each counts the requests earlier ones spared.",
         ),
         context: int = typer.Option(32768, "--context", help="Context length; longer requests get HTTP 400."),
+        slots: int = typer.Option(
+            0, "--slots", help="Answers generated at once; the rest queue in arrival order (0: no limit)."
+        ),
         json_out: bool = typer.Option(False, "--json", help="Print the listening address as JSON."),
     ) -> None:
         """Serve an OpenAI-compatible API whose timing, chunking, usage and faults are known exactly."""
@@ -41,7 +44,7 @@ def register(app: typer.Typer) -> None:
             host=host, port=port, model=model, ttft_ms=ttft_ms, itl_ms=itl_ms, tokens_per_chunk=tokens_per_chunk,
             max_tokens=max_tokens, role_chunk=role_chunk, usage=usage, honour_ignore_eos=ignore_eos,
             eos_after=eos_after or None, keepalive_ms=keepalive_ms or None,
-            faults=tuple(parse_fault(f) for f in fault), context=context,
+            faults=tuple(parse_fault(f) for f in fault), context=context, slots=slots or None,
         )  # fmt: skip
         try:
             _run_loop(_serve(config, json_out))

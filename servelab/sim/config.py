@@ -50,6 +50,7 @@ class SimConfig:
     faults: tuple[Fault, ...] = ()
     context: int = 32768  # prompt + max_tokens beyond this is refused with HTTP 400
     stall_s: float = 3600.0  # how long a "stall" fault holds the stream silent
+    slots: int | None = None  # at most this many answers at once; the rest wait in arrival order (FIFO)
 
     def __post_init__(self) -> None:
         if self.usage not in USAGE_MODES:
@@ -62,12 +63,23 @@ class SimConfig:
         count(self.tokens_per_chunk, "--tokens-per-chunk", 1, MAX_TOKENS)
         count(self.max_tokens, "--max-tokens", 1, MAX_TOKENS)
         count(self.context, "--context", 2, MAX_CONTEXT, "tokens")
+        if self.slots is not None:
+            count(self.slots, "--slots", 1, 1_000_000, "answers at once")
         if self.eos_after is not None:
             count(self.eos_after, "--eos-after", 1, MAX_TOKENS, "tokens")
         for option, value in (("--ttft-ms", self.ttft_ms), ("--itl-ms", self.itl_ms)):
             number(value, option, 0, MAX_DELAY_MS, "ms")
         if self.keepalive_ms is not None:
             number(self.keepalive_ms, "--keepalive-ms", 0, MAX_DELAY_MS, "ms", above=True)
+
+    def capacity_req_s(self, output_tokens: int) -> float | None:
+        """Requests/s the sim sustains with ``slots``: each slot holds an answer ttft + (out − 1)·itl long
+        (the last chunk's deadline, chunk_deadline_ns); None without a slot limit."""
+        if self.slots is None:
+            return None
+        chunks = math.ceil(output_tokens / self.tokens_per_chunk)
+        busy_ms = self.ttft_ms + (chunks - 1) * self.tokens_per_chunk * self.itl_ms
+        return self.slots * 1000.0 / busy_ms if busy_ms > 0 else math.inf
 
     def chunk_deadline_ns(self, t0_ns: int, chunk: int) -> int:
         """When content chunk ``chunk`` (0-based) is due: t0 + ttft + chunk·K·itl (absolute, never relative)."""

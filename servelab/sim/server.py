@@ -46,6 +46,7 @@ class SimServer:
         self.log: dict[str, RequestLog] = {}  # by X-Request-Id
         self._runner: web.AppRunner | None = None
         self._ticker = _Ticker()
+        self._slots = asyncio.Semaphore(config.slots) if config.slots else None  # FIFO: waiters in order
 
     async def __aenter__(self) -> str:
         return await self.start()
@@ -137,10 +138,14 @@ class SimServer:
         plan, problem = self._plan(body, chat)
         if problem is not None:
             return problem
-        if not body.get("stream"):
-            await self._ticker.sleep_until(self.config.chunk_deadline_ns(t0_ns, plan.chunks - 1))
-            return web.json_response(plan.full_response(n))
-        return await self._stream(request, plan, (t0_ns, n), self.log[request_id], fault)
+        async with (
+            self._slots or contextlib.nullcontext()
+        ):  # with --slots, the answer starts once one is free
+            start_ns = time.perf_counter_ns() if self._slots else t0_ns
+            if not body.get("stream"):
+                await self._ticker.sleep_until(self.config.chunk_deadline_ns(start_ns, plan.chunks - 1))
+                return web.json_response(plan.full_response(n))
+            return await self._stream(request, plan, (start_ns, n), self.log[request_id], fault)
 
     async def _early_fault(self, request: web.Request, fault: str | None) -> web.StreamResponse | None:
         if fault == "refuse":

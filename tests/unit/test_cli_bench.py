@@ -20,7 +20,7 @@ def _level(level: str, tok_s: float, valid: bool = True, reason: str | None = No
 
 
 RESULT = SimpleNamespace(run_id="r1", partial=False, targets=[SimpleNamespace(
-    url="http://127.0.0.1:8080", engine="llamacpp", model="m", levels=[
+    url="http://127.0.0.1:8080", engine="llamacpp", model="m", max_rate=None, levels=[
         _level("c=1", 96.7), _level("c=16", 123456.7, valid=False, reason="client used 95% of a core")])])  # fmt: skip
 
 

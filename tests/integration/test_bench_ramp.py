@@ -1,0 +1,66 @@
+"""`--ramp` against `servelab sim`: the ramp's requests are stored (phase "ramp") and in no figure."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from servelab.bench.config import BenchConfig
+from servelab.bench.level_key import Level
+from servelab.bench.ramp import ramped_arrival_offsets_ns
+from servelab.bench.runner import run
+from servelab.bench.schedule import StopRule
+from servelab.bench.summary import summarize_level
+from servelab.bench.workloads import WorkloadSpec
+from servelab.cli.app import main
+from servelab.store import Store
+from tests.bench_sim import sim_process, sim_requests_seen
+
+FAST = ("--ttft-ms", "5", "--itl-ms", "5")
+
+
+def _run(url: str, tmp_path, **kw):
+    config = BenchConfig(targets=(url,), workload=WorkloadSpec("short", 8, 4), **kw)
+    with Store.open(tmp_path / "r.db") as store:
+        result = run(config, store)
+        return result.to_json(), store.load_run(result.run_id)
+
+
+def test_closed_loop_ramp_records_are_stored_flagged_and_left_out(tmp_path):
+    with sim_process(*FAST) as url:
+        result, stored = _run(url, tmp_path, concurrency=(4,), stop=StopRule(requests=8), ramp_s=0.4)
+        seen = sim_requests_seen(url)
+    (level,) = result["targets"][0]["levels"]
+    ramp = [r for r in stored.requests if r.phase == "ramp"]
+    measured = [r for r in stored.requests if r.phase == "measure"]
+    assert len(measured) == 8 and len(ramp) > 4 and seen == len(stored.requests)  # no warm-up with a ramp
+    assert level["requests"] == 8 and level["ttft_ms"]["n"] == 8
+    assert level["ramp"] == {"seconds": 0.4, "requests": len(ramp), "in_statistics": False}
+    start = min(r.sent_ns for r in stored.requests)
+    assert max(r.sent_ns for r in ramp) < start + 0.4e9 <= min(r.sent_ns for r in measured)
+    # worker 1 starts R/4 = 100 ms after the level's t0, and the first send (worker 0's) is at t0 or just
+    # after it: before start + 50 ms only worker 0 sends, one request after another
+    early = [r for r in ramp if r.sent_ns < start + 0.05e9]
+    assert early and all(a.end_ns <= b.sent_ns for a, b in itertools.pairwise(early))
+    # the stored figures are those of the measured records alone
+    alone = summarize_level(measured, Level.closed(4), ramp_s=0.4)
+    kept = stored.level_stats[(0, Level.closed(4))]
+    assert kept.ttft_ms == alone.ttft_ms and kept.e2e_ms == alone.e2e_ms and kept.ramp_requests == len(ramp)
+
+
+def test_open_loop_ramp_sends_the_rising_schedule_first(tmp_path):
+    with sim_process(*FAST) as url:
+        result, stored = _run(url, tmp_path, rate=40.0, burstiness=math.inf, stop=StopRule(requests=10),
+                              ramp_s=0.5)  # fmt: skip
+    (level,) = result["targets"][0]["levels"]
+    sent = sorted((r for r in stored.requests if r.phase != "warmup"), key=lambda r: r.intended_ns)
+    offsets, ramp_count = ramped_arrival_offsets_ns(40.0, 10, 0.5, burstiness=math.inf)
+    assert [r.intended_ns - sent[0].intended_ns for r in sent] == offsets
+    assert [r.phase for r in sent] == ["ramp"] * ramp_count + ["measure"] * 10 and ramp_count == 10
+    assert level["requests"] == 10 and level["ramp"]["requests"] == 10 and level["lateness_ms"]["n"] == 10
+
+
+def test_a_bad_ramp_is_one_line(capsys):
+    assert main(["bench", "http://127.0.0.1:9", "--ramp", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--ramp must be a number above 0" in err
