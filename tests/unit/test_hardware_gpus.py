@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from servelab.errors import ConfigError
+from servelab.hardware.catalog_table import render_table
 from servelab.hardware.gpus import (
     FIGURES,
     GPU,
@@ -223,3 +224,18 @@ def test_docs_list_every_source_url_and_every_unsourced_figure() -> None:
             assert f"{gpu.name} {figure}" in doc, (
                 f"{gpu.name}: unsourced {figure} not listed in docs/planning.md"
             )
+
+
+def test_docs_hold_the_generated_catalog_table() -> None:
+    doc = (ROOT / "docs" / "planning.md").read_text(encoding="utf-8")
+    assert render_table() in doc, (
+        "regenerate: python -m servelab.hardware.catalog_table, paste over docs/planning.md's table"
+    )
+
+
+def test_the_table_renders_each_figure_once_with_its_source_group() -> None:
+    row = next(line for line in render_table().splitlines() if line.startswith("| h200 |"))
+    cells = row.split(" | ")
+    assert cells[1] == "143,771 (141 GB HBM3e)" and cells[2] == "4,800" and cells[3] == "989.5"
+    assert "mem: https://github.com/sgl-project/sglang/issues/3196" in row
+    assert "Unsourced figures" in render_table()
