@@ -163,6 +163,7 @@ def command(
     max_num_batched_tokens: int | None = None,
     kv_cache_memory_bytes: int | None = None,
     speculative: Speculative | None = None,
+    enable_prefix_caching: bool | None = None,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
 ) -> list[str]:
@@ -195,6 +196,8 @@ def command(
         argv += ["--tensor-parallel-size", str(tp)]
     if speculative is not None:
         argv += ["--speculative-config", speculative_config(speculative)]
+    if enable_prefix_caching is not None:
+        argv.append("--enable-prefix-caching" if enable_prefix_caching else "--no-enable-prefix-caching")
     return argv
 
 
