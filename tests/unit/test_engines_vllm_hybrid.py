@@ -147,3 +147,21 @@ def test_the_mamba_blocks_are_the_whole_pool() -> None:
     m = _pool(model, 100 * 784 * 4096 * 16, max_model_len=32768, max_num_seqs=256)
     assert m.block_size == 784 and m.mamba_blocks == m.num_blocks == 100
     assert any("exceeds available Mamba cache blocks (100)" in r.message for r in m.refusals)
+
+
+def test_prefix_caching_reaches_the_plan_and_its_command() -> None:
+    from servelab.hardware.gpus import find_gpu
+    from servelab.plan.make import make_plan
+
+    model, gpu = catalog_model("Qwen/Qwen3.5-35B-A3B"), find_gpu("rtx5090")
+    asked = dict(engine="vllm", quant="nvfp4", context=131072, kv_dtype="fp8", max_num_seqs=1)
+    off = make_plan(model, gpu, **asked)
+    on = make_plan(model, gpu, enable_prefix_caching=True, **asked)
+    assert on.details["block_size"] == off.details["block_size"] == 2096  # SM120: alignment 16
+    assert on.details["num_blocks"] == off.details["num_blocks"]
+    blocks = on.details["num_blocks"]
+    assert (on.details["max_concurrency"], off.details["max_concurrency"]) == (
+        round(blocks / 69, 2),
+        round(blocks / 66, 2),
+    )
+    assert "--enable-prefix-caching" in on.command and "--enable-prefix-caching" not in off.command
