@@ -22,6 +22,7 @@ from servelab.model.catalog import catalog_model, find_catalog_id
 from servelab.model.hf_config import spec_from_config
 from servelab.model.quant import get_quant
 from servelab.model.spec import ModelSpec
+from servelab.plan.fit import Speculative
 from servelab.plan.make import make_plan
 from servelab.plan.types import Plan
 
@@ -52,6 +53,8 @@ EXPRESSED = {
         "max_num_seqs",
         "max_num_batched_tokens",
         "vllm_version",
+        "enable_prefix_caching",
+        "speculative",
     },
     "sglang": {
         "tensor_parallel",
@@ -180,6 +183,13 @@ def vllm_version(case: Case) -> str | None:
     return stated if stated != "unknown" else VLLM_VERSION_FROM_NOTES.get(case.name)
 
 
+def _mtp(value: Mapping[str, Any] | None) -> Speculative | None:
+    """A case's speculative setting when it is the model's own MTP layers (no draft model to build)."""
+    if not value or value.get("method") != "mtp":
+        return None
+    return Speculative("mtp", int(value["num_speculative_tokens"]))
+
+
 def plan_inputs(case: Case) -> dict[str, Any]:
     """`make_plan`'s keyword arguments for a case (the engine, quant, context, KV dtype, parallel, GPUs, flags)."""
     s = case.settings
@@ -195,6 +205,8 @@ def plan_inputs(case: Case) -> dict[str, Any]:
             "max_num_seqs": s.get("max_num_seqs"),
             "max_num_batched_tokens": s.get("max_num_batched_tokens"),
             "vllm_version": vllm_version(case),
+            "enable_prefix_caching": s.get("enable_prefix_caching"),
+            "speculative": _mtp(s.get("speculative")),
         }
     elif case.engine == "sglang":
         inputs = {

@@ -81,6 +81,9 @@ class PlanSettings:
     max_num_batched_tokens: int | None = None  # vLLM --max-num-batched-tokens
     kv_cache_memory_bytes: int | None = None  # vLLM --kv-cache-memory-bytes: the KV pool, no profiling
     vllm_version: str | None = None  # the vLLM release whose profile run to model (default: the current one)
+    enable_prefix_caching: bool | None = (
+        None  # vLLM --[no-]enable-prefix-caching (None: its default, off for hybrids)
+    )
     n_batch: int | None = None  # llama.cpp -b (logical batch; default 2048)
     n_ubatch: int | None = None  # llama.cpp -ub (physical batch that sizes the compute buffer; default 512)
     n_cpu_moe: int | None = None  # llama.cpp --n-cpu-moe N: the experts of the first N layers in host RAM

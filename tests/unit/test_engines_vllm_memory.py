@@ -51,24 +51,24 @@ def test_dense_blocks_are_16_tokens() -> None:
 def test_v4_hybrid_block_size_and_padding_on_a_5090() -> None:
     # V4/V6: Qwen3.5-27B + MTP on an RTX 5090, fp8 KV: "attention block size 1,600 tokens",
     # "Add 3 padding layers, may waste at most 6.25%" (48 GDN + 17 attention -> 4 groups of 17);
-    # 9.28 GiB available serves 262,144 tokens.
+    # 9.28 GiB available serves 262,144 tokens; with prefix caching (mamba_cache_mode 'align') it needs 9.29 GiB
+    # and "the estimated maximum model length is 260800". Only 3 speculative tokens give both figures: the GDN page
+    # 10,240 x (3 + 3) x 2 + 3,145,728 B fills 1,596 tokens of 2,048 B -> 1,600 at SM120's alignment of 16, and a
+    # request takes 164 + 3 x (2 + 3) = 179 blocks of 1,600 x 2,048 x 17 B = 9.287 GiB.
     model = dataclasses.replace(qwen35_27b(), weights=())
-    m = _with_kv_budget(
-        model,
-        int(9.28 * GIB),
-        int(18.19 * GIB),
-        kv_cache_dtype="fp8",
-        speculative_tokens=1,
-        draft_layers=1,
-        block_align=32,
-        max_model_len=262144,
-        max_num_seqs=64,
+    common = dict(
+        kv_cache_dtype="fp8", speculative_tokens=3, draft_layers=1, max_model_len=262144, max_num_seqs=64
     )
+    m = _with_kv_budget(model, int(9.28 * GIB), int(18.19 * GIB), **common)
     assert m.block_size == 1600
     assert (m.group_size, m.num_groups, m.padding_layers) == (17, 4, 3)
     assert any("6.25%" in w for w in m.warnings)
-    assert m.blocks_per_request == 164 + 3
+    assert m.blocks_per_request == 164 + 3 * (1 + 3)
     assert m.fits and m.estimated_max_model_len == 262144
+    aligned = _with_kv_budget(model, int(9.28 * GIB), int(18.19 * GIB), enable_prefix_caching=True, **common)
+    assert aligned.blocks_per_request == 179
+    assert not aligned.fits and aligned.estimated_max_model_len == 260800
+    assert any("(9.29 GiB KV cache is needed" in r.message for r in aligned.refusals)
 
 
 def test_hybrid_max_num_seqs_beyond_mamba_blocks_is_flagged() -> None:
@@ -83,9 +83,10 @@ def test_hybrid_max_num_seqs_beyond_mamba_blocks_is_flagged() -> None:
 def test_sliding_groups_need_only_the_window() -> None:
     model = sliding_5_to_1()
     short = _with_kv_budget(model, 4 * GIB, 50 * GIB, max_model_len=131072)
-    # 10 full layers form one group; 52 sliding layers fill 6 groups of 10 (8 padding layers)
+    # 10 full layers form one group; 52 sliding layers fill 6 groups of 10 (8 padding layers); a sliding group
+    # holds the window - 1 + max_num_batched_tokens (2048) tokens, plus one block (SlidingWindowSpec)
     assert (short.group_size, short.num_groups, short.padding_layers) == (10, 7, 8)
-    assert short.blocks_per_request == 131072 // 16 + 6 * (1024 // 16 + 1)
+    assert short.blocks_per_request == 131072 // 16 + 6 * (-(-(1023 + 2048) // 16) + 1)
 
 
 def test_longer_than_the_model_warns() -> None:

@@ -60,3 +60,18 @@ def test_compose_bind_mounts_lead_container_paths_back_to_the_host(tmp_path: Pat
     assert service.host_path("/models/y.gguf", tmp_path) == tmp_path / "models" / "y.gguf"
     assert service.host_path("/elsewhere/z.gguf", tmp_path) is None
     assert service.host_path("relative.gguf", tmp_path) is None
+
+
+def test_vllm_prefix_caching_switch_reaches_the_plan_and_back() -> None:
+    on = vllm.plan_settings(vllm.parse(["vllm", "serve", "m", "--enable-prefix-caching"]))
+    assert on.flags == {"enable_prefix_caching": True}
+    off = vllm.plan_settings(vllm.parse(["vllm", "serve", "m", "--no-enable-prefix-caching"]))
+    assert off.flags == {"enable_prefix_caching": False}
+    assert vllm.plan_settings(vllm.parse(["vllm", "serve", "m"])).flags == {}
+    argv = vllm.command(
+        "m", quant="bf16", max_model_len=4096, kv_cache_dtype="auto", enable_prefix_caching=True
+    )
+    assert vllm.parse(argv).enable_prefix_caching is True
+    assert "--enable-prefix-caching" not in vllm.command(
+        "m", quant="bf16", max_model_len=4096, kv_cache_dtype="auto"
+    )

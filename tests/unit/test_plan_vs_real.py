@@ -38,6 +38,7 @@ WITHIN_TODAY = (
     ("vllm/qwen3-235b-a22b-fp8-4xh100", "kv_tokens@engine_budget"),
     ("vllm/qwen3.5-35b-a3b-tp4-h100-dflash", "weights_gib"),
     ("vllm/qwen3.6-27b-fp8-h100-mamba-blocks-refused", "mamba_cache_blocks"),
+    ("vllm/qwen3.6-35b-a3b-nvfp4-rtx5090-fp8kv", "kv_tokens@engine_budget"),
     ("vllm/v0-llama31-8b-rtx3090-20k", "weights_gib"),
     ("vllm/v0-llama31-8b-rtx3090-20k", "kv_budget_gib"),
     ("vllm/v0-llama31-8b-rtx3090-20k", "gpu_blocks"),

@@ -30,6 +30,8 @@ FLAGS = (
     Flag(("--gpu-memory-utilization",), "gpu_memory_utilization"),
     Flag(("--quantization", "-q"), "quantization"),
     Flag(("--speculative-config", "--speculative_config"), "speculative_config"),
+    Flag(("--enable-prefix-caching",), "enable_prefix_caching", value=True),
+    Flag(("--no-enable-prefix-caching",), "enable_prefix_caching", value=False),
     Flag(("--host",), "host"),
     Flag(("--port",), "port"),
 )
@@ -50,6 +52,7 @@ class VllmLaunch:
     gpu_memory_utilization: float | None = None
     speculative_config: dict[str, Any] | None = None
     quantization: str | None = None
+    enable_prefix_caching: bool | None = None
     host: str | None = None
     port: int | None = None
 
@@ -76,6 +79,7 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> VllmLau
         gpu_memory_utilization=to_float(found, "gpu_memory_utilization", "--gpu-memory-utilization"),
         speculative_config=_json_or_none(found.get("speculative_config")),
         quantization=found.get("quantization"),
+        enable_prefix_caching=_switch(found.get("enable_prefix_caching")),
         host=found.get("host"),
         port=to_int(found, "port", "--port"),
     )
@@ -105,6 +109,8 @@ def plan_settings(launch: VllmLaunch) -> LaunchSettings:
     flags: dict[str, object] = {}
     if launch.gpu_memory_utilization is not None:
         flags["gpu_memory_utilization"] = launch.gpu_memory_utilization
+    if launch.enable_prefix_caching is not None:  # a hybrid's mamba_cache_mode: 'align' when on
+        flags["enable_prefix_caching"] = launch.enable_prefix_caching
     return LaunchSettings(
         model=launch.model,
         context=launch.max_model_len,
@@ -123,6 +129,13 @@ def _serve_positional(positionals: list[str]) -> str | None:
         index = positionals.index("serve")
         return positionals[index + 1] if index + 1 < len(positionals) else None
     return None
+
+
+def _switch(value: object) -> bool | None:
+    """A switch as scanned: True/False, or the text of ``--enable-prefix-caching=false``."""
+    if value is None or isinstance(value, bool):
+        return value
+    return str(value).lower() not in ("false", "0", "no")
 
 
 def _json_or_none(text: str | None) -> dict[str, Any] | None:
@@ -163,6 +176,7 @@ def command(
     max_num_batched_tokens: int | None = None,
     kv_cache_memory_bytes: int | None = None,
     speculative: Speculative | None = None,
+    enable_prefix_caching: bool | None = None,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
 ) -> list[str]:
@@ -195,6 +209,8 @@ def command(
         argv += ["--tensor-parallel-size", str(tp)]
     if speculative is not None:
         argv += ["--speculative-config", speculative_config(speculative)]
+    if enable_prefix_caching is not None:
+        argv.append("--enable-prefix-caching" if enable_prefix_caching else "--no-enable-prefix-caching")
     return argv
 
 

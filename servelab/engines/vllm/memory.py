@@ -1,21 +1,26 @@
 """How vLLM (v1) sizes its memory: --gpu-memory-utilization, the block pool, hybrid page alignment and padding.
 
 Rules (vllm-project/vllm vllm/v1/worker/gpu_worker.py determine_available_memory, vllm/v1/core/kv_cache_utils.py,
-vllm/model_executor/models/config.py HybridAttentionMambaModelConfig; docs/reference/memory.md §3):
+vllm/v1/kv_cache_interface.py, vllm/model_executor/models/config.py HybridAttentionMambaModelConfig and
+vllm/platforms/interface.py _align_hybrid_block_size; docs/reference/memory.md §3):
 - requested = total x utilization; KV budget = requested - (weights + profile peak + non-torch + CUDA graphs), the
   profile peak and whether graphs count as the release does it (profile.py, docs/reference/memory.md §3).
 - attention page = block_size x per-layer token bytes; hybrids raise block_size to the smallest multiple of the
-  alignment (16; 32 on Blackwell with head 256) whose page holds one layer's mamba state, then pad the state.
+  kernel alignment (kernel_block_alignment: 16; 32 on SM100 with head 256; 64 for MLA; at least a block size the
+  platform preset, 128 on the CPU) whose page holds one layer's mamba state, then pad the state to that page.
 - layers bucketed by kind; group size = smallest bucket (largest if < 1.5x smallest); buckets padded to whole
   groups ("Add N padding layers"); one pool, one block = page x group size.
-- a request of L tokens takes ceil(L/block) blocks in each full-attention group, min(that, window/block + 1) in
-  each sliding group, one block in each mamba group. When L does not fit, vLLM prints the estimated maximum model
-  length: the largest L that does.
-- the KV cache size it logs is int(max concurrency x max_model_len) (0.32's get_kv_cache_capacity; for attention-only
+- a request of L tokens takes ceil(L/block) blocks in each full-attention group, ceil(min(window - 1 +
+  max_num_batched_tokens, L)/block) + 1 in each sliding group, and in each mamba group 1 + num_speculative_tokens
+  (mamba_cache_mode 'none', prefix caching off) or 2 + num_speculative_tokens ('align': prefix caching on, for
+  models without 'all' support such as Qwen3.5). Max concurrency = blocks / that sum
+  (get_max_concurrency_for_kv_cache_config); when L does not fit, vLLM prints the largest L that does.
+- the KV cache size it logs is int(max concurrency x max_model_len) (get_kv_cache_capacity; for attention-only
   models with max_model_len a multiple of the block this is blocks x block_size).
+- "Mamba cache blocks" in the max_num_seqs refusal is the whole pool's block count (config/compilation.py).
 - CPU backend (vllm/platforms/cpu.py, vllm/v1/worker/cpu_worker.py; docs/reference/vllm-cpu.md §3, §8): the pool is
   VLLM_CPU_KVCACHE_SPACE GiB exactly (kv_cache_memory_bytes), not a share of memory; the block size is 128 unless
-  the hybrid rule above sets one first (the hybrid config runs before the platform's default).
+  the hybrid rule above sets one first.
 """
 
 from __future__ import annotations
@@ -44,6 +49,13 @@ NON_TORCH_BYTES = int(
     0.27 * GIB
 )  # NCCL/cuBLAS/driver growth after init, measured on a 5090 (docs/reference/memory.md §9 V4)
 CPU_BLOCK_SIZE = 128  # vllm/platforms/cpu.py: block_size None -> 128
+# vllm/platforms/interface.py / models/config.py: the smallest kernel block of the attention backend
+KERNEL_BLOCK_ALIGNMENT = 16  # FlashAttention / FlashInfer / Triton
+SM100_HEAD_256_ALIGNMENT = 32  # FlashInfer on SM100 has no block 16 for head 256 (flashinfer issue 1993)
+MLA_ALIGNMENT = 64  # MLA backends (CUTLASS MLA: 128)
+# mamba_cache_mode -> state blocks one request holds per mamba group, before the speculative ones
+# (vllm/v1/kv_cache_interface.py MambaSpec.max_memory_usage_bytes)
+MAMBA_BLOCKS_PER_REQUEST = {"none": 1, "align": 2}
 # resident memory of the API server, engine core and worker besides the KV cache, vllm-cpu 0.32.0 serving a 10 MB
 # model (650 + 610 + 1850 - 1024 MiB; docs/reference/vllm-cpu.md §3)
 CPU_PROCESS_BYTES = (650 + 610 + 1850 - 1024) * 1024**2
@@ -116,16 +128,53 @@ def _attn_layer_bytes(model: ModelSpec, dtype: str, tp: int) -> int:
     return 0
 
 
-def _block_size(token_bytes: int, mamba_page: int, align: int, default: int) -> int:
+def kernel_block_alignment(
+    compute_capability: str | None, head_dim: int, *, mla: bool = False, preset_block_size: int = 0
+) -> int:
+    """The multiple a hybrid's attention block size is rounded up to: the attention backend's smallest kernel
+    block (16; 32 for head 256 on the SM100 family, where FlashInfer lacks 16; 64 for MLA), and no less than a
+    block size the platform set before the hybrid rule runs (the CPU's 128). models/config.py
+    HybridAttentionMambaModelConfig, platforms/interface.py: kernel_block_alignment_size = max(min(supported
+    kernel block sizes), cache_config.block_size)."""
+    align = KERNEL_BLOCK_ALIGNMENT
+    if mla:
+        align = MLA_ALIGNMENT
+    elif head_dim == 256 and (compute_capability or "").partition(".")[0] == "10":
+        align = SM100_HEAD_256_ALIGNMENT
+    return max(align, preset_block_size)
+
+
+def hybrid_block_size(token_bytes: int, mamba_page: int, align: int, default: int) -> int:
+    """Attention block size of a hybrid: the smallest multiple of `align` whose page (block x one layer's token
+    bytes) holds one layer's mamba page ("Setting attention block size to N tokens to ensure that attention page
+    size is >= mamba page size"); `default` when there is no mamba state or no attention layer."""
     if not mamba_page or not token_bytes:
         return default
-    return max(align, math.ceil(mamba_page / token_bytes / align) * align)
+    return align * math.ceil(mamba_page / (align * token_bytes))
 
 
-def _blocks_for(length: int, block: int, groups: dict[str, int], window: int) -> int:
-    full = math.ceil(length / block)
-    sliding = min(full, math.ceil(window / block) + 1) if window else full
-    return groups.get("full", 0) * full + groups.get("sliding", 0) * sliding + groups.get("mamba", 0)
+def mamba_padding(page: int, mamba_page: int) -> float:
+    """The share the mamba page is padded by to the attention page ("Padding mamba page size by x%")."""
+    return (page - mamba_page) / mamba_page if mamba_page else 0.0
+
+
+@dataclass(frozen=True)
+class _RequestBlocks:
+    """What one request takes in each kind of group (kv_cache_interface.py max_memory_usage_bytes)."""
+
+    block: int
+    groups: dict[str, int]
+    window: int
+    batched: int
+    mamba: int  # state blocks per mamba group
+
+    def blocks_for(self, length: int) -> int:
+        full = math.ceil(length / self.block)
+        sliding = (
+            math.ceil(min(self.window - 1 + self.batched, length) / self.block) + 1 if self.window else full
+        )
+        g = self.groups
+        return g.get("full", 0) * full + g.get("sliding", 0) * sliding + g.get("mamba", 0) * self.mamba
 
 
 def activation_peak_bytes(
@@ -143,15 +192,16 @@ def cuda_graph_bytes(model: ModelSpec, max_num_seqs: int) -> int:
     return int(0.45 * GIB * min(max_num_seqs, 512) / 256)
 
 
-def _largest_length(num_blocks: int, block: int, groups: dict[str, int], window: int, cap: int) -> int:
-    low, high = 0, max(1, cap // block + 1)
+def _largest_length(num_blocks: int, request: _RequestBlocks, cap: int) -> int:
+    """_estimate_max_model_len_from_groups: the largest length whose blocks fit the pool (0 if none does)."""
+    low, high = 0, cap
     while low < high:
         mid = (low + high + 1) // 2
-        if _blocks_for(mid * block, block, groups, window) <= num_blocks:
+        if request.blocks_for(mid) <= num_blocks:
             low = mid
         else:
             high = mid - 1
-    return min(low * block, cap)
+    return low
 
 
 def _padding_warnings(padding: int, waste: float, layers: int) -> list[str]:
@@ -273,13 +323,15 @@ def vllm_memory(
     enforce_eager: bool = False,
     speculative_tokens: int = 0,
     draft_layers: int = 0,
-    block_align: int = 16,
+    block_align: int = KERNEL_BLOCK_ALIGNMENT,
     default_block_size: int = 16,
+    enable_prefix_caching: bool = False,
     version: str | None = None,
 ) -> VllmMemory:
     """What vLLM would allocate on each GPU; `weights_bytes` is the per-GPU share. `kv_cache_memory_bytes`
     (--kv-cache-memory-bytes, or the CPU backend's VLLM_CPU_KVCACHE_SPACE) sizes the pool directly: no
-    profiling, --gpu-memory-utilization ignored."""
+    profiling, --gpu-memory-utilization ignored. `block_align` is kernel_block_alignment's; prefix caching on
+    puts a hybrid's mamba layers in mamba_cache_mode 'align' (opt-in for hybrids, so off by default)."""
     if not 0 < gpu_memory_utilization <= 1:
         raise ConfigError(f"vLLM --gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}")
     release = profile.parse_version(version)
@@ -299,17 +351,18 @@ def vllm_memory(
     token_bytes = _attn_layer_bytes(model, dtype, tp)
     mamba = state_layout(model, ssm_dtype=None, spec_tokens=speculative_tokens)
     mamba_page = mamba.bytes_per_layer // tp
-    block = _block_size(token_bytes, mamba_page, block_align, default_block_size)
+    block = hybrid_block_size(token_bytes, mamba_page, block_align, default_block_size)
     page = max(block * token_bytes, mamba_page)
     group_size, groups, padding, waste = _grouping(_buckets(model, draft_layers))
     num_blocks = budget // (page * group_size) if page else 0
     window = (model.attention.sliding_window or 0) if model.attention else 0
-    per_request = _blocks_for(length, block, groups, window)
-    # the scheduler reserves num_speculative_tokens lookahead slots per running request (allocate_slots'
-    # num_lookahead_tokens): a request of max_model_len holds that many more tokens while it decodes
-    running = _blocks_for(length + speculative_tokens, block, groups, window)
+    mode = "align" if enable_prefix_caching else "none"
+    request = _RequestBlocks(
+        block, groups, window, batched, MAMBA_BLOCKS_PER_REQUEST[mode] + speculative_tokens
+    )
+    per_request = request.blocks_for(length)
     n_groups = sum(groups.values())
-    estimated = _largest_length(num_blocks, block, groups, window, length)
+    estimated = _largest_length(num_blocks, request, length)
     mamba_blocks = num_blocks if "mamba" in groups else 0
     warnings = _padding_warnings(padding if "mamba" in groups else 0, waste, model.num_layers + draft_layers)
     pool = _Pool(
@@ -348,7 +401,7 @@ def vllm_memory(
         kv_tokens=int(num_blocks / per_request * length) if per_request else 0,
         max_model_len=length,
         blocks_per_request=per_request,
-        max_concurrency=num_blocks / running if running else 0.0,
+        max_concurrency=num_blocks / per_request if per_request else 0.0,
         estimated_max_model_len=estimated,
         max_num_seqs=seqs,
         mamba_blocks=mamba_blocks,

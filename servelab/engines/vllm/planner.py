@@ -5,7 +5,7 @@ Reached through the registry's Planner (engine.py).
 from __future__ import annotations
 
 from servelab.engines.vllm import DEFAULT_PORT, cmdline, cpu_planner, profile
-from servelab.engines.vllm.memory import engine_kv_dtype, vllm_memory
+from servelab.engines.vllm.memory import engine_kv_dtype, kernel_block_alignment, vllm_memory
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import LayerKind, ModelSpec
@@ -24,10 +24,8 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     text, vision, mtp = weight_split(model, s.tp, vision=True, mtp=False, speculative=spec)
     if profile.marlin_mxfp4(gpu.compute_capability, profile.parse_version(s.vllm_version)):
         text += profile.marlin_padding_bytes(model, s.tp)
-    align = (
-        32
-        if (gpu.name in ("rtx5090", "b200") and model.attention and model.attention.head_dim >= 256)
-        else 16
+    align = kernel_block_alignment(
+        gpu.compute_capability, model.attention.head_dim if model.attention else 0, mla=model.mla is not None
     )
     util = 0.9 if s.gpu_memory_utilization is None else s.gpu_memory_utilization
     asked_seqs = s.max_num_seqs or (s.parallel if s.parallel > 1 else None)
@@ -46,6 +44,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         block_align=align,
         speculative_tokens=spec.num_tokens if spec else 0,
         draft_layers=spec.draft_attention_layers(model) if spec else 0,
+        enable_prefix_caching=bool(s.enable_prefix_caching),
         version=s.vllm_version,
     )
     seqs = m.max_num_seqs
@@ -74,6 +73,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         max_num_batched_tokens=s.max_num_batched_tokens,
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
         speculative=spec,
+        enable_prefix_caching=s.enable_prefix_caching,
         host=s.host,
         port=s.port or DEFAULT_PORT,
     )
