@@ -56,9 +56,7 @@ def _on_a_pty(argv: list[str]) -> tuple[int, str]:
 PIECES = ["\\x1b[31", "\\x1b]8;;", "\\x07", "[red"]
 
 
-@pytest.mark.parametrize(
-    ("command", "shown"), [(["runs"], PIECES), (["report", "--terminal"], PIECES)]
-)
+@pytest.mark.parametrize(("command", "shown"), [(["runs"], PIECES), (["report", "--terminal"], PIECES)])
 def test_a_hostile_run_reaches_a_real_pty_inert(tmp_path: Path, command: list[str], shown: list[str]) -> None:
     db = tmp_path / "runs.db"
     store_run(db, name=HOSTILE + "\x00", model=HOSTILE + "\x00", failure="server said \x1b[5mboom\x07")
