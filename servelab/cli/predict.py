@@ -185,6 +185,15 @@ def _saved_plan(path: Path):
     return next((p for p in plans if p.fits), plans[0])
 
 
+def emulated_target(model, plan_file, gpu, engine, quant, context, kv_dtype, parallel, gpus, interconnect):
+    """(EmulatedEngine, model name) for `servelab sim --emulate`: the engine predict would emulate."""
+    from servelab.predict.machine import emulated_engine
+
+    plan, spec, card = _plan(plan_file, model, gpu, engine, quant, context, kv_dtype, parallel, gpus,
+                             interconnect, {})  # fmt: skip
+    return emulated_engine(plan, spec, card), plan.model or spec.name
+
+
 def _predict(config, plan, spec, card, plan_file, speculation, db, *, store: bool):
     from servelab.predict.machine import emulated_engine
     from servelab.predict.run import PredictTarget, predict

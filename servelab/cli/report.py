@@ -12,7 +12,7 @@ from servelab.errors import ConfigError, StoreError
 from servelab.plan.io import load_plan
 from servelab.report import FORMATS, assemble, render_report
 from servelab.report.bound import power_bounds
-from servelab.report.data import Bill, read_json_file
+from servelab.report.data import Bill, is_predicted, read_json_file
 from servelab.report.page import build_page
 from servelab.report.terminal import render_terminal
 from servelab.report.verdict import verdicts
@@ -54,6 +54,11 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(
             False, "--json", help="Print what was written and the verdicts as JSON."
         ),
+        predicted: str | None = typer.Option(
+            None,
+            "--predicted",
+            help="A `servelab predict` run: the ladders overlay it and a table gives its error.",
+        ),
     ) -> None:
         """Render the bill: every figure beside its ceiling, plots, diagnosis and a verdict per scenario."""
         fmt = choose_format(fmt, output)
@@ -61,7 +66,13 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("--terminal and --json both claim standard output; choose one")
         plan_doc = None if plan is None else load_plan(plan, flag="--plan", required=(), bare_entry=True)
         optional = (plan_doc, _optional(doctor, "doctor"), _optional(spec, "spec"))
-        bill = assemble(load_runs(db, runs or []), *optional, server_logs=[read_log(p) for p in server_logs])
+        loaded, predicted_id = load_runs(db, runs or []), None
+        if predicted is not None:
+            prediction = load_prediction(db, predicted)
+            loaded, predicted_id = [r for r in loaded if r.id != prediction.id] + [prediction], prediction.id
+        bill = assemble(
+            loaded, *optional, server_logs=[read_log(p) for p in server_logs], predicted_run=predicted_id
+        )
         if terminal:
             render_terminal(stdout_console(), bill, build_page(bill, with_plots=False))
             return
@@ -104,6 +115,16 @@ def load_runs(db: Path | None, run_ids: list[str]) -> list[StoredRun]:
                 raise StoreError(f"no runs in {store.path}; record one with `servelab bench URL` first")
             run_ids = [latest[0].id]
         return [store.load_run(run_id) for run_id in run_ids]
+
+
+def load_prediction(db: Path | None, run_id: str) -> StoredRun:
+    """The `--predicted` run; ConfigError when it is a measured one."""
+    with Store.open(db, must_exist=True) as store:
+        run = store.load_run(run_id)
+    if not is_predicted(run):
+        raise ConfigError(f"--predicted {run_id}: run {run.id} was measured, not predicted; "
+                          "give a run stored by `servelab predict`")  # fmt: skip
+    return run
 
 
 def write(path: Path, text: str) -> None:

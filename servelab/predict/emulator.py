@@ -1,15 +1,20 @@
-"""The discrete-event loop in virtual time: arrivals go to the engine's scheduler, each step it schedules is
-priced by the roofline and advances the clock, and every finished sequence tells the load (closed loop: the
-client sends its next request at once).
+"""The engine's loop, one implementation for both clocks: `EngineLoop` steps an engine's scheduler from a time it
+is told (`now`, seconds), prices each step by the roofline and advances `now` by it; arrivals join at step
+boundaries. Two drivers run it:
 
-Pure: requests in, finished sequences (with their token times) out; no clock is read.
+- `emulate` (predict), in virtual time: a heap of known arrivals, the clock jumping from step end to step end
+  (and to the next arrival when idle); pure, no clock is read.
+- `servelab sim --emulate` (sim/emulated.py), in wall time: arrivals are HTTP requests as they come, each step
+  is computed at its start and its tokens written when the wall clock reaches its end.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
+import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from servelab.predict.core import Request, Scheduler, Sequence, Speculation, Step, emit
 from servelab.predict.roofline import Roofline
@@ -21,6 +26,76 @@ class Outcome:
 
     seq: Sequence
     refused: str | None = None
+
+
+@dataclass
+class StepResult:
+    """What one step did: each sequence that emitted and how many tokens, those that finished (released)."""
+
+    step: Step
+    emitted: list[tuple[Sequence, int]] = field(default_factory=list)
+    finished: list[Sequence] = field(default_factory=list)
+
+
+class EngineLoop:
+    """An engine's scheduler on a clock: `arrive` adds a request, `step` runs the next iteration from `now`."""
+
+    def __init__(self, scheduler: Scheduler, roofline: Roofline, speculation: Speculation | None = None,
+                 *, fast: bool = True) -> None:  # fmt: skip
+        self.scheduler, self.roofline, self.speculation = scheduler, roofline, speculation
+        self.fast = fast and speculation is None
+        self.now = 0.0
+        self.steps = 0
+
+    def arrive(self, request: Request) -> Outcome:
+        """`request` joins the scheduler (it is considered at the next step boundary); refused when the
+        engine can never serve it."""
+        seq = Sequence(request)
+        return Outcome(seq, self.scheduler.add(seq))
+
+    def busy(self) -> bool:
+        return self.scheduler.has_work()
+
+    def step(self, until: float | None = None) -> StepResult | None:
+        """Run the next step from `now`; `now` becomes its end. None when nothing can run. With `fast`, the
+        steps the scheduler says repeat it unchanged follow in the same call while they start before `until`
+        (the next arrival, `math.inf` when none will come; None: no repeats, the next arrival is not known)."""
+        step = self.scheduler.schedule() if self.scheduler.has_work() else None
+        if step is None:
+            return None
+        self.steps += 1
+        self.now += self.roofline.step_s(step, self.speculation)
+        result = StepResult(step)
+        for work in step.works:
+            seq = work.seq
+            count = emit(seq, self.now, work, self.speculation)
+            if count:
+                result.emitted.append((seq, count))
+                if seq.done:
+                    self.scheduler.finished(seq)
+                    result.finished.append(seq)
+        if self.fast and until is not None and not result.finished:
+            self._repeat_decodes(step, until)
+        return result
+
+    def _repeat_decodes(self, step: Step, until: float) -> None:
+        """Run the steps the scheduler says repeat `step` unchanged, until one ends at or past `until`."""
+        count = self.scheduler.steady(step) if step.works else 0
+        times = self.roofline.repeated_decode_s(step, count) if count else None
+        if not times:
+            return
+        seqs = [w.seq for w in step.works]
+        now = self.now
+        for dt in times:
+            if now >= until:
+                break
+            now += dt
+            for seq in seqs:
+                seq.computed += 1
+                seq.generated += 1
+                seq.token_times.append(now)
+                seq.token_counts.append(1)
+        self.now = now
 
 
 OnFinish = Callable[[Outcome, float], Iterable[Request]]  # a request ended at t: the requests it lets go
@@ -36,67 +111,38 @@ def emulate(
     max_steps: int = 50_000_000,
     fast: bool = True,
 ) -> list[Outcome]:
-    """Run until every request has finished; the outcomes in the order they finished. `fast`: runs of
-    identical decode steps (the scheduler's `steady`) are priced in one loop, to the same times."""
+    """Run until every request has finished, in virtual time; the outcomes in the order they finished.
+    `fast`: runs of identical decode steps (the scheduler's `steady`) are priced in one loop, to the same
+    times."""
+    engine = EngineLoop(scheduler, roofline, speculation, fast=fast)
     queue: list[tuple[float, int, Request]] = []
-    order = 0
-    for r in arrivals:
-        heapq.heappush(queue, (r.arrival_s, order, r))
-        order += 1
-    now, done, steps = 0.0, [], 0
-    while queue or scheduler.has_work():
-        while queue and queue[0][0] <= now:
-            request = heapq.heappop(queue)[2]
-            seq = Sequence(request)
-            refused = scheduler.add(seq)
-            if refused is not None:
-                outcome = Outcome(seq, refused)
-                done.append(outcome)
-                for r in on_finish(outcome, now):
-                    heapq.heappush(queue, (max(r.arrival_s, now), order, r))
-                    order += 1
-        step = scheduler.schedule() if scheduler.has_work() else None
-        if step is None:
-            if not queue and scheduler.has_work():
+    done: list[Outcome] = []
+    order = itertools.count()  # ties in time keep the order requests were pushed
+
+    def push(requests: Iterable[Request]) -> None:
+        for r in requests:
+            heapq.heappush(queue, (max(r.arrival_s, engine.now), next(order), r))
+
+    def finish(outcome: Outcome) -> None:
+        done.append(outcome)
+        push(on_finish(outcome, engine.now))
+
+    push(arrivals)
+    while queue or engine.busy():
+        while queue and queue[0][0] <= engine.now:
+            outcome = engine.arrive(heapq.heappop(queue)[2])
+            if outcome.refused is not None:
+                finish(outcome)
+        result = engine.step(queue[0][0] if queue else math.inf)
+        if result is None:
+            if not queue and engine.busy():
                 raise RuntimeError("the emulated engine holds requests it can never schedule")
             if not queue:
                 break
-            now = max(now, queue[0][0])
+            engine.now = max(engine.now, queue[0][0])
             continue
-        steps += 1
-        if steps > max_steps:
+        if engine.steps > max_steps:
             raise RuntimeError(f"the emulation ran past {max_steps} steps")
-        now += roofline.step_s(step, speculation)
-        for work in step.works:
-            seq = work.seq
-            if emit(seq, now, work, speculation) and seq.done:
-                scheduler.finished(seq)
-                outcome = Outcome(seq)
-                done.append(outcome)
-                for r in on_finish(outcome, now):
-                    heapq.heappush(queue, (max(r.arrival_s, now), order, r))
-                    order += 1
-        if fast and speculation is None:
-            now = _repeat_decodes(scheduler, roofline, step, now, queue[0][0] if queue else None)
+        for seq in result.finished:
+            finish(Outcome(seq))
     return done
-
-
-def _repeat_decodes(
-    scheduler: Scheduler, roofline: Roofline, step: Step, now: float, arrival: float | None
-) -> float:
-    """Run the steps the scheduler says repeat `step` unchanged, until one ends at or past the next arrival."""
-    count = scheduler.steady(step) if step.works and all(not w.seq.done for w in step.works) else 0
-    times = roofline.repeated_decode_s(step, count) if count else None
-    if not times:
-        return now
-    seqs = [w.seq for w in step.works]
-    for dt in times:
-        if arrival is not None and now >= arrival:
-            break
-        now += dt
-        for seq in seqs:
-            seq.computed += 1
-            seq.generated += 1
-            seq.token_times.append(now)
-            seq.token_counts.append(1)
-    return now

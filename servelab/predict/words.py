@@ -5,9 +5,10 @@ show up as shared token ids."""
 from __future__ import annotations
 
 from servelab.bench.workloads import Prompt
-from servelab.sim.config import CHAT_TOKENS_PER_MESSAGE, CHAT_TOKENS_PER_PROMPT
+from servelab.sim.config import CHAT_TOKENS_PER_MESSAGE, CHAT_TOKENS_PER_PROMPT, message_text
 
 _TEMPLATE = -1  # the id of every chat-template token (never a word's)
+_RAW = -2  # a prompt given as token ids: id k becomes _RAW - k (never a word's, never the template's)
 
 
 class WordTokenizer:
@@ -31,3 +32,20 @@ class WordTokenizer:
         for message in prompt.messages:
             out += [_TEMPLATE] * CHAT_TOKENS_PER_MESSAGE + self.ids(str(message.get("content", "")))
         return (*out, *([_TEMPLATE] * CHAT_TOKENS_PER_PROMPT))
+
+    def request_ids(self, body: dict, chat: bool) -> tuple[int, ...]:
+        """The token ids of an OpenAI request body, as many as `sim_prompt_tokens` counts (sim --emulate)."""
+        if chat:
+            out: list[int] = []
+            for message in body.get("messages") or []:
+                text = message_text(message.get("content")) if isinstance(message, dict) else ""
+                out += [_TEMPLATE] * CHAT_TOKENS_PER_MESSAGE + self.ids(text)
+            return (*out, *([_TEMPLATE] * CHAT_TOKENS_PER_PROMPT))
+        prompt = body.get("prompt", "")
+        while isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
+            prompt = prompt[0]  # a batch of prompts: the first, as the sim counts
+        if isinstance(prompt, str):
+            return tuple(self.ids(prompt))
+        if isinstance(prompt, list):
+            return tuple(_RAW - k if isinstance(k, int) else _RAW for k in prompt)
+        return ()

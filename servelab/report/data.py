@@ -36,6 +36,7 @@ class EngineSummary:
     usable_context: int | None  # verified context per request/slot (the target's effective config)
     memory_used_bytes: int | None
     workload: str = ""  # the run's workload kind (a file's name for a file)
+    predicted: bool = False  # a `servelab predict` run (meta.predicted): emulated, not measured
 
     @property
     def closed_loop(self) -> tuple[LevelFigures, ...]:
@@ -79,6 +80,9 @@ class Bill:
     settings: tuple[
         dict, ...
     ] = ()  # each run's meta["settings"] (the bench's options, its "slo"), in run order
+    predicted_run: str | None = (
+        None  # `report --predicted RUN`: the prediction every measured target is held to
+    )
 
     @property
     def slo(self) -> dict[str, float]:
@@ -252,14 +256,26 @@ def engine_summaries(runs: list[StoredRun]) -> tuple[EngineSummary, ...]:
     labels = series_labels(
         [(t.engine, m, _workload_name(r), r.id) for (r, t), m in zip(found, models, strict=True)]
     )
+    labels = [
+        label + PREDICTED_TAG if is_predicted(r) else label
+        for (r, _), label in zip(found, labels, strict=True)
+    ]
     levels = {run.id: all_level_figures(run) for run in runs}
     return tuple(EngineSummary(
         label=label, run_id=run.id, target_index=target.index, engine=target.engine, model=model,
         url=target.url, partial=run.info.partial,
         levels=tuple(lv for lv in levels[run.id] if lv.target_index == target.index),
         usable_context=_effective_context(target.info), memory_used_bytes=_memory_used(run, target.info),
-        workload=_workload_name(run),
+        workload=_workload_name(run), predicted=is_predicted(run),
     ) for (run, target), model, label in zip(found, models, labels, strict=True))  # fmt: skip
+
+
+PREDICTED_TAG = " · predicted"
+
+
+def is_predicted(run: StoredRun) -> bool:
+    """A run `servelab predict` stored (its meta says what was emulated), not a measurement."""
+    return bool(as_dict(run.meta.get("predicted")))
 
 
 def assemble(
@@ -268,9 +284,11 @@ def assemble(
     doctor: dict | None = None,
     spec: dict | None = None,
     server_logs: list[tuple[str, str]] | None = None,
+    predicted_run: str | None = None,
 ) -> Bill:
     """Everything the bill shows, from loaded runs and the parsed optional files; `server_logs` are
-    (name, text) of each target's server log, in target order, for the memory it really allocated."""
+    (name, text) of each target's server log, in target order, for the memory it really allocated;
+    `predicted_run` (one of `runs`, a prediction) is held against every measured target."""
     engines = memory_from_logs(engine_summaries(runs), server_logs or [])
     plan = pick_plan(plan_doc, tuple(e.engine for e in engines))
     model, gpu = (plan_doc.model, plan_doc.gpu) if plan_doc else (None, None)
@@ -282,4 +300,4 @@ def assemble(
     power = {r.id: tuple(r.samples.get("gpu_power", ())) for r in runs}
     settings = tuple(as_dict(r.meta.get("settings")) for r in runs)
     return Bill(tuple(r.id for r in runs), engines, warnings, plan, model, gpu, doctor, spec, invalid, partial,
-                tuple(r.info for r in runs), workloads, power, settings)  # fmt: skip
+                tuple(r.info for r in runs), workloads, power, settings, predicted_run)  # fmt: skip

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.report import glance, pareto, plots, tables
+from servelab.report import glance, overlay, pareto, plots, tables
 from servelab.report.bound import bound_sentence, bound_table, level_power_table, power_bounds
 from servelab.report.data import Bill
 from servelab.report.plots import Plot
@@ -98,6 +98,23 @@ def _invalid(bill: Bill) -> tuple[Block, ...]:
                  for (run, target, level), why in bill.invalid_levels.items())  # fmt: skip
 
 
+def _prediction_section(bill: Bill) -> tuple[Section, ...]:
+    """With a prediction in the bill: its error per figure per level against each measured target it is held
+    to (the ladder plots draw it dashed); none without a prediction."""
+    if not any(e.predicted for e in bill.engines):
+        return ()
+    found = tables.prediction_tables(bill)
+    if not found:
+        why = ("No measured target has the predicted model and workload: pass the measured run and "
+               "`--predicted RUN` to hold them to each other.")  # fmt: skip
+        return (Section("prediction", "Predicted vs measured", (Para(why, "note"),)),)
+    every = [e for pair in overlay.pairs(bill) for e in overlay.errors(pair)]
+    median = overlay.median_abs_error(every)
+    summary = Para("Error = (predicted − measured) / measured; median |error| over every figure and level: "
+                   f"{'—' if median is None else f'{median:.1%}'}.")  # fmt: skip
+    return (Section("prediction", "Predicted vs measured", (summary, *found)),)
+
+
 def _doctor_section(bill: Bill) -> Section:
     if bill.doctor is None:
         return Section("doctor", "Doctor findings",
@@ -149,6 +166,7 @@ def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
         Section(
             "ladder", "Concurrency ladder", (*_invalid(bill), *tables.ladder_tables(bill), *_failures(bill))
         ),
+        *_prediction_section(bill),
         _plot_section("throughput", "Throughput", pick("aggregate-throughput", "per-stream", "pareto")),
         _plot_section("latency", "Latency", pick("latency-percentiles", "itl-distribution")),
         _plot_section("roofline", "Against the ceiling", pick("roofline")),

@@ -16,6 +16,7 @@ import numpy as np
 
 from servelab.report.data import Bill, EngineSummary
 from servelab.report.levels import NS_PER_S, LevelFigures
+from servelab.report.overlay import series_colours
 from servelab.report.svg import INK, Marks, figure_svg, new_figure, plain, styled
 from servelab.report.verdict import ceiling_at
 
@@ -95,13 +96,15 @@ def ladder_plot(
         return Plot(key, title, None, "no level has this figure (no request produced more than one token)")
     marks = Marks()
     unit = ylabel[ylabel.rfind("(") + 1 : -1] if ylabel.endswith(")") else ""
+    colours = series_colours(bill)
     with styled():
         figure = new_figure()
         ax = figure.add_subplot()
         peak = 0.0
         for engine in bill.engines:
             xs, ys = _ladder(engine, value)
-            (line,) = ax.plot(xs, ys, marker="o", label=plain(engine.label))
+            (line,) = ax.plot(xs, ys, "--" if engine.predicted else "-", marker="o", color=colours[engine.label],
+                              label=plain(engine.label))  # fmt: skip
             marks.points(
                 line, [f"{engine.label}\nc={x:g}: {y:,.3f} {unit}" for x, y in zip(xs, ys, strict=True)]
             )
@@ -139,13 +142,16 @@ def latency_percentiles(bill: Bill) -> Plot:
     if _no_ladder(bill):
         return Plot(key, title, None, "no closed-loop levels in these runs")
     marks = Marks()
+    colours = series_colours(bill)
+    overlaid = any(e.predicted for e in bill.engines)  # predictions dashed: measured p99 dash-dotted then
+    styles = {False: ((50, "-"), (99, "-." if overlaid else "--")), True: ((50, "--"), (99, ":"))}
     with styled():
         figure = new_figure(6.4, 5.6)
         for row, (name, attr) in enumerate((("TTFT", "ttft_ms"), ("ITL", "itl_ms"))):
             ax = figure.add_subplot(2, 1, row + 1)
-            for i, engine in enumerate(bill.engines):
-                colour = f"C{i % 8}"
-                for q, style in ((50, "-"), (99, "--")):
+            for engine in bill.engines:
+                colour = colours[engine.label]
+                for q, style in styles[engine.predicted]:
                     xs, ys = _ladder(engine, _percentile(attr, q))
                     (line,) = ax.plot(
                         xs,
@@ -159,7 +165,8 @@ def latency_percentiles(bill: Bill) -> Plot:
                                         for x, y in zip(xs, ys, strict=True)])  # fmt: skip
             _ladder_axes(ax, f"{name} (ms)", marks)
             ax.set_ylim(bottom=0)
-            ax.set_title(f"{name} p50 (solid) and p99 (dashed)")
+            ax.set_title(f"{name} p50 (solid) and p99 (dash-dotted); predicted p50 dashed, p99 dotted" if overlaid
+                         else f"{name} p50 (solid) and p99 (dashed)")  # fmt: skip
         legend_below(figure, marks)
         return Plot(key, title, figure_svg(figure, key, title, marks))
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from servelab.report import overlay
 from servelab.report.data import Bill
 from servelab.report.levels import LevelFigures
 
 GIB = 1024**3
-NUMERIC = re.compile(r"^([\d,.\s/%—×-]|GiB|MiB)*$")  # numbers, "55 / 60", "83%", "—": right-aligned
+NUMERIC = re.compile(r"^([\d,.\s/%—×+-]|GiB|MiB)*$")  # numbers, "55 / 60", "83%", "—": right-aligned
 
 
 def is_numeric(cell: str) -> bool:
@@ -115,3 +116,36 @@ def failures_table(bill: Bill) -> TableData | None:
         ("engine / configuration", "level", "kind", "count", "first message"),
         rows,
     )
+
+
+def signed_share(fraction: float | None) -> str:
+    return "—" if fraction is None else f"{fraction:+.1%}"
+
+
+def prediction_tables(bill: Bill) -> list[TableData]:
+    """Per measured target held to a prediction: each level's figures predicted, measured and the error, then
+    the median |error| of each figure over the levels."""
+    out = []
+    for i, pair in enumerate(overlay.pairs(bill)):
+        found = overlay.errors(pair)
+        by_level: dict[str, dict[str, overlay.FigureError]] = {}
+        for e in found:
+            by_level.setdefault(e.level, {})[e.figure] = e
+        rows = []
+        for level, figures in by_level.items():
+            cells: list[str] = [level]
+            for name, _ in overlay.FIGURES:
+                got = figures.get(name)
+                cells += [fmt(None), fmt(None), "—"] if got is None else [fmt(got.predicted), fmt(got.measured),
+                                                                          signed_share(got.error)]  # fmt: skip
+            rows.append(tuple(cells))
+        median = ["median |error|"]
+        for name, _ in overlay.FIGURES:
+            value = overlay.median_abs_error(found, name)
+            median += ["", "", "—" if value is None else f"{value:.1%}"]
+        rows.append(tuple(median))
+        headers = ("level", *(f"{name} {part}" for name, _ in overlay.FIGURES
+                              for part in ("predicted", "measured", "error")))  # fmt: skip
+        title = f"Predicted vs measured: {pair.measured.label} against {pair.predicted.label}"
+        out.append(TableData(f"prediction-{i}", title, headers, tuple(rows)))
+    return out

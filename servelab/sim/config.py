@@ -121,7 +121,7 @@ def sim_prompt_tokens(body: dict, chat: bool) -> int:
     """The sim's tokenizer: one token per whitespace-separated word, ids count one each; chat adds a template."""
     if chat:
         messages = body.get("messages") or []
-        words = sum(len(_text_of(m.get("content")).split()) for m in messages if isinstance(m, dict))
+        words = sum(len(message_text(m.get("content")).split()) for m in messages if isinstance(m, dict))
         return words + CHAT_TOKENS_PER_MESSAGE * len(messages) + CHAT_TOKENS_PER_PROMPT
     return _prompt_tokens(body.get("prompt", ""))
 
@@ -136,7 +136,8 @@ def _prompt_tokens(prompt: object) -> int:
     return 0
 
 
-def _text_of(content: object) -> str:
+def message_text(content: object) -> str:
+    """A chat message's text: a string, or the text parts of a list of content parts."""
     if isinstance(content, list):  # [{"type": "text", "text": ...}]
         return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
     return str(content or "")

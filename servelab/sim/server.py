@@ -17,12 +17,17 @@ import contextlib
 import heapq
 import json
 import time
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from aiohttp import HttpVersion11, web
 
 from servelab.errors import ConfigError
+from servelab.sim.answer import Answer
 from servelab.sim.config import SimConfig, fault_for, sim_prompt_tokens
+
+if TYPE_CHECKING:
+    from servelab.predict.machine import EmulatedEngine
+    from servelab.sim.emulated import WallClockEngine
 
 SPIN_NS = 3_000_000
 LOG_LIMIT = 100_000  # requests kept in the /sim/requests log (oldest dropped first)
@@ -39,7 +44,7 @@ class RequestLog(TypedDict):
 class SimServer:
     """The aiohttp application and its listening socket. ``url`` is set once started."""
 
-    def __init__(self, config: SimConfig) -> None:
+    def __init__(self, config: SimConfig, emulate: EmulatedEngine | None = None) -> None:
         self.config = config
         self.url = ""
         self.requests_seen = 0
@@ -47,6 +52,11 @@ class SimServer:
         self._runner: web.AppRunner | None = None
         self._ticker = _Ticker()
         self._slots = asyncio.Semaphore(config.slots) if config.slots else None  # FIFO: waiters in order
+        self.emulated: WallClockEngine | None = None  # --emulate: the engine's scheduler times every answer
+        if emulate is not None:
+            from servelab.sim.emulated import WallClockEngine
+
+            self.emulated = WallClockEngine(emulate, self._ticker.start)
 
     async def __aenter__(self) -> str:
         return await self.start()
@@ -138,6 +148,8 @@ class SimServer:
         plan, problem = self._plan(body, chat)
         if problem is not None:
             return problem
+        if self.emulated is not None:
+            return await self._emulate(self.emulated, request, body, plan, (t0_ns, n))
         async with (
             self._slots or contextlib.nullcontext()
         ):  # with --slots, the answer starts once one is free
@@ -158,15 +170,15 @@ class SimServer:
             return _error(429, "simulated rate limit", headers={"Retry-After": "1"})
         return None
 
-    def _plan(self, body: dict, chat: bool) -> tuple[_Plan, web.Response | None]:
+    def _plan(self, body: dict, chat: bool) -> tuple[Answer, web.Response | None]:
         cfg = self.config
         model = body.get("model")
         if model not in (None, "", cfg.model):
-            return _Plan.empty(), _error(404, f"The model `{model}` does not exist.")
+            return Answer.empty(), _error(404, f"The model `{model}` does not exist.")
         max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or cfg.max_tokens
         prompt_tokens = sim_prompt_tokens(body, chat)
         if prompt_tokens + max_tokens > cfg.context:
-            return _Plan.empty(), _error(
+            return Answer.empty(), _error(
                 400,
                 f"This model's maximum context length is {cfg.context} tokens. However, you requested "
                 f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the completion).",
@@ -181,11 +193,34 @@ class SimServer:
             )  # as vLLM: continuous needs include
             usage = "continuous" if usage == "final" and options.get("continuous_usage_stats") else usage
         finish = "length" if out == max_tokens else "stop"
-        return _Plan(chat, cfg.model, prompt_tokens, out, cfg.tokens_per_chunk, usage, finish), None
+        return Answer(chat, cfg.model, prompt_tokens, out, cfg.tokens_per_chunk, usage, finish), None
 
-    async def _stream(
-        self, request: web.Request, plan: _Plan, start: tuple[int, int], log: RequestLog, fault: str | None
-    ):
+    async def _emulate(self, engine: WallClockEngine, request: web.Request, body: dict, plan: Answer,
+                       start: tuple[int, int]) -> web.StreamResponse:  # fmt: skip
+        """The emulated engine decides when each token is written (sim/emulated.py)."""
+        from servelab.sim.emulated import EmulatedStream
+
+        t0_ns, n = start
+        log = self.log[request.headers.get("X-Request-Id", f"sim-{n}")]
+        sink = EmulatedStream(plan, n, log, asyncio.get_running_loop().create_future())
+        refused = engine.submit(engine.words.request_ids(body, plan.chat), plan.out, t0_ns, sink)
+        if refused is not None:
+            return _error(400, refused)
+        if not body.get("stream"):
+            await sink.done
+            return web.json_response(plan.full_response(n))
+        response = await self._open_stream(request, plan, start)
+        sink.attach(request.transport, response.chunked)
+        await sink.done
+        if sink.ok:
+            with contextlib.suppress(ConnectionResetError):
+                await response.write_eof()
+        return response
+
+    async def _open_stream(
+        self, request: web.Request, plan: Answer, start: tuple[int, int]
+    ) -> web.StreamResponse:
+        """The SSE response with its headers sent (and the role chunk, for chat)."""
         t0_ns, n = start
         headers = {
             "Content-Type": "text/event-stream",
@@ -194,10 +229,17 @@ class SimServer:
         }
         response = web.StreamResponse(headers=headers)
         if request.version >= HttpVersion11:
-            response.enable_chunked_encoding()  # the _StreamJob frames its writes itself
+            response.enable_chunked_encoding()  # the stream jobs frame their writes themselves
         await response.prepare(request)  # a StreamResponse sends its headers here
         if plan.chat and self.config.role_chunk:
             await response.write(plan.event(n, plan.role_delta(), None, 0))
+        return response
+
+    async def _stream(
+        self, request: web.Request, plan: Answer, start: tuple[int, int], log: RequestLog, fault: str | None
+    ):
+        t0_ns, n = start
+        response = await self._open_stream(request, plan, start)
         fault_at = plan.chunks // 2 if fault in ("drop", "stall", "malformed") else None
         keepalive_ns = int((self.config.keepalive_ms or 0) * 1e6)
         job = _StreamJob(
@@ -229,7 +271,7 @@ class _StreamJob:
     (chunked framing done here), so no task wakes up per event. The last content chunk, the usage event and
     [DONE] go out in one write; a mid-stream fault stops the job at its chunk's deadline."""
 
-    def __init__(self, transport, chunked: bool, plan: _Plan, start: tuple[int, int], config: SimConfig,
+    def __init__(self, transport, chunked: bool, plan: Answer, start: tuple[int, int], config: SimConfig,
                  log: RequestLog, fault_at: int | None, keepalive_ns: int) -> None:  # fmt: skip
         self.transport, self.chunked, self.plan = transport, chunked, plan
         self.t0_ns, self.n = start
@@ -292,10 +334,15 @@ class _Ticker:
 
     async def run(self, job: _StreamJob) -> bool:
         """Play the job to its end; False when the client went away."""
+        await self.start(job)
+        return job.ok
+
+    def start(self, job: Any) -> asyncio.Future[None]:
+        """Step `job` at its deadlines (`first_due`, then what each `step` returns) until a step returns None;
+        the future resolves then."""
         future = asyncio.get_running_loop().create_future()
         self._push(job.first_due(time.perf_counter_ns()), (job, future))
-        await future
-        return job.ok
+        return future
 
     async def sleep_until(self, deadline_ns: int) -> None:
         future = asyncio.get_running_loop().create_future()
@@ -339,87 +386,6 @@ class _Ticker:
             if heap and heap[0][0] > now:
                 now = time.perf_counter_ns()
         self._arm()
-
-
-class _Plan:
-    """One answer: how many tokens, in which chunks, with which usage reporting."""
-
-    def __init__(self, chat: bool, model: str, prompt_tokens: int, out: int, k: int, usage: str, finish: str):
-        self.chat, self.model, self.prompt_tokens, self.out = chat, model, prompt_tokens, out
-        self.k, self.usage, self.finish = k, usage, finish
-        self.chunks = -(-out // k)
-        self.created = int(time.time())
-        self._template: tuple[bytes, bytes] | None = None
-
-    @classmethod
-    def empty(cls) -> _Plan:
-        return cls(False, "", 0, 1, 1, "off", "stop")
-
-    def role_delta(self) -> dict:
-        return {"role": "assistant", "content": ""}
-
-    def tokens_in(self, j: int) -> int:
-        return min(self.k, self.out - j * self.k)
-
-    def text_of(self, j: int) -> str:
-        return "".join(f"t{j * self.k + i} " for i in range(self.tokens_in(j)))
-
-    def content_event(self, n: int, j: int) -> bytes:
-        finish = self.finish if j == self.chunks - 1 else None
-        done = min(self.out, (j + 1) * self.k)
-        if finish is None and self.usage != "continuous":  # the common chunk, without json.dumps
-            return self._plain_event(n, self.text_of(j))
-        if self.chat:
-            payload: dict = {"content": self.text_of(j)}
-            return self.event(n, payload, finish, done)
-        return self.event(n, self.text_of(j), finish, done)
-
-    def _plain_event(self, n: int, text: str) -> bytes:
-        """The same JSON as event(), built from a template made once per answer (the text is a safe
-        "tN tN+1 " string)."""
-        if self._template is None:
-            field = '"delta":{"content":"' if self.chat else '"text":"'
-            head = f'{{"id":"sim-{n}","object":"{self._object(True)}","created":{self.created},"model":{json.dumps(self.model)}'
-            self._template = (f'data: {head},"choices":[{{"index":0,"finish_reason":null,{field}'.encode(),
-                              b'"}}]}\n\n' if self.chat else b'"}]}\n\n')  # fmt: skip
-        return self._template[0] + text.encode() + self._template[1]
-
-    def usage_dict(self, completion: int) -> dict:
-        total = self.prompt_tokens + completion
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion, "total_tokens": total}
-
-    def event(self, n: int, delta: dict | str, finish: str | None, done: int) -> bytes:
-        choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
-        if self.chat:
-            choice["delta"] = delta
-        else:
-            choice["text"] = delta
-        body: dict[str, Any] = {"id": f"sim-{n}", "object": self._object(True), "created": self.created}
-        body.update(model=self.model, choices=[choice])
-        if self.usage == "continuous":
-            body["usage"] = self.usage_dict(done)
-        return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
-
-    def usage_event(self, n: int) -> bytes:
-        body = {"id": f"sim-{n}", "object": self._object(True), "created": self.created, "model": self.model}
-        body.update(choices=[], usage=self.usage_dict(self.out))
-        return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
-
-    def full_response(self, n: int) -> dict:
-        text = "".join(self.text_of(j) for j in range(self.chunks))
-        choice: dict[str, Any] = {"index": 0, "finish_reason": self.finish}
-        if self.chat:
-            choice["message"] = {"role": "assistant", "content": text}
-        else:
-            choice["text"] = text
-        body = {"id": f"sim-{n}", "object": self._object(False), "created": self.created, "model": self.model}
-        body.update(choices=[choice], usage=self.usage_dict(self.out))
-        return body
-
-    def _object(self, stream: bool) -> str:
-        if self.chat:
-            return "chat.completion.chunk" if stream else "chat.completion"
-        return "text_completion"
 
 
 async def _json_body(request: web.Request) -> dict | None:
