@@ -25,11 +25,12 @@ from typing import Any
 
 from servelab import __version__
 from servelab.bench.aiohttp_edge import EdgeReport, check_edge
-from servelab.bench.client import ClientRequest, StreamClient
+from servelab.bench.client import StreamClient
 from servelab.bench.config import BenchConfig
 from servelab.bench.level import LevelState, run_closed, run_open
 from servelab.bench.level_key import Level
 from servelab.bench.live import LiveLevel
+from servelab.bench.maker import PromptSlot, RequestMaker
 from servelab.bench.metrics import mark_eviction
 from servelab.bench.monitor import LoopMonitor, validity
 from servelab.bench.records import RequestRecord
@@ -38,6 +39,8 @@ from servelab.bench.schedule import arrival_offsets_ns
 from servelab.bench.sink import RecordSink
 from servelab.bench.summary import pool_repeats, summarize_level
 from servelab.bench.target import Target, connect_target, target_prompts
+from servelab.bench.worker_core import ClientSpec
+from servelab.bench.workers import Fleet, open_fleet
 from servelab.bench.workloads import Prompt
 from servelab.errors import StoreError
 from servelab.inert import inert_line
@@ -140,6 +143,7 @@ class _Runner:
         self.sink: RecordSink | None = None
         self.position = 0  # level-repeats started so far
         self.total = 0
+        self.fleet: Fleet | None = None  # --workers / --ray: the load from worker processes
 
     async def run_all(self, targets: list[Target], prompts: dict[int, list[Prompt]]) -> BenchResult:
         self.stop_event = asyncio.Event()
@@ -149,6 +153,7 @@ class _Runner:
         self.total = len(targets) * len(self.config.levels) * self.config.repeat
         self.sink = sink = RecordSink(self.store, self.run_id)
         try:
+            self.fleet = await open_fleet(self.config)
             for target in targets:
                 if self.stop_event.is_set():
                     break
@@ -156,6 +161,8 @@ class _Runner:
         finally:
             if installed:
                 loop.remove_signal_handler(signal.SIGINT)
+            if self.fleet is not None:
+                await self.fleet.close()
             await sink.close(_notice)
         result.partial = self.stop_event.is_set()
         return result
@@ -226,25 +233,36 @@ class _Runner:
             sampler.start()
         sink.window()
         monitor.start()
-        if config.rate is None:
-            await run_closed(client, slots, state, make, on_record, self.stop_event)
-        else:
+        offsets = None
+        if config.rate is not None:
             offsets = arrival_offsets_ns(
                 config.rate, state_count(config), burstiness=config.burstiness, seed=config.seed
             )
+        here = is_loopback_url(target.url)
+        fleet = None
+        if self.fleet is not None:
+            fleet = await self.fleet.level(config, _client_spec(target, config), make, slots, offsets, state,
+                                           on_record, self.stop_event, here)  # fmt: skip
+        elif offsets is None:
+            await run_closed(client, slots, state, make, on_record, self.stop_event)
+        else:
             await run_open(client, offsets, state, make, on_record, self.stop_event)
         client_stats = await monitor.stop()
+        if fleet is not None:
+            client_stats = {**fleet.client, "coordinator": client_stats}
         client_stats["store_blocked_s"] = round(sink.blocked_s(), 3)
         if sink.error is not None:
             self._interrupt()
         self._stop_samplers({"target_index": target.index, "level": level.label, "repeat": rep}, sink)
         self._snapshot(target, level.label, rep, "after", sink)
-        valid, why = validity(
-            client_stats, config.lag_limit_ms, config.cpu_limit, server_here=is_loopback_url(target.url)
-        )
+        if fleet is None:
+            valid, why = validity(client_stats, config.lag_limit_ms, config.cpu_limit, server_here=here)
+        else:
+            valid, why = fleet.valid, fleet.invalid_reason
         valid, why = _store_validity(valid, why, client_stats["store_blocked_s"])
         result = LevelResult(summarize_level(records, level, config.slo), valid, why,
-                             partial=self.stop_event.is_set(), client=client_stats)  # fmt: skip
+                             partial=self.stop_event.is_set() or (fleet is not None and fleet.lost_worker),
+                             client=client_stats)  # fmt: skip
         if self.store is not None:
             sink.later(functools.partial(self.store.add_level, self.run_id, target.index, level.label, rep,
                                          result.to_json()))  # fmt: skip
@@ -276,6 +294,15 @@ class _Runner:
                 )
 
 
+def _client_spec(target: Target, config: BenchConfig) -> ClientSpec:
+    """How each worker's client reaches ``target`` (the same settings as the in-process client)."""
+    return ClientSpec(
+        target.url, config.api_key, target.probe.authorization, tuple(target.probe.secrets),
+        config.stall_timeout_s, target.extras.KEEP_ALIVE, config.deadline_s, config.max_line_bytes,
+        config.max_body_bytes,
+    )  # fmt: skip
+
+
 def state_count(config: BenchConfig) -> int:
     """How many open-loop arrivals a level schedules."""
     stop = config.stop
@@ -284,23 +311,18 @@ def state_count(config: BenchConfig) -> int:
     return max(1, int((config.rate or 0) * (stop.duration_s or 0)))
 
 
-def _maker(target: Target, config: BenchConfig, level: Level, rep: int, prompts: list[Prompt], warmup: int):
+def _maker(
+    target: Target, config: BenchConfig, level: Level, rep: int, prompts: list[Prompt], warmup: int
+) -> RequestMaker:
     path = "/v1/chat/completions" if config.chat else "/v1/completions"
-    pool = max(1, len(prompts) - warmup)
-    bodies = [target.request_body(prompt, config.chat) for prompt in prompts]
-    payloads = [json.dumps(body).encode() for body in bodies]  # encoded before the level, not while it runs
-
-    def make(index: int, phase: str, intended_ns: int | None) -> ClientRequest:
-        at = index if index < warmup else warmup + (index - warmup) % pool
-        prompt = prompts[at]
-        return ClientRequest(
-            path, bodies[at], target_index=target.index, level=level.label, repeat=rep, payload=payloads[at],
-            request_index=prompt.index, phase=phase, intended_ns=intended_ns, serial=index,
-            expected_prompt_tokens=prompt.input_tokens if prompt.verified else None,
-            expected_cached_tokens=prompt.expected_cached_tokens or None,
-        )  # fmt: skip
-
-    return make
+    slots = []
+    for prompt in prompts:  # encoded before the level, not while it runs
+        body = target.request_body(prompt, config.chat)
+        slots.append(PromptSlot(
+            body, json.dumps(body).encode(), prompt.index,
+            prompt.input_tokens if prompt.verified else None, prompt.expected_cached_tokens or None,
+        ))  # fmt: skip
+    return RequestMaker(path, target.index, level.label, rep, warmup, tuple(slots))
 
 
 def _combine(

@@ -81,6 +81,12 @@ def register(app: typer.Typer) -> None:
             False, "--no-power", help="Do not sample GPU power, utilisation and clocks."
         ),
         json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
+        workers: int = typer.Option(
+            None, "--workers", help="Send the load from N worker processes (Ray actors with --ray)."
+        ),
+        ray: str = typer.Option(
+            None, "--ray", help="Workers as Ray actors: auto (the cluster Ray finds), local or HOST:PORT."
+        ),
         deadline: float = typer.Option(
             DEFAULT_DEADLINE_S, "--deadline", help="Seconds a whole request may take (error kind deadline)."
         ),
@@ -104,7 +110,7 @@ def register(app: typer.Typer) -> None:
             "rate": rate, "burstiness": burstiness, "repeat": repeat, "warmup": warmup, "max_errors": max_errors,
             "slo": slo, "seed": seed, "name": name, "model": model, "chat": chat, "deadline_s": deadline,
             "stall_timeout_s": stall_timeout, "max_line_bytes": max_line_bytes, "max_body_bytes": max_body_bytes,
-            "max_endpoint_bytes": max_endpoint_bytes,
+            "max_endpoint_bytes": max_endpoint_bytes, "workers": workers, "ray": ray,
         }  # fmt: skip
         if config_path is not None:
             options = _merge_yaml(options, load_experiment(config_path))
@@ -144,7 +150,8 @@ def build_config(o: dict[str, Any], api_key: str | None) -> BenchConfig:
     )  # fmt: skip
 
 
-LIMIT_KEYS = ("deadline_s", "stall_timeout_s", "max_line_bytes", "max_body_bytes", "max_endpoint_bytes")
+LIMIT_KEYS = ("deadline_s", "stall_timeout_s", "max_line_bytes", "max_body_bytes", "max_endpoint_bytes", "workers",
+              "ray")  # fmt: skip
 
 
 def _merge_yaml(cli: dict[str, Any], yaml_values: dict[str, Any]) -> dict[str, Any]:
