@@ -228,6 +228,9 @@ def _render(result: BenchResult, json_out: bool, failed: list[str] | None = None
     for target in result.targets:
         console.print(_ladder_table(target))
         for lv in target.levels:
+            if lv.client.get("workers"):
+                console.print(_fleet_line(lv), markup=False)
+        for lv in target.levels:
             if not lv.valid:
                 console.print(
                     f"{lv.stats.level} not valid: {lv.invalid_reason or 'no reason recorded'}", markup=False
@@ -254,6 +257,15 @@ def _ladder_table(target) -> Table:
             _f(s.itl_ms.p50), _f(s.itl_ms.p99), str(s.errors), str(s.evictions), "yes" if lv.valid else "NO",
         )  # fmt: skip
     return table
+
+
+def _fleet_line(lv) -> str:
+    """Beside the timing figures of a level sent by workers: how many, and the bound on their clock alignment."""
+    client = lv.client
+    bound = client.get("clock_bound_ms") or 0.0
+    where = ("one clock (shared CLOCK_MONOTONIC)" if bound == 0 and str(client.get("clock_source", "")).startswith("shared")
+             else f"timings ±{bound:.3f} ms (worker clocks aligned by {client.get('clock_source')})")  # fmt: skip
+    return f"{lv.stats.level}: {len(client['workers'])} workers, {where}"
 
 
 def _f(value: float | None) -> str:
