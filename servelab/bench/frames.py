@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import socket
 import struct
 
 _HEADER = struct.Struct(">I")
@@ -22,3 +23,26 @@ async def read(reader: asyncio.StreamReader) -> tuple:
     """The next message; `asyncio.IncompleteReadError` when the other end is gone (even mid-message)."""
     (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
     return pickle.loads(await reader.readexactly(size))
+
+
+def read_body_sync(sock: socket.socket) -> bytes | None:
+    """The next message's pickled body from a blocking socket; None when the other end is gone."""
+    header = _recv_exactly(sock, _HEADER.size)
+    if header is None:
+        return None
+    (size,) = _HEADER.unpack(header)
+    return _recv_exactly(sock, size)
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
+    chunks, left = [], size
+    while left:
+        try:
+            chunk = sock.recv(min(left, 1 << 20))
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)

@@ -2,8 +2,8 @@
 
 Each actor (one CPU each, spread over the nodes) runs bench/worker_core.py's `WorkerCore` in its own
 event loop on a thread of its own; the coordinator sends it the level (workload included) through actor
-calls and takes its messages back in batches as they come (``take``: whatever has finished, at once, or
-after a short wait), so a lost node loses only what its workers had in flight or not yet taken. Nothing is
+calls and takes its messages back in batches as they come (``take``: what finished within 0.1 s), so a lost
+node loses only what its workers had in flight or had not yet handed over (at most the last 0.1 s). Nothing is
 sent over a socket of our own: Ray's calls carry everything. A worker's monotonic clock is mapped onto the
 coordinator's by an offset estimated from round trips before and after each level (clock.py); the bound is
 recorded in the level. ``servelab`` must be importable on every node (installed there, as for any Ray job).
@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
+import pickle
 import queue
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -32,52 +33,80 @@ from servelab.bench.workers import Fleet
 from servelab.errors import ConfigError
 
 ROUND_TRIPS = 9  # per clock estimate; the shortest is used
-TAKE_WAIT_S = 0.05  # a take() with nothing finished returns after this long
+TAKE_WINDOW_S = 0.1  # a take() returns what the worker said within this long (a batch of records)
 PLACE_TIMEOUT_S = 120.0  # the cluster placing the actors (a cold node imports servelab)
 
 
 class _Worker:
-    """A worker on a Ray node: WorkerCore in its own loop thread; ``take`` blocks one of the actor's threads."""
+    """A Ray actor holding one CPU of its node, and on that node the same worker process `--workers` starts
+    (bench/worker_main.py, its own interpreter: Ray's threads in the actor never hold its event loop up).
+    The actor relays: commands down the socketpair, the worker's messages back as pickled bodies that
+    ``take`` hands over in batches. Its ``clock`` reads the node's CLOCK_MONOTONIC, the worker's own clock."""
 
     def __init__(self) -> None:
-        from servelab.bench.worker_core import WorkerCore
+        from servelab.bench import frames
+        from servelab.bench.workers import worker_argv
 
-        self._outbox: queue.SimpleQueue[tuple] = queue.SimpleQueue()
-        self._loop = _new_loop()
-        self._core = WorkerCore(self._outbox.put)
-        threading.Thread(target=self._loop.run_forever, name="servelab-ray-worker", daemon=True).start()
+        ours, theirs = socket.socketpair()
+        self._proc = subprocess.Popen(worker_argv(theirs.fileno(), None), pass_fds=(theirs.fileno(),))
+        theirs.close()
+        self._sock, self._send_lock = ours, threading.Lock()
+        self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        hello = frames.read_body_sync(ours)
+        if hello is None:
+            raise RuntimeError(f"the bench worker process did not start (exit status {self._proc.wait()})")
+        _, self._pid, _, self._nice = pickle.loads(hello)
+        self._gone: str | None = None
+        threading.Thread(target=self._relay, name="servelab-ray-relay", daemon=True).start()
+
+    def _relay(self) -> None:
+        from servelab.bench import frames
+
+        while (body := frames.read_body_sync(self._sock)) is not None:
+            self._outbox.put(body)
+        self._outbox.put(None)
 
     def info(self) -> dict[str, Any]:
         node = ray.get_runtime_context().get_node_id()
-        return {"node": node[:12], "host": socket.gethostname(), "pid": os.getpid()}
+        return {"node": node[:12], "host": socket.gethostname(), "pid": self._pid, "nice": self._nice}
 
     def clock(self) -> int:
         return time.perf_counter_ns()
 
     def command(self, message: tuple) -> None:
-        self._loop.call_soon_threadsafe(self._core.handle, message)
+        from servelab.bench import frames
 
-    def take(self, wait_s: float) -> list[tuple]:
-        try:
-            out = [self._outbox.get(timeout=wait_s)]
-        except queue.Empty:
-            return []
-        while True:
+        with self._send_lock:
+            self._sock.sendall(frames.encode(message))
+
+    def take(self, window_s: float) -> list[bytes]:
+        """The worker's messages of the next ``window_s`` (a few calls a second, whatever the request rate);
+        raises once the worker process is gone, so the coordinator counts it lost."""
+        if self._gone is not None:
+            raise RuntimeError(self._gone)
+        deadline = time.monotonic() + window_s
+        out: list[bytes] = []
+        while (left := deadline - time.monotonic()) > 0:
             try:
-                out.append(self._outbox.get_nowait())
+                body = self._outbox.get(timeout=left)
             except queue.Empty:
-                return out
+                break
+            if body is None:
+                self._gone = f"the bench worker process exited with status {self._proc.wait()}"
+                break
+            out.append(body)
+        return out
+
+    def quit(self) -> None:
+        with contextlib.suppress(OSError):
+            self.command(("quit",))
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
 
 
 RayWorker = ray.remote(_Worker)
-
-
-def _new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
 
 
 def _ignore(*_: object) -> None:
@@ -98,14 +127,14 @@ class RayLink:
     async def _poll(self) -> None:
         while not self._closing:
             try:
-                messages = await self.actor.take.remote(TAKE_WAIT_S)
+                bodies = await self.actor.take.remote(TAKE_WINDOW_S)
             except RayError as exc:
                 self._dead = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
                 if not self._closing:
                     self.on_death(self._dead)
                 return
-            for message in messages:
-                self.on_message(message)
+            for body in bodies:
+                self.on_message(pickle.loads(body))  # our own worker's frames, carried by Ray
 
     @property
     def alive(self) -> bool:
@@ -132,8 +161,10 @@ class RayLink:
 
     async def close(self) -> None:
         self._closing = True
-        self.send(("stop",))
         await asyncio.gather(self._pump, return_exceptions=True)
+        if self.alive:
+            with contextlib.suppress(RayError):
+                await self.actor.quit.remote()
         self.kill()
 
 

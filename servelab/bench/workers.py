@@ -50,6 +50,7 @@ class LocalLink:
         self.on_death: Callable[[str], None] = _ignore
         self.proc: subprocess.Popen | None = None
         self.pid: int | None = None
+        self.nice: int | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._pump: asyncio.Task | None = None
         self._dead: str | None = None
@@ -57,10 +58,7 @@ class LocalLink:
 
     async def start(self) -> None:
         ours, theirs = socket.socketpair()
-        argv = [sys.executable, "-m", "servelab.bench.worker_main", str(theirs.fileno())]
-        if self.cpu is not None:
-            argv.append(str(self.cpu))
-        self.proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), env=_child_env())
+        self.proc = subprocess.Popen(worker_argv(theirs.fileno(), self.cpu), pass_fds=(theirs.fileno(),))
         theirs.close()
         reader, self._writer = await asyncio.open_connection(sock=ours)
         try:
@@ -69,7 +67,7 @@ class LocalLink:
             self.kill()
             raise ServelabError(f"bench worker {self.index} did not start ({type(exc).__name__}); "
                                 f"run `{sys.executable} -m servelab.bench.worker_main` to see why") from None  # fmt: skip
-        self.pid = hello[1]
+        self.pid, self.nice = hello[1], hello[3]
         self._pump = asyncio.ensure_future(self._read(reader))
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
@@ -94,7 +92,7 @@ class LocalLink:
         return self._dead is None and self._writer is not None
 
     def info(self) -> dict[str, Any]:
-        return {"pid": self.pid, "cpu": self.cpu}
+        return {"pid": self.pid, "cpu": self.cpu, "nice": self.nice}
 
     def send(self, message: tuple) -> None:
         if self._writer is not None and self.alive:
@@ -123,11 +121,12 @@ class LocalLink:
             self._writer.close()
 
 
-def _child_env() -> dict[str, str]:
-    """The worker imports the same servelab as this process."""
+def worker_argv(fd: int, cpu: int | None) -> list[str]:
+    """The worker process's command line: this interpreter, importing the same servelab as this process
+    (whatever the working directory or PYTHONPATH), on socket ``fd``, pinned to ``cpu`` when given."""
     root = str(Path(__file__).resolve().parents[2])
-    path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": root if not path else f"{root}{os.pathsep}{path}"}
+    boot = f"import sys; sys.path.insert(0, {root!r}); from servelab.bench.worker_main import main; sys.exit(main(sys.argv[1:]))"
+    return [sys.executable, "-c", boot, str(fd), *([] if cpu is None else [str(cpu)])]
 
 
 def worker_cpus(workers: int) -> list[int | None]:
