@@ -190,6 +190,25 @@ async def _place(indexes: list[int]) -> list[RayLink]:
     return [RayLink(k, actor, info) for k, actor, info in zip(indexes, actors, infos, strict=True)]
 
 
+CONNECT_TIMEOUT_S = 5.0
+
+
+def check_address(address: str) -> None:
+    """A HOST:PORT must accept a connection (the head's GCS port, 6379 unless `ray start --port` said else)."""
+    if address in ("auto", "local") or "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ConfigError(
+            f"bad --ray {address!r}: give auto, local or HOST:PORT of a Ray head (its GCS port)"
+        )
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"no Ray head answers at --ray {address} ({type(exc).__name__}: {exc}); start one with "
+                          "`ray start --head` or give its address") from None  # fmt: skip
+
+
 async def open_ray_fleet(address: str, workers: int) -> RayFleet:
     """Connect to (or, for ``local``, start) Ray and place ``workers`` actors."""
     if not ray.is_initialized():

@@ -40,7 +40,7 @@ from servelab.bench.sink import RecordSink
 from servelab.bench.summary import pool_repeats, summarize_level
 from servelab.bench.target import Target, connect_target, target_prompts
 from servelab.bench.worker_core import ClientSpec
-from servelab.bench.workers import Fleet, open_fleet
+from servelab.bench.workers import Fleet, open_fleet, preflight
 from servelab.bench.workloads import Prompt
 from servelab.errors import StoreError
 from servelab.inert import inert_line
@@ -58,6 +58,7 @@ def run(
     progress: Progress | None = None,
 ) -> BenchResult:
     """Validate every target (no load sent on failure), then run the ladder on each; returns the result."""
+    preflight(config)  # --ray: installed and reachable, before any run is stored
     targets = [connect_target(i, url, config) for i, url in enumerate(config.targets)]
     prompts = {t.index: target_prompts(t, config, _prompt_count(config)) for t in targets}
     edge = check_edge()  # the path every client of this run takes through aiohttp

@@ -31,7 +31,7 @@ from servelab.bench.maker import RequestMaker
 from servelab.bench.records import RequestRecord
 from servelab.bench.shares import split_closed, split_open
 from servelab.bench.worker_core import ClientSpec
-from servelab.errors import ServelabError
+from servelab.errors import ConfigError, ServelabError
 
 HELLO_TIMEOUT_S = 120.0  # a worker process importing servelab on a loaded machine
 QUIT_TIMEOUT_S = 5.0
@@ -175,6 +175,18 @@ class LocalFleet(Fleet):
                 fresh = LocalLink(link.index, link.cpu)
                 await fresh.start()
                 self.links[k] = fresh
+
+
+def preflight(config: BenchConfig) -> None:
+    """Before the run is created: --ray needs Ray installed, and a HOST:PORT that something listens on
+    (Ray's own connect retries for minutes). ConfigError, one line, otherwise."""
+    if config.ray is None:
+        return
+    try:
+        from servelab.bench.ray_workers import check_address
+    except ImportError as exc:
+        raise ConfigError(f"--ray needs Ray ({exc}): pip install 'servelab[ray]'") from None
+    check_address(config.ray)
 
 
 async def open_fleet(config: BenchConfig) -> Fleet | None:

@@ -11,6 +11,7 @@ import itertools
 import json
 import os
 import signal
+import socket
 import time
 from pathlib import Path
 
@@ -189,3 +190,21 @@ def test_ctrl_c_stops_every_worker_and_keeps_every_finished_record(tmp_path: Pat
     cancelled = [r for r in stored.requests if r.error_kind == "cancelled"]
     assert len(cancelled) <= 4 and all(r.status == "ok" for r in stored.requests if r not in cancelled)
     assert stored.info.partial
+
+
+def test_bad_worker_options_are_one_line_and_exit_2_before_any_run(tmp_path: Path):
+    db = tmp_path / "runs.db"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]  # nothing listens once this socket is closed
+    with sim_process() as url:
+        for args, words in ((["--workers", "0"], "--workers must be"), (["--ray", f"127.0.0.1:{closed}"], "no Ray head answers"),
+                            (["--ray", "nonsense"], "bad --ray")):  # fmt: skip
+            proc = bench(url, db, *args)
+            out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 2 and out == "", (args, err)
+            (line,) = err.strip().splitlines()
+            assert line.startswith("servelab: error:") and words in line, line
+    if db.exists():
+        with Store.open(db, must_exist=True) as store:
+            assert store.list_runs() == []
