@@ -26,6 +26,7 @@ from servelab.ranges import count, number
 MAX_REPEATS = 1_000
 MIN_RATE, MAX_RATE = 0.001, 1_000_000.0  # requests/s
 MAX_BURSTINESS = 1_000.0  # gamma shape; inf means evenly spaced
+MAX_WORKERS = 4096  # --workers
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class BenchConfig:
     ramp_s: float | None = None  # --ramp: seconds of linear rise at each level's start, outside its figures
     search: SearchSpec | None = None  # --find-max-rate: open-loop levels from --rate up, chosen one by one
     trace: Trace | None = None  # --trace: one open-loop level, arrivals and lengths from the file
+    workers: int | None = None  # --workers N: the load from N worker processes (bench/workers.py)
+    ray: str | None = None  # --ray ADDRESS: the workers as Ray actors (bench/ray_workers.py)
 
     def __post_init__(self) -> None:
         if not self.targets:
@@ -75,6 +78,12 @@ class BenchConfig:
         self._check_search()
         number(self.deadline_s, "--deadline", 0.001, 7 * 86400.0, "seconds", above=True)
         number(self.stall_timeout_s, "--stall-timeout", 0.001, 7 * 86400.0, "seconds", above=True)
+        if self.workers is not None:
+            count(self.workers, "--workers", 1, MAX_WORKERS, "worker processes")
+        if (self.workers is not None or self.ray is not None) and self.ramp_s:
+            raise ConfigError("--ramp is not split over --workers/--ray yet: drop one of them")
+        if self.ray is not None and not self.ray.strip():
+            raise ConfigError("--ray needs an address: auto (the cluster Ray finds), local, or HOST:PORT")
         for flag, value in (("--max-line-bytes", self.max_line_bytes), ("--max-body-bytes", self.max_body_bytes),
                             ("--max-endpoint-bytes", self.max_endpoint_bytes)):  # fmt: skip
             count(value, flag, 1, 2**40, "bytes")

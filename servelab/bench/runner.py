@@ -25,7 +25,7 @@ from typing import Any
 
 from servelab import __version__
 from servelab.bench.aiohttp_edge import EdgeReport, check_edge
-from servelab.bench.client import ClientRequest, StreamClient
+from servelab.bench.client import StreamClient
 from servelab.bench.config import BenchConfig
 from servelab.bench.ladder import Ladder, most_levels
 from servelab.bench.level import LevelState, run_closed, run_open
@@ -37,6 +37,7 @@ from servelab.bench.level_counts import (
 )
 from servelab.bench.level_key import Level
 from servelab.bench.live import LiveLevel
+from servelab.bench.maker import PromptSlot, RequestMaker
 from servelab.bench.metrics import mark_eviction
 from servelab.bench.monitor import LoopMonitor, validity
 from servelab.bench.ramp import ramped_arrival_offsets_ns
@@ -46,6 +47,8 @@ from servelab.bench.schedule import arrival_offsets_ns
 from servelab.bench.sink import RecordSink
 from servelab.bench.summary import pool_repeats, summarize_level
 from servelab.bench.target import Target, connect_target, target_prompts
+from servelab.bench.worker_core import ClientSpec
+from servelab.bench.workers import Fleet, open_fleet, preflight
 from servelab.bench.workloads import Prompt
 from servelab.errors import StoreError
 from servelab.inert import inert_line
@@ -63,6 +66,7 @@ def run(
     progress: Progress | None = None,
 ) -> BenchResult:
     """Validate every target (no load sent on failure), then run the ladder on each; returns the result."""
+    preflight(config)  # --ray: installed and reachable, before any run is stored
     targets = [connect_target(i, url, config) for i, url in enumerate(config.targets)]
     prompts = {t.index: target_prompts(t, config, prompt_count(config)) for t in targets}
     edge = check_edge()  # the path every client of this run takes through aiohttp
@@ -126,6 +130,7 @@ class _Runner:
         self.sink: RecordSink | None = None
         self.position = 0  # level-repeats started so far
         self.total = 0
+        self.fleet: Fleet | None = None  # --workers / --ray: the load from worker processes
 
     async def run_all(self, targets: list[Target], prompts: dict[int, list[Prompt]]) -> BenchResult:
         self.stop_event = asyncio.Event()
@@ -135,6 +140,7 @@ class _Runner:
         self.total = len(targets) * most_levels(self.config) * self.config.repeat
         self.sink = sink = RecordSink(self.store, self.run_id)
         try:
+            self.fleet = await open_fleet(self.config)
             for target in targets:
                 if self.stop_event.is_set():
                     break
@@ -142,6 +148,8 @@ class _Runner:
         finally:
             if installed:
                 loop.remove_signal_handler(signal.SIGINT)
+            if self.fleet is not None:
+                await self.fleet.close()
             await sink.close(_notice)
         result.partial = self.stop_event.is_set()
         return result
@@ -216,23 +224,32 @@ class _Runner:
             sampler.start()
         sink.window()
         monitor.start()
-        if level.rate_rps is None:
+        offsets, ramp_count = (None, 0) if level.rate_rps is None else _arrivals(config, level.rate_rps)
+        here = is_loopback_url(target.url)
+        fleet = None
+        if self.fleet is not None:
+            fleet = await self.fleet.level(config, _client_spec(target, config), make, slots, offsets, state,
+                                           on_record, self.stop_event, here)  # fmt: skip
+        elif offsets is None:
             await run_closed(client, slots, state, make, on_record, self.stop_event, config.ramp_s or 0.0)
         else:
-            offsets, ramp_count = _arrivals(config, level.rate_rps)
             await run_open(client, offsets, state, make, on_record, self.stop_event, ramp_count)
         client_stats = await monitor.stop()
+        if fleet is not None:
+            client_stats = {**fleet.client, "coordinator": client_stats}
         client_stats["store_blocked_s"] = round(sink.blocked_s(), 3)
         if sink.error is not None:
             self._interrupt()
         self._stop_samplers({"target_index": target.index, "level": level.label, "repeat": rep}, sink)
         self._snapshot(target, level.label, rep, "after", sink)
-        valid, why = validity(
-            client_stats, config.lag_limit_ms, config.cpu_limit, server_here=is_loopback_url(target.url)
-        )
+        if fleet is None:
+            valid, why = validity(client_stats, config.lag_limit_ms, config.cpu_limit, server_here=here)
+        else:
+            valid, why = fleet.valid, fleet.invalid_reason
         valid, why = _store_validity(valid, why, client_stats["store_blocked_s"])
         result = LevelResult(summarize_level(records, level, config.slo, config.ramp_s), valid, why,
-                             partial=self.stop_event.is_set(), client=client_stats)  # fmt: skip
+                             partial=self.stop_event.is_set() or (fleet is not None and fleet.lost_worker),
+                             client=client_stats)  # fmt: skip
         if self.store is not None:
             sink.later(functools.partial(self.store.add_level, self.run_id, target.index, level.label, rep,
                                          result.to_json()))  # fmt: skip
@@ -276,23 +293,27 @@ def _arrivals(config: BenchConfig, rate: float) -> tuple[list[int], int]:
     return arrival_offsets_ns(rate, count, burstiness=config.burstiness, seed=config.seed), 0
 
 
-def _maker(target: Target, config: BenchConfig, level: Level, rep: int, prompts: list[Prompt], warmup: int):
+def _client_spec(target: Target, config: BenchConfig) -> ClientSpec:
+    """How each worker's client reaches ``target`` (the same settings as the in-process client)."""
+    return ClientSpec(
+        target.url, config.api_key, target.probe.authorization, tuple(target.probe.secrets),
+        config.stall_timeout_s, target.extras.KEEP_ALIVE, config.deadline_s, config.max_line_bytes,
+        config.max_body_bytes,
+    )  # fmt: skip
+
+
+def _maker(
+    target: Target, config: BenchConfig, level: Level, rep: int, prompts: list[Prompt], warmup: int
+) -> RequestMaker:
     path = "/v1/chat/completions" if config.chat else "/v1/completions"
-    pool = max(1, len(prompts) - warmup)
-    bodies = [target.request_body(prompt, config.chat) for prompt in prompts]
-    payloads = [json.dumps(body).encode() for body in bodies]  # encoded before the level, not while it runs
-
-    def make(index: int, phase: str, intended_ns: int | None) -> ClientRequest:
-        at = index if index < warmup else warmup + (index - warmup) % pool
-        prompt = prompts[at]
-        return ClientRequest(
-            path, bodies[at], target_index=target.index, level=level.label, repeat=rep, payload=payloads[at],
-            request_index=prompt.index, phase=phase, intended_ns=intended_ns, serial=index,
-            expected_prompt_tokens=prompt.input_tokens if prompt.verified else None,
-            expected_cached_tokens=prompt.expected_cached_tokens or None,
-        )  # fmt: skip
-
-    return make
+    slots = []
+    for prompt in prompts:  # encoded before the level, not while it runs
+        body = target.request_body(prompt, config.chat)
+        slots.append(PromptSlot(
+            body, json.dumps(body).encode(), prompt.index,
+            prompt.input_tokens if prompt.verified else None, prompt.expected_cached_tokens or None,
+        ))  # fmt: skip
+    return RequestMaker(path, target.index, level.label, rep, warmup, tuple(slots))
 
 
 def _combine(

@@ -40,7 +40,9 @@ class Distribution:
     def of(cls, samples: Sequence[float]) -> Distribution:
         if not len(samples):
             return cls()
-        values = np.asarray(samples, dtype=float)
+        # sorted first: mean and std come out bit for bit the same whatever order the records arrived in
+        # (records merged from several workers: bench/fleet.py)
+        values = np.sort(np.asarray(samples, dtype=float))
         points = np.percentile(values, PERCENTILES, method="linear")
         return cls(len(values), float(values.mean()), float(values.std()), float(values.min()),
                    float(values.max()), *(float(p) for p in points))  # fmt: skip

@@ -106,6 +106,12 @@ def register(app: typer.Typer) -> None:
             False, "--no-power", help="Do not sample GPU power, utilisation and clocks."
         ),
         json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
+        workers: int = typer.Option(
+            None, "--workers", help="Send the load from N worker processes (Ray actors with --ray)."
+        ),
+        ray: str = typer.Option(
+            None, "--ray", help="Workers as Ray actors: auto (the cluster Ray finds), local or HOST:PORT."
+        ),
         deadline: float = typer.Option(
             DEFAULT_DEADLINE_S, "--deadline", help="Seconds a whole request may take (error kind deadline)."
         ),
@@ -131,7 +137,7 @@ def register(app: typer.Typer) -> None:
             "stall_timeout_s": stall_timeout, "max_line_bytes": max_line_bytes, "max_body_bytes": max_body_bytes,
             "max_endpoint_bytes": max_endpoint_bytes, "ramp": ramp, "find_max_rate": find_max_rate,
             "max_rate": max_rate, "probes": probes, "attainment": attainment, "trace": trace,
-            "trace_speed": trace_speed,
+            "trace_speed": trace_speed, "workers": workers, "ray": ray,
         }  # fmt: skip
         if config_path is not None:
             options = _merge_yaml(options, load_experiment(config_path))
@@ -215,7 +221,8 @@ def slo_text(slo: Slo) -> str:
     return ", ".join(f"{k}<={getattr(slo, k):g}" for k in SLO_KEYS if getattr(slo, k) is not None)
 
 
-LIMIT_KEYS = ("deadline_s", "stall_timeout_s", "max_line_bytes", "max_body_bytes", "max_endpoint_bytes")
+LIMIT_KEYS = ("deadline_s", "stall_timeout_s", "max_line_bytes", "max_body_bytes", "max_endpoint_bytes", "workers",
+              "ray")  # fmt: skip
 
 
 def _merge_yaml(cli: dict[str, Any], yaml_values: dict[str, Any]) -> dict[str, Any]:
@@ -296,6 +303,9 @@ def _render(
         if target.max_rate is not None and target.max_rate.outcome == "found":
             console.print(target.max_rate.line(slo_text(slo or Slo())), markup=False)
         for lv in target.levels:
+            if lv.client.get("workers"):
+                console.print(_fleet_line(lv), markup=False)
+        for lv in target.levels:
             if not lv.valid:
                 console.print(
                     f"{lv.stats.level} not valid: {lv.invalid_reason or 'no reason recorded'}", markup=False
@@ -322,6 +332,15 @@ def _ladder_table(target) -> Table:
             _f(s.itl_ms.p50), _f(s.itl_ms.p99), str(s.errors), str(s.evictions), "yes" if lv.valid else "NO",
         )  # fmt: skip
     return table
+
+
+def _fleet_line(lv) -> str:
+    """Beside the timing figures of a level sent by workers: how many, and the bound on their clock alignment."""
+    client = lv.client
+    bound = client.get("clock_bound_ms") or 0.0
+    where = ("one clock (shared CLOCK_MONOTONIC)" if bound == 0 and str(client.get("clock_source", "")).startswith("shared")
+             else f"timings ±{bound:.3f} ms (worker clocks aligned by {client.get('clock_source')})")  # fmt: skip
+    return f"{lv.stats.level}: {len(client['workers'])} workers, {where}"
 
 
 def _f(value: float | None) -> str:
