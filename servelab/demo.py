@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from servelab.demo_cpus import CpuSplit, cpu_split, on_cpus
 from servelab.demo_pair import ModelPair, make_pair
@@ -25,6 +25,16 @@ from servelab.engines.process import EngineServer, free_port
 from servelab.errors import ConfigError, EngineError, ServelabError
 
 Say = Callable[[str], None]
+
+
+class BenchView(Protocol):
+    """What watches a ladder while it runs (`cli/live_view.py` LadderView): the runner's progress callback."""
+
+    def update(self, live: Any) -> None: ...
+    def close(self) -> None: ...
+
+
+Watch = Callable[[float], BenchView]  # the client's lag limit (ms) -> a view for one bench run
 DEMO_ENGINE = "llama.cpp"  # the one that builds and serves on any machine: the context trap is its
 SECOND_ENGINE = "vllm"  # continuous batching; its CPU build installs on first use
 DEMO_ENGINES = (DEMO_ENGINE, SECOND_ENGINE)
@@ -239,7 +249,7 @@ def vllm_args(cfg: DemoConfig) -> list[str]:
 
 
 def bench_ladder(label: str, server: EngineServer, cfg: DemoConfig, say: Say, step: int,
-                 cpus: CpuSplit | None) -> tuple[list[str], list[dict[str, Any]]]:  # fmt: skip
+                 cpus: CpuSplit | None, watch: Watch | None = None) -> tuple[list[str], list[dict[str, Any]]]:  # fmt: skip
     """The concurrency ladder with short and mixed prompts through servelab's bench library, on the client's
     CPU. Returns the stored run ids and one row per workload and level."""
     from servelab.bench.config import BenchConfig
@@ -265,7 +275,12 @@ def bench_ladder(label: str, server: EngineServer, cfg: DemoConfig, say: Say, st
                     stop=StopRule(requests=cfg.requests_per_level),
                 )
             )
-            result = run(config, store)
+            view = watch(config.lag_limit_ms) if watch else None
+            try:
+                result = run(config, store, progress=view.update if view else None)
+            finally:
+                if view is not None:
+                    view.close()
             run_ids.append(result.run_id)
             for level in result.targets[0].levels:
                 stats = level.stats
@@ -284,8 +299,8 @@ def _fmt(value: Any) -> str:
     return f"{value:.1f}" if isinstance(value, int | float) else "-"
 
 
-def right_launch_and_bench(binary: Path, pair: ModelPair, cfg: DemoConfig, say: Say, cpus: CpuSplit | None
-                           ) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:  # fmt: skip
+def right_launch_and_bench(binary: Path, pair: ModelPair, cfg: DemoConfig, say: Say, cpus: CpuSplit | None,
+                           watch: Watch | None = None) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:  # fmt: skip
     """Step 5 and 6: relaunch with a unified KV cache (every slot may use the whole -c), verify, benchmark."""
     args = right_args(cfg)
     say(
@@ -293,12 +308,12 @@ def right_launch_and_bench(binary: Path, pair: ModelPair, cfg: DemoConfig, say: 
     )
     with launch(demo_engine(), pair.gguf, llama_args(cfg, cpus) + args, cfg, "right", cpus) as server:
         verified = {"args": args, **verify_launch(demo_engine(), server, say)}
-        run_ids, rows = bench_ladder(demo_engine().name, server, cfg, say, 6, cpus)
+        run_ids, rows = bench_ladder(demo_engine().name, server, cfg, say, 6, cpus, watch)
     return verified, run_ids, rows
 
 
-def second_launch_and_bench(pair: ModelPair, cfg: DemoConfig, say: Say, cpus: CpuSplit | None
-                            ) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:  # fmt: skip
+def second_launch_and_bench(pair: ModelPair, cfg: DemoConfig, say: Say, cpus: CpuSplit | None,
+                            watch: Watch | None = None) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:  # fmt: skip
     """Step 7 and 8: vLLM on the same model (its folder), verified, under the same ladder and workloads."""
     engine = demo_engine(SECOND_ENGINE)
     args = vllm_args(cfg)
@@ -312,7 +327,7 @@ def second_launch_and_bench(pair: ModelPair, cfg: DemoConfig, say: Say, cpus: Cp
     with server:
         say(f"   healthy in {time.monotonic() - started:.0f} s")
         verified = {"args": args, **verify_launch(engine, server, say)}
-        run_ids, rows = bench_ladder(engine.name, server, cfg, say, 8, cpus)
+        run_ids, rows = bench_ladder(engine.name, server, cfg, say, 8, cpus, watch)
     return verified, run_ids, rows
 
 
@@ -346,8 +361,8 @@ def write_report(cfg: DemoConfig, run_ids: list[str], say: Say,
     return path, summary(bill)
 
 
-def run_demo(cfg: DemoConfig, say: Say) -> DemoResult:
-    """Every step in order; engines are stopped whatever happens."""
+def run_demo(cfg: DemoConfig, say: Say, watch: Watch | None = None) -> DemoResult:
+    """Every step in order; engines are stopped whatever happens. ``watch`` makes a live view per bench run."""
     start = time.monotonic()
     try:
         cfg.workdir.mkdir(parents=True, exist_ok=True)
@@ -369,11 +384,11 @@ def run_demo(cfg: DemoConfig, say: Say) -> DemoResult:
     levels: list[dict[str, Any]] = []
     if binary is not None:
         steps.append(DemoStep("divided", divided_launch(binary, pair, cfg, say, cpus)))
-        right, ids, rows = right_launch_and_bench(binary, pair, cfg, say, cpus)
+        right, ids, rows = right_launch_and_bench(binary, pair, cfg, say, cpus, watch)
         steps.append(DemoStep("right", right))
         run_ids, levels = run_ids + ids, levels + rows
     if "skipped" not in second:
-        verified, ids, rows = second_launch_and_bench(pair, cfg, say, cpus)
+        verified, ids, rows = second_launch_and_bench(pair, cfg, say, cpus, watch)
         second = {**second, **verified}
         run_ids, levels = run_ids + ids, levels + rows
     report, glance = write_report(cfg, run_ids, say, planned.get("plan_file"))

@@ -71,6 +71,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run llama.cpp (slots) and vLLM (continuous batching) on one self-made Llama: plan each for this CPU,
         catch a divided context, fix it, benchmark both under the same workloads, report them side by side."""
+        from servelab.cli.live_view import LadderView
         from servelab.engines.process import terminate_on_signals
         from servelab.ranges import count
 
@@ -84,5 +85,6 @@ def register(app: typer.Typer) -> None:
             result = run_demo(
                 DemoConfig(workdir=workdir, threads=threads, requests_per_level=requests, engines=chosen),
                 lambda line: err.print(line, markup=False),
+                lambda lag_limit_ms: LadderView(err, lag_limit_ms),
             )
         print_json(result) if as_json else render(result)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import psutil
 
 from servelab.cli.app import main
+from tests.e2e.chromium_cdp import Chromium, inspect_page
+from tests.e2e.test_bill_layout import LAYOUT_JS, _artifacts
 
 
 def test_demo_runs_both_engines_catches_the_divided_context_and_bills_them_side_by_side(
@@ -39,6 +42,7 @@ def test_demo_runs_both_engines_catches_the_divided_context_and_bills_them_side_
     report = workdir / "report.html"
     assert report.is_file() and "<html" in report.read_text()[:500].lower()
     _check_bill_of_two_engines(steps, workdir, report.read_text())
+    _check_layout_in_chromium(report, tmp_path)
 
     narration = captured.err
     for step in ("1. engines", "2. model", "3. plan", "4. launch", "5. relaunch right", "6. bench llamacpp",
@@ -160,3 +164,33 @@ def _check_bill_of_two_engines(steps: dict, workdir, html: str) -> None:
     summary = steps["summary"]
     assert {row["label"] for row in summary["engines"]} == labels
     assert [v["scenario"] for v in summary["faster"]] == [v.scenario for v in faster]
+
+
+def _check_layout_in_chromium(report, tmp_path) -> None:
+    """The demo's own two-engine bill in headless Chromium: no legend over a point or axis label, every point
+    with its tooltip, short unique labels, nothing fetched or logged; screenshots kept (light and dark)."""
+    out = _artifacts(tmp_path)
+    shots = {"light": (out / "demo-bill-light.png", False), "dark": (out / "demo-bill-dark.png", True)}
+    chromium = Chromium(tmp_path / "chromium-profile")
+    try:
+        page = asyncio.run(inspect_page(chromium, report.as_uri(), LAYOUT_JS, shots))
+    finally:
+        chromium.close()
+    assert (
+        page["exceptions"] == [] and [c for c in page["console"] if c["level"] in ("error", "warning")] == []
+    )
+    assert page["requests"] == [report.as_uri()]
+    checks = page["checks"]
+    assert sorted(checks["series"]) == sorted(
+        f"{e} · {m} · {w}"
+        for e, m in (("llamacpp", "llama"), ("vllm", "llama-hf"))
+        for w in ("short", "mixed")
+    )
+    assert "Faster for mixed-load tail:" in checks["glance"] and "Mixed load side by side" in checks["glance"]
+    for figure in checks["figures"]:
+        assert figure["overlaps"] == [] and figure["untitled"] == 0, figure["key"]
+        for texts in figure["legendTexts"]:
+            assert len(set(texts)) == len(texts) and all(len(t) < 60 for t in texts), (figure["key"], texts)
+    for path, _ in shots.values():
+        assert path.stat().st_size > 10_000
+        print(f"screenshot: {path}")
