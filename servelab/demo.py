@@ -1,8 +1,12 @@
-"""`servelab demo`: the whole chain on this machine with a real llama-server and a model the project makes.
+"""`servelab demo`: the whole chain on this machine with real engines and a model the project makes.
 
+Two serving philosophies, live: llama.cpp's independent slots (-np 4: a long prompt's prefill stalls the other
+slots' decode) and vLLM's continuous batching (every request shares each step, long prompts chunked), on one
+tiny Llama made twice (`demo_pair`), under the same workloads, each held against its own plan for this CPU.
 Each step is a small function that says what it does and why (through ``say``) and returns what it found;
-``run_demo`` strings them together. Other layers (plan, verify, bench, report) are imported lazily; a
-step those layers refuse (a ServelabError) says why and the demo goes on.
+``run_demo`` strings them together. Other layers (plan, verify, bench, report) are imported lazily; a step
+those layers refuse (a ServelabError) says why and the demo goes on. The engines are reached through the
+registry by the names in ``DEMO_ENGINES``.
 """
 
 from __future__ import annotations
@@ -11,27 +15,44 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from servelab.demo_cpus import CpuSplit, cpu_split, on_cpus
+from servelab.demo_pair import ModelPair, make_pair
 from servelab.engines import registry
 from servelab.engines.base import Engine
 from servelab.engines.process import EngineServer, free_port
 from servelab.errors import ConfigError, EngineError, ServelabError
 
 Say = Callable[[str], None]
-DEMO_ENGINE = "llama.cpp"
+
+
+class BenchView(Protocol):
+    """What watches a ladder while it runs (`cli/live_view.py` LadderView): the runner's progress callback."""
+
+    def update(self, live: Any) -> None: ...
+    def close(self) -> None: ...
+
+
+Watch = Callable[[float], BenchView]  # the client's lag limit (ms) -> a view for one bench run
+DEMO_ENGINE = "llama.cpp"  # the one that builds and serves on any machine: the context trap is its
+SECOND_ENGINE = "vllm"  # continuous batching; its CPU build installs on first use
+DEMO_ENGINES = (DEMO_ENGINE, SECOND_ENGINE)
+VLLM_START_TIMEOUT_S = 600.0
 
 
 @dataclass(frozen=True)
 class DemoConfig:
     workdir: Path
-    ctx: int = 16384  # -c for both launches; the model's n_ctx_train is the same
-    slots: int = 4  # -np: the divided launch gives each slot ctx / slots
+    ctx: int = 16384  # -c / --max-model-len for every launch; the models' n_ctx_train is the same
+    slots: int = 4  # -np: the divided launch gives each slot ctx / slots; vLLM's --max-num-seqs alike
     threads: int = 2
     concurrency: tuple[int, ...] = (1, 2, 4)
     workloads: tuple[str, ...] = ("short", "mixed")
     requests_per_level: int = 8
     output_tokens: int = 32
+    engines: tuple[str, ...] = ("llamacpp", "vllm")  # registry names, in run order
+    pin: bool = True  # server and client on different CPUs where there are two or more
 
 
 @dataclass(frozen=True)
@@ -47,17 +68,28 @@ class DemoResult:
     report_path: Path | None
 
 
-def demo_engine() -> Engine:
-    """The engine the demo runs: llama.cpp, the one that builds and serves on any machine (through the registry)."""
-    return registry.get_engine(DEMO_ENGINE)
+def demo_engine(name: str = DEMO_ENGINE) -> Engine:
+    return registry.get_engine(name)
+
+
+def parse_engines(text: str) -> tuple[str, ...]:
+    """``--engines llama.cpp,vllm`` as registry names in that order; ConfigError for any other engine."""
+    allowed = {demo_engine(n).name: n for n in DEMO_ENGINES}
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    found = [registry.find_engine(n) for n in names]
+    wrong = [n for n, e in zip(names, found, strict=True) if e is None or e.name not in allowed]
+    if wrong or not names:
+        raise ConfigError(f"--engines {text!r}: the demo runs {', '.join(DEMO_ENGINES)} (one or both, "
+                          f"comma-separated){'; not ' + ', '.join(wrong) if wrong else ''}")  # fmt: skip
+    return tuple(dict.fromkeys(e.name for e in found if e is not None))
 
 
 def find_engine(cfg: DemoConfig, say: Say) -> Path:
-    """Step 1: the engine's program, built from source if this machine has none yet."""
+    """Step 1: llama.cpp's server, built from source if this machine has none yet."""
     engine = demo_engine()
     if engine.installer is None:
         raise EngineError(f"servelab cannot install {engine.label}, so the demo cannot run it")
-    say(f"1. engine: looking for {engine.label}'s server (env, config, then servelab's cache)")
+    say(f"1. engines: looking for {engine.label}'s server (env, config, then servelab's cache)")
     try:
         found = engine.installer.find()
     except EngineError:
@@ -67,34 +99,62 @@ def find_engine(cfg: DemoConfig, say: Say) -> Path:
     return found.path
 
 
-def make_hybrid(cfg: DemoConfig, say: Say) -> Path:
-    """Step 2: a small qwen35 hybrid (full attention every 4th layer), like the field report's model."""
-    from servelab.modelmake import make_model, shape_for
+def find_second(say: Say) -> dict[str, Any]:
+    """Step 1 for vLLM: the user's, or servelab's pinned CPU build installed now (about 2 minutes, 2.5 GB);
+    where it cannot be installed here, one line says why and the demo goes on without it."""
+    engine = demo_engine(SECOND_ENGINE)
+    if engine.installer is None:
+        return {"skipped": f"servelab cannot install {engine.label}"}
+    say(f"   looking for {engine.label} (env, config, then servelab's CPU venv)")
+    try:
+        found = engine.installer.find()
+    except EngineError:
+        say(
+            "   none found: installing vLLM's CPU build into servelab's cache (about 2 minutes, 2.5 GB, once)"
+        )
+        try:
+            found = engine.installer.install(cuda=False, progress=lambda line: say(f"   {line}"))
+        except ServelabError as exc:
+            say(f"   vLLM skipped: it cannot be installed here ({exc})")
+            return {"skipped": f"cannot be installed here: {exc}"}
+    say(f"   using {found.path} ({found.version})")
+    return {"program": str(found.path), "version": found.version}
 
-    say("2. model: making a small Qwen3.5-style hybrid: 2 of 8 layers keep a KV cache, 6 hold a fixed state")
-    made = make_model("hybrid", cfg.workdir / "hybrid.gguf", shape_for("hybrid", ctx_train=cfg.ctx))
-    say(f"   wrote {made.path} ({made.file_bytes / 2**20:.1f} MiB, n_ctx_train {cfg.ctx}, random weights)")
-    return made.path
+
+def make_models(cfg: DemoConfig, say: Say) -> ModelPair:
+    """Step 2: one tiny Llama, as a GGUF for llama.cpp and a Hugging Face folder for vLLM."""
+    say("2. model: one small Llama (4 layers, hidden 256, GQA 4/2, vocab 4096), written twice from one seed:")
+    pair = make_pair(cfg.workdir, cfg.ctx)
+    say(f"   {pair.gguf} (f16, for llama.cpp) and {pair.hf}/ (bf16, for vLLM): {pair.params:,} parameters, "
+        f"n_ctx_train {cfg.ctx}, random weights")  # fmt: skip
+    say(f"   {pair.same_weights}; one tokenizer (the vocabulary servelab trains); different: the storage type "
+        "and the q/k rotary layout, so the same work per token, not the same tokens out")  # fmt: skip
+    return pair
 
 
-def plan_launch(model: Path, cfg: DemoConfig, say: Say) -> dict[str, Any]:
-    """Step 3: what the planner expects the engine to allocate, and what it warns about, before launching.
-    The device is this machine's CPU (its memory bandwidth measured once and cached): the divided launch of
-    step 4, and the right launch of step 5, whose plan (saved as plan.json) gives the bill its ceilings."""
+def plan_launch(pair: ModelPair, cfg: DemoConfig, say: Say) -> dict[str, Any]:
+    """Step 3: what each engine should allocate, and what the planner warns about, before launching. The
+    device is this machine's CPU (its memory bandwidth measured once and cached); plan.json holds one entry
+    per engine, so the bill measures each against its own ceiling."""
     say(
         f"3. plan: what {demo_engine().label} should allocate for -c {cfg.ctx} -np {cfg.slots}, before anything runs"
     )
     try:
         from servelab.hardware.gpus import CPU_DEVICE, find_gpu
         from servelab.model import load_model
-        from servelab.plan.make import make_plan, plan_set
+        from servelab.plan.make import make_plan
+        from servelab.plan.types import PlanSet
 
         say("   device: this machine's CPU (the first run measures its memory bandwidth, a few seconds)")
-        cpu, spec = find_gpu(CPU_DEVICE), load_model(str(model))
+        cpu, spec = find_gpu(CPU_DEVICE), load_model(str(pair.gguf))
         name = demo_engine().name
         plan = make_plan(spec, cpu, engine=name, context=cfg.ctx // cfg.slots, parallel=cfg.slots)
         right = make_plan(spec, cpu, engine=name, context=cfg.ctx, parallel=cfg.slots, kv_unified=True,
-                          model_path=str(model))  # fmt: skip
+                          model_path=str(pair.gguf))  # fmt: skip
+        plans = [right]
+        if SECOND_ENGINE in cfg.engines:
+            plans.append(make_plan(load_model(str(pair.hf)), cpu, engine=SECOND_ENGINE, context=cfg.ctx,
+                                   parallel=cfg.slots, model_path=str(pair.hf)))  # fmt: skip
     except ServelabError as exc:
         say(f"   planner not available for this model yet ({exc}); skipping")
         return {"available": False}
@@ -106,11 +166,13 @@ def plan_launch(model: Path, cfg: DemoConfig, say: Say) -> dict[str, Any]:
     )
     for warning in plan.warnings:
         say(f"   warning: {warning}")
-    ceiling = right.decode_ceiling_tok_s
-    say(
-        f"   decode ceiling on this machine: {ceiling.short} tok/s per stream at {ceiling.short_context} tokens"
-    )
-    path = _save_plan(plan_set(right), cfg.workdir / "plan.json")
+    ceilings = {}
+    for entry in plans:
+        ceiling = entry.decode_ceiling_tok_s
+        ceilings[entry.engine] = ceiling.short
+        say(f"   {entry.engine} decode ceiling on this machine: {ceiling.short} tok/s per stream at "
+            f"{ceiling.short_context} tokens ({entry.quant} weights)")  # fmt: skip
+    path = _save_plan(PlanSet(right.model, right.gpu, 1, None, tuple(plans)), cfg.workdir / "plan.json")
     return {
         "available": True,
         "context_per_slot": plan.context_served,
@@ -118,12 +180,13 @@ def plan_launch(model: Path, cfg: DemoConfig, say: Say) -> dict[str, Any]:
         "plan_file": str(path),
         "device": right.gpu,
         "bandwidth_gb_s": cpu.bandwidth_gb_s,
-        "decode_ceiling_tok_s": ceiling.short,
+        "decode_ceiling_tok_s": ceilings[right.engine],
+        "decode_ceilings_tok_s": ceilings,
     }
 
 
 def _save_plan(plans: Any, path: Path) -> Path:
-    """The plan as `servelab plan --json` writes it, for the report's --plan (and for the reader)."""
+    """The plans as `servelab plan --json` writes them, for the report's --plan (and for the reader)."""
     import dataclasses
     import json
 
@@ -131,23 +194,24 @@ def _save_plan(plans: Any, path: Path) -> Path:
     return path
 
 
-def launch(binary: Path, model: Path, args: list[str], cfg: DemoConfig, name: str) -> EngineServer:
-    """The demo engine on loopback, on a free port, its log in the demo's folder (``binary``: what step 1 found,
-    the one the engine's launcher finds too)."""
-    launcher = demo_engine().launcher
+def launch(engine: Engine, model: Path, args: list[str], cfg: DemoConfig, name: str,
+           cpus: CpuSplit | None, timeout_s: float | None = None) -> EngineServer:  # fmt: skip
+    """An engine on loopback, on a free port, its log in the demo's folder, started on the server's CPUs."""
+    launcher = engine.launcher
     if launcher is None:
-        raise EngineError(f"servelab cannot start {demo_engine().label}, so the demo cannot run it")
-    return launcher.start(str(model), ["-t", str(cfg.threads), *args], host="127.0.0.1", port=free_port(),
-                          log_path=cfg.workdir / f"{name}.log", timeout_s=launcher.HEALTH_TIMEOUT_S)  # fmt: skip
+        raise EngineError(f"servelab cannot start {engine.label}, so the demo cannot run it")
+    with on_cpus(cpus.server if cpus else None):
+        return launcher.start(str(model), args, host="127.0.0.1", port=free_port(),
+                              log_path=cfg.workdir / f"{name}.log", timeout_s=timeout_s or launcher.HEALTH_TIMEOUT_S)  # fmt: skip
 
 
-def verify_launch(server: EngineServer, say: Say) -> dict[str, Any]:
-    """Read what the server really got (/props, /slots, /v1/models) and diff it against its command line."""
+def verify_launch(engine: Engine, server: EngineServer, say: Say) -> dict[str, Any]:
+    """Read what the server really got (its endpoints) and diff it against its command line."""
     from servelab.verify import from_command, verify
 
-    result = verify(server.url, from_command(server.process.argv, engine=demo_engine().name))
+    result = verify(server.url, from_command(server.process.argv, engine=engine.name))
     eff = result.effective
-    say(f"   the server reports: context per slot {eff.context_per_slot}, slots {eff.slots}")
+    say(f"   the server reports: context per request {eff.context_per_slot}, slots {eff.slots}")
     for mismatch in result.mismatches:
         say(f"   MISMATCH: {mismatch.line}")
     if not result.mismatches:
@@ -159,21 +223,35 @@ def verify_launch(server: EngineServer, say: Say) -> dict[str, Any]:
     }
 
 
-def divided_launch(binary: Path, model: Path, cfg: DemoConfig, say: Say) -> dict[str, Any]:
+def llama_args(cfg: DemoConfig, cpus: CpuSplit | None) -> list[str]:
+    threads = min(cfg.threads, len(cpus.server)) if cpus else cfg.threads
+    return ["-t", str(threads)]
+
+
+def divided_launch(
+    binary: Path, pair: ModelPair, cfg: DemoConfig, say: Say, cpus: CpuSplit | None
+) -> dict[str, Any]:
     """Step 4: the field report's trap: -c N -np 4 quietly gives each slot N/4."""
     args = ["-c", str(cfg.ctx), "-np", str(cfg.slots)]
     say(f"4. launch as in the field report: llama-server -c {cfg.ctx} -np {cfg.slots}, then verify it")
-    with launch(binary, model, args, cfg, "divided") as server:
-        return {"args": args, **verify_launch(server, say)}
+    with launch(demo_engine(), pair.gguf, llama_args(cfg, cpus) + args, cfg, "divided", cpus) as server:
+        return {"args": args, **verify_launch(demo_engine(), server, say)}
 
 
 def right_args(cfg: DemoConfig) -> list[str]:
     return ["-c", str(cfg.ctx), "-np", str(cfg.slots), "--kv-unified"]
 
 
-def bench_ladder(server: EngineServer, cfg: DemoConfig, say: Say) -> tuple[list[str], list[dict[str, Any]]]:
-    """Step 6: the concurrency ladder with short and mixed prompts through servelab's bench library.
-    Returns the stored run ids and one row per workload and level."""
+def vllm_args(cfg: DemoConfig) -> list[str]:
+    """Eager (no torch.compile: 25-30 s to healthy instead of 70 here), the same context, as many sequences
+    at once as llama.cpp has slots (docs/reference/vllm-cpu.md §3)."""
+    return ["--max-model-len", str(cfg.ctx), "--max-num-seqs", str(cfg.slots), "--enforce-eager"]
+
+
+def bench_ladder(label: str, server: EngineServer, cfg: DemoConfig, say: Say, step: int,
+                 cpus: CpuSplit | None, watch: Watch | None = None) -> tuple[list[str], list[dict[str, Any]]]:  # fmt: skip
+    """The concurrency ladder with short and mixed prompts through servelab's bench library, on the client's
+    CPU. Returns the stored run ids and one row per workload and level."""
     from servelab.bench.config import BenchConfig
     from servelab.bench.runner import run
     from servelab.bench.schedule import StopRule
@@ -181,17 +259,15 @@ def bench_ladder(server: EngineServer, cfg: DemoConfig, say: Say) -> tuple[list[
     from servelab.store import Store
 
     run_ids, rows = [], []
-    with Store.open(cfg.workdir / "runs.db") as store:
+    with Store.open(cfg.workdir / "runs.db") as store, on_cpus(cpus.client if cpus else None):
         for kind in cfg.workloads:
-            say(
-                f"6. bench: {kind} prompts at concurrency {', '.join(map(str, cfg.concurrency))} "
-                f"({cfg.requests_per_level} requests per level)"
-            )
+            say(f"{step}. bench {label}: {kind} prompts at concurrency {', '.join(map(str, cfg.concurrency))} "
+                f"({cfg.requests_per_level} requests per level)")  # fmt: skip
             config = (
                 BenchConfig(  # token-id prompts: exact lengths whatever the tiny vocabulary makes of words
                     targets=(server.url,),
                     concurrency=cfg.concurrency,
-                    name=f"demo-{kind}",
+                    name=f"demo-{label}-{kind}",
                     chat=False,
                     workload=WorkloadSpec(
                         kind=kind, output_tokens=cfg.output_tokens, chat=False, use_token_ids=True
@@ -199,23 +275,23 @@ def bench_ladder(server: EngineServer, cfg: DemoConfig, say: Say) -> tuple[list[
                     stop=StopRule(requests=cfg.requests_per_level),
                 )
             )
-            result = run(config, store)
+            view = watch(config.lag_limit_ms) if watch else None
+            try:
+                result = run(config, store, progress=view.update if view else None)
+            finally:
+                if view is not None:
+                    view.close()
             run_ids.append(result.run_id)
             for level in result.targets[0].levels:
                 stats = level.stats
-                row = {
-                    "workload": kind,
-                    "level": stats.level.label,
-                    "completed": stats.completed,
-                    "errors": stats.errors,
-                    "output_tok_s": stats.output_tok_s,
-                    "ttft_p50_ms": stats.ttft_ms.p50,
-                }
+                row = {"engine": label, "workload": kind, "level": stats.level.label, "completed": stats.completed,
+                       "errors": stats.errors, "evictions": stats.evictions, "output_tok_s": stats.output_tok_s,
+                       "ttft_p50_ms": stats.ttft_ms.p50, "ttft_p99_ms": stats.ttft_ms.p99,
+                       "tpot_p99_ms": stats.tpot_ms.p99}  # fmt: skip
                 rows.append(row)
-                say(
-                    f"   {row['level']}: {_fmt(row['output_tok_s'])} tok/s in total, "
-                    f"TTFT p50 {_fmt(row['ttft_p50_ms'])} ms, errors {row['errors']}"
-                )
+                say(f"   {row['level']}: {_fmt(row['output_tok_s'])} tok/s in total, TTFT p50 "
+                    f"{_fmt(row['ttft_p50_ms'])} ms, p99 {_fmt(row['ttft_p99_ms'])} ms, evicted {row['evictions']}, "
+                    f"errors {row['errors']}")  # fmt: skip
     return [r for r in run_ids if r], rows
 
 
@@ -223,26 +299,45 @@ def _fmt(value: Any) -> str:
     return f"{value:.1f}" if isinstance(value, int | float) else "-"
 
 
-def right_launch_and_bench(
-    binary: Path, model: Path, cfg: DemoConfig, say: Say
-) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:
+def right_launch_and_bench(binary: Path, pair: ModelPair, cfg: DemoConfig, say: Say, cpus: CpuSplit | None,
+                           watch: Watch | None = None) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:  # fmt: skip
     """Step 5 and 6: relaunch with a unified KV cache (every slot may use the whole -c), verify, benchmark."""
     args = right_args(cfg)
     say(
         f"5. relaunch right: --kv-unified lets any slot use all {cfg.ctx} tokens (or use -np 1); verify again"
     )
-    with launch(binary, model, args, cfg, "right") as server:
-        verified = {"args": args, **verify_launch(server, say)}
-        run_ids, rows = bench_ladder(server, cfg, say)
+    with launch(demo_engine(), pair.gguf, llama_args(cfg, cpus) + args, cfg, "right", cpus) as server:
+        verified = {"args": args, **verify_launch(demo_engine(), server, say)}
+        run_ids, rows = bench_ladder(demo_engine().name, server, cfg, say, 6, cpus, watch)
     return verified, run_ids, rows
 
 
-def write_report(cfg: DemoConfig, run_ids: list[str], say: Say, plan_file: str | None = None) -> Path | None:
-    """Step 7: the bill, as a self-contained HTML page rendered from the stored runs, held against the plan for
-    this machine (step 3) so every figure stands beside this machine's ceiling."""
+def second_launch_and_bench(pair: ModelPair, cfg: DemoConfig, say: Say, cpus: CpuSplit | None,
+                            watch: Watch | None = None) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:  # fmt: skip
+    """Step 7 and 8: vLLM on the same model (its folder), verified, under the same ladder and workloads."""
+    engine = demo_engine(SECOND_ENGINE)
+    args = vllm_args(cfg)
+    say(f"7. launch {engine.label}: vllm serve {pair.hf.name} {' '.join(args)} (about 30 s to healthy here)")
+    started = time.monotonic()
+    try:
+        server = launch(engine, pair.hf, args, cfg, "vllm", cpus, VLLM_START_TIMEOUT_S)
+    except ServelabError as exc:
+        say(f"   vLLM did not start here ({exc}); the bill shows llama.cpp only")
+        return {"skipped": f"did not start: {exc}"}, [], []
+    with server:
+        say(f"   healthy in {time.monotonic() - started:.0f} s")
+        verified = {"args": args, **verify_launch(engine, server, say)}
+        run_ids, rows = bench_ladder(engine.name, server, cfg, say, 8, cpus, watch)
+    return verified, run_ids, rows
+
+
+def write_report(cfg: DemoConfig, run_ids: list[str], say: Say,
+                 plan_file: str | None = None) -> tuple[Path | None, dict[str, Any]]:  # fmt: skip
+    """Step 9: the bill, as a self-contained HTML page rendered from the stored runs, each engine held against
+    its own plan for this machine (step 3), and the summary it opens with."""
     if not run_ids:
-        return None
-    say("7. report: every figure side by side, rendered from the stored runs")
+        return None, {}
+    say("9. report: every figure side by side, rendered from the stored runs")
     try:
         from servelab.plan.io import load_plan
         from servelab.report import assemble, render_report
@@ -253,18 +348,21 @@ def write_report(cfg: DemoConfig, run_ids: list[str], say: Say, plan_file: str |
             say("   no plan for this machine, so the bill has no ceilings")
         with Store.open(cfg.workdir / "runs.db", must_exist=True) as store:
             runs = [store.load_run(run_id) for run_id in run_ids]
-        html, _ = render_report(assemble(runs, plan_doc), "html")
+        bill = assemble(runs, plan_doc)
+        html, _ = render_report(bill, "html")
     except ServelabError as exc:
         say(f"   report not available ({exc}); the results are in {cfg.workdir / 'runs.db'}")
-        return None
+        return None, {}
     path = cfg.workdir / "report.html"
     path.write_text(html, encoding="utf-8")
     say(f"   wrote {path}")
-    return path
+    from servelab.demo_summary import summary
+
+    return path, summary(bill)
 
 
-def run_demo(cfg: DemoConfig, say: Say) -> DemoResult:
-    """Every step in order; engines are stopped whatever happens."""
+def run_demo(cfg: DemoConfig, say: Say, watch: Watch | None = None) -> DemoResult:
+    """Every step in order; engines are stopped whatever happens. ``watch`` makes a live view per bench run."""
     start = time.monotonic()
     try:
         cfg.workdir.mkdir(parents=True, exist_ok=True)
@@ -272,19 +370,31 @@ def run_demo(cfg: DemoConfig, say: Say) -> DemoResult:
         raise ConfigError(
             f"--workdir {cfg.workdir}: cannot make it a directory ({exc.strerror or exc})"
         ) from exc
-    binary = find_engine(cfg, say)
-    model = make_hybrid(cfg, say)
-    planned = plan_launch(model, cfg, say)
-    divided = divided_launch(binary, model, cfg, say)
-    right, run_ids, levels = right_launch_and_bench(binary, model, cfg, say)
-    report = write_report(cfg, run_ids, say, planned.get("plan_file"))
-    say(f"done in {time.monotonic() - start:.0f} s; everything is in {cfg.workdir}")
-    steps = (
-        DemoStep("engine", {"llama_server": str(binary)}),
-        DemoStep("model", {"path": str(model)}),
-        DemoStep("plan", planned),
-        DemoStep("divided", divided),
-        DemoStep("right", right),
-        DemoStep("bench", {"run_ids": run_ids, "db": str(cfg.workdir / "runs.db"), "levels": levels}),
-    )
-    return DemoResult(cfg.workdir, steps, report)
+    cpus = cpu_split() if cfg.pin else None
+    with_llama, with_vllm = demo_engine().name in cfg.engines, SECOND_ENGINE in cfg.engines
+    binary = find_engine(cfg, say) if with_llama else None
+    second = find_second(say) if with_vllm else {"skipped": "not asked (--engines)"}
+    pair = make_models(cfg, say)
+    say(f"   {cpus.line} (pinned: the machine is shared and noisy)" if cpus else "   one CPU: not pinned")
+    planned = plan_launch(pair, cfg, say)
+    steps = [DemoStep("engine", {"llama_server": str(binary) if binary else None, "vllm": second}),
+             DemoStep("model", {"path": str(pair.gguf), "hf": str(pair.hf), "weights": pair.same_weights}),
+             DemoStep("plan", planned)]  # fmt: skip
+    run_ids: list[str] = []
+    levels: list[dict[str, Any]] = []
+    if binary is not None:
+        steps.append(DemoStep("divided", divided_launch(binary, pair, cfg, say, cpus)))
+        right, ids, rows = right_launch_and_bench(binary, pair, cfg, say, cpus, watch)
+        steps.append(DemoStep("right", right))
+        run_ids, levels = run_ids + ids, levels + rows
+    if "skipped" not in second:
+        verified, ids, rows = second_launch_and_bench(pair, cfg, say, cpus, watch)
+        second = {**second, **verified}
+        run_ids, levels = run_ids + ids, levels + rows
+    report, glance = write_report(cfg, run_ids, say, planned.get("plan_file"))
+    seconds = time.monotonic() - start
+    say(f"done in {seconds:.0f} s; everything is in {cfg.workdir}")
+    steps += [DemoStep("vllm", second),
+              DemoStep("bench", {"run_ids": run_ids, "db": str(cfg.workdir / "runs.db"), "levels": levels}),
+              DemoStep("summary", {**glance, "wall_s": round(seconds)})]  # fmt: skip
+    return DemoResult(cfg.workdir, tuple(steps), report)

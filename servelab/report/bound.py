@@ -141,7 +141,10 @@ def _engine_notes(bill: Bill, engine: EngineSummary, power: ServingPower) -> tup
 def engine_bound(bill: Bill, engine: EngineSummary, inputs: BoundInputs) -> EngineBound:
     """The verdict for one engine, its serving power from the level its bandwidth figure is from (c=1)."""
     power = serving_power(engine, bill.power_rows.get(engine.run_id, ()))
-    analysis = analyse_bound(power.rows, burn_power_w=inputs.burn_power_w, bytes_per_token=inputs.bytes_per_token,
+    per_token = inputs.bytes_per_token
+    if engine.plan is not None and engine.plan is not bill.plan:  # its own plan's bytes per token
+        per_token = plan_bytes_per_token(engine.plan, inputs.bandwidth_gb_s)[0]
+    analysis = analyse_bound(power.rows, burn_power_w=inputs.burn_power_w, bytes_per_token=per_token,
                              tok_s=engine.single_stream_tok_s, bandwidth_gb_s=inputs.bandwidth_gb_s)  # fmt: skip
     gpus = tuple(sorted({r["gpu"] for r in power.rows if isinstance(r.get("gpu"), int)}))
     notes = _engine_notes(bill, engine, power)

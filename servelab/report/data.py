@@ -18,6 +18,7 @@ from servelab.plan.io import read_json_object
 from servelab.plan.saved import PlanDocument, SavedCeilings, SavedMemory, SavedPlan
 from servelab.report.compare import workload_warnings
 from servelab.report.levels import LevelFigures, all_level_figures
+from servelab.report.plan_figures import PlanFigures, pick_plan, plans_for
 from servelab.store import RunInfo, StoredRun
 
 
@@ -37,6 +38,12 @@ class EngineSummary:
     memory_used_bytes: int | None
     workload: str = ""  # the run's workload kind (a file's name for a file)
     predicted: bool = False  # a `servelab predict` run (meta.predicted): emulated, not measured
+    plan: SavedPlan | None = None  # the plan entry of this engine (`plan_figures.plans_for`): its ceilings
+
+    @property
+    def planned(self) -> PlanFigures:
+        """This engine's ceilings, planned context and memory, from its own plan entry."""
+        return PlanFigures(self.plan)
 
     @property
     def closed_loop(self) -> tuple[LevelFigures, ...]:
@@ -65,7 +72,7 @@ class Bill:
     run_ids: tuple[str, ...]
     engines: tuple[EngineSummary, ...]
     warnings: tuple[str, ...]
-    plan: SavedPlan | None  # the plan entry the runs are held against (memory_bytes, decode_ceiling_tok_s, …)
+    plan: SavedPlan | None  # the first engine's plan entry; each engine's own is `EngineSummary.plan`
     plan_model: str | None  # model and gpu of the plan document it is from
     plan_gpu: str | None
     doctor: dict | None  # `servelab doctor --json`
@@ -94,47 +101,54 @@ class Bill:
         return {}
 
     @property
+    def planned(self) -> PlanFigures:
+        """The figures of `plan` (the first engine's entry): for what the bill shows once, not per engine."""
+        return PlanFigures(self.plan)
+
+    @property
+    def plans(self) -> tuple[SavedPlan, ...]:
+        """The distinct plan entries the engines are held against, in engine order."""
+        found: list[SavedPlan] = []
+        for engine in self.engines:
+            if engine.plan is not None and all(engine.plan is not p for p in found):
+                found.append(engine.plan)
+        return tuple(found) or ((self.plan,) if self.plan else ())
+
+    @property
     def gpus_per_engine(self) -> int | None:
-        """GPUs one engine spans, from the plan (its tensor parallel); None without a plan that says."""
-        tp = self.plan.tensor_parallel if self.plan else None
-        return tp if isinstance(tp, int) and tp > 0 else None
+        return self.planned.gpus_per_engine
 
     @property
     def plan_ceilings(self) -> SavedCeilings:
-        """The plan's decode ceilings; every figure None without a plan or where the plan omits it."""
-        return (self.plan.decode_ceiling_tok_s if self.plan else None) or SavedCeilings()
+        return self.planned.ceilings
 
     @property
     def planned_context(self) -> int | None:
-        return self.plan.context if self.plan else None
+        return self.planned.planned_context
 
     @property
     def plan_memory(self) -> SavedMemory | None:
-        return self.plan.memory_bytes if self.plan else None
+        return self.planned.memory
 
     @property
     def ceiling_short_tok_s(self) -> float | None:
-        return self.plan_ceilings.short
+        return self.planned.ceiling_short_tok_s
 
     @property
     def ceiling_full_tok_s(self) -> float | None:
-        return self.plan_ceilings.full_context
+        return self.planned.ceiling_full_tok_s
 
     @property
     def short_context_tokens(self) -> int:
-        """The context the plan's "short" ceiling is for (0 when the plan does not say)."""
-        value = self.plan_ceilings.short_context
-        return value if value is not None and value >= 0 else 0
+        return self.planned.short_context_tokens
 
     @property
     def batch_ceilings_tok_s(self) -> dict[int, float]:
-        """The plan's aggregate decode ceiling per batch size (concurrency), where it gives one."""
-        rows = (self.plan.decode_batch_tok_s if self.plan else None) or ()
-        return {row.batch: row.aggregate_tok_s for row in rows}
+        return self.planned.batch_ceilings_tok_s
 
     @property
     def planned_total_bytes(self) -> int | None:
-        return self.plan_memory.total if self.plan_memory else None
+        return self.planned.planned_total_bytes
 
 
 def as_number(value: object) -> float | None:
@@ -150,17 +164,6 @@ def as_dict(value: object) -> dict:
 def read_json_file(path: Path, what: str) -> dict:
     """The JSON object of `--WHAT PATH` (doctor, spec), or a one-line ConfigError; plans: `plan.io.load_plan`."""
     return read_json_object(path, f"--{what}", f"expected the output of `servelab {what} --json`")
-
-
-def pick_plan(plan_doc: PlanDocument | None, engines: tuple[str, ...]) -> SavedPlan | None:
-    """The plan entry to hold the runs against: the first that fits (an entry that does not say is taken
-    to fit), preferring the first run's engine."""
-    if plan_doc is None:
-        return None
-    fitting = [p for p in plan_doc.plans if p.fits is not False] or list(plan_doc.plans)
-    preferred = [p for p in fitting if engines and p.engine == engines[0]]
-    candidates = preferred or fitting
-    return candidates[0] if candidates else None
 
 
 def _effective_context(info: dict) -> int | None:
@@ -290,7 +293,11 @@ def assemble(
     (name, text) of each target's server log, in target order, for the memory it really allocated;
     `predicted_run` (one of `runs`, a prediction) is held against every measured target."""
     engines = memory_from_logs(engine_summaries(runs), server_logs or [])
-    plan = pick_plan(plan_doc, tuple(e.engine for e in engines))
+    own = plans_for(plan_doc, [e.engine for e in engines])
+    engines = tuple(replace(e, plan=p) for e, p in zip(engines, own, strict=True))
+    plan = next((p for p in own if p is not None), None) or pick_plan(
+        plan_doc, tuple(e.engine for e in engines)
+    )
     model, gpu = (plan_doc.model, plan_doc.gpu) if plan_doc else (None, None)
     warnings = tuple(workload_warnings(runs)) if runs else ()
     invalid = {(run.id, lv.target_index, lv.level): lv.invalid_reason or ""

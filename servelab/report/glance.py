@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from servelab.report.bound import power_bounds
 from servelab.report.data import Bill, EngineSummary
+from servelab.report.levels import LevelFigures
 from servelab.report.tables import TableData, fmt, fmt_bytes, share
 from servelab.report.verdict import Verdict, engine_verdict
 
@@ -22,23 +23,23 @@ def _of(value: float | None, ceiling: float | None) -> str:
 
 def single_cell(bill: Bill, engine: EngineSummary) -> str:
     speed = engine.single_stream_tok_s
-    return fmt(speed) + _of(speed, bill.ceiling_short_tok_s)
+    return fmt(speed) + _of(speed, engine.planned.ceiling_short_tok_s)
 
 
 def aggregate_cell(bill: Bill, engine: EngineSummary) -> str:
     best = engine.best_aggregate
     if best is None:
         return "—"
-    ceiling = bill.batch_ceilings_tok_s.get(best.concurrency or 0)
+    ceiling = engine.planned.batch_ceilings_tok_s.get(best.concurrency or 0)
     return f"{fmt(best.aggregate_tok_s)} @ c={best.concurrency}" + _of(best.aggregate_tok_s, ceiling)
 
 
 def context_cell(bill: Bill, engine: EngineSummary) -> str:
-    return fmt(engine.usable_context) + _of(engine.usable_context, bill.planned_context)
+    return fmt(engine.usable_context) + _of(engine.usable_context, engine.planned.planned_context)
 
 
 def memory_cell(bill: Bill, engine: EngineSummary) -> str:
-    used, planned = engine.memory_used_bytes, bill.planned_total_bytes
+    used, planned = engine.memory_used_bytes, engine.planned.planned_total_bytes
     return f"{fmt_bytes(used)} / {fmt_bytes(planned)}" + _of(used, planned)
 
 
@@ -59,8 +60,19 @@ def _versus(best: float, others: list[float], unit: str, higher_is_better: bool 
     return f"{best:,.1f} vs {runner:,.1f} {unit}, {ratio:.2f}×" if runner else f"{best:,.1f} {unit}"
 
 
+SAME_WORK = "short"  # single user and aggregate: compared on the workload every engine ran alike
+MIXED_WORK = "mixed"  # the tail: short chats with long documents among them
+
+
+def comparable(bill: Bill, workload: str) -> tuple[EngineSummary, ...]:
+    """The engines/configurations a scenario compares: those that ran ``workload`` where two or more did
+    (the same prompts for each), else all of them."""
+    same = tuple(e for e in bill.engines if e.workload == workload)
+    return same if len(same) >= 2 else bill.engines
+
+
 def _faster_single(bill: Bill) -> Verdict | None:
-    speeds = {e.label: e.single_stream_tok_s for e in bill.engines if e.single_stream_tok_s}
+    speeds = {e.label: e.single_stream_tok_s for e in comparable(bill, SAME_WORK) if e.single_stream_tok_s}
     if len(speeds) < 2:
         return None
     best = max(speeds, key=lambda k: speeds[k])
@@ -69,7 +81,7 @@ def _faster_single(bill: Bill) -> Verdict | None:
 
 
 def _faster_aggregate(bill: Bill) -> Verdict | None:
-    tops = {e.label: e.best_aggregate for e in bill.engines if e.best_aggregate is not None}
+    tops = {e.label: e.best_aggregate for e in comparable(bill, SAME_WORK) if e.best_aggregate is not None}
     if len(tops) < 2:
         return None
     best = max(tops, key=lambda k: tops[k].aggregate_tok_s)
@@ -79,24 +91,37 @@ def _faster_aggregate(bill: Bill) -> Verdict | None:
                    f"at their best concurrency)")  # fmt: skip
 
 
-def _faster_tail(bill: Bill) -> Verdict | None:
-    """Lowest TTFT p99 at the highest concurrency every engine measured: the tail a loaded server shows."""
-    common = set.intersection(*({lv.concurrency for lv in e.closed_loop} for e in bill.engines))
+def _top_common_level(engines: tuple[EngineSummary, ...]) -> int | None:
+    common = (
+        set.intersection(*({lv.concurrency for lv in e.closed_loop} for e in engines)) if engines else set()
+    )
     common.discard(None)
-    if len(bill.engines) < 2 or not common:
+    return max((c for c in common if c is not None), default=None)
+
+
+def _at(engine: EngineSummary, concurrency: int) -> LevelFigures:
+    return next(lv for lv in engine.closed_loop if lv.concurrency == concurrency)
+
+
+def _faster_tail(bill: Bill) -> Verdict | None:
+    """Lowest TTFT p99 at the highest concurrency every engine measured, on the mixed workload where two or
+    more ran it: the tail a loaded server shows; the TPOT p99 of each beside it."""
+    engines = comparable(bill, MIXED_WORK)
+    top = _top_common_level(engines)
+    if len(engines) < 2 or top is None:
         return None
-    top = max(c for c in common if c is not None)
-    tails = {e.label: next(lv.stats.ttft_ms.p99 for lv in e.closed_loop if lv.concurrency == top)
-             for e in bill.engines}  # fmt: skip
+    tails = {e.label: _at(e, top).stats.ttft_ms.p99 for e in engines}
     known = {k: v for k, v in tails.items() if v is not None}
     if len(known) < 2:
         return None
+    tpots = ", ".join(f"{e.label} {fmt(_at(e, top).stats.tpot_ms.p99, 1)} ms" for e in engines)
     best = min(known, key=lambda k: known[k])
     others = [v for k, v in known.items() if k != best]
     if min(others) <= known[best] * 1.005:
-        return Verdict("mixed-load tail", None, f"a tie (TTFT p99 at c={top}: {known[best]:,.1f} ms each)")
+        return Verdict("mixed-load tail", None, f"a tie (TTFT p99 at c={top}: {known[best]:,.1f} ms each; "
+                       f"TPOT p99 {tpots})")  # fmt: skip
     return Verdict("mixed-load tail", best, f"{best} (TTFT p99 at c={top}: "
-                   f"{_versus(known[best], others, 'ms', higher_is_better=False)} lower)")  # fmt: skip
+                   f"{_versus(known[best], others, 'ms', higher_is_better=False)} lower; TPOT p99 {tpots})")  # fmt: skip
 
 
 def faster_per_scenario(bill: Bill) -> list[Verdict]:
@@ -105,3 +130,21 @@ def faster_per_scenario(bill: Bill) -> list[Verdict]:
     if len(bill.engines) < 2:
         return []
     return [v for v in (_faster_single(bill), _faster_aggregate(bill), _faster_tail(bill)) if v is not None]
+
+
+TAIL_HEADERS = ("level", "engine · model · workload", "requests", "evicted / stalled", "TTFT p50 ms",
+                "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms")  # fmt: skip
+
+
+def tail_table(bill: Bill) -> TableData | None:
+    """The mixed workload side by side, level by level: how many requests had their prompt evicted or their
+    decode stalled behind another's prefill (bench's eviction signals), and the TTFT / TPOT tails. None unless
+    two or more engines/configurations ran the mixed workload."""
+    engines = tuple(e for e in bill.engines if e.workload == MIXED_WORK)
+    if len(engines) < 2:
+        return None
+    levels = sorted({lv.concurrency for e in engines for lv in e.closed_loop if lv.concurrency is not None})
+    rows = tuple((f"c={c}", e.label, fmt(lv.completed), fmt(lv.evictions), fmt(lv.stats.ttft_ms.p50, 0),
+                  fmt(lv.stats.ttft_ms.p99, 0), fmt(lv.stats.tpot_ms.p50, 1), fmt(lv.stats.tpot_ms.p99, 1))
+                 for c in levels for e in engines for lv in e.closed_loop if lv.concurrency == c)  # fmt: skip
+    return TableData("mixed-tail", "Mixed load side by side: evictions and the tail", TAIL_HEADERS, rows)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from servelab.report import glance, overlay, pareto, plots, tables
 from servelab.report.bound import bound_sentence, bound_table, level_power_table, power_bounds
 from servelab.report.data import Bill
+from servelab.report.plan_figures import PlanFigures
 from servelab.report.plots import Plot
 from servelab.report.tables import TableData
 from servelab.report.verdict import verdicts
@@ -57,17 +58,27 @@ def _runs_section(bill: Bill) -> Section:
     return Section("runs", "Runs", tuple(blocks))
 
 
-def _ceiling_para(bill: Bill) -> Para:
+def _ceiling_paras(bill: Bill) -> tuple[Para, ...]:
+    """One sentence per plan entry the engines are held against (each engine its own engine's entry)."""
     if bill.plan is None:
-        return Para(
-            "No plan given, so no ceilings: pass --plan FILE (the output of `servelab plan --json`).", "note"
+        return (
+            Para(
+                "No plan given, so no ceilings: pass --plan FILE (the output of `servelab plan --json`).",
+                "note",
+            ),
         )
-    where = " on ".join(v for v in (bill.plan_model, bill.plan_gpu) if v)
-    short, full, plan = bill.ceiling_short_tok_s, bill.ceiling_full_tok_s, bill.plan
-    context = "?" if plan.context is None else plan.context
-    return Para(f"Plan{' for ' + where if where else ''}: {plan.engine or '?'}, {plan.quant or '?'}, "
-                f"context {context}; decode ceiling {tables.fmt(short)} tok/s short, "
-                f"{tables.fmt(full)} tok/s at full context.")  # fmt: skip
+    paras = []
+    for plan in bill.plans:
+        where = " on ".join(v for v in (plan.model or bill.plan_model, plan.gpu or bill.plan_gpu) if v)
+        figures = PlanFigures(plan)
+        short, full = figures.ceiling_short_tok_s, figures.ceiling_full_tok_s
+        context = "?" if plan.context is None else plan.context
+        held = [e.label for e in bill.engines if e.plan is plan]
+        whose = f" (held against: {', '.join(held)})" if len(bill.plans) > 1 and held else ""
+        paras.append(Para(f"Plan{' for ' + where if where else ''}: {plan.engine or '?'}, {plan.quant or '?'}, "
+                          f"context {context}; decode ceiling {tables.fmt(short)} tok/s short, "
+                          f"{tables.fmt(full)} tok/s at full context{whose}."))  # fmt: skip
+    return tuple(paras)
 
 
 def _plot_section(key: str, title: str, made: list[Plot] | None) -> Section:
@@ -150,7 +161,9 @@ def _glance_section(bill: Bill) -> Section:
     """The field report's table first; with several engines, the faster one per scenario under it."""
     faster = glance.faster_per_scenario(bill)
     items = (Items(tuple(f"Faster for {v.scenario}: {v.sentence}." for v in faster)),) if faster else ()
-    return Section("summary", "At a glance", (glance.glance_table(bill), *items, _ceiling_para(bill)))
+    tail = glance.tail_table(bill)
+    return Section("summary", "At a glance", (glance.glance_table(bill), *items, *((tail,) if tail else ()),
+                                              *_ceiling_paras(bill)))  # fmt: skip
 
 
 def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:

@@ -36,7 +36,8 @@ def pareto(bill: Bill) -> Plot:
               for e in bill.engines}  # fmt: skip
     if not any(points.values()):
         return Plot(KEY, TITLE, None, "no level has both a per-user decode speed and an aggregate throughput")
-    gpus = bill.gpus_per_engine or 1
+    gpus_of = {e.label: e.planned.gpus_per_engine or 1 for e in bill.engines}
+    planned = any(e.planned.gpus_per_engine for e in bill.engines)
     marks = Marks()
     with styled():
         figure = new_figure()
@@ -45,7 +46,7 @@ def pareto(bill: Bill) -> Plot:
             if not mine:
                 continue
             xs = [user or 0.0 for _, user, _, _ in mine]
-            ys = [agg / gpus for _, _, agg, _ in mine]
+            ys = [agg / gpus_of[label] for _, _, agg, _ in mine]
             (line,) = ax.plot(xs, ys, marker="o", label=plain(label))
             marks.points(
                 line, [_tip(label, lv, x, y, a) for (lv, _, _, a), x, y in zip(mine, xs, ys, strict=True)]
@@ -56,7 +57,8 @@ def pareto(bill: Bill) -> Plot:
         if limit is not None:
             marks.tag(ax.axvline(limit[0], color=INK, linestyle="--", label=limit[1]), "series", [limit[1]])
         marks.tag(ax.set_xlabel("per user: decode tok/s per stream (median)"), "axis-label")
-        per = f"TP {gpus}, the plan's" if bill.gpus_per_engine else "1 assumed: no plan"
+        tps = sorted(set(gpus_of.values()))
+        per = f"TP {'/'.join(map(str, tps))}, the plan's" if planned else "1 assumed: no plan"
         marks.tag(ax.set_ylabel(f"output tok/s per GPU ({per})"), "axis-label")
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from servelab.plan.saved import SavedPlan
 from servelab.report.data import Bill, EngineSummary
 from servelab.report.levels import NS_PER_S, LevelFigures
 from servelab.report.overlay import series_colours
+from servelab.report.plan_figures import PlanFigures
 from servelab.report.svg import INK, Marks, figure_svg, new_figure, plain, styled
 from servelab.report.verdict import ceiling_at
 
@@ -74,6 +76,9 @@ def off_scale_band(ax, marks: Marks, top: float, text: str, tips: list[str]) -> 
     ax.text(0.99, 0.955, text, transform=ax.transAxes, ha="right", va="top", fontsize=7)
 
 
+Ceilings = list[tuple[str, dict[int, float]]]  # (whose plan, concurrency -> tok/s), one per plan entry
+
+
 def _ceiling_text(ceilings: dict[int, float], peak: float) -> str:
     low, high = min(ceilings.values()), max(ceilings.values())
     span = f"{low:,.0f}" if round(low) == round(high) else f"{low:,.0f}–{high:,.0f}"
@@ -86,10 +91,10 @@ def ladder_plot(
     title: str,
     ylabel: str,
     value: Callable[[LevelFigures], float | None],
-    ceilings: dict[int, float] | None = None,
+    ceilings: Ceilings | None = None,
 ) -> Plot:
-    """One line per engine over the closed-loop levels; `ceilings` (concurrency → value) drawn dashed, or as
-    a band at the top edge when far above the data."""
+    """One line per engine over the closed-loop levels; each plan's `ceilings` (concurrency → value) drawn
+    dashed, or as a band at the top edge when far above the data."""
     if _no_ladder(bill):
         return Plot(key, title, None, "no closed-loop levels in these runs")
     if not any(_ladder(engine, value)[0] for engine in bill.engines):
@@ -111,15 +116,20 @@ def ladder_plot(
             peak = max([peak, *ys])
         peak = peak or 1.0
         top = peak * 1.25
-        if ceilings and max(ceilings.values()) <= FAR * peak:
-            xs = sorted(ceilings)
-            (line,) = ax.plot(xs, [ceilings[x] for x in xs], "--", marker=".", color=INK,
-                              label="ceiling (plan, memory bandwidth)")  # fmt: skip
-            marks.points(line, [f"ceiling (plan) at c={x:g}: {ceilings[x]:,.3f} {unit}" for x in xs])
-            top = max(top, max(ceilings.values()) * 1.1)
-        elif ceilings:
-            off_scale_band(ax, marks, top, _ceiling_text(ceilings, peak),
-                           [f"ceiling (plan) at c={x:g}: {ceilings[x]:,.3f} {unit}" for x in sorted(ceilings)])  # fmt: skip
+        named = [(whose, c) for whose, c in ceilings or [] if c]
+        near = [(whose, c) for whose, c in named if max(c.values()) <= FAR * peak]
+        for i, (whose, c) in enumerate(near):
+            xs = sorted(c)
+            plan = "plan" if len(named) == 1 else f"{whose} plan"
+            (line,) = ax.plot(xs, [c[x] for x in xs], "--" if i == 0 else ":", marker=".", color=INK,
+                              label=f"ceiling ({plan}, memory bandwidth)")  # fmt: skip
+            marks.points(line, [f"ceiling ({plan}) at c={x:g}: {c[x]:,.3f} {unit}" for x in xs])
+            top = max(top, max(c.values()) * 1.1)
+        far = [(whose, c) for whose, c in named if (whose, c) not in near]
+        if far:
+            both = {x: v for _, c in far for x, v in c.items()}
+            off_scale_band(ax, marks, top, _ceiling_text(both, peak),
+                           [f"ceiling ({whose} plan) at c={x:g}: {c[x]:,.3f} {unit}" for whose, c in far for x in sorted(c)])  # fmt: skip
         _ladder_axes(ax, ylabel, marks)
         ax.set_ylim(0, top)
         legend_below(figure, marks)
@@ -129,7 +139,11 @@ def ladder_plot(
 def aggregate_throughput(bill: Bill) -> Plot:
     return ladder_plot(bill, "aggregate-throughput", "Aggregate output throughput vs concurrency",
                        "aggregate output (tokens/s)", lambda lv: lv.aggregate_tok_s,
-                       ceilings=bill.batch_ceilings_tok_s)  # fmt: skip
+                       ceilings=[(_whose(p), PlanFigures(p).batch_ceilings_tok_s) for p in bill.plans])  # fmt: skip
+
+
+def _whose(plan: SavedPlan) -> str:
+    return plan.engine or "the"
 
 
 def per_stream(bill: Bill) -> Plot:
@@ -171,13 +185,13 @@ def latency_percentiles(bill: Bill) -> Plot:
         return Plot(key, title, figure_svg(figure, key, title, marks))
 
 
-def _ceiling_curve(bill: Bill, max_context: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """tok/s ceiling vs context (see `verdict.ceiling_at`)."""
-    context = bill.planned_context
-    if ceiling_at(bill, 0) is None or context is None:
+def _ceiling_curve(planned: PlanFigures, max_context: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """A plan's tok/s ceiling vs context (see `verdict.ceiling_at`)."""
+    context = planned.planned_context
+    if ceiling_at(planned, 0) is None or context is None:
         return None
     xs = np.linspace(0, max(context, max_context), 200)
-    return xs, np.array([ceiling_at(bill, x) for x in xs])
+    return xs, np.array([ceiling_at(planned, x) for x in xs])
 
 
 def roofline(bill: Bill) -> Plot:
@@ -201,27 +215,31 @@ def roofline(bill: Bill) -> Plot:
                 marks.points(
                     dots, [f"{engine.label}\ncontext {x:,.0f} tokens: {y:,.3f} tok/s" for x, y in mine]
                 )
-        curve = _ceiling_curve(bill, max(x for _, x, _ in points))
+        widest = max(x for _, x, _ in points)
+        curves = [
+            (_whose(p), c) for p in bill.plans if (c := _ceiling_curve(PlanFigures(p), widest)) is not None
+        ]
         measured = _y_top([y for _, _, y in points], None)
-        ceiling_top = None if curve is None else float(curve[1].max())
+        ceiling_top = max((float(c[1].max()) for _, c in curves), default=None)
         far = ceiling_top is not None and ceiling_top > FAR * measured
         top = measured if far else _y_top([y for _, _, y in points], ceiling_top)
-        if curve is not None and not far:
-            (line,) = ax.plot(
-                *curve, color=INK, linestyle="--", label="ceiling (plan: weights + KV bytes / bandwidth)"
-            )
-            marks.tag(line, "series", [f"ceiling (plan): {curve[1][0]:,.3f} tok/s at context {curve[0][0]:,.0f} "
+        for i, (whose, curve) in enumerate(curves if not far else []):
+            plan = "plan" if len(curves) == 1 else f"{whose} plan"
+            (line,) = ax.plot(*curve, color=INK, linestyle="--" if i == 0 else ":",
+                              label=f"ceiling ({plan}: weights + KV bytes / bandwidth)")  # fmt: skip
+            marks.tag(line, "series", [f"ceiling ({plan}): {curve[1][0]:,.3f} tok/s at context {curve[0][0]:,.0f} "
                                        f"to {curve[1][-1]:,.3f} at {curve[0][-1]:,.0f}"])  # fmt: skip
-        elif curve is not None:
-            low = float(curve[1].min())
+        if curves and far:
+            low = min(float(c[1].min()) for _, c in curves)
             text = f"↑ ceiling (plan) {low:,.0f}–{ceiling_top:,.0f} tok/s: {low / (top / 1.3):,.0f}× the measured, off this scale"
-            off_scale_band(ax, marks, top, text, [f"ceiling (plan) {low:,.3f}–{ceiling_top:,.3f} tok/s"])
+            off_scale_band(ax, marks, top, text, [f"ceiling ({whose} plan) {float(c[1].min()):,.3f}–{float(c[1].max()):,.3f} tok/s"
+                                                  for whose, c in curves])  # fmt: skip
         marks.tag(ax.set_xlabel("context (tokens: prompt + half the output)"), "axis-label")
         marks.tag(ax.set_ylabel("single-stream decode (tokens/s)"), "axis-label")
         ax.set_ylim(0, top)
         ax.grid(True)
         legend_below(figure, marks)
-        notes = [] if curve is not None else ["no ceiling: pass --plan with decode_ceiling_tok_s and context"]
+        notes = [] if curves else ["no ceiling: pass --plan with decode_ceiling_tok_s and context"]
         above = sum(1 for _, _, y in points if y > top)
         if above:
             notes.append(
@@ -238,33 +256,40 @@ def _y_top(values: list[float], ceiling: float | None) -> float:
     return max(bulk, ceiling or 0.0) * 1.3
 
 
+PARTS = ("weights", "kv_cache", "recurrent_state", "activations", "runtime")
+
+
 def memory_breakdown(bill: Bill) -> Plot:
     key, title = "memory", "Memory: planned breakdown and measured use"
-    memory = bill.plan_memory
-    if memory is None:
+    plans = [(p, p.memory_bytes) for p in bill.plans if p.memory_bytes is not None]
+    if not plans:
         return Plot(key, title, None, "no plan: pass --plan FILE (the output of `servelab plan --json`)")
-    planned = {"weights": memory.weights, "kv_cache": memory.kv_cache, "recurrent_state": memory.recurrent_state,
-               "activations": memory.activations, "runtime": memory.runtime}  # fmt: skip
-    parts = {part: float(part_bytes or 0) for part, part_bytes in planned.items()}
-    total = float(memory.total or sum(parts.values()))
-    unit, scale = ("GiB", GIB) if total >= GIB else ("MiB", 1024**2)
+    totals = [float(m.total or sum(getattr(m, part) or 0 for part in PARTS)) for _, m in plans]
+    unit, scale = ("GiB", GIB) if max(totals) >= GIB else ("MiB", 1024**2)
     marks = Marks()
     with styled():
-        figure = new_figure(6.4, 3.0)
+        figure = new_figure(6.4, 2.6 + 0.4 * len(plans))
         ax = figure.add_subplot()
-        left = 0.0
-        for i, (part, part_bytes) in enumerate(parts.items()):
-            size = part_bytes / scale
-            (bar,) = ax.barh(["plan"], [size], left=left, color=f"C{i}", label=f"{part} {size:.2f} {unit}")
-            marks.tag(bar, "point", [f"plan: {part} {size:,.3f} {unit} ({part_bytes:,.0f} bytes)"])
-            left += size
+        for row, (plan, memory) in enumerate(plans):
+            name = "plan" if len(plans) == 1 else f"plan ({_whose(plan)})"
+            left = 0.0
+            for i, part in enumerate(PARTS):
+                part_bytes = float(getattr(memory, part) or 0)
+                size = part_bytes / scale
+                label = (
+                    f"{part} {size:.2f} {unit}" if len(plans) == 1 else (part if row == 0 else "_nolegend_")
+                )
+                (bar,) = ax.barh([name], [size], left=left, color=f"C{i}", label=label)
+                marks.tag(bar, "point", [f"{name}: {part} {size:,.3f} {unit} ({part_bytes:,.0f} bytes)"])
+                left += size
         for engine in bill.engines:
             if engine.memory_used_bytes is not None:
                 used = engine.memory_used_bytes
                 (bar,) = ax.barh([plain(engine.label)], [used / scale], color="#64748b")
                 marks.tag(bar, "point", [f"{engine.label}: used {used / scale:,.3f} {unit} ({used:,} bytes)"])
-        if memory.capacity and memory.capacity < 4 * total:
-            ax.axvline(memory.capacity / scale, color=INK, linestyle="--", label="capacity")
+        capacity = plans[0][1].capacity
+        if capacity and capacity < 4 * max(totals):
+            ax.axvline(capacity / scale, color=INK, linestyle="--", label="capacity")
         marks.tag(ax.set_xlabel(f"memory ({unit})"), "axis-label")
         legend_below(figure, marks, ncols=3)
         return Plot(key, title, figure_svg(figure, key, title, marks))

@@ -11,6 +11,7 @@ from servelab.diagnose.bound import bound_verdict
 from servelab.report.bound import EngineBound, power_bounds
 from servelab.report.data import Bill, EngineSummary
 from servelab.report.levels import LevelFigures
+from servelab.report.plan_figures import PlanFigures
 from servelab.report.tables import fmt_bytes
 from servelab.report.tables import share as fmt_share
 
@@ -40,7 +41,7 @@ def single_user(bill: Bill) -> Verdict:
     if others:
         runner = max(others, key=lambda e: e.single_stream_tok_s or 0.0)
         sentence += f", {speed / (runner.single_stream_tok_s or 1):.2f}× {runner.label}"
-    ceiling = bill.ceiling_short_tok_s
+    ceiling = best.planned.ceiling_short_tok_s
     if ceiling:
         sentence += (
             f"; that is {_pct(speed, ceiling)} of the {ceiling:.1f} tok/s bandwidth ceiling of the plan"
@@ -57,7 +58,7 @@ def serving_many(bill: Bill) -> Verdict:
     best, level = max(candidates, key=lambda pair: pair[1].aggregate_tok_s)
     sentence = (f"{best.label} serves the most: {level.aggregate_tok_s:.1f} tok/s aggregate at concurrency "
                 f"{level.concurrency}, TTFT p99 {level.stats.ttft_ms.p99 or 0:.0f} ms")  # fmt: skip
-    ceiling = bill.batch_ceilings_tok_s.get(int(level.concurrency or 0))
+    ceiling = best.planned.batch_ceilings_tok_s.get(int(level.concurrency or 0))
     if ceiling:
         sentence += f", {_pct(level.aggregate_tok_s, ceiling)} of the plan's {ceiling:.1f} tok/s ceiling at that concurrency"
     single = best.single_stream
@@ -75,8 +76,8 @@ def memory_starved(bill: Bill) -> Verdict:
     if known:
         best = min(known, key=lambda e: e.memory_used_bytes or 0)
         sentence = f"{best.label} needs the least memory: {fmt_bytes(best.memory_used_bytes)} used"
-        if bill.planned_total_bytes:
-            sentence += f" (plan: {fmt_bytes(bill.planned_total_bytes)})"
+        if best.planned.planned_total_bytes:
+            sentence += f" (plan: {fmt_bytes(best.planned.planned_total_bytes)})"
         return Verdict("memory-starved", best.label, sentence + ".")
     if bill.plan is not None and bill.planned_total_bytes:
         capacity = bill.plan_memory.capacity if bill.plan_memory else None
@@ -104,24 +105,24 @@ def speculative(bill: Bill) -> Verdict | None:
     return Verdict("speculative decoding", None, ", ".join(parts) + why + ".")
 
 
-def ceiling_at(bill: Bill, context_tokens: float) -> float | None:
-    """The plan's decode ceiling at a context: bytes per token grow linearly from short to full context."""
-    short, full, planned = bill.ceiling_short_tok_s, bill.ceiling_full_tok_s, bill.planned_context
-    start = bill.short_context_tokens
-    if not short or not full or planned is None or planned <= start:
+def ceiling_at(planned: PlanFigures, context_tokens: float) -> float | None:
+    """A plan's decode ceiling at a context: bytes per token grow linearly from short to full context."""
+    short, full, context = planned.ceiling_short_tok_s, planned.ceiling_full_tok_s, planned.planned_context
+    start = planned.short_context_tokens
+    if not short or not full or context is None or context <= start:
         return None
-    return 1 / (1 / short + (1 / full - 1 / short) * (context_tokens - start) / (planned - start))
+    return 1 / (1 / short + (1 / full - 1 / short) * (context_tokens - start) / (context - start))
 
 
 def longest_context(bill: Bill) -> Verdict | None:
     """The single-stream request with the longest context, against the ceiling at that context."""
-    points = [(r.input_tokens + r.output_tokens / 2, r.decode_tok_s, e.label)
+    points = [(r.input_tokens + r.output_tokens / 2, r.decode_tok_s, e.label, e)
               for e in bill.engines if e.single_stream is not None
               for r in e.single_stream.requests if r.decode_tok_s is not None]  # fmt: skip
     if not points:
         return None
-    context, speed, label = max(points, key=lambda p: (p[0], p[1]))
-    ceiling = ceiling_at(bill, context)
+    context, speed, label, engine = max(points, key=lambda p: (p[0], p[1]))
+    ceiling = ceiling_at(engine.planned, context)
     if ceiling is None or speed is None:
         return None
     return Verdict("against the ceiling", label, f"At {context:,.0f} tokens of context {label} decoded {speed:.1f} tok/s, "
@@ -129,8 +130,8 @@ def longest_context(bill: Bill) -> Verdict | None:
 
 
 def long_context(bill: Bill, engine: EngineSummary) -> str | None:
-    """The usable context an engine really got, against the plan's context."""
-    planned = bill.planned_context
+    """The usable context an engine really got, against its plan's context."""
+    planned = engine.planned.planned_context
     if engine.usable_context is None or planned is None:
         return None
     if engine.usable_context < planned:
@@ -184,7 +185,7 @@ def _evicting(engine: EngineSummary) -> str | None:
 def _bandwidth(bill: Bill, engine: EngineSummary, bound: EngineBound | None) -> str | None:
     """The bound at one user: the power analysis where it has a bandwidth figure, else the measured decode
     against the plan's memory-bound decode ceiling (the same fraction: tok/s × bytes per token / bandwidth)."""
-    speed, ceiling = engine.single_stream_tok_s, bill.ceiling_short_tok_s
+    speed, ceiling = engine.single_stream_tok_s, engine.planned.ceiling_short_tok_s
     fraction = bound.analysis.bandwidth_fraction if bound else None
     if fraction is None and speed is not None and ceiling:
         fraction = speed / ceiling
