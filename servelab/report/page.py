@@ -147,7 +147,9 @@ def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
         _glance_section(bill),
         _runs_section(bill),
         Section(
-            "ladder", "Concurrency ladder", (*_invalid(bill), *tables.ladder_tables(bill), *_failures(bill))
+            "ladder",
+            "Concurrency ladder",
+            (*_invalid(bill), *tables.ladder_tables(bill), *tables.server_tables(bill), *_failures(bill)),
         ),
         _plot_section("throughput", "Throughput", pick("aggregate-throughput", "per-stream", "pareto")),
         _plot_section("latency", "Latency", pick("latency-percentiles", "itl-distribution")),
