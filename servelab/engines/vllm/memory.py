@@ -74,10 +74,18 @@ class VllmMemory:
     max_num_batched_tokens: int = 0
     warnings: tuple[str, ...] = ()
     refusals: tuple[Refusal, ...] = ()  # what makes vLLM refuse to start with these settings
+    mamba_page_bytes: int = 0  # one layer's recurrent state before padding to the attention page (hybrids)
 
     @property
     def fits(self) -> bool:
         return not self.refusals
+
+    @property
+    def mamba_padding_pct(self) -> float:
+        """What vLLM logs as "Padding mamba page size by X%" (0 when nothing is padded)."""
+        if not self.mamba_page_bytes or self.page_bytes <= self.mamba_page_bytes:
+            return 0.0
+        return 100 * (self.page_bytes - self.mamba_page_bytes) / self.mamba_page_bytes
 
 
 def _dtype(model: ModelSpec, kv_cache_dtype: str) -> str:
@@ -122,10 +130,20 @@ def _block_size(token_bytes: int, mamba_page: int, align: int, default: int) -> 
     return max(align, math.ceil(mamba_page / token_bytes / align) * align)
 
 
-def _blocks_for(length: int, block: int, groups: dict[str, int], window: int) -> int:
+def _blocks_for(length: int, block: int, groups: dict[str, int], window: int, mamba: int = 1) -> int:
     full = math.ceil(length / block)
     sliding = min(full, math.ceil(window / block) + 1) if window else full
-    return groups.get("full", 0) * full + groups.get("sliding", 0) * sliding + groups.get("mamba", 0)
+    return groups.get("full", 0) * full + groups.get("sliding", 0) * sliding + groups.get("mamba", 0) * mamba
+
+
+def mamba_blocks_per_request(model: ModelSpec, align: bool, speculative_tokens: int = 0) -> int:
+    """State blocks one request holds in each mamba group. Without prefix caching ('none' mode): 1. With it
+    ('align', which MambaModelConfig sets when prefix caching is on): 2 + the speculative tokens + 1 prefill
+    checkpoint for Mamba2 layers (MambaMixer2.get_kv_cache_spec; GDN linear attention has none) — MambaSpec.
+    max_memory_usage_bytes in vllm/v1/kv_cache_interface.py (docs/reference/vllm-cpu.md §11)."""
+    if not align:
+        return 1
+    return 2 + speculative_tokens + (1 if model.count(LayerKind.MAMBA) else 0)
 
 
 def activation_peak_bytes(
@@ -143,11 +161,13 @@ def cuda_graph_bytes(model: ModelSpec, max_num_seqs: int) -> int:
     return int(0.45 * GIB * min(max_num_seqs, 512) / 256)
 
 
-def _largest_length(num_blocks: int, block: int, groups: dict[str, int], window: int, cap: int) -> int:
+def _largest_length(
+    num_blocks: int, block: int, groups: dict[str, int], window: int, cap: int, mamba: int = 1
+) -> int:
     low, high = 0, max(1, cap // block + 1)
     while low < high:
         mid = (low + high + 1) // 2
-        if _blocks_for(mid * block, block, groups, window) <= num_blocks:
+        if _blocks_for(mid * block, block, groups, window, mamba) <= num_blocks:
             low = mid
         else:
             high = mid - 1
@@ -275,6 +295,7 @@ def vllm_memory(
     draft_layers: int = 0,
     block_align: int = 16,
     default_block_size: int = 16,
+    mamba_cache_align: bool = False,
     version: str | None = None,
 ) -> VllmMemory:
     """What vLLM would allocate on each GPU; `weights_bytes` is the per-GPU share. `kv_cache_memory_bytes`
@@ -304,12 +325,13 @@ def vllm_memory(
     group_size, groups, padding, waste = _grouping(_buckets(model, draft_layers))
     num_blocks = budget // (page * group_size) if page else 0
     window = (model.attention.sliding_window or 0) if model.attention else 0
-    per_request = _blocks_for(length, block, groups, window)
+    states = mamba_blocks_per_request(model, mamba_cache_align, speculative_tokens)
+    per_request = _blocks_for(length, block, groups, window, states)
     # the scheduler reserves num_speculative_tokens lookahead slots per running request (allocate_slots'
     # num_lookahead_tokens): a request of max_model_len holds that many more tokens while it decodes
-    running = _blocks_for(length + speculative_tokens, block, groups, window)
+    running = _blocks_for(length + speculative_tokens, block, groups, window, states)
     n_groups = sum(groups.values())
-    estimated = _largest_length(num_blocks, block, groups, window, length)
+    estimated = _largest_length(num_blocks, block, groups, window, length, states)
     mamba_blocks = num_blocks if "mamba" in groups else 0
     warnings = _padding_warnings(padding if "mamba" in groups else 0, waste, model.num_layers + draft_layers)
     pool = _Pool(
@@ -355,6 +377,7 @@ def vllm_memory(
         max_num_batched_tokens=batched,
         warnings=tuple(warnings),
         refusals=tuple(refusals),
+        mamba_page_bytes=mamba_page,
     )
 
 
