@@ -302,7 +302,7 @@ def _arrivals(config: BenchConfig, rate: float) -> tuple[list[int], int]:
 def _maker(target: Target, config: BenchConfig, level: Level, rep: int, prompts: list[Prompt], warmup: int):
     path = "/v1/chat/completions" if config.chat else "/v1/completions"
     pool = max(1, len(prompts) - warmup)
-    bodies = [target.request_body(prompt, config.chat) for prompt in prompts]
+    bodies = [target.request_body(prompt, config.chat, config.temperature) for prompt in prompts]
     payloads = [json.dumps(body).encode() for body in bodies]  # encoded before the level, not while it runs
 
     def make(index: int, phase: str, intended_ns: int | None) -> ClientRequest:

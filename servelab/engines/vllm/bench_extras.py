@@ -23,6 +23,9 @@ SERVER_METRICS: tuple[ServerMetric, ...] = (
     ServerMetric("preemptions", "vllm:num_preemptions_total", "counter"),
     ServerMetric("prefix_cache_queries", "vllm:prefix_cache_queries_total", "counter"),  # tokens looked up
     ServerMetric("prefix_cache_hits", "vllm:prefix_cache_hits_total", "counter"),  # tokens found cached
+    ServerMetric("spec_drafts", "vllm:spec_decode_num_drafts_total", "counter"),  # with --speculative-config
+    ServerMetric("spec_draft_tokens", "vllm:spec_decode_num_draft_tokens_total", "counter"),
+    ServerMetric("spec_accepted_tokens", "vllm:spec_decode_num_accepted_tokens_total", "counter"),
     ServerMetric("requests_running", "vllm:num_requests_running", "gauge"),
     ServerMetric("requests_waiting", "vllm:num_requests_waiting", "gauge"),
     ServerMetric("kv_cache_usage", "vllm:kv_cache_usage_perc", "gauge", average=True),  # 0-1 despite "perc"
