@@ -27,6 +27,7 @@ MAX_REPEATS = 1_000
 MIN_RATE, MAX_RATE = 0.001, 1_000_000.0  # requests/s
 MAX_BURSTINESS = 1_000.0  # gamma shape; inf means evenly spaced
 MAX_WORKERS = 4096  # --workers
+MAX_TEMPERATURE = 100.0  # OpenAI's API stops at 2; servers differ, none needs more than this
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class BenchConfig:
     slo: Slo = field(default_factory=Slo)
     name: str | None = None
     seed: int = 0
+    temperature: float | None = None  # sent with every request; None: the server's default sampling
     stall_timeout_s: float = 120.0
     lag_limit_ms: float = 2.0  # client event-loop lag p99 above this marks a level invalid
     cpu_limit: float = 0.9  # client CPU (fraction of one core) above this marks a level invalid
@@ -76,6 +78,8 @@ class BenchConfig:
                 )
         self._check_ramp()
         self._check_search()
+        if self.temperature is not None:
+            number(self.temperature, "--temperature", 0, MAX_TEMPERATURE, "(0 = greedy)")
         number(self.deadline_s, "--deadline", 0.001, 7 * 86400.0, "seconds", above=True)
         number(self.stall_timeout_s, "--stall-timeout", 0.001, 7 * 86400.0, "seconds", above=True)
         if self.workers is not None:
@@ -154,7 +158,7 @@ class BenchConfig:
 
 YAML_KEYS = {
     "targets", "concurrency", "workload", "input_tokens", "output_tokens", "requests", "duration", "rate",
-    "burstiness", "repeat", "warmup", "model", "chat", "name", "seed", "max_errors", "slo", "ramp",
+    "burstiness", "repeat", "warmup", "model", "chat", "name", "seed", "temperature", "max_errors", "slo", "ramp",
     "find_max_rate", "max_rate", "probes", "attainment", "trace", "trace_speed",
 }  # fmt: skip
 

@@ -42,6 +42,7 @@ LEVEL_KEYS = (
     "duration_s",
     "first_send_ns",
     "client",
+    "server",
     "ci95",
 )  # fmt: skip  (the order of a level object in `bench --json` and in the store; docs/results-schema.md)
 
@@ -55,10 +56,15 @@ class LevelResult:
     invalid_reason: str | None = None
     partial: bool = False  # the run was interrupted during this level
     client: dict[str, Any] = field(default_factory=dict)  # the client's event-loop lag and CPU
+    server: dict[str, Any] = field(
+        default_factory=dict
+    )  # the server's /metrics over the level (server_metrics.py)
 
     def to_json(self) -> dict[str, Any]:
         values = {**self.stats.to_json(), "valid": self.valid, "invalid_reason": self.invalid_reason,
                   "partial": self.partial, "client": self.client}  # fmt: skip
+        if self.server:  # engines whose extras follow /metrics series (vLLM)
+            values["server"] = self.server
         return {key: values[key] for key in LEVEL_KEYS if key in values}
 
 

@@ -44,6 +44,7 @@ from servelab.bench.ramp import ramped_arrival_offsets_ns
 from servelab.bench.records import RequestRecord
 from servelab.bench.result import BenchResult, LevelResult, TargetResult
 from servelab.bench.schedule import arrival_offsets_ns
+from servelab.bench.server_metrics import GaugeSampler, level_server_metrics, pool_server_metrics
 from servelab.bench.sink import RecordSink
 from servelab.bench.summary import pool_repeats, summarize_level
 from servelab.bench.target import Target, connect_target, target_prompts
@@ -219,7 +220,10 @@ class _Runner:
         if self.progress:
             self.progress(live)
 
-        self._snapshot(target, level.label, rep, "before", sink)
+        before = self._snapshot(target, level.label, rep, "before", sink)
+        gauges = GaugeSampler(target.probe) if _follows_gauges(target) else None
+        if gauges is not None:
+            gauges.start()
         for sampler in self.samplers:
             sampler.start()
         sink.window()
@@ -241,7 +245,9 @@ class _Runner:
         if sink.error is not None:
             self._interrupt()
         self._stop_samplers({"target_index": target.index, "level": level.label, "repeat": rep}, sink)
-        self._snapshot(target, level.label, rep, "after", sink)
+        sampled = gauges.stop() if gauges is not None else []
+        after = self._snapshot(target, level.label, rep, "after", sink)
+        server = level_server_metrics(before, after, sampled, target.extras.SERVER_METRICS)
         if fleet is None:
             valid, why = validity(client_stats, config.lag_limit_ms, config.cpu_limit, server_here=here)
         else:
@@ -249,7 +255,7 @@ class _Runner:
         valid, why = _store_validity(valid, why, client_stats["store_blocked_s"])
         result = LevelResult(summarize_level(records, level, config.slo, config.ramp_s), valid, why,
                              partial=self.stop_event.is_set() or (fleet is not None and fleet.lost_worker),
-                             client=client_stats)  # fmt: skip
+                             client=client_stats, server=server)  # fmt: skip
         if self.store is not None:
             sink.later(functools.partial(self.store.add_level, self.run_id, target.index, level.label, rep,
                                          result.to_json()))  # fmt: skip
@@ -268,17 +274,34 @@ class _Runner:
                 kind = getattr(sampler, "kind", "gpu_power")
                 sink.later(functools.partial(self.store.add_samples, self.run_id, kind, labelled))
 
-    def _snapshot(self, target: Target, level: str, rep: int, moment: str, sink: RecordSink) -> None:
-        if self.store is None:
-            return
-        for path in target.extras.SNAPSHOT_PATHS:
+    def _snapshot(self, target: Target, level: str, rep: int, moment: str, sink: RecordSink) -> str | None:
+        """Store each snapshot path's text (without a store: only /metrics, when the level's server figures need
+        it); returns the /metrics text read, or None."""
+        paths = target.extras.SNAPSHOT_PATHS if self.store is not None else _server_paths(target)
+        metrics: str | None = None
+        for path in paths:
             text = _safe_get_text(target, path)
-            if text is not None:
+            if path == "/metrics":
+                metrics = text
+            if text is not None and self.store is not None:
                 label = moment if path == "/metrics" else f"{moment} {path}"
                 add = self.store.add_metrics_snapshot
                 sink.later(
                     functools.partial(add, self.run_id, target.index, level, rep, label, text, time.time_ns())
                 )
+        return metrics
+
+
+def _server_paths(target: Target) -> tuple[str, ...]:
+    return (
+        ("/metrics",) if target.extras.SERVER_METRICS and "/metrics" in target.extras.SNAPSHOT_PATHS else ()
+    )
+
+
+def _follows_gauges(target: Target) -> bool:
+    return "/metrics" in target.extras.SNAPSHOT_PATHS and any(
+        m.kind == "gauge" for m in target.extras.SERVER_METRICS
+    )
 
 
 def _arrivals(config: BenchConfig, rate: float) -> tuple[list[int], int]:
@@ -308,7 +331,7 @@ def _maker(
     path = "/v1/chat/completions" if config.chat else "/v1/completions"
     slots = []
     for prompt in prompts:  # encoded before the level, not while it runs
-        body = target.request_body(prompt, config.chat)
+        body = target.request_body(prompt, config.chat, config.temperature)
         slots.append(PromptSlot(
             body, json.dumps(body).encode(), prompt.index,
             prompt.input_tokens if prompt.verified else None, prompt.expected_cached_tokens or None,
@@ -328,6 +351,7 @@ def _combine(
         stats, valid=all(r.valid for r in results),
         invalid_reason=next((r.invalid_reason for r in results if r.invalid_reason), None),
         partial=any(r.partial for r in results), client=results[-1].client,
+        server=pool_server_metrics([r.server for r in results]),
     )  # fmt: skip
 
 

@@ -31,9 +31,11 @@ class Target:
         """What the store keeps about the target (never the API key)."""
         return {"version": self.version, "model": self.model, "context_per_slot": self.context}
 
-    def request_body(self, prompt: Prompt, chat: bool) -> dict[str, Any]:
+    def request_body(self, prompt: Prompt, chat: bool, temperature: float | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, **prompt.body(), "max_tokens": prompt.output_tokens}
         body["stream"] = True
+        if temperature is not None:
+            body["temperature"] = temperature
         body.update(self.extras.request_fields())
         return body
 

@@ -91,6 +91,9 @@ def register(app: typer.Typer) -> None:
         ),
         slo: str = typer.Option(None, "--slo", help="Goodput SLOs, e.g. ttft_ms=500,tpot_ms=50."),
         seed: int = typer.Option(0, "--seed", help="Seed for prompts and arrivals."),
+        temperature: float = typer.Option(
+            None, "--temperature", help="Sampling temperature sent with each request (0 = greedy)."
+        ),
         db: Path = typer.Option(None, "--db", help="Result store (default: the user data directory)."),
         name: str = typer.Option(None, "--name", help="A name for the run."),
         api_key: str = typer.Option(
@@ -137,7 +140,7 @@ def register(app: typer.Typer) -> None:
             "stall_timeout_s": stall_timeout, "max_line_bytes": max_line_bytes, "max_body_bytes": max_body_bytes,
             "max_endpoint_bytes": max_endpoint_bytes, "ramp": ramp, "find_max_rate": find_max_rate,
             "max_rate": max_rate, "probes": probes, "attainment": attainment, "trace": trace,
-            "trace_speed": trace_speed, "workers": workers, "ray": ray,
+            "trace_speed": trace_speed, "workers": workers, "ray": ray, "temperature": temperature,
         }  # fmt: skip
         if config_path is not None:
             options = _merge_yaml(options, load_experiment(config_path))
@@ -186,7 +189,8 @@ def build_config(o: dict[str, Any], api_key: str | None) -> BenchConfig:
         targets=tuple(o["targets"]), concurrency=levels, workload=spec, stop=stop, rate=rate, search=search, trace=trace,
         burstiness=1.0 if o.get("burstiness") is None else o["burstiness"], repeat=1 if o.get("repeat") is None else o["repeat"], warmup=o.get("warmup"),
         api_key=api_key, model=o.get("model"), chat=o["chat"], slo=parse_slo(o.get("slo")), name=o.get("name"),
-        seed=count(o.get("seed") or 0, "--seed", 0, 2**32 - 1), ramp_s=o.get("ramp"), **{k: o[k] for k in LIMIT_KEYS if o.get(k) is not None},
+        seed=count(o.get("seed") or 0, "--seed", 0, 2**32 - 1), ramp_s=o.get("ramp"), temperature=o.get("temperature"),
+        **{k: o[k] for k in LIMIT_KEYS if o.get(k) is not None},
     )  # fmt: skip
 
 

@@ -7,7 +7,7 @@ Every engine provides (required):
     identity        name, label, aliases (``llama.cpp`` = ``llamacpp``), default port, health path
     endpoints       identify(probe) -> DetectedEngine | None; read_effective(probe, model) -> dict
     verify_rules    LABELS, UNREPORTED, reported(key, got), explain(...) -> (cause, fix), notes(got)
-    bench_extras    ACCEPTS_TOKEN_IDS, KEEP_ALIVE, SNAPSHOT_PATHS, request_fields(), tokenize(), count_chat_tokens()
+    bench_extras    ACCEPTS_TOKEN_IDS, KEEP_ALIVE, SNAPSHOT_PATHS, SERVER_METRICS, request_fields(), tokenize(), count_chat_tokens()
 
 Optional capabilities are ``None`` when the engine lacks them (never discovered by ``getattr``):
     cmdline         the command-line reader and writer: recognises(argv), parse(argv, env), expectations(launch),
@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from servelab.engines.http import DetectedEngine, HttpProbe
     from servelab.engines.process import EngineServer
+    from servelab.engines.prometheus import ServerMetric
     from servelab.hardware.gpus import GPU
     from servelab.model.spec import ModelSpec
     from servelab.plan.efficiency import EfficiencyTable
@@ -79,6 +80,8 @@ class BenchExtras(Protocol):
     def KEEP_ALIVE(self) -> bool: ...  # reuse connections between requests
     @property
     def SNAPSHOT_PATHS(self) -> tuple[str, ...]: ...  # endpoints stored before and after each level
+    @property
+    def SERVER_METRICS(self) -> tuple[ServerMetric, ...]: ...  # /metrics series summarised per level
 
     def request_fields(self) -> dict[str, Any]: ...
 

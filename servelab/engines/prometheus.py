@@ -6,8 +6,33 @@ on its own and the lines that fail are skipped, so one odd line never hides the 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
+
+
+@dataclass(frozen=True)
+class ServerMetric:
+    """One series an engine's bench extras follow per level: a counter's growth over the level (before/after
+    snapshots) or a gauge sampled while it runs; label sets are summed (``average``: averaged, for ratios)."""
+
+    key: str  # servelab's name for it, e.g. "prompt_tokens"
+    name: str  # the exposition's sample name, e.g. "vllm:prompt_tokens_total"
+    kind: Literal["counter", "gauge"]
+    average: bool = False
+
+
+def server_values(metrics_text: str, metrics: tuple[ServerMetric, ...]) -> dict[str, float]:
+    """Each metric's value in one exposition (summed or averaged over its label sets); absent ones left out."""
+    parsed = samples(metrics_text)
+    values: dict[str, float] = {}
+    for metric in metrics:
+        found = [s.value for s in parsed if s.name == metric.name]
+        if found:
+            values[metric.key] = sum(found) / len(found) if metric.average else sum(found)
+    return values
 
 
 def samples(metrics_text: str) -> list[Sample]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from servelab.bench import metrics
 from servelab.bench.level_key import Level
 from servelab.bench.records import RequestRecord
+from servelab.bench.server_metrics import pool_server_metrics
 from servelab.bench.stats import LevelStats
 from servelab.bench.summary import summarize_records
 from servelab.errors import StoreError
@@ -44,6 +45,7 @@ class LevelFigures:
     timeline: tuple[tuple[int, int, bool, bool], ...] = field(
         default=(), repr=False
     )  # sent, end, ok, evicted
+    server: dict = field(default_factory=dict)  # the server's /metrics over the level, repeats pooled
 
     @property
     def level(self) -> Level:
@@ -110,7 +112,11 @@ def request_figures(record: RequestRecord) -> RequestFigures | None:
 
 
 def level_figures(
-    target_index: int, level: Level, records: Sequence[RequestRecord], stats: LevelStats | None = None
+    target_index: int,
+    level: Level,
+    records: Sequence[RequestRecord],
+    stats: LevelStats | None = None,
+    server: dict | None = None,
 ) -> LevelFigures:
     """One (target, level): its `stats` (computed from `records` when the store had none) and its samples."""
     measured = [r for r in records if r.phase == "measure"]
@@ -119,6 +125,7 @@ def level_figures(
         stats=summarize_records(measured, level) if stats is None else stats,
         requests=tuple(f for f in map(request_figures, measured) if f is not None),
         timeline=tuple((r.sent_ns, r.end_ns, r.status == "ok", r.evicted) for r in measured),
+        server=server or {},
     )
 
 
@@ -135,4 +142,16 @@ def all_level_figures(run: StoredRun) -> list[LevelFigures]:
     for r in run.requests:
         groups.setdefault((r.target_index, _level(run, r.level)), []).append(r)
     keys = sorted(groups, key=lambda key: (key[0], key[1].sort_key))
-    return [level_figures(t, lv, groups[(t, lv)], run.level_stats.get((t, lv))) for t, lv in keys]
+    servers = _server_figures(run)
+    return [level_figures(t, lv, groups[(t, lv)], run.level_stats.get((t, lv)), servers.get((t, lv.label)))
+            for t, lv in keys]  # fmt: skip
+
+
+def _server_figures(run: StoredRun) -> dict[tuple[int, str], dict]:
+    """Each (target, level)'s stored server figures, its repeats pooled as the bench pools them."""
+    repeats: dict[tuple[int, str], list[dict]] = {}
+    for stored in run.levels:
+        server = stored.summary.get("server")
+        if isinstance(server, dict) and server:
+            repeats.setdefault((stored.target_index, stored.level), []).append(server)
+    return {key: pool_server_metrics(found) for key, found in repeats.items()}

@@ -177,7 +177,9 @@ def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
         _glance_section(bill),
         _runs_section(bill),
         Section(
-            "ladder", "Concurrency ladder", (*_invalid(bill), *tables.ladder_tables(bill), *_failures(bill))
+            "ladder",
+            "Concurrency ladder",
+            (*_invalid(bill), *tables.ladder_tables(bill), *tables.server_tables(bill), *_failures(bill)),
         ),
         *_prediction_section(bill),
         _plot_section("throughput", "Throughput", pick("aggregate-throughput", "per-stream", "pareto")),

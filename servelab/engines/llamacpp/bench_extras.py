@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from servelab.engines.http import HttpProbe
+from servelab.engines.prometheus import ServerMetric
 
 ACCEPTS_TOKEN_IDS = True
 # This build (b1-0c1e570) answers "Keep-Alive: timeout=5, max=100" but closes the connection after a
@@ -21,6 +22,7 @@ ACCEPTS_TOKEN_IDS = True
 # the send is stamped once the request headers are written).
 KEEP_ALIVE = False
 SNAPSHOT_PATHS: tuple[str, ...] = ("/metrics", "/slots")
+SERVER_METRICS: tuple[ServerMetric, ...] = ()  # no per-level /metrics series followed yet
 
 
 def request_fields() -> dict[str, Any]:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from servelab.engines.http import HttpProbe
+from servelab.engines.prometheus import ServerMetric
 
 ACCEPTS_TOKEN_IDS = False
 KEEP_ALIVE = True  # connections are reused between requests
 SNAPSHOT_PATHS: tuple[str, ...] = ()
+SERVER_METRICS: tuple[ServerMetric, ...] = ()  # no per-level /metrics series followed yet
 
 
 def request_fields() -> dict[str, Any]:

@@ -10,10 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from servelab.engines.http import HttpProbe
+from servelab.engines.prometheus import ServerMetric
 
 ACCEPTS_TOKEN_IDS = False  # unknown servers: send text, verified against /tokenize when it exists
 KEEP_ALIVE = True  # connections are reused between requests
 SNAPSHOT_PATHS: tuple[str, ...] = ("/metrics",)
+SERVER_METRICS: tuple[ServerMetric, ...] = ()  # no per-level /metrics series followed yet
 
 
 def request_fields() -> dict[str, Any]:

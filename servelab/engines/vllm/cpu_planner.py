@@ -1,6 +1,8 @@
 """vLLM's CPU backend planned on the CPU device: the KV pool is VLLM_CPU_KVCACHE_SPACE GiB, blocks of 128 tokens
-(hybrids: the hybrid rule's size), weights and the server's processes in host memory. memory.py's rules, as the
-GPU adapter (planner.py) uses them; docs/reference/vllm-cpu.md §3, §8 and vllm/v1/worker/cpu_worker.py.
+(hybrids: the smallest multiple of 128 whose attention page holds a layer's state, the state padded to it; each
+request holds 2 state blocks per mamba group, 3 for Mamba2, as prefix caching's 'align' mode keeps them), weights
+and the server's processes in host memory. memory.py's rules, as the GPU adapter (planner.py) uses them;
+docs/reference/vllm-cpu.md §3, §8, §11 and vllm/v1/worker/cpu_worker.py.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         enforce_eager=True,  # no CUDA graphs on a CPU
         kv_cache_memory_bytes=space * GIB,
         default_block_size=CPU_BLOCK_SIZE,
+        block_align=CPU_BLOCK_SIZE,  # the platform's 128 is set before the hybrid alignment reads it
+        enable_prefix_caching=True,  # on by default in vLLM CPU 0.32: mamba_cache_mode 'align'
     )
     seqs = min(m.max_num_seqs, m.mamba_blocks) if m.mamba_blocks else m.max_num_seqs
     pool = m.num_blocks * m.page_bytes * m.group_size
@@ -87,6 +91,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         "num_blocks": m.num_blocks,
         "kv_tokens": m.kv_tokens,
         "padding_layers": m.padding_layers,
+        "mamba_padding_pct": round(m.mamba_padding_pct, 2),
         "max_concurrency": round(m.max_concurrency, 2),
         "max_num_seqs": seqs,
         "estimated_max_model_len": m.estimated_max_model_len,

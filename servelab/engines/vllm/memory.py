@@ -86,10 +86,18 @@ class VllmMemory:
     max_num_batched_tokens: int = 0
     warnings: tuple[str, ...] = ()
     refusals: tuple[Refusal, ...] = ()  # what makes vLLM refuse to start with these settings
+    mamba_page_bytes: int = 0  # one layer's recurrent state before padding to the attention page (hybrids)
 
     @property
     def fits(self) -> bool:
         return not self.refusals
+
+    @property
+    def mamba_padding_pct(self) -> float:
+        """What vLLM logs as "Padding mamba page size by X%" (0 when nothing is padded)."""
+        if not self.mamba_page_bytes or self.page_bytes <= self.mamba_page_bytes:
+            return 0.0
+        return 100 * (self.page_bytes - self.mamba_page_bytes) / self.mamba_page_bytes
 
 
 def _dtype(model: ModelSpec, kv_cache_dtype: str) -> str:
@@ -175,6 +183,17 @@ class _RequestBlocks:
         )
         g = self.groups
         return g.get("full", 0) * full + g.get("sliding", 0) * sliding + g.get("mamba", 0) * self.mamba
+
+
+def mamba_blocks_per_request(model: ModelSpec, align: bool, speculative_tokens: int = 0) -> int:
+    """State blocks one request holds in each mamba group. Without prefix caching ('none' mode): 1 + the
+    speculative tokens. With it
+    ('align', which MambaModelConfig sets when prefix caching is on): 2 + the speculative tokens + 1 prefill
+    checkpoint for Mamba2 layers (MambaMixer2.get_kv_cache_spec; GDN linear attention has none) — MambaSpec.
+    max_memory_usage_bytes in vllm/v1/kv_cache_interface.py (docs/reference/vllm-cpu.md §11)."""
+    if not align:
+        return MAMBA_BLOCKS_PER_REQUEST["none"] + speculative_tokens
+    return MAMBA_BLOCKS_PER_REQUEST["align"] + speculative_tokens + (1 if model.count(LayerKind.MAMBA) else 0)
 
 
 def activation_peak_bytes(
@@ -356,9 +375,12 @@ def vllm_memory(
     group_size, groups, padding, waste = _grouping(_buckets(model, draft_layers))
     num_blocks = budget // (page * group_size) if page else 0
     window = (model.attention.sliding_window or 0) if model.attention else 0
-    mode = "align" if enable_prefix_caching else "none"
     request = _RequestBlocks(
-        block, groups, window, batched, MAMBA_BLOCKS_PER_REQUEST[mode] + speculative_tokens
+        block,
+        groups,
+        window,
+        batched,
+        mamba_blocks_per_request(model, enable_prefix_caching, speculative_tokens),
     )
     per_request = request.blocks_for(length)
     n_groups = sum(groups.values())
@@ -408,6 +430,7 @@ def vllm_memory(
         max_num_batched_tokens=batched,
         warnings=tuple(warnings),
         refusals=tuple(refusals),
+        mamba_page_bytes=mamba_page,
     )
 
 

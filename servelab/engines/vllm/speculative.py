@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from servelab.engines.prometheus import metric_sums
+from servelab.engines.prometheus import metric_sums, samples
 from servelab.speculative.observation import SpecObservation
 
 LOG_MARKER = "SpecDecoding metrics:"
@@ -31,6 +31,9 @@ METRICS = (
     "vllm:spec_decode_num_draft_tokens_total",
     "vllm:spec_decode_num_drafts_total",
 )
+# one series per draft position (label "position", 0 .. num_speculative_tokens - 1; vllm/v1/spec_decode/metrics.py):
+# their count is gamma, where drafted / drafts is below it whenever n-gram drafts come out short
+PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 
 
 def parse_log(lines: Iterable[str], where: str) -> SpecObservation | None:
@@ -100,5 +103,10 @@ def parse_metrics(metrics_text: str, where: str) -> SpecObservation | None:
         accepted_tokens=accepted,
         drafted_tokens=drafted,
         verify_steps=drafts,
-        draft_tokens=round(drafted / drafts) if drafts else None,
+        draft_tokens=_positions(metrics_text) or round(drafted / drafts),
     )
+
+
+def _positions(metrics_text: str) -> int:
+    """Draft positions the server counts acceptance for (gamma), 0 when it exposes none."""
+    return len({s.labels.get("position") for s in samples(metrics_text) if s.name == PER_POSITION} - {None})
