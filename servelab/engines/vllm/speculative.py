@@ -103,7 +103,9 @@ def parse_metrics(metrics_text: str, where: str) -> SpecObservation | None:
         accepted_tokens=accepted,
         drafted_tokens=drafted,
         verify_steps=drafts,
-        draft_tokens=_positions(metrics_text) or round(drafted / drafts),
+        # drafted / drafts <= gamma, so its rounding never overshoots; an excerpt with fewer position series
+        # than gamma still gets the ratio's figure
+        draft_tokens=max(_positions(metrics_text), round(drafted / drafts)) if drafts else None,
     )
 
 
