@@ -18,7 +18,8 @@ from typing import Any
 from servelab import paths
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
-from servelab.predict.roofline import Effective
+from servelab.predict.core import Request, Sequence, Step, Work
+from servelab.predict.roofline import Effective, Roofline
 
 SCHEMA = 1
 FOLDER = "calibration"
@@ -102,3 +103,12 @@ def read_profile(path: Path) -> Profile:
         raise ConfigError(
             f"calibration profile {path} is unreadable ({exc}); run `servelab calibrate` again or delete it"
         ) from exc
+
+
+def calibrated_speeds(roofline: Roofline, prompt_tokens: int = 1024) -> tuple[float, float]:
+    """(single-stream decode tok/s after a `prompt_tokens` prompt, prefill tok/s of that prompt) at the
+    roofline's figures: what `servelab plan` says a calibration profile measured."""
+    seq = Sequence(Request(0, 0.0, (), 1))
+    decode = roofline.step_s(Step(((Work(seq, 1, prompt_tokens),),)))
+    prefill = roofline.step_s(Step(((Work(seq, prompt_tokens, 0),),)))
+    return 1 / decode, prompt_tokens / prefill
