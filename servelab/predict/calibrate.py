@@ -41,6 +41,8 @@ OUTER_ROUNDS = 8  # replays with re-fitted figures
 SIDE_ROUNDS = 20  # memory/compute side re-assignments per replay
 CONVERGED = 1e-9  # relative change of every figure that ends the rounds
 MIN_INTERVALS = 8
+COALESCED = 0.2  # a chunk this soon (x the request's median gap) after another was read with it
+PARSIMONY = 0.01  # relative cost a figure more must save to be fitted
 TRIM = 1.0  # intervals the replay misses by more than this (relative) sit out the solve
 
 
@@ -211,16 +213,23 @@ def _intervals(group: int, replay: _Replay) -> list[_Interval]:
                     )
                 )
         counts = list(r.chunk_tokens) if len(r.chunk_tokens) == len(r.chunk_ns) else [1] * len(r.chunk_ns)
-        token = max(1, counts[0])  # tokens streamed up to and including chunk k
+        chunk_gaps = [b - a for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False)]
+        least_ns = COALESCED * median(chunk_gaps) if chunk_gaps else 0
+        start, start_token = 0, max(1, counts[0])  # the chunk an interval starts at, tokens up to it
+        token = start_token
         for k in range(1, len(r.chunk_ns)):
-            token_next = token + max(1, counts[k])
-            if token_next > len(steps):
+            token += max(1, counts[k])
+            if token > len(steps):
                 break
-            first, last = steps[token - 1] + 1, steps[token_next - 1]
-            gap = (r.chunk_ns[k] - r.chunk_ns[k - 1]) / 1e9
+            if (
+                r.chunk_ns[k] - r.chunk_ns[k - 1] < least_ns
+            ):  # read together with the chunk before: one interval
+                continue
+            first, last = steps[start_token - 1] + 1, steps[token - 1]
+            gap = (r.chunk_ns[k] - r.chunk_ns[start]) / 1e9
             if gap > 0 and last >= first:
                 out.append(_Interval(group, replay.level, "gap", gap, first, last, rid))
-            token = token_next
+            start, start_token = k, token
     return out
 
 
@@ -280,7 +289,7 @@ def nonnegative_lstsq(a: np.ndarray, y: np.ndarray, held: np.ndarray, positive: 
     scale[~touched] = 1.0
     scaled = a / scale
     base = np.where(np.arange(a.shape[1]) < positive, held * scale, 0.0)
-    best, best_cost = base, float(np.sum((scaled @ base - y) ** 2))
+    candidates = [(float(np.sum((scaled @ base - y) ** 2)), 0, base)]
     for free in itertools.product((True, False), repeat=a.shape[1]):
         cols = [c for c, f in enumerate(free) if f and touched[c]]
         if not cols:
@@ -291,9 +300,13 @@ def nonnegative_lstsq(a: np.ndarray, y: np.ndarray, held: np.ndarray, positive: 
         if np.any(sol < 0) or any(v == 0 for c, v in zip(cols, sol, strict=True) if c < positive):
             continue
         x[cols] = sol
-        cost = float(np.sum((scaled @ x - y) ** 2))
-        if cost < best_cost * (1 - 1e-12):
-            best, best_cost = x, cost
+        candidates.append((float(np.sum((scaled @ x - y) ** 2)), len(cols), x))
+    least = min(c[0] for c in candidates)
+    # parsimony: the fewest free figures that explain the data within PARSIMONY of the best (a figure the data
+    # cannot tell from another, as a step overhead from the weights' time when every step reads the same, is left)
+    _, _, best = min(
+        (c for c in candidates if c[0] <= least * (1 + PARSIMONY) + 1e-300), key=lambda c: (c[1], c[0])
+    )
     return best / scale
 
 
@@ -389,6 +402,8 @@ def _fit_sides(replays: list[_Replay], intervals: list[_Interval], x: np.ndarray
         new_x = nonnegative_lstsq(a[keep] * w[keep, None], y[keep] * w[keep], x)
         rel = np.abs(a @ new_x - y) / np.array([iv.measured_s for iv in intervals])
         keep = rel <= TRIM
+        if keep.sum() < max(MIN_INTERVALS, len(intervals) // 2):  # the figures are far off yet: use all
+            keep[:] = True
         if np.allclose(new_x, x, rtol=1e-12, atol=0):
             return new_x
         x = new_x
