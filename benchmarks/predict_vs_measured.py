@@ -20,6 +20,7 @@ import argparse
 import os
 import statistics
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from servelab.bench.config import BenchConfig
@@ -71,6 +72,21 @@ def err(p: float, m: float) -> float:
     return (p - m) / m if m else float("nan")
 
 
+def measure(model_path: Path, configs: dict, slots: int, context_per_slot: int, db: Path) -> None:
+    """Each workload's ladder against its own fresh llama-server (no prompt cached from another workload) on
+    SERVER_CPU, the client on CLIENT_CPU."""
+    args = ["-t", "1", "-np", str(slots), "-c", str(slots * context_per_slot)]
+    with Store.open(db) as store:
+        for config in configs.values():
+            os.sched_setaffinity(0, {SERVER_CPU})  # the server inherits CPU 0
+            server = start_llama_server(model_path, args)
+            os.sched_setaffinity(0, {CLIENT_CPU})
+            try:
+                run(replace(config, targets=(server.url,)), store)
+            finally:
+                server.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--levels", default="1,2,4,8,16")
@@ -78,29 +94,28 @@ def main() -> None:
     ap.add_argument("--output-tokens", type=int, default=64)
     ap.add_argument("--long-input", type=int, default=512)
     ap.add_argument("--workloads", default="short,long,mixed,shared-prefix")
+    ap.add_argument("--reuse", type=Path, help="A folder of an earlier run: predict its measured runs again.")
     args = ap.parse_args()
     levels = tuple(int(c) for c in args.levels.split(","))
     slots = max(levels)
-    tmp = Path(tempfile.mkdtemp(prefix="predict-vs-measured-"))
-    model_path = make_model("dense", tmp / "llama.gguf", shape_for("dense", **SHAPE)).path
-    context_per_slot = args.long_input + args.output_tokens + 64
-    os.sched_setaffinity(0, {SERVER_CPU})  # the server inherits CPU 0
-    server = start_llama_server(
-        model_path, ["-t", "1", "-np", str(slots), "-c", str(slots * context_per_slot)]
-    )
-    os.sched_setaffinity(0, {CLIENT_CPU})
-    measured, records = {}, {}
     specs = {k: v for k, v in workloads(args.long_input, args.output_tokens).items() if k in args.workloads}
-    try:
-        with Store.open(tmp / "runs.db") as store:
-            for name, spec in specs.items():
-                config = BenchConfig(targets=(server.url,), concurrency=levels, workload=spec,
-                                     stop=StopRule(requests=args.requests), chat=False)  # fmt: skip
-                result = run(config, store)
-                measured[name] = (config, {lv.stats.level.label: lv.stats for lv in result.targets[0].levels})
-                records[name] = list(store.load_run(result.run_id).requests)
-    finally:
-        server.stop()
+    configs = {name: BenchConfig(targets=("http://127.0.0.1:1",), concurrency=levels, workload=spec,
+                                 stop=StopRule(requests=args.requests), chat=False)
+               for name, spec in specs.items()}  # fmt: skip
+    tmp = args.reuse or Path(tempfile.mkdtemp(prefix="predict-vs-measured-"))
+    model_path = tmp / "llama.gguf"
+    context_per_slot = args.long_input + args.output_tokens + 64
+    if args.reuse is None:
+        make_model("dense", model_path, shape_for("dense", **SHAPE))
+        measure(model_path, configs, slots, context_per_slot, tmp / "runs.db")
+    print(f"measured runs: {tmp / 'runs.db'}")
+    measured, records = {}, {}
+    with Store.open(tmp / "runs.db", must_exist=True) as store:
+        for info in store.list_runs():
+            stored = store.load_run(info.id)
+            name = stored.meta["workload"]["kind"]
+            measured[name] = (configs[name], {s.level.label: s for (_, _), s in stored.level_stats.items()})
+            records[name] = list(stored.requests)
     spec_model, card = load_model(str(model_path)), card_for("cpu")
     plan = search_plan(spec_model, card, engine="llamacpp", context=context_per_slot, parallel=slots)
     engine = emulated_engine(plan, spec_model, card)
@@ -117,7 +132,7 @@ def main() -> None:
     print(header)
     held_out: dict[str, list[float]] = {"ttft": [], "tpot": [], "tok_s": []}
     worst = (0.0, "")
-    for name, (config, stats) in measured.items():
+    for name, (config, stats) in sorted(measured.items(), key=lambda kv: list(specs).index(kv[0])):
         tokenizer = WordTokenizer()
         prompts = build_prompts(config.workload, prompt_count(config), tokenizer, calibrated.context)
         result, predicted_records = predict_ladder(

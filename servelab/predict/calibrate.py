@@ -41,6 +41,7 @@ OUTER_ROUNDS = 8  # replays with re-fitted figures
 SIDE_ROUNDS = 20  # memory/compute side re-assignments per replay
 CONVERGED = 1e-9  # relative change of every figure that ends the rounds
 MIN_INTERVALS = 8
+READ_TOGETHER_NS = 100_000  # chunks closer than this came in one read (no engine step is as short)
 COALESCED = 0.2  # a chunk this soon (x the request's median gap) after another was read with it
 PARSIMONY = 0.01  # relative cost a figure more must save to be fitted
 TRIM = 1.0  # intervals the replay misses by more than this (relative) sit out the solve
@@ -214,7 +215,8 @@ def _intervals(group: int, replay: _Replay) -> list[_Interval]:
                 )
         counts = list(r.chunk_tokens) if len(r.chunk_tokens) == len(r.chunk_ns) else [1] * len(r.chunk_ns)
         chunk_gaps = [b - a for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False)]
-        least_ns = COALESCED * median(chunk_gaps) if chunk_gaps else 0
+        real_gaps = [g for g in chunk_gaps if g >= READ_TOGETHER_NS]
+        least_ns = max(READ_TOGETHER_NS, COALESCED * median(real_gaps)) if real_gaps else READ_TOGETHER_NS
         start, start_token = 0, max(1, counts[0])  # the chunk an interval starts at, tokens up to it
         token = start_token
         for k in range(1, len(r.chunk_ns)):
