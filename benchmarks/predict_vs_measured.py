@@ -11,7 +11,7 @@ size), predicted vs measured.
 
     python benchmarks/predict_vs_measured.py [--levels 1,2,4,8,16] [--requests 8] [--output-tokens 64]
 
-The vLLM CPU server is not run by this script yet (see the report in the branch's history).
+    python benchmarks/predict_vs_measured.py --engine vllm   # the vLLM CPU server (servelab's venv), bf16 HF model
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from servelab.store import Store
 SHAPE = dict(hidden=1024, layers=8, heads=16, kv_heads=8, head_dim=64, ffn=2816, weight_type="f16")
 STALL_X = 5.0
 SERVER_CPU, CLIENT_CPU = 0, 1
+VLLM_KV_GIB = 1
 
 
 def workloads(long_input: int, output: int) -> dict[str, WorkloadSpec]:
@@ -72,14 +73,28 @@ def err(p: float, m: float) -> float:
     return (p - m) / m if m else float("nan")
 
 
-def measure(model_path: Path, configs: dict, slots: int, context_per_slot: int, db: Path) -> None:
-    """Each workload's ladder against its own fresh llama-server (no prompt cached from another workload) on
+def start_server(engine: str, model_path: Path, slots: int, context_per_slot: int, folder: Path):
+    if engine == "llamacpp":
+        return start_llama_server(
+            model_path, ["-t", "1", "-np", str(slots), "-c", str(slots * context_per_slot)]
+        )
+    from servelab.engines.process import free_port
+    from servelab.engines.vllm.launch import start_vllm
+
+    args = ("--max-model-len", str(context_per_slot), "--max-num-seqs", str(slots), "--enforce-eager")
+    return start_vllm(model_path, args, port=free_port(), log_path=folder / "vllm.log", timeout_s=900,
+                      kv_cache_space_gib=VLLM_KV_GIB, cache_dir=folder / "vllm-cache")  # fmt: skip
+
+
+def measure(
+    engine: str, model_path: Path, configs: dict, slots: int, context_per_slot: int, db: Path
+) -> None:
+    """Each workload's ladder against its own fresh server (no prompt cached from another workload) on
     SERVER_CPU, the client on CLIENT_CPU."""
-    args = ["-t", "1", "-np", str(slots), "-c", str(slots * context_per_slot)]
     with Store.open(db) as store:
         for config in configs.values():
             os.sched_setaffinity(0, {SERVER_CPU})  # the server inherits CPU 0
-            server = start_llama_server(model_path, args)
+            server = start_server(engine, model_path, slots, context_per_slot, db.parent)
             os.sched_setaffinity(0, {CLIENT_CPU})
             try:
                 run(replace(config, targets=(server.url,)), store)
@@ -94,6 +109,7 @@ def main() -> None:
     ap.add_argument("--output-tokens", type=int, default=64)
     ap.add_argument("--long-input", type=int, default=512)
     ap.add_argument("--workloads", default="short,long,mixed,shared-prefix")
+    ap.add_argument("--engine", choices=("llamacpp", "vllm"), default="llamacpp")
     ap.add_argument("--reuse", type=Path, help="A folder of an earlier run: predict its measured runs again.")
     args = ap.parse_args()
     levels = tuple(int(c) for c in args.levels.split(","))
@@ -103,11 +119,15 @@ def main() -> None:
                                  stop=StopRule(requests=args.requests), chat=False)
                for name, spec in specs.items()}  # fmt: skip
     tmp = args.reuse or Path(tempfile.mkdtemp(prefix="predict-vs-measured-"))
-    model_path = tmp / "llama.gguf"
+    model_path = tmp / ("llama.gguf" if args.engine == "llamacpp" else "llama-hf")
     context_per_slot = args.long_input + args.output_tokens + 64
     if args.reuse is None:
-        make_model("dense", model_path, shape_for("dense", **SHAPE))
-        measure(model_path, configs, slots, context_per_slot, tmp / "runs.db")
+        if args.engine == "llamacpp":
+            make_model("dense", model_path, shape_for("dense", **SHAPE))
+        else:
+            hf_shape = {**SHAPE, "weight_type": "bf16"}
+            make_model("llama", model_path, shape_for("llama", "hf", **hf_shape), fmt="hf")
+        measure(args.engine, model_path, configs, slots, context_per_slot, tmp / "runs.db")
     print(f"measured runs: {tmp / 'runs.db'}")
     measured, records = {}, {}
     with Store.open(tmp / "runs.db", must_exist=True) as store:
@@ -116,8 +136,14 @@ def main() -> None:
             name = stored.meta["workload"]["kind"]
             measured[name] = (configs[name], {s.level.label: s for (_, _), s in stored.level_stats.items()})
             records[name] = list(stored.requests)
-    spec_model, card = load_model(str(model_path)), card_for("cpu")
-    plan = search_plan(spec_model, card, engine="llamacpp", context=context_per_slot, parallel=slots)
+    spec_model = load_model(str(model_path if args.engine == "llamacpp" else model_path / "config.json"))
+    card = card_for("cpu")
+    options = (
+        {"parallel": slots}
+        if args.engine == "llamacpp"
+        else {"max_num_seqs": slots, "kv_cache_space_gib": VLLM_KV_GIB}
+    )
+    plan = search_plan(spec_model, card, engine=args.engine, context=context_per_slot, **options)
     engine = emulated_engine(plan, spec_model, card)
     calibration = fit(engine, records["short"])
     e = calibration.effective
@@ -150,7 +176,7 @@ def main() -> None:
                 for key, value in zip(held_out, row, strict=True):
                     held_out[key].append(abs(value))
                 worst = max(worst, (max(abs(v) for v in row), f"{name} {level}"))
-        if name == "mixed":
+        if name == "mixed" and args.engine == "llamacpp":
             flat = [r for level in predicted_records for r in level]
             for level in stats:
                 mc, ms = stalls(records[name], level)
