@@ -148,7 +148,9 @@ def main() -> None:
     calibration = fit(engine, records["short"])
     e = calibration.effective
     print(
-        f"model {model_path.name}: {SHAPE}; llama-server -t 1 -np {slots} on CPU {SERVER_CPU}, client CPU {CLIENT_CPU}"
+        f"model {model_path.name}: {SHAPE} ({'f16 GGUF' if args.engine == 'llamacpp' else 'bf16 HF'}); "
+        f"{args.engine} ({slots} sequences, 1 thread) on CPU {SERVER_CPU}, client CPU {CLIENT_CPU}; "
+        f"plan: {plan.details}"
     )
     print(f"calibrated on short: {e.bandwidth_bytes_s / 1e9:.2f} GB/s, {e.flops_s / 1e9:.1f} GFLOP/s, step "
           f"{e.step_overhead_s * 1e3:.3f} ms, token {e.token_overhead_s * 1e6:.1f} us; fit R2 {calibration.r2:.3f}, "
