@@ -14,13 +14,18 @@ from servelab.bench.runner import run
 from servelab.bench.schedule import StopRule
 from servelab.bench.workloads import WorkloadSpec
 from servelab.cli.app import main
+from servelab.modelmake import make_model
+from servelab.modelmake.shapes import shape_for
 from servelab.store import Store
 from tests.runs_factory import store_run
 
 
 @pytest.fixture
-def measured(llama_server, model_files, tmp_path: Path) -> tuple[Path, str, Path]:
-    model = model_files["dense"]
+def measured(llama_server, tmp_path: Path) -> tuple[Path, str, Path]:
+    # larger than the shared tiny model, so that a decode step (~1 ms) stands well above the 100 us under which
+    # calibrate takes two chunks as one read
+    shape = shape_for("dense", hidden=512, layers=4, heads=8, kv_heads=4, head_dim=64, ffn=1408)
+    model = make_model("dense", tmp_path / "calibrate.gguf", shape).path
     server = llama_server(model, "-c", "1024", "-np", "2")
     db = tmp_path / "runs.db"
     config = BenchConfig(
