@@ -228,6 +228,9 @@ def register(app: typer.Typer) -> None:
         ),
         save: Path | None = typer.Option(None, "--save", help="Also write the JSON plan to this file."),
         json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+        no_calibration: bool = typer.Option(
+            False, "--no-calibration", help="Ignore a calibration profile (servelab calibrate)."
+        ),
     ) -> None:
         """Plan memory, flags and speed ceilings for serving MODEL."""
         from servelab.hardware.gpus import INTERCONNECTS, default_interconnect
@@ -319,7 +322,29 @@ def register(app: typer.Typer) -> None:
             plans = compare_plans(spec, card, engines=engines, quant=one_quant, **common)
         if gpu_note is not None:  # after every check, so that bad input stays one line
             stderr_console().print(gpu_note, markup=False)
+        if not no_calibration:
+            _calibrated_line(plans, spec, card)
         _output(plans, json_out=json_out, emit=emit, host=host, save=save, card=card)
+
+
+def _calibrated_line(plans, spec, card) -> None:
+    """A calibration profile for the best fitting plan's engine x format on this card: what its measured
+    figures give (stderr; the table stays the planner's sourced estimate)."""
+    from servelab.predict.machine import roofline
+    from servelab.predict.profiles import calibrated_speeds, find_profile
+
+    best = next((p for p in plans.plans if p.fits), None)
+    found = None if best is None else find_profile(card, best.engine, best.quant)
+    if best is None or found is None:
+        return
+    profile, path = found
+    decode, prefill = calibrated_speeds(roofline(best, spec, card, profile.effective))
+    stderr_console().print(
+        f"calibration profile {profile.name}, {profile.created[:10]} ({path}): measured figures give "
+        f"{decode:.1f} tok/s single-stream decode, {prefill:.0f} tok/s prefill (1,024-token prompt); "
+        "the table is the planner's estimate; --no-calibration hides this",
+        markup=False,
+    )
 
 
 def _output(plans, *, json_out: bool, emit: str | None, host: str, save: Path | None, card) -> None:

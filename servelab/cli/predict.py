@@ -105,6 +105,9 @@ def register(app: typer.Typer) -> None:
         db: Path = typer.Option(None, "--db", help="Result store (default: the user data directory)."),
         no_store: bool = typer.Option(False, "--no-store", help="Print the prediction without storing it."),
         json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
+        no_calibration: bool = typer.Option(
+            False, "--no-calibration", help="Ignore a calibration profile; use the plan's figures."
+        ),
     ) -> None:
         """Predict the benchmark ladder of an engine that is not running yet (virtual time, from the plan)."""
         from servelab.bench.config import load_experiment
@@ -123,7 +126,7 @@ def register(app: typer.Typer) -> None:
         plan, spec, card = _plan(plan_file, model, gpu, engine, quant, context, kv_dtype, parallel, gpus,
                                  interconnect, flags)  # fmt: skip
         result = _predict(config, plan, spec, card, plan_file, _speculation(spec_alpha, spec_tokens, spec_cost),
-                          None if no_store else db, store=not no_store)  # fmt: skip
+                          None if no_store else db, store=not no_store, calibration=not no_calibration)  # fmt: skip
         _render(result, json_out)
 
 
@@ -194,11 +197,28 @@ def emulated_target(model, plan_file, gpu, engine, quant, context, kv_dtype, par
     return emulated_engine(plan, spec, card), plan.model or spec.name
 
 
-def _predict(config, plan, spec, card, plan_file, speculation, db, *, store: bool):
+def calibration_effective(plan, card, use: bool):
+    """The matching calibration profile's figures (None: none, or --no-calibration), said on stderr."""
+    from servelab.predict.profiles import find_profile
+
+    found = find_profile(card, plan.engine, plan.quant) if use else None
+    if found is None:
+        return None
+    profile, path = found
+    stderr_console().print(
+        f"calibration profile {profile.name}, {profile.created[:10]} (fit R2 {profile.fit.get('r2', float('nan')):.3f}, "
+        f"runs {', '.join(profile.runs)}): {path}; --no-calibration ignores it",
+        markup=False,
+    )
+    return profile.effective
+
+
+def _predict(config, plan, spec, card, plan_file, speculation, db, *, store: bool, calibration: bool = True):
     from servelab.predict.machine import emulated_engine
     from servelab.predict.run import PredictTarget, predict
 
-    engine = emulated_engine(plan, spec, card, speculation=speculation)
+    effective = calibration_effective(plan, card, calibration)
+    engine = emulated_engine(plan, spec, card, effective=effective, speculation=speculation)
     link = plan.parallel_cost.interconnect if plan.parallel_cost else None
     target = PredictTarget(plan.engine, plan.model or spec.name, plan.gpu or card.name, plan.quant,
                            plan.tensor_parallel, link, None if plan_file is None else str(plan_file))  # fmt: skip

@@ -1,0 +1,141 @@
+"""`servelab calibrate RUN…`: fit the emulator's effective bandwidth, compute and overheads for one machine x
+engine x weight format from measured runs, save them as a profile that `plan` and `predict` use, and say how
+well they explain the runs (servelab/predict/calibrate.py, profiles.py; docs/predict.md "Calibration").
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from pathlib import Path
+
+import typer
+
+from servelab.cli.output import print_json, stderr_console, stdout_console
+from servelab.errors import ConfigError
+
+
+def register(app: typer.Typer) -> None:
+    """Add `servelab calibrate` to the app."""
+
+    @app.command("calibrate")
+    def calibrate_command(
+        runs: list[str] = typer.Argument(..., help="Measured run ids (or unique prefixes) of one engine."),
+        gpu: str | None = typer.Option(
+            None, "--gpu", help="The device the runs were measured on: a catalog GPU or cpu (this machine)."
+        ),
+        model: str | None = typer.Option(
+            None,
+            "--model",
+            help="Catalog id, .gguf file or config.json (default: the model the server named).",
+        ),
+        quant: str | None = typer.Option(None, "--quant", help="Weight format (default: the model's)."),
+        parallel: int | None = typer.Option(
+            None, "--parallel", help="llama.cpp -np the server ran with (default: its /slots)."
+        ),
+        context: int | None = typer.Option(
+            None, "--context", help="The server's whole context (-c, max_model_len)."
+        ),
+        n_batch: int | None = typer.Option(None, "--batch-size", "-b", help="llama.cpp -b."),
+        n_ubatch: int | None = typer.Option(None, "--ubatch-size", "-ub", help="llama.cpp -ub."),
+        max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="vLLM --max-num-seqs."),
+        max_num_batched_tokens: int | None = typer.Option(
+            None, "--max-num-batched-tokens", help="vLLM --max-num-batched-tokens."
+        ),
+        target: int | None = typer.Option(None, "--target", help="Only this target index of each run."),
+        db: Path = typer.Option(None, "--db", help="Result store (default: the user data directory)."),
+        no_save: bool = typer.Option(False, "--no-save", help="Report the fit without saving a profile."),
+        json_out: bool = typer.Option(False, "--json", help="Print the fit as JSON on stdout."),
+    ) -> None:
+        """Fit effective bandwidth, compute and overheads to measured runs; save them for plan and predict."""
+        from servelab.cli.predict import _plan
+        from servelab.predict.calibrate import fit
+        from servelab.predict.machine import emulated_engine
+        from servelab.predict.measured import measured_setup
+        from servelab.predict.profiles import Profile, machine_key, save_profile
+        from servelab.store import Store
+
+        if gpu is None:
+            raise ConfigError("give --gpu: the device the runs were measured on (a catalog GPU, or cpu)")
+        with Store.open(db, must_exist=True) as store:
+            setup = measured_setup([store.load_run(r) for r in runs], target)
+        ref = model or setup.model
+        if ref is None:
+            raise ConfigError("the runs do not name one model file; give --model (the .gguf or config.json)")
+        slots = parallel or setup.slots or 1
+        served = (
+            context or setup.context_per_slot
+        )  # the longest request: llama.cpp n_ctx per slot, vLLM max_model_len
+        flags = {k: v for k, v in dict(n_batch=n_batch, n_ubatch=n_ubatch, max_num_seqs=max_num_seqs,
+                                       max_num_batched_tokens=max_num_batched_tokens).items() if v is not None}  # fmt: skip
+        plan, spec, card = _plan(None, ref, gpu, setup.engine, quant, served, None, slots, 1, None, flags)
+        engine = emulated_engine(plan, spec, card)
+        stderr_console().print(
+            f"calibrating {plan.engine} {plan.quant} on {card.name} from {len(setup.records)} requests "
+            f"of {len(setup.run_ids)} run(s)",
+            markup=False,
+        )
+        result = fit(engine, setup.records)
+        profile = Profile(
+            machine_key(card), card.label, plan.engine, plan.quant, result.effective,
+            dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), setup.run_ids, spec.name,
+            {"r2": result.r2, "rms_relative": result.rms_relative, "median_relative": result.median_relative,
+             "intervals": result.intervals, "gaps": result.gaps, "prefills": result.prefills},
+        )  # fmt: skip
+        path = None if no_save else save_profile(profile)
+        _render(result, profile, path, json_out)
+
+
+def _render(result, profile, path: Path | None, json_out: bool) -> None:
+    from dataclasses import asdict
+
+    if json_out:
+        print_json({"profile": profile.to_json(), "path": None if path is None else str(path),
+                    "levels": [asdict(lv) for lv in result.levels]})  # fmt: skip
+        return
+    e, out = result.effective, stdout_console()
+    out.print(f"profile: {profile.name}", markup=False)
+    out.print(
+        f"effective bandwidth {e.bandwidth_bytes_s / 1e9:.2f} GB/s, compute {e.flops_s / 1e9:.1f} GFLOP/s, "
+        f"step overhead {e.step_overhead_s * 1e3:.3f} ms, token overhead {e.token_overhead_s * 1e6:.2f} us",
+        markup=False,
+    )
+    out.print(
+        f"fit: R2 {result.r2:.4f} over {result.intervals} intervals ({result.gaps} token gaps, "
+        f"{result.prefills} prefills); |residual| median {result.median_relative:.1%}, "
+        f"rms {result.rms_relative:.1%}",
+        markup=False,
+    )
+    out.print(_level_table(result.levels))
+    where = f"saved to {path}" if path is not None else "not saved (--no-save)"
+    stderr_console().print(f"calibration profile {where}", markup=False)
+
+
+def _level_table(levels):
+    from rich.table import Table
+
+    table = Table(title="measured vs replayed with the fitted figures", title_justify="left")
+    for name in ("level", "requests", "TTFT p50 ms", "fit", "err", "TPOT p50 ms", "fit", "err", "gap |res|",
+                 "prefill |res|"):  # fmt: skip
+        table.add_column(name, justify="right")
+    for lv in levels:
+        table.add_row(
+            lv.level, str(lv.requests), _ms(lv.ttft_p50_s), _ms(lv.ttft_p50_fit_s),
+            _err(lv.ttft_p50_fit_s, lv.ttft_p50_s), _ms(lv.tpot_p50_s), _ms(lv.tpot_p50_fit_s),
+            _err(lv.tpot_p50_fit_s, lv.tpot_p50_s), _pct(lv.gap_error), _pct(lv.prefill_error),
+        )  # fmt: skip
+    return table
+
+
+def _ms(seconds: float) -> str:
+    return "-" if math.isnan(seconds) else f"{seconds * 1e3:.2f}"
+
+
+def _err(fitted: float, measured: float) -> str:
+    if math.isnan(fitted) or math.isnan(measured) or measured == 0:
+        return "-"
+    return f"{(fitted - measured) / measured:+.1%}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:.1%}"

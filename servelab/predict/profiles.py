@@ -1,0 +1,114 @@
+"""Calibration profiles: the fitted `Effective` of one machine x engine x weight format, kept as one JSON file
+each in the user config dir (`<config>/calibration/`, servelab/paths.py).
+
+The machine is the GPU's catalog name, or for the CPU device (`--gpu cpu`) its key in servelab/hardware/cpu.py
+(model | memory | cores): a profile made on one host is not used on another. `plan` and `predict` look a
+profile up by (machine, engine, format) and say which one they use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from servelab import paths
+from servelab.errors import ConfigError
+from servelab.hardware.gpus import GPU
+from servelab.predict.core import Request, Sequence, Step, Work
+from servelab.predict.roofline import Effective, Roofline
+
+SCHEMA = 1
+FOLDER = "calibration"
+
+
+@dataclass(frozen=True)
+class Profile:
+    machine: str  # machine_key(gpu)
+    machine_label: str
+    engine: str
+    quant: str
+    effective: Effective
+    created: str  # ISO date and time (UTC)
+    runs: tuple[str, ...]
+    model: str
+    fit: dict[str, Any]  # r2, rms_relative, median_relative, intervals, levels
+
+    @property
+    def name(self) -> str:
+        return f"{self.engine}/{self.quant} on {self.machine_label}"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["runs"] = list(self.runs)
+        return {"schema": SCHEMA, **data}
+
+
+def machine_key(gpu: GPU) -> str:
+    """The GPU's name, or `cpu:` and this host's CPU key."""
+    return f"cpu:{gpu.cpu.key}" if gpu.cpu is not None else gpu.name
+
+
+def profile_dir() -> Path:
+    return paths.config_dir() / FOLDER
+
+
+def _file_name(machine: str, engine: str, quant: str) -> str:
+    readable = re.sub(r"[^a-z0-9]+", "-", f"{engine}-{quant}-{machine.split('|')[0]}".lower()).strip("-")
+    digest = hashlib.sha256(f"{machine}\0{engine}\0{quant.lower()}".encode()).hexdigest()[:10]
+    return f"{readable[:60]}-{digest}.json"
+
+
+def save_profile(profile: Profile, folder: Path | None = None) -> Path:
+    folder = folder or profile_dir()
+    path = folder / _file_name(profile.machine, profile.engine, profile.quant)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(profile.to_json(), indent=2) + "\n")
+        tmp.replace(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot write the calibration profile {path}: {exc.strerror or exc}") from exc
+    return path
+
+
+def find_profile(
+    gpu: GPU, engine: str, quant: str, folder: Path | None = None
+) -> tuple[Profile, Path] | None:
+    """The saved profile for this machine x engine x format, or None."""
+    path = (folder or profile_dir()) / _file_name(machine_key(gpu), engine, quant)
+    if not path.is_file():
+        return None
+    return read_profile(path), path
+
+
+def read_profile(path: Path) -> Profile:
+    try:
+        data = json.loads(path.read_text())
+        e = data["effective"]
+        effective = Effective(
+            float(e["bandwidth_bytes_s"]), float(e["flops_s"]), float(e["step_overhead_s"]),
+            float(e["token_overhead_s"]), source="calibration",
+        )  # fmt: skip
+        if min(effective.bandwidth_bytes_s, effective.flops_s) <= 0:
+            raise ValueError("bandwidth and compute must be positive")
+        return Profile(
+            str(data["machine"]), str(data["machine_label"]), str(data["engine"]), str(data["quant"]), effective,
+            str(data["created"]), tuple(str(r) for r in data["runs"]), str(data["model"]), dict(data["fit"]),
+        )  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"calibration profile {path} is unreadable ({exc}); run `servelab calibrate` again or delete it"
+        ) from exc
+
+
+def calibrated_speeds(roofline: Roofline, prompt_tokens: int = 1024) -> tuple[float, float]:
+    """(single-stream decode tok/s after a `prompt_tokens` prompt, prefill tok/s of that prompt) at the
+    roofline's figures: what `servelab plan` says a calibration profile measured."""
+    seq = Sequence(Request(0, 0.0, (), 1))
+    decode = roofline.step_s(Step(((Work(seq, 1, prompt_tokens),),)))
+    prefill = roofline.step_s(Step(((Work(seq, prompt_tokens, 0),),)))
+    return 1 / decode, prompt_tokens / prefill

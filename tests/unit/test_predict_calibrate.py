@@ -1,0 +1,77 @@
+"""`calibrate.fit` on records the emulator made itself with known effective figures: it returns them."""
+
+from __future__ import annotations
+
+import pytest
+
+from servelab.bench.level_counts import prompt_count
+from servelab.bench.workloads import build_prompts
+from servelab.cli.bench import build_config
+from servelab.errors import ConfigError
+from servelab.hardware.gpus import card_for
+from servelab.model.load import load_model
+from servelab.plan.make import search_plan
+from servelab.predict.calibrate import fit, nonnegative_lstsq, with_effective
+from servelab.predict.ladder import predict_ladder
+from servelab.predict.roofline import Effective
+from servelab.predict.words import WordTokenizer
+
+TRUTH = Effective(6.0e11, 9.0e13, 0.003, 2e-5, source="known")
+
+
+def synthetic(engine_name: str, **plan_options):
+    """(the engine at the plan's figures, the records of a 1,2,4 short ladder priced at TRUTH)."""
+    model, card = load_model("Qwen/Qwen3-8B"), card_for("rtx4090")
+    plan = search_plan(model, card, engine=engine_name, quant="bf16", context=8192, **plan_options)
+    from servelab.predict.machine import emulated_engine
+
+    engine = emulated_engine(plan, model, card)
+    config = build_config(
+        {"targets": ["predict"], "concurrency": "1,2,4", "workload": "short", "requests": 8, "chat": False},
+        None,
+    )
+    tokenizer = WordTokenizer()
+    prompts = build_prompts(config.workload, prompt_count(config), tokenizer, engine.context)
+    _, levels = predict_ladder(
+        with_effective(engine, TRUTH), config, prompts, tokenizer, label="t", model="m"
+    )
+    return engine, [r for level in levels for r in level]
+
+
+@pytest.mark.parametrize(("engine_name", "options"), [("llamacpp", {"parallel": 4}), ("vllm", {})])
+def test_fit_recovers_the_figures_the_records_were_made_with(engine_name: str, options: dict) -> None:
+    engine, records = synthetic(engine_name, **options)
+    assert engine.roofline.effective != TRUTH  # the fit starts from the plan's figures
+    result = fit(engine, records)
+    e = result.effective
+    assert e.bandwidth_bytes_s == pytest.approx(TRUTH.bandwidth_bytes_s, rel=1e-6)
+    assert e.flops_s == pytest.approx(TRUTH.flops_s, rel=1e-6)
+    assert e.step_overhead_s == pytest.approx(TRUTH.step_overhead_s, rel=1e-6)
+    assert e.token_overhead_s == pytest.approx(TRUTH.token_overhead_s, rel=1e-5)
+    assert e.source == "calibration"
+    assert result.r2 == pytest.approx(1.0, abs=1e-9)
+    assert result.median_relative < 1e-6
+    assert [lv.level for lv in result.levels] == ["c=1", "c=2", "c=4"]
+    for lv in result.levels:
+        assert lv.ttft_p50_fit_s == pytest.approx(lv.ttft_p50_s, rel=1e-6)
+        assert lv.tpot_p50_fit_s == pytest.approx(lv.tpot_p50_s, rel=1e-6)
+    assert result.gaps > 0 and result.prefills > 0
+
+
+def test_nonnegative_lstsq_keeps_an_untouched_column_and_clips_negative_overheads() -> None:
+    import numpy as np
+
+    a = np.array([[1.0, 0.0, 1.0, 1.0], [2.0, 0.0, 1.0, 0.0], [3.0, 0.0, 1.0, 2.0], [4.0, 0.0, 1.0, 1.0]])
+    x_true = np.array([2.0, 0.0, 0.5, 0.0])
+    held = np.array([1.0, 7.0, 0.0, 0.0])
+    x = nonnegative_lstsq(a, a @ x_true, held)
+    assert x[1] == 7.0  # no data on the compute side: the figure it had
+    assert x[0] == pytest.approx(2.0) and x[2] == pytest.approx(0.5) and x[3] == pytest.approx(0.0, abs=1e-12)
+    y = a @ np.array([1.0, 0.0, -0.5, 0.0])  # a negative overhead would fit best: held at zero instead
+    assert nonnegative_lstsq(a, y, held)[2] == 0.0
+
+
+def test_no_successful_requests_is_one_line() -> None:
+    engine, records = synthetic("llamacpp", parallel=4)
+    with pytest.raises(ConfigError, match="no successful streamed requests"):
+        fit(engine, [r for r in records if r.status != "ok"])
