@@ -227,9 +227,15 @@ def _predict(config, plan, spec, card, plan_file, speculation, db, *, store: boo
         f"(effective figures: {engine.roofline.effective.source}; virtual time)",
         markup=False,
     )
-    if not store:
-        return predict(config, engine, target)
-    from servelab.store import Store
+    from servelab.cli.live_view import LadderView
 
-    with Store.open(db) as opened:
-        return predict(config, engine, target, opened)
+    view = LadderView(stderr_console(), config.lag_limit_ms, predicted=True)
+    try:
+        if not store:
+            return predict(config, engine, target, progress=view.update)
+        from servelab.store import Store
+
+        with Store.open(db) as opened:
+            return predict(config, engine, target, opened, progress=view.update)
+    finally:
+        view.close()

@@ -3,18 +3,25 @@
 The run's meta carries `predicted` (what was emulated: engine, model, GPU, plan figures, where the effective
 figures came from), so `runs`, `compare`, `export` and `report` read it like a measured run, and a reader can
 tell the two apart. Every record and level statistic goes through the store's own writers.
+
+`progress` is the bench's (`cli/live_view.py` LadderView.update): it gets a finished `LiveLevel` as each
+virtual level is computed (once a level: there is no level in flight to watch).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from servelab import __version__
 from servelab.bench.config import BenchConfig
+from servelab.bench.level import LevelState
 from servelab.bench.level_counts import prompt_count
 from servelab.bench.level_key import Level
+from servelab.bench.live import LiveLevel
+from servelab.bench.monitor import LoopMonitor
 from servelab.bench.records import RequestRecord
 from servelab.bench.result import BenchResult, LevelResult
 from servelab.bench.workloads import build_prompts
@@ -42,14 +49,38 @@ class PredictTarget:
         return PREDICTED_URL.format(engine=self.engine, gpu=self.gpu)
 
 
+Progress = Callable[[LiveLevel], None]
+
+
+def _reporter(config: BenchConfig, engine: EmulatedEngine, target: PredictTarget, progress: Progress | None):
+    """An `on_level` that hands each predicted level-repeat to `progress` as a finished `LiveLevel`."""
+    total, position = len(config.levels) * config.repeat, 0
+
+    def report(records: list[RequestRecord], level: Level, repeat: int, result: LevelResult) -> None:
+        nonlocal position
+        if progress is None:
+            return
+        state = LevelState(warmup=0, stop=config.stop, done=len(records))
+        live = LiveLevel(target.url, engine.engine, level.label, repeat, position, total, result.stats.requests,
+                         None, state, records, LoopMonitor(), result)  # fmt: skip
+        position += 1
+        progress(live)
+
+    return report
+
+
 def predict(
-    config: BenchConfig, engine: EmulatedEngine, target: PredictTarget, store: Any | None = None
-) -> BenchResult:
+    config: BenchConfig, engine: EmulatedEngine, target: PredictTarget, store: Any | None = None,
+    progress: Progress | None = None,
+) -> BenchResult:  # fmt: skip
     """Emulate every level of `config`; with a `store`, keep it as a run whose meta says `predicted`."""
     tokenizer = WordTokenizer()
     prompts = build_prompts(config.workload, prompt_count(config), tokenizer, engine.context)
+    report = _reporter(config, engine, target, progress)
     if store is None:
-        result, _ = predict_ladder(engine, config, prompts, tokenizer, label=target.url, model=target.model)
+        result, _ = predict_ladder(
+            engine, config, prompts, tokenizer, label=target.url, model=target.model, on_level=report
+        )
         return result
     run_id = store.create_run(run_meta(config, engine, target))
     store.add_target(run_id, 0, target.url, engine.engine, {"model": target.model, "context_per_slot": engine.context,
@@ -58,6 +89,7 @@ def predict(
     def keep(records: list[RequestRecord], level: Level, repeat: int, result: LevelResult) -> None:
         store.add_requests(run_id, records)
         store.add_level(run_id, 0, level.label, repeat, result.to_json())
+        report(records, level, repeat, result)
 
     try:
         result, _ = predict_ladder(

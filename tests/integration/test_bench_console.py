@@ -23,12 +23,16 @@ SLOW = ("--ttft-ms", "20", "--itl-ms", "12")  # ~0.6 s a request: the view refre
 
 
 def _bench_on_a_pty(url: str, db: Path) -> tuple[int, str, str]:
+    return _read_pty_child([*SERVELAB, "bench", url, *ARGS, "--db", str(db), "--json"])
+
+
+def _read_pty_child(argv: list[str]) -> tuple[int, str, str]:
+    """Run `argv` with stdin and stderr on a real 200-column pty and stdout a pipe: (exit code, stdout, screen)."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR")}
     env["TERM"] = "xterm-256color"
-    proc = subprocess.Popen([*SERVELAB, "bench", url, *ARGS, "--db", str(db), "--json"], stdin=slave,
-                            stdout=subprocess.PIPE, stderr=slave, env=env, close_fds=True)  # fmt: skip
+    proc = subprocess.Popen(argv, stdin=slave, stdout=subprocess.PIPE, stderr=slave, env=env, close_fds=True)
     os.close(slave)
     chunks: list[bytes] = []
     while True:
