@@ -15,7 +15,8 @@ from servelab.engines.flags import Flag, is_on, scan, to_int
 from servelab.engines.llamacpp import DEFAULT_PORT
 
 if TYPE_CHECKING:
-    from servelab.plan.fit import Speculative
+    from servelab.model.spec import ModelSpec
+    from servelab.plan.fit import PlanSettings, Speculative
 
 FLAGS = (
     Flag(("-c", "--ctx-size"), "ctx_size"),
@@ -182,6 +183,24 @@ def gguf_path(model_path: str, quant: str) -> str:
     if model_path.lower().endswith(".gguf"):
         return model_path
     return f"models/{model_path.rstrip('/').split('/')[-1]}-{quant}.gguf"
+
+
+def plan_command(
+    model: ModelSpec, s: PlanSettings, *, n_ctx: int, cache_type_k: str, cache_type_v: str, on_gpu: bool
+) -> list[str]:
+    """The llama-server words of a plan's settings (both planners); on the CPU device (``on_gpu`` false) -ngl 0
+    and none of the GPU-side words (-b/-ub, expert offload, the layer split, a draft)."""
+    common: dict[str, Any] = dict(
+        n_ctx=n_ctx, quant=model.quant, n_parallel=s.parallel, kv_unified=s.kv_unified,
+        cache_type_k=cache_type_k, cache_type_v=cache_type_v, flash_attn=(s.flash_attn or "on").lower(),
+        host=s.host, port=s.port or DEFAULT_PORT,
+    )  # fmt: skip
+    if not on_gpu:
+        return command(s.model_path, n_gpu_layers=0, **common)
+    return command(
+        s.model_path, n_gpu_layers=s.n_gpu_layers, n_batch=s.n_batch, n_ubatch=s.n_ubatch,
+        n_cpu_moe=None if s.cpu_moe else s.n_cpu_moe, cpu_moe=s.cpu_moe, tp=s.tp, draft=s.speculative, **common,
+    )  # fmt: skip
 
 
 def command(

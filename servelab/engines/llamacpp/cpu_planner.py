@@ -3,7 +3,7 @@ the output buffer all in host RAM, against the machine's memory. memory.py's rul
 
 from __future__ import annotations
 
-from servelab.engines.llamacpp import DEFAULT_PORT, cmdline
+from servelab.engines.llamacpp import cmdline
 from servelab.engines.llamacpp.memory import engine_kv_dtype, flash_attn_on, llamacpp_memory
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
@@ -36,18 +36,8 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
             f"llama.cpp on CPU: needs {memory.total / 2**30:.2f} GiB, more than the"
             f" {gpu.memory_bytes / 2**30:.2f} GiB of host memory; lower -c / -np or pick a smaller quant"
         )
-    argv = cmdline.command(
-        s.model_path,
-        n_ctx=m.n_ctx,
-        quant=model.quant,
-        n_parallel=s.parallel,
-        kv_unified=s.kv_unified,
-        cache_type_k=cache_type,
-        cache_type_v=cache_v,
-        n_gpu_layers=0,
-        flash_attn=(s.flash_attn or "on").lower(),
-        host=s.host,
-        port=s.port or DEFAULT_PORT,
+    argv = cmdline.plan_command(
+        model, s, n_ctx=m.n_ctx, cache_type_k=cache_type, cache_type_v=cache_v, on_gpu=False
     )
     details = {
         "n_ctx": m.n_ctx,

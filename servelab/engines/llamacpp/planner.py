@@ -5,7 +5,7 @@ Planner (engine.py).
 
 from __future__ import annotations
 
-from servelab.engines.llamacpp import DEFAULT_PORT, cmdline, cpu_planner
+from servelab.engines.llamacpp import cmdline, cpu_planner
 from servelab.engines.llamacpp.memory import LlamaCppMemory, engine_kv_dtype, flash_attn_on, llamacpp_memory
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
@@ -179,24 +179,8 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
             "llama.cpp: less than 1024 MiB would stay free; --fit (on by default) may lower -ngl or"
             " -c for unset flags"
         )
-    argv = cmdline.command(
-        s.model_path,
-        n_ctx=m.n_ctx,
-        quant=model.quant,
-        n_parallel=s.parallel,
-        kv_unified=s.kv_unified,
-        cache_type_k=cache_type,
-        cache_type_v=cache_v,
-        n_gpu_layers=s.n_gpu_layers,
-        flash_attn=(s.flash_attn or "on").lower(),
-        n_batch=s.n_batch,
-        n_ubatch=s.n_ubatch,
-        n_cpu_moe=None if s.cpu_moe else s.n_cpu_moe,
-        cpu_moe=s.cpu_moe,
-        tp=s.tp,
-        draft=s.speculative,
-        host=s.host,
-        port=s.port or DEFAULT_PORT,
+    argv = cmdline.plan_command(
+        model, s, n_ctx=m.n_ctx, cache_type_k=cache_type, cache_type_v=cache_v, on_gpu=True
     )
     details = {
         "n_ctx": m.n_ctx,
