@@ -107,8 +107,10 @@ def answer(reads: list[bytes], max_line_bytes: int = 1 << 20) -> tuple:
     parsed = _Stream(tally, max_line_bytes=max_line_bytes)
     for i, chunk in enumerate(reads):
         parsed.feed(chunk, i)  # must not raise: the client turns any exception into client_error
-    tally.settle() if parsed.outcome is None else None
-    tokens = list(tally.chunk_tokens) if parsed.outcome is None else None
+    tokens = None
+    if parsed.outcome is None:
+        tally.settle()
+        tokens = list(tally.chunk_tokens)
     return parsed.outcome, tokens, tally.finish_reason, tally.done, list(tally.chunk_ns)
 
 

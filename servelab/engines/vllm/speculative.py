@@ -105,7 +105,7 @@ def parse_metrics(metrics_text: str, where: str) -> SpecObservation | None:
         verify_steps=drafts,
         # drafted / drafts <= gamma, so its rounding never overshoots; an excerpt with fewer position series
         # than gamma still gets the ratio's figure
-        draft_tokens=max(_positions(metrics_text), round(drafted / drafts)) if drafts else None,
+        draft_tokens=max(_positions(metrics_text), round(drafted / drafts)),
     )
 
 
