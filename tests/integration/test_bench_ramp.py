@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import math
+import time
 
+from servelab.bench.client import ClientRequest, StreamClient
 from servelab.bench.config import BenchConfig
+from servelab.bench.level import LevelState, run_closed
 from servelab.bench.level_key import Level
 from servelab.bench.ramp import ramped_arrival_offsets_ns
 from servelab.bench.runner import run
@@ -36,16 +40,43 @@ def test_closed_loop_ramp_records_are_stored_flagged_and_left_out(tmp_path):
     assert len(measured) == 8 and len(ramp) > 4 and seen == len(stored.requests)  # no warm-up with a ramp
     assert level["requests"] == 8 and level["ttft_ms"]["n"] == 8
     assert level["ramp"] == {"seconds": 0.4, "requests": len(ramp), "in_statistics": False}
-    start = min(r.sent_ns for r in stored.requests)
-    assert max(r.sent_ns for r in ramp) < start + 0.4e9 <= min(r.sent_ns for r in measured)
-    # worker 1 starts R/4 = 100 ms after the level's t0, and the first send (worker 0's) is at t0 or just
-    # after it: before start + 50 ms only worker 0 sends, one request after another
-    early = [r for r in ramp if r.sent_ns < start + 0.05e9]
-    assert early and all(a.end_ns <= b.sent_ns for a, b in itertools.pairwise(early))
+    # when each was taken, against the ramp's end, is test_the_ramp_boundary_is_when_a_worker_takes_a_request
+    assert min(r.sent_ns for r in ramp) < min(r.sent_ns for r in measured)
     # the stored figures are those of the measured records alone
     alone = summarize_level(measured, Level.closed(4), ramp_s=0.4)
     kept = stored.level_stats[(0, Level.closed(4))]
     assert kept.ttft_ms == alone.ttft_ms and kept.e2e_ms == alone.e2e_ms and kept.ramp_requests == len(ramp)
+
+
+def test_the_ramp_boundary_is_when_a_worker_takes_a_request():
+    """A request taken before t0 + R is the ramp's; after, measured. ``sent_ns`` is stamped later (when the
+    headers are on the socket: a new connection first), so the boundary is checked on the take times."""
+    taken: list[tuple[int, str]] = []
+    records: list = []
+
+    def make(index: int, phase: str, intended_ns: int | None) -> ClientRequest:
+        taken.append((time.perf_counter_ns(), phase))
+        body = {"prompt": "hello", "max_tokens": 4, "stream": True}
+        return ClientRequest("/v1/completions", body, request_index=index, phase=phase, serial=index)
+
+    async def level(url: str) -> LevelState:
+        state = LevelState(warmup=0, stop=StopRule(requests=8))
+        async with StreamClient(url) as client:
+            await run_closed(client, 4, state, make, records.append, asyncio.Event(), ramp_s=0.4)
+        return state
+
+    with sim_process(*FAST) as url:
+        state = asyncio.run(level(url))
+    end = state.ramp_end_ns
+    assert end is not None and len(records) == len(taken) and all(r.status == "ok" for r in records)
+    ramp = [t for t, phase in taken if phase == "ramp"]
+    measured = [t for t, phase in taken if phase == "measure"]
+    assert len(measured) == 8 and len(ramp) > 4 and max(ramp) < end <= min(measured)
+    assert all(r.sent_ns >= end for r in records if r.phase == "measure")
+    # worker k starts at t0 + k·R/4: before t0 + R/4 only worker 0 takes, one request after another
+    early = [r for r in records if r.sent_ns < end - 0.3e9]
+    assert early and all(r.phase == "ramp" for r in early)
+    assert all(a.end_ns <= b.sent_ns for a, b in itertools.pairwise(sorted(early, key=lambda r: r.sent_ns)))
 
 
 def test_open_loop_ramp_sends_the_rising_schedule_first(tmp_path):
