@@ -236,9 +236,11 @@ class ArrivalLog:
         cannot be switched (then read it the public way). The buffered bytes came with the headers."""
         if not self._switch(reader):
             return None
-        head = reader.read_nowait() if not reader.exception() else b""
+        parts = []
+        while not reader.exception() and (part := reader.read_nowait()):  # 3.14.5 drains only the chunks
+            parts.append(part)  # buffered at the call, and a resumed reader can refill the buffer inside it
         self._sinks[id(reader)] = sink
-        return head, time.perf_counter_ns()
+        return b"".join(parts), time.perf_counter_ns()
 
     def forget(self, reader: object) -> None:
         self._watched.pop(id(reader), None)

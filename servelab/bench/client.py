@@ -57,6 +57,9 @@ try:  # orjson decodes a chunk in about half the time of json's scanner; anythin
 except ImportError:  # pragma: no cover - orjson is a dependency; a bare environment still works
     _fast_loads = None
 ERROR_BODY_BYTES = 4096  # read of an HTTP error's body, for its message
+# orjson takes one-event reads up to this size; longer ones go to json, so nesting json refuses as too deep
+# (RecursionError at ~1,000 levels, which takes 2,000 bytes) cannot pass through orjson (3.8 takes 100,000)
+FAST_MAX_BYTES = 1024
 READ_BUFSIZE = 1 << 20  # aiohttp's 64 KiB default collapses throughput at long contexts (vLLM #39963)
 
 
@@ -339,9 +342,9 @@ class _Stream:
     def _json_event(self, chunk: bytes, t_ns: int) -> None:
         """``_event`` for one whole ``data: {...}\\n\\n`` read, in fewer steps: orjson (or json's C scanner)
         takes the object whole; anything else (invalid UTF-8, NaN, huge integers, trailing data, not an
-        object) goes the general way, where json decides exactly as before."""
+        object, a read over FAST_MAX_BYTES) goes the general way, where json decides exactly as before."""
         decoded = None
-        if self._fast is not None:
+        if self._fast is not None and len(chunk) <= FAST_MAX_BYTES:
             try:
                 decoded = self._fast(memoryview(chunk)[6:-2])
             except ValueError:  # orjson.JSONDecodeError is a ValueError

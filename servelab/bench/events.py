@@ -62,9 +62,11 @@ class StreamTally:
                 raise MalformedEvent(f"finish_reason is not a short string: {str(finish)[:80]!r}")
             self.finish_reason = finish
         delta = choice.get("delta")
-        if not (type(delta) is dict and delta.get("content")) and not _bears_token(
-            choice
-        ):  # the common chat chunk first
+        content = delta.get("content") if type(delta) is dict else None
+        if content:  # the common chat chunk first
+            if type(content) is not str:
+                raise MalformedEvent(f"delta content is not a string: a {type(content).__name__}")
+        elif not _bears_token(choice):
             return
         if self.first_token_ns is None:
             self.first_token_ns = t_ns
@@ -117,19 +119,24 @@ class StreamTally:
 
 
 def _bears_token(choice: dict) -> bool:
+    """A completions ``text``, or a delta's reasoning or tool calls (its ``content`` was looked at first);
+    text of a type other than a string is MalformedEvent."""
+    text = choice.get("text")
+    if text:
+        return _text(text, "text")
     delta = choice.get("delta")
-    if delta is not None and type(delta) is dict and delta.get("content"):  # the common chat chunk
-        return True
-    if choice.get("text"):
-        return True
     if not isinstance(delta, dict):
         return False
-    return bool(
-        delta.get("content")
-        or delta.get("reasoning_content")
-        or delta.get("reasoning")
-        or delta.get("tool_calls")
-    )
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+    if reasoning:
+        return _text(reasoning, "reasoning")
+    return bool(delta.get("tool_calls"))
+
+
+def _text(value: Any, name: str) -> bool:
+    if type(value) is not str:
+        raise MalformedEvent(f"{name} is not a string: a {type(value).__name__}")
+    return True
 
 
 def _error_text(error: Any) -> str:

@@ -3,11 +3,14 @@ check chooses aiohttp's public path and says so."""
 
 from __future__ import annotations
 
+import asyncio
+
 import aiohttp
 import pytest
+from aiohttp import web
 from aiohttp.client_proto import ResponseHandler
 
-from servelab.bench.aiohttp_edge import check_edge
+from servelab.bench.aiohttp_edge import ArrivalLog, check_edge
 
 HAS_READ_TIMEOUT = isinstance(getattr(ResponseHandler, "read_timeout", None), property)  # 3.10 to 3.14.4
 
@@ -73,3 +76,60 @@ def test_the_report_as_stored_in_the_run_meta():
         "stall_timer": edge.stall_timer,
         "missing": list(edge.missing),
     }
+
+
+def test_a_body_buffered_past_the_high_water_mark_before_the_switch_reaches_the_sink_whole():
+    """aiohttp 3.14.5's read_nowait() drains only the chunks buffered when it is called, and draining can resume
+    a paused reader, which may refill the buffer at once: ArrivalLog.watch_sink drains until it is empty, so the
+    bytes that came before the switch reach the sink whole and in order."""
+    body = b"".join(b"%06d " % i * 100 + b"\n" for i in range(4000))  # 2.8 MB, sent at once
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        await response.write(body)
+        await response.write_eof()
+        return response
+
+    class Sink:
+        last_ns = 0
+
+        def __init__(self, done: asyncio.Future) -> None:
+            self.parts: list[bytes] = []
+            self.done = done
+
+        def arrived(self, data: bytes, t_ns: int) -> None:
+            self.parts.append(data)
+
+        def closed(self, exc: BaseException | None) -> None:
+            if not self.done.done():
+                self.done.set_result(exc)
+
+    async def main() -> bytes:
+        app = web.Application()
+        app.router.add_get("/", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            async with (
+                aiohttp.ClientSession(read_bufsize=1 << 16) as session,
+                session.get(f"http://127.0.0.1:{port}/") as response,
+            ):
+                for _ in range(100):  # the body arrives and the reader pauses at its high-water mark
+                    if response.content._protocol._reading_paused:  # type: ignore[attr-defined]
+                        break
+                    await asyncio.sleep(0.01)
+                assert response.content._protocol._reading_paused  # type: ignore[attr-defined]
+                sink = Sink(asyncio.get_running_loop().create_future())
+                head = ArrivalLog().watch_sink(response.content, sink)
+                assert head is not None
+                if not response.content.is_eof():
+                    await asyncio.wait_for(sink.done, 10)
+                return head[0] + b"".join(sink.parts)
+        finally:
+            await runner.cleanup()
+
+    assert asyncio.run(main()) == body

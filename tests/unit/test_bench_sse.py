@@ -141,6 +141,11 @@ ODD_READS = [
     b'data: {"usage":{"completion_tokens":1},"choices":[{"delta":{"content":"x"}}]}\n\n',
     b'data: {"choices":[{"delta":{"content":"x"}}]}junk\n\n',
     b'data: {"choices":[{"delta":{"content":"x"}}]\n\n',  # cut short
+    b'data: {"choices":[{"delta":{"content":["x"]}}]}\n\n',  # content not a string
+    b'data: {"choices":[{"text":{"t":"x"}}]}\n\n',  # text not a string
+    # nested 100,000 deep, in the content and beside it: json refuses (RecursionError); orjson 3.8 takes it
+    b'data: {"choices":[{"delta":{"content":' + b"[" * 100_000 + b"]" * 100_000 + b"}}]}\n\n",
+    b'data: {"x":' + b"[" * 100_000 + b"]" * 100_000 + b',"choices":[{"delta":{"content":"x"}}]}\n\n',
 ]
 
 
@@ -166,3 +171,7 @@ def test_client_stream_fast_decoder_and_json_agree_on_every_odd_event():
     nan = _Stream(StreamTally())
     nan.feed(ODD_READS[3], 7)
     assert nan.outcome is None and list(nan.tally.chunk_ns) == [7]
+    for chunk in ODD_READS[-4:]:  # each a whole read: the hostile server's "nested" answer came back ok
+        odd = _Stream(StreamTally())
+        odd.feed(chunk, 7)
+        assert odd.outcome is not None and odd.outcome[0] == "malformed", chunk[:60]
