@@ -50,6 +50,49 @@ def test_auto_plans_the_two_h100_it_finds(machine, capsys) -> None:
     assert err == "--gpu auto: 2 x NVIDIA H100 80GB HBM3, 81,559 MiB = h100-sxm\n"
 
 
+def test_auto_plans_the_gh200_it_finds_with_its_hbm_not_its_cpu_memory(machine, capsys) -> None:
+    machine("one-gh200")
+    assert main([*PLAN[:2], "--gpu", "auto", *PLAN[2:]]) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert (doc["gpu"], doc["gpus"]) == ("gh200", 1)
+    assert doc["plans"][0]["memory_bytes"]["capacity"] == 97871 * 1024**2
+    assert err == "--gpu auto: 1 x NVIDIA GH200 480GB, 97,871 MiB = gh200\n"
+
+
+@pytest.mark.parametrize("card", ["l20", "gh200", "gb10"])
+def test_plan_on_a_new_catalog_card(card: str, capsys) -> None:
+    from servelab.hardware.gpus import find_gpu
+
+    assert main([*PLAN[:2], "--gpu", card, *PLAN[2:]]) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    plan = doc["plans"][0]
+    gpu = find_gpu(card)
+    assert doc["gpu"] == card and plan["fits"] is True and err == ""
+    assert plan["memory_bytes"]["capacity"] == gpu.memory_bytes
+    # decode is memory-bound for an 8B model at batch 1: the ceiling scales with the card's bandwidth
+    assert plan["decode_ceiling_tok_s"]["bound"] == "memory"
+
+
+def test_the_new_cards_decode_ceilings_follow_their_catalog_bandwidth(capsys) -> None:
+    from servelab.hardware.gpus import find_gpu
+
+    per_gb_s = []
+    for card in ("l20", "gh200", "gb10"):
+        assert main([*PLAN[:2], "--gpu", card, *PLAN[2:]]) == 0
+        ceiling = json.loads(capsys.readouterr().out)["plans"][0]["decode_ceiling_tok_s"]["short"]
+        per_gb_s.append(ceiling / find_gpu(card).bandwidth_gb_s)
+    assert max(per_gb_s) == pytest.approx(min(per_gb_s), rel=0.01)
+
+
+def test_the_gb10_is_planned_for_vllm_unlike_apple_unified_memory(capsys) -> None:
+    assert main(["plan", "Qwen/Qwen3-8B", "--gpu", "m4-max", "--engine", "vllm", "--quant", "bf16"]) == 2
+    assert "needs a CUDA or ROCm GPU" in capsys.readouterr().err
+    assert main([*PLAN[:2], "--gpu", "gb10", *PLAN[2:]]) == 0
+    assert json.loads(capsys.readouterr().out)["plans"][0]["engine"] == "vllm"
+
+
 def test_auto_takes_fewer_gpus_but_not_more(machine, capsys) -> None:
     machine("two-h100-sxm")
     assert main([*PLAN[:2], "--gpu", "auto", "--gpus", "1", *PLAN[2:]]) == 0

@@ -143,6 +143,9 @@ NEW_CARDS = (
     "h20",
     "b300",
     "mi355x",
+    "l20",
+    "gh200",
+    "gb10",
 )
 STATED = re.compile(r"^(\d+(?:\.\d+)?) (GB|GiB) ")
 
@@ -213,6 +216,28 @@ def test_new_cards_are_found_by_their_nvml_names() -> None:
     assert find_gpu("NVIDIA GeForce RTX 4080").name == "rtx4080"
     assert find_gpu("NVIDIA H20").memory_mib == 96 * 1024
     assert find_gpu("AMD Instinct MI355X").fp8_tflops == 5000
+    assert find_gpu("NVIDIA L20").name == "l20"
+    assert find_gpu("NVIDIA GH200 480GB").name == "gh200"
+    assert find_gpu("NVIDIA GB10").name == "gb10" and find_gpu("DGX Spark").name == "gb10"
+
+
+def test_the_l20_and_gh200_take_their_dense_rates_and_nvidia_smi_totals() -> None:
+    l20, gh200, h100 = find_gpu("l20"), find_gpu("gh200"), find_gpu("h100-sxm")
+    assert (l20.memory_mib, l20.bandwidth_gb_s, l20.bf16_tflops) == (46068, 864, 119.5)
+    assert l20.fp8_tflops is None and l20.tensor_flops("fp8") == l20.tensor_flops("bf16")
+    # GH200's GPU is an H100 SXM with 96 GB HBM3 at 4 TB/s; the "480GB" is the Grace CPU's memory, not counted.
+    assert (gh200.bf16_tflops, gh200.fp8_tflops) == (h100.bf16_tflops, h100.fp8_tflops)
+    assert gh200.memory_mib == 97871 and gh200.memory_bytes < 96 * 2**30 and gh200.bandwidth_gb_s == 4000
+    assert gh200.nvlink_gb_s is None and default_interconnect(gh200) == "pcie-p2p"
+
+
+def test_gb10_is_a_cuda_device_whose_memory_is_what_cuda_reports_not_the_ram_sold() -> None:
+    gb10 = find_gpu("gb10")
+    assert gb10.memory_stated.startswith("128 GB") and gb10.memory_bytes == 128538451968 // MIB * MIB
+    assert gb10.memory_bytes < 128 * 2**30  # the OS and firmware keep the rest of the unified pool
+    assert not gb10.unified_memory and gb10.runtime_context_bytes > 0  # not Apple Metal: CUDA engines run
+    assert gb10.fp4_tflops == 1000 / 2  # NVIDIA's 1 PFLOP FP4 is with sparsity
+    assert gb10.compute_capability == "12.1"
 
 
 def test_docs_list_every_source_url_and_every_unsourced_figure() -> None:

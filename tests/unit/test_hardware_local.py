@@ -52,6 +52,25 @@ def test_an_uncatalogued_card_plans_with_nvml_memory_and_the_given_bandwidth() -
     assert "no --tflops" not in with_tflops.note
 
 
+@pytest.mark.parametrize(
+    ("fixture", "device", "count", "memory_mib"),
+    [("four-l20", "l20", 4, 46068), ("one-gh200", "gh200", 1, 97871)],
+)
+def test_recorded_nvml_names_of_the_new_cards_map_to_the_catalog(
+    fixture: str, device: str, count: int, memory_mib: int
+) -> None:
+    local = local_device(RecordedProbe(FIXTURES / fixture))
+    assert (local.device, local.count) == (device, count)
+    assert local.gpu is not None and local.gpu.memory_mib == memory_mib
+    assert local.gpu.bf16_tflops == find_gpu(device).bf16_tflops
+
+
+def test_gb10_without_an_nvml_memory_total_keeps_the_cuda_total_from_the_catalog() -> None:
+    local = resolve_local([Seen("NVIDIA GB10", None)])
+    assert local.device == "gb10" and local.gpu is not None
+    assert local.gpu.memory_mib == find_gpu("gb10").memory_mib
+
+
 def test_no_gpu_resolves_to_the_cpu_device() -> None:
     local = local_device(RecordedProbe(FIXTURES / "no-gpu"))
     assert (local.device, local.gpu, local.count) == (CPU_DEVICE, None, 0)
