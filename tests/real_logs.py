@@ -41,7 +41,7 @@ QUANT_NAMES = {"none": "bf16", "auto_round-int4": "gptq-w4g128", "w8a8-int8": "f
 # The GGUF mix a llama.cpp case is planned in when its excerpt does not name one (weights then not compared).
 GGUF_STAND_IN = "Q8_0"
 # llama.cpp's devices that are host memory, in its buffer lines.
-HOST_DEVICES = ("CPU", "CUDA_Host", "ROCm_Host")
+HOST_DEVICES = ("CPU", "CPU_Mapped", "CUDA_Host", "ROCm_Host")
 # Settings servelab's planner takes (each engine's name for it); any other setting of a case is listed as
 # not expressed, so a reader of the table sees what the plan could not be told.
 EXPRESSED = {
@@ -73,6 +73,7 @@ EXPRESSED = {
         "n_batch",
         "n_ubatch",
         "flash_attn",
+        "kv_unified",
     },
 }
 
@@ -222,7 +223,9 @@ def plan_inputs(case: Case) -> dict[str, Any]:
         same = s.get("cache_type_k") == s.get("cache_type_v")
         fa = s.get("flash_attn")
         inputs = {
-            "context": int(s["ctx_size"]) // slots if s.get("ctx_size") else None,
+            "context": int(s["ctx_size"]) // (1 if s.get("kv_unified") else slots)
+            if s.get("ctx_size")
+            else None,
             "kv_dtype": _kv_dtype(s.get("cache_type_k")),
             "kv_dtype_v": None if same else _kv_dtype(s.get("cache_type_v")),
             "flash_attn": None if fa is None else ("on" if fa else "off"),
@@ -231,6 +234,7 @@ def plan_inputs(case: Case) -> dict[str, Any]:
             "n_gpu_layers": s.get("n_gpu_layers"),
             "n_batch": s.get("n_batch"),
             "n_ubatch": s.get("n_ubatch"),
+            "kv_unified": s.get("kv_unified"),
         }
     return {"engine": case.engine, "quant": quant, **{k: v for k, v in inputs.items() if v is not None}}
 
@@ -317,7 +321,9 @@ PLAN_FIGURES: dict[str, dict[str, Callable[[Plan], float | None]]] = {
     "llamacpp": {
         "weights_mib": _memory("weights", MIB, gpus=True),
         "kv_mib": _memory("kv_cache", MIB, gpus=True),
-        "kv_mib_total": _memory("kv_cache", MIB, gpus=True),
+        "kv_mib_total": _detail("kv_bytes", MIB),
+        "weights_mib_total": _detail("model_bytes", MIB),
+        "recurrent_mib_total": _detail("recurrent_bytes", MIB),
         "kv_tokens": _detail("n_ctx"),
         "n_ctx_per_seq": _detail("n_ctx_per_slot"),
         "compute_mib": _detail("compute_buffer_bytes", MIB),
@@ -353,18 +359,7 @@ def _why_not(case: Case, figure: str) -> str:
         return "quant not known"
     if figure == "estimated_max_model_len" and case.data["started"] is not False:
         return "printed only on refusal"
-    if (
-        figure == "kv_mib_total"
-        and case.settings.get("n_gpu_layers") not in (None, 999)
-        and _host_layers(case)
-    ):
-        return "plan keeps no host KV figure"
     return ""
-
-
-def _host_layers(case: Case) -> bool:
-    """Whether -ngl leaves layers (and their KV) in host memory."""
-    return int(case.settings["n_gpu_layers"]) < case_model(case).num_layers
 
 
 def compare(case: Case, plan: Plan) -> list[Comparison]:

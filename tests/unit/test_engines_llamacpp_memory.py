@@ -340,3 +340,19 @@ def test_flash_attention_and_separate_v_type_reach_the_plan_and_the_command() ->
         model, card, engine="llamacpp", quant="Q4_K_M", context=8192, kv_dtype="q8_0", flash_attn="off"
     )
     assert not refused.fits and "requires Flash Attention" in refused.warnings[0]
+
+
+def test_older_builds_reserve_the_logits_of_every_token() -> None:
+    """Builds before n_outputs_max reserve the pp graph with n_outputs = n_tokens (graph_reserve(n_tokens, n_seqs,
+    n_tokens)): the f32 logits of the whole ubatch join the buffer; the current server reserves n_parallel rows."""
+    from servelab.model.load import load_model
+
+    model = load_model("Qwen/Qwen3.5-35B-A3B")  # vocab 248,320: the logits dominate with flash attention on
+    now = llamacpp_memory(model, n_ctx=4096, n_parallel=4, kv_unified=True)
+    old = llamacpp_memory(model, n_ctx=4096, n_parallel=4, kv_unified=True, n_outputs_max=512)
+    assert old.compute_bytes > model.vocab_size * 512 * 4 > 5 * now.compute_bytes
+    assert (
+        old.compute_bytes
+        == llamacpp_memory(model, n_ctx=4096, n_parallel=4, kv_unified=True, n_outputs_max=4096).compute_bytes
+    )  # capped at the ubatch's tokens
+    assert now.output_bytes == old.output_bytes  # the host output buffer does not change

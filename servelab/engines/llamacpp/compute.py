@@ -3,8 +3,11 @@
 Rules (llama.cpp src/llama-context.cpp `sched_reserve` → `graph_reserve(n_tokens, n_seqs, n_outputs)`,
 src/llama-graph.cpp `build_attn_mha`, ggml/src/ggml-backend.cpp `ggml_backend_sched_split_graph`; docs/reference/memory.md §4):
 - The reserved graph is one ubatch: n_tokens = min(n_ctx, n_ubatch, n_batch), n_outputs = min(n_tokens,
-  n_outputs_max) (the server sets n_outputs_max = n_parallel). ggml-alloc reuses freed tensors, so the buffer is
-  the peak of the live intermediates, not their sum.
+  n_outputs_max). Current builds' llama-server sets n_outputs_max = n_parallel (tools/server `server_output_limits`);
+  builds before n_outputs_max existed (through the `sched_reserve` era of early-mid 2026, and every 2024-2025
+  build) reserve the pp graph with `graph_reserve(n_tokens, n_seqs, n_tokens)`: every token an output, so the
+  f32 logits of the whole ubatch (n_vocab x n_tokens) are in the buffer. ggml-alloc reuses freed tensors, so the
+  buffer is the peak of the live intermediates, not their sum.
 - Flash attention off: the scores kq = mul_mat(k, q) are f32 [n_kv, n_tokens, n_head] (softmax in place), with
   n_kv the cells one stream sees (n_ctx_seq); the KQ mask is f32 [n_kv, n_tokens]. On: no scores, the mask f16.
 - The peak is the larger of the output step (hidden + n_vocab x n_outputs f32 logits) and one layer's

@@ -234,11 +234,14 @@ def llamacpp_memory(
     n_rs_seq: int = 0,
     n_cpu_moe: int = 0,
     n_devices: int = 1,
+    n_outputs_max: int | None = None,
 ) -> LlamaCppMemory:
     """llama-server's buffers for these flags. n_parallel -1 is the server's auto (4 slots, unified cache);
     n_gpu_layers None or -1 offloads everything (output layer included), 0 keeps it all on the host;
     n_cpu_moe N keeps the routed experts of the first N layers in host RAM (the layer count: -ot exps=CPU);
-    n_devices: the GPUs -sm layer splits the layers over (compute_bytes is then each one's buffer)."""
+    n_devices: the GPUs -sm layer splits the layers over (compute_bytes is then each one's buffer);
+    n_outputs_max: the outputs the worst-case graph is reserved with (None: the current llama-server's n_parallel;
+    an older build's or another tool's n_ubatch, see compute.py)."""
     for flag, value, least in (("-b", n_batch, 1), ("-ub", n_ubatch, 1), ("--n-cpu-moe", n_cpu_moe, 0)):
         if value < least:
             raise ConfigError(f"llama.cpp {flag} must be at least {least}, got {value}")
@@ -273,7 +276,7 @@ def llamacpp_memory(
     compute = compute_bytes(
         model,
         n_tokens=n_tokens,
-        n_outputs=min(n_tokens, n_parallel),
+        n_outputs=min(n_tokens, n_parallel if n_outputs_max is None else max(1, n_outputs_max)),
         n_kv=n_ctx_seq,
         flash_attn=flash_attn,
         pipeline_copies=SCHED_MAX_COPIES if pipeline else 1,

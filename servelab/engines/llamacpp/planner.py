@@ -196,6 +196,9 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         "n_batch": s.n_batch or 2048,
         "n_ubatch": s.n_ubatch or 512,
         "experts_host_bytes": m.experts_host_bytes,
+        "model_bytes": m.model_bytes,  # every device's `model buffer size`, host included
+        "kv_bytes": m.kv_bytes,  # `KV self size` / `llama_kv_cache: size`, host layers included
+        "recurrent_bytes": m.recurrent_bytes,  # `llama_memory_recurrent: size`
     }
     return EngineFit(
         memory,
