@@ -30,7 +30,10 @@ def test_the_forward_peak_per_token_is_the_widest_mlp() -> None:
 
 def test_a_moe_layer_holds_fused_moe_caches() -> None:
     oss = catalog_model("openai/gpt-oss-20b")  # H 2880, 4 of 32 experts of 2880
-    assert profile.forward_bytes_per_token(oss, 1) == 2 * (3 * 2880 + 4 * 3 * 2880 + 4 * 2880)
+    # cache13 [N, k, max(2I, H)] is shared by the gate_up and the down outputs; cache2 [N x k, I] beside it
+    assert profile.forward_bytes_per_token(oss, 1) == 2 * (3 * 2880 + 4 * max(2 * 2880, 2880) + 4 * 2880)
+    qwen = catalog_model("Qwen/Qwen3-235B-A22B")  # H 4096, 8 of 128 experts of 1536, split over 4 GPUs
+    assert profile.forward_bytes_per_token(qwen, 4) == 2 * (3 * 4096 + 8 * 4096 + 8 * 384)
 
 
 def test_the_sampler_warm_up_sorts_until_the_triton_kernel() -> None:
@@ -38,12 +41,18 @@ def test_the_sampler_warm_up_sorts_until_the_triton_kernel() -> None:
     rows = 1024
     assert profile.sampler_bytes(oss, rows, (0, 10, 1)) == rows * oss.vocab_size * 40
     assert profile.sampler_bytes(oss, rows, (0, 15, 2)) == rows * oss.vocab_size * 40
-    assert profile.sampler_bytes(oss, rows, (0, 16, 0)) == rows * oss.vocab_size * 6
-    # the peak is the larger of the forward and the sampler (they run one after the other)
+    # Triton masks in place: bf16 logits + fp32 copy + fp32 softmax + fp32 exponential noise
+    assert profile.sampler_bytes(oss, rows, (0, 16, 0)) == rows * oss.vocab_size * (2 + 4 + 4 + 4)
+    # the peak is the larger of the forward and the sampler beside the forward's hidden states
     forward = 8192 * profile.forward_bytes_per_token(oss, 1)
-    assert profile.profile_peak_bytes(oss, 8192, 1024, 1, (0, 10, 1)) == rows * oss.vocab_size * 40 > forward
+    hidden = 8192 * 2880 * 2
+    assert profile.profile_peak_bytes(oss, 8192, 1024, 1, (0, 10, 1)) == hidden + rows * oss.vocab_size * 40
+    assert hidden + rows * oss.vocab_size * 40 > forward
     # the dummy batch has min(tokens, max_num_seqs) requests
-    assert profile.profile_peak_bytes(oss, 512, 1024, 1, (0, 10, 1)) == 512 * oss.vocab_size * 40
+    assert (
+        profile.profile_peak_bytes(oss, 512, 1024, 1, (0, 10, 1))
+        == 512 * 2880 * 2 + 512 * oss.vocab_size * 40
+    )
 
 
 def test_defaults_per_engine_generation() -> None:
@@ -52,6 +61,9 @@ def test_defaults_per_engine_generation() -> None:
     assert profile.default_batch((0, 6, 4), 24 * GIB, 35_000) == (256, 512)  # chunked prefill above 32K
     assert profile.default_batch((0, 11, 0), 80 * GIB, 131_072) == (1024, 8192)
     assert profile.default_batch((0, 11, 0), 24 * GIB, 131_072) == (256, 2048)
+    # an A100 keeps the small defaults at 80 GB (arg_utils.py: "a100" not in the device name)
+    assert profile.default_batch((0, 19, 0), 80 * GIB, 131_072, "NVIDIA A100 80GB SXM") == (256, 2048)
+    assert profile.default_batch((0, 19, 0), 80 * GIB, 131_072, "NVIDIA H100 80GB HBM3") == (1024, 8192)
 
 
 def test_cuda_graphs_leave_the_budget_from_v0_21() -> None:

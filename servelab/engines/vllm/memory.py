@@ -346,16 +346,18 @@ def vllm_memory(
     default_block_size: int = 16,
     enable_prefix_caching: bool = False,
     version: str | None = None,
+    device_name: str = "",
 ) -> VllmMemory:
     """What vLLM would allocate on each GPU; `weights_bytes` is the per-GPU share. `kv_cache_memory_bytes`
     (--kv-cache-memory-bytes, or the CPU backend's VLLM_CPU_KVCACHE_SPACE) sizes the pool directly: no
     profiling, --gpu-memory-utilization ignored. `block_align` is kernel_block_alignment's; prefix caching on
-    puts a hybrid's mamba layers in mamba_cache_mode 'align' (opt-in for hybrids, so off by default)."""
+    puts a hybrid's mamba layers in mamba_cache_mode 'align' (opt-in for hybrids, so off by default).
+    `device_name` is the card's name, which picks the default batch (profile.default_batch)."""
     if not 0 < gpu_memory_utilization <= 1:
         raise ConfigError(f"vLLM --gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}")
     release = profile.parse_version(version)
     length = max_model_len or model.max_context
-    default_seqs, default_batched = profile.default_batch(release, gpu_memory_bytes, length)
+    default_seqs, default_batched = profile.default_batch(release, gpu_memory_bytes, length, device_name)
     seqs = max_num_seqs or default_seqs
     batched = max_num_batched_tokens or default_batched
     requested = int(gpu_memory_bytes * gpu_memory_utilization)

@@ -46,6 +46,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         draft_layers=spec.draft_attention_layers(model) if spec else 0,
         enable_prefix_caching=bool(s.enable_prefix_caching),
         version=s.vllm_version,
+        device_name=gpu.label,
     )
     seqs = m.max_num_seqs
     pool = m.num_blocks * m.page_bytes * m.group_size

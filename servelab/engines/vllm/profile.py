@@ -4,20 +4,26 @@
 - V0 (the default engine before v0.8.0) and V1 measure the torch peak of one forward of max_num_batched_tokens
   tokens and one sampler warm-up of min(max_num_batched_tokens, max_num_seqs) rows (V1 gpu_model_runner.py
   profile_run: _dummy_run(max_num_tokens) then _dummy_sampler_run; V0 worker.py determine_num_available_blocks).
-  The two run one after the other, so the peak is the larger of the two.
+  The two run one after the other, so the peak is the larger of the two; the forward's hidden states [N, H] stay
+  alive through the sampler warm-up (profile_run deletes them after it).
 - Forward peak per token (bf16): one layer's MLP at its widest, gate_up [N, 2I/tp] + SiluAndMul [N, I/tp], beside
   the residual, the normed input and the layer output ([N, H] each); a MoE layer holds fused_moe's intermediate
-  caches [N, k, 2I/tp], [N x k, I/tp] and [N, k, H] instead (fused_moe.py). V0's Llama-3.1-8B log checks it:
+  caches instead (fused_moe.py fused_experts_impl, v0.9.2-v0.26.0): cache13 [N x k x max(2I/tp, H)], which the
+  gate_up output and the down output share, and cache2 [N x k, I/tp]. V0's Llama-3.1-8B log checks it:
   17.06 - 14.99 = 2.07 GiB at 20,000 tokens, 2.99 at 29,000 (2 x (3 x 14336 + 3 x 4096) = 110,592 B/token).
 - Sampler warm-up, bytes per logits element (rows x vocab): the dummy run asks top-k and top-p (V0's profile
-  sequences; V1 since PR #13594), which the PyTorch path serves with a full-vocab sort: 40 B/element (PR #32558's measurement, 1.25 GiB for
-  256 x 131072). The Triton top-k/top-p kernel (PR #33538, merged Feb 2026, first in v0.16.0) needs no sort:
-  the bf16 logits and their fp32 copy remain, 6 B/element.
+  sequences; V1 since PR #13594), which the PyTorch path serves with a full-vocab sort: 40 B/element (PR #32558's
+  measurement, 1.25 GiB for 256 x 131072). The Triton top-k/top-p kernel (PR #33538, merged Feb 2026, first in
+  v0.16.0) masks in place; what stays alive at the peak (v0.19.0-v0.26.0 sampler.py Sampler.forward,
+  topk_topp_sampler.py forward_native / random_sample) is the logits in the model dtype (2 B), their fp32 copy
+  (4 B), the fp32 softmax (4 B) and the fp32 exponential noise it is divided by in place (4 B): 14 B/element.
 - CUDA graphs: captured after the KV cache is sized until v0.21.0; from v0.21.0 their memory is estimated and
   subtracted (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS).
-- Defaults: V1 max_num_seqs 1024 / max_num_batched_tokens 8192 from 70 GiB, else 256 / 2048 (arg_utils.py,
-  OpenAI server). V0: max_num_seqs 256; max_num_batched_tokens = max(max_model_len, 2048), or 512 with chunked
-  prefill, which V0 turns on by default above 32K context (config.py SchedulerConfig, arg_utils.py).
+- Defaults (engine/arg_utils.py _set_default_args_v1 at v0.9.2, get_batch_defaults at v0.26.0): V1 max_num_seqs
+  1024 / max_num_batched_tokens 8192 from 70 GiB on a card whose name does not say A100 ("Setting large
+  max_num_batched_tokens for A100 reduces throughput", PR #17885), else 256 / 2048 (OpenAI server). V0:
+  max_num_seqs 256; max_num_batched_tokens = max(max_model_len, 2048), or 512 with chunked prefill, which V0 turns
+  on by default above 32K context (config.py SchedulerConfig, arg_utils.py).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ V1_DEFAULT = (0, 8, 0)  # V1 became the default engine
 TRITON_TOPK_TOPP = (0, 16, 0)  # PR #33538: top-k/top-p without a sort
 GRAPHS_SUBTRACTED = (0, 21, 0)  # CUDA-graph memory estimated and subtracted
 SORT_BYTES_PER_LOGIT = 40  # PyTorch sort-based top-k/top-p (PR #32558: 1.25 GiB for 256 x 131072)
-NO_SORT_BYTES_PER_LOGIT = 2 + 4  # bf16 logits + their fp32 copy
+NO_SORT_BYTES_PER_LOGIT = 2 + 4 + 4 + 4  # bf16 logits, their fp32 copy, fp32 softmax, fp32 exponential noise
 BIG_GPU_BYTES = 70 * GIB
 V0_CHUNKED_ABOVE = 32768  # V0 enables chunked prefill by default for longer contexts
 V0_CHUNKED_BATCHED = 512
@@ -49,13 +55,15 @@ def parse_version(text: str | None) -> tuple[int, int, int]:
 
 
 def default_batch(
-    version: tuple[int, int, int], gpu_memory_bytes: int, max_model_len: int
+    version: tuple[int, int, int], gpu_memory_bytes: int, max_model_len: int, device_name: str = ""
 ) -> tuple[int, int]:
-    """(max_num_seqs, max_num_batched_tokens) vLLM picks when neither is given."""
+    """(max_num_seqs, max_num_batched_tokens) vLLM picks when neither is given; `device_name` is the card's name
+    (an A100 keeps the small defaults whatever its memory)."""
     if version < V1_DEFAULT:
         chunked = max_model_len > V0_CHUNKED_ABOVE
         return 256, V0_CHUNKED_BATCHED if chunked else max(max_model_len, 2048)
-    return (1024, 8192) if gpu_memory_bytes >= BIG_GPU_BYTES else (256, 2048)
+    big = gpu_memory_bytes >= BIG_GPU_BYTES and "a100" not in device_name.lower()
+    return (1024, 8192) if big else (256, 2048)
 
 
 def forward_bytes_per_token(model: ModelSpec, tp: int) -> int:
@@ -65,7 +73,7 @@ def forward_bytes_per_token(model: ModelSpec, tp: int) -> int:
     moe = 0
     if model.moe is not None:
         k, width = model.moe.experts_per_token, model.moe.expert_intermediate_size // tp
-        moe = k * 3 * width + k * model.hidden_size
+        moe = k * max(2 * width, model.hidden_size) + k * width  # cache13 (shared) + cache2
     return 2 * (hidden + max(dense, moe))
 
 
@@ -78,9 +86,11 @@ def sampler_bytes(model: ModelSpec, rows: int, version: tuple[int, int, int]) ->
 def profile_peak_bytes(
     model: ModelSpec, batched: int, seqs: int, tp: int, version: tuple[int, int, int]
 ) -> int:
-    """Torch peak of the profile run above the weights: the forward or the sampler warm-up, whichever is larger."""
+    """Torch peak of the profile run above the weights: the forward, or the sampler warm-up beside the forward's
+    hidden states, whichever is larger."""
     forward = batched * forward_bytes_per_token(model, tp)
-    return max(forward, sampler_bytes(model, min(batched, seqs), version))
+    hidden_states = batched * model.hidden_size * 2
+    return max(forward, hidden_states + sampler_bytes(model, min(batched, seqs), version))
 
 
 def graphs_in_budget(version: tuple[int, int, int]) -> bool:
