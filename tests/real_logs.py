@@ -52,7 +52,6 @@ EXPRESSED = {
         "kv_cache_dtype",
         "max_num_seqs",
         "max_num_batched_tokens",
-        "vllm_version",
         "enable_prefix_caching",
         "speculative",
     },
@@ -164,10 +163,15 @@ def _kv_dtype(value: object) -> str | None:
     return None if value in (None, "auto") else str(value)
 
 
-# vLLM releases of the cases that print no version line, read off what their notes name: the source file line
+# Releases of the cases that print no version line, read off what their notes name. vLLM: the source file line
 # numbers of a release (gpu_worker.py:276 is v0.10.1's, gpu_worker.py:298 v0.11.0's), the V0 log format of
-# v0.6.4-v0.6.6, the month of the thread (July 2025: v0.9.2/v0.10.0). The rest: the current release.
-VLLM_VERSION_FROM_NOTES = {
+# v0.6.4-v0.6.6, the month of the thread (July 2025: v0.9.2/v0.10.0). sglang: the date of the thread between two
+# release wheels (main of 2025-03-25 lies between 0.4.4.post1 of 2025-03-14 and 0.4.4.post4 of 2025-04-05, which
+# set the same default; July 2025 is 0.4.9.x). llama.cpp: every case without a build line is dated before
+# 2026-06-01, so before b9460, the only build boundary the planner's llama.cpp rules have (builds.py); the
+# number given is that bound (b9459), not the case's build. The rest: the current release.
+BEFORE_OUTPUTS_MAX = "b9459"
+VERSION_FROM_NOTES = {
     "vllm/gpt-oss-120b-h100-marlin-refused": "0.10.1",
     "vllm/gpt-oss-120b-h100-util095-mbt1024-refused": "0.11.0",
     "vllm/qwen3-14b-v1-32k-lmcache": "0.11.0",
@@ -175,13 +179,23 @@ VLLM_VERSION_FROM_NOTES = {
     "vllm/v0-llama31-8b-rtx3090-20k": "0.6.4",
     "vllm/v0-llama31-8b-rtx3090-29k-refused": "0.6.4",
     "vllm/v1-0.7-llama31-70b-w8a8-gpu-blocks": "0.7.0",
+    "sglang/llama-3.1-8b-fa3-h100": "0.4.4.post1",
+    "sglang/qwen3-235b-a22b-fp8-tp4-h100": "0.4.9.post2",
+    "llamacpp/deepseek-r1-distill-qwen-7b-f16-kv": BEFORE_OUTPUTS_MAX,
+    "llamacpp/deepseek-v3-8gpu-q4_0k-np8": BEFORE_OUTPUTS_MAX,
+    "llamacpp/deepseek-v3-cpu-mla-fa-32k": BEFORE_OUTPUTS_MAX,
+    "llamacpp/llama-3-70b-2gpu-4060ti-3060-split": BEFORE_OUTPUTS_MAX,
+    "llamacpp/llama-3.1-70b-q4kl-rocm-ngl0-compute-oom": BEFORE_OUTPUTS_MAX,
+    "llamacpp/qwen3-next-80b-q4km-gfx1151-kv": BEFORE_OUTPUTS_MAX,
 }
 
 
-def vllm_version(case: Case) -> str | None:
-    """The vLLM release a case ran: its stated version, else the one its notes imply, else None (the current)."""
+def engine_version(case: Case) -> str | None:
+    """The engine release a case ran: its stated version, else the one its notes imply, else None (the current)."""
     stated = str(case.data["engine_version"])
-    return stated if stated != "unknown" else VLLM_VERSION_FROM_NOTES.get(case.name)
+    if stated.startswith("unknown") or stated.startswith("main"):
+        return VERSION_FROM_NOTES.get(case.name)
+    return stated
 
 
 def _mtp(value: Mapping[str, Any] | None) -> Speculative | None:
@@ -205,7 +219,6 @@ def plan_inputs(case: Case) -> dict[str, Any]:
             "gpu_memory_utilization": s.get("gpu_memory_utilization"),
             "max_num_seqs": s.get("max_num_seqs"),
             "max_num_batched_tokens": s.get("max_num_batched_tokens"),
-            "vllm_version": vllm_version(case),
             "enable_prefix_caching": s.get("enable_prefix_caching"),
             "speculative": _mtp(s.get("speculative")),
         }
@@ -236,6 +249,7 @@ def plan_inputs(case: Case) -> dict[str, Any]:
             "n_ubatch": s.get("n_ubatch"),
             "kv_unified": s.get("kv_unified"),
         }
+    inputs["engine_version"] = engine_version(case)
     return {"engine": case.engine, "quant": quant, **{k: v for k, v in inputs.items() if v is not None}}
 
 

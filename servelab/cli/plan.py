@@ -226,6 +226,12 @@ def register(app: typer.Typer) -> None:
         kv_dtype_v: str | None = typer.Option(
             None, "--cache-type-v", "-ctv", help="llama.cpp V cache type when it differs from --kv-dtype."
         ),
+        engine_version: str | None = typer.Option(
+            None,
+            "--engine-version",
+            help="The --engine's release whose rules to plan (vLLM 0.10.1, sglang 0.4.4.post1, llama.cpp b8354;"
+            " default the current one; --cmd/--compose: the image tag's).",
+        ),
         save: Path | None = typer.Option(None, "--save", help="Also write the JSON plan to this file."),
         json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
         no_calibration: bool = typer.Option(
@@ -255,6 +261,12 @@ def register(app: typer.Typer) -> None:
         launch = _read_launch(cmd, compose, service, engine)
         if launch is not None:
             engine, model = launch.engine, model or launch.model
+            launch.check_version(engine_version)
+        if engine_version is not None and engine.lower() == "all":
+            raise ConfigError(
+                f"--engine-version {engine_version} is one engine's release: name it with --engine"
+                f" ({', '.join(e.name for e in registry.planned())})"
+            )
         if model is None:
             raise ConfigError(
                 "give MODEL (a catalog id, .gguf file, config.json or model dir), or --cmd/--compose (see `servelab plan --help`)"
@@ -290,6 +302,7 @@ def register(app: typer.Typer) -> None:
                 ("cpu_moe", cpu_moe or None),
                 ("flash_attn", flash_attn),
                 ("kv_dtype_v", kv_dtype_v),
+                ("engine_version", engine_version),
             )
             if v is not None
         }

@@ -207,6 +207,7 @@ class Planner:
         None  # (decode, prefill) on the CPU device; None: not planned there
     )
     launch_settings: Callable[[Any], LaunchSettings] | None = None  # cmdline.parse's value -> plan settings
+    image_version: Callable[[str], str | None] | None = None  # the release an image tag names, None: none
     kv_dtypes: tuple[str, ...] = ()  # KV cache dtypes `plan` tries when none is asked, the preferred first
 
 

@@ -80,7 +80,9 @@ class PlanSettings:
     max_num_seqs: int | None = None  # vLLM --max-num-seqs (default: --parallel when > 1, else vLLM's)
     max_num_batched_tokens: int | None = None  # vLLM --max-num-batched-tokens
     kv_cache_memory_bytes: int | None = None  # vLLM --kv-cache-memory-bytes: the KV pool, no profiling
-    vllm_version: str | None = None  # the vLLM release whose profile run to model (default: the current one)
+    # the engine's release whose rules to model, in its own spelling (vLLM 0.10.1, sglang 0.4.4.post1, llama.cpp
+    # b8354); None: the current one
+    engine_version: str | None = None
     enable_prefix_caching: bool | None = (
         None  # vLLM --[no-]enable-prefix-caching (None: its default, off for hybrids)
     )

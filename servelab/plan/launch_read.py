@@ -3,7 +3,8 @@
 The words are read exactly as `verify` reads them (verify/command.py: `VAR=value`, `docker run … IMAGE`, the
 engine's own `cmdline.parse`; verify/compose.py: the service, its environment and bind mounts); the engine's
 `Planner.launch_settings` turns its parsed launch into `LaunchSettings`. A compose model path is followed back
-through the service's volumes to the host, so the file the container would load is the one planned.
+through the service's volumes to the host, so the file the container would load is the one planned. An image tag
+that names a release (`vllm/vllm-openai:v0.10.1`, the engine's `Planner.image_version`) plans that release's rules.
 """
 
 from __future__ import annotations
@@ -29,19 +30,37 @@ class PlannedLaunch:
     source: str  # "--cmd" or "compose FILE service S", for messages
     settings: LaunchSettings
     model: str | None  # the host path of a compose-mounted file, else the launch's own model word
+    image: str | None = None  # the container image that runs it
+    image_version: str | None = None  # the release its tag names (None: untagged, latest, no container)
 
     def plan_options(self) -> dict[str, Any]:
         """make_plan's keyword arguments the launch decides (those it leaves out keep the CLI's values)."""
         s = self.settings
         options: dict[str, Any] = dict(s.flags)
-        for key, value in (("context", s.context), ("parallel", s.parallel), ("kv_dtype", s.kv_dtype), ("gpus", s.tp)):  # fmt: skip
+        for key, value in (("context", s.context), ("parallel", s.parallel), ("kv_dtype", s.kv_dtype), ("gpus", s.tp),
+                           ("engine_version", self.image_version)):  # fmt: skip
             if value is not None:
                 options[key] = value
         return options
 
     def annotate(self, plan: Plan) -> Plan:
         """The plan with the launch's notes first among its warnings."""
-        return dataclasses.replace(plan, warnings=(*self.settings.notes, *plan.warnings))
+        notes = self.settings.notes
+        if self.image_version is not None:
+            label = registry.get_engine(self.engine).label
+            notes = (
+                *notes,
+                f"planned with {label} {self.image_version}'s rules, the release of {self.image}",
+            )
+        return dataclasses.replace(plan, warnings=(*notes, *plan.warnings))
+
+    def check_version(self, asked: str | None) -> None:
+        """--engine-version must not name another release than the launch's image does."""
+        if asked is not None and self.image_version is not None and asked != self.image_version:
+            raise ConfigError(
+                f"--engine-version {asked}, but {self.source} runs {self.image} (release {self.image_version}):"
+                " drop --engine-version or plan another launch"
+            )
 
 
 def read_launch(
@@ -78,7 +97,9 @@ def read_launch(
     if mounted is not None and compose is not None and model:
         host = mounted.host_path(model, compose.parent)
         model = str(host) if host is not None else model
-    return PlannedLaunch(chosen_engine.name, source, settings, model)
+    image = command.image
+    version = planner.image_version(image) if image and planner.image_version else None
+    return PlannedLaunch(chosen_engine.name, source, settings, model, image, version)
 
 
 def _engine(found: str | None, asked: str | None, source: str) -> str:

@@ -324,7 +324,10 @@ def make_plan(
         ),
         parallel_cost=sp.cost() if gpus > 1 and all_reduces(chosen) else None,
         single_gpu_decode_tok_s=single,
-        details=dict(fit.details),
+        details={
+            **fit.details,
+            **({"engine_version": settings.engine_version} if settings.engine_version else {}),
+        },
         command=tuple(fit.argv),
         command_line=shell_line(fit.argv),
         warnings=tuple(warnings),

@@ -51,11 +51,13 @@ _RUN_SWITCHES = frozenset(
 
 @dataclass(frozen=True)
 class EngineCommand:
-    """A command line's engine (None: bare flags), its words from the program (or first flag) on, its environment."""
+    """A command line's engine (None: bare flags), its words from the program (or first flag) on, its environment,
+    the container image that runs it (None outside a container)."""
 
     engine: str | None
     argv: tuple[str, ...]
     environment: dict[str, str] = field(default_factory=dict)
+    image: str | None = None
 
 
 def cmdlines() -> dict[str, CommandLine]:
@@ -92,7 +94,7 @@ def read_command(
                           f"give {', '.join(launch_forms())} (after VAR=value words, `uv run …`, `sudo …` or "
                           "`docker run … IMAGE` if need be), or bare flags starting with '-' for the engine that "
                           "answers")  # fmt: skip
-    return EngineCommand(engine, tuple(words), environment)
+    return EngineCommand(engine, tuple(words), environment, image)
 
 
 def launch_forms() -> tuple[str, ...]:

@@ -134,3 +134,72 @@ def test_a_compose_without_an_engine_service_names_the_services(tmp_path: Path, 
     compose.write_text(FIELD_REPORT_COMPOSE)
     assert main(["plan", "--compose", str(compose), "--service", "db"]) == 2
     assert "no service 'db'; services: llama, web" in capsys.readouterr().err
+
+
+# sgl-project/sglang#7691 ran lmsysorg/sglang:v0.4.8.post1-rocm630-srt; the same launch on an H100 here
+SGLANG_IMAGE_LAUNCH = (
+    "docker run --gpus all --ipc=host lmsysorg/sglang:{tag} python3 -m sglang.launch_server"
+    " --model-path meta-llama/Llama-3.1-8B-Instruct --context-length 8192"
+)
+
+
+def test_an_image_tag_plans_that_releases_rules(capsys) -> None:
+    """0.4.4.post1 keeps the TP table's 0.88; 0.4.8.post1 reserves (9.5 + 1/2) GiB below 90 GiB; latest: today's."""
+    old = _plan(
+        capsys, ["plan", "--gpu", "h100-sxm", "--cmd", SGLANG_IMAGE_LAUNCH.format(tag="v0.4.4.post1-cu124")]
+    )
+    tiers = _plan(
+        capsys, ["plan", "--gpu", "h100-sxm", "--cmd", SGLANG_IMAGE_LAUNCH.format(tag="v0.4.8.post1")]
+    )
+    now = _plan(capsys, ["plan", "--gpu", "h100-sxm", "--cmd", SGLANG_IMAGE_LAUNCH.format(tag="latest")])
+    assert old["details"]["mem_fraction_static"] == 0.88 and old["details"]["engine_version"] == "0.4.4.post1"
+    assert tiers["details"]["mem_fraction_static"] == round((81559 - 10 * 1024) / 81559, 3)
+    assert now["details"]["mem_fraction_static"] == round((81559 - 13440) / 81559, 3)
+    assert "engine_version" not in now["details"]
+    assert any("sglang 0.4.4.post1's rules" in w for w in old["warnings"])
+    assert old["memory_bytes"]["kv_cache"] > now["memory_bytes"]["kv_cache"]
+
+
+def test_a_compose_image_tag_picks_the_llamacpp_build(tmp_path: Path, capsys) -> None:
+    """Before b9460 the reserved graph holds the logits of every ubatch token (Qwen3.5's 248,320-word vocab)."""
+    compose = tmp_path / "docker-compose.yml"
+    service = "services:\n  llama:\n    image: ghcr.io/ggml-org/llama.cpp:server-cuda-{tag}\n    volumes:\n" \
+              "      - ./models:/models:ro\n    command: [-m, /models/m.gguf, -c, 4096, -np, 2, -ub, 512]\n"  # fmt: skip
+    argv = [
+        "plan",
+        "Qwen/Qwen3.5-35B-A3B",
+        "--quant",
+        "Q4_K_M",
+        "--gpu",
+        "h100-sxm",
+        "--compose",
+        str(compose),
+    ]
+    compose.write_text(service.format(tag="b8354"))
+    old = _plan(capsys, argv)
+    compose.write_text(service.format(tag="b9460"))
+    now = _plan(capsys, argv)
+    assert old["details"]["engine_version"] == "b8354" and now["details"]["engine_version"] == "b9460"
+    logits = 248320 * 512 * 4
+    assert old["details"]["compute_buffer_bytes"] > logits > now["details"]["compute_buffer_bytes"]
+
+
+def test_engine_version_from_the_cli_and_its_refusals(capsys) -> None:
+    base = ["plan", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100-sxm", "--quant", "bf16"]
+    plan = _plan(
+        capsys, [*base, "--engine", "sglang", "--engine-version", "0.4.4.post1", "--context", "8192"]
+    )
+    assert plan["details"]["mem_fraction_static"] == 0.88
+    tagged = SGLANG_IMAGE_LAUNCH.format(tag="v0.4.4.post1")
+    for argv, needle in (
+        ([*base, "--engine-version", "0.4.4"], "is one engine's release: name it with --engine"),
+        ([*base, "--engine", "sglang", "--engine-version", "nightly"], "is not a version number"),
+        ([*base, "--engine", "llamacpp", "--engine-version", "b12"], "shallow clone"),
+        (
+            ["plan", "--gpu", "h100-sxm", "--cmd", tagged, "--engine-version", "0.5.3"],
+            "(release 0.4.4.post1)",
+        ),
+    ):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and needle in err and err.count("\n") == 1, err

@@ -75,3 +75,19 @@ def test_vllm_prefix_caching_switch_reaches_the_plan_and_back() -> None:
     assert "--enable-prefix-caching" not in vllm.command(
         "m", quant="bf16", max_model_len=4096, kv_cache_dtype="auto"
     )
+
+
+def test_image_tags_name_each_engines_release() -> None:
+    from servelab.engines.images import image_tag
+
+    assert image_tag("registry:5000/vllm/vllm-openai:v0.10.1") == "v0.10.1"  # a registry port is not a tag
+    assert image_tag("vllm/vllm-openai@sha256:abc") == image_tag("vllm/vllm-openai") == ""
+    assert vllm.image_version("vllm/vllm-openai:v0.10.1") == "0.10.1"
+    assert vllm.image_version("vllm/vllm-openai:nightly") is None
+    assert vllm.image_version("vllm/vllm-openai:latest") is None
+    assert sglang.image_version("lmsysorg/sglang:v0.4.8.post1-rocm630-srt") == "0.4.8.post1"
+    assert sglang.image_version("rocm/sgl-dev:v0.5.8.post1-rocm720-mi35x-20260218") == "0.5.8.post1"
+    assert sglang.image_version("lmsysorg/sglang:dev") is None
+    assert llamacpp.image_version("ghcr.io/ggml-org/llama.cpp:server-cuda-b5466") == "b5466"
+    assert llamacpp.image_version("ghcr.io/ggml-org/llama.cpp:full-b4000") == "b4000"
+    assert llamacpp.image_version("ghcr.io/ggml-org/llama.cpp:server-cuda13") is None

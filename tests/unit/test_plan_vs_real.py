@@ -54,6 +54,8 @@ WITHIN_TODAY = (
     ("sglang/gpt-oss-20b-kvcached-weights", "weights_gib"),
     ("sglang/kimi-k2.5-tp8-mi355x-mla", "kv_tokens@engine_budget"),
     ("sglang/llama-3.1-8b-fa3-h100", "weights_gib"),
+    ("sglang/llama-3.1-8b-fa3-h100", "kv_budget_gib"),  # with 0.4.4's mem_fraction_static by TP size
+    ("sglang/llama-3.1-8b-fa3-h100", "kv_tokens"),
     ("sglang/llama-3.1-8b-fa3-h100", "kv_tokens@engine_budget"),
     ("sglang/qwen3-235b-a22b-fp8-tp4-h100", "kv_tokens@engine_budget"),
     ("sglang/qwen3-30b-a3b-fp8-tp2-piecewise", "weights_gib"),
@@ -143,6 +145,7 @@ def test_a_case_becomes_the_planners_inputs() -> None:
         "parallel": 1,
         "gpus": 4,
         "mem_fraction_static": 0.93,
+        "engine_version": "0.4.9.post2",  # July 2025, from the notes (tests/real_logs.py VERSION_FROM_NOTES)
     }
     llama = BY_NAME["llamacpp/deepseek-v3-8gpu-q4_0k-np8"]
     assert plan_inputs(llama) == {
@@ -156,6 +159,7 @@ def test_a_case_becomes_the_planners_inputs() -> None:
         "gpus": 8,
         "n_batch": 256,
         "n_ubatch": 256,
+        "engine_version": "b9459",  # an early-2025 build: before b9460, the only boundary the rules have
     }
 
 

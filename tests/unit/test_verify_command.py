@@ -200,7 +200,20 @@ def test_to_int_suffixes(text: str, value: int) -> None:
     ],
 )
 def test_read_command_takes_prefixes_and_containers_apart(command, engine, argv, environment) -> None:
-    assert read_command(command) == EngineCommand(engine, argv, environment)
+    got = read_command(command)
+    assert got == EngineCommand(engine, argv, environment, got.image)
+    assert (got.image is not None) == ("docker run" in command or "podman run" in command)  # none outside
+
+
+def test_the_container_image_is_kept_for_its_tag() -> None:
+    assert (
+        read_command("docker run --gpus all vllm/vllm-openai:v0.10.1 --model m").image
+        == "vllm/vllm-openai:v0.10.1"
+    )
+    assert (
+        read_command(["--model", "m"], image="lmsysorg/sglang:v0.4.8.post1").image
+        == "lmsysorg/sglang:v0.4.8.post1"
+    )
 
 
 @pytest.mark.parametrize(

@@ -7,11 +7,13 @@ bare switch, ``-md``/``--model-draft``).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from servelab.engines.base import LaunchSettings
 from servelab.engines.flags import Flag, is_on, scan, to_int
+from servelab.engines.images import image_tag
 from servelab.engines.llamacpp import DEFAULT_PORT
 
 if TYPE_CHECKING:
@@ -261,3 +263,13 @@ def command(
     if draft is not None:  # common/arg.cpp: --draft-max was removed for --spec-draft-n-max
         argv += ["-md", draft.draft_path, "--spec-draft-n-max", str(draft.num_tokens)]
     return argv
+
+
+_BUILD_TAG = re.compile(r"(?:^|-)(b\d{4,})(?=$|-)")
+
+
+def image_version(image: str) -> str | None:
+    """The llama.cpp build an image tag names (``ghcr.io/ggml-org/llama.cpp:server-cuda-b5466`` → ``b5466``);
+    None for the moving tags (server, server-cuda, full …)."""
+    found = _BUILD_TAG.search(image_tag(image))
+    return found.group(1) if found else None

@@ -51,6 +51,7 @@ ENGINE = Engine(
         needs_cuda=False,
         cpu_efficiency=(0.7, 0.3),  # on the CPU device (docs/planning.md "The CPU as a device")
         launch_settings=cmdline.plan_settings,
+        image_version=cmdline.image_version,
     ),
     signatures="servelab.engines.llamacpp",
     speculative=speculative,

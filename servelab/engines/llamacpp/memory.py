@@ -47,6 +47,8 @@ CACHE_TYPES = {
 PAD = 256
 AUTO_PARALLEL = 4
 
+DEFAULT_N_BATCH = 2048  # -b
+
 
 def pad(n: int, to: int = PAD) -> int:
     return (n + to - 1) // to * to
@@ -227,7 +229,7 @@ def llamacpp_memory(
     kv_unified: bool = False,
     cache_type_k: str = "f16",
     cache_type_v: str = "f16",
-    n_batch: int = 2048,
+    n_batch: int = DEFAULT_N_BATCH,
     n_ubatch: int = 512,
     flash_attn: bool = True,
     n_gpu_layers: int | None = None,

@@ -6,7 +6,14 @@ Planner (engine.py).
 from __future__ import annotations
 
 from servelab.engines.llamacpp import cmdline, cpu_planner
-from servelab.engines.llamacpp.memory import LlamaCppMemory, engine_kv_dtype, flash_attn_on, llamacpp_memory
+from servelab.engines.llamacpp.builds import parse_build, reserved_outputs
+from servelab.engines.llamacpp.memory import (
+    DEFAULT_N_BATCH,
+    LlamaCppMemory,
+    engine_kv_dtype,
+    flash_attn_on,
+    llamacpp_memory,
+)
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
@@ -49,7 +56,7 @@ def _min_cpu_moe(model: ModelSpec, gpu: GPU, flags: dict[str, object]) -> int | 
 
 def _flags(model: ModelSpec, s: PlanSettings, cache_k: str, cache_v: str) -> dict[str, object]:
     """llamacpp_memory's keywords for these settings (-c, -np, -kvu, -ctk/-ctv, -fa, -b, -ub, --n-cpu-moe, the
-    GPUs -sm layer splits over)."""
+    GPUs -sm layer splits over, the outputs the build reserves its graph with)."""
     flags: dict[str, object] = {
         "n_ctx": s.context if s.kv_unified else s.context * s.parallel,
         "n_parallel": s.parallel,
@@ -59,6 +66,7 @@ def _flags(model: ModelSpec, s: PlanSettings, cache_k: str, cache_v: str) -> dic
         "flash_attn": flash_attn_on(s.flash_attn),
         "n_cpu_moe": model.num_layers if s.cpu_moe else (s.n_cpu_moe or 0),
         "n_devices": s.tp,
+        "n_outputs_max": reserved_outputs(parse_build(s.engine_version), s.n_batch or DEFAULT_N_BATCH),
     }
     flags.update({k: v for k, v in (("n_batch", s.n_batch), ("n_ubatch", s.n_ubatch)) if v is not None})
     return flags
@@ -104,7 +112,13 @@ def _draft_memory(s: PlanSettings, n_ctx: int) -> LlamaCppMemory | None:
             f"servelab plans llama.cpp speculative decoding with a draft model (-md FILE --spec-draft-n-max N),"
             f" not {spec.method}; pass --speculative draft:N --draft-model FILE"
         )
-    return llamacpp_memory(spec.draft, n_ctx=n_ctx, n_parallel=s.parallel, kv_unified=s.kv_unified)
+    return llamacpp_memory(
+        spec.draft,
+        n_ctx=n_ctx,
+        n_parallel=s.parallel,
+        kv_unified=s.kv_unified,
+        n_outputs_max=reserved_outputs(parse_build(s.engine_version), DEFAULT_N_BATCH),
+    )
 
 
 def _quantized_v_refusal(flags: dict[str, object]) -> list[Refusal]:

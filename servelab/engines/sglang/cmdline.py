@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from servelab.engines.base import LaunchSettings
 from servelab.engines.flags import Flag, python_module, quant_of_flag, scan, to_float, to_int
+from servelab.engines.images import leading_release
 from servelab.engines.sglang import DEFAULT_PORT
 
 if TYPE_CHECKING:
@@ -203,3 +204,9 @@ def speculative_flags(spec: Speculative) -> list[str]:
     if spec.method != "ngram":
         argv += ["--speculative-num-steps", str(spec.num_tokens), "--speculative-eagle-topk", "1"]
     return [*argv, "--speculative-num-draft-tokens", str(spec.num_tokens + 1)]
+
+
+def image_version(image: str) -> str | None:
+    """The sglang release an image tag names (``lmsysorg/sglang:v0.4.8.post1-rocm630-srt`` → ``0.4.8.post1``);
+    None for latest/dev."""
+    return leading_release(image)

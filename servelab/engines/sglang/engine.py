@@ -43,6 +43,7 @@ ENGINE = Engine(
         decode_efficiency=efficiency.TABLE,
         prefill_efficiency=0.5,
         launch_settings=cmdline.plan_settings,
+        image_version=cmdline.image_version,
     ),
     signatures="servelab.engines.sglang",
     environment=environment,

@@ -3,7 +3,8 @@
 Rules (sgl-project/sglang python/sglang/srt/server_args.py `_handle_gpu_memory_settings`,
 mem_cache/kv_cache_configurator.py, managers/utils.py; docs/reference/memory.md §2):
 - mem_fraction_static default = round((gpu_mib - reserved) / gpu_mib, 3) with reserved = 512 + max(chunked, 2048)
-  x 1.5 + cuda_graph_max_bs x 2 + tp/8 x 1024 MiB (at least 10240 above 60 GiB; + 2048 with EAGLE/MTP).
+  x 1.5 + cuda_graph_max_bs x 2 + tp/8 x 1024 MiB (at least 10240 above 60 GiB; + 2048 with EAGLE/MTP), from
+  release 0.5.3; the older releases' defaults in releases.py.
 - budget for pools = mfs x free_before_load - weights.
 - hybrid linear attention: mamba pool = budget x r / (1 + r) (r = --mamba-full-memory-ratio, 0.9) // per-request
   state, unless --max-mamba-cache-size; the KV pool gets the rest.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servelab.engines.sglang.releases import Release, release_mem_fraction_static
 from servelab.errors import ConfigError
 from servelab.model.dtypes import AUTO, engine_spelling, storage_dtype
 from servelab.model.spec import ModelSpec
@@ -74,9 +76,21 @@ def tier(gpu_mib: float, tp: int) -> tuple[int, int]:
 
 
 def default_mem_fraction_static(
-    gpu_mib: float, *, tp: int = 1, speculative: bool = False, chunked_prefill_size: int | None = None
+    gpu_mib: float,
+    *,
+    tp: int = 1,
+    speculative: bool = False,
+    chunked_prefill_size: int | None = None,
+    release: Release | None = None,
+    cuda: bool = True,
 ) -> tuple[float, int]:
-    """(mem_fraction_static, reserved MiB) from sglang's default formula."""
+    """(mem_fraction_static, reserved MiB) from sglang's default formula; `release` (None: the current) picks
+    an older release's rule (releases.py), `cuda` False for ROCm cards."""
+    older = None
+    if release is not None:
+        older = release_mem_fraction_static(release, gpu_mib, tp=tp, speculative=speculative, cuda=cuda)
+    if older is not None:
+        return older, int(gpu_mib * (1 - older))
     chunk, graph_bs = tier(gpu_mib, tp)
     chunk = chunked_prefill_size or chunk
     reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp / 8 * 1024
@@ -219,14 +233,22 @@ def sglang_memory(
     disable_radix_cache: bool = False,
     speculative_draft_layers: int = 0,
     speculative: bool = False,
+    release: Release | None = None,
+    cuda: bool = True,
 ) -> SglangMemory:
     """What sglang would allocate on each GPU. `weights_bytes` is the per-GPU share (weights / tp);
-    `free_memory_bytes` is what is free before loading (total minus the CUDA context, by default)."""
+    `free_memory_bytes` is what is free before loading (total minus the CUDA context, by default); `release`
+    (None: the current) the sglang release whose default mem_fraction_static applies, `cuda` False on ROCm."""
     gpu_mib = gpu_memory_bytes / MIB
     chunk, graph_bs = tier(gpu_mib, tp)
     chunk = chunked_prefill_size or chunk
     default_mfs, reserved_mib = default_mem_fraction_static(
-        gpu_mib, tp=tp, speculative=speculative or speculative_draft_layers > 0, chunked_prefill_size=chunk
+        gpu_mib,
+        tp=tp,
+        speculative=speculative or speculative_draft_layers > 0,
+        chunked_prefill_size=chunk,
+        release=release,
+        cuda=cuda,
     )
     mfs = mem_fraction_static if mem_fraction_static is not None else default_mfs
     if not 0 < mfs <= 1:

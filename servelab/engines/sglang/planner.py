@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from servelab.engines.sglang import DEFAULT_PORT, cmdline
 from servelab.engines.sglang.memory import engine_kv_dtype, sglang_memory
+from servelab.engines.sglang.releases import parse_release
 from servelab.engines.sglang.weights import mxfp4_moe_padding_bytes
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
@@ -36,6 +37,8 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         max_mamba_cache_size=s.max_mamba_cache_size,
         speculative_draft_layers=spec.draft_attention_layers(model) if spec else 0,
         speculative=spec is not None,
+        release=parse_release(s.engine_version),
+        cuda=gpu.compute_capability is not None,
     )
     activations = max(0, free - int(m.mem_fraction_static * free))
     memory = memory_bytes(

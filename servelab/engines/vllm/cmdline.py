@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from servelab.engines.base import LaunchSettings
 from servelab.engines.flags import Flag, python_module, quant_of_flag, scan, to_float, to_int
+from servelab.engines.images import leading_release
 from servelab.engines.vllm import DEFAULT_PORT
 from servelab.engines.vllm.memory import KV_DTYPES
 from servelab.model.dtypes import engine_spelling
@@ -226,3 +227,8 @@ def speculative_config(spec: Speculative) -> str:
     if spec.draft_path:
         config["model"] = spec.draft_path
     return json.dumps(config, separators=(",", ":"))
+
+
+def image_version(image: str) -> str | None:
+    """The vLLM release an image tag names (``vllm/vllm-openai:v0.10.1`` → ``0.10.1``); None for latest/nightly."""
+    return leading_release(image)

@@ -46,6 +46,7 @@ ENGINE = Engine(
         prefill_efficiency=0.5,
         cpu_efficiency=(0.5, 0.3),  # on the CPU device (docs/planning.md "The CPU as a device")
         launch_settings=cmdline.plan_settings,
+        image_version=cmdline.image_version,
     ),
     signatures="servelab.engines.vllm",
     environment=environment,

@@ -22,7 +22,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
             f"{model.name} has no MTP layers: vLLM's method mtp needs them; use eagle, ngram or draft"
         )
     text, vision, mtp = weight_split(model, s.tp, vision=True, mtp=False, speculative=spec)
-    if profile.marlin_mxfp4(gpu.compute_capability, profile.parse_version(s.vllm_version)):
+    if profile.marlin_mxfp4(gpu.compute_capability, profile.parse_version(s.engine_version)):
         text += profile.marlin_padding_bytes(model, s.tp)
     align = kernel_block_alignment(
         gpu.compute_capability, model.attention.head_dim if model.attention else 0, mla=model.mla is not None
@@ -45,7 +45,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         speculative_tokens=spec.num_tokens if spec else 0,
         draft_layers=spec.draft_attention_layers(model) if spec else 0,
         enable_prefix_caching=bool(s.enable_prefix_caching),
-        version=s.vllm_version,
+        version=s.engine_version,
         device_name=gpu.label,
     )
     seqs = m.max_num_seqs

@@ -1,0 +1,48 @@
+"""llama.cpp's build number and the rules that depend on it (servelab/engines/llamacpp/builds.py; PR #23861,
+b9460: the compute buffer's graph reserved with min(n_tokens, n_outputs_max) outputs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from servelab.engines.llamacpp.builds import OUTPUTS_MAX_BUILD, parse_build, reserved_outputs
+from servelab.engines.llamacpp.memory import llamacpp_memory
+from servelab.errors import ConfigError
+from servelab.model.load import load_model
+from servelab.plan.fit import PlanSettings
+
+
+def test_build_numbers_as_logs_and_tags_print_them() -> None:
+    assert parse_build("b8354") == 8354
+    assert parse_build("5466 (9ecf3e66), llama-b5466-bin-win-cuda-12.4-x64") == 5466
+    assert parse_build("b2554 (commit 25f4a613)") == 2554
+    assert parse_build("b9460-de6f727") == 9460
+    assert parse_build(None) is None
+    with pytest.raises(ConfigError, match="not a build number"):
+        parse_build("0.3.36")
+    with pytest.raises(ConfigError, match="shallow clone"):
+        parse_build("b1-0c1e570")  # llama-cpp-python's vendored copy prints `build: 1 (0c1e570)`
+
+
+def test_builds_before_b9460_reserve_every_token_as_an_output() -> None:
+    assert OUTPUTS_MAX_BUILD == 9460
+    assert reserved_outputs(9459, 2048) == 2048  # graph_reserve(n_tokens, n_seqs, n_tokens)
+    assert reserved_outputs(9460, 2048) is None  # min(n_tokens, n_outputs_max): the server's n_parallel
+    assert reserved_outputs(None, 2048) is None
+
+
+def test_the_plan_of_an_older_build_holds_the_logits_of_the_ubatch() -> None:
+    """Qwen3.5-35B-A3B at -ub 512, -fa on, 4 slots (issue 20587's b8354 log: CUDA0 compute buffer 553.01 MiB)."""
+    from servelab.engines.llamacpp.planner import plan
+    from servelab.hardware.gpus import find_gpu
+
+    model = load_model("Qwen/Qwen3.5-35B-A3B")
+    gpu = find_gpu("h100-sxm")
+    settings = dict(context=1024, parallel=4, kv_unified=True)
+    old = plan(model, gpu, PlanSettings(engine_version="b8354", **settings))  # type: ignore[arg-type]
+    now = plan(model, gpu, PlanSettings(**settings))  # type: ignore[arg-type]
+    logits = model.vocab_size * 512 * 4
+    same = llamacpp_memory(model, n_ctx=1024, n_parallel=4, kv_unified=True, n_outputs_max=2048)
+    assert old.details["compute_buffer_bytes"] == same.compute_bytes > logits
+    assert int(now.details["compute_buffer_bytes"]) < logits  # type: ignore[call-overload]
+    assert plan(model, gpu, PlanSettings(engine_version="b9460", **settings)).details == now.details  # type: ignore[arg-type]
