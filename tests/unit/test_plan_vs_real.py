@@ -12,10 +12,13 @@ from __future__ import annotations
 import pytest
 
 from servelab.hardware.gpus import find_gpu
+from servelab.plan.make import make_plan
 from tests.real_logs import (
     Case,
     Outcome,
     case_gpu,
+    case_model,
+    compare,
     fit_signal,
     load_cases,
     outcome,
@@ -167,3 +170,27 @@ def test_the_cases_own_memory_wins_over_the_catalog() -> None:
     case = BY_NAME["vllm/qwen3.5-35b-a3b-tp4-h100-dflash"]
     assert case_gpu(case).memory_mib == round(79.33 * 1024) != find_gpu("h100-sxm").memory_mib
     assert case_gpu(BY_NAME["vllm/gpt-oss-20b-a100-v0190"]) == find_gpu("a100-80g")
+
+
+def _error(name: str, figure: str, version: str | None) -> float:
+    """The figure's error when the case is planned with `version` (None: the current rules)."""
+    case = BY_NAME[name]
+    plan = make_plan(case_model(case), case_gpu(case), **{**plan_inputs(case), "engine_version": version})
+    row = next(c for c in compare(case, plan) if c.figure == figure)
+    assert row.error is not None
+    return row.error
+
+
+def test_the_release_a_case_ran_picks_its_rules() -> None:
+    """sglang PR #4760 ran main of 2025-03-25 (0.4.4.x: mem_fraction_static 0.88 at tp 1); llama.cpp issue 20587
+    ran b8354 (before b9460 the compute buffer holds the logits of every ubatch token)."""
+    fa3 = "sglang/llama-3.1-8b-fa3-h100"
+    assert (
+        abs(_error(fa3, "kv_budget_gib", "0.4.4.post1"))
+        < 0.02
+        < 0.05
+        < abs(_error(fa3, "kv_budget_gib", None))
+    )
+    split = "llamacpp/qwen3.5-35b-a3b-q4km-cuda-ngl19-rs-split"
+    old, now = _error(split, "compute_mib[CUDA0]", "b8354"), _error(split, "compute_mib[CUDA0]", None)
+    assert -0.15 < old < 0 and now < -0.85  # 494 and 53 MiB against the 553.01 printed
