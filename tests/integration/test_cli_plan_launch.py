@@ -203,3 +203,15 @@ def test_engine_version_from_the_cli_and_its_refusals(capsys) -> None:
         assert main(argv) == 2
         out, err = capsys.readouterr()
         assert out == "" and needle in err and err.count("\n") == 1, err
+
+
+def test_a_vllm_image_tag_reaches_its_profile_rules(capsys) -> None:
+    """vllm-project/vllm#23278's gpt-oss-120b on an H100 under v0.10.1: the MXFP4 experts go to Marlin there."""
+    launch = "docker run --gpus all vllm/vllm-openai:{tag} --model openai/gpt-oss-120b --max-model-len 8192"
+    old = _plan(capsys, ["plan", "--gpu", "h100-sxm", "--cmd", launch.format(tag="v0.10.1")])
+    now = _plan(capsys, ["plan", "--gpu", "h100-sxm", "--cmd", launch.format(tag="latest")])
+    assert old["details"]["engine_version"] == "0.10.1" and "engine_version" not in now["details"]
+    assert any("vLLM 0.10.1's rules" in w for w in old["warnings"])
+    assert (
+        old["memory_bytes"]["weights_text"] > now["memory_bytes"]["weights_text"]
+    )  # Marlin pads the experts
