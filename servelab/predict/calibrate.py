@@ -394,6 +394,23 @@ def fit(
     )
 
 
+def explain(
+    engine: EmulatedEngine, records: Sequence[RequestRecord], effective: Effective | None = None
+) -> Calibration:
+    """How well given figures (the engine's own when None) explain `records`, nothing fitted: each level-repeat
+    replayed at its measured send times, so clients that did not send in step (a loaded host) are replayed as
+    they sent. `Calibration.levels` has the measured and replayed medians per level."""
+    groups = group_records(records)
+    if not groups:
+        raise ConfigError("the runs hold no successful streamed requests to compare with")
+    effective = effective or engine.roofline.effective
+    replays = [_replay(engine, k[1], v, effective) for k, v in groups.items()]
+    intervals = [iv for g, r in enumerate(replays) for iv in _intervals(g, r)]
+    return _report(
+        replays, _fill_ttft_prefills(replays, intervals, effective), _to_x(effective), effective, 0
+    )
+
+
 def _fit_sides(replays: list[_Replay], intervals: list[_Interval], x: np.ndarray) -> np.ndarray:
     """Re-choose each pass's side and solve until the sides stop changing; intervals the replay explains far
     off (by more than TRIM: a prefill the replay put in a gap where the server ran none) sit out the solve."""
