@@ -25,7 +25,7 @@ from servelab.store.journal import Journal, journal_path
 
 BATCH_MAX = 1000  # rows per transaction when the writer has fallen behind
 NOTICE_AFTER_S = 1.0  # run end: say why we wait once the last writes take longer than this
-_DONE = None
+_DONE = object()  # the end of the queue: not None, which _drain uses for "no item taken yet"
 
 
 class RecordSink:
@@ -34,7 +34,7 @@ class RecordSink:
         self.run_id = run_id or ""
         self.error: StoreError | None = None
         self.journal = Journal(journal_path(store.path, self.run_id)) if store is not None else None
-        self._queue: queue.SimpleQueue[tuple | Callable[[], object] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()  # rows, level-end writes, then _DONE
         self._write_since: float | None = None  # monotonic start of the write in progress
         self._window_start = time.monotonic()
         self._longest_s = 0.0
@@ -96,20 +96,20 @@ class RecordSink:
                     return
                 item = self._queue.get()
                 continue
-            batch, item = [item], None
+            batch: list[Any] = [item]
+            following: object = None  # what ended the batch: _DONE or a level-end write (None: nothing yet)
             while len(batch) < BATCH_MAX:
                 try:
                     more = self._queue.get_nowait()
                 except queue.Empty:
                     break
                 if more is _DONE or callable(more):
-                    item = more
+                    following = more
                     break
                 batch.append(more)
             if not self._write(functools.partial(self.store.add_rows, batch)):
                 return
-            if item is None:
-                item = self._queue.get()
+            item = self._queue.get() if following is None else following
 
     def _write(self, write: Callable[[], object]) -> bool:
         self._write_since = started = time.monotonic()

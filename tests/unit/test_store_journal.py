@@ -4,8 +4,12 @@ only the lines past a run's stored requests are added, and a journal whose write
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import threading
+import time
 from pathlib import Path
 
+from servelab.bench import sink as sink_module
 from servelab.bench.sink import RecordSink
 from servelab.store import Store, codec
 from servelab.store.journal import Journal, decode_line, encode_row, journal_dir, journal_path
@@ -73,3 +77,32 @@ def test_a_journal_that_cannot_be_written_stops_the_run_but_the_writer_still_sto
         asyncio.run(sink.close())
         assert sink.error is not None and "No space left on device" in str(sink.error)
         assert len(store.load_run(run_id).requests) == 2
+
+
+def test_the_run_end_taken_with_a_batch_ends_the_writer(tmp_path: Path):
+    """Records and the run's end queued while the writer waits for a locked store: the writer takes the end with
+    its next batch and stops (it used to read the end as "nothing taken yet" and wait forever: a run finished
+    its load and never returned)."""
+    db = tmp_path / "runs.db"
+    with Store.open(db) as store:
+        run_id = store.create_run({"name": "behind"})
+        sink = RecordSink(store, run_id)
+        holder = sqlite3.connect(db, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another process's write lock: the writer's first batch waits
+        sink.add(make_record(0, "c=1", 0, start_ns=0, ttft_ms=1, itl_ms=1, output_tokens=4))
+        while sink._write_since is None:  # the writer is inside its write, held by the lock
+            time.sleep(0.001)
+        for i in (1, 2):
+            sink.add(make_record(0, "c=1", i, start_ns=i, ttft_ms=1, itl_ms=1, output_tokens=4))
+        closing = threading.Thread(target=asyncio.run, args=(sink.close(),), daemon=True)
+        closing.start()  # queues the end behind the two records
+        while sink._queue.qsize() < 3:
+            time.sleep(0.001)
+        holder.execute("ROLLBACK")
+        closing.join(30)
+        try:
+            assert not closing.is_alive() and sink.error is None
+        finally:
+            if closing.is_alive():  # a writer that missed the end: let it and the test's executor go
+                sink._queue.put(sink_module._DONE)
+        assert len(store.load_run(run_id).requests) == 3
