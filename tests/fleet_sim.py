@@ -9,9 +9,13 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+
+from servelab.bench.client import ClientRequest
+from servelab.bench.maker import RequestMaker
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-c", "import sys; from servelab.cli.app import main; sys.exit(main())"]
@@ -60,3 +64,23 @@ def sim_log(url: str) -> dict:
 def finished_before(url: str, before_ns: int) -> set[str]:
     """Request ids whose last chunk the sim wrote before `before_ns` (one clock: CLOCK_MONOTONIC)."""
     return {rid for rid, e in sim_log(url).items() if e["chunks_ns"] and e["chunks_ns"][-1] <= before_ns}
+
+
+@dataclass(frozen=True)
+class TakeLog(RequestMaker):
+    """A level's requests as `RequestMaker` makes them, each take written down first ("ns serial phase pid" to
+    ``log``): pickled to the real worker processes, it shows when each worker took each request."""
+
+    log: str = ""
+
+    def __call__(self, serial: int, phase: str, intended_ns: int | None) -> ClientRequest:
+        taken = time.perf_counter_ns()
+        with open(self.log, "a", encoding="utf-8") as out:
+            out.write(f"{taken} {serial} {phase} {os.getpid()}\n")
+        return super().__call__(serial, phase, intended_ns)
+
+
+def takes(log: Path) -> list[tuple[int, int, str, int]]:
+    """(taken_ns, serial, phase, pid) of each request a `TakeLog` made, in the order written."""
+    rows = [line.split() for line in log.read_text(encoding="utf-8").splitlines()]
+    return [(int(t), int(serial), phase, int(pid)) for t, serial, phase, pid in rows]

@@ -84,8 +84,6 @@ class BenchConfig:
         number(self.stall_timeout_s, "--stall-timeout", 0.001, 7 * 86400.0, "seconds", above=True)
         if self.workers is not None:
             count(self.workers, "--workers", 1, MAX_WORKERS, "worker processes")
-        if (self.workers is not None or self.ray is not None) and self.ramp_s:
-            raise ConfigError("--ramp is not split over --workers/--ray yet: drop one of them")
         if self.ray is not None and not self.ray.strip():
             raise ConfigError("--ray needs an address: auto (the cluster Ray finds), local, or HOST:PORT")
         for flag, value in (("--max-line-bytes", self.max_line_bytes), ("--max-body-bytes", self.max_body_bytes),

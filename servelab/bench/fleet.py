@@ -6,7 +6,8 @@ the one `on_record` of the run: the coordinator is the store's only writer (sink
 are computed from the merged records (summary.summarize_level), never from per-worker summaries.
 
 The level: every worker runs its warm-up, says "warm"; the coordinator picks a common start a moment ahead
-(``START_LEAD_NS``) and sends it to each worker on that worker's own clock; each says "done" with its
+(``START_LEAD_NS``) and sends it to each worker on that worker's own clock (a closed loop's ramp ends at
+that start + R on every worker: one instant for the fleet); each says "done" with its
 client stats (loop lag, late wake-ups, CPU) when its share is over. A worker that dies mid-level loses only
 the requests it had in flight: what it finished is already here; the level is marked partial and not valid,
 with the reason, and the others go on. A stop (Ctrl-C, a failed store) is sent to every worker, which
@@ -164,7 +165,9 @@ async def run_level(
     try:
         await _all(report.warm for report in reports)
         t0 = time.perf_counter_ns() + START_LEAD_NS
-        state.start_ns = t0
+        ramp_ns = next((s.ramp_ns for s in shares if s.ramp_ns is not None), None)
+        state.start_ns = t0 + (ramp_ns or 0)  # the measured part starts: after a closed loop's ramp
+        state.ramp_end_ns = None if ramp_ns is None else t0 + ramp_ns
         for link, report in zip(links, reports, strict=True):
             if link.alive:
                 link.send(("go", report.clock_before.to_worker(t0)))

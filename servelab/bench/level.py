@@ -31,12 +31,12 @@ class LevelState:
     errors: int = 0
     done: int = 0
     output_tokens: int = 0
-    start_ns: int | None = None  # first measured send
+    start_ns: int | None = None  # first measured send (a fleet: its common start, after a closed-loop ramp)
     ramp_end_ns: int | None = None  # closed loop with a ramp: requests taken before this are the ramp's
     tasks: set[asyncio.Task] = field(default_factory=set)
 
     def elapsed_ns(self) -> int:
-        return 0 if self.start_ns is None else time.perf_counter_ns() - self.start_ns
+        return 0 if self.start_ns is None else max(0, time.perf_counter_ns() - self.start_ns)
 
     def take(self, stop_event: asyncio.Event) -> tuple[int, str] | None:
         """The next (index, phase), or None when the level is over."""

@@ -233,7 +233,7 @@ class _Runner:
         fleet = None
         if self.fleet is not None:
             fleet = await self.fleet.level(config, _client_spec(target, config), make, slots, offsets, state,
-                                           on_record, self.stop_event, here)  # fmt: skip
+                                           on_record, self.stop_event, here, ramp_count)  # fmt: skip
         elif offsets is None:
             await run_closed(client, slots, state, make, on_record, self.stop_event, config.ramp_s or 0.0)
         else:

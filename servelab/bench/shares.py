@@ -5,12 +5,26 @@ measured requests, in proportion to the slots, as contiguous runs of serials (th
 process sends). A ``--duration`` level has no count: worker k of n sends serials warm-up + k, + k + n, ...
 Open loop: one seeded absolute schedule (schedule.arrival_offsets_ns) dealt round-robin, arrival i to worker
 i mod n, each sent at the common start + its offset. Warm-up requests are dealt round-robin as well.
+
+With a ramp (bench/ramp.py) the fleet ramps as one process would. Closed loop: the level's c users start at
+k·R/c (`closed_start_offsets_ns` over the whole concurrency), user k on worker k mod n (the same slots as
+the even split); a request any worker takes before the common start + R is the ramp's. The ramp's requests
+have serials of their own, after the measured ones (warm-up + requests + rank, + active, ...), so the
+measured serials and their counts are those of a level without a ramp; a --duration level's single stream
+of serials serves both, as one process's counter does. Open loop: the one seeded ramped schedule is dealt as
+any other; arrival i is the ramp's when i < its ``ramp_count``.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from servelab.bench.ramp import closed_start_offsets_ns
+
+NS_PER_S = 1_000_000_000
+RAMP, MEASURE = "ramp", "measure"
 
 
 @dataclass(frozen=True)
@@ -24,7 +38,11 @@ class Share:
     step: int = 1
     count: int | None = 0
     duration_s: float | None = None
-    arrivals: tuple[tuple[int, int], ...] = ()  # open loop: (serial, offset_ns from the common start)
+    arrivals: tuple[tuple[int, int, str], ...] = ()  # open loop: (serial, offset_ns from the start, phase)
+    starts_ns: tuple[int, ...] = ()  # closed loop with a ramp: when each of its slots starts, from the start
+    ramp_ns: int | None = None  # closed loop with a ramp: requests taken before start + this are the ramp's
+    ramp_first: int = 0  # ... and have serials ramp_first, + ramp_step, ...
+    ramp_step: int = 1
 
     @property
     def open_loop(self) -> bool:
@@ -37,10 +55,17 @@ class Share:
             yield self.first + k * self.step
             k += 1
 
+    def ramp_serials(self, measured: Iterator[int]) -> Iterator[int]:
+        """Closed loop with a ramp: its ramp requests' serials; a --duration level's come from ``measured``,
+        the one stream of serials both phases take from."""
+        if self.count is None:
+            return measured
+        return itertools.count(self.ramp_first, self.ramp_step)
+
     @property
     def idle(self) -> bool:
-        """No measured request to send (c < N leaves a worker without a slot)."""
-        return not self.arrivals and (self.slots == 0 or self.count == 0)
+        """Nothing to send (c < N leaves a worker without a slot; a ramp sends even without measured ones)."""
+        return not self.arrivals and (self.slots == 0 or (self.count == 0 and self.ramp_ns is None))
 
 
 def _even(total: int, parts: int) -> list[int]:
@@ -48,9 +73,27 @@ def _even(total: int, parts: int) -> list[int]:
 
 
 def split_closed(
+    concurrency: int, workers: int, warmup: int, requests: int | None, duration_s: float | None,
+    ramp_s: float | None = None,
+) -> list[Share]:  # fmt: skip
+    """Shares of a closed-loop level; a worker left without a slot (c < n) gets an idle share."""
+    shares = _split_closed(concurrency, workers, warmup, requests, duration_s)
+    if not ramp_s:
+        return shares
+    starts = closed_start_offsets_ns(concurrency, ramp_s)
+    active = [s.worker for s in shares if s.slots]
+    after = warmup + (requests or 0)
+    return [
+        replace(s, starts_ns=tuple(starts[s.worker :: workers]), ramp_ns=round(ramp_s * NS_PER_S),
+                ramp_first=after + active.index(s.worker), ramp_step=len(active))
+        if s.slots else s
+        for s in shares
+    ]  # fmt: skip
+
+
+def _split_closed(
     concurrency: int, workers: int, warmup: int, requests: int | None, duration_s: float | None
 ) -> list[Share]:
-    """Shares of a closed-loop level; a worker left without a slot (c < n) gets an idle share."""
     slots = _even(concurrency, workers)
     active = [k for k in range(workers) if slots[k]]
     deal = {k: tuple(s for s in range(warmup) if active[s % len(active)] == k) for k in active}
@@ -79,14 +122,10 @@ def _by_slots(requests: int, slots: Sequence[int]) -> list[int]:
     return counts
 
 
-def split_open(offsets_ns: Sequence[int], workers: int, warmup: int) -> list[Share]:
-    """Shares of an open-loop level: arrival i (serial warm-up + i) to worker i mod n."""
-    return [
-        Share(
-            k,
-            0,
-            tuple(range(k, warmup, workers)),
-            arrivals=tuple((warmup + i, off) for i, off in enumerate(offsets_ns) if i % workers == k),
-        )
-        for k in range(workers)
-    ]
+def split_open(offsets_ns: Sequence[int], workers: int, warmup: int, ramp_count: int = 0) -> list[Share]:
+    """Shares of an open-loop level: arrival i (serial warm-up + i) to worker i mod n; the first
+    ``ramp_count`` arrivals are the ramp's."""
+    dealt: list[list[tuple[int, int, str]]] = [[] for _ in range(workers)]
+    for i, offset in enumerate(offsets_ns):
+        dealt[i % workers].append((warmup + i, offset, RAMP if i < ramp_count else MEASURE))
+    return [Share(k, 0, tuple(range(k, warmup, workers)), arrivals=tuple(dealt[k])) for k in range(workers)]

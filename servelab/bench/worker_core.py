@@ -27,7 +27,7 @@ from servelab.bench.client import StreamClient
 from servelab.bench.maker import RequestMaker
 from servelab.bench.monitor import LoopMonitor
 from servelab.bench.records import RequestRecord
-from servelab.bench.shares import Share
+from servelab.bench.shares import MEASURE, RAMP, Share
 
 Emit = Callable[[tuple], None]
 
@@ -155,29 +155,43 @@ class WorkerCore:
         await asyncio.gather(*(slot() for _ in range(min(slots, len(queue)))))
 
     async def _closed(self, client: StreamClient, make: RequestMaker, share: Share, t0: int) -> None:
+        """Each slot from its start (all at t0 without a ramp); a request taken before t0 + the ramp is the
+        ramp's, after it the share's measured serials until its count or duration (from the ramp's end)."""
         await _until(t0)
-        serials = share.serials()
-        end_ns = None if share.duration_s is None else t0 + int(share.duration_s * 1e9)
+        measured = share.serials()
+        ramp_end = None if share.ramp_ns is None else t0 + share.ramp_ns
+        ramp = share.ramp_serials(measured) if ramp_end is not None else None
+        begin = t0 if ramp_end is None else ramp_end
+        end_ns = None if share.duration_s is None else begin + int(share.duration_s * 1e9)
 
-        async def slot() -> None:
-            while not self._draining and (end_ns is None or time.perf_counter_ns() < end_ns):
-                serial = next(serials, None)
-                if serial is None:
-                    return
-                await self._send(client, make, serial, "measure", None)
+        def take() -> tuple[int, str] | None:
+            now = time.perf_counter_ns()
+            if ramp is not None and ramp_end is not None and now < ramp_end:
+                return next(ramp), RAMP
+            if end_ns is not None and now >= end_ns:
+                return None
+            serial = next(measured, None)
+            return None if serial is None else (serial, MEASURE)
 
-        await asyncio.gather(*(slot() for _ in range(share.slots)))
+        async def slot(start_ns: int) -> None:
+            if start_ns > t0:
+                await _until(start_ns, self)
+            while not self._draining and (job := take()) is not None:
+                await self._send(client, make, job[0], job[1], None)
+
+        starts = [t0 + offset for offset in share.starts_ns] or [t0] * share.slots
+        await asyncio.gather(*(slot(start) for start in starts))
 
     async def _open(self, client: StreamClient, make: RequestMaker, share: Share, t0: int) -> None:
         pending = []
-        for serial, offset in share.arrivals:
+        for serial, offset, phase in share.arrivals:
             if self._draining:
                 break
             intended = t0 + offset
             await _until(intended, self)
             if self._draining:
                 break
-            pending.append(asyncio.ensure_future(self._send(client, make, serial, "measure", intended)))
+            pending.append(asyncio.ensure_future(self._send(client, make, serial, phase, intended)))
         await asyncio.gather(*pending)
 
 

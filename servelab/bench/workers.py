@@ -152,15 +152,17 @@ class Fleet:
     async def level(
         self, config: BenchConfig, spec: ClientSpec, make: RequestMaker, slots: int, offsets: list[int] | None,
         state: LevelState, on_record: Callable[[RequestRecord], None], stop_event: asyncio.Event,
-        server_here: bool,
+        server_here: bool, ramp_count: int = 0,
     ) -> FleetOutcome:  # fmt: skip
-        """One level: closed loop at ``slots``, or open loop on ``offsets`` (the run's one seeded schedule)."""
+        """One level: closed loop at ``slots`` (ramped over ``config.ramp_s``), or open loop on ``offsets`` (the
+        run's one seeded schedule, its first ``ramp_count`` arrivals the ramp's)."""
         await self.ensure_running()
         workers = len(self.links)
         if offsets is None:
-            shares = split_closed(slots, workers, state.warmup, config.stop.requests, config.stop.duration_s)
+            shares = split_closed(slots, workers, state.warmup, config.stop.requests, config.stop.duration_s,
+                                  config.ramp_s)  # fmt: skip
         else:
-            shares = split_open(offsets, workers, state.warmup)
+            shares = split_open(offsets, workers, state.warmup, ramp_count)
         links: list[Link] = self.links
         reports = await run_level(links, spec, make, shares, state, on_record, stop_event)
         return outcome(reports, config.lag_limit_ms, config.cpu_limit, server_here)

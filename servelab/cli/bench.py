@@ -87,7 +87,7 @@ def register(app: typer.Typer) -> None:
         ramp: float = typer.Option(
             None,
             "--ramp",
-            help="Seconds of linear rise (concurrency or rate) at each level's start, not measured.",
+            help="Seconds of linear rise (concurrency or rate) at each level's start, not measured (with --workers too).",
         ),
         slo: str = typer.Option(None, "--slo", help="Goodput SLOs, e.g. ttft_ms=500,tpot_ms=50."),
         seed: int = typer.Option(0, "--seed", help="Seed for prompts and arrivals."),

@@ -250,10 +250,3 @@ def test_demo_and_export_numbers_are_checked_before_anything_runs(capsys, tmp_pa
     )
     assert message in line
     assert not (tmp_path / "w").exists()
-
-
-def test_a_ramp_over_workers_is_refused_not_ignored(capsys):
-    line = one_line_error(
-        capsys, ["bench", "http://127.0.0.1:9", "--workers", "2", "--ramp", "1", "--no-power"], 2
-    )
-    assert "--ramp is not split over --workers/--ray yet" in line

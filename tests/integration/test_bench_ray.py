@@ -142,3 +142,32 @@ def test_a_killed_ray_node_loses_only_its_requests_in_flight(tmp_path, ray_clust
     assert must_have <= stored, sorted(must_have - stored)
     survivor = next(w for w in level["client"]["workers"] if not w["died"])
     assert survivor["records"] == 1 + 100  # its warm-up and its whole share
+
+
+def test_a_closed_ramp_over_ray_workers_stores_the_ramp_flagged_and_the_level_as_one_process(
+    tmp_path, ray_cluster
+):
+    """The users start at k·R/c across the two nodes' workers, the ramp ending at the common start + R on each
+    worker's own clock; the merged level is what one process computes from the same records."""
+    address, environ, _node = ray_cluster
+    db = tmp_path / "runs.db"
+    with sim_process("--itl-ms", "5", "--ttft-ms", "5") as url:
+        proc = bench(url, db, "--ray", address, "--workers", "2", "--concurrency", "4", "--requests", "16",
+                     "--output-tokens", "4", "--ramp", "1", environ=environ)  # fmt: skip
+        out, err = proc.communicate(timeout=300)
+        seen = finished_before(url, time.perf_counter_ns())
+    assert proc.returncode == 0, err
+    (level,) = json.loads(out)["targets"][0]["levels"]
+    with Store.open(db, must_exist=True) as store:
+        (info,) = store.list_runs()
+        stored = store.load_run(info.id)
+    ramp = [r for r in stored.requests if r.phase == "ramp"]
+    measured = [r for r in stored.requests if r.phase == "measure"]
+    assert {r.request_id for r in stored.requests} == seen and len(stored.requests) == len(ramp) + len(
+        measured
+    )
+    assert len(measured) == 16 and ramp and level["ramp"] == {"seconds": 1.0, "requests": len(ramp),
+                                                               "in_statistics": False}  # fmt: skip
+    assert sum(w["records"] for w in level["client"]["workers"]) == len(stored.requests)
+    (stats,) = stored.level_stats.values()
+    assert stats == summarize_level(stored.requests, Level.closed(4), ramp_s=1.0)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from servelab.bench.clock import SHARED_CLOCK, ClockEstimate, from_round_trips, level_bound
+from servelab.bench.ramp import closed_start_offsets_ns
 from servelab.bench.shares import split_closed, split_open
 
 
@@ -42,10 +45,49 @@ def test_a_duration_level_strides_serials_over_the_active_workers() -> None:
 def test_open_loop_deals_one_schedule_round_robin_with_its_offsets() -> None:
     offsets = [0, 10, 25, 31, 40]
     shares = split_open(offsets, 2, warmup=1)
-    assert shares[0].arrivals == ((1, 0), (3, 25), (5, 40))
-    assert shares[1].arrivals == ((2, 10), (4, 31))
+    assert shares[0].arrivals == ((1, 0, "measure"), (3, 25, "measure"), (5, 40, "measure"))
+    assert shares[1].arrivals == ((2, 10, "measure"), (4, 31, "measure"))
     assert [s.warmup for s in shares] == [(0,), ()]
     assert all(s.open_loop for s in shares)
+
+
+def test_a_closed_ramp_starts_the_levels_users_as_one_process_would_dealt_over_the_workers() -> None:
+    for c, n in ((5, 2), (4, 3), (2, 4), (16, 3)):
+        shares = split_closed(c, n, warmup=0, requests=20, duration_s=None, ramp_s=0.4)
+        assert [len(s.starts_ns) for s in shares] == [s.slots for s in shares]
+        assert sorted(x for s in shares for x in s.starts_ns) == closed_start_offsets_ns(c, 0.4)
+        assert {s.ramp_ns for s in shares if s.slots} == {400_000_000}
+    shares = split_closed(5, 2, warmup=0, requests=20, duration_s=None, ramp_s=1.0)
+    assert [s.starts_ns for s in shares] == [(0, 400_000_000, 800_000_000), (200_000_000, 600_000_000)]
+
+
+def test_ramp_serials_follow_the_measured_ones_and_never_meet_across_workers() -> None:
+    shares = split_closed(5, 3, warmup=3, requests=20, duration_s=None, ramp_s=1.0)
+    measured = sorted(x for s in shares for x in s.serials())
+    assert measured == list(range(3, 23))  # the same measured serials as without a ramp
+    ramp = [list(itertools.islice(s.ramp_serials(s.serials()), 4)) for s in shares]
+    assert ramp == [[23, 26, 29, 32], [24, 27, 30, 33], [25, 28, 31, 34]]
+
+
+def test_a_duration_ramp_takes_from_the_one_stream_of_serials() -> None:
+    (share,) = split_closed(2, 1, warmup=0, requests=None, duration_s=1.0, ramp_s=1.0)
+    measured = share.serials()
+    ramp = share.ramp_serials(measured)
+    assert [next(ramp), next(measured), next(ramp), next(measured)] == [0, 1, 2, 3]
+
+
+def test_a_worker_with_slots_but_no_measured_request_still_ramps() -> None:
+    shares = split_closed(4, 2, warmup=0, requests=1, duration_s=None, ramp_s=1.0)
+    assert [s.count for s in shares] == [1, 0] and not any(s.idle for s in shares)
+    assert split_closed(4, 2, warmup=0, requests=1, duration_s=None)[
+        1
+    ].idle  # without a ramp: nothing to send
+
+
+def test_an_open_ramp_flags_the_first_arrivals_of_the_one_schedule() -> None:
+    shares = split_open([0, 10, 25, 31, 40], 2, warmup=0, ramp_count=3)
+    assert shares[0].arrivals == ((0, 0, "ramp"), (2, 25, "ramp"), (4, 40, "measure"))
+    assert shares[1].arrivals == ((1, 10, "ramp"), (3, 31, "measure"))
 
 
 def test_clock_offset_is_the_midpoint_of_the_shortest_round_trip() -> None:
