@@ -9,6 +9,7 @@ radix tree). Blocks nobody holds stay cached until a new allocation evicts the l
 from __future__ import annotations
 
 import itertools
+import operator
 from collections import OrderedDict
 
 from servelab.predict.core import Sequence
@@ -138,10 +139,10 @@ class BlockPool:
             return
         refs, evictable = self.refs, self.evictable
         shared = [h for h in blocks if h is not None]
-        freed: dict[int, None] = dict.fromkeys(shared)
-        if len(freed) == len(shared) == list(map(refs.__getitem__, shared)).count(1):  # held by it alone
-            refs.update(dict.fromkeys(freed, 0))
-            evictable.update(freed)  # in block order, as one by one
+        if len(dict.fromkeys(shared)) == len(shared):  # in bulk: each hash's holders less one, in block order
+            left = list(map(int.__sub__, map(refs.__getitem__, shared), itertools.repeat(1)))
+            refs.update(zip(shared, left, strict=True))
+            evictable.update(dict.fromkeys(itertools.compress(shared, map(operator.not_, left))))
             return
         for h in shared:
             n = refs[h] - 1
