@@ -8,6 +8,8 @@ radix tree). Blocks nobody holds stay cached until a new allocation evicts the l
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections import OrderedDict
 
 from servelab.predict.core import Sequence
@@ -35,25 +37,27 @@ class BlockPool:
     def hashes(self, seq: Sequence) -> list[int]:
         """The chained hash of each full block of the prompt (computed once per request)."""
         rid = seq.request.rid
-        if rid not in self._hashes:
-            prompt, size, out, h = seq.request.prompt, self.block_tokens, [], 0
-            for k in range(len(prompt) // size):
-                h = hash((h, prompt[k * size : (k + 1) * size]))
+        out = self._hashes.get(rid)
+        if out is None:
+            prompt, size = seq.request.prompt, self.block_tokens
+            blocks = (
+                zip(prompt)
+                if size == 1
+                else (prompt[k : k + size] for k in range(0, len(prompt) - size + 1, size))
+            )
+            out, h = [], 0
+            for block in blocks:  # zip(prompt) yields prompt[k : k + 1]: the same tuples, without the slicing
+                h = hash((h, block))
                 out.append(h)
             self._hashes[rid] = out
-        return self._hashes[rid]
+        return out
 
     def cached_blocks(self, seq: Sequence) -> list[int]:
         """The leading prompt blocks already in the pool; at least one token is always left to compute."""
         if not self.prefix_caching:
             return []
         limit = (seq.tokens - 1) // self.block_tokens
-        hits = []
-        for h in self.hashes(seq)[:limit]:
-            if h not in self.refs:
-                break
-            hits.append(h)
-        return hits
+        return list(itertools.takewhile(self.refs.__contains__, itertools.islice(self.hashes(seq), limit)))
 
     def admit(self, seq: Sequence, tokens: int, state_blocks: int = 0) -> int | None:
         """Give `seq` its cached prefix and blocks for `tokens` tokens (+ `state_blocks`); the cached tokens, or
@@ -61,17 +65,20 @@ class BlockPool:
         hits = self.cached_blocks(seq)
         cached = len(hits) * self.block_tokens
         need = self.blocks_for(max(tokens, cached)) - len(hits) + state_blocks
-        idle_hits = sum(1 for h in hits if self.refs[h] == 0)
-        if need > self.available() - idle_hits:
+        refs, evictable = self.refs, self.evictable
+        if need > self.available() - list(map(refs.__getitem__, hits)).count(0):
             return None
         for h in hits:
-            if self.refs[h] == 0:
-                del self.evictable[h]
-            self.refs[h] += 1
-        self.held[seq.request.rid] = list(hits)
+            n = refs[h]
+            if not n:
+                del evictable[h]
+            refs[h] = n + 1
+        rid = seq.request.rid
+        self.held[rid] = list(hits)
+        self.published[rid] = len(hits)  # held already: register starts after them
         self._take(seq, need - state_blocks)
         self._take_free(state_blocks)
-        self.state[seq.request.rid] = state_blocks
+        self.state[rid] = state_blocks
         return cached
 
     def grow(self, seq: Sequence, tokens: int) -> bool:
@@ -91,12 +98,12 @@ class BlockPool:
 
     def _take_free(self, count: int) -> None:
         """`count` blocks: never-used ones first, then the least recently freed cached ones (evicted)."""
-        for _ in range(count):
-            if self.free:
-                self.free -= 1
-            else:
-                h, _ = self.evictable.popitem(last=False)
-                del self.refs[h]
+        fresh = min(self.free, count)
+        self.free -= fresh
+        evictable, refs = self.evictable, self.refs
+        for _ in range(count - fresh):
+            h, _ = evictable.popitem(last=False)
+            del refs[h]
 
     def register(self, seq: Sequence) -> None:
         """Publish the full prompt blocks `seq` has computed, so later prompts can reuse them."""
@@ -105,22 +112,41 @@ class BlockPool:
         if not self.prefix_caching or blocks is None:
             return
         full = min(seq.computed, seq.prompt_len, len(blocks) * self.block_tokens) // self.block_tokens
-        hashes = self.hashes(seq)
-        for k in range(self.published.get(rid, 0), full):
-            h = hashes[k]
-            if blocks[k] is None and h not in self.refs:
-                blocks[k] = h
-                self.refs[h] = 1
-        self.published[rid] = max(full, self.published.get(rid, 0))
+        start = self.published.get(rid, 0)
+        if full <= start:
+            return
+        new = self.hashes(seq)[start:full]
+        refs, fresh = self.refs, dict.fromkeys(new, 1)
+        if len(fresh) == len(new) == blocks[start:full].count(None) and refs.keys().isdisjoint(fresh):
+            blocks[start:full] = new  # the usual case: none of them held or cached yet, all published at once
+            refs.update(fresh)
+        else:
+            for k, h in enumerate(new, start):
+                if blocks[k] is None and h not in refs:
+                    blocks[k] = h
+                    refs[h] = 1
+        self.published[rid] = full
 
     def release(self, seq: Sequence) -> None:
         """`seq` finished or was preempted: its shareable blocks stay cached, the rest are free."""
-        self.free += self.state.pop(seq.request.rid, 0)
-        self.published.pop(seq.request.rid, None)
-        for h in self.held.pop(seq.request.rid, []):
-            if h is None:
-                self.free += 1
-                continue
-            self.refs[h] -= 1
-            if self.refs[h] == 0:
-                self.evictable[h] = None
+        rid = seq.request.rid
+        self.free += self.state.pop(rid, 0)
+        self.published.pop(rid, None)
+        blocks = self.held.pop(rid, [])
+        unshared = blocks.count(None)
+        self.free += unshared
+        if unshared == len(blocks):
+            return
+        refs, evictable = self.refs, self.evictable
+        shared = [h for h in blocks if h is not None]
+        if len(dict.fromkeys(shared)) == len(shared):  # in bulk: each hash's holders less one, in block order
+            left = list(map(int.__sub__, map(refs.__getitem__, shared), itertools.repeat(1)))
+            refs.update(zip(shared, left, strict=True))
+            for h in itertools.compress(shared, map(operator.not_, left)):  # (OrderedDict.update is slower)
+                evictable[h] = None
+            return
+        for h in shared:
+            n = refs[h] - 1
+            refs[h] = n
+            if not n:
+                evictable[h] = None

@@ -84,17 +84,19 @@ class EngineLoop:
         times = self.roofline.repeated_decode_s(step, count) if count else None
         if not times:
             return
-        seqs = [w.seq for w in step.works]
-        now = self.now
+        now, ends = self.now, []
         for dt in times:
             if now >= until:
                 break
             now += dt
-            for seq in seqs:
-                seq.computed += 1
-                seq.generated += 1
-                seq.token_times.append(now)
-                seq.token_counts.append(1)
+            ends.append(now)
+        ones = [1] * len(ends)
+        for w in step.works:  # every sequence emits one token at each of those step ends
+            seq = w.seq
+            seq.computed += len(ends)
+            seq.generated += len(ends)
+            seq.token_times += ends
+            seq.token_counts += ones
         self.now = now
 
 

@@ -149,7 +149,7 @@ def _record(outcome: Outcome, job: _Job, level: Level, repeat: int, base_ns: int
     if outcome.refused is not None:
         return RequestRecord(status="error", end_ns=sent, error_kind="http_4xx", http_status=400,
                              error=outcome.refused, **common)  # fmt: skip
-    chunks = array("q", (base_ns + round(t * 1e9) for t in seq.token_times))
+    chunks = array("q", [base_ns + round(t * 1e9) for t in seq.token_times])
     record = RequestRecord(
         status="ok", end_ns=chunks[-1], first_token_ns=chunks[0], output_tokens=seq.generated,
         tokens_source="server", finish_reason="length", cached_prompt_tokens=seq.cached, chunk_ns=chunks,
