@@ -97,9 +97,11 @@ def _render(result, profile, path: Path | None, json_out: bool) -> None:
     out.print(f"profile: {profile.name}", markup=False)
     out.print(
         f"effective bandwidth {e.bandwidth_bytes_s / 1e9:.2f} GB/s, compute {e.flops_s / 1e9:.1f} GFLOP/s, "
-        f"step overhead {e.step_overhead_s * 1e3:.3f} ms, token overhead {e.token_overhead_s * 1e6:.2f} us",
+        f"step overhead {e.step_overhead_s * 1e3:.3f} ms, token overhead {e.token_overhead_s * 1e6:.2f} us"
+        + ("" if e.batched_bandwidth_bytes_s is None
+           else f", batched passes {e.batched_bandwidth_bytes_s / 1e9:.2f} GB/s + compute"),
         markup=False,
-    )
+    )  # fmt: skip
     out.print(
         f"fit: R2 {result.r2:.4f} over {result.intervals} intervals ({result.gaps} token gaps, "
         f"{result.prefills} prefills); |residual| median {result.median_relative:.1%}, "

@@ -23,6 +23,8 @@ Optional capabilities are ``None`` when the engine lacks them (never discovered 
     source_build    quant -> ``SourceBuild`` (a fork) when the official image cannot load that format
     scheduler       ``EngineSetup`` (the plan's engine figures) -> the emulator's ``Scheduler`` for `servelab
                     predict` (servelab/predict/core.py; continuous batching or llama.cpp's slots)
+    cpu_batched_path  True when its CPU backend prices a pass of >= 2 tokens as weights streamed, then computed
+                    (llama.cpp's tinyBLAS): the emulator's ``Effective.batched_bandwidth_bytes_s``
 """
 
 from __future__ import annotations
@@ -246,6 +248,9 @@ class Engine:
     log_memory: LogMemory | None = None
     source_build: Callable[[str], SourceBuild | None] | None = None  # quant -> the fork that loads it
     scheduler: Callable[[EngineSetup], Scheduler] | None = None  # the emulator's model of its scheduler
+    cpu_batched_path: bool = (
+        False  # on a CPU, passes of >= 2 tokens take a matrix-matrix path (predict/roofline.py)
+    )
 
     def spellings(self) -> tuple[str, ...]:
         """Every name a user may type for this engine, normalised."""

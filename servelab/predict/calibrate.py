@@ -12,6 +12,9 @@ With each pass on the memory or the compute side of its max, every interval is l
 1/compute, step overhead, token overhead): a non-negative least squares on relative error (each kind of
 interval weighted equally in total) gives the four figures; the sides are re-chosen and the replay re-run with
 the new figures until they stop moving. On records the emulator made itself the fit returns its figures.
+Where the engine's CPU backend prices passes of >= 2 tokens as bytes / batched bandwidth + FLOPs / compute
+(`Effective.batched_bandwidth_bytes_s`, llama.cpp), that pass is linear in (1/batched bandwidth, 1/compute) and
+the fit has a fifth figure.
 
 Requests the server found in its prompt cache (cached tokens reported, or a shared prefix in the workload)
 give no prefill interval: the replay does not know which cache they hit. Speculative decoding is not fitted.
@@ -45,6 +48,7 @@ READ_TOGETHER_NS = 100_000  # chunks closer than this came in one read (no engin
 COALESCED = 0.2  # a chunk this soon (x the request's median gap) after another was read with it
 PARSIMONY = 0.01  # relative cost a figure more must save to be fitted
 TRIM = 1.0  # intervals the replay misses by more than this (relative) sit out the solve
+BATCHED = 4  # x: 1/bandwidth, 1/compute, step overhead, token overhead[, 1/batched bandwidth]
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,7 @@ class _Pass:
     bytes: float
     flops: float
     fixed_s: float  # all-reduces
+    tokens: int = 1
 
 
 @dataclass
@@ -97,11 +102,11 @@ class _Recorder(Roofline):
 
     def step_s(self, step: Step, speculation: Speculation | None = None) -> float:
         index = len(self.log)
-        passes = [
-            _Pass(self.pass_bytes(p), self.pass_flops(p), self.allreduce_s(sum(w.new + w.verify for w in p)))
-            for p in step.passes
-            if p
-        ]
+        passes = []
+        for p in step.passes:
+            if p:
+                tokens = sum(w.new + w.verify for w in p)
+                passes.append(_Pass(self.pass_bytes(p), self.pass_flops(p), self.allreduce_s(tokens), tokens))
         self.log.append(_StepRow(passes, step.tokens))
         for w in step.works:
             rid = w.seq.request.rid
@@ -244,19 +249,24 @@ def _measured_prefill_s(r: RequestRecord) -> float | None:
 
 
 def _features(replay: _Replay, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per step, cumulated: the (memory, compute, 1, tokens) coefficients with each pass on the side `x`
-    puts it, and the fixed seconds (all-reduces)."""
-    rows = np.zeros((len(replay.rec.log) + 1, 4))
+    """Per step, cumulated: the (memory, compute, 1, tokens[, batched memory]) coefficients with each pass on
+    the side `x` puts it (a batched pass, when `x` has its fifth figure: its bytes and its FLOPs both), and the
+    fixed seconds (all-reduces)."""
+    batched = len(x) == BATCHED + 1
+    rows = np.zeros((len(replay.rec.log) + 1, len(x)))
     fixed = np.zeros(len(replay.rec.log) + 1)
     for j, step in enumerate(replay.rec.log, start=1):
-        mem = comp = extra = 0.0
+        mem = comp = extra = mem_batched = 0.0
         for p in step.passes:
-            if p.bytes * x[0] >= p.flops * x[1]:
+            if batched and p.tokens >= 2:
+                mem_batched += p.bytes
+                comp += p.flops
+            elif p.bytes * x[0] >= p.flops * x[1]:
                 mem += p.bytes
             else:
                 comp += p.flops
             extra += p.fixed_s
-        rows[j] = (mem, comp, 1.0, step.tokens)
+        rows[j] = (mem, comp, 1.0, step.tokens, mem_batched)[: len(x)]
         fixed[j] = extra
     return np.cumsum(rows, axis=0), np.cumsum(fixed)
 
@@ -265,7 +275,7 @@ def _system(
     replays: list[_Replay], intervals: list[_Interval], x: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     feats = [_features(r, x) for r in replays]
-    a = np.empty((len(intervals), 4))
+    a = np.empty((len(intervals), len(x)))
     y = np.empty(len(intervals))
     for i, iv in enumerate(intervals):
         rows, fixed = feats[iv.group]
@@ -281,16 +291,19 @@ def _weights(intervals: list[_Interval]) -> np.ndarray:
     return np.array([1.0 / (iv.measured_s * math.sqrt(count[iv.kind])) for iv in intervals])
 
 
-def nonnegative_lstsq(a: np.ndarray, y: np.ndarray, held: np.ndarray, positive: int = 2) -> np.ndarray:
-    """min ||a x - y|| with x >= 0, by trying each set of free entries (4 unknowns: 16 sets); columns scaled to
-    unit norm first. An entry left out is 0, except the first `positive` (1/bandwidth, 1/compute), which keep
-    their `held` value: a column the data never touches (no pass on the compute side, say), or one the data
-    would drive to zero or below, keeps the figure it had."""
+def nonnegative_lstsq(
+    a: np.ndarray, y: np.ndarray, held: np.ndarray, positive: tuple[int, ...] = (0, 1, BATCHED)
+) -> np.ndarray:
+    """min ||a x - y|| with x >= 0, by trying each set of free entries (4 or 5 unknowns: 16 or 32 sets); columns
+    scaled to unit norm first. An entry left out is 0, except those in `positive` (1/bandwidth, 1/compute,
+    1/batched bandwidth), which keep their `held` value: a column the data never touches (no pass on the compute
+    side, say), or one the data would drive to zero or below, keeps the figure it had."""
     scale = np.linalg.norm(a, axis=0)
     touched = scale > 0
     scale[~touched] = 1.0
     scaled = a / scale
-    base = np.where(np.arange(a.shape[1]) < positive, held * scale, 0.0)
+    kept = np.isin(np.arange(a.shape[1]), positive)
+    base = np.where(kept, held * scale, 0.0)
     candidates = [(float(np.sum((scaled @ base - y) ** 2)), 0, base)]
     for free in itertools.product((True, False), repeat=a.shape[1]):
         cols = [c for c, f in enumerate(free) if f and touched[c]]
@@ -299,7 +312,7 @@ def nonnegative_lstsq(a: np.ndarray, y: np.ndarray, held: np.ndarray, positive: 
         x = base.copy()
         x[cols] = 0.0
         sol, *_ = np.linalg.lstsq(scaled[:, cols], y - scaled @ x, rcond=None)
-        if np.any(sol < 0) or any(v == 0 for c, v in zip(cols, sol, strict=True) if c < positive):
+        if np.any(sol < 0) or any(v == 0 for c, v in zip(cols, sol, strict=True) if kept[c]):
             continue
         x[cols] = sol
         candidates.append((float(np.sum((scaled @ x - y) ** 2)), len(cols), x))
@@ -313,11 +326,16 @@ def nonnegative_lstsq(a: np.ndarray, y: np.ndarray, held: np.ndarray, positive: 
 
 
 def _to_x(e: Effective) -> np.ndarray:
-    return np.array([1 / e.bandwidth_bytes_s, 1 / e.flops_s, e.step_overhead_s, e.token_overhead_s])
+    x = [1 / e.bandwidth_bytes_s, 1 / e.flops_s, e.step_overhead_s, e.token_overhead_s]
+    if e.batched_bandwidth_bytes_s is not None:
+        x.append(1 / e.batched_bandwidth_bytes_s)
+    return np.array(x)
 
 
 def _to_effective(x: np.ndarray, source: str) -> Effective:
-    return Effective(float(1 / x[0]), float(1 / x[1]), float(x[2]), float(x[3]), source=source)
+    batched = float(1 / x[BATCHED]) if len(x) > BATCHED else None
+    return Effective(float(1 / x[0]), float(1 / x[1]), float(x[2]), float(x[3]), source=source,
+                     batched_bandwidth_bytes_s=batched)  # fmt: skip
 
 
 def _fill_ttft_prefills(
@@ -347,7 +365,7 @@ def _fill_ttft_prefills(
 def _step_times(replay: _Replay, effective: Effective) -> list[float]:
     e = effective
     return [
-        sum(max(p.bytes / e.bandwidth_bytes_s, p.flops / e.flops_s) + p.fixed_s for p in s.passes)
+        sum(e.pass_time(p.tokens, p.bytes, p.flops) + p.fixed_s for p in s.passes)
         + e.step_overhead_s
         + e.token_overhead_s * s.tokens
         for s in replay.rec.log
@@ -434,11 +452,16 @@ def _initial(replays: list[_Replay], intervals: list[_Interval], x: np.ndarray) 
     gap, 1/compute from the median prefill (each over the coefficient of its side), overheads 0."""
     a, y = _system(replays, intervals, x)
     start = x.copy()
-    start[2:] = 0.0
+    start[2:4] = 0.0
     for col, kind in ((0, "gap"), (1, "prefill")):
         rows = [i for i, iv in enumerate(intervals) if iv.kind == kind and a[i, col] > 0]
         if rows:
             start[col] = float(np.median(y[rows] / a[rows, col]))
+    if len(start) > BATCHED:  # batched passes: the gaps they make, less their compute at the start's figure
+        rows = [i for i, iv in enumerate(intervals) if iv.kind == "gap" and a[i, BATCHED] > 0]
+        left = [(y[i] - a[i, 1] * start[1]) / a[i, BATCHED] for i in rows]
+        if left and float(np.median(left)) > 0:
+            start[BATCHED] = float(np.median(left))
     return start
 
 

@@ -39,10 +39,14 @@ class EmulatedEngine:
 
 
 def plan_effective(plan: Plan, gpu: GPU, model: ModelSpec) -> Effective:
-    """The planner's figures: peak bandwidth x decode efficiency, peak tensor FLOP/s x prefill efficiency."""
+    """The planner's figures: peak bandwidth x decode efficiency, peak tensor FLOP/s x prefill efficiency; on a
+    CPU, for an engine whose batched passes take another path, those passes at the same bandwidth (until a
+    calibration measures theirs)."""
     decode, prefill = plan.efficiency.get("decode", 1.0), plan.efficiency.get("prefill", 1.0)
     flops = gpu.tensor_flops(compute_dtype(model, gpu))
-    return Effective(gpu.bandwidth_bytes_s * decode, flops * prefill, source="plan")
+    bandwidth = gpu.bandwidth_bytes_s * decode
+    batched = bandwidth if gpu.is_cpu and registry.get_engine(plan.engine).cpu_batched_path else None
+    return Effective(bandwidth, flops * prefill, source="plan", batched_bandwidth_bytes_s=batched)
 
 
 def roofline(plan: Plan, model: ModelSpec, gpu: GPU, effective: Effective | None = None) -> Roofline:

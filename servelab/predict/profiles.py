@@ -89,11 +89,13 @@ def read_profile(path: Path) -> Profile:
     try:
         data = json.loads(path.read_text())
         e = data["effective"]
+        batched = e.get("batched_bandwidth_bytes_s")  # profiles before it was fitted have none
         effective = Effective(
             float(e["bandwidth_bytes_s"]), float(e["flops_s"]), float(e["step_overhead_s"]),
             float(e["token_overhead_s"]), source="calibration",
+            batched_bandwidth_bytes_s=None if batched is None else float(batched),
         )  # fmt: skip
-        if min(effective.bandwidth_bytes_s, effective.flops_s) <= 0:
+        if min(effective.bandwidth_bytes_s, effective.flops_s, effective.batched_bandwidth_bytes_s or 1) <= 0:
             raise ValueError("bandwidth and compute must be positive")
         return Profile(
             str(data["machine"]), str(data["machine_label"]), str(data["engine"]), str(data["quant"]), effective,

@@ -7,6 +7,13 @@ bytes of a pass = weights read (MoE: the union of the experts its tokens route t
 FLOPs of a pass = tokens x 2 x active params + attention: 4 x width x new x (context + new / 2) (causal)
 The figures are per GPU (`Roofline` is built for one tensor-parallel rank, servelab/predict/machine.py).
 `Effective` holds what a calibration replaces: bandwidth, compute and the two overheads.
+
+Batched passes on a CPU (`Effective.batched_bandwidth_bytes_s`, set for engines whose CPU kernels switch path):
+llama.cpp's CPU backend multiplies a one-token pass with ggml's vector dot products (memory-bound: the max above)
+and a pass of two or more tokens with llamafile's tinyBLAS (ggml-cpu/llamafile/sgemm.cpp `llamafile_sgemm`:
+"only enable sgemm for prompt processing", n < 2 returns false), which streams the weights in 16-row blocks and
+computes on them in turn: bytes / batched bandwidth + FLOPs / compute. Measured here (one core, f16, hidden 1024):
+9 ms at one token, 22.7 ms at two, 60 ms at sixteen (docs/predict.md).
 """
 
 from __future__ import annotations
@@ -27,6 +34,13 @@ class Effective:
     step_overhead_s: float = 0.0  # per engine iteration (scheduling, sampling, launch)
     token_overhead_s: float = 0.0  # per token in the step
     source: str = "plan"
+    batched_bandwidth_bytes_s: float | None = None  # passes of >= 2 tokens: bytes / this + FLOPs / compute
+
+    def pass_time(self, tokens: int, memory_b: float, flops: float) -> float:
+        """One pass of `tokens` tokens reading `memory_b` bytes and doing `flops` FLOPs."""
+        if self.batched_bandwidth_bytes_s is not None and tokens >= 2:
+            return memory_b / self.batched_bandwidth_bytes_s + flops / self.flops_s
+        return max(memory_b / self.bandwidth_bytes_s, flops / self.flops_s)
 
 
 @dataclass(frozen=True)
@@ -79,8 +93,7 @@ class Roofline:
             memory_b = self.weight_bytes(tokens) + self.kv_full_bytes_per_token * kv_tokens
             memory_b += 2 * self.state_bytes * len(works)
             flops = tokens * self.flops_per_token + 4 * self.attention_width_full * attended
-        e = self.effective
-        return max(memory_b / e.bandwidth_bytes_s, flops / e.flops_s) + self.allreduce_s(tokens)
+        return self.effective.pass_time(tokens, memory_b, flops) + self.allreduce_s(tokens)
 
     def repeated_decode_s(self, step: Step, count: int) -> list[float] | None:
         """The times of `count` more steps like `step` (one pass of plain decodes), each sequence one token
@@ -99,6 +112,11 @@ class Roofline:
         memory1, flops1 = self.kv_full_bytes_per_token * n, 4 * self.attention_width_full * n
         fixed = self.allreduce_s(n) + e.step_overhead_s + e.token_overhead_s * n
         bw, fl = e.bandwidth_bytes_s, e.flops_s
+        if e.batched_bandwidth_bytes_s is not None and n >= 2:
+            bb = e.batched_bandwidth_bytes_s
+            return [
+                (memory0 + memory1 * j) / bb + (flops0 + flops1 * j) / fl + fixed for j in range(1, count + 1)
+            ]
         return [
             max((memory0 + memory1 * j) / bw, (flops0 + flops1 * j) / fl) + fixed for j in range(1, count + 1)
         ]

@@ -56,6 +56,7 @@ ENGINE = Engine(
     signatures="servelab.engines.llamacpp",
     speculative=speculative,
     scheduler=scheduler.scheduler,
+    cpu_batched_path=True,  # ggml-cpu: vec_dot at one token, llamafile tinyBLAS from two (predict/roofline.py)
     log_memory=LogMemory(logparse.log_memory_bytes, "start llama-server with -lv 4 to log them"),
     source_build=fork.source_build,
 )
