@@ -70,6 +70,16 @@ def decode_read_bytes(model: ModelSpec) -> float:
     return total
 
 
+def output_head_params(model: ModelSpec) -> float:
+    """Parameters of the output projection (the lm_head, or the tied embedding it reuses): the multiply-adds only
+    the positions whose logits are wanted pay (a prompt's last token, each decoded token)."""
+    head = model.weight_group("lm_head")
+    if head is not None:
+        return float(head.params)
+    embedding = model.weight_group("embedding")
+    return float(embedding.params) if embedding is not None and model.tie_word_embeddings else 0.0
+
+
 def active_params(model: ModelSpec) -> float:
     """Parameters that do a multiply-add per token (embedding lookup excluded; tied lm_head counted once)."""
     total = 0.0

@@ -22,7 +22,7 @@ from servelab.plan.kv import kv_layout
 from servelab.plan.make import all_reduces, compute_dtype, planner_engine, sequence_state_bytes, with_quant
 from servelab.plan.parallel import tensor_parallel_cost
 from servelab.plan.types import Plan
-from servelab.plan.weights import active_params
+from servelab.plan.weights import active_params, output_head_params
 from servelab.predict.core import EngineSetup, Scheduler, Speculation
 from servelab.predict.roofline import Effective, Roofline
 
@@ -75,6 +75,7 @@ def roofline(plan: Plan, model: ModelSpec, gpu: GPU, effective: Effective | None
         sliding_window=kv.window,
         state_bytes=sequence_state_bytes(model, engine) * share,
         flops_per_token=2 * active_params(model) * share,
+        head_flops_per_token=2 * output_head_params(model) * share,
         attention_width_full=full * share,
         attention_width_sliding=sliding * share,
         effective=effective or plan_effective(plan, gpu, model),

@@ -4,7 +4,10 @@ compute, whichever is longer, plus the tensor-parallel all-reduces and per-step 
 bytes of a pass = weights read (MoE: the union of the experts its tokens route to, plan/speed.py
                   `weight_read_bytes`) + for every sequence the KV of its context and new tokens
                   (full layers x tokens, sliding layers x min(tokens, window)) + its recurrent state, read and written
-FLOPs of a pass = tokens x 2 x active params + attention: 4 x width x new x (context + new / 2) (causal)
+FLOPs of a pass = tokens x 2 x (active params - output head) + logits x 2 x output head
+                  + attention: 4 x width x new x (context + new / 2) (causal); logits are computed only where
+                  a token is sampled: a prompt's last position, each decoded token, every verified draft
+                  (vLLM `logits_indices`, llama.cpp `batch.logits`, sglang's LogitsProcessor on the last token)
 The figures are per GPU (`Roofline` is built for one tensor-parallel rank, servelab/predict/machine.py).
 `Effective` holds what a calibration replaces: bandwidth, compute and the two overheads.
 
@@ -50,11 +53,12 @@ class Roofline:
     kv_sliding_bytes_per_token: float
     sliding_window: int  # 0: no sliding layers
     state_bytes: float  # recurrent state of one sequence (per GPU)
-    flops_per_token: float  # 2 x active params (per GPU)
+    flops_per_token: float  # 2 x active params (per GPU), the output head included
     attention_width_full: float  # query heads x head dim over full layers (per GPU)
     attention_width_sliding: float
     effective: Effective
     allreduce_s: Callable[[int], float] = lambda tokens: 0.0  # tensor parallel: all-reduces of one pass
+    head_flops_per_token: float = 0.0  # 2 x output head params (per GPU): paid by positions that give logits
 
     def kv_bytes(self, tokens: int) -> float:
         sliding = min(tokens, self.sliding_window) if self.sliding_window else tokens
@@ -67,11 +71,14 @@ class Roofline:
 
     def pass_flops(self, works: Sequence[Work]) -> float:
         total = 0.0
+        body = self.flops_per_token - self.head_flops_per_token
         for w in works:
             n = w.new + w.verify
             attended = w.context + n / 2
             window = self.sliding_window or attended
-            total += n * (self.flops_per_token + 4 * self.attention_width_full * attended)
+            total += (
+                n * (body + 4 * self.attention_width_full * attended) + _logits(w) * self.head_flops_per_token
+            )
             total += n * 4 * self.attention_width_sliding * min(attended, window)
         return total
 
@@ -83,16 +90,19 @@ class Roofline:
             tokens = sum(w.new + w.verify for w in works)
             memory_b, flops = self.pass_bytes(works), self.pass_flops(works)
         else:  # the same sums in one loop (the emulator's hot path)
-            tokens = kv_tokens = 0
+            tokens = kv_tokens = logits = 0
             attended = 0.0
             for w in works:
                 n = w.new + w.verify
                 tokens += n
                 kv_tokens += w.context + n
                 attended += n * (w.context + n / 2)
+                logits += _logits(w)
             memory_b = self.weight_bytes(tokens) + self.kv_full_bytes_per_token * kv_tokens
             memory_b += 2 * self.state_bytes * len(works)
-            flops = tokens * self.flops_per_token + 4 * self.attention_width_full * attended
+            head = self.head_flops_per_token
+            flops = tokens * (self.flops_per_token - head) + logits * head
+            flops += 4 * self.attention_width_full * attended
         return self.effective.pass_time(tokens, memory_b, flops) + self.allreduce_s(tokens)
 
     def repeated_decode_s(self, step: Step, count: int) -> list[float] | None:
@@ -130,3 +140,11 @@ class Roofline:
             seconds += speculation.gamma * speculation.draft_cost * self.pass_s(one_token)
         e = self.effective
         return seconds + e.step_overhead_s + e.token_overhead_s * step.tokens
+
+
+def _logits(w: Work) -> int:
+    """Positions of this work whose logits are computed: every verified draft and the one after, else one
+    when the work reaches the sequence's last known token (a prompt's end, a decode), none mid-prompt."""
+    if w.verify:
+        return w.verify + 1
+    return 1 if w.context + w.new >= w.seq.tokens else 0

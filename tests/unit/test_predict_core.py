@@ -195,3 +195,23 @@ def test_the_fast_path_for_repeated_decodes_gives_the_same_times(make) -> None:
     for rid, seq in slow.items():
         assert fast[rid].token_times == pytest.approx(seq.token_times, rel=1e-12)
         assert fast[rid].generated == seq.generated and fast[rid].preemptions == seq.preemptions
+
+
+def test_the_output_head_is_paid_only_where_logits_are_computed() -> None:
+    """A prompt's last position, each decode and every verified draft pay the lm_head; a prompt chunk that does
+    not reach the prompt's end pays none (as vLLM's logits_indices and llama.cpp's batch.logits select)."""
+    head = 4e9
+    r = Roofline(
+        weight_bytes=lambda tokens: 0.0, kv_full_bytes_per_token=0.0, kv_sliding_bytes_per_token=0.0,
+        sliding_window=0, state_bytes=0.0, flops_per_token=FLOPS, attention_width_full=0.0,
+        attention_width_sliding=0.0, effective=EFF, head_flops_per_token=head,
+    )  # fmt: skip
+    seq = Sequence(req(0, 100, 8))
+    body = FLOPS - head
+    assert r.pass_flops([Work(seq, 60, 0)]) == 60 * body  # the first chunk of a 100-token prompt
+    assert r.pass_flops([Work(seq, 40, 60)]) == 40 * body + head  # its end: one position's logits
+    assert r.pass_flops([Work(seq, 1, 100)]) == body + head  # a decode
+    assert r.pass_flops([Work(seq, 1, 100, verify=3)]) == 4 * body + 4 * head  # a verify of three drafts
+    both = [Work(seq, 60, 0), Work(Sequence(req(1, 10, 8)), 1, 10)]
+    assert r.pass_s(both) == pytest.approx((61 * body + head) / EFF.flops_s)  # the unrolled sums agree
+    assert r.pass_s(both) == pytest.approx(r.pass_flops(both) / EFF.flops_s)
