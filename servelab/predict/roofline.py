@@ -90,18 +90,19 @@ class Roofline:
             tokens = sum(w.new + w.verify for w in works)
             memory_b, flops = self.pass_bytes(works), self.pass_flops(works)
         else:  # the same sums in one loop (the emulator's hot path)
-            tokens = kv_tokens = logits = 0
+            tokens = kv_tokens = 0
             attended = 0.0
             for w in works:
                 n = w.new + w.verify
                 tokens += n
                 kv_tokens += w.context + n
                 attended += n * (w.context + n / 2)
-                logits += _logits(w)
             memory_b = self.weight_bytes(tokens) + self.kv_full_bytes_per_token * kv_tokens
             memory_b += 2 * self.state_bytes * len(works)
             head = self.head_flops_per_token
-            flops = tokens * (self.flops_per_token - head) + logits * head
+            flops = tokens * self.flops_per_token
+            if head:
+                flops -= (tokens - sum(map(_logits, works))) * head
             flops += 4 * self.attention_width_full * attended
         return self.effective.pass_time(tokens, memory_b, flops) + self.allreduce_s(tokens)
 
