@@ -16,7 +16,7 @@ llama.cpp's CPU backend multiplies a one-token pass with ggml's vector dot produ
 and a pass of two or more tokens with llamafile's tinyBLAS (ggml-cpu/llamafile/sgemm.cpp `llamafile_sgemm`:
 "only enable sgemm for prompt processing", n < 2 returns false), which streams the weights in 16-row blocks and
 computes on them in turn: bytes / batched bandwidth + FLOPs / compute. Measured here (one core, f16, hidden 1024):
-9 ms at one token, 22.7 ms at two, 60 ms at sixteen (docs/predict.md).
+9 ms at one token, 22.7 ms at two, 60 ms at sixteen (benchmarks/llamacpp_batch_steps.py, docs/predict.md).
 """
 
 from __future__ import annotations
