@@ -400,16 +400,7 @@ def fit(
         x, effective = new_x, _to_effective(new_x, source)
         if moved < CONVERGED:
             break
-    replays = [_replay(engine, k[1], v, effective) for k, v in groups.items()]
-    return _report(
-        replays,
-        _fill_ttft_prefills(
-            replays, [iv for g, r in enumerate(replays) for iv in _intervals(g, r)], effective
-        ),
-        x,
-        effective,
-        rounds,
-    )
+    return _explained(engine, groups, effective, x, rounds)
 
 
 def explain(
@@ -422,11 +413,16 @@ def explain(
     if not groups:
         raise ConfigError("the runs hold no successful streamed requests to compare with")
     effective = effective or engine.roofline.effective
+    return _explained(engine, groups, effective, _to_x(effective), 0)
+
+
+def _explained(
+    engine: EmulatedEngine, groups: dict, effective: Effective, x: np.ndarray, rounds: int
+) -> Calibration:
+    """The report of `effective` on every level-repeat replayed with it."""
     replays = [_replay(engine, k[1], v, effective) for k, v in groups.items()]
     intervals = [iv for g, r in enumerate(replays) for iv in _intervals(g, r)]
-    return _report(
-        replays, _fill_ttft_prefills(replays, intervals, effective), _to_x(effective), effective, 0
-    )
+    return _report(replays, _fill_ttft_prefills(replays, intervals, effective), x, effective, rounds)
 
 
 def _fit_sides(replays: list[_Replay], intervals: list[_Interval], x: np.ndarray) -> np.ndarray:

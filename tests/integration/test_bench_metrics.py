@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from servelab.bench.schedule import StopRule
 from servelab.bench.workloads import WorkloadSpec
 from servelab.store import Store
 from tests.bench_sim import sim_process
+from tests.fleet_sim import stored_count
 
 TTFT_MS, ITL_MS, OUT = 30.0, 10.0, 12
 TOL_MS = 1.0
@@ -203,7 +203,7 @@ def test_sigint_mid_level_keeps_completed_requests_and_reads_back_partial(tmp_pa
             cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
         )
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and _stored_requests(db) < 6:
+        while time.monotonic() < deadline and stored_count(db) < 6:
             time.sleep(0.1)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)
@@ -218,13 +218,3 @@ def test_sigint_mid_level_keeps_completed_requests_and_reads_back_partial(tmp_pa
     assert len(ok) >= 6 and all(r.output_tokens == 20 for r in ok)
     assert len(cancelled) <= 2 and len(ok) + len(cancelled) == len(stored.requests)
     assert printed["targets"][0]["levels"][0]["completed"] == len(ok)
-
-
-def _stored_requests(db) -> int:
-    if not db.exists():
-        return 0
-    try:
-        with sqlite3.connect(db, timeout=1) as conn:
-            return conn.execute("SELECT count(*) FROM requests").fetchone()[0]
-    except sqlite3.Error:
-        return 0

@@ -19,10 +19,12 @@ from servelab.predict.words import WordTokenizer
 TRUTH = Effective(6.0e11, 9.0e13, 0.003, 2e-5, source="known")
 
 
-def synthetic(engine_name: str, **plan_options):
-    """(the engine at the plan's figures, the records of a 1,2,4 short ladder priced at TRUTH)."""
-    model, card = load_model("Qwen/Qwen3-8B"), card_for("rtx4090")
-    plan = search_plan(model, card, engine=engine_name, quant="bf16", context=8192, **plan_options)
+def synthetic(engine_name: str, model_id: str = "Qwen/Qwen3-8B", gpu: str = "rtx4090", truth: Effective = TRUTH,
+              **plan_options):  # fmt: skip
+    """(the engine at the plan's figures, the records of a 1,2,4 short ladder priced at `truth`)."""
+    model, card = load_model(model_id), card_for(gpu)
+    context = plan_options.pop("context", 8192)
+    plan = search_plan(model, card, engine=engine_name, quant="bf16", context=context, **plan_options)
     from servelab.predict.machine import emulated_engine
 
     engine = emulated_engine(plan, model, card)
@@ -33,7 +35,7 @@ def synthetic(engine_name: str, **plan_options):
     tokenizer = WordTokenizer()
     prompts = build_prompts(config.workload, prompt_count(config), tokenizer, engine.context)
     _, levels = predict_ladder(
-        with_effective(engine, TRUTH), config, prompts, tokenizer, label="t", model="m"
+        with_effective(engine, truth), config, prompts, tokenizer, label="t", model="m"
     )
     return engine, [r for level in levels for r in level]
 
@@ -80,33 +82,15 @@ def test_no_successful_requests_is_one_line() -> None:
 def test_on_a_cpu_llamacpp_batched_passes_are_fitted_as_their_own_bandwidth() -> None:
     """llama.cpp on the CPU: one-token passes max(memory, compute), passes of >= 2 tokens memory + compute at
     their own bandwidth (tinyBLAS). Records priced at known figures of both kinds give them back."""
-    model, card = load_model("meta-llama/Llama-3.2-1B"), card_for("cpu")
-    plan = search_plan(model, card, engine="llamacpp", quant="bf16", context=2048, parallel=4)
-    from servelab.predict.machine import emulated_engine
-
-    engine = emulated_engine(plan, model, card)
+    truth = Effective(2.0e10, 7.0e10, 0.0005, 1e-5, source="known", batched_bandwidth_bytes_s=1.0e10)
+    engine, records = synthetic("llamacpp", "meta-llama/Llama-3.2-1B", "cpu", truth, context=2048, parallel=4)
     assert (
         engine.roofline.effective.batched_bandwidth_bytes_s is not None
     )  # from the plan: the same bandwidth
-    truth = Effective(2.0e10, 7.0e10, 0.0005, 1e-5, source="known", batched_bandwidth_bytes_s=1.0e10)
-    config = build_config(
-        {"targets": ["predict"], "concurrency": "1,2,4", "workload": "short", "requests": 8, "chat": False},
-        None,
-    )
-    tokenizer = WordTokenizer()
-    prompts = build_prompts(config.workload, prompt_count(config), tokenizer, engine.context)
-    _, levels = predict_ladder(
-        with_effective(engine, truth), config, prompts, tokenizer, label="t", model="m"
-    )
-    e = fit(engine, [r for level in levels for r in level]).effective
+    e = fit(engine, records).effective
     assert e.batched_bandwidth_bytes_s == pytest.approx(truth.batched_bandwidth_bytes_s, rel=1e-6)
     assert e.bandwidth_bytes_s == pytest.approx(truth.bandwidth_bytes_s, rel=1e-6)
     assert e.flops_s == pytest.approx(truth.flops_s, rel=1e-6)
     assert e.step_overhead_s == pytest.approx(truth.step_overhead_s, rel=1e-5)
-    gpu_plan = search_plan(
-        model, card_for("rtx4090"), engine="llamacpp", quant="bf16", context=2048, parallel=4
-    )
-    assert (
-        emulated_engine(gpu_plan, model, card_for("rtx4090")).roofline.effective.batched_bandwidth_bytes_s
-        is None
-    )
+    on_a_gpu, _ = synthetic("llamacpp", "meta-llama/Llama-3.2-1B", "rtx4090", context=2048, parallel=4)
+    assert on_a_gpu.roofline.effective.batched_bandwidth_bytes_s is None

@@ -15,9 +15,8 @@ import re
 from servelab.errors import ConfigError
 
 OUTPUTS_MAX_BUILD = 9460  # first build whose reserved graph has min(n_tokens, n_outputs_max) outputs
-FIRST_NUMBERED_BUILD = (
-    1000  # release tags b1000 on (2023); smaller numbers are a shallow clone's commit count
-)
+# release tags b1000 on (2023); smaller numbers are a shallow clone's commit count
+FIRST_NUMBERED_BUILD = 1000
 
 _BUILD = re.compile(r"b?(\d+)(?=$|[\s(-])", re.IGNORECASE)
 
