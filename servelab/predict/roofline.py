@@ -11,12 +11,10 @@ FLOPs of a pass = tokens x 2 x (active params - output head) + logits x 2 x outp
 The figures are per GPU (`Roofline` is built for one tensor-parallel rank, servelab/predict/machine.py).
 `Effective` holds what a calibration replaces: bandwidth, compute and the two overheads.
 
-Batched passes on a CPU (`Effective.batched_bandwidth_bytes_s`, set for engines whose CPU kernels switch path):
-llama.cpp's CPU backend multiplies a one-token pass with ggml's vector dot products (memory-bound: the max above)
-and a pass of two or more tokens with llamafile's tinyBLAS (ggml-cpu/llamafile/sgemm.cpp `llamafile_sgemm`:
-"only enable sgemm for prompt processing", n < 2 returns false), which streams the weights in 16-row blocks and
-computes on them in turn: bytes / batched bandwidth + FLOPs / compute. Measured here (one core, f16, hidden 1024):
-9 ms at one token, 22.7 ms at two, 60 ms at sixteen (benchmarks/llamacpp_batch_steps.py, docs/predict.md).
+Batched passes on a CPU (`Effective.batched_bandwidth_bytes_s`, set for engines whose CPU kernels switch path at
+two tokens, `Engine.cpu_batched_path`): a one-token pass is the max above, a pass of two or more tokens streams
+the weights and computes in turn: bytes / batched bandwidth + FLOPs / compute (llama.cpp's paths, with their
+source, in engines/llamacpp/engine.py and docs/predict.md).
 """
 
 from __future__ import annotations

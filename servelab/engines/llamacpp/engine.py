@@ -56,7 +56,10 @@ ENGINE = Engine(
     signatures="servelab.engines.llamacpp",
     speculative=speculative,
     scheduler=scheduler.scheduler,
-    cpu_batched_path=True,  # ggml-cpu: vec_dot at one token, llamafile tinyBLAS from two (predict/roofline.py)
+    # ggml-cpu multiplies a one-token pass with vec_dot and a pass of two or more with llamafile's tinyBLAS
+    # (ggml-cpu/llamafile/sgemm.cpp `llamafile_sgemm`: "only enable sgemm for prompt processing", n < 2 returns
+    # false); measured here 9 ms at one token, 22.7 at two, 60 at sixteen (benchmarks/llamacpp_batch_steps.py)
+    cpu_batched_path=True,
     log_memory=LogMemory(logparse.log_memory_bytes, "start llama-server with -lv 4 to log them"),
     source_build=fork.source_build,
 )
