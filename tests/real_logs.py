@@ -53,6 +53,8 @@ EXPRESSED = {
         "max_num_seqs",
         "max_num_batched_tokens",
         "enable_prefix_caching",
+        "language_model_only",
+        "limit_mm_per_prompt",
         "speculative",
     },
     "sglang": {
@@ -205,6 +207,13 @@ def _mtp(value: Mapping[str, Any] | None) -> Speculative | None:
     return Speculative("mtp", int(value["num_speculative_tokens"]))
 
 
+def _text_only(settings: Mapping[str, Any]) -> bool:
+    """vLLM --language-model-only, or --limit-mm-per-prompt with every modality at 0 (no encoder profile)."""
+    limits = settings.get("limit_mm_per_prompt")
+    none_allowed = isinstance(limits, Mapping) and bool(limits) and not any(limits.values())
+    return bool(settings.get("language_model_only")) or none_allowed
+
+
 def plan_inputs(case: Case) -> dict[str, Any]:
     """`make_plan`'s keyword arguments for a case (the engine, quant, context, KV dtype, parallel, GPUs, flags)."""
     s = case.settings
@@ -220,6 +229,7 @@ def plan_inputs(case: Case) -> dict[str, Any]:
             "max_num_seqs": s.get("max_num_seqs"),
             "max_num_batched_tokens": s.get("max_num_batched_tokens"),
             "enable_prefix_caching": s.get("enable_prefix_caching"),
+            "language_model_only": _text_only(s) or None,
             "speculative": _mtp(s.get("speculative")),
         }
     elif case.engine == "sglang":

@@ -202,6 +202,11 @@ def register(app: typer.Typer) -> None:
         kv_cache_memory_bytes: int | None = typer.Option(
             None, "--kv-cache-memory-bytes", help="vLLM --kv-cache-memory-bytes (the KV pool per GPU)."
         ),
+        language_model_only: bool = typer.Option(
+            False,
+            "--language-model-only",
+            help="vLLM --language-model-only: serve a vision-language checkpoint as text only (no encoder profile).",
+        ),
         n_batch: int | None = typer.Option(None, "--batch-size", "-b", help="llama.cpp -b (default 2048)."),
         n_ubatch: int | None = typer.Option(
             None, "--ubatch-size", "-ub", help="llama.cpp -ub (default 512)."
@@ -296,6 +301,7 @@ def register(app: typer.Typer) -> None:
                 ("max_num_seqs", max_num_seqs),
                 ("max_num_batched_tokens", max_num_batched_tokens),
                 ("kv_cache_memory_bytes", kv_cache_memory_bytes),
+                ("language_model_only", language_model_only or None),
                 ("n_batch", n_batch),
                 ("n_ubatch", n_ubatch),
                 ("n_cpu_moe", n_cpu_moe),

@@ -12,6 +12,7 @@ from servelab.hardware.gpus import GPU, load_gpus
 
 SHORT = {
     "memory_mib": "mem",
+    "cuda_memory_mib": "cuda",
     "bandwidth_gb_s": "bw",
     "fp16_tflops": "fp16",
     "bf16_tflops": "bf16",
@@ -62,7 +63,9 @@ def _sources(gpu: GPU) -> str:
 def row(gpu: GPU) -> str:
     cells = (
         gpu.name,
-        f"{gpu.memory_mib:,} ({gpu.memory_stated})",
+        f"{gpu.memory_mib:,} ({gpu.memory_stated}"
+        + (f"; CUDA {gpu.cuda_memory_mib:,}" if gpu.cuda_memory_mib else "")
+        + ")",
         _grouped(gpu.bandwidth_gb_s),
         _rate(gpu.bf16_tflops),
         _rate(gpu.fp8_tflops),

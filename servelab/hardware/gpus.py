@@ -33,6 +33,7 @@ CPU_DEVICE = "cpu"  # the name that plans for this machine's CPU (hardware/host.
 # The figures a catalog entry may state; each one it states needs a source URL (tests/unit/test_hardware_gpus.py).
 FIGURES = (
     "memory_mib",
+    "cuda_memory_mib",
     "bandwidth_gb_s",
     "fp16_tflops",
     "bf16_tflops",
@@ -70,6 +71,9 @@ class GPU:
     sources: tuple[tuple[str, str], ...] = ()  # (figure, URL) for each figure in FIGURES the entry states
     unsourced: tuple[str, ...] = ()  # figures kept from an earlier catalog whose source is still to be found
     cpu: CPU | None = None  # set on the CPU device: the host's cores, vector units, memory and NUMA node
+    # the total CUDA reports (cudaMemGetInfo, torch's total_memory): nvidia-smi's total less what the driver
+    # reserves; what vLLM multiplies --gpu-memory-utilization by. None: not read from a log yet (memory_mib)
+    cuda_memory_mib: int | None = None
 
     @property
     def figure_sources(self) -> dict[str, str]:
@@ -78,6 +82,11 @@ class GPU:
     @property
     def memory_bytes(self) -> int:
         return self.memory_mib * MIB
+
+    @property
+    def cuda_memory_bytes(self) -> int:
+        """The device total as CUDA reports it, where a log has shown it; else memory_bytes."""
+        return (self.cuda_memory_mib or self.memory_mib) * MIB
 
     @property
     def is_cpu(self) -> bool:
@@ -171,7 +180,7 @@ def with_overrides(
             name="custom", label="custom GPU", memory_mib=0, bandwidth_gb_s=0, bf16_tflops=CUSTOM_TFLOPS
         )
     if vram_gib is not None:
-        gpu = dataclasses.replace(gpu, memory_mib=round(vram_gib * 1024))
+        gpu = dataclasses.replace(gpu, memory_mib=round(vram_gib * 1024), cuda_memory_mib=None)
     if bandwidth_gb_s is not None:
         gpu = dataclasses.replace(gpu, bandwidth_gb_s=bandwidth_gb_s)
     if tflops is not None:

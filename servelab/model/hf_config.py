@@ -15,7 +15,7 @@ from typing import Any
 from servelab.errors import ModelFormatError
 from servelab.model.dtypes import find_dtype
 from servelab.model.files import read_regular
-from servelab.model.params import count_params, is_moe_layer
+from servelab.model.params import count_params, is_moe_layer, vision_int
 from servelab.model.quant import QuantFormat, get_quant, quant_from_config, synthesise_weights
 from servelab.model.spec import (
     AttentionSpec,
@@ -25,6 +25,7 @@ from servelab.model.spec import (
     MLASpec,
     ModelSpec,
     MoESpec,
+    VisionSpec,
     whole,
 )
 
@@ -86,6 +87,9 @@ def _build(config: dict[str, Any], text: dict[str, Any], name: str, source: str)
         raise ModelFormatError(
             f"config for {name!r}: hidden_size {str(hidden)[:40]} is not a positive integer"
         )
+    vision = config.get("vision_config")
+    if vision is not None and not isinstance(vision, dict):
+        raise ModelFormatError(f"vision_config is {str(vision)[:40]}; a JSON object is expected")
     kinds = layer_kinds(text)
     mla = mla_spec(text)
     attention = attention_spec(text)
@@ -109,17 +113,34 @@ def _build(config: dict[str, Any], text: dict[str, Any], name: str, source: str)
         mamba=mamba_spec(text),
         moe=moe_spec(text, len(kinds)),
         mtp_layers=whole(text.get("mtp_num_hidden_layers") or text.get("num_nextn_predict_layers") or 0),
+        vision=vision_spec(vision) if vision else None,
         tie_word_embeddings=bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
         dtype=_dtype_name(
             text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or "bfloat16"
         ),
     )
-    vision = config.get("vision_config")
-    if vision is not None and not isinstance(vision, dict):
-        raise ModelFormatError(f"vision_config is {str(vision)[:40]}; a JSON object is expected")
     groups, roles = count_params(spec, text, vision)
     spec.extra.update(param_groups=groups, param_roles=roles)
     return synthesise_weights(spec, native_quant(config, spec.dtype))
+
+
+def vision_spec(vision: dict[str, Any]) -> VisionSpec:
+    """The tower's shape from its `vision_config` (Qwen-VL: depth / hidden_size / spatial_merge_size; SigLIP:
+    num_hidden_layers / image_size)."""
+    width = vision_int(vision, "hidden_size", "embed_dim", "width")
+    deepstack = vision.get("deepstack_visual_indexes") or ()
+    return VisionSpec(
+        width=width,
+        depth=vision_int(vision, "depth", "num_hidden_layers", "num_layers"),
+        intermediate=whole(vision.get("intermediate_size") or 4 * width),
+        patch=whole(vision.get("patch_size") or 14),
+        channels=whole(vision.get("in_channels") or vision.get("num_channels") or 3),
+        temporal_patch=whole(vision.get("temporal_patch_size") or 1),
+        merge=whole(vision.get("spatial_merge_size") or 1),
+        out_hidden=whole(vision.get("out_hidden_size") or 0),
+        image_size=whole(vision.get("image_size") or 0),
+        deepstack=len(deepstack) if isinstance(deepstack, list) else 0,
+    )
 
 
 def native_quant(config: dict[str, Any], dtype: str) -> QuantFormat:

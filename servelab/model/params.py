@@ -186,8 +186,8 @@ def vision_params(vision: dict[str, Any], text_hidden: int) -> int:
 
     The projector is a patch merger (merge² × width → text hidden, Qwen-VL) or a norm + linear (Gemma 3).
     """
-    width = _vision_int(vision, "hidden_size", "embed_dim", "width")
-    depth = _vision_int(vision, "depth", "num_hidden_layers", "num_layers")
+    width = vision_int(vision, "hidden_size", "embed_dim", "width")
+    depth = vision_int(vision, "depth", "num_hidden_layers", "num_layers")
     inner = whole(vision.get("intermediate_size") or 4 * width)
     patch = whole(vision.get("patch_size") or 14)
     temporal = whole(vision.get("temporal_patch_size") or 1)
@@ -206,7 +206,7 @@ def vision_params(vision: dict[str, Any], text_hidden: int) -> int:
     return depth * block + embed + positions * width + 2 * width + projector
 
 
-def _vision_int(vision: dict[str, Any], *keys: str) -> int:
+def vision_int(vision: dict[str, Any], *keys: str) -> int:
     """The first of ``keys`` the vision config sets to something truthy, else the last one's value."""
     value = next((vision[k] for k in keys if vision.get(k)), vision.get(keys[-1]))
     if value is None:

@@ -155,6 +155,32 @@ class MoESpec:
 
 
 @dataclass(frozen=True)
+class VisionSpec:
+    """A vision tower's shape (config.json `vision_config`), for what an engine's start-up profile runs through
+    it. `merge` > 1 is a dynamic-resolution tower whose patches are merged `merge` x `merge` into one LLM token
+    (Qwen2-VL .. Qwen3.6); `image_size` > 0 a fixed-resolution one (SigLIP in Gemma 3)."""
+
+    width: int  # hidden_size
+    depth: int
+    intermediate: int
+    patch: int
+    channels: int = 3
+    temporal_patch: int = 1
+    merge: int = 1  # spatial_merge_size
+    out_hidden: int = 0  # the LLM hidden size the merger projects to (0: the LLM's own)
+    image_size: int = 0  # fixed input resolution (0: dynamic)
+    deepstack: int = 0  # extra feature levels handed to the LLM (Qwen3-VL deepstack_visual_indexes)
+
+    def __post_init__(self) -> None:
+        check_ranges(self, {"width": 1, "depth": 1, "intermediate": 1, "patch": 1, "merge": 1})
+
+    @property
+    def patch_values(self) -> int:
+        """Input values per patch (channels x temporal x patch x patch): one row of pixel_values."""
+        return self.channels * self.temporal_patch * self.patch * self.patch
+
+
+@dataclass(frozen=True)
 class WeightGroup:
     """One component's weights: `text` (decoder body), `embedding`, `lm_head`, `vision`, `mtp`."""
 
@@ -191,6 +217,7 @@ class ModelSpec:
     mamba: MambaSpec | None = None
     moe: MoESpec | None = None
     mtp_layers: int = 0
+    vision: VisionSpec | None = None  # the vision tower a multimodal checkpoint carries (None: text only)
     tie_word_embeddings: bool = False
     dtype: str = "bf16"  # the model's native compute dtype
     quant: str = "bf16"  # how the weights are stored (a quant name from servelab.model.quant)

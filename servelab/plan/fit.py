@@ -86,6 +86,9 @@ class PlanSettings:
     enable_prefix_caching: bool | None = (
         None  # vLLM --[no-]enable-prefix-caching (None: its default, off for hybrids)
     )
+    # vLLM --language-model-only (or --limit-mm-per-prompt with every modality 0): a multimodal checkpoint served
+    # as text only, so no vision-encoder profile at start-up
+    language_model_only: bool = False
     n_batch: int | None = None  # llama.cpp -b (logical batch; default 2048)
     n_ubatch: int | None = None  # llama.cpp -ub (physical batch that sizes the compute buffer; default 512)
     n_cpu_moe: int | None = None  # llama.cpp --n-cpu-moe N: the experts of the first N layers in host RAM

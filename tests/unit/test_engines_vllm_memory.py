@@ -6,8 +6,12 @@ import dataclasses
 
 import pytest
 
+from servelab.engines.vllm import profile
 from servelab.engines.vllm.memory import NON_TORCH_BYTES, activation_peak_bytes, engine_kv_dtype, vllm_memory
 from servelab.errors import ConfigError
+from servelab.hardware.gpus import find_gpu
+from servelab.model.load import load_model
+from servelab.plan.make import make_plan
 from tests.unit.plan_models import dense_gqa, qwen35_27b, sliding_5_to_1
 
 GIB = 1024**3
@@ -122,3 +126,56 @@ def test_new_vllm_settings_reach_the_command_line() -> None:
     assert words[words.index("--max-num-batched-tokens") + 1] == "4096"
     assert words[words.index("--kv-cache-memory-bytes") + 1] == str(8 * GIB)
     assert plan.details["kv_budget_bytes"] == 8 * GIB and plan.fits
+
+
+def test_the_vision_encoder_profile_is_the_peak_of_a_vision_language_checkpoint() -> None:
+    """profile_run runs the Qwen-VL tower on max-size dummy images before the text forward (gpu_model_runner.py):
+    at one sequence the sampler term vanishes and the tower's MLP over 65,536 patch tokens is the peak; served as
+    text only (--language-model-only) the peak is the text forward's again."""
+    qwen = load_model("Qwen/Qwen3.5-35B-A3B")
+    vision = qwen.vision
+    assert vision is not None and vision.merge == 2 and vision.patch_values == 3 * 2 * 16 * 16
+    peak, outputs = profile.encoder_profile(qwen, 8192, 1, 1, 131072)
+    n = profile.QWEN_VL_MAX_IMAGE_TOKENS * 4  # one item: 16,384 merged tokens of 2 x 2 patches
+    assert peak == 2 * n * (vision.patch_values + 2 * vision.width + 2 * vision.intermediate)
+    assert outputs == 2 * profile.QWEN_VL_MAX_IMAGE_TOKENS * vision.out_hidden
+    text = activation_peak_bytes(qwen, 8192, 1, 1, multimodal=False)
+    assert text < peak == activation_peak_bytes(qwen, 8192, 1, 1, max_model_len=131072)
+    assert activation_peak_bytes(dataclasses.replace(qwen, vision=None), 8192, 1, 1) == text
+    assert activation_peak_bytes(qwen, 8192, 1, 1, "0.8.0") > text  # V1, the default engine from 0.8.0
+    assert activation_peak_bytes(qwen, 8192, 1, 1, "0.7.3") == text  # V0's multimodal profile is not modelled
+
+
+def test_the_encoder_profile_batches_items_by_the_encoder_budget_and_splits_by_tp() -> None:
+    """The encoder budget is max(max_num_batched_tokens, tokens per item): 40,000 batched tokens profile two
+    16,384-token items, capped by what the sequences can hold; tensor parallel splits the tower's MLP."""
+    qwen = load_model("Qwen/Qwen3.5-35B-A3B")
+    tokens = profile.QWEN_VL_MAX_IMAGE_TOKENS
+    assert profile.encoder_items(tokens, 8192, 256, 262144) == 1
+    assert profile.encoder_items(tokens, 40000, 256, 262144) == 2
+    assert profile.encoder_items(tokens, 40000, 1, 8192) == 1  # one sequence of one item
+    one, _ = profile.encoder_profile(qwen, 8192, 256, 1, 262144)
+    two, outputs = profile.encoder_profile(qwen, 40000, 256, 1, 262144)
+    assert two == 2 * one and outputs == 2 * 2 * tokens * qwen.hidden_size
+    split, _ = profile.encoder_profile(qwen, 8192, 256, 4, 262144)
+    assert split < one and one - split == 2 * tokens * 4 * 2 * (
+        qwen.vision.intermediate - qwen.vision.intermediate // 4
+    )
+    assert profile.encoder_profile(load_model("google/gemma-3-27b-it"), 8192, 256, 1, 8192) == (0, 0)
+
+
+def test_language_model_only_is_read_from_the_launch_and_emitted() -> None:
+    from servelab.engines.vllm import cmdline
+
+    for words in (["--language-model-only"], ["--limit-mm-per-prompt", '{"image": 0, "video": 0}']):
+        launch = cmdline.parse(["vllm", "serve", "Qwen/Qwen3.5-27B", *words])
+        assert launch.text_only and cmdline.plan_settings(launch).flags["language_model_only"] is True
+    kept = cmdline.parse(["vllm", "serve", "m", "--limit-mm-per-prompt", '{"image": 2, "audio": 0}'])
+    assert not kept.text_only and "language_model_only" not in cmdline.plan_settings(kept).flags
+    qwen, card = load_model("Qwen/Qwen3.5-27B"), find_gpu("rtx5090")
+    full = make_plan(qwen, card, engine="vllm", quant="awq", context=32768, max_num_seqs=4)
+    text = make_plan(
+        qwen, card, engine="vllm", quant="awq", context=32768, max_num_seqs=4, language_model_only=True
+    )
+    assert text.details["kv_budget_bytes"] > full.details["kv_budget_bytes"]
+    assert "--language-model-only" in text.command and "--language-model-only" not in full.command

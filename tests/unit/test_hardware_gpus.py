@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from servelab.hardware.gpus import (
     load_gpus,
     with_overrides,
 )
+from servelab.model.load import load_model
+from servelab.plan.make import make_plan
 
 REQUIRED = (
     "rtx3090",
@@ -261,6 +264,24 @@ def test_docs_hold_the_generated_catalog_table() -> None:
 def test_the_table_renders_each_figure_once_with_its_source_group() -> None:
     row = next(line for line in render_table().splitlines() if line.startswith("| h200 |"))
     cells = row.split(" | ")
-    assert cells[1] == "143,771 (141 GB HBM3e)" and cells[2] == "4,800" and cells[3] == "989.5"
+    assert cells[1] == "143,771 (141 GB HBM3e; CUDA 143,073)" and cells[2] == "4,800" and cells[3] == "989.5"
     assert "mem: https://github.com/sgl-project/sglang/issues/3196" in row
+    assert "cuda: https://github.com/vllm-project/vllm/issues/23192" in row
+    plain = next(line for line in render_table().splitlines() if line.startswith("| rtx4090 |"))
+    assert plain.split(" | ")[1] == "24,564 (24 GB GDDR6X)"  # no CUDA total read from a log: none shown
+
+
+def test_the_cuda_total_is_what_vllm_multiplies_by_the_utilization() -> None:
+    """vLLM's requested memory is utilization x the total CUDA reports (gpu_worker.py), below nvidia-smi's total
+    by the driver's reserve: the plan budgets from the lower figure where a log has shown it."""
+    h100, l40s = find_gpu("h100"), find_gpu("l40s")
+    assert h100.cuda_memory_bytes == 81234 * 2**20 < h100.memory_bytes
+    assert l40s.cuda_memory_bytes == l40s.memory_bytes  # none read yet: nvidia-smi's total
+    assert with_overrides(h100, vram_gib=80).cuda_memory_bytes == 80 * 2**30  # --vram replaces both
+    model = load_model("Qwen/Qwen3-8B")
+    budgets = [
+        make_plan(model, gpu, engine="vllm", context=8192).details["kv_budget_bytes"]
+        for gpu in (h100, dataclasses.replace(h100, cuda_memory_mib=None))
+    ]
+    assert budgets[1] - budgets[0] == int(h100.memory_bytes * 0.9) - int(h100.cuda_memory_bytes * 0.9)
     assert "Unsourced figures" in render_table()

@@ -20,8 +20,9 @@ GIB, MIB = 1024**3, 1024**2
 
 def test_vllm_default_max_num_seqs_beyond_the_mamba_blocks_does_not_fit() -> None:
     # before: fits true beside the warning "max_num_seqs (256) exceeds available Mamba cache blocks (49)"
+    # (24,576 tokens: at 32,768 one request no longer fits beside the vision encoder's profile either)
     qwen, card = load_model("Qwen/Qwen3.5-27B"), find_gpu("rtx4090")
-    plan = make_plan(qwen, card, engine="vllm", quant="awq", context=32768)
+    plan = make_plan(qwen, card, engine="vllm", quant="awq", context=24576)
     blocks = plan.details["mamba_blocks"]
     assert isinstance(blocks, int) and 0 < blocks < 256
     assert not plan.fits and plan.remedy == {"max_num_seqs": blocks}
@@ -29,7 +30,7 @@ def test_vllm_default_max_num_seqs_beyond_the_mamba_blocks_does_not_fit() -> Non
         f"vLLM: max_num_seqs (256) exceeds available Mamba cache blocks ({blocks})"
     )
     assert f"pass --max-num-seqs {blocks}" in plan.refusals[0] and plan.warnings[0] == plan.refusals[0]
-    fixed = make_plan(qwen, card, engine="vllm", quant="awq", context=32768, max_num_seqs=blocks)
+    fixed = make_plan(qwen, card, engine="vllm", quant="awq", context=24576, max_num_seqs=blocks)
     assert fixed.fits and ["--max-num-seqs", str(blocks)] == list(fixed.command[-2:])
 
 

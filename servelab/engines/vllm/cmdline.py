@@ -33,6 +33,8 @@ FLAGS = (
     Flag(("--speculative-config", "--speculative_config"), "speculative_config"),
     Flag(("--enable-prefix-caching",), "enable_prefix_caching", value=True),
     Flag(("--no-enable-prefix-caching",), "enable_prefix_caching", value=False),
+    Flag(("--language-model-only",), "language_model_only", value=True),
+    Flag(("--limit-mm-per-prompt",), "limit_mm_per_prompt"),
     Flag(("--host",), "host"),
     Flag(("--port",), "port"),
 )
@@ -54,8 +56,18 @@ class VllmLaunch:
     speculative_config: dict[str, Any] | None = None
     quantization: str | None = None
     enable_prefix_caching: bool | None = None
+    language_model_only: bool | None = None
+    limit_mm_per_prompt: dict[str, Any] | None = None
     host: str | None = None
     port: int | None = None
+
+    @property
+    def text_only(self) -> bool:
+        """--language-model-only, or --limit-mm-per-prompt with every modality at 0: no vision-encoder profile."""
+        if self.language_model_only:
+            return True
+        limits = self.limit_mm_per_prompt or {}
+        return bool(limits) and "raw" not in limits and all(_no_items(v) for v in limits.values())
 
 
 def recognises(argv: list[str]) -> bool:
@@ -81,6 +93,8 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> VllmLau
         speculative_config=_json_or_none(found.get("speculative_config")),
         quantization=found.get("quantization"),
         enable_prefix_caching=_switch(found.get("enable_prefix_caching")),
+        language_model_only=_switch(found.get("language_model_only")),
+        limit_mm_per_prompt=_json_or_none(found.get("limit_mm_per_prompt")),
         host=found.get("host"),
         port=to_int(found, "port", "--port"),
     )
@@ -112,6 +126,8 @@ def plan_settings(launch: VllmLaunch) -> LaunchSettings:
         flags["gpu_memory_utilization"] = launch.gpu_memory_utilization
     if launch.enable_prefix_caching is not None:  # a hybrid's mamba_cache_mode: 'align' when on
         flags["enable_prefix_caching"] = launch.enable_prefix_caching
+    if launch.text_only:
+        flags["language_model_only"] = True
     return LaunchSettings(
         model=launch.model,
         context=launch.max_model_len,
@@ -137,6 +153,13 @@ def _switch(value: object) -> bool | None:
     if value is None or isinstance(value, bool):
         return value
     return str(value).lower() not in ("false", "0", "no")
+
+
+def _no_items(limit: object) -> bool:
+    """A --limit-mm-per-prompt value that allows none: 0, or {"count": 0} (the per-modality options form)."""
+    if isinstance(limit, dict):
+        limit = limit.get("count")
+    return isinstance(limit, int | float) and not isinstance(limit, bool) and limit == 0
 
 
 def _json_or_none(text: str | None) -> dict[str, Any] | None:
@@ -178,6 +201,7 @@ def command(
     kv_cache_memory_bytes: int | None = None,
     speculative: Speculative | None = None,
     enable_prefix_caching: bool | None = None,
+    language_model_only: bool = False,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
 ) -> list[str]:
@@ -212,6 +236,8 @@ def command(
         argv += ["--speculative-config", speculative_config(speculative)]
     if enable_prefix_caching is not None:
         argv.append("--enable-prefix-caching" if enable_prefix_caching else "--no-enable-prefix-caching")
+    if language_model_only:
+        argv.append("--language-model-only")
     return argv
 
 

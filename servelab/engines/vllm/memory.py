@@ -197,12 +197,26 @@ def mamba_blocks_per_request(model: ModelSpec, align: bool, speculative_tokens: 
 
 
 def activation_peak_bytes(
-    model: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int, version: str | None = None
+    model: ModelSpec,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    tp: int,
+    version: str | None = None,
+    *,
+    max_model_len: int = 0,
+    multimodal: bool = True,
 ) -> int:
-    """profile_run's torch peak above the weights (profile.py): the forward of the dummy batch or the sampler
-    warm-up, whichever is larger, as the release `version` (default: the current one) runs them."""
+    """profile_run's torch peak above the weights (profile.py): the vision encoder's dummy run, the forward of the
+    dummy batch or the sampler warm-up, whichever is larger, as the release `version` (default: the current one)
+    runs them."""
     return profile.profile_peak_bytes(
-        model, max_num_batched_tokens, max_num_seqs, tp, profile.parse_version(version)
+        model,
+        max_num_batched_tokens,
+        max_num_seqs,
+        tp,
+        profile.parse_version(version),
+        max_model_len=max_model_len,
+        multimodal=multimodal,
     )
 
 
@@ -347,12 +361,14 @@ def vllm_memory(
     enable_prefix_caching: bool = False,
     version: str | None = None,
     device_name: str = "",
+    multimodal: bool = True,
 ) -> VllmMemory:
     """What vLLM would allocate on each GPU; `weights_bytes` is the per-GPU share. `kv_cache_memory_bytes`
     (--kv-cache-memory-bytes, or the CPU backend's VLLM_CPU_KVCACHE_SPACE) sizes the pool directly: no
     profiling, --gpu-memory-utilization ignored. `block_align` is kernel_block_alignment's; prefix caching on
     puts a hybrid's mamba layers in mamba_cache_mode 'align' (opt-in for hybrids, so off by default).
-    `device_name` is the card's name, which picks the default batch (profile.default_batch)."""
+    `device_name` is the card's name, which picks the default batch (profile.default_batch). `multimodal` False
+    is --language-model-only (no vision-encoder profile)."""
     if not 0 < gpu_memory_utilization <= 1:
         raise ConfigError(f"vLLM --gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}")
     release = profile.parse_version(version)
@@ -361,7 +377,9 @@ def vllm_memory(
     seqs = max_num_seqs or default_seqs
     batched = max_num_batched_tokens or default_batched
     requested = int(gpu_memory_bytes * gpu_memory_utilization)
-    activation = profile.profile_peak_bytes(model, batched, seqs, tp, release)
+    activation = profile.profile_peak_bytes(
+        model, batched, seqs, tp, release, max_model_len=length, multimodal=multimodal
+    )
     in_budget = profile.graphs_in_budget(release)
     graphs = 0 if enforce_eager else cuda_graph_bytes(model, seqs)
     graphs_taken = graphs if in_budget else 0  # before v0.21 captured after the KV cache is sized

@@ -31,8 +31,8 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     asked_seqs = s.max_num_seqs or (s.parallel if s.parallel > 1 else None)
     m = vllm_memory(
         model,
-        gpu_memory_bytes=gpu.memory_bytes,
-        free_memory_bytes=gpu.memory_bytes - gpu.runtime_context_bytes,
+        gpu_memory_bytes=gpu.cuda_memory_bytes,
+        free_memory_bytes=gpu.cuda_memory_bytes - gpu.runtime_context_bytes,
         weights_bytes=text + vision + mtp,
         tp=s.tp,
         gpu_memory_utilization=util,
@@ -47,6 +47,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         enable_prefix_caching=bool(s.enable_prefix_caching),
         version=s.engine_version,
         device_name=gpu.label,
+        multimodal=not s.language_model_only,
     )
     seqs = m.max_num_seqs
     pool = m.num_blocks * m.page_bytes * m.group_size
@@ -75,6 +76,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
         speculative=spec,
         enable_prefix_caching=s.enable_prefix_caching,
+        language_model_only=s.language_model_only,
         host=s.host,
         port=s.port or DEFAULT_PORT,
     )

@@ -43,6 +43,9 @@ NO_SORT_BYTES_PER_LOGIT = 2 + 4 + 4 + 4  # bf16 logits, their fp32 copy, fp32 so
 BIG_GPU_BYTES = 70 * GIB
 V0_CHUNKED_ABOVE = 32768  # V0 enables chunked prefill by default for longer contexts
 V0_CHUNKED_BATCHED = 512
+# Tokens of the largest image a Qwen2.5-VL .. Qwen3.6 processor makes at its default size: 16,777,216 pixels at
+# 32 x 32 per token (Qwen3: patch 16, merge 2), 12,845,056 at 28 x 28 (Qwen2.5); vllm issue 20123, PR 41723
+QWEN_VL_MAX_IMAGE_TOKENS = 16384
 
 
 def parse_version(text: str | None) -> tuple[int, int, int]:
@@ -83,14 +86,62 @@ def sampler_bytes(model: ModelSpec, rows: int, version: tuple[int, int, int]) ->
     return rows * model.vocab_size * per_logit
 
 
+def encoder_items(tokens_per_item: int, batched: int, seqs: int, max_model_len: int) -> int:
+    """Dummy items the encoder profile runs at once (MultiModalBudget._get_max_items): the encoder budget
+    max(max_num_batched_tokens, tokens per item) over the item's tokens, capped by max_num_seqs x the items one
+    prompt can hold (chunked prefill, always on in V1, lifts the max_num_batched_tokens cap); at least one."""
+    budget = max(batched, tokens_per_item)
+    per_prompt = max(1, max_model_len // tokens_per_item)
+    return max(1, min(budget // tokens_per_item, seqs * per_prompt))
+
+
+def encoder_profile(
+    model: ModelSpec, batched: int, seqs: int, tp: int, max_model_len: int
+) -> tuple[int, int]:
+    """(torch peak of the vision encoder's dummy run, bytes of the outputs it leaves in the encoder cache) on
+    one GPU, for a dynamic-resolution Qwen-VL tower (docs/reference/memory.md §3 "The multimodal encoder's
+    profile"); (0, 0) for a text-only model or a tower servelab does not model (fixed resolution).
+
+    The tower sees items x QWEN_VL_MAX_IMAGE_TOKENS x merge^2 patch tokens. Alive at its widest point, a block's
+    MLP: the pixel_values the caller holds [N, channels x temporal x patch^2], the residual stream and the
+    normed block input [N, width] each, and the MLP's fc1 output beside its activation [N, intermediate/tp]
+    each (the attention half, qkv [N, 3 x width/tp] and the rotated q and k, is narrower for these towers).
+    All bf16. The outputs, items x tokens x the LLM hidden (x 1 + deepstack levels), stay cached through the
+    text forward and the sampler warm-up."""
+    vision = model.vision
+    if vision is None or vision.merge < 2:
+        return 0, 0
+    tokens = QWEN_VL_MAX_IMAGE_TOKENS
+    items = encoder_items(tokens, batched, seqs, max_model_len)
+    n = items * tokens * vision.merge * vision.merge
+    widths = vision.width + vision.width  # residual + normed input
+    mlp = 2 * -(-vision.intermediate // tp)
+    attention = 5 * -(-vision.width // tp)
+    peak = 2 * n * (vision.patch_values + widths + max(mlp, attention))
+    outputs = 2 * items * tokens * (vision.out_hidden or model.hidden_size) * (1 + vision.deepstack)
+    return peak, outputs
+
+
 def profile_peak_bytes(
-    model: ModelSpec, batched: int, seqs: int, tp: int, version: tuple[int, int, int]
+    model: ModelSpec,
+    batched: int,
+    seqs: int,
+    tp: int,
+    version: tuple[int, int, int],
+    *,
+    max_model_len: int = 0,
+    multimodal: bool = True,
 ) -> int:
-    """Torch peak of the profile run above the weights: the forward, or the sampler warm-up beside the forward's
-    hidden states, whichever is larger."""
+    """Torch peak of the profile run above the weights: the vision encoder's dummy run (V1, multimodal models,
+    unless --language-model-only), then, beside its cached outputs, the forward or the sampler warm-up beside
+    the forward's hidden states, whichever is larger."""
     forward = batched * forward_bytes_per_token(model, tp)
     hidden_states = batched * model.hidden_size * 2
-    return max(forward, hidden_states + sampler_bytes(model, min(batched, seqs), version))
+    text = max(forward, hidden_states + sampler_bytes(model, min(batched, seqs), version))
+    if not multimodal or version < V1_DEFAULT:
+        return text
+    encoder, outputs = encoder_profile(model, batched, seqs, tp, max_model_len or model.max_context)
+    return max(encoder, outputs + text)
 
 
 def graphs_in_budget(version: tuple[int, int, int]) -> bool:
