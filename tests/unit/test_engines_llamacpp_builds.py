@@ -1,11 +1,18 @@
 """llama.cpp's build number and the rules that depend on it (servelab/engines/llamacpp/builds.py; PR #23861,
-b9460: the compute buffer's graph reserved with min(n_tokens, n_outputs_max) outputs)."""
+b9460: the compute buffer's graph reserved with min(n_tokens, n_outputs_max) outputs; PR #23764, b9410: the
+flash-attention mask reserved in f16 only)."""
 
 from __future__ import annotations
 
 import pytest
 
-from servelab.engines.llamacpp.builds import OUTPUTS_MAX_BUILD, parse_build, reserved_outputs
+from servelab.engines.llamacpp.builds import (
+    F16_MASK_BUILD,
+    OUTPUTS_MAX_BUILD,
+    fa_mask_keeps_f32,
+    parse_build,
+    reserved_outputs,
+)
 from servelab.engines.llamacpp.memory import llamacpp_memory
 from servelab.errors import ConfigError
 from servelab.model.load import load_model
@@ -42,7 +49,35 @@ def test_the_plan_of_an_older_build_holds_the_logits_of_the_ubatch() -> None:
     old = plan(model, gpu, PlanSettings(engine_version="b8354", **settings))  # type: ignore[arg-type]
     now = plan(model, gpu, PlanSettings(**settings))  # type: ignore[arg-type]
     logits = model.vocab_size * 512 * 4
-    same = llamacpp_memory(model, n_ctx=1024, n_parallel=4, kv_unified=True, n_outputs_max=2048)
+    same = llamacpp_memory(
+        model, n_ctx=1024, n_parallel=4, kv_unified=True, n_outputs_max=2048, fa_mask_f32=True
+    )
     assert old.details["compute_buffer_bytes"] == same.compute_bytes > logits
     assert int(now.details["compute_buffer_bytes"]) < logits  # type: ignore[call-overload]
     assert plan(model, gpu, PlanSettings(engine_version="b9460", **settings)).details == now.details  # type: ignore[arg-type]
+
+
+def test_builds_before_b9410_keep_the_f32_mask_beside_its_f16_cast() -> None:
+    assert F16_MASK_BUILD == 9410 < OUTPUTS_MAX_BUILD
+    assert fa_mask_keeps_f32(9409) and not fa_mask_keeps_f32(9410) and not fa_mask_keeps_f32(None)
+
+
+def test_the_f32_mask_of_an_older_flash_attention_graph_is_in_its_buffer() -> None:
+    """-fa on before b9410: the f32 [n_kv, n_tokens] mask (4 B a cell) sits beside the f16 cast; -fa off has one f32
+    mask either way. Builds b9410..b9459 differ from b9409 by exactly that mask."""
+    from servelab.engines.llamacpp.planner import plan
+    from servelab.hardware.gpus import find_gpu
+
+    model = load_model("Qwen/Qwen3.5-35B-A3B")
+    gpu = find_gpu("h100-sxm")
+    settings = dict(context=8192, parallel=1)
+    before, after = (
+        int(plan(model, gpu, PlanSettings(engine_version=v, **settings)).details["compute_buffer_bytes"])  # type: ignore[arg-type, call-overload]
+        for v in ("b9409", "b9410")
+    )
+    assert before - after == 8192 * 512 * 4
+    off = dict(flash_attn="off", **settings)
+    assert (
+        plan(model, gpu, PlanSettings(engine_version="b9409", **off)).details  # type: ignore[arg-type]
+        == plan(model, gpu, PlanSettings(engine_version="b9410", **off)).details  # type: ignore[arg-type]
+    )

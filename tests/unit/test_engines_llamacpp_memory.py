@@ -9,6 +9,7 @@ import pytest
 
 from servelab.engines.llamacpp.memory import engine_kv_dtype, llamacpp_memory, max_context_that_fits
 from servelab.errors import ConfigError
+from servelab.model.load import load_model
 from servelab.model.spec import AttentionSpec, LayerKind, LinearAttentionSpec, ModelSpec, WeightGroup
 from tests.unit.plan_models import dense_gqa, mla_moe, qwen35_27b, sliding_5_to_1
 
@@ -356,3 +357,43 @@ def test_older_builds_reserve_the_logits_of_every_token() -> None:
         == llamacpp_memory(model, n_ctx=4096, n_parallel=4, kv_unified=True, n_outputs_max=4096).compute_bytes
     )  # capped at the ubatch's tokens
     assert now.output_bytes == old.output_bytes  # the host output buffer does not change
+
+
+def test_mla_attention_holds_the_absorbed_query_not_the_decompressed_heads() -> None:
+    """DeepSeek-V3 under MLA (src/models/deepseek2.cpp): q_nope absorbed through wk_b into the 512-wide latent,
+    the roped q_pe (64) and their concat Qcur (576), per head and token, f32, live together; the GQA rule would
+    count q/k/v of 128 decompressed 192-wide heads instead. Flash attention on, the current build's f16 mask."""
+    from servelab.engines.llamacpp.compute import GRAPH_OVERHEAD_BYTES, mla_query_bytes
+
+    model = load_model("deepseek-ai/DeepSeek-V3")
+    assert model.mla is not None and model.attention is not None
+    heads, latent, rope = model.attention.num_heads, model.mla.kv_lora_rank, model.mla.qk_rope_head_dim
+    assert mla_query_bytes(model, 512) == heads * (latent + rope + latent + rope) * 512 * 4  # 288 MiB
+    gqa = ModelSpec(**{**model.__dict__, "mla": None})
+    assert mla_query_bytes(gqa, 512) == 0
+    m = llamacpp_memory(model, n_ctx=32768, n_parallel=1)
+    hidden = model.hidden_size * 512 * 4
+    assert (
+        m.compute_bytes == 2 * hidden + mla_query_bytes(model, 512) + 32768 * 512 * 2 + GRAPH_OVERHEAD_BYTES
+    )
+    assert m.compute_bytes != llamacpp_memory(gqa, n_ctx=32768, n_parallel=1).compute_bytes
+    # the absorbed query grows with the ubatch, token for token
+    quarter = llamacpp_memory(model, n_ctx=32768, n_parallel=1, n_ubatch=128)
+    assert quarter.compute_bytes == (
+        2 * hidden // 4 + mla_query_bytes(model, 128) + 32768 * 128 * 2 + GRAPH_OVERHEAD_BYTES
+    )
+
+
+def test_mla_flash_attention_on_an_early_2025_cpu_build() -> None:
+    """llama.cpp PR #12227 (jukofyork, 2025-03-06): DeepSeek V3, CPU backend, -c 32768, -ub 512, -fa on: 'CPU
+    compute buffer size = 430.01 MiB' (tests/fixtures/real-logs/llamacpp/deepseek-v3-cpu-mla-fa-32k.yaml). The
+    build reserves every token's logits (before b9460) and the f32 mask beside its f16 cast (before b9410); the
+    peak is the MLA layer: 2 hidden + 288 MiB of absorbed query + 96 MiB of masks."""
+    model = load_model("deepseek-ai/DeepSeek-V3")
+    old = dict(n_ctx=32768, n_parallel=1, n_outputs_max=2048, fa_mask_f32=True)
+    m = llamacpp_memory(model, **old)  # type: ignore[arg-type]
+    assert m.compute_bytes / MIB == pytest.approx(430.01, rel=0.05)
+    logits_step = model.hidden_size * 512 * 4 + model.vocab_size * 512 * 4  # 266.5 MiB: not the peak
+    assert m.compute_bytes > logits_step + 32768 * 512 * 6
+    no_f32 = llamacpp_memory(model, **{**old, "fa_mask_f32": False})  # type: ignore[arg-type]
+    assert m.compute_bytes - no_f32.compute_bytes == 32768 * 512 * 4

@@ -6,6 +6,9 @@ changed (docs/reference/memory.md §4 "Outputs of the reserved graph, by build")
   `llama_context`", commit de6f727aa, 2026-06-01) `graph_reserve(n_tokens, n_seqs, n_tokens)`, every token of the
   ubatch an output (so the f32 logits of the whole ubatch are in the buffer); from b9460
   `graph_reserve(n_tokens, n_seqs, min(n_tokens, n_outputs_max))`, llama-server's n_outputs_max = n_parallel.
+- the flash-attention KQ mask: before b9410 (PR #23764 "llama: use f16 mask for FA to save VRAM", commit
+  031ddb2e0, 2026-05-29) the graph reserves the mask in f32 and casts it to f16 for the backends, so both sit in the
+  compute buffer; from b9410 the mask is built in f16.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import re
 from servelab.errors import ConfigError
 
 OUTPUTS_MAX_BUILD = 9460  # first build whose reserved graph has min(n_tokens, n_outputs_max) outputs
+F16_MASK_BUILD = 9410  # first build that reserves the flash-attention KQ mask in f16 only (no f32 original)
 # release tags b1000 on (2023); smaller numbers are a shallow clone's commit count
 FIRST_NUMBERED_BUILD = 1000
 
@@ -45,3 +49,8 @@ def reserved_outputs(build: int | None, n_batch: int) -> int | None:
     if build is None or build >= OUTPUTS_MAX_BUILD:
         return None
     return n_batch
+
+
+def fa_mask_keeps_f32(build: int | None) -> bool:
+    """Whether a flash-attention graph also holds the f32 KQ mask it casts to f16 (builds before b9410)."""
+    return build is not None and build < F16_MASK_BUILD

@@ -9,7 +9,12 @@ src/llama-graph.cpp `build_attn_mha`, ggml/src/ggml-backend.cpp `ggml_backend_sc
   f32 logits of the whole ubatch (n_vocab x n_tokens) are in the buffer. ggml-alloc reuses freed tensors, so the
   buffer is the peak of the live intermediates, not their sum.
 - Flash attention off: the scores kq = mul_mat(k, q) are f32 [n_kv, n_tokens, n_head] (softmax in place), with
-  n_kv the cells one stream sees (n_ctx_seq); the KQ mask is f32 [n_kv, n_tokens]. On: no scores, the mask f16.
+  n_kv the cells one stream sees (n_ctx_seq); the KQ mask is f32 [n_kv, n_tokens]. On: no scores, the mask f16;
+  builds before b9410 (PR #23764) reserve the f32 mask as well and cast it, so both are in the buffer (builds.py).
+- MLA (src/models/deepseek2.cpp, absorption): q_nope goes through wk_b into the latent, q_nope_absorbed f32
+  [kv_lora_rank, n_head, n_tokens]; with the roped q_pe [rope, n_head, n_tokens] it is concatenated into Qcur
+  [kv_lora_rank + rope, n_head, n_tokens], and the three are live together at the concat: attention over the
+  compressed cache is MQA with a head n_head x wider than the latent, not the GQA q/k/v of the decompressed heads.
 - The peak is the larger of the output step (hidden + n_vocab x n_outputs f32 logits) and one layer's
   intermediates (residual + input, then the widest of FFN/MoE, attention or the recurrent scratch), plus the mask.
 - Pipeline parallelism (more than one GPU, every layer offloaded, -sm layer; `pipeline parallelism enabled`):
@@ -34,19 +39,37 @@ def attention_scores_bytes(model: ModelSpec, *, n_tokens: int, n_kv: int) -> int
     return model.attention.num_heads * n_kv * n_tokens * F32
 
 
-def mask_bytes(model: ModelSpec, *, n_tokens: int, n_kv: int, flash_attn: bool) -> int:
-    """The KQ mask: n_kv x n_tokens, f16 with flash attention, f32 without."""
+def mask_bytes(
+    model: ModelSpec, *, n_tokens: int, n_kv: int, flash_attn: bool, fa_mask_f32: bool = False
+) -> int:
+    """The KQ mask: n_kv x n_tokens, f16 with flash attention (plus the f32 original it is cast from when
+    `fa_mask_f32`, builds before b9410), f32 without."""
     if model.attention is None:
         return 0
-    return n_kv * n_tokens * (2 if flash_attn else F32)
+    if not flash_attn:
+        return n_kv * n_tokens * F32
+    return n_kv * n_tokens * (2 + (F32 if fa_mask_f32 else 0))
+
+
+def mla_query_bytes(model: ModelSpec, n_tokens: int) -> int:
+    """MLA's absorbed query at its concat (deepseek2.cpp): q_nope_absorbed [kv_lora_rank] + q_pe [rope] + Qcur
+    [kv_lora_rank + rope], each per head and token, f32."""
+    if model.mla is None or model.attention is None:
+        return 0
+    latent, rope = model.mla.kv_lora_rank, model.mla.qk_rope_head_dim
+    return model.attention.num_heads * (latent + rope + (latent + rope)) * n_tokens * F32
 
 
 def _attention_bytes(model: ModelSpec, *, n_tokens: int, n_kv: int, flash_attn: bool) -> int:
-    """Q, K, V and the attention output of one layer (f32), with the scores when flash attention is off."""
+    """Q, K, V and the attention output of one layer (f32), or MLA's absorbed query, with the scores when flash
+    attention is off."""
     a = model.attention
     if a is None:
         return 0
-    qkv = (2 * a.num_heads + 2 * a.num_kv_heads) * a.head_dim * n_tokens * F32
+    if model.mla is not None:
+        qkv = mla_query_bytes(model, n_tokens)
+    else:
+        qkv = (2 * a.num_heads + 2 * a.num_kv_heads) * a.head_dim * n_tokens * F32
     return qkv + (0 if flash_attn else attention_scores_bytes(model, n_tokens=n_tokens, n_kv=n_kv))
 
 
@@ -77,9 +100,11 @@ def compute_bytes(
     n_kv: int,
     flash_attn: bool,
     pipeline_copies: int = 1,
+    fa_mask_f32: bool = False,
 ) -> int:
     """One device's `compute buffer size` for the worst-case ubatch graph (see the module's rules);
-    `pipeline_copies` is SCHED_MAX_COPIES when the scheduler runs a pipeline over several GPUs, else 1."""
+    `pipeline_copies` is SCHED_MAX_COPIES when the scheduler runs a pipeline over several GPUs, else 1;
+    `fa_mask_f32`: the build also reserves the f32 mask it casts for flash attention (before b9410)."""
     hidden = model.hidden_size * n_tokens * F32
     logits = model.vocab_size * n_outputs * F32
     layer = max(
@@ -87,6 +112,6 @@ def compute_bytes(
         _attention_bytes(model, n_tokens=n_tokens, n_kv=n_kv, flash_attn=flash_attn),
         _recurrent_scratch(model, n_tokens),
     )
-    mask = mask_bytes(model, n_tokens=n_tokens, n_kv=n_kv, flash_attn=flash_attn)
+    mask = mask_bytes(model, n_tokens=n_tokens, n_kv=n_kv, flash_attn=flash_attn, fa_mask_f32=fa_mask_f32)
     copies = (max(1, pipeline_copies) - 1) * (hidden + mask)
     return max(hidden + logits, 2 * hidden + layer) + mask + copies + GRAPH_OVERHEAD_BYTES

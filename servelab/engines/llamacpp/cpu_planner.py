@@ -4,7 +4,7 @@ the output buffer all in host RAM, against the machine's memory. memory.py's rul
 from __future__ import annotations
 
 from servelab.engines.llamacpp import cmdline
-from servelab.engines.llamacpp.builds import parse_build, reserved_outputs
+from servelab.engines.llamacpp.builds import fa_mask_keeps_f32, parse_build, reserved_outputs
 from servelab.engines.llamacpp.memory import DEFAULT_N_BATCH, engine_kv_dtype, flash_attn_on, llamacpp_memory
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
@@ -28,6 +28,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         flash_attn=flash_attn_on(s.flash_attn),
         n_gpu_layers=0,
         n_outputs_max=reserved_outputs(parse_build(s.engine_version), DEFAULT_N_BATCH),
+        fa_mask_f32=fa_mask_keeps_f32(parse_build(s.engine_version)),
     )
     buffers = m.compute_bytes + m.output_bytes  # with -ngl 0 both are host buffers
     memory = memory_bytes(gpu, m.model_bytes, 0, 0, m.kv_bytes, m.recurrent_bytes, buffers, 0)

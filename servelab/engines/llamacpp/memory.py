@@ -237,13 +237,15 @@ def llamacpp_memory(
     n_cpu_moe: int = 0,
     n_devices: int = 1,
     n_outputs_max: int | None = None,
+    fa_mask_f32: bool = False,
 ) -> LlamaCppMemory:
     """llama-server's buffers for these flags. n_parallel -1 is the server's auto (4 slots, unified cache);
     n_gpu_layers None or -1 offloads everything (output layer included), 0 keeps it all on the host;
     n_cpu_moe N keeps the routed experts of the first N layers in host RAM (the layer count: -ot exps=CPU);
     n_devices: the GPUs -sm layer splits the layers over (compute_bytes is then each one's buffer);
     n_outputs_max: the outputs the worst-case graph is reserved with (None: the current llama-server's n_parallel;
-    an older build's or another tool's n_ubatch, see compute.py)."""
+    an older build's or another tool's n_ubatch, see compute.py); fa_mask_f32: the build reserves the f32 KQ mask
+    beside its f16 cast for flash attention (builds before b9410, builds.py `fa_mask_keeps_f32`)."""
     for flag, value, least in (("-b", n_batch, 1), ("-ub", n_ubatch, 1), ("--n-cpu-moe", n_cpu_moe, 0)):
         if value < least:
             raise ConfigError(f"llama.cpp {flag} must be at least {least}, got {value}")
@@ -282,6 +284,7 @@ def llamacpp_memory(
         n_kv=n_ctx_seq,
         flash_attn=flash_attn,
         pipeline_copies=SCHED_MAX_COPIES if pipeline else 1,
+        fa_mask_f32=fa_mask_f32,
     )
     if n_ctx_seq > model.max_context:
         warnings.append(

@@ -6,7 +6,7 @@ Planner (engine.py).
 from __future__ import annotations
 
 from servelab.engines.llamacpp import cmdline, cpu_planner
-from servelab.engines.llamacpp.builds import parse_build, reserved_outputs
+from servelab.engines.llamacpp.builds import fa_mask_keeps_f32, parse_build, reserved_outputs
 from servelab.engines.llamacpp.memory import (
     DEFAULT_N_BATCH,
     LlamaCppMemory,
@@ -56,7 +56,7 @@ def _min_cpu_moe(model: ModelSpec, gpu: GPU, flags: dict[str, object]) -> int | 
 
 def _flags(model: ModelSpec, s: PlanSettings, cache_k: str, cache_v: str) -> dict[str, object]:
     """llamacpp_memory's keywords for these settings (-c, -np, -kvu, -ctk/-ctv, -fa, -b, -ub, --n-cpu-moe, the
-    GPUs -sm layer splits over, the outputs the build reserves its graph with)."""
+    GPUs -sm layer splits over, the outputs and the mask the build reserves its graph with)."""
     flags: dict[str, object] = {
         "n_ctx": s.context if s.kv_unified else s.context * s.parallel,
         "n_parallel": s.parallel,
@@ -67,6 +67,7 @@ def _flags(model: ModelSpec, s: PlanSettings, cache_k: str, cache_v: str) -> dic
         "n_cpu_moe": model.num_layers if s.cpu_moe else (s.n_cpu_moe or 0),
         "n_devices": s.tp,
         "n_outputs_max": reserved_outputs(parse_build(s.engine_version), s.n_batch or DEFAULT_N_BATCH),
+        "fa_mask_f32": fa_mask_keeps_f32(parse_build(s.engine_version)),
     }
     flags.update({k: v for k, v in (("n_batch", s.n_batch), ("n_ubatch", s.n_ubatch)) if v is not None})
     return flags
@@ -118,6 +119,7 @@ def _draft_memory(s: PlanSettings, n_ctx: int) -> LlamaCppMemory | None:
         n_parallel=s.parallel,
         kv_unified=s.kv_unified,
         n_outputs_max=reserved_outputs(parse_build(s.engine_version), DEFAULT_N_BATCH),
+        fa_mask_f32=fa_mask_keeps_f32(parse_build(s.engine_version)),
     )
 
 
