@@ -4,7 +4,10 @@ From the plan's figures (`Plan.details`, servelab/engines/sglang/planner.py): a 
 (page size 1), `max_running_requests`, prefill chunks of `chunked_prefill_size`, and for hybrid models
 `mamba_cache_size` recurrent states, which cap the running requests. Without --enable-mixed-chunk (the
 default) a step either prefills (new or chunked requests, while there are any that fit) or decodes every
-running request; the radix cache reuses any shared prefix token by token (left off for hybrid models here).
+running request; the radix cache reuses any shared prefix token by token (left off for hybrid models here),
+which the emulator keeps in RADIX_UNIT-token blocks: a sequence's KV is rounded up, a cache hit down, to a whole
+unit (fewer than 16 tokens either way, against pools of 10^5 tokens and more), so a step costs per 16 tokens,
+not per token.
 When decode runs out of tokens, requests are retracted and computed again (`retract_decode`). Sources:
 https://docs.sglang.ai/advanced_features/server_arguments.html, docs/reference/memory.md §2.
 """
@@ -16,6 +19,7 @@ from servelab.predict.core import EngineSetup
 
 DEFAULT_CHUNKED_PREFILL = 4096  # the planner's prefill_chunk_tokens (servelab/engines/sglang/engine.py)
 DEFAULT_MAX_RUNNING = 4096
+RADIX_UNIT = 16  # tokens per emulated block of sglang's page-size-1 pool (the docstring above)
 
 
 def scheduler(setup: EngineSetup) -> ContinuousBatching:
@@ -26,8 +30,8 @@ def scheduler(setup: EngineSetup) -> ContinuousBatching:
         ContinuousSettings(
             max_running=_int(d.get("max_running_requests"), DEFAULT_MAX_RUNNING),
             token_budget=_int(d.get("chunked_prefill_size"), DEFAULT_CHUNKED_PREFILL),
-            block_tokens=1,
-            total_blocks=_int(d.get("max_total_tokens"), setup.context * max(1, setup.slots)),
+            block_tokens=RADIX_UNIT,
+            total_blocks=_int(d.get("max_total_tokens"), setup.context * max(1, setup.slots)) // RADIX_UNIT,
             state_slots=states or None,
             mixed=False,
             prefix_caching=not hybrid,
