@@ -171,16 +171,14 @@ def _replay(
     def released(outcome: Outcome, t: float) -> list[Request]:
         out = []
         for rid, delay_s in follows.get(outcome.seq.request.rid, ()):
-            arrival[rid] = max(0.0, t + delay_s - ARRIVAL_SLACK_S)
+            arrival[rid] = max(0.0, t + delay_s)
             out.append(replace(requests[rid], arrival_s=arrival[rid]))
         return out
 
-    first = [
-        replace(q, arrival_s=max(0.0, q.arrival_s - ARRIVAL_SLACK_S))
-        for q in requests
-        if q.rid not in chained
-    ]
-    outcomes = emulate(engine.new_scheduler(), rec, first, released, fast=False)
+    first = [q for q in requests if q.rid not in chained]
+    outcomes = emulate(
+        engine.new_scheduler(), rec, first, released, fast=False, join_within_s=ARRIVAL_SLACK_S
+    )
     ends = {o.seq.request.rid: list(o.seq.token_times) for o in outcomes if o.refused is None}
     return _Replay(level, records, rec, [arrival[i] for i in range(len(records))], sent, ends)
 
@@ -353,9 +351,7 @@ def _fill_ttft_prefills(
             if r.cached_prompt_tokens or r.expected_cached_tokens or r.first_token_ns is None:
                 continue
             start = replay.rec.admitted[rid]
-            wait = (
-                first_s[0] - replay.arrival_s[rid] - ARRIVAL_SLACK_S - float(sum(times[start : steps[0] + 1]))
-            )
+            wait = first_s[0] - replay.arrival_s[rid] - float(sum(times[start : steps[0] + 1]))
             ttft = (r.first_token_ns - r.sent_ns) / 1e9 - max(0.0, wait)
             if ttft > 0:
                 out.append(_Interval(g, replay.level, "prefill", ttft, start, steps[0], rid))
@@ -494,7 +490,7 @@ def _levels(replays: list[_Replay], intervals: list[_Interval], rel: np.ndarray)
         for rid, r in enumerate(replay.records):
             times = replay.end_s.get(rid)
             if r.phase == "measure" and times:
-                by_level[replay.level].append((r, replay.arrival_s[rid] + ARRIVAL_SLACK_S, times))
+                by_level[replay.level].append((r, replay.arrival_s[rid], times))
     out = []
     for level, rows in by_level.items():
         ttft = [(r.first_token_ns - r.sent_ns) / 1e9 for r, _, _ in rows if r.first_token_ns is not None]

@@ -112,10 +112,12 @@ def emulate(
     speculation: Speculation | None = None,
     max_steps: int = 50_000_000,
     fast: bool = True,
+    join_within_s: float = 0.0,
 ) -> list[Outcome]:
     """Run until every request has finished, in virtual time; the outcomes in the order they finished.
     `fast`: runs of identical decode steps (the scheduler's `steady`) are priced in one loop, to the same
-    times."""
+    times. `join_within_s`: a request arriving this soon after a step boundary joins it (stamps rounded to
+    the nanosecond, replayed by calibrate.py)."""
     engine = EngineLoop(scheduler, roofline, speculation, fast=fast)
     queue: list[tuple[float, int, Request]] = []
     done: list[Outcome] = []
@@ -131,7 +133,7 @@ def emulate(
 
     push(arrivals)
     while queue or engine.busy():
-        while queue and queue[0][0] <= engine.now:
+        while queue and queue[0][0] <= engine.now + join_within_s:
             outcome = engine.arrive(heapq.heappop(queue)[2])
             if outcome.refused is not None:
                 finish(outcome)
