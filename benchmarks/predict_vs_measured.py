@@ -152,7 +152,13 @@ def main() -> None:
         f"{args.engine} ({slots} sequences, 1 thread) on CPU {SERVER_CPU}, client CPU {CLIENT_CPU}; "
         f"plan: {plan.details}"
     )
-    print(f"calibrated on short: {e.bandwidth_bytes_s / 1e9:.2f} GB/s, {e.flops_s / 1e9:.1f} GFLOP/s, step "
+    extra = (
+        ""
+        if e.batched_bandwidth_bytes_s is None
+        else f", batched {e.batched_bandwidth_bytes_s / 1e9:.2f} GB/s"
+    )
+    extra += "" if e.prefill_flops_s is None else f", prompts {e.prefill_flops_s / 1e9:.1f} GFLOP/s"
+    print(f"calibrated on short: {e.bandwidth_bytes_s / 1e9:.2f} GB/s, {e.flops_s / 1e9:.1f} GFLOP/s{extra}, step "
           f"{e.step_overhead_s * 1e3:.3f} ms, token {e.token_overhead_s * 1e6:.1f} us; fit R2 {calibration.r2:.3f}, "
           f"median |res| {calibration.median_relative:.1%}")  # fmt: skip
     calibrated = with_effective(engine, e)

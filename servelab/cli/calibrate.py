@@ -99,7 +99,8 @@ def _render(result, profile, path: Path | None, json_out: bool) -> None:
         f"effective bandwidth {e.bandwidth_bytes_s / 1e9:.2f} GB/s, compute {e.flops_s / 1e9:.1f} GFLOP/s, "
         f"step overhead {e.step_overhead_s * 1e3:.3f} ms, token overhead {e.token_overhead_s * 1e6:.2f} us"
         + ("" if e.batched_bandwidth_bytes_s is None
-           else f", batched passes {e.batched_bandwidth_bytes_s / 1e9:.2f} GB/s + compute"),
+           else f", batched passes {e.batched_bandwidth_bytes_s / 1e9:.2f} GB/s + compute")
+        + ("" if e.prefill_flops_s is None else f", prompt tokens {e.prefill_flops_s / 1e9:.1f} GFLOP/s"),
         markup=False,
     )  # fmt: skip
     out.print(

@@ -48,7 +48,8 @@ READ_TOGETHER_NS = 100_000  # chunks closer than this came in one read (no engin
 COALESCED = 0.2  # a chunk this soon (x the request's median gap) after another was read with it
 PARSIMONY = 0.01  # relative cost a figure more must save to be fitted
 TRIM = 1.0  # intervals the replay misses by more than this (relative) sit out the solve
-BATCHED = 4  # x: 1/bandwidth, 1/compute, step overhead, token overhead[, 1/batched bandwidth]
+# x: 1/bandwidth, 1/compute, step overhead, token overhead, 1/batched bandwidth, 1/prefill compute - 1/compute
+BATCHED, PREFILL = 4, 5
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ class _Pass:
     flops: float
     fixed_s: float  # all-reduces
     tokens: int = 1
+    prompt_flops: float = 0.0  # of `flops`, those of prompt tokens
 
 
 @dataclass
@@ -106,7 +108,8 @@ class _Recorder(Roofline):
         for p in step.passes:
             if p:
                 tokens = sum(w.new + w.verify for w in p)
-                passes.append(_Pass(self.pass_bytes(p), self.pass_flops(p), self.allreduce_s(tokens), tokens))
+                passes.append(_Pass(self.pass_bytes(p), self.pass_flops(p), self.allreduce_s(tokens), tokens,
+                                    self.prompt_flops(p)))  # fmt: skip
         self.log.append(_StepRow(passes, step.tokens))
         for w in step.works:
             rid = w.seq.request.rid
@@ -171,16 +174,14 @@ def _replay(
     def released(outcome: Outcome, t: float) -> list[Request]:
         out = []
         for rid, delay_s in follows.get(outcome.seq.request.rid, ()):
-            arrival[rid] = max(0.0, t + delay_s - ARRIVAL_SLACK_S)
+            arrival[rid] = max(0.0, t + delay_s)
             out.append(replace(requests[rid], arrival_s=arrival[rid]))
         return out
 
-    first = [
-        replace(q, arrival_s=max(0.0, q.arrival_s - ARRIVAL_SLACK_S))
-        for q in requests
-        if q.rid not in chained
-    ]
-    outcomes = emulate(engine.new_scheduler(), rec, first, released, fast=False)
+    first = [q for q in requests if q.rid not in chained]
+    outcomes = emulate(
+        engine.new_scheduler(), rec, first, released, fast=False, join_within_s=ARRIVAL_SLACK_S
+    )
     ends = {o.seq.request.rid: list(o.seq.token_times) for o in outcomes if o.refused is None}
     return _Replay(level, records, rec, [arrival[i] for i in range(len(records))], sent, ends)
 
@@ -249,26 +250,32 @@ def _measured_prefill_s(r: RequestRecord) -> float | None:
 
 
 def _features(replay: _Replay, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per step, cumulated: the (memory, compute, 1, tokens[, batched memory]) coefficients with each pass on
-    the side `x` puts it (a batched pass, when `x` has its fifth figure: its bytes and its FLOPs both), and the
-    fixed seconds (all-reduces)."""
-    batched = len(x) == BATCHED + 1
+    """Per step, cumulated: the (memory, compute, 1, tokens, batched memory, prompt compute) coefficients with
+    each pass on the side `x` puts it (a batched pass, where the engine has that path: its bytes and its FLOPs
+    both), and the fixed seconds (all-reduces). A pass's prompt FLOPs count in the compute column as all its
+    FLOPs do, and again in the last (1/prefill compute - 1/compute)."""
+    batched = _has_batched(x)
     rows = np.zeros((len(replay.rec.log) + 1, len(x)))
     fixed = np.zeros(len(replay.rec.log) + 1)
     for j, step in enumerate(replay.rec.log, start=1):
-        mem = comp = extra = mem_batched = 0.0
+        mem = comp = prompt = extra = mem_batched = 0.0
         for p in step.passes:
             if batched and p.tokens >= 2:
                 mem_batched += p.bytes
-                comp += p.flops
-            elif p.bytes * x[0] >= p.flops * x[1]:
+                comp, prompt = comp + p.flops, prompt + p.prompt_flops
+            elif p.bytes * x[0] >= p.flops * x[1] + p.prompt_flops * x[PREFILL]:
                 mem += p.bytes
             else:
-                comp += p.flops
+                comp, prompt = comp + p.flops, prompt + p.prompt_flops
             extra += p.fixed_s
-        rows[j] = (mem, comp, 1.0, step.tokens, mem_batched)[: len(x)]
+        rows[j] = (mem, comp, 1.0, step.tokens, mem_batched, prompt)
         fixed[j] = extra
     return np.cumsum(rows, axis=0), np.cumsum(fixed)
+
+
+def _has_batched(x: np.ndarray) -> bool:
+    """The engine prices batched passes apart (1/batched bandwidth 0: it has no such path)."""
+    return bool(x[BATCHED] > 0)
 
 
 def _system(
@@ -292,12 +299,14 @@ def _weights(intervals: list[_Interval]) -> np.ndarray:
 
 
 def nonnegative_lstsq(
-    a: np.ndarray, y: np.ndarray, held: np.ndarray, positive: tuple[int, ...] = (0, 1, BATCHED)
-) -> np.ndarray:
-    """min ||a x - y|| with x >= 0, by trying each set of free entries (4 or 5 unknowns: 16 or 32 sets); columns
-    scaled to unit norm first. An entry left out is 0, except those in `positive` (1/bandwidth, 1/compute,
-    1/batched bandwidth), which keep their `held` value: a column the data never touches (no pass on the compute
-    side, say), or one the data would drive to zero or below, keeps the figure it had."""
+    a: np.ndarray, y: np.ndarray, held: np.ndarray, positive: tuple[int, ...] = (0, 1, BATCHED),
+    signed: tuple[int, ...] = (PREFILL,),
+) -> np.ndarray:  # fmt: skip
+    """min ||a x - y|| with x >= 0 (entries in `signed` of any sign), by trying each set of free entries (6
+    unknowns: 64 sets); columns scaled to unit norm first. An entry left out is 0, except those in `positive`
+    (1/bandwidth, 1/compute, 1/batched bandwidth), which keep their `held` value: a column the data never
+    touches (no pass on the compute side, say), or one the data would drive to zero or below, keeps the figure
+    it had. The prefill difference left out is 0: prompt tokens at the compute of the others."""
     scale = np.linalg.norm(a, axis=0)
     touched = scale > 0
     scale[~touched] = 1.0
@@ -312,7 +321,7 @@ def nonnegative_lstsq(
         x = base.copy()
         x[cols] = 0.0
         sol, *_ = np.linalg.lstsq(scaled[:, cols], y - scaled @ x, rcond=None)
-        if np.any(sol < 0) or any(v == 0 for c, v in zip(cols, sol, strict=True) if kept[c]):
+        if any((v < 0 and c not in signed) or (v == 0 and kept[c]) for c, v in zip(cols, sol, strict=True)):
             continue
         x[cols] = sol
         candidates.append((float(np.sum((scaled @ x - y) ** 2)), len(cols), x))
@@ -326,16 +335,17 @@ def nonnegative_lstsq(
 
 
 def _to_x(e: Effective) -> np.ndarray:
-    x = [1 / e.bandwidth_bytes_s, 1 / e.flops_s, e.step_overhead_s, e.token_overhead_s]
-    if e.batched_bandwidth_bytes_s is not None:
-        x.append(1 / e.batched_bandwidth_bytes_s)
-    return np.array(x)
+    batched = 0.0 if e.batched_bandwidth_bytes_s is None else 1 / e.batched_bandwidth_bytes_s
+    prefill = 0.0 if e.prefill_flops_s is None else 1 / e.prefill_flops_s - 1 / e.flops_s
+    return np.array([1 / e.bandwidth_bytes_s, 1 / e.flops_s, e.step_overhead_s, e.token_overhead_s, batched,
+                     prefill])  # fmt: skip
 
 
 def _to_effective(x: np.ndarray, source: str) -> Effective:
-    batched = float(1 / x[BATCHED]) if len(x) > BATCHED else None
+    batched = float(1 / x[BATCHED]) if _has_batched(x) else None
+    prefill = float(1 / (x[1] + x[PREFILL])) if x[PREFILL] != 0 else None
     return Effective(float(1 / x[0]), float(1 / x[1]), float(x[2]), float(x[3]), source=source,
-                     batched_bandwidth_bytes_s=batched)  # fmt: skip
+                     batched_bandwidth_bytes_s=batched, prefill_flops_s=prefill)  # fmt: skip
 
 
 def _fill_ttft_prefills(
@@ -353,9 +363,7 @@ def _fill_ttft_prefills(
             if r.cached_prompt_tokens or r.expected_cached_tokens or r.first_token_ns is None:
                 continue
             start = replay.rec.admitted[rid]
-            wait = (
-                first_s[0] - replay.arrival_s[rid] - ARRIVAL_SLACK_S - float(sum(times[start : steps[0] + 1]))
-            )
+            wait = first_s[0] - replay.arrival_s[rid] - float(sum(times[start : steps[0] + 1]))
             ttft = (r.first_token_ns - r.sent_ns) / 1e9 - max(0.0, wait)
             if ttft > 0:
                 out.append(_Interval(g, replay.level, "prefill", ttft, start, steps[0], rid))
@@ -365,7 +373,7 @@ def _fill_ttft_prefills(
 def _step_times(replay: _Replay, effective: Effective) -> list[float]:
     e = effective
     return [
-        sum(e.pass_time(p.tokens, p.bytes, p.flops) + p.fixed_s for p in s.passes)
+        sum(e.pass_time(p.tokens, p.bytes, p.flops, p.prompt_flops) + p.fixed_s for p in s.passes)
         + e.step_overhead_s
         + e.token_overhead_s * s.tokens
         for s in replay.rec.log
@@ -433,6 +441,8 @@ def _fit_sides(replays: list[_Replay], intervals: list[_Interval], x: np.ndarray
     for _ in range(SIDE_ROUNDS):
         a, y = _system(replays, intervals, x)
         new_x = nonnegative_lstsq(a[keep] * w[keep, None], y[keep] * w[keep], x)
+        if new_x[1] + new_x[PREFILL] <= 0:  # no finite prefill compute explains it: prompts at the others'
+            new_x[PREFILL] = 0.0
         rel = np.abs(a @ new_x - y) / np.array([iv.measured_s for iv in intervals])
         keep = rel <= TRIM
         if keep.sum() < max(MIN_INTERVALS, len(intervals) // 2):  # the figures are far off yet: use all
@@ -449,11 +459,12 @@ def _initial(replays: list[_Replay], intervals: list[_Interval], x: np.ndarray) 
     a, y = _system(replays, intervals, x)
     start = x.copy()
     start[2:4] = 0.0
+    start[PREFILL] = 0.0  # prompt tokens at the same compute to begin with
     for col, kind in ((0, "gap"), (1, "prefill")):
         rows = [i for i, iv in enumerate(intervals) if iv.kind == kind and a[i, col] > 0]
         if rows:
             start[col] = float(np.median(y[rows] / a[rows, col]))
-    if len(start) > BATCHED:  # batched passes: the gaps they make, less their compute at the start's figure
+    if _has_batched(start):  # batched passes: the gaps they make, less their compute at the start's figure
         rows = [i for i, iv in enumerate(intervals) if iv.kind == "gap" and a[i, BATCHED] > 0]
         left = [(y[i] - a[i, 1] * start[1]) / a[i, BATCHED] for i in rows]
         if left and float(np.median(left)) > 0:
@@ -494,7 +505,7 @@ def _levels(replays: list[_Replay], intervals: list[_Interval], rel: np.ndarray)
         for rid, r in enumerate(replay.records):
             times = replay.end_s.get(rid)
             if r.phase == "measure" and times:
-                by_level[replay.level].append((r, replay.arrival_s[rid] + ARRIVAL_SLACK_S, times))
+                by_level[replay.level].append((r, replay.arrival_s[rid], times))
     out = []
     for level, rows in by_level.items():
         ttft = [(r.first_token_ns - r.sent_ns) / 1e9 for r, _, _ in rows if r.first_token_ns is not None]

@@ -35,6 +35,8 @@ class ContinuousSettings:
 
 
 class ContinuousBatching:
+    launch_window_s = 0.0  # the engine core takes in what arrived and steps at once
+
     def __init__(self, settings: ContinuousSettings) -> None:
         self.settings = settings
         self.pool = BlockPool(

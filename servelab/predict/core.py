@@ -72,6 +72,11 @@ class Work:
     context: int
     verify: int = 0  # speculative decoding: draft tokens verified alongside the new token
 
+    @property
+    def prompt(self) -> bool:
+        """It computes prompt tokens (a prefill chunk, or a recompute after preemption), not a decode."""
+        return not self.verify and (self.new > 1 or self.seq.generated == 0)
+
 
 @dataclass(frozen=True)
 class Step:
@@ -112,7 +117,10 @@ class EngineSetup:
 
 
 class Scheduler(Protocol):
-    """An engine's scheduler as the emulator drives it."""
+    """An engine's scheduler as the emulator drives it. `launch_window_s`: a step that admits a new request
+    starts only after the server has taken in every request that arrives this soon after it (0: at once)."""
+
+    launch_window_s: float
 
     def add(self, seq: Sequence) -> str | None:
         """A request arrives; a one-line refusal (the engine's HTTP 400) when it can never be served."""

@@ -112,10 +112,13 @@ def emulate(
     speculation: Speculation | None = None,
     max_steps: int = 50_000_000,
     fast: bool = True,
+    join_within_s: float = 0.0,
 ) -> list[Outcome]:
     """Run until every request has finished, in virtual time; the outcomes in the order they finished.
     `fast`: runs of identical decode steps (the scheduler's `steady`) are priced in one loop, to the same
-    times."""
+    times. `join_within_s`: a request arriving this soon after a step boundary joins it (stamps rounded to
+    the nanosecond, replayed by calibrate.py). Once a boundary admits a request, those arriving within the
+    scheduler's `launch_window_s` join too, and the step starts when the last of them has arrived."""
     engine = EngineLoop(scheduler, roofline, speculation, fast=fast)
     queue: list[tuple[float, int, Request]] = []
     done: list[Outcome] = []
@@ -131,8 +134,13 @@ def emulate(
 
     push(arrivals)
     while queue or engine.busy():
-        while queue and queue[0][0] <= engine.now:
-            outcome = engine.arrive(heapq.heappop(queue)[2])
+        window = join_within_s
+        while queue and queue[0][0] <= engine.now + window:
+            at, _, request = heapq.heappop(queue)
+            if at > engine.now + join_within_s:  # it came within the launch window: the step waits for it
+                engine.now = at
+            window = max(join_within_s, scheduler.launch_window_s)
+            outcome = engine.arrive(request)
             if outcome.refused is not None:
                 finish(outcome)
         result = engine.step(queue[0][0] if queue else math.inf)

@@ -1,8 +1,8 @@
 """A bench ladder in virtual time: the same BenchConfig, workload and level statistics as `servelab bench`,
 with the emulated engine in place of a server (pure: no clock, no I/O).
 
-Closed loop: `concurrency` clients, each sends its next prompt the moment its previous answer ends (warm-up
-first, as `bench/level.py` takes them). Open loop: warm-up one at a time, then the seeded absolute schedule
+Closed loop: `concurrency` clients, each sends its next prompt CLIENT_TURNAROUND_S after its previous answer
+ends (warm-up first, as `bench/level.py` takes them). Open loop: warm-up one at a time, then the seeded absolute schedule
 (bench/schedule.py). Each level (and repeat) starts a fresh engine; its warm-up fills the caches as on a real
 server. Levels follow each other on one virtual clock, a second apart.
 """
@@ -29,6 +29,11 @@ from servelab.predict.machine import EmulatedEngine
 from servelab.predict.words import WordTokenizer
 
 LEVEL_GAP_NS = 1_000_000_000
+# A client's next request reaches the engine after its previous answer's last chunk by the client's and the
+# server's handling (medians of the stored runs behind docs/predict.md's validation: 3.3 ms with llama-server,
+# 0.9 ms with vLLM). More than zero is what matters: a busy engine starts its next step the moment the last one
+# ends, so the request waits for that step, as on a real server, instead of joining it.
+CLIENT_TURNAROUND_S = 0.001
 
 
 @dataclass
@@ -82,7 +87,7 @@ class _Load:
 
     def closed_next(self, outcome: Outcome, t: float) -> Iterable[Request]:
         self._count(outcome)
-        nxt = self.take(t)
+        nxt = self.take(t + CLIENT_TURNAROUND_S)
         return () if nxt is None else (nxt,)
 
     def open_start(self) -> list[Request]:

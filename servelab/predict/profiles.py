@@ -90,12 +90,16 @@ def read_profile(path: Path) -> Profile:
         data = json.loads(path.read_text())
         e = data["effective"]
         batched = e.get("batched_bandwidth_bytes_s")  # profiles before it was fitted have none
+        prefill = e.get("prefill_flops_s")  # nor this one
         effective = Effective(
             float(e["bandwidth_bytes_s"]), float(e["flops_s"]), float(e["step_overhead_s"]),
             float(e["token_overhead_s"]), source="calibration",
             batched_bandwidth_bytes_s=None if batched is None else float(batched),
+            prefill_flops_s=None if prefill is None else float(prefill),
         )  # fmt: skip
-        if min(effective.bandwidth_bytes_s, effective.flops_s, effective.batched_bandwidth_bytes_s or 1) <= 0:
+        figures = (effective.bandwidth_bytes_s, effective.flops_s, effective.batched_bandwidth_bytes_s or 1,
+                   effective.prefill_flops_s or 1)  # fmt: skip
+        if min(figures) <= 0:
             raise ValueError("bandwidth and compute must be positive")
         return Profile(
             str(data["machine"]), str(data["machine_label"]), str(data["engine"]), str(data["quant"]), effective,
@@ -110,7 +114,7 @@ def read_profile(path: Path) -> Profile:
 def calibrated_speeds(roofline: Roofline, prompt_tokens: int = 1024) -> tuple[float, float]:
     """(single-stream decode tok/s after a `prompt_tokens` prompt, prefill tok/s of that prompt) at the
     roofline's figures: what `servelab plan` says a calibration profile measured."""
-    seq = Sequence(Request(0, 0.0, (), 1))
-    decode = roofline.step_s(Step(((Work(seq, 1, prompt_tokens),),)))
+    seq, decoding = Sequence(Request(0, 0.0, (), 1)), Sequence(Request(0, 0.0, (), 2), generated=1)
+    decode = roofline.step_s(Step(((Work(decoding, 1, prompt_tokens),),)))
     prefill = roofline.step_s(Step(((Work(seq, prompt_tokens, 0),),)))
     return 1 / decode, prompt_tokens / prefill

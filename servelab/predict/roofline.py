@@ -9,7 +9,8 @@ FLOPs of a pass = tokens x 2 x (active params - output head) + logits x 2 x outp
                   a token is sampled: a prompt's last position, each decoded token, every verified draft
                   (vLLM `logits_indices`, llama.cpp `batch.logits`, sglang's LogitsProcessor on the last token)
 The figures are per GPU (`Roofline` is built for one tensor-parallel rank, servelab/predict/machine.py).
-`Effective` holds what a calibration replaces: bandwidth, compute and the two overheads.
+`Effective` holds what a calibration replaces: bandwidth, compute and the two overheads, and where a calibration
+found prompts faster per FLOP than decodes, a prefill compute for prompt tokens' FLOPs (`Work.prompt`).
 
 Batched passes on a CPU (`Effective.batched_bandwidth_bytes_s`, set for engines whose CPU kernels switch path at
 two tokens, `Engine.cpu_batched_path`): a one-token pass is the max above, a pass of two or more tokens streams
@@ -36,12 +37,20 @@ class Effective:
     token_overhead_s: float = 0.0  # per token in the step
     source: str = "plan"
     batched_bandwidth_bytes_s: float | None = None  # passes of >= 2 tokens: bytes / this + FLOPs / compute
+    prefill_flops_s: float | None = None  # prompt tokens' FLOPs (None: at `flops_s`, as the plan prices them)
 
-    def pass_time(self, tokens: int, memory_b: float, flops: float) -> float:
-        """One pass of `tokens` tokens reading `memory_b` bytes and doing `flops` FLOPs."""
+    def compute_s(self, flops: float, prompt_flops: float = 0.0) -> float:
+        """`flops` FLOPs of which `prompt_flops` are prompt tokens' (at the prefill compute where it is set)."""
+        if self.prefill_flops_s is None:
+            return flops / self.flops_s
+        return (flops - prompt_flops) / self.flops_s + prompt_flops / self.prefill_flops_s
+
+    def pass_time(self, tokens: int, memory_b: float, flops: float, prompt_flops: float = 0.0) -> float:
+        """One pass of `tokens` tokens reading `memory_b` bytes and doing `flops` FLOPs (`prompt_flops` of
+        them for prompt tokens)."""
         if self.batched_bandwidth_bytes_s is not None and tokens >= 2:
-            return memory_b / self.batched_bandwidth_bytes_s + flops / self.flops_s
-        return max(memory_b / self.bandwidth_bytes_s, flops / self.flops_s)
+            return memory_b / self.batched_bandwidth_bytes_s + self.compute_s(flops, prompt_flops)
+        return max(memory_b / self.bandwidth_bytes_s, self.compute_s(flops, prompt_flops))
 
 
 @dataclass(frozen=True)
@@ -80,13 +89,19 @@ class Roofline:
             total += n * 4 * self.attention_width_sliding * min(attended, window)
         return total
 
+    def prompt_flops(self, works: Sequence[Work]) -> float:
+        """The share of `pass_flops` that computes prompt tokens (`Work.prompt`)."""
+        return self.pass_flops([w for w in works if w.prompt])
+
     def pass_s(self, works: Sequence[Work]) -> float:
         """One forward pass: the longer of its memory and compute time, plus its all-reduces."""
         if not works:
             return 0.0
+        e = self.effective
         if self.sliding_window:  # per sequence: the window caps each one's KV and attention
             tokens = sum(w.new + w.verify for w in works)
             memory_b, flops = self.pass_bytes(works), self.pass_flops(works)
+            prompt = self.prompt_flops(works) if e.prefill_flops_s is not None else 0.0
         else:  # the same sums in one loop (the emulator's hot path)
             tokens = kv_tokens = 0
             attended = 0.0
@@ -97,12 +112,22 @@ class Roofline:
                 attended += n * (w.context + n / 2)
             memory_b = self.weight_bytes(tokens) + self.kv_full_bytes_per_token * kv_tokens
             memory_b += 2 * self.state_bytes * len(works)
-            head = self.head_flops_per_token
-            flops = tokens * self.flops_per_token
-            if head:
-                flops -= (tokens - sum(map(_logits, works))) * head
-            flops += 4 * self.attention_width_full * attended
-        return self.effective.pass_time(tokens, memory_b, flops) + self.allreduce_s(tokens)
+            flops = self._flops(tokens, attended, sum(map(_logits, works)))
+            prompt = 0.0
+            if e.prefill_flops_s is not None:
+                prompts = [w for w in works if w.prompt]
+                prompt = self._flops(sum(w.new for w in prompts), sum(w.new * (w.context + w.new / 2) for w in prompts),
+                                     sum(map(_logits, prompts)))  # fmt: skip
+        return e.pass_time(tokens, memory_b, flops, prompt) + self.allreduce_s(tokens)
+
+    def _flops(self, tokens: int, attended: float, logits: int) -> float:
+        """FLOPs of `tokens` tokens attending `attended` token pairs in all, `logits` of them sampled (no
+        sliding layers)."""
+        head = self.head_flops_per_token
+        flops = tokens * self.flops_per_token
+        if head:
+            flops -= (tokens - logits) * head
+        return flops + 4 * self.attention_width_full * attended
 
     def repeated_decode_s(self, step: Step, count: int) -> list[float] | None:
         """The times of `count` more steps like `step` (one pass of plain decodes), each sequence one token

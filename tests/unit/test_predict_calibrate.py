@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from servelab.bench.level_counts import prompt_count
@@ -94,3 +96,32 @@ def test_on_a_cpu_llamacpp_batched_passes_are_fitted_as_their_own_bandwidth() ->
     assert e.step_overhead_s == pytest.approx(truth.step_overhead_s, rel=1e-5)
     on_a_gpu, _ = synthetic("llamacpp", "meta-llama/Llama-3.2-1B", "rtx4090", context=2048, parallel=4)
     assert on_a_gpu.roofline.effective.batched_bandwidth_bytes_s is None
+
+
+def test_a_prefill_compute_of_its_own_is_fitted_where_prompts_run_faster_than_batched_decodes() -> None:
+    """llama.cpp on the CPU with prompt tokens at 1.25x the compute of batched decodes (tinyBLAS on a 128-token
+    pass against a few-token one): records priced so give both computes back, and the profile keeps it."""
+    truth = Effective(2.0e10, 7.0e10, 0.0005, 1e-5, source="known", batched_bandwidth_bytes_s=1.0e10,
+                      prefill_flops_s=8.75e10)  # fmt: skip
+    engine, records = synthetic("llamacpp", "meta-llama/Llama-3.2-1B", "cpu", truth, context=2048, parallel=4)
+    e = fit(engine, records).effective
+    assert e.prefill_flops_s == pytest.approx(truth.prefill_flops_s, rel=1e-6)
+    assert e.flops_s == pytest.approx(truth.flops_s, rel=1e-6)
+    assert e.batched_bandwidth_bytes_s == pytest.approx(truth.batched_bandwidth_bytes_s, rel=1e-6)
+    _, tied = synthetic("llamacpp", "meta-llama/Llama-3.2-1B", "cpu", replace(truth, prefill_flops_s=None),
+                        context=2048, parallel=4)  # fmt: skip
+    assert fit(engine, tied).effective.prefill_flops_s is None  # one compute explains them: none fitted
+
+
+def test_a_profile_keeps_the_prefill_compute(tmp_path) -> None:
+    from servelab.predict.profiles import Profile, read_profile, save_profile
+
+    e = Effective(
+        2.0e10, 7.0e10, source="calibration", batched_bandwidth_bytes_s=1.0e10, prefill_flops_s=9e10
+    )
+    path = save_profile(Profile("cpu:x", "x", "llamacpp", "F16", e, "2025-01-01T00:00:00Z", ("r",), "m", {}),
+                        tmp_path)  # fmt: skip
+    assert read_profile(path).effective == e
+    old = path.read_text().replace('"prefill_flops_s": 90000000000.0', '"prefill_flops_s": null')
+    path.write_text(old)
+    assert read_profile(path).effective.prefill_flops_s is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.engines.llamacpp.scheduler import Slots, SlotSettings, ubatches
+from servelab.engines.llamacpp.scheduler import LAUNCH_WINDOW_S, Slots, SlotSettings, ubatches
 from servelab.predict.continuous import ContinuousBatching, ContinuousSettings
 from servelab.predict.core import Request, Sequence, Step, Work
 from servelab.predict.emulator import emulate
@@ -75,10 +75,10 @@ def test_llamacpp_two_slots_three_requests_the_third_queues() -> None:
 
 
 def _stall(scheduler) -> float:
-    """Two short requests decoding; a 6000-token prompt arrives just after the first step: the short
-    requests' longest gap between tokens."""
+    """Two short requests decoding; a 6000-token prompt arrives just after llama-server's launch window (the
+    first step has started without it): the short requests' longest gap between tokens."""
     shorts = [req(0, 50, 6), req(1, 50, 6, base=100)]
-    long = req(2, 6000, 2, at=1e-9, base=10_000)
+    long = req(2, 6000, 2, at=LAUNCH_WINDOW_S + 1e-9, base=10_000)
     seqs = by_id(emulate(scheduler, roofline(), [*shorts, long]))
     gaps = [b - a for a, b in zip(seqs[0].token_times, seqs[0].token_times[1:], strict=False)]
     return max(gaps)
@@ -119,6 +119,7 @@ class Recording:
 
     def __init__(self, inner) -> None:
         self.inner, self.steps = inner, []
+        self.launch_window_s = inner.launch_window_s
 
     def add(self, seq):
         return self.inner.add(seq)
@@ -215,3 +216,37 @@ def test_the_output_head_is_paid_only_where_logits_are_computed() -> None:
     both = [Work(seq, 60, 0), Work(Sequence(req(1, 10, 8)), 1, 10)]
     assert r.pass_s(both) == pytest.approx((61 * body + head) / EFF.flops_s)  # the unrolled sums agree
     assert r.pass_s(both) == pytest.approx(r.pass_flops(both) / EFF.flops_s)
+
+
+def test_prompt_tokens_are_priced_at_the_prefill_compute_decodes_at_the_other() -> None:
+    """A pass of 200 prompt tokens and 2 decodes, compute-bound: prompt FLOPs / prefill compute + decode FLOPs
+    / compute; without a prefill figure, all at the one compute (the plan's pricing)."""
+    slow = Effective(1e13, 1e14, prefill_flops_s=2e14)
+    prompt, a, b = Sequence(req(0, 200, 2)), Sequence(req(1, 50, 4)), Sequence(req(2, 50, 4))
+    a.generated = b.generated = 1  # decoding: one token sampled already
+    works = (Work(prompt, 200, 0), Work(a, 1, 50), Work(b, 1, 50))
+    assert [w.prompt for w in works] == [True, False, False]
+    by_hand = 200 * FLOPS / 2e14 + 2 * FLOPS / 1e14
+    assert roofline(slow).pass_s(works) == pytest.approx(by_hand)
+    assert roofline(Effective(1e13, 1e14)).pass_s(works) == pytest.approx(202 * FLOPS / 1e14)
+    only_decodes = works[1:]
+    assert roofline(slow).pass_s(only_decodes) == roofline(Effective(1e13, 1e14)).pass_s(only_decodes)
+
+
+def test_llamacpp_takes_in_requests_that_arrive_while_it_launches_one_vllm_steps_at_once() -> None:
+    """Two prompts 2 ms apart on an idle engine: llama-server launches the first, the second arrives within
+    LAUNCH_WINDOW_S and joins its batch (one step from the second's arrival); vLLM's engine core steps the
+    first at once and the second waits for that step."""
+    arrivals = [req(0, 100, 2), req(1, 100, 2, at=0.002, base=1000)]
+    slots = by_id(emulate(Slots(SlotSettings(slots=2, context_per_slot=4096)), roofline(), arrivals))
+    assert (
+        slots[0].first_token_s
+        == slots[1].first_token_s
+        == pytest.approx(0.002 + step_by_hand([(100, 0), (100, 0)]))
+    )
+    vllm = by_id(emulate(vllm_like(), roofline(), arrivals))
+    assert vllm[0].first_token_s == pytest.approx(step_by_hand([(100, 0)]))
+    assert vllm[1].first_token_s > vllm[0].first_token_s
+    late = [req(0, 100, 2), req(1, 100, 2, at=LAUNCH_WINDOW_S + 1e-4, base=1000)]
+    apart = by_id(emulate(Slots(SlotSettings(slots=2, context_per_slot=4096)), roofline(), late))
+    assert apart[0].first_token_s == pytest.approx(step_by_hand([(100, 0)]))
