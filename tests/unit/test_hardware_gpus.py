@@ -285,3 +285,63 @@ def test_the_cuda_total_is_what_vllm_multiplies_by_the_utilization() -> None:
     ]
     assert budgets[1] - budgets[0] == int(h100.memory_bytes * 0.9) - int(h100.cuda_memory_bytes * 0.9)
     assert "Unsourced figures" in render_table()
+
+
+@pytest.mark.parametrize(
+    ("spelling", "name"),
+    [
+        ("Apple M4", "m4"),
+        ("m4-pro", "m4-pro"),
+        ("Apple M4 Pro", "m4-pro"),
+        ("Apple M5", "m5"),
+        ("m5 pro", "m5-pro"),
+        ("Apple M5 Max", "m5-max"),
+        ("4080 super", "rtx4080-super"),
+        ("NVIDIA GeForce RTX 4080 SUPER", "rtx4080-super"),
+    ],
+)
+def test_the_m4_m5_families_and_the_4080_super_are_found(spelling: str, name: str) -> None:
+    gpu = find_gpu(spelling)
+    assert gpu.name == name
+    assert not gpu.unsourced
+    for figure in ("memory_mib", "bandwidth_gb_s", "fp16_tflops", "bf16_tflops"):
+        assert gpu.figure_sources[figure].startswith("https://"), f"{name}: {figure}"
+
+
+def test_the_plain_4080_is_not_taken_for_the_super() -> None:
+    assert find_gpu("4080").name == "rtx4080" and find_gpu("RTX 4080 SUPER").name == "rtx4080-super"
+
+
+def test_apple_entries_take_the_largest_memory_and_apples_bandwidth() -> None:
+    """Memory and bandwidth as Apple's tech specs and press releases state them for the top configuration."""
+    stated = {
+        "m4": (32, 120),
+        "m4-pro": (64, 273),
+        "m5": (32, 153),
+        "m5-pro": (64, 307),
+        "m5-max": (128, 614),
+    }
+    for name, (gib, gb_s) in stated.items():
+        gpu = find_gpu(name)
+        assert gpu.unified_memory and gpu.runtime_context_bytes == 0
+        assert (gpu.memory_mib, gpu.bandwidth_gb_s) == (gib * 1024, gb_s), name
+        assert gpu.compute_capability is None and gpu.fp8_tflops is None
+
+
+def test_apple_rates_are_measured_gemms_and_the_m3_ultra_has_one_now() -> None:
+    m3u = find_gpu("m3-ultra")
+    assert not m3u.unsourced and m3u.bf16_tflops == 17.4  # MLX FP16 matmul, Rapid-MLX PR 258
+    assert find_gpu("m5-max").fp16_tflops == 59.64  # MLX FP16 GEMM, ml-explore/mlx PR 3211
+    # 2 x 1280^3 FLOP in 0.3099 ms (ml-explore/mlx PR 3295)
+    assert find_gpu("m5-pro").bf16_tflops == pytest.approx(2 * 1280**3 / 0.3099e-3 / 1e12, abs=0.05)
+    # the Neural Accelerators: the M5's 10 cores out-multiply the M4 Pro's 16 at 16 bits
+    assert find_gpu("m5").fp16_tflops > find_gpu("m4-pro").fp16_tflops > find_gpu("m4").fp16_tflops
+
+
+def test_the_4080_super_scales_the_4080_by_its_ai_tops() -> None:
+    """836 AI TOPS (FP8 with sparsity) vs the RTX 4080's 780: dense, then GeForce FP32 accumulate at half rate."""
+    plain, sup = find_gpu("rtx4080"), find_gpu("rtx4080-super")
+    assert sup.bf16_tflops == pytest.approx(836 / 8) == pytest.approx(plain.bf16_tflops * 836 / 780)
+    assert sup.fp8_tflops == pytest.approx(836 / 4)
+    assert (sup.memory_mib, sup.bandwidth_gb_s, sup.tdp_w) == (16384, 23 * 256 / 8, 320)
+    assert sup.compute_capability == "8.9" and default_interconnect(sup) == "pcie-p2p"
