@@ -170,10 +170,11 @@ def _kv_dtype(value: object) -> str | None:
 # v0.6.4-v0.6.6, the month of the thread (July 2025: v0.9.2/v0.10.0). sglang: the date of the thread between two
 # release wheels (main of 2025-03-25 lies between 0.4.4.post1 of 2025-03-14 and 0.4.4.post4 of 2025-04-05, which
 # set the same default; July 2025 is 0.4.9.x). llama.cpp: every case without a build line is dated 2025 or
-# earlier, so before b9410 (2026-05-29), the earlier of the planner's llama.cpp build boundaries (builds.py: the
-# f16-only flash-attention mask from b9410, the limited outputs from b9460); the number given is that bound
-# (b9409), not the case's build. The rest: the current release.
-BEFORE_F16_MASK = "b9409"
+# earlier (the one late-2025 case offloads every layer, so -ngl's reading does not matter to it), so before b7470
+# (2025-12-18), the earliest of the planner's llama.cpp build boundaries (builds.py: -ngl counting the output layer
+# from b7470, the f16-only flash-attention mask from b9410, the limited outputs from b9460); the number given is a
+# build below that bound (b7440), not the case's build. The rest: the current release.
+EARLY_BUILD = "b7440"
 VERSION_FROM_NOTES = {
     "vllm/gpt-oss-120b-h100-marlin-refused": "0.10.1",
     "vllm/gpt-oss-120b-h100-util095-mbt1024-refused": "0.11.0",
@@ -184,12 +185,12 @@ VERSION_FROM_NOTES = {
     "vllm/v1-0.7-llama31-70b-w8a8-gpu-blocks": "0.7.0",
     "sglang/llama-3.1-8b-fa3-h100": "0.4.4.post1",
     "sglang/qwen3-235b-a22b-fp8-tp4-h100": "0.4.9.post2",
-    "llamacpp/deepseek-r1-distill-qwen-7b-f16-kv": BEFORE_F16_MASK,
-    "llamacpp/deepseek-v3-8gpu-q4_0k-np8": BEFORE_F16_MASK,
-    "llamacpp/deepseek-v3-cpu-mla-fa-32k": BEFORE_F16_MASK,
-    "llamacpp/llama-3-70b-2gpu-4060ti-3060-split": BEFORE_F16_MASK,
-    "llamacpp/llama-3.1-70b-q4kl-rocm-ngl0-compute-oom": BEFORE_F16_MASK,
-    "llamacpp/qwen3-next-80b-q4km-gfx1151-kv": BEFORE_F16_MASK,
+    "llamacpp/deepseek-r1-distill-qwen-7b-f16-kv": EARLY_BUILD,
+    "llamacpp/deepseek-v3-8gpu-q4_0k-np8": EARLY_BUILD,
+    "llamacpp/deepseek-v3-cpu-mla-fa-32k": EARLY_BUILD,
+    "llamacpp/llama-3-70b-2gpu-4060ti-3060-split": EARLY_BUILD,
+    "llamacpp/llama-3.1-70b-q4kl-rocm-ngl0-compute-oom": EARLY_BUILD,
+    "llamacpp/qwen3-next-80b-q4km-gfx1151-kv": EARLY_BUILD,
 }
 
 

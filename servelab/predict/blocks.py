@@ -105,13 +105,15 @@ class BlockPool:
             h, _ = evictable.popitem(last=False)
             del refs[h]
 
-    def register(self, seq: Sequence) -> None:
-        """Publish the full prompt blocks `seq` has computed, so later prompts can reuse them."""
+    def register(self, seq: Sequence, upto: int | None = None) -> None:
+        """Publish the full prompt blocks `seq` has computed (or, with `upto`, will have computed by the end of
+        the step being scheduled), so later prompts can reuse them."""
         rid = seq.request.rid
         blocks = self.held.get(rid)
         if not self.prefix_caching or blocks is None:
             return
-        full = min(seq.computed, seq.prompt_len, len(blocks) * self.block_tokens) // self.block_tokens
+        done = seq.computed if upto is None else upto
+        full = min(done, seq.prompt_len, len(blocks) * self.block_tokens) // self.block_tokens
         start = self.published.get(rid, 0)
         if full <= start:
             return

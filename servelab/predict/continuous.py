@@ -31,6 +31,10 @@ class ContinuousSettings:
         True  # prefill chunks and decodes in one step (vLLM V1); False: prefill steps apart (sglang)
     )
     prefix_caching: bool = True
+    # vLLM V1 hashes a step's blocks when it schedules them (KVCacheManager.allocate_slots -> cache_blocks, before
+    # the forward), so a request admitted later in the same step hits what an earlier one is computing; False:
+    # blocks become shareable once computed (sglang inserts into its radix tree after the prefill)
+    cache_on_schedule: bool = False
     speculation: Speculation | None = None
 
 
@@ -81,6 +85,9 @@ class ContinuousBatching:
     def schedule(self) -> Step | None:
         if self.settings.mixed:
             works = self._running(self.settings.token_budget, decodes=True, prefills=True)
+            if self.settings.cache_on_schedule:
+                for w in works:
+                    self._publish_scheduled(w)
             works += self._admit(self.settings.token_budget - _tokens(works))
         else:  # a prefill step while there are prompts to prefill, else a decode step
             works = self._running(self.settings.token_budget, decodes=False, prefills=True)
@@ -150,10 +157,18 @@ class ContinuousBatching:
                 seq.cached = cached
             seq.computed = cached
             new = min(seq.pending, budget)
-            works.append(Work(seq, new, cached))
+            work = Work(seq, new, cached)
+            works.append(work)
             self.running.append(seq)
+            if self.settings.cache_on_schedule:
+                self._publish_scheduled(work)
             budget -= new
         return works
+
+    def _publish_scheduled(self, work: Work) -> None:
+        """vLLM: the prompt blocks this step computes become shareable as it is scheduled (cache_on_schedule)."""
+        if work.context < work.seq.prompt_len:
+            self.pool.register(work.seq, work.context + work.new)
 
 
 def _tokens(works: list[Work]) -> int:

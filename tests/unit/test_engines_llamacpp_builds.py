@@ -1,6 +1,6 @@
 """llama.cpp's build number and the rules that depend on it (servelab/engines/llamacpp/builds.py; PR #23861,
 b9460: the compute buffer's graph reserved with min(n_tokens, n_outputs_max) outputs; PR #23764, b9410: the
-flash-attention mask reserved in f16 only)."""
+flash-attention mask reserved in f16 only; PR #18148, b7470: -ngl counts the output layer, offloaded first)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,19 @@ import pytest
 
 from servelab.engines.llamacpp.builds import (
     F16_MASK_BUILD,
+    OUTPUT_FIRST_BUILD,
     OUTPUTS_MAX_BUILD,
     fa_mask_keeps_f32,
+    output_layer_first,
     parse_build,
     reserved_outputs,
 )
-from servelab.engines.llamacpp.memory import llamacpp_memory
+from servelab.engines.llamacpp.memory import gpu_layers, llamacpp_memory
 from servelab.errors import ConfigError
+from servelab.hardware.gpus import find_gpu
 from servelab.model.load import load_model
 from servelab.plan.fit import PlanSettings
+from servelab.plan.make import make_plan
 
 
 def test_build_numbers_as_logs_and_tags_print_them() -> None:
@@ -81,3 +85,32 @@ def test_the_f32_mask_of_an_older_flash_attention_graph_is_in_its_buffer() -> No
         plan(model, gpu, PlanSettings(engine_version="b9409", **off)).details  # type: ignore[arg-type]
         == plan(model, gpu, PlanSettings(engine_version="b9410", **off)).details  # type: ignore[arg-type]
     )
+
+
+def test_ngl_counts_the_output_layer_and_offloads_it_first_from_b7470() -> None:
+    """llama-model.cpp from PR #18148: i_gpu_start = max(n_layer + 1 - ngl, 0) over the repeating layers and the
+    output layer at index n_layer; before it, -ngl N was the last N repeating layers, the output layer only past
+    n_layer."""
+    assert gpu_layers(0, 40) == (0, False)
+    assert gpu_layers(1, 40) == (0, True)
+    assert gpu_layers(20, 40) == (19, True)
+    assert gpu_layers(41, 40) == (40, True)
+    assert gpu_layers(20, 40, output_first=False) == (20, False)
+    assert gpu_layers(40, 40, output_first=False) == (40, False)
+    assert gpu_layers(41, 40, output_first=False) == (40, True)
+    assert OUTPUT_FIRST_BUILD == 7470
+    assert output_layer_first(None) and output_layer_first(7470) and not output_layer_first(7469)
+    model = load_model("Qwen/Qwen3-8B")
+    new = llamacpp_memory(model, n_ctx=8192, n_parallel=1, n_gpu_layers=20)
+    old = llamacpp_memory(model, n_ctx=8192, n_parallel=1, n_gpu_layers=20, output_first=False)
+    assert (new.n_gpu_layers, new.output_on_gpu, old.n_gpu_layers, old.output_on_gpu) == (19, True, 20, False)
+    assert new.model_bytes == old.model_bytes and new.model_gpu_bytes != old.model_gpu_bytes
+    assert new.kv_gpu_bytes < old.kv_gpu_bytes  # one attention layer fewer on the GPU
+    settings = dict(context=8192, n_gpu_layers=20)
+    current = make_plan(model, find_gpu("rtx4090"), engine="llamacpp", quant="Q4_K_M", **settings)
+    early = make_plan(
+        model, find_gpu("rtx4090"), engine="llamacpp", quant="Q4_K_M", engine_version="b7000", **settings
+    )
+    assert (current.details["n_gpu_layers"], early.details["n_gpu_layers"]) == (19, 20)
+    assert any("-ngl 20 keeps 17 of 36 layers" in w for w in current.warnings)
+    assert any("-ngl 20 keeps 16 of 36 layers" in w for w in early.warnings)

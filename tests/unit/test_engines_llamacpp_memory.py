@@ -146,13 +146,19 @@ def test_mla_keeps_only_k() -> None:
 
 
 def test_partial_offload_splits_layers_between_gpu_and_host() -> None:
+    """-ngl 17 of 32 layers: the output layer first, then the last 16 repeating layers (current builds); the
+    builds before b7470 offloaded the last 17 repeating layers and kept the output layer on the host."""
     model = dense_gqa()
     full = llamacpp_memory(model, n_ctx=8192, n_parallel=1)
-    half = llamacpp_memory(model, n_ctx=8192, n_parallel=1, n_gpu_layers=16)
+    half = llamacpp_memory(model, n_ctx=8192, n_parallel=1, n_gpu_layers=17)
+    assert model.num_layers == 32 and half.n_gpu_layers == 16
     assert half.kv_gpu_bytes == full.kv_bytes // 2
-    assert not half.output_on_gpu and full.output_on_gpu
-    assert half.model_gpu_bytes < full.model_gpu_bytes // 2 + 1
+    assert half.output_on_gpu and full.output_on_gpu
+    assert half.model_gpu_bytes < full.model_gpu_bytes
     assert half.host_bytes > full.host_bytes
+    early = llamacpp_memory(model, n_ctx=8192, n_parallel=1, n_gpu_layers=16, output_first=False)
+    assert early.kv_gpu_bytes == half.kv_gpu_bytes and not early.output_on_gpu
+    assert early.model_gpu_bytes < half.model_gpu_bytes  # the same layers, less the output layer
 
 
 def test_quantized_v_needs_flash_attention() -> None:

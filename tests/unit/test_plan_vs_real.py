@@ -162,7 +162,7 @@ def test_a_case_becomes_the_planners_inputs() -> None:
         "gpus": 8,
         "n_batch": 256,
         "n_ubatch": 256,
-        "engine_version": "b9409",  # an early-2025 build: before b9410, the earlier boundary the rules have
+        "engine_version": "b7440",  # an early-2025 build: before b7470, the earliest boundary the rules have
     }
 
 

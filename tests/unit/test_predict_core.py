@@ -250,3 +250,22 @@ def test_llamacpp_takes_in_requests_that_arrive_while_it_launches_one_vllm_steps
     late = [req(0, 100, 2), req(1, 100, 2, at=LAUNCH_WINDOW_S + 1e-4, base=1000)]
     apart = by_id(emulate(Slots(SlotSettings(slots=2, context_per_slot=4096)), roofline(), late))
     assert apart[0].first_token_s == pytest.approx(step_by_hand([(100, 0)]))
+
+
+def test_vllm_shares_a_prefix_computed_in_the_same_step_sglang_only_once_computed() -> None:
+    """Two prompts with a 320-token common prefix arrive together. vLLM hashes the blocks a step computes as it
+    schedules them (allocate_slots -> cache_blocks), so the second prompt, admitted after the first in that step,
+    reuses all 20 full blocks of the prefix and the step computes it once; without that (sglang's radix tree,
+    filled after the prefill) both prompts are computed whole."""
+    prefix = tuple(range(320))
+    prompts = [
+        Request(0, 0.0, prefix + tuple(range(1000, 1100)), 4),
+        Request(1, 0.0, prefix + (5000,) * 90, 4),
+    ]
+    same_step = by_id(emulate(vllm_like(cache_on_schedule=True), roofline(), prompts))
+    apart = by_id(emulate(vllm_like(), roofline(), prompts))
+    assert (same_step[0].cached, same_step[1].cached) == (0, 320)
+    assert (apart[0].cached, apart[1].cached) == (0, 0)
+    assert same_step[1].first_token_s == pytest.approx(step_by_hand([(420, 0), (90, 320)]))
+    assert apart[1].first_token_s == pytest.approx(step_by_hand([(420, 0), (410, 0)]))
+    assert same_step[1].first_token_s < apart[1].first_token_s

@@ -70,11 +70,12 @@ class ReferencePool(BlockPool):
                 h, _ = self.evictable.popitem(last=False)
                 del self.refs[h]
 
-    def register(self, seq):
+    def register(self, seq, upto=None):
         rid, blocks = seq.request.rid, self.held.get(seq.request.rid)
         if not self.prefix_caching or blocks is None:
             return
-        full = min(seq.computed, seq.prompt_len, len(blocks) * self.block_tokens) // self.block_tokens
+        done = seq.computed if upto is None else upto
+        full = min(done, seq.prompt_len, len(blocks) * self.block_tokens) // self.block_tokens
         for k in range(self.published.get(rid, 0), full):
             h = self.hashes(seq)[k]
             if blocks[k] is None and h not in self.refs:
@@ -172,16 +173,23 @@ def shared_requests() -> list[Request]:
     [
         ContinuousSettings(max_running=8, token_budget=128, block_tokens=1, total_blocks=600, mixed=False),
         ContinuousSettings(max_running=8, token_budget=96, block_tokens=16, total_blocks=40),
+        ContinuousSettings(
+            max_running=8, token_budget=160, block_tokens=16, total_blocks=40, cache_on_schedule=True
+        ),
         ContinuousSettings(max_running=6, token_budget=256, block_tokens=4, total_blocks=200, state_blocks=1),
     ],
-    ids=["sglang-like tight pool", "vllm-like preempting", "hybrid state blocks"],
+    ids=["sglang-like tight pool", "vllm-like preempting", "vllm-like same-step hits", "hybrid state blocks"],
 )
 def test_the_block_pool_schedules_as_the_one_block_at_a_time_reference(monkeypatch, settings) -> None:
     """Small pools: prefix hits, blocks published while another holder has them, eviction and preemption."""
     fast = emulate(ContinuousBatching(settings), roofline(), shared_requests())
     monkeypatch.setattr(continuous, "BlockPool", ReferencePool)
     reference = emulate(ContinuousBatching(settings), roofline(), shared_requests())
-    assert sum(o.seq.preemptions for o in reference) > 0 or settings.block_tokens != 16
+    assert (
+        sum(o.seq.preemptions for o in reference) > 0
+        or settings.block_tokens != 16
+        or settings.cache_on_schedule
+    )
     assert sum(o.seq.cached for o in reference) > 0
     seen = [[dataclasses.astuple(o.seq.request), o.seq.token_times, o.seq.token_counts, o.seq.cached,
              o.seq.preemptions, o.refused] for o in fast]  # fmt: skip

@@ -82,12 +82,12 @@ class LlamaCppMemory:
     @property
     def gpu_bytes(self) -> int:
         """Device memory llama.cpp itself allocates (CUDA context not included)."""
-        compute = self.compute_bytes if self.n_gpu_layers else 0
+        compute = self.compute_bytes if self.n_gpu_layers or self.output_on_gpu else 0
         return self.model_gpu_bytes + self.kv_gpu_bytes + self.recurrent_gpu_bytes + compute
 
     @property
     def host_bytes(self) -> int:
-        host_compute = 0 if self.n_gpu_layers else self.compute_bytes
+        host_compute = 0 if self.n_gpu_layers or self.output_on_gpu else self.compute_bytes
         return (
             self.model_bytes
             - self.model_gpu_bytes
@@ -221,6 +221,18 @@ def _weights_split(model: ModelSpec, on_gpu: list[bool], *, output_on_gpu: bool)
     return weights.total, body + ((head + weights.mtp) if output_on_gpu else 0)
 
 
+def gpu_layers(ngl: int, n_layer: int, *, output_first: bool = True) -> tuple[int, bool]:
+    """(repeating layers on the GPU, output layer on the GPU) for `-ngl ngl` (0..n_layer + 1). Builds from b7470
+    (ggml-org/llama.cpp PR #18148 "llama: offload output layer to GPU first", merged 2025-12-18) count the output
+    layer and offload it first: src/llama-model.cpp `i_gpu_start = max(n_layer + 1 - n_gpu_layers, 0)` over the
+    n_layer repeating layers and the output layer at index n_layer, so -ngl N puts the output layer and the last
+    N - 1 repeating layers on the GPU. Before, -ngl N offloaded the last N repeating layers and the output layer
+    only when N > n_layer."""
+    if output_first:
+        return max(0, min(ngl, n_layer + 1) - 1), ngl >= 1
+    return min(ngl, n_layer), ngl > n_layer
+
+
 def llamacpp_memory(
     model: ModelSpec,
     *,
@@ -238,6 +250,7 @@ def llamacpp_memory(
     n_devices: int = 1,
     n_outputs_max: int | None = None,
     fa_mask_f32: bool = False,
+    output_first: bool = True,
 ) -> LlamaCppMemory:
     """llama-server's buffers for these flags. n_parallel -1 is the server's auto (4 slots, unified cache);
     n_gpu_layers None or -1 offloads everything (output layer included), 0 keeps it all on the host;
@@ -245,7 +258,8 @@ def llamacpp_memory(
     n_devices: the GPUs -sm layer splits the layers over (compute_bytes is then each one's buffer);
     n_outputs_max: the outputs the worst-case graph is reserved with (None: the current llama-server's n_parallel;
     an older build's or another tool's n_ubatch, see compute.py); fa_mask_f32: the build reserves the f32 KQ mask
-    beside its f16 cast for flash attention (builds before b9410, builds.py `fa_mask_keeps_f32`)."""
+    beside its f16 cast for flash attention (builds before b9410, builds.py `fa_mask_keeps_f32`); output_first:
+    -ngl counts the output layer and offloads it first (builds from b7470, builds.py `output_layer_first`)."""
     for flag, value, least in (("-b", n_batch, 1), ("-ub", n_ubatch, 1), ("--n-cpu-moe", n_cpu_moe, 0)):
         if value < least:
             raise ConfigError(f"llama.cpp {flag} must be at least {least}, got {value}")
@@ -263,14 +277,15 @@ def llamacpp_memory(
     ngl = (
         n_layer + 1 if n_gpu_layers is None or n_gpu_layers < 0 else min(n_gpu_layers, n_layer + 1)
     )  # -1: all
-    on_gpu = [layer >= n_layer - ngl for layer in range(n_layer)]
+    repeating, output_on_gpu = gpu_layers(ngl, n_layer, output_first=output_first)
+    on_gpu = [layer >= n_layer - repeating for layer in range(n_layer)]
     swa_cells = _swa_cells(model, n_ctx_seq, n_parallel, kv_unified, min(n_ubatch, n_batch, n_ctx))
     streams = 1 if kv_unified else n_parallel
     kv_all, kv_gpu = _kv_split(
         model, on_gpu, (n_ctx_seq * streams, swa_cells * streams), cache_type_k, cache_type_v
     )
     recurrent, recurrent_gpu = _recurrent_split(model, on_gpu, max(1, n_parallel) * (1 + n_rs_seq))
-    model_bytes, model_gpu = _weights_split(model, on_gpu, output_on_gpu=ngl > n_layer)
+    model_bytes, model_gpu = _weights_split(model, on_gpu, output_on_gpu=output_on_gpu)
     experts_host = _experts_on_host(model, on_gpu, n_cpu_moe)
     model_gpu -= experts_host
     n_tokens = min(n_ctx, n_ubatch, n_batch)
@@ -298,8 +313,8 @@ def llamacpp_memory(
         n_parallel=n_parallel,
         kv_unified=kv_unified,
         flash_attn=flash_attn,
-        n_gpu_layers=min(ngl, n_layer),
-        output_on_gpu=ngl > n_layer,
+        n_gpu_layers=repeating,
+        output_on_gpu=output_on_gpu,
         model_bytes=model_bytes,
         model_gpu_bytes=model_gpu,
         kv_bytes=kv_all,

@@ -6,12 +6,18 @@ Planner (engine.py).
 from __future__ import annotations
 
 from servelab.engines.llamacpp import cmdline, cpu_planner
-from servelab.engines.llamacpp.builds import fa_mask_keeps_f32, parse_build, reserved_outputs
+from servelab.engines.llamacpp.builds import (
+    fa_mask_keeps_f32,
+    output_layer_first,
+    parse_build,
+    reserved_outputs,
+)
 from servelab.engines.llamacpp.memory import (
     DEFAULT_N_BATCH,
     LlamaCppMemory,
     engine_kv_dtype,
     flash_attn_on,
+    gpu_layers,
     llamacpp_memory,
 )
 from servelab.errors import ConfigError
@@ -68,6 +74,7 @@ def _flags(model: ModelSpec, s: PlanSettings, cache_k: str, cache_v: str) -> dic
         "n_devices": s.tp,
         "n_outputs_max": reserved_outputs(parse_build(s.engine_version), s.n_batch or DEFAULT_N_BATCH),
         "fa_mask_f32": fa_mask_keeps_f32(parse_build(s.engine_version)),
+        "output_first": output_layer_first(parse_build(s.engine_version)),
     }
     flags.update({k: v for k, v in (("n_batch", s.n_batch), ("n_ubatch", s.n_ubatch)) if v is not None})
     return flags
@@ -82,7 +89,10 @@ def _refusals(
     out = []
     if total > gpu.memory_bytes:
         layers = _max_gpu_layers(model, gpu, flags)
-        hint = f"-ngl {layers} (keeps {model.num_layers - layers} of {model.num_layers} layers in host RAM)"
+        repeating, _ = gpu_layers(layers, model.num_layers, output_first=bool(flags["output_first"]))
+        hint = (
+            f"-ngl {layers} (keeps {model.num_layers - repeating} of {model.num_layers} layers in host RAM)"
+        )
         experts = _min_cpu_moe(model, gpu, flags) if not s.cpu_moe else None
         if experts is not None:
             hint = f"--n-cpu-moe {experts} (the experts of {experts} layers in host RAM), or " + hint
@@ -169,7 +179,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         d.model_gpu_bytes if d else 0,
         (m.kv_gpu_bytes + (d.kv_gpu_bytes if d else 0)) // tp,
         (m.recurrent_gpu_bytes + (d.recurrent_gpu_bytes if d else 0)) // tp,
-        (m.compute_bytes if m.n_gpu_layers else 0) + (d.compute_bytes if d else 0),
+        (m.compute_bytes if m.n_gpu_layers or m.output_on_gpu else 0) + (d.compute_bytes if d else 0),
         runtime,
         m.host_bytes + (d.host_bytes if d else 0),
     )
@@ -182,7 +192,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     refusals = [*v_refusal, *_refusals(model, gpu, s, flags, memory.total, m.n_ctx_per_slot)]
     if m.n_gpu_layers < model.num_layers:
         warnings.append(
-            f"llama.cpp: -ngl {m.n_gpu_layers} keeps {model.num_layers - m.n_gpu_layers} of"
+            f"llama.cpp: -ngl {s.n_gpu_layers} keeps {model.num_layers - m.n_gpu_layers} of"
             f" {model.num_layers} layers in host RAM (decode then runs at host-memory speed)"
         )
     if m.experts_host_bytes:

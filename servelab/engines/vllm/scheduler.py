@@ -6,7 +6,10 @@ decode in one step (running requests first, then waiting ones, within the token 
 admitted last when the pool runs out and recomputes it (docs: https://docs.vllm.ai/en/latest/configuration/
 optimization.html "Preemption", "Chunked Prefill"). Prefix caching is on by default; for hybrid (Mamba-style)
 models it is left off, as vLLM did by default, and each request's recurrent state takes one block of the pool
-(the hybrid allocator sizes attention pages to the state: `mamba_blocks` in the plan).
+(the hybrid allocator sizes attention pages to the state: `mamba_blocks` in the plan). A step's prompt blocks are
+hashed as it is scheduled (`KVCacheManager.allocate_slots` -> `cache_blocks`, before the forward; the KV a step
+writes is in place before its attention reads it), so a request admitted after another in the same step reuses
+the blocks the other is computing.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ def scheduler(setup: EngineSetup) -> ContinuousBatching:
             state_blocks=1 if hybrid else 0,
             mixed=True,
             prefix_caching=not hybrid,
+            cache_on_schedule=True,
             speculation=setup.speculation,
         )
     )
