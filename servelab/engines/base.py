@@ -25,6 +25,8 @@ Optional capabilities are ``None`` when the engine lacks them (never discovered 
                     predict` (servelab/predict/core.py; continuous batching or llama.cpp's slots)
     cpu_batched_path  True when its CPU backend prices a pass of >= 2 tokens as weights streamed, then computed
                     (llama.cpp's tinyBLAS): the emulator's ``Effective.batched_bandwidth_bytes_s``
+    cpu_decode_attention  on a CPU, the rate its decode attention runs at after the matmuls, as a fraction of
+                    the compute figure: the emulator's ``Roofline.decode_attention_ratio`` (None: inside the max)
 """
 
 from __future__ import annotations
@@ -251,6 +253,7 @@ class Engine:
     cpu_batched_path: bool = (
         False  # on a CPU, passes of >= 2 tokens take a matrix-matrix path (predict/roofline.py)
     )
+    cpu_decode_attention: float | None = None  # on a CPU, decode attention's rate / the compute figure
 
     def spellings(self) -> tuple[str, ...]:
         """Every name a user may type for this engine, normalised."""

@@ -86,6 +86,8 @@ class _Pass:
     fixed_s: float  # all-reduces
     tokens: int = 1
     prompt_flops: float = 0.0  # of `flops`, those of prompt tokens
+    apart_flops: float = 0.0  # of `flops`, decode attention priced apart at compute / ratio (CPU engines)
+    ratio: float = 0.0
 
 
 @dataclass
@@ -109,7 +111,8 @@ class _Recorder(Roofline):
             if p:
                 tokens = sum(w.new + w.verify for w in p)
                 passes.append(_Pass(self.pass_bytes(p), self.pass_flops(p), self.allreduce_s(tokens), tokens,
-                                    self.prompt_flops(p)))  # fmt: skip
+                                    self.prompt_flops(p), self.decode_attention_flops(p),
+                                    self.decode_attention_ratio))  # fmt: skip
         self.log.append(_StepRow(passes, step.tokens))
         for w in step.works:
             rid = w.seq.request.rid
@@ -260,13 +263,16 @@ def _features(replay: _Replay, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     for j, step in enumerate(replay.rec.log, start=1):
         mem = comp = prompt = extra = mem_batched = 0.0
         for p in step.passes:
+            flops = p.flops - p.apart_flops
+            if p.apart_flops:  # after the max, at compute x ratio: a 1/compute coefficient of its own
+                comp += p.apart_flops / p.ratio
             if batched and p.tokens >= 2:
                 mem_batched += p.bytes
-                comp, prompt = comp + p.flops, prompt + p.prompt_flops
-            elif p.bytes * x[0] >= p.flops * x[1] + p.prompt_flops * x[PREFILL]:
+                comp, prompt = comp + flops, prompt + p.prompt_flops
+            elif p.bytes * x[0] >= flops * x[1] + p.prompt_flops * x[PREFILL]:
                 mem += p.bytes
             else:
-                comp, prompt = comp + p.flops, prompt + p.prompt_flops
+                comp, prompt = comp + flops, prompt + p.prompt_flops
             extra += p.fixed_s
         rows[j] = (mem, comp, 1.0, step.tokens, mem_batched, prompt)
         fixed[j] = extra

@@ -64,6 +64,8 @@ def roofline(plan: Plan, model: ModelSpec, gpu: GPU, effective: Effective | None
     def weights(tokens: int) -> float:
         return speed.weight_read_bytes(model, max(1, tokens)) * share
 
+    registered = registry.get_engine(plan.engine)
+    attention_apart = (registered.cpu_decode_attention or 0.0) if gpu.is_cpu else 0.0
     allreduce: Callable[[int], float] = _no_allreduce
     if split:
         link = plan.parallel_cost.interconnect if plan.parallel_cost else default_interconnect(gpu)
@@ -80,6 +82,7 @@ def roofline(plan: Plan, model: ModelSpec, gpu: GPU, effective: Effective | None
         attention_width_sliding=sliding * share,
         effective=effective or plan_effective(plan, gpu, model),
         allreduce_s=allreduce,
+        decode_attention_ratio=attention_apart,
     )
 
 

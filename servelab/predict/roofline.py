@@ -66,6 +66,9 @@ class Roofline:
     effective: Effective
     allreduce_s: Callable[[int], float] = lambda tokens: 0.0  # tensor parallel: all-reduces of one pass
     head_flops_per_token: float = 0.0  # 2 x output head params (per GPU): paid by positions that give logits
+    # a CPU engine's decode attention: run after the pass's matmuls at this fraction of the compute figure, its
+    # time added to the pass (Engine.cpu_decode_attention); 0: inside the max with the rest, as on a GPU
+    decode_attention_ratio: float = 0.0
 
     def kv_bytes(self, tokens: int) -> float:
         sliding = min(tokens, self.sliding_window) if self.sliding_window else tokens
@@ -87,6 +90,28 @@ class Roofline:
                 n * (body + 4 * self.attention_width_full * attended) + _logits(w) * self.head_flops_per_token
             )
             total += n * 4 * self.attention_width_sliding * min(attended, window)
+        return total
+
+    def decode_attention_flops(self, works: Sequence[Work]) -> float:
+        """The attention FLOPs of the decodes (not prompts) in a pass, where they are priced apart
+        (`decode_attention_ratio`); 0 otherwise."""
+        if not self.decode_attention_ratio:
+            return 0.0
+        total = 0.0
+        for w in works:
+            if w.prompt:
+                continue
+            n = w.new + w.verify
+            attended = w.context + n / 2
+            window = self.sliding_window or attended
+            total += (
+                n
+                * 4
+                * (
+                    self.attention_width_full * attended
+                    + self.attention_width_sliding * min(attended, window)
+                )
+            )
         return total
 
     def prompt_flops(self, works: Sequence[Work]) -> float:
@@ -118,7 +143,12 @@ class Roofline:
                 prompts = [w for w in works if w.prompt]
                 prompt = self._flops(sum(w.new for w in prompts), sum(w.new * (w.context + w.new / 2) for w in prompts),
                                      sum(map(_logits, prompts)))  # fmt: skip
-        return e.pass_time(tokens, memory_b, flops, prompt) + self.allreduce_s(tokens)
+        apart = self.decode_attention_flops(works)
+        return (
+            e.pass_time(tokens, memory_b, flops - apart, prompt)
+            + (apart / (e.flops_s * self.decode_attention_ratio) if apart else 0.0)
+            + self.allreduce_s(tokens)
+        )
 
     def _flops(self, tokens: int, attended: float, logits: int) -> float:
         """FLOPs of `tokens` tokens attending `attended` token pairs in all, `logits` of them sampled (no
@@ -146,13 +176,22 @@ class Roofline:
         memory1, flops1 = self.kv_full_bytes_per_token * n, 4 * self.attention_width_full * n
         fixed = self.allreduce_s(n) + e.step_overhead_s + e.token_overhead_s * n
         bw, fl = e.bandwidth_bytes_s, e.flops_s
+        attention1 = 0.0
+        if self.decode_attention_ratio:  # every work here decodes: its attention priced apart
+            slow = fl * self.decode_attention_ratio
+            attention0 = 4 * self.attention_width_full * (context + n / 2)
+            flops0, attention1 = flops0 - attention0, flops1 / slow
+            fixed += attention0 / slow
+            flops1 = 0.0
         if e.batched_bandwidth_bytes_s is not None and n >= 2:
             bb = e.batched_bandwidth_bytes_s
             return [
-                (memory0 + memory1 * j) / bb + (flops0 + flops1 * j) / fl + fixed for j in range(1, count + 1)
+                (memory0 + memory1 * j) / bb + (flops0 + flops1 * j) / fl + fixed + attention1 * j
+                for j in range(1, count + 1)
             ]
         return [
-            max((memory0 + memory1 * j) / bw, (flops0 + flops1 * j) / fl) + fixed for j in range(1, count + 1)
+            max((memory0 + memory1 * j) / bw, (flops0 + flops1 * j) / fl) + fixed + attention1 * j
+            for j in range(1, count + 1)
         ]
 
     def step_s(self, step: Step, speculation: Speculation | None = None) -> float:

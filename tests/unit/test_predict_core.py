@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from servelab.engines.llamacpp.scheduler import LAUNCH_WINDOW_S, Slots, SlotSettings, ubatches
@@ -269,3 +271,32 @@ def test_vllm_shares_a_prefix_computed_in_the_same_step_sglang_only_once_compute
     assert same_step[1].first_token_s == pytest.approx(step_by_hand([(420, 0), (90, 320)]))
     assert apart[1].first_token_s == pytest.approx(step_by_hand([(420, 0), (410, 0)]))
     assert same_step[1].first_token_s < apart[1].first_token_s
+
+
+def test_a_cpu_engines_decode_attention_is_priced_after_the_max_at_its_own_rate() -> None:
+    """llama.cpp on a CPU attends the KV cache after the matmuls at a fraction of the compute figure
+    (Engine.cpu_decode_attention): a decode pays 4 x width x (context + 1/2) FLOPs at compute x ratio on top of the
+    max(); a prompt's attention stays inside it; the repeated-decode fast path lands on the same times."""
+    width, ratio = 1024.0, 0.125
+    apart = dataclasses.replace(roofline(), attention_width_full=width, decode_attention_ratio=ratio)
+    inside = dataclasses.replace(roofline(), attention_width_full=width)
+    seq = Sequence(Request(0, 0.0, tuple(range(600)), 8))
+    seq.generated = 1
+    decode = [Work(seq, 1, 600)]
+    attention = 4 * width * (600 + 0.5)
+    assert apart.pass_s(decode) == pytest.approx(
+        max((W + KV * 601) / EFF.bandwidth_bytes_s, (FLOPS) / EFF.flops_s) + attention / (EFF.flops_s * ratio)
+    )
+    assert apart.pass_s(decode) > inside.pass_s(decode)
+    fresh = Sequence(Request(1, 0.0, tuple(range(600)), 8))
+    prompt = [Work(fresh, 600, 0)]
+    assert apart.pass_s(prompt) == pytest.approx(inside.pass_s(prompt))
+    arrivals = [req(i, 40 + 30 * i, 20 + 7 * i, at=0.013 * i, base=1000 * i) for i in range(6)]
+    for make in (
+        lambda: vllm_like(token_budget=256),
+        lambda: Slots(SlotSettings(slots=3, context_per_slot=8192)),
+    ):
+        fast = by_id(emulate(make(), apart, arrivals))
+        slow = by_id(emulate(make(), apart, arrivals, fast=False))
+        for rid, s in slow.items():
+            assert fast[rid].token_times == pytest.approx(s.token_times, rel=1e-12)

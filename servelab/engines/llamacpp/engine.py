@@ -60,6 +60,10 @@ ENGINE = Engine(
     # (ggml-cpu/llamafile/sgemm.cpp `llamafile_sgemm`: "only enable sgemm for prompt processing", n < 2 returns
     # false); measured here 9 ms at one token, 22.7 at two, 60 at sixteen (benchmarks/llamacpp_batch_steps.py)
     cpu_batched_path=True,
+    # a decoded token's attention (the KV cache read query by query, after the matmuls) runs at 10.6 GFLOP/s on one
+    # EPYC thread, 3.09 us per context token (benchmarks/llamacpp_attention_steps.py), against the 82.4 GFLOP/s
+    # compute the same build and thread count calibrate to (benchmarks/predict_vs_measured.py): 0.129
+    cpu_decode_attention=10.6 / 82.4,
     log_memory=LogMemory(logparse.log_memory_bytes, "start llama-server with -lv 4 to log them"),
     source_build=fork.source_build,
 )
