@@ -17,12 +17,12 @@ at a time (a prompt of N words, 64 tokens, ignore_eos, no prompt cache) and read
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
-import urllib.request
 from pathlib import Path
+
+from llamacpp_batch_steps import completion_timings  # benchmarks/: the same request, timings read alike
 
 from servelab.engines.llamacpp.launch import start_llama_server
 from servelab.modelmake import make_model
@@ -34,18 +34,7 @@ OUTPUT = 64
 
 
 def one(url: str, words: int, seed: int) -> tuple[float, int]:
-    body = {
-        "prompt": " ".join(f"w{seed}x{k}" for k in range(words)),
-        "max_tokens": OUTPUT,
-        "ignore_eos": True,
-        "stream": False,
-        "cache_prompt": False,
-    }
-    request = urllib.request.Request(
-        url + "/completion", json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=600) as response:
-        t = json.loads(response.read())["timings"]
+    t = completion_timings(url, " ".join(f"w{seed}x{k}" for k in range(words)), OUTPUT)
     return t["predicted_ms"] / t["predicted_n"], int(t["prompt_n"])
 
 

@@ -32,10 +32,11 @@ SHAPE = dict(hidden=1024, layers=8, heads=16, kv_heads=8, head_dim=64, ffn=2816)
 SERVER_CPU, CLIENT_CPU = 0, 1
 
 
-def one(url: str, i: int, out: list[tuple[float, float, int]]) -> None:
+def completion_timings(url: str, prompt: str, max_tokens: int) -> dict:
+    """llama-server's `timings` for one non-streamed completion (ignore_eos, no prompt cache)."""
     body = {
-        "prompt": f"w{i} " * 16,
-        "max_tokens": 96,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
         "ignore_eos": True,
         "stream": False,
         "cache_prompt": False,
@@ -44,7 +45,11 @@ def one(url: str, i: int, out: list[tuple[float, float, int]]) -> None:
         url + "/completion", json.dumps(body).encode(), {"Content-Type": "application/json"}
     )
     with urllib.request.urlopen(request, timeout=600) as response:
-        t = json.loads(response.read())["timings"]
+        return json.loads(response.read())["timings"]
+
+
+def one(url: str, i: int, out: list[tuple[float, float, int]]) -> None:
+    t = completion_timings(url, f"w{i} " * 16, 96)
     out.append((t["predicted_ms"] / t["predicted_n"], t["prompt_ms"], t["prompt_n"]))
 
 
