@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from servelab.engines.vllm.cmdline import VllmLaunch
 from servelab.errors import ConfigError, ServelabError
 from servelab.hardware.gpus import GIB, GPU, MIB, find_gpu, with_overrides
 from servelab.model.catalog import catalog_model, find_catalog_id
@@ -210,10 +211,14 @@ def _mtp(value: Mapping[str, Any] | None) -> Speculative | None:
 
 
 def _text_only(settings: Mapping[str, Any]) -> bool:
-    """vLLM --language-model-only, or --limit-mm-per-prompt with every modality at 0 (no encoder profile)."""
+    """vLLM --language-model-only, or --limit-mm-per-prompt with every modality at 0 (no encoder profile), as
+    the vLLM command-line reader decides it."""
     limits = settings.get("limit_mm_per_prompt")
-    none_allowed = isinstance(limits, Mapping) and bool(limits) and not any(limits.values())
-    return bool(settings.get("language_model_only")) or none_allowed
+    launch = VllmLaunch(
+        language_model_only=bool(settings.get("language_model_only")),
+        limit_mm_per_prompt=dict(limits) if isinstance(limits, Mapping) else None,
+    )
+    return launch.text_only
 
 
 def plan_inputs(case: Case) -> dict[str, Any]:

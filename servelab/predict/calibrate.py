@@ -379,7 +379,10 @@ def _fill_ttft_prefills(
 def _step_times(replay: _Replay, effective: Effective) -> list[float]:
     e = effective
     return [
-        sum(e.pass_time(p.tokens, p.bytes, p.flops, p.prompt_flops) + p.fixed_s for p in s.passes)
+        sum(
+            e.pass_time(p.tokens, p.bytes, p.flops, p.prompt_flops, p.apart_flops, p.ratio) + p.fixed_s
+            for p in s.passes
+        )
         + e.step_overhead_s
         + e.token_overhead_s * s.tokens
         for s in replay.rec.log

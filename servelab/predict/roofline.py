@@ -15,7 +15,9 @@ found prompts faster per FLOP than decodes, a prefill compute for prompt tokens'
 Batched passes on a CPU (`Effective.batched_bandwidth_bytes_s`, set for engines whose CPU kernels switch path at
 two tokens, `Engine.cpu_batched_path`): a one-token pass is the max above, a pass of two or more tokens streams
 the weights and computes in turn: bytes / batched bandwidth + FLOPs / compute (llama.cpp's paths, with their
-source, in engines/llamacpp/engine.py and docs/predict.md).
+source, in engines/llamacpp/engine.py and docs/predict.md). A CPU engine's decode attention
+(`Roofline.decode_attention_ratio`, `Engine.cpu_decode_attention`) leaves the max: its FLOPs at compute x ratio,
+added to the pass.
 """
 
 from __future__ import annotations
@@ -45,12 +47,24 @@ class Effective:
             return flops / self.flops_s
         return (flops - prompt_flops) / self.flops_s + prompt_flops / self.prefill_flops_s
 
-    def pass_time(self, tokens: int, memory_b: float, flops: float, prompt_flops: float = 0.0) -> float:
+    def pass_time(
+        self,
+        tokens: int,
+        memory_b: float,
+        flops: float,
+        prompt_flops: float = 0.0,
+        apart_flops: float = 0.0,
+        apart_ratio: float = 0.0,
+    ) -> float:
         """One pass of `tokens` tokens reading `memory_b` bytes and doing `flops` FLOPs (`prompt_flops` of
-        them for prompt tokens)."""
+        them for prompt tokens; `apart_flops` of them decode attention run after the rest at compute x
+        `apart_ratio`, Roofline.decode_attention_ratio)."""
+        rest = flops - apart_flops
         if self.batched_bandwidth_bytes_s is not None and tokens >= 2:
-            return memory_b / self.batched_bandwidth_bytes_s + self.compute_s(flops, prompt_flops)
-        return max(memory_b / self.bandwidth_bytes_s, self.compute_s(flops, prompt_flops))
+            seconds = memory_b / self.batched_bandwidth_bytes_s + self.compute_s(rest, prompt_flops)
+        else:
+            seconds = max(memory_b / self.bandwidth_bytes_s, self.compute_s(rest, prompt_flops))
+        return seconds + (apart_flops / (self.flops_s * apart_ratio) if apart_flops else 0.0)
 
 
 @dataclass(frozen=True)
@@ -80,39 +94,29 @@ class Roofline:
         return self.weight_bytes(tokens) + per_sequence
 
     def pass_flops(self, works: Sequence[Work]) -> float:
-        total = 0.0
         body = self.flops_per_token - self.head_flops_per_token
-        for w in works:
-            n = w.new + w.verify
-            attended = w.context + n / 2
-            window = self.sliding_window or attended
-            total += (
-                n * (body + 4 * self.attention_width_full * attended) + _logits(w) * self.head_flops_per_token
-            )
-            total += n * 4 * self.attention_width_sliding * min(attended, window)
-        return total
+        return sum(
+            (w.new + w.verify) * body + _logits(w) * self.head_flops_per_token + self._attention_flops(w)
+            for w in works
+        )
+
+    def _attention_flops(self, w: Work) -> float:
+        """One sequence's attention in a pass: 4 x width x new x (context + new / 2), sliding layers capped."""
+        n = w.new + w.verify
+        attended = w.context + n / 2
+        window = self.sliding_window or attended
+        return (
+            n
+            * 4
+            * (self.attention_width_full * attended + self.attention_width_sliding * min(attended, window))
+        )
 
     def decode_attention_flops(self, works: Sequence[Work]) -> float:
         """The attention FLOPs of the decodes (not prompts) in a pass, where they are priced apart
         (`decode_attention_ratio`); 0 otherwise."""
         if not self.decode_attention_ratio:
             return 0.0
-        total = 0.0
-        for w in works:
-            if w.prompt:
-                continue
-            n = w.new + w.verify
-            attended = w.context + n / 2
-            window = self.sliding_window or attended
-            total += (
-                n
-                * 4
-                * (
-                    self.attention_width_full * attended
-                    + self.attention_width_sliding * min(attended, window)
-                )
-            )
-        return total
+        return sum(self._attention_flops(w) for w in works if not w.prompt)
 
     def prompt_flops(self, works: Sequence[Work]) -> float:
         """The share of `pass_flops` that computes prompt tokens (`Work.prompt`)."""
@@ -144,11 +148,9 @@ class Roofline:
                 prompt = self._flops(sum(w.new for w in prompts), sum(w.new * (w.context + w.new / 2) for w in prompts),
                                      sum(map(_logits, prompts)))  # fmt: skip
         apart = self.decode_attention_flops(works)
-        return (
-            e.pass_time(tokens, memory_b, flops - apart, prompt)
-            + (apart / (e.flops_s * self.decode_attention_ratio) if apart else 0.0)
-            + self.allreduce_s(tokens)
-        )
+        return e.pass_time(
+            tokens, memory_b, flops, prompt, apart, self.decode_attention_ratio
+        ) + self.allreduce_s(tokens)
 
     def _flops(self, tokens: int, attended: float, logits: int) -> float:
         """FLOPs of `tokens` tokens attending `attended` token pairs in all, `logits` of them sampled (no

@@ -80,14 +80,19 @@ class LlamaCppMemory:
     experts_host_bytes: int = 0  # routed-expert weights kept in host RAM (--n-cpu-moe / -ot exps=CPU)
 
     @property
+    def compute_on_gpu(self) -> bool:
+        """The compute buffer is on the device when any layer (the output layer included) is."""
+        return bool(self.n_gpu_layers or self.output_on_gpu)
+
+    @property
     def gpu_bytes(self) -> int:
         """Device memory llama.cpp itself allocates (CUDA context not included)."""
-        compute = self.compute_bytes if self.n_gpu_layers or self.output_on_gpu else 0
+        compute = self.compute_bytes if self.compute_on_gpu else 0
         return self.model_gpu_bytes + self.kv_gpu_bytes + self.recurrent_gpu_bytes + compute
 
     @property
     def host_bytes(self) -> int:
-        host_compute = 0 if self.n_gpu_layers or self.output_on_gpu else self.compute_bytes
+        host_compute = 0 if self.compute_on_gpu else self.compute_bytes
         return (
             self.model_bytes
             - self.model_gpu_bytes

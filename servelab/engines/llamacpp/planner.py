@@ -62,7 +62,8 @@ def _min_cpu_moe(model: ModelSpec, gpu: GPU, flags: dict[str, object]) -> int | 
 
 def _flags(model: ModelSpec, s: PlanSettings, cache_k: str, cache_v: str) -> dict[str, object]:
     """llamacpp_memory's keywords for these settings (-c, -np, -kvu, -ctk/-ctv, -fa, -b, -ub, --n-cpu-moe, the
-    GPUs -sm layer splits over, the outputs and the mask the build reserves its graph with)."""
+    GPUs -sm layer splits over, the outputs and the mask the build reserves its graph with, how it reads -ngl)."""
+    build = parse_build(s.engine_version)
     flags: dict[str, object] = {
         "n_ctx": s.context if s.kv_unified else s.context * s.parallel,
         "n_parallel": s.parallel,
@@ -72,9 +73,9 @@ def _flags(model: ModelSpec, s: PlanSettings, cache_k: str, cache_v: str) -> dic
         "flash_attn": flash_attn_on(s.flash_attn),
         "n_cpu_moe": model.num_layers if s.cpu_moe else (s.n_cpu_moe or 0),
         "n_devices": s.tp,
-        "n_outputs_max": reserved_outputs(parse_build(s.engine_version), s.n_batch or DEFAULT_N_BATCH),
-        "fa_mask_f32": fa_mask_keeps_f32(parse_build(s.engine_version)),
-        "output_first": output_layer_first(parse_build(s.engine_version)),
+        "n_outputs_max": reserved_outputs(build, s.n_batch or DEFAULT_N_BATCH),
+        "fa_mask_f32": fa_mask_keeps_f32(build),
+        "output_first": output_layer_first(build),
     }
     flags.update({k: v for k, v in (("n_batch", s.n_batch), ("n_ubatch", s.n_ubatch)) if v is not None})
     return flags
@@ -179,7 +180,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         d.model_gpu_bytes if d else 0,
         (m.kv_gpu_bytes + (d.kv_gpu_bytes if d else 0)) // tp,
         (m.recurrent_gpu_bytes + (d.recurrent_gpu_bytes if d else 0)) // tp,
-        (m.compute_bytes if m.n_gpu_layers or m.output_on_gpu else 0) + (d.compute_bytes if d else 0),
+        (m.compute_bytes if m.compute_on_gpu else 0) + (d.compute_bytes if d else 0),
         runtime,
         m.host_bytes + (d.host_bytes if d else 0),
     )
