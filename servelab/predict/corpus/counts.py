@@ -1,0 +1,54 @@
+"""What the corpus covers: figures per engine, GPU class, GPU type, model kind, source; the concurrency and TP range.
+
+A figure is one number a row carries (a row with TTFT, TPOT and output tok/s counts three). Rows kept out
+of fitting (`excluded`) are counted apart.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from servelab.predict.corpus.load import gpu_classes
+from servelab.predict.corpus.schema import Measurement
+
+
+@dataclass(frozen=True)
+class Coverage:
+    figures: int
+    excluded_figures: int
+    by_engine: dict[str, int]
+    by_gpu_class: dict[str, int]
+    by_gpu: dict[str, int]
+    by_model_kind: dict[str, int]
+    by_source: dict[str, int]
+    concurrency: tuple[int, int] | None  # lowest and highest concurrency (llama-bench rows are 1)
+    tp: tuple[int, int]
+
+
+def coverage(rows: Iterable[Measurement]) -> Coverage:
+    classes = gpu_classes()
+    rows = tuple(rows)
+    used = [row for row in rows if not row.excluded]
+    excluded = sum(len(row.figures) for row in rows if row.excluded)
+
+    def tally(key: Callable[[Measurement], str]) -> dict[str, int]:
+        counts: Counter[str] = Counter()
+        for row in used:
+            counts[key(row)] += len(row.figures)
+        return dict(counts.most_common())
+
+    levels = [row.workload.concurrency for row in used if row.workload.concurrency is not None]
+    tps = [row.tp for row in used] or [1]
+    return Coverage(
+        figures=sum(len(row.figures) for row in used),
+        excluded_figures=excluded,
+        by_engine=tally(lambda row: row.engine),
+        by_gpu_class=tally(lambda row: classes.get(row.gpu or "", "not in catalog")),
+        by_gpu=tally(lambda row: row.gpu or f"({row.gpu_label})"),
+        by_model_kind=tally(lambda row: row.model_kind),
+        by_source=tally(lambda row: row.source.id),
+        concurrency=(min(levels), max(levels)) if levels else None,
+        tp=(min(tps), max(tps)),
+    )
