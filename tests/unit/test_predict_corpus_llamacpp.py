@@ -50,8 +50,8 @@ def test_each_row_says_what_it_ran(row: Measurement) -> None:
         assert (w.prompt_tokens == 0) != (w.output_tokens == 0)
         assert set(row.figures) == {"pp_tok_s" if w.prompt_tokens else "tg_tok_s"}
         test = f"pp{w.prompt_tokens}" if w.prompt_tokens else f"tg{w.output_tokens}"
-        line = re.sub(r"\s+", "", row.verbatim[-1])
-        assert test in line and (w.depth == 0 or f"@d{w.depth}" in line)
+        lines = re.sub(r"\s+", "", "".join(row.verbatim))
+        assert test in lines and (w.depth == 0 or f"@d{w.depth}" in lines)
     else:
         assert w.batch and w.concurrency == w.batch
 
