@@ -37,10 +37,13 @@ def data_dir() -> Path:
 def load_corpus(paths: Iterable[Path] | None = None) -> tuple[Measurement, ...]:
     """Every measurement of every corpus file (the shipped ones unless `paths` are given), file by file."""
     files = sorted(data_dir().glob("*.json")) if paths is None else list(paths)
-    return tuple(row for path in files for row in load_file(path))
+    catalog = frozenset(gpu_names())
+    return tuple(row for path in files for row in load_file(path, catalog))
 
 
-def load_file(path: Path) -> tuple[Measurement, ...]:
+def load_file(path: Path, catalog: frozenset[str] | None = None) -> tuple[Measurement, ...]:
+    """One corpus file's rows; `catalog` is the GPU catalog's names (read once by `load_corpus`)."""
+    known = catalog if catalog is not None else frozenset(gpu_names())
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -50,7 +53,7 @@ def load_file(path: Path) -> tuple[Measurement, ...]:
     rows = doc.get("rows")
     if not isinstance(rows, list) or not rows:
         raise ModelFormatError(f"{where}: 'rows' must be a non-empty list")
-    return tuple(_row(source, i, row, f"{where} row {i}") for i, row in enumerate(rows))
+    return tuple(_row(source, i, row, known, f"{where} row {i}") for i, row in enumerate(rows))
 
 
 def _source(doc: dict[str, Any], stem: str, where: str) -> Source:
@@ -70,11 +73,11 @@ def _source(doc: dict[str, Any], stem: str, where: str) -> Source:
     )
 
 
-def _row(source: Source, index: int, row: Any, where: str) -> Measurement:
+def _row(source: Source, index: int, row: Any, catalog: frozenset[str], where: str) -> Measurement:
     if not isinstance(row, dict):
         raise ModelFormatError(f"{where}: a row must be an object")
     gpu = row.get("gpu")
-    if gpu is not None and gpu not in gpu_names():
+    if gpu is not None and gpu not in catalog:
         raise ModelFormatError(f"{where}: gpu {gpu!r} is not a catalog name (use null and gpu_label)")
     figures = _figures(_obj(row, "figures", where), where)
     verbatim = row.get("verbatim")
