@@ -52,3 +52,36 @@ def coverage(rows: Iterable[Measurement]) -> Coverage:
         concurrency=(min(levels), max(levels)) if levels else None,
         tp=(min(tps), max(tps)),
     )
+
+
+def _table(title: str, counts: dict[str, int]) -> list[str]:
+    return [f"| {title} | figures |", "|---|---|", *(f"| {k} | {v:,} |" for k, v in counts.items()), ""]
+
+
+def render_markdown(rows: Iterable[Measurement]) -> str:
+    """docs/corpus.md's generated part: the coverage tables and one line per source with its address."""
+    rows = tuple(rows)
+    seen = coverage(rows)
+    low, high = seen.concurrency or (0, 0)
+    lines = [
+        f"{seen.figures:,} figures used ({seen.excluded_figures:,} more kept out of fitting, each row saying why)"
+        f" from {len(seen.by_source)} sources; concurrency {low}-{high}, TP {seen.tp[0]}-{seen.tp[1]}.",
+        "",
+        *_table("engine", seen.by_engine),
+        *_table("GPU class", seen.by_gpu_class),
+        *_table("GPU", seen.by_gpu),
+        *_table("model kind", seen.by_model_kind),
+        "| source | client | published | figures | address |",
+        "|---|---|---|---|---|",
+    ]
+    sources = {row.source.id: row.source for row in rows}
+    for source_id, figures in sorted(seen.by_source.items()):
+        source = sources[source_id]
+        lines.append(f"| {source_id} | {source.client} | {source.published} | {figures:,} | {source.url} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    from servelab.predict.corpus.load import load_corpus
+
+    print(render_markdown(load_corpus()), end="")
