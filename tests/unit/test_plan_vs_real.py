@@ -57,6 +57,15 @@ WITHIN_TODAY = (
     ("vllm/v1-0.7-llama31-70b-w8a8-gpu-blocks", "weights_gib"),
     ("sglang/gpt-oss-20b-kvcached-weights", "weights_gib"),
     ("sglang/kimi-k2.5-tp8-mi355x-mla", "kv_tokens@engine_budget"),
+    ("sglang/qwen3-next-80b-tp4-mi300x-aiter", "weights_gib"),
+    ("sglang/qwen3-next-80b-tp4-mi300x-aiter", "kv_budget_gib"),  # with 0.5.4.post1's aiter x 0.90
+    ("sglang/qwen3-next-80b-tp4-mi300x-aiter", "kv_tokens"),
+    ("sglang/qwen3-next-80b-tp4-mi300x-aiter", "mamba_cache_slots"),
+    ("llamacpp/qwen2.5-coder-32b-q4ks-7900xtx-32k-q8kv", "kv_mib_total"),
+    (
+        "llamacpp/qwen2.5-coder-32b-q4ks-7900xtx-32k-q8kv",
+        "compute_mib[ROCm0]",
+    ),  # the mask freed before the logits
     ("sglang/llama-3.1-8b-fa3-h100", "weights_gib"),
     ("sglang/llama-3.1-8b-fa3-h100", "kv_budget_gib"),  # with 0.4.4's mem_fraction_static by TP size
     ("sglang/llama-3.1-8b-fa3-h100", "kv_tokens"),
