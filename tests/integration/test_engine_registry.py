@@ -39,7 +39,7 @@ def test_plan_plans_the_toy_engine(toy, capsys) -> None:
     out, err = capsys.readouterr()
     assert code == 0, err
     plan = json.loads(out)["plans"][0]
-    assert plan["engine"] == "toy" and plan["details"] == {"toy": True}
+    assert plan["engine"] == "toy" and plan["details"] == {"slots": 1, "context": 4096, "step_tokens": 256}
     assert plan["command"][:4] == ["toy-server", "Qwen/Qwen3-8B", "--ctx", "4096"]
     assert plan["efficiency"] == {"decode": 0.5, "decode_kv": 0.5, "prefill": 0.25}  # its table's default
 

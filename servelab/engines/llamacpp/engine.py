@@ -20,6 +20,7 @@ from servelab.engines.llamacpp import (
     speculative,
     verify_rules,
 )
+from servelab.engines.llamacpp.settings import LlamaCppFigures, LlamaCppSettings
 
 GGUF_QUANTS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS")
 
@@ -50,6 +51,9 @@ ENGINE = Engine(
         tensor_parallel="layers",  # -sm layer: a pipeline, no all-reduce
         needs_cuda=False,
         cpu_efficiency=(0.7, 0.3),  # on the CPU device (docs/planning.md "The CPU as a device")
+        settings_type=LlamaCppSettings,
+        settings=cmdline.settings,
+        figures_type=LlamaCppFigures,
         launch_settings=cmdline.plan_settings,
         image_version=cmdline.image_version,
     ),

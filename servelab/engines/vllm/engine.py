@@ -19,6 +19,7 @@ from servelab.engines.vllm import (
     speculative,
     verify_rules,
 )
+from servelab.engines.vllm.settings import VllmFigures, VllmSettings
 from servelab.model.quant import USUAL_SAFETENSORS_QUANTS
 
 ENGINE = Engine(
@@ -45,6 +46,9 @@ ENGINE = Engine(
         decode_efficiency=efficiency.TABLE,
         prefill_efficiency=0.5,
         cpu_efficiency=(0.5, 0.3),  # on the CPU device (docs/planning.md "The CPU as a device")
+        settings_type=VllmSettings,
+        settings=cmdline.settings,
+        figures_type=VllmFigures,
         launch_settings=cmdline.plan_settings,
         image_version=cmdline.image_version,
     ),
