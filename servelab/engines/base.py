@@ -5,7 +5,8 @@ line in ``servelab/engines/registry.py``. Every other layer loops over the regis
 
 Every engine provides (required):
     identity        name, label, aliases (``llama.cpp`` = ``llamacpp``), default port, health path
-    endpoints       identify(probe) -> DetectedEngine | None; read_effective(probe, model) -> dict
+    endpoints       identify(probe) -> DetectedEngine | None; read_effective(probe, model) -> dict (EffectiveConfig's
+                    keys, and those of its own ``reported_type``: what only it reports, verify's ``EffectiveConfig.own``)
     verify_rules    LABELS, UNREPORTED, reported(key, got), explain(...) -> (cause, fix), notes(got)
     bench_extras    ACCEPTS_TOKEN_IDS, KEEP_ALIVE, SNAPSHOT_PATHS, SERVER_METRICS, request_fields(), tokenize(), count_chat_tokens()
 
@@ -266,6 +267,9 @@ class Engine:
         False  # on a CPU, passes of >= 2 tokens take a matrix-matrix path (predict/roofline.py)
     )
     cpu_decode_attention: float | None = None  # on a CPU, decode attention's rate / the compute figure
+    # what only this engine reports of its effective configuration (a frozen dataclass; read_effective's keys beyond
+    # EffectiveConfig's): verify's `EffectiveConfig.own`
+    reported_type: type | None = None
 
     def spellings(self) -> tuple[str, ...]:
         """Every name a user may type for this engine, normalised."""

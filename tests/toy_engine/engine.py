@@ -6,7 +6,7 @@ from servelab.engines.base import Engine, Planner
 from servelab.engines.openai import bench_extras
 from servelab.plan.efficiency import EfficiencyTable
 from tests.toy_engine import cmdline, endpoints, launch, planner, scheduler, verify_rules
-from tests.toy_engine.settings import ToyFigures, ToySettings
+from tests.toy_engine.settings import ToyFigures, ToyReported, ToySettings
 
 ENGINE = Engine(
     name="toy",
@@ -31,4 +31,5 @@ ENGINE = Engine(
     ),
     signatures="tests.toy_engine",
     scheduler=scheduler.scheduler,
+    reported_type=ToyReported,
 )

@@ -18,6 +18,7 @@ from servelab.engines.sglang import (
     speculative,
     verify_rules,
 )
+from servelab.engines.sglang.reported import SglangReported
 from servelab.engines.sglang.settings import SglangFigures, SglangSettings
 from servelab.model.quant import USUAL_SAFETENSORS_QUANTS
 
@@ -53,4 +54,5 @@ ENGINE = Engine(
     environment=environment,
     speculative=speculative,
     scheduler=scheduler.scheduler,
+    reported_type=SglangReported,
 )

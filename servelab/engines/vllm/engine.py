@@ -19,6 +19,7 @@ from servelab.engines.vllm import (
     speculative,
     verify_rules,
 )
+from servelab.engines.vllm.reported import VllmReported
 from servelab.engines.vllm.settings import VllmFigures, VllmSettings
 from servelab.model.quant import USUAL_SAFETENSORS_QUANTS
 
@@ -56,4 +57,5 @@ ENGINE = Engine(
     environment=environment,
     speculative=speculative,
     scheduler=scheduler.scheduler,
+    reported_type=VllmReported,
 )
