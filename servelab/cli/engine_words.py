@@ -53,7 +53,8 @@ def engine_settings(engine: str | None, words: list[str]) -> dict[str, Any]:
 
 
 def flag_lines() -> list[str]:
-    """Each planned engine's flags after `--`, one line per engine, from its Settings (the CLI reference)."""
+    """Each planned engine's flags after `--`, one line per engine, from its Settings (`--help`; docs/cli.md says
+    what each sets)."""
     from servelab.engines.typed import settings_flags
 
     lines = []
@@ -62,5 +63,5 @@ def flag_lines() -> list[str]:
             continue
         flags = settings_flags(e.planner.settings_type)
         if flags:
-            lines.append(f"{e.name}: " + "; ".join(f"{flag} ({text})" for _, flag, text in flags))
+            lines.append(f"{e.name}: " + ", ".join(flag for _, flag, _ in flags))
     return lines

@@ -112,7 +112,7 @@ def register(app: typer.Typer) -> None:
         "plan",
         context_settings={"allow_extra_args": True},
         epilog="Engine flags go after --, in the engine's own words (servelab plan MODEL --engine vllm --"
-        " --max-num-seqs 64): " + " | ".join(flag_lines()),
+        " --max-num-seqs 64; docs/cli.md says what each sets): " + "; ".join(flag_lines()),
     )
     def plan_command(
         ctx: typer.Context,

@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
         "predict",
         context_settings={"allow_extra_args": True},
         epilog="Engine flags go after --, in the engine's own words (servelab predict MODEL --engine vllm --"
-        " --max-num-seqs 64): " + " | ".join(flag_lines()),
+        " --max-num-seqs 64; docs/cli.md says what each sets): " + "; ".join(flag_lines()),
     )
     def predict_command(
         ctx: typer.Context,
