@@ -30,6 +30,8 @@ Optional capabilities are ``None`` when the engine lacks them (never discovered 
                     (llama.cpp's tinyBLAS): the emulator's ``Effective.batched_bandwidth_bytes_s``
     cpu_decode_attention  on a CPU, the rate its decode attention runs at after the matmuls, as a fraction of
                     the compute figure: the emulator's ``Roofline.decode_attention_ratio`` (None: inside the max)
+    reported_type   what only it reports of its effective configuration (a frozen dataclass): verify's
+                    ``EffectiveConfig.own``
 """
 
 from __future__ import annotations

@@ -83,6 +83,7 @@ class LlamaCppLaunch:
     cache_type_v: str | None = None
     gpu_layers: str | None = None
     flash_attn: bool | None = None
+    flash_attn_mode: str | None = None  # -fa as written: on, off or auto (a bare -fa: on)
     model: str | None = None
     alias: str | None = None
     draft_model: str | None = None
@@ -127,6 +128,7 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> LlamaCp
         cache_type_v=found.get("cache_type_v"),
         gpu_layers=found.get("gpu_layers"),
         flash_attn=is_on(found.get("flash_attn")),
+        flash_attn_mode=_fa_mode(found.get("flash_attn")),
         model=found.get("model"),
         alias=found.get("alias"),
         draft_model=found.get("draft_model"),
@@ -138,6 +140,15 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> LlamaCp
         host=found.get("host"),
         port=to_int(found, "port", "--port"),
     )
+
+
+def _fa_mode(value: object) -> str | None:
+    """-fa's mode as written: a bare -fa (older builds' switch) is on, LLAMA_ARG_FLASH_ATTN's 1/true/enabled too;
+    None when not given."""
+    if value is None:
+        return None
+    text = "on" if value is True else str(value).lower()
+    return text if text in ("on", "off", "auto") else ("on" if is_on(text) else "off")
 
 
 def _experts_on_cpu(override: str | None) -> bool:
@@ -162,14 +173,14 @@ def engine_settings(launch: LlamaCppLaunch) -> LlamaCppSettings:
         kv_unified=bool(launch.kv_unified),
         n_cpu_moe=launch.n_cpu_moe,
         cpu_moe=bool(launch.cpu_moe),
-        flash_attn=None if launch.flash_attn is None else ("on" if launch.flash_attn else "off"),
+        flash_attn=launch.flash_attn_mode,
         kv_dtype_v=v,
     )
 
 
 def settings(argv: list[str], environment: dict[str, str] | None = None) -> LlamaCppSettings:
     """The words after `servelab plan … --` (flags only, llama-server's spelling) as llama.cpp's Settings."""
-    check_setting_words(env_words(environment) + argv, FLAGS, SHARED_FLAGS, "llama.cpp")
+    check_setting_words(argv, FLAGS, SHARED_FLAGS, "llama.cpp")
     return engine_settings(parse(argv, environment))
 
 
