@@ -232,6 +232,22 @@ def test_overrides_make_a_custom_gpu(capsys) -> None:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
+        (["--", "-ub", "256"], "the words after -- (-ub 256) are one engine's flags: name it with --engine"),
+        (["--engine", "vllm", "--", "--max-model-len", "8192"], "give servelab's --context instead"),
+        (["--engine", "vllm", "--", "--max-num-seq", "8"], "'--max-num-seq' after --: not a vLLM flag"),
+        (
+            ["--engine", "vllm", "--max-num-seqs", "8"],
+            "No such option: --max-num-seqs",
+        ),  # engine flags go after --
+    ],
+)
+def test_engine_flags_go_after_dashes_for_one_named_engine(args: list[str], needle: str, capsys) -> None:
+    test_bad_input_is_one_line_and_exit_2(["plan", "Qwen/Qwen3-8B", *args], needle, capsys)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
         (["plan", "Nobody/Nothing-1B"], "unknown model"),
         (["plan", "Qwen/Qwen3-8B", "--gpu", "rtx9999"], "rtx4090-48g"),
         (
