@@ -91,6 +91,11 @@ def main() -> None:
     print("\n".join(summary_rows([c for o in outcomes for c in o.comparisons])))
     print()
     print("\n".join(fit_rows(outcomes)))
+    print("\nleft out of the medians (the case's `left_out`):")
+    for o in outcomes:
+        for c in o.comparisons:
+            if c.why.startswith("left out: "):
+                print(f"  {c.case} {c.figure}: {c.why.removeprefix('left out: ')}")
     print("\nsettings the plan could not be told:")
     for o in outcomes:
         missing = not_expressed(o.case)

@@ -382,6 +382,9 @@ def _engine_values(case: Case, figure: str, value: object) -> Iterator[tuple[str
 
 
 def _why_not(case: Case, figure: str) -> str:
+    left_out = case.data.get("left_out") or {}
+    if figure in left_out:  # the case says why the plan cannot be held to this figure (README "left_out")
+        return "left out: " + " ".join(str(left_out[figure]).split())
     if figure not in PLAN_FIGURES[case.engine]:
         return "no plan figure"
     if not case.gpu_known and case.engine != "llamacpp" and figure in MEMORY_BOUND:

@@ -93,6 +93,11 @@ class GPU:
         return self.cpu is not None
 
     @property
+    def is_rocm(self) -> bool:
+        """An AMD card (ROCm): the catalog labels them "AMD ..." and they have no CUDA compute capability."""
+        return self.compute_capability is None and self.label.startswith("AMD")
+
+    @property
     def runtime_context_bytes(self) -> int:
         return 0 if self.unified_memory or self.is_cpu else RUNTIME_CONTEXT_MIB * MIB
 

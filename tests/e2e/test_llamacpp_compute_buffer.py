@@ -94,3 +94,66 @@ def test_flash_attention_off_costs_the_scores(llama_server, models) -> None:
         server.stop()
         logs[fa] = parse_server_log(server.log_path.read_text()).main.compute_bytes
     assert logs["off"] - logs["on"] == pytest.approx(264 * 2**20, rel=0.03)  # logged: 259 MiB
+
+
+WIDE_VOCAB = {
+    "layers": 2,
+    "hidden": 256,
+    "heads": 4,
+    "kv_heads": 1,
+    "head_dim": 64,
+    "ffn": 1024,
+    "vocab": 256000,
+    "ctx_train": 65536,
+}
+
+
+@pytest.fixture(scope="module")
+def wide_vocab(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("vocab") / "wide-vocab.gguf"
+    return make_model("dense", path, shape_for("dense", **WIDE_VOCAB)).path  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [(32768, 64), (32768, 32), (65536, 1)],
+    ids=lambda s: f"c{s[0]}-np{s[1]}-kvu",
+)
+def test_the_mask_is_freed_before_the_logits(llama_server, wide_vocab, setting) -> None:
+    """ggml-alloc frees the KQ mask after the last layer's attention (it is an input, not an output), so a
+    logits-bound graph holds the logits step alone: a 256,000-token vocabulary with -np 64 / 32 slots over one
+    unified stream (the server reserves n_parallel outputs: 62.5 / 31.25 MiB of f32 logits) at -c 32768 with flash
+    attention (a 32 MiB f16 mask). At -c 65536 and one slot the mask (64 MiB) with the layer is the peak instead.
+    Measured on the vendored b1-0c1e570 CPU build: 63.63 / 40.01 / 72.01 MiB logged, planned -0.2 / -1.3 / -0.7 %;
+    the rule that added the mask on top of the logits step gave +50 % / +61 % for the first two."""
+    ctx, slots = setting
+    path = wide_vocab
+    args = [
+        "-c",
+        str(ctx),
+        "-np",
+        str(slots),
+        "--kv-unified",
+        "-fa",
+        "on",
+        "-ub",
+        "512",
+        "-b",
+        "2048",
+        "-lv",
+        "4",
+    ]
+    server = llama_server(path, *args)
+    server.stop()
+    logged = parse_server_log(server.log_path.read_text()).main
+    predicted = llamacpp_memory(
+        load_model(str(path)),
+        n_ctx=ctx,
+        n_parallel=slots,
+        kv_unified=True,
+        n_ubatch=512,
+        n_batch=2048,
+        flash_attn=True,
+        n_gpu_layers=0,
+    )
+    assert predicted.compute_bytes == pytest.approx(logged.compute_bytes, rel=0.05)

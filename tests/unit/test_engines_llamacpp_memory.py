@@ -284,6 +284,23 @@ def test_pipeline_parallelism_keeps_four_copies_of_the_graph_inputs_on_each_gpu(
     assert partial.compute_bytes == one.compute_bytes  # the output layer on the host: no pipeline
 
 
+def test_the_mask_is_freed_before_the_logits_unless_a_pipeline_keeps_its_copies() -> None:
+    """ggml-alloc frees a tensor after its last consumer unless it is flagged output (ggml-alloc.c
+    ggml_gallocr_free_node): on one device the KQ mask is gone once the last layer's attention has run, so a
+    logits-bound graph holds the hidden state and the logits only. With pipeline parallelism the scheduler
+    flags every input copy output (ggml-backend.cpp, n_copies > 1), so the mask and its copies stay to the end."""
+    from servelab.engines.llamacpp.compute import GRAPH_OVERHEAD_BYTES
+
+    model = load_model("Qwen/Qwen3.5-35B-A3B")  # vocab 248,320: the 512 logits rows are the peak
+    hidden, logits = model.hidden_size * 512 * 4, model.vocab_size * 512 * 4
+    mask = 131072 * 512 * 2  # -c 131072, flash attention on: f16 [n_kv, n_tokens], 128 MiB
+    old = dict(n_ctx=131072, n_parallel=1, n_outputs_max=512)
+    one = llamacpp_memory(model, **old)  # type: ignore[arg-type]
+    assert one.compute_bytes == hidden + logits + GRAPH_OVERHEAD_BYTES
+    two = llamacpp_memory(model, n_devices=2, **old)  # type: ignore[arg-type]
+    assert two.compute_bytes == hidden + logits + 4 * mask + 3 * hidden + GRAPH_OVERHEAD_BYTES
+
+
 def test_the_vision_tower_is_not_in_the_gguf() -> None:
     """llama-server loads a vision tower only from a separate --mmproj file: the model buffers leave it out."""
     text = dense_gqa()

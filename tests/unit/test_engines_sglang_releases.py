@@ -94,3 +94,49 @@ def test_an_older_release_changes_the_kv_pool() -> None:
     assert old.mem_fraction_static == 0.88 and now.mem_fraction_static == round((H100 - 13440) / H100, 3)
     assert old.kv_pool_bytes > now.kv_pool_bytes
     assert old.pool_budget_bytes == int(0.88 * H100 * 2**20) - 15 * 2**30
+
+
+def test_aiter_on_rocm_scales_the_fraction_above_8192_tokens() -> None:
+    """server_args.py `_handle_attention_backend_compatibility` (0.5.4.post1: x 0.90; 0.5.4.post2 on: x 0.85):
+    ROCm, attention backend aiter, context_len > 8192; an explicit fraction is scaled as well."""
+    from servelab.engines.sglang.releases import aiter_fraction_factor, default_attention_backend_rocm
+
+    long = dict(rocm=True, attention_backend="aiter", context_len=32768)
+    assert aiter_fraction_factor((0, 5, 4, 0), **long) == 1.0  # type: ignore[arg-type]
+    assert aiter_fraction_factor((0, 5, 4, 1), **long) == 0.90  # type: ignore[arg-type]
+    assert aiter_fraction_factor((0, 5, 4, 2), **long) == aiter_fraction_factor(None, **long) == 0.85  # type: ignore[arg-type]
+    assert aiter_fraction_factor(None, rocm=True, attention_backend="aiter", context_len=8192) == 1.0
+    assert aiter_fraction_factor(None, rocm=True, attention_backend="triton", context_len=32768) == 1.0
+    assert aiter_fraction_factor(None, rocm=False, attention_backend="aiter", context_len=32768) == 1.0
+    assert default_attention_backend_rocm(mla=False, kv_heads_per_gpu=8) == "aiter"
+    assert default_attention_backend_rocm(mla=True, kv_heads_per_gpu=16) == "aiter"
+    assert default_attention_backend_rocm(mla=True, kv_heads_per_gpu=8) == "triton"
+    model = dense_gqa()
+    kwargs = dict(gpu_memory_bytes=196608 * 2**20, weights_bytes=15 * 2**30, context_length=32768)
+    cuda = sglang_memory(model, **kwargs)  # type: ignore[arg-type]
+    rocm = sglang_memory(model, cuda=False, rocm=True, **kwargs)  # type: ignore[arg-type]
+    assert rocm.mem_fraction_static == pytest.approx(cuda.mem_fraction_static * 0.85)
+    assert rocm.kv_pool_bytes < cuda.kv_pool_bytes
+    explicit = sglang_memory(model, cuda=False, rocm=True, mem_fraction_static=0.9, **kwargs)  # type: ignore[arg-type]
+    assert explicit.mem_fraction_static == pytest.approx(0.9 * 0.85)
+    triton = sglang_memory(model, cuda=False, rocm=True, attention_backend="triton", **kwargs)  # type: ignore[arg-type]
+    assert triton.mem_fraction_static == cuda.mem_fraction_static
+    old = sglang_memory(model, cuda=False, rocm=True, release=(0, 4, 8, 1), **kwargs)  # type: ignore[arg-type]
+    assert (
+        old.mem_fraction_static
+        == sglang_memory(model, cuda=False, release=(0, 4, 8, 1), **kwargs).mem_fraction_static
+    )  # type: ignore[arg-type]
+
+
+def test_a_plan_on_an_amd_card_takes_the_aiter_factor() -> None:
+    from servelab.hardware.gpus import find_gpu
+    from servelab.model.load import load_model
+    from servelab.plan.make import make_plan
+
+    model, mi300x = load_model("Qwen/Qwen3-8B"), find_gpu("mi300x")
+    assert mi300x.is_rocm and not find_gpu("h100-sxm").is_rocm
+    short, long = (
+        float(make_plan(model, mi300x, engine="sglang", context=c).details["mem_fraction_static"])  # type: ignore[arg-type]
+        for c in (8192, 32768)
+    )
+    assert long == pytest.approx(short * 0.85)

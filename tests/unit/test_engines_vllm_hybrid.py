@@ -42,8 +42,7 @@ def _pool(model: ModelSpec, pool_bytes: int, **kwargs) -> object:
         gpu_memory_bytes=80 * GIB,
         weights_bytes=0,
         kv_cache_memory_bytes=pool_bytes,
-        enforce_eager=True,
-        **kwargs,
+        **{"enforce_eager": True, **kwargs},
     )
 
 
@@ -144,9 +143,33 @@ def test_align_mode_with_mtp_on_two_3090s() -> None:
 def test_the_mamba_blocks_are_the_whole_pool() -> None:
     # config/compilation.py: "max_num_seqs (N) exceeds available Mamba cache blocks (kv_cache_config.num_blocks)"
     model = dataclasses.replace(qwen35_27b(), weights=())
-    m = _pool(model, 100 * 784 * 4096 * 16, max_model_len=32768, max_num_seqs=256)
+    m = _pool(model, 100 * 784 * 4096 * 16, max_model_len=32768, max_num_seqs=256, enforce_eager=False)
     assert m.block_size == 784 and m.mamba_blocks == m.num_blocks == 100
     assert any("exceeds available Mamba cache blocks (100)" in r.message for r in m.refusals)
+
+
+@pytest.mark.parametrize(
+    ("version", "flags", "refused", "capped"),
+    [
+        ("0.20.0", {}, True, False),  # the check arrives with v0.20.0 (compilation.py, has_full_cudagraphs())
+        ("0.26.0", {"cudagraph_mode": "FULL_AND_PIECEWISE"}, True, False),
+        ("0.26.0", {"cudagraph_mode": "FULL_DECODE_ONLY"}, True, False),
+        ("0.26.0", {"enforce_eager": True}, False, False),  # mode NONE: no full graphs, the launch starts
+        ("0.26.0", {"cudagraph_mode": "PIECEWISE"}, False, False),
+        ("0.19.1", {}, False, True),  # v0.18-v0.19: capture sizes capped to the blocks, with a warning
+        ("0.18.0", {}, False, True),
+        ("0.16.0", {}, False, False),
+    ],
+)
+def test_the_mamba_block_check_needs_full_cuda_graphs_and_v0_20(
+    version: str, flags: dict[str, object], refused: bool, capped: bool
+) -> None:
+    model = dataclasses.replace(qwen35_27b(), weights=())
+    kwargs = {"enforce_eager": False, **flags}
+    m = _pool(model, 100 * 784 * 4096 * 16, max_model_len=32768, max_num_seqs=256, version=version, **kwargs)
+    assert m.mamba_blocks == 100
+    assert any("exceeds available Mamba cache blocks" in r.message for r in m.refusals) == refused
+    assert any("caps the CUDA-graph capture sizes" in w for w in m.warnings) == capped
 
 
 def test_prefix_caching_reaches_the_plan_and_its_command() -> None:

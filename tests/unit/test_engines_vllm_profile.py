@@ -98,3 +98,21 @@ def test_marlin_pads_mxfp4_experts_where_triton_kernels_do_not_run() -> None:
     extra = 3 * (3072 * 2944 - 2880 * 2880) * 128 * 36
     assert profile.marlin_padding_bytes(oss, 1) == extra * 17 // 32
     assert profile.marlin_padding_bytes(catalog_model("meta-llama/Llama-3.1-8B-Instruct"), 1) == 0
+
+
+def test_v1_opted_into_on_0_7_takes_its_own_defaults_and_profile() -> None:
+    """v0.7.3: VLLM_USE_V1=1 gives max_num_seqs 1024 and 8192 batched tokens on an H100/H200 (2048 elsewhere,
+    whatever the memory), and a profile run without a sampler warm-up; without it 0.7 is V0."""
+    v07 = profile.parse_version("0.7.3")
+    assert not profile.engine_v1(v07) and profile.engine_v1(v07, True)
+    assert profile.engine_v1(profile.parse_version("0.8.0")) and not profile.engine_v1((0, 8, 0), False)
+    big = 80 * 2**30
+    assert profile.default_batch(v07, big, 8192, "NVIDIA H100 80GB HBM3") == (256, 8192)  # V0
+    assert profile.default_batch(v07, big, 8192, "NVIDIA H100 80GB HBM3", use_v1=True) == (1024, 8192)
+    assert profile.default_batch(v07, big, 8192, "NVIDIA A100-SXM4-80GB", use_v1=True) == (1024, 2048)
+    assert profile.default_batch(v07, 24 * 2**30, 8192, "NVIDIA H200", use_v1=True) == (1024, 8192)
+    model = catalog_model("meta-llama/Llama-3.1-8B-Instruct")
+    v0 = profile.profile_peak_bytes(model, 2048, 256, 1, v07)
+    v1 = profile.profile_peak_bytes(model, 2048, 256, 1, v07, use_v1=True)
+    forward = 2048 * profile.forward_bytes_per_token(model, 1)
+    assert v1 == max(forward, 2048 * model.hidden_size * 2 + 256 * model.vocab_size * 2) < v0

@@ -24,6 +24,7 @@ from tests.real_logs import (
     outcome,
     plan_inputs,
     plannable_cases,
+    run_plan,
 )
 
 CASES = plannable_cases()
@@ -56,6 +57,15 @@ WITHIN_TODAY = (
     ("vllm/v1-0.7-llama31-70b-w8a8-gpu-blocks", "weights_gib"),
     ("sglang/gpt-oss-20b-kvcached-weights", "weights_gib"),
     ("sglang/kimi-k2.5-tp8-mi355x-mla", "kv_tokens@engine_budget"),
+    ("sglang/qwen3-next-80b-tp4-mi300x-aiter", "weights_gib"),
+    ("sglang/qwen3-next-80b-tp4-mi300x-aiter", "kv_budget_gib"),  # with 0.5.4.post1's aiter x 0.90
+    ("sglang/qwen3-next-80b-tp4-mi300x-aiter", "kv_tokens"),
+    ("sglang/qwen3-next-80b-tp4-mi300x-aiter", "mamba_cache_slots"),
+    ("llamacpp/qwen2.5-coder-32b-q4ks-7900xtx-32k-q8kv", "kv_mib_total"),
+    (
+        "llamacpp/qwen2.5-coder-32b-q4ks-7900xtx-32k-q8kv",
+        "compute_mib[ROCm0]",
+    ),  # the mask freed before the logits
     ("sglang/llama-3.1-8b-fa3-h100", "weights_gib"),
     ("sglang/llama-3.1-8b-fa3-h100", "kv_budget_gib"),  # with 0.4.4's mem_fraction_static by TP size
     ("sglang/llama-3.1-8b-fa3-h100", "kv_tokens"),
@@ -191,6 +201,15 @@ def test_the_release_a_case_ran_picks_its_rules() -> None:
         < 0.05
         < abs(_error(fa3, "kv_budget_gib", None))
     )
-    split = "llamacpp/qwen3.5-35b-a3b-q4km-cuda-ngl19-rs-split"
-    old, now = _error(split, "compute_mib[CUDA0]", "b8354"), _error(split, "compute_mib[CUDA0]", None)
-    assert -0.15 < old < 0 and now < -0.85  # 502 and 53 MiB against the 553.01 printed
+    split = BY_NAME["llamacpp/qwen3.5-35b-a3b-q4km-cuda-ngl19-rs-split"]  # its compute_mib is `left_out`
+    old, now = (
+        int(
+            make_plan(
+                case_model(split), case_gpu(split), **{**plan_inputs(split), "engine_version": v}
+            ).details["compute_buffer_bytes"]  # type: ignore[call-overload]
+        )
+        / 2**20
+        for v in ("b8354", None)
+    )
+    assert 480 < old < 553.01 and now < 60  # 490 and 53 MiB against the 553.01 printed
+    assert any(c.why.startswith("left out: ") for c in compare(split, run_plan(split)))

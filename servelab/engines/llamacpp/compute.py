@@ -16,11 +16,15 @@ src/llama-graph.cpp `build_attn_mha`, ggml/src/ggml-backend.cpp `ggml_backend_sc
   [kv_lora_rank + rope, n_head, n_tokens], and the three are live together at the concat: attention over the
   compressed cache is MQA with a head n_head x wider than the latent, not the GQA q/k/v of the decompressed heads.
 - The peak is the larger of the output step (hidden + n_vocab x n_outputs f32 logits) and one layer's
-  intermediates (residual + input, then the widest of FFN/MoE, attention or the recurrent scratch), plus the mask.
-- Pipeline parallelism (more than one GPU, every layer offloaded, -sm layer; `pipeline parallelism enabled`):
-  the scheduler keeps GGML_SCHED_MAX_COPIES = 4 copies of every graph input and split input on each device
-  (flagged output, never reused), so each device's buffer grows by 3 more copies of the hidden state it receives
-  and of the mask.
+  intermediates (residual + input, then the widest of FFN/MoE, attention or the recurrent scratch) with the mask.
+  ggml-alloc frees a tensor after its last consumer unless it is flagged output (ggml/src/ggml-alloc.c
+  `ggml_gallocr_alloc_graph_impl` / `ggml_gallocr_free_node`), inputs included: on one device the mask is gone
+  once the last layer's attention has run, so the output step holds no mask (docs/reference/memory.md §4).
+- Pipeline parallelism (llama-context.cpp: more than one device, n_gpu_layers > n_layer, -sm layer, KV offloaded,
+  no tensor override, every device async with events; `pipeline parallelism enabled`): the scheduler keeps
+  GGML_SCHED_MAX_COPIES = 4 copies of every graph input and split input on each device, each flagged output
+  (ggml-backend.cpp `ggml_backend_sched_split_graph`, n_copies > 1), so the mask and its copies stay to the end
+  and each device's buffer grows by 3 more copies of the hidden state it receives and of the mask.
 """
 
 from __future__ import annotations
@@ -113,5 +117,7 @@ def compute_bytes(
         _recurrent_scratch(model, n_tokens),
     )
     mask = mask_bytes(model, n_tokens=n_tokens, n_kv=n_kv, flash_attn=flash_attn, fa_mask_f32=fa_mask_f32)
-    copies = (max(1, pipeline_copies) - 1) * (hidden + mask)
+    if pipeline_copies <= 1:  # the mask is freed after the last layer's attention, before the logits
+        return max(hidden + logits, 2 * hidden + layer + mask) + GRAPH_OVERHEAD_BYTES
+    copies = (pipeline_copies - 1) * (hidden + mask)  # every copy flagged output: live to the end
     return max(hidden + logits, 2 * hidden + layer) + mask + copies + GRAPH_OVERHEAD_BYTES

@@ -18,7 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.engines.sglang.releases import Release, release_mem_fraction_static
+from servelab.engines.sglang.releases import (
+    Release,
+    aiter_fraction_factor,
+    default_attention_backend_rocm,
+    release_mem_fraction_static,
+)
 from servelab.errors import ConfigError
 from servelab.model.dtypes import AUTO, engine_spelling, storage_dtype
 from servelab.model.spec import ModelSpec
@@ -215,6 +220,19 @@ def _pool_warnings(state_bytes: int, slots: int, ratio: float) -> list[str]:
     ]
 
 
+def _aiter_factor(
+    model: ModelSpec, release: Release | None, rocm: bool, backend: str | None, context: int, tp: int
+) -> float:
+    """mem_fraction_static's ROCm factor for this model's attention backend (the given one, else sglang's
+    default: aiter for MHA, for MLA only at 16 or 128 KV heads per GPU)."""
+    if not rocm:
+        return 1.0
+    if backend is None:
+        heads = max(1, model.attention.num_kv_heads // tp) if model.attention else 0
+        backend = default_attention_backend_rocm(mla=model.mla is not None, kv_heads_per_gpu=heads)
+    return aiter_fraction_factor(release, rocm=rocm, attention_backend=backend, context_len=context)
+
+
 def sglang_memory(
     model: ModelSpec,
     *,
@@ -235,10 +253,14 @@ def sglang_memory(
     speculative: bool = False,
     release: Release | None = None,
     cuda: bool = True,
+    rocm: bool = False,
+    attention_backend: str | None = None,
 ) -> SglangMemory:
     """What sglang would allocate on each GPU. `weights_bytes` is the per-GPU share (weights / tp);
     `free_memory_bytes` is what is free before loading (total minus the CUDA context, by default); `release`
-    (None: the current) the sglang release whose default mem_fraction_static applies, `cuda` False on ROCm."""
+    (None: the current) the sglang release whose default mem_fraction_static applies, `cuda` False off CUDA,
+    `rocm` True on an AMD card, where `attention_backend` (None: sglang's default for the model) aiter scales
+    the fraction down above 8192 tokens of context (releases.py `aiter_fraction_factor`)."""
     gpu_mib = gpu_memory_bytes / MIB
     chunk, graph_bs = tier(gpu_mib, tp)
     chunk = chunked_prefill_size or chunk
@@ -253,13 +275,14 @@ def sglang_memory(
     mfs = mem_fraction_static if mem_fraction_static is not None else default_mfs
     if not 0 < mfs <= 1:
         raise ConfigError(f"sglang --mem-fraction-static must be in (0, 1], got {mfs}")
+    context = context_length or model.max_context
+    mfs *= _aiter_factor(model, release, rocm, attention_backend, context, tp)
     for flag, value in (
         ("--max-total-tokens", max_total_tokens),
         ("--max-mamba-cache-size", max_mamba_cache_size),
     ):
         if value is not None and value < 1:
             raise ConfigError(f"sglang {flag} must be at least 1, got {value}")
-    context = context_length or model.max_context
     warnings: list[str] = []
     refusals = _context_refusals(model, context)
     free = free_memory_bytes if free_memory_bytes is not None else gpu_memory_bytes

@@ -40,6 +40,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[SglangSettings]) -> EngineF
         speculative=spec is not None,
         release=parse_release(s.engine_version),
         cuda=gpu.compute_capability is not None,
+        rocm=gpu.is_rocm,
     )
     activations = max(0, free - int(m.mem_fraction_static * free))
     memory = memory_bytes(

@@ -90,3 +90,34 @@ def release_mem_fraction_static(
     if release >= (0, 4, 6, 0) and gpu_mib > TP_TABLE_CEILING_MIB:
         return (gpu_mib - 13 * GIB_MIB) / gpu_mib
     return by_tp(tp)
+
+
+# ROCm, attention backend aiter, context above 8192: mem_fraction_static is scaled down (server_args.py
+# `_handle_attention_backend_compatibility`, "AMD platforms backends"; from 0.5.23 arg_groups/attention_hook.py)
+# to leave the aiter attention workspace outside the static pools. Read in the wheels: absent up to 0.5.4,
+# x 0.90 in 0.5.4.post1, x 0.85 from 0.5.4.post2 (read up to 0.5.23). The factor scales an explicit
+# --mem-fraction-static as well (0.5.23: unless SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION is set).
+AITER_FIRST = (0, 5, 4, 1)
+AITER_085 = (0, 5, 4, 2)
+AITER_LONG_CONTEXT = 8192
+AITER_MLA_HEADS = (16, 128)  # "current aiter only support head number 16 or 128 head number"
+
+
+def default_attention_backend_rocm(*, mla: bool, kv_heads_per_gpu: int) -> str:
+    """The attention backend sglang picks on ROCm when none is given (0.5.4.post1 on): aiter for MHA/GQA; for MLA
+    aiter only when the KV heads per GPU (model_config.get_num_kv_heads(tp)) are 16 or 128, else triton."""
+    if not mla:
+        return "aiter"
+    return "aiter" if kv_heads_per_gpu in AITER_MLA_HEADS else "triton"
+
+
+def aiter_fraction_factor(
+    release: Release | None, *, rocm: bool, attention_backend: str | None, context_len: int
+) -> float:
+    """What mem_fraction_static is multiplied by: 0.90 / 0.85 on ROCm with the aiter backend above 8192 tokens
+    of context (`release` None: the current rules, 0.85), else 1."""
+    if not rocm or attention_backend != "aiter" or context_len <= AITER_LONG_CONTEXT:
+        return 1.0
+    if release is None or release >= AITER_085:
+        return 0.85
+    return 0.90 if release >= AITER_FIRST else 1.0

@@ -205,6 +205,7 @@ def activation_peak_bytes(
     *,
     max_model_len: int = 0,
     multimodal: bool = True,
+    use_v1: bool | None = None,
 ) -> int:
     """profile_run's torch peak above the weights (profile.py): the vision encoder's dummy run, the forward of the
     dummy batch or the sampler warm-up, whichever is larger, as the release `version` (default: the current one)
@@ -217,6 +218,7 @@ def activation_peak_bytes(
         profile.parse_version(version),
         max_model_len=max_model_len,
         multimodal=multimodal,
+        use_v1=use_v1,
     )
 
 
@@ -258,6 +260,7 @@ class _Pool:
     seqs: int
     batched: int
     mamba: bool
+    mamba_rule: str = "refused"  # profile.mamba_seqs_rule: refused, capped or none
 
 
 def _refusals(pool: _Pool, length: int, derived: int) -> list[Refusal]:
@@ -300,7 +303,7 @@ def _refusals(pool: _Pool, length: int, derived: int) -> list[Refusal]:
                 " --gpu-memory-utilization"
             )
         )
-    if pool.mamba and pool.seqs > pool.num_blocks:
+    if pool.mamba and pool.seqs > pool.num_blocks and pool.mamba_rule == "refused":
         out.append(
             Refusal(
                 f"vLLM: max_num_seqs ({pool.seqs}) exceeds available Mamba cache blocks ({pool.num_blocks});"
@@ -354,6 +357,7 @@ def vllm_memory(
     free_memory_bytes: int | None = None,
     kv_cache_dtype: str = "auto",
     enforce_eager: bool = False,
+    cudagraph_mode: str | None = None,
     speculative_tokens: int = 0,
     draft_layers: int = 0,
     block_align: int = KERNEL_BLOCK_ALIGNMENT,
@@ -362,26 +366,33 @@ def vllm_memory(
     version: str | None = None,
     device_name: str = "",
     multimodal: bool = True,
+    use_v1: bool | None = None,
 ) -> VllmMemory:
     """What vLLM would allocate on each GPU; `weights_bytes` is the per-GPU share. `kv_cache_memory_bytes`
     (--kv-cache-memory-bytes, or the CPU backend's VLLM_CPU_KVCACHE_SPACE) sizes the pool directly: no
     profiling, --gpu-memory-utilization ignored. `block_align` is kernel_block_alignment's; prefix caching on
     puts a hybrid's mamba layers in mamba_cache_mode 'align' (opt-in for hybrids, so off by default).
     `device_name` is the card's name, which picks the default batch (profile.default_batch). `multimodal` False
-    is --language-model-only (no vision-encoder profile)."""
+    is --language-model-only (no vision-encoder profile). `enforce_eager` / `cudagraph_mode` (the compilation
+    config's, None: the default FULL_AND_PIECEWISE) decide whether graphs are captured and, for hybrids, whether
+    max_num_seqs above the Mamba blocks is refused (profile.mamba_seqs_rule). `use_v1` is VLLM_USE_V1 (None: the
+    release's default engine; True on 0.7.x plans the opt-in V1's defaults and profile run)."""
     if not 0 < gpu_memory_utilization <= 1:
         raise ConfigError(f"vLLM --gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}")
     release = profile.parse_version(version)
     length = max_model_len or model.max_context
-    default_seqs, default_batched = profile.default_batch(release, gpu_memory_bytes, length, device_name)
+    default_seqs, default_batched = profile.default_batch(
+        release, gpu_memory_bytes, length, device_name, use_v1
+    )
     seqs = max_num_seqs or default_seqs
     batched = max_num_batched_tokens or default_batched
     requested = int(gpu_memory_bytes * gpu_memory_utilization)
     activation = profile.profile_peak_bytes(
-        model, batched, seqs, tp, release, max_model_len=length, multimodal=multimodal
+        model, batched, seqs, tp, release, max_model_len=length, multimodal=multimodal, use_v1=use_v1
     )
     in_budget = profile.graphs_in_budget(release)
-    graphs = 0 if enforce_eager else cuda_graph_bytes(model, seqs)
+    no_graphs = enforce_eager or (cudagraph_mode or "").upper() == "NONE"
+    graphs = 0 if no_graphs else cuda_graph_bytes(model, seqs)
     graphs_taken = graphs if in_budget else 0  # before v0.21 captured after the KV cache is sized
     budget = max(0, requested - weights_bytes - activation - NON_TORCH_BYTES - graphs_taken)
     if kv_cache_memory_bytes is not None:
@@ -407,6 +418,12 @@ def vllm_memory(
     estimated = _largest_length(num_blocks, request, length)
     mamba_blocks = num_blocks if "mamba" in groups else 0
     warnings = _padding_warnings(padding if "mamba" in groups else 0, waste, model.num_layers + draft_layers)
+    mamba_rule = profile.mamba_seqs_rule(release, profile.full_cuda_graphs(enforce_eager, cudagraph_mode))
+    if mamba_blocks and seqs > mamba_blocks and mamba_rule == "capped":
+        warnings.append(
+            f"vLLM: caps the CUDA-graph capture sizes to the {mamba_blocks} Mamba cache blocks (max_num_seqs"
+            f" {seqs}): larger decode batches run without graphs; --max-num-seqs {mamba_blocks} avoids it"
+        )
     pool = _Pool(
         budget,
         per_request * page * group_size,
@@ -416,6 +433,7 @@ def vllm_memory(
         seqs,
         batched,
         bool(mamba_blocks),
+        mamba_rule,
     )
     refusals = _refusals(pool, length, model.max_context)
     free = gpu_memory_bytes if free_memory_bytes is None else free_memory_bytes

@@ -38,6 +38,8 @@ CURRENT_VERSION = "0.26.0"  # the newest release the rules were read for
 V1_DEFAULT = (0, 8, 0)  # V1 became the default engine
 TRITON_TOPK_TOPP = (0, 16, 0)  # PR #33538: top-k/top-p without a sort
 GRAPHS_SUBTRACTED = (0, 21, 0)  # CUDA-graph memory estimated and subtracted
+MAMBA_GRAPH_CAP = (0, 18, 0)  # capture sizes capped to the Mamba blocks, with a warning (vllm#34094)
+MAMBA_SEQS_REFUSED = (0, 20, 0)  # max_num_seqs above the Mamba blocks refused when full CUDA graphs are on
 SORT_BYTES_PER_LOGIT = 40  # PyTorch sort-based top-k/top-p (PR #32558: 1.25 GiB for 256 x 131072)
 NO_SORT_BYTES_PER_LOGIT = 2 + 4 + 4 + 4  # bf16 logits, their fp32 copy, fp32 softmax, fp32 exponential noise
 BIG_GPU_BYTES = 70 * GIB
@@ -57,14 +59,29 @@ def parse_version(text: str | None) -> tuple[int, int, int]:
     return int(major), int(minor), int(patch or 0)
 
 
+def engine_v1(version: tuple[int, int, int], use_v1: bool | None = None) -> bool:
+    """Whether the V1 engine runs: `use_v1` as VLLM_USE_V1 says it (0.7.x: off unless VLLM_USE_V1=1; 0.8.0 on:
+    on unless VLLM_USE_V1=0, while V0 still exists), None for the release's default."""
+    return version >= V1_DEFAULT if use_v1 is None else use_v1
+
+
 def default_batch(
-    version: tuple[int, int, int], gpu_memory_bytes: int, max_model_len: int, device_name: str = ""
+    version: tuple[int, int, int],
+    gpu_memory_bytes: int,
+    max_model_len: int,
+    device_name: str = "",
+    use_v1: bool | None = None,
 ) -> tuple[int, int]:
     """(max_num_seqs, max_num_batched_tokens) vLLM picks when neither is given; `device_name` is the card's name
-    (an A100 keeps the small defaults whatever its memory)."""
-    if version < V1_DEFAULT:
+    (an A100 keeps the small defaults whatever its memory). V1 opted into on 0.7.x (v0.7.3 engine/arg_utils.py:
+    max_num_seqs "256 if not envs.VLLM_USE_V1 else 1024", `_override_v1_engine_args`: 8192 batched tokens for
+    the OpenAI server when the device name says H100 or H200, else 2048)."""
+    if not engine_v1(version, use_v1):
         chunked = max_model_len > V0_CHUNKED_ABOVE
         return 256, V0_CHUNKED_BATCHED if chunked else max(max_model_len, 2048)
+    if version < V1_DEFAULT:
+        name = device_name.lower()
+        return 1024, 8192 if "h100" in name or "h200" in name else 2048
     big = gpu_memory_bytes >= BIG_GPU_BYTES and "a100" not in device_name.lower()
     return (1024, 8192) if big else (256, 2048)
 
@@ -131,14 +148,19 @@ def profile_peak_bytes(
     *,
     max_model_len: int = 0,
     multimodal: bool = True,
+    use_v1: bool | None = None,
 ) -> int:
     """Torch peak of the profile run above the weights: the vision encoder's dummy run (V1, multimodal models,
     unless --language-model-only), then, beside its cached outputs, the forward or the sampler warm-up beside
-    the forward's hidden states, whichever is larger."""
+    the forward's hidden states, whichever is larger. V1 opted into on 0.7.x has no sampler warm-up (v0.7.3
+    v1/worker/gpu_model_runner.py `profile_run`: the forward, then the logits of one row per request, bf16)."""
     forward = batched * forward_bytes_per_token(model, tp)
     hidden_states = batched * model.hidden_size * 2
+    v1 = engine_v1(version, use_v1)
+    if v1 and version < V1_DEFAULT:
+        return max(forward, hidden_states + min(batched, seqs) * model.vocab_size * 2)
     text = max(forward, hidden_states + sampler_bytes(model, min(batched, seqs), version))
-    if not multimodal or version < V1_DEFAULT:
+    if not multimodal or not v1:
         return text
     encoder, outputs = encoder_profile(model, batched, seqs, tp, max_model_len or model.max_context)
     return max(encoder, outputs + text)
@@ -178,3 +200,24 @@ def marlin_padding_bytes(model: ModelSpec, tp: int) -> int:
     padded = _round_up(hidden, MARLIN_HIDDEN_ALIGN) * _round_up(width, MARLIN_INTERMEDIATE_ALIGN)
     extra_params = 3 * (padded - hidden * width) * moe.num_experts * moe.num_moe_layers
     return extra_params * 17 // 32  # 4.25 bits: 16 B of nibbles + 1 B of scale per 32 weights
+
+
+def full_cuda_graphs(enforce_eager: bool, cudagraph_mode: str | None) -> bool:
+    """Whether the launch captures full CUDA graphs: V1's default mode (FULL_AND_PIECEWISE) does, --enforce-eager
+    (mode NONE) does not, nor does an explicit cudagraph_mode without FULL (PIECEWISE, NONE)."""
+    if enforce_eager:
+        return False
+    return cudagraph_mode is None or "FULL" in cudagraph_mode.upper()
+
+
+def mamba_seqs_rule(version: tuple[int, int, int], full_graphs: bool) -> str:
+    """What a hybrid launch with max_num_seqs above its Mamba blocks meets (config/compilation.py, read in the
+    v0.11.0-v0.27.1 wheels): 'refused' from v0.20.0 with full CUDA graphs (`has_full_cudagraphs()`, the
+    ValueError "max_num_seqs (N) exceeds available Mamba cache blocks (B)"); 'capped' in v0.18.0-v0.19.x, where
+    `adjust_cudagraph_sizes_for_mamba_cache` lowers the capture sizes to the blocks with a warning and starts;
+    'none' otherwise (eager or piecewise-only launches, older releases)."""
+    if not full_graphs:
+        return "none"
+    if version >= MAMBA_SEQS_REFUSED:
+        return "refused"
+    return "capped" if version >= MAMBA_GRAPH_CAP else "none"
