@@ -18,8 +18,13 @@ from servelab.errors import ConfigError
 def register(app: typer.Typer) -> None:
     """Add `servelab calibrate` to the app."""
 
-    @app.command("calibrate")
+    @app.command(
+        "calibrate",
+        context_settings={"allow_extra_args": True},
+        epilog="The engine's flags the server ran with go after --, in its own words (-- -ub 256).",
+    )
     def calibrate_command(
+        ctx: typer.Context,
         runs: list[str] = typer.Argument(..., help="Measured run ids (or unique prefixes) of one engine."),
         gpu: str | None = typer.Option(
             None, "--gpu", help="The device the runs were measured on: a catalog GPU or cpu (this machine)."
@@ -36,12 +41,6 @@ def register(app: typer.Typer) -> None:
         context: int | None = typer.Option(
             None, "--context", help="The server's whole context (-c, max_model_len)."
         ),
-        n_batch: int | None = typer.Option(None, "--batch-size", "-b", help="llama.cpp -b."),
-        n_ubatch: int | None = typer.Option(None, "--ubatch-size", "-ub", help="llama.cpp -ub."),
-        max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="vLLM --max-num-seqs."),
-        max_num_batched_tokens: int | None = typer.Option(
-            None, "--max-num-batched-tokens", help="vLLM --max-num-batched-tokens."
-        ),
         target: int | None = typer.Option(None, "--target", help="Only this target index of each run."),
         db: Path = typer.Option(None, "--db", help="Result store (default: the user data directory)."),
         no_save: bool = typer.Option(False, "--no-save", help="Report the fit without saving a profile."),
@@ -55,6 +54,9 @@ def register(app: typer.Typer) -> None:
         from servelab.predict.profiles import Profile, machine_key, save_profile
         from servelab.store import Store
 
+        # RUN… takes every word click hands it, those after -- too: a run id never starts with '-'
+        cut = next((i for i, r in enumerate(runs) if r.startswith("-")), len(runs))
+        runs, words = runs[:cut], [*runs[cut:], *ctx.args]
         if gpu is None:
             raise ConfigError("give --gpu: the device the runs were measured on (a catalog GPU, or cpu)")
         with Store.open(db, must_exist=True) as store:
@@ -66,9 +68,7 @@ def register(app: typer.Typer) -> None:
         served = (
             context or setup.context_per_slot
         )  # the longest request: llama.cpp n_ctx per slot, vLLM max_model_len
-        flags = {k: v for k, v in dict(n_batch=n_batch, n_ubatch=n_ubatch, max_num_seqs=max_num_seqs,
-                                       max_num_batched_tokens=max_num_batched_tokens).items() if v is not None}  # fmt: skip
-        plan, spec, card = _plan(None, ref, gpu, setup.engine, quant, served, None, slots, 1, None, flags)
+        plan, spec, card = _plan(None, ref, gpu, setup.engine, quant, served, None, slots, 1, None, words)
         engine = emulated_engine(plan, spec, card)
         stderr_console().print(
             f"calibrating {plan.engine} {plan.quant} on {card.name} from {len(setup.records)} requests "

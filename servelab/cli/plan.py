@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from servelab.cli.engine_words import engine_settings, flag_lines, split_model
 from servelab.cli.output import print_json, stderr_console, stdout_console, to_jsonable
 from servelab.engines import registry
 from servelab.errors import ConfigError
@@ -50,20 +51,6 @@ def _gpu_count(asked: int | None, found: int | None) -> int:
     if found is not None and asked is not None and asked > found:
         raise ConfigError(f"--gpus {asked}, but --gpu auto found {found}: give --gpus {found} or fewer")
     return asked if asked is not None else found or 1
-
-
-def _kv_cache_space(option: int | None) -> int | None:
-    """--kv-cache-space, else VLLM_CPU_KVCACHE_SPACE from the environment (vLLM reads whole GiB), else None."""
-    import os
-
-    value = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "").strip()
-    if option is not None or not value:
-        return option
-    if not value.isdigit():
-        raise ConfigError(
-            f"VLLM_CPU_KVCACHE_SPACE={value!r}: give whole GiB (e.g. 4), or pass --kv-cache-space"
-        )
-    return int(value)
 
 
 def _speculative(option: str | None, draft_model: str | None, hf: bool) -> Speculative:
@@ -121,8 +108,14 @@ def _emit(plan, emit: str, host: str, gpus: int, card) -> str:
 def register(app: typer.Typer) -> None:
     """Add `servelab plan` to the app."""
 
-    @app.command("plan")
+    @app.command(
+        "plan",
+        context_settings={"allow_extra_args": True},
+        epilog="Engine flags go after --, in the engine's own words (servelab plan MODEL --engine vllm --"
+        " --max-num-seqs 64; docs/cli.md says what each sets): " + "; ".join(flag_lines()),
+    )
     def plan_command(
+        ctx: typer.Context,
         model: str | None = typer.Argument(
             None,
             help="Catalog id (Qwen/Qwen3.5-27B), a .gguf file, config.json or model dir (with --cmd/--compose:"
@@ -162,29 +155,6 @@ def register(app: typer.Typer) -> None:
             help="Print the launch recipe: cmd, compose, or dockerfile (a fork for formats only it loads).",
         ),
         host: str = typer.Option("127.0.0.1", "--host", help="Address the launched server binds."),
-        mem_fraction_static: float | None = typer.Option(
-            None, "--mem-fraction-static", help="sglang override."
-        ),
-        gpu_memory_utilization: float | None = typer.Option(
-            None, "--gpu-memory-utilization", help="vLLM override."
-        ),
-        max_total_tokens: int | None = typer.Option(
-            None, "--max-total-tokens", help="sglang --max-total-tokens."
-        ),
-        max_mamba_cache_size: int | None = typer.Option(
-            None, "--max-mamba-cache-size", help="sglang state slots."
-        ),
-        kv_unified: bool = typer.Option(
-            False, "--kv-unified", help="llama.cpp: one KV pool shared by all slots."
-        ),
-        n_gpu_layers: int | None = typer.Option(
-            None, "--n-gpu-layers", "-ngl", help="llama.cpp layers on the GPU."
-        ),
-        kv_cache_space: int | None = typer.Option(
-            None,
-            "--kv-cache-space",
-            help="vLLM on CPU: VLLM_CPU_KVCACHE_SPACE, GiB (default: that variable, else 1).",
-        ),
         remeasure: bool = typer.Option(
             False, "--remeasure", help="--gpu cpu: measure this machine's memory bandwidth again."
         ),
@@ -195,28 +165,6 @@ def register(app: typer.Typer) -> None:
             None, "--compose", help="Plan the engine service of this docker-compose file exactly."
         ),
         service: str | None = typer.Option(None, "--service", help="The --compose service to plan."),
-        max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="vLLM --max-num-seqs."),
-        max_num_batched_tokens: int | None = typer.Option(
-            None, "--max-num-batched-tokens", help="vLLM --max-num-batched-tokens."
-        ),
-        kv_cache_memory_bytes: int | None = typer.Option(
-            None, "--kv-cache-memory-bytes", help="vLLM --kv-cache-memory-bytes (the KV pool per GPU)."
-        ),
-        language_model_only: bool = typer.Option(
-            False,
-            "--language-model-only",
-            help="vLLM --language-model-only: serve a vision-language checkpoint as text only (no encoder profile).",
-        ),
-        n_batch: int | None = typer.Option(None, "--batch-size", "-b", help="llama.cpp -b (default 2048)."),
-        n_ubatch: int | None = typer.Option(
-            None, "--ubatch-size", "-ub", help="llama.cpp -ub (default 512)."
-        ),
-        n_cpu_moe: int | None = typer.Option(
-            None, "--n-cpu-moe", help="llama.cpp: experts of the first N layers in host RAM."
-        ),
-        cpu_moe: bool = typer.Option(
-            False, "--cpu-moe", help="llama.cpp: every layer's experts in host RAM (-ot exps=CPU)."
-        ),
         speculative: str | None = typer.Option(
             None,
             "--speculative",
@@ -224,12 +172,6 @@ def register(app: typer.Typer) -> None:
         ),
         draft_model: str | None = typer.Option(
             None, "--draft-model", help="The draft for --speculative eagle:N / draft:N (an id or a file)."
-        ),
-        flash_attn: str | None = typer.Option(
-            None, "--flash-attn", "-fa", help="llama.cpp -fa on/off/auto (default on)."
-        ),
-        kv_dtype_v: str | None = typer.Option(
-            None, "--cache-type-v", "-ctv", help="llama.cpp V cache type when it differs from --kv-dtype."
         ),
         engine_version: str | None = typer.Option(
             None,
@@ -243,13 +185,15 @@ def register(app: typer.Typer) -> None:
             False, "--no-calibration", help="Ignore a calibration profile (servelab calibrate)."
         ),
     ) -> None:
-        """Plan memory, flags and speed ceilings for serving MODEL."""
+        """Plan memory, flags and speed ceilings for serving MODEL (engine flags after --)."""
+        import dataclasses
+
+        from servelab.engines.typed import given
         from servelab.hardware.gpus import INTERCONNECTS, default_interconnect
         from servelab.model.load import load_model
         from servelab.plan.emit import check_emit
         from servelab.plan.make import (
             check_plan_numbers,
-            check_setting_numbers,
             compare_plans,
             make_plan,
             plan_set,
@@ -263,6 +207,7 @@ def register(app: typer.Typer) -> None:
             from servelab.hardware.host import this_machine
 
             this_machine(remeasure=True)  # refreshes the cache that --gpu cpu reads
+        model, words = split_model(model, ctx.args)
         launch = _read_launch(cmd, compose, service, engine)
         if launch is not None:
             engine, model = launch.engine, model or launch.model
@@ -281,38 +226,16 @@ def register(app: typer.Typer) -> None:
         if launch is not None and launch.settings.tp is not None:
             gpus = launch.settings.tp
         check_plan_numbers(context, parallel, gpus)
-        if n_gpu_layers is not None and n_gpu_layers < -1:
-            raise ConfigError(
-                f"-ngl must be -1 (all layers), 0 or a positive layer count, got {n_gpu_layers}"
-            )
         if engine.lower() != "all":
-            registry.get_engine(engine, registry.planned(), also=("all",))
+            engine = registry.get_engine(engine, registry.planned(), also=("all",)).name
+        own = engine_settings(
+            engine, words
+        )  # each engine's own knobs: the words after -- and the environment
+        if launch is not None and launch.settings.engine is not None:  # the launch's own flags win
+            asked = launch.settings.engine
+            own[engine] = dataclasses.replace(own[engine], **given(asked)) if engine in own else asked
         spec = load_model(model, hf=hf)
-        flags: dict[str, Any] = {
-            k: v
-            for k, v in (
-                ("mem_fraction_static", mem_fraction_static),
-                ("max_total_tokens", max_total_tokens),
-                ("gpu_memory_utilization", gpu_memory_utilization),
-                ("max_mamba_cache_size", max_mamba_cache_size),
-                ("n_gpu_layers", n_gpu_layers),
-                ("kv_unified", kv_unified or None),
-                ("kv_cache_space_gib", _kv_cache_space(kv_cache_space)),
-                ("max_num_seqs", max_num_seqs),
-                ("max_num_batched_tokens", max_num_batched_tokens),
-                ("kv_cache_memory_bytes", kv_cache_memory_bytes),
-                ("language_model_only", language_model_only or None),
-                ("n_batch", n_batch),
-                ("n_ubatch", n_ubatch),
-                ("n_cpu_moe", n_cpu_moe),
-                ("cpu_moe", cpu_moe or None),
-                ("flash_attn", flash_attn),
-                ("kv_dtype_v", kv_dtype_v),
-                ("engine_version", engine_version),
-            )
-            if v is not None
-        }
-        check_setting_numbers(flags)
+        flags: dict[str, Any] = {"engine_version": engine_version} if engine_version is not None else {}
         if speculative is not None or draft_model is not None:
             flags["speculative"] = _speculative(speculative, draft_model, hf)
         common: dict[str, Any] = dict(
@@ -328,17 +251,18 @@ def register(app: typer.Typer) -> None:
         one_quant = None if quant.lower() == "all" else quant
         if launch is not None:  # exactly that launch: its engine, its settings, its (or the model's) format
             common.update(launch.plan_options(), model_path=launch.settings.model or common["model_path"])
+            common["settings"] = own.get(engine)
             chosen = make_plan(spec, card, engine=engine, quant=launch.settings.quant or one_quant, **common)
             plans = plan_set(launch.annotate(chosen), gpus, interconnect or default_interconnect(card))
         elif engine.lower() != "all" and one_quant is not None:
             plans = plan_set(
-                search_plan(spec, card, engine=engine, quant=one_quant, **common),
+                search_plan(spec, card, engine=engine, quant=one_quant, settings=own.get(engine), **common),
                 gpus,
                 interconnect or default_interconnect(card),
             )
         else:
             engines = None if engine.lower() == "all" else (engine,)
-            plans = compare_plans(spec, card, engines=engines, quant=one_quant, **common)
+            plans = compare_plans(spec, card, engines=engines, quant=one_quant, engine_settings=own, **common)
         if gpu_note is not None:  # after every check, so that bad input stays one line
             stderr_console().print(gpu_note, markup=False)
         if not no_calibration:

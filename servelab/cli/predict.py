@@ -12,20 +12,22 @@ from typing import Any
 
 import typer
 
+from servelab.cli.engine_words import engine_settings, flag_lines, split_model
 from servelab.cli.output import stderr_console
 from servelab.errors import ConfigError
-
-PLAN_FLAGS = (
-    "max_num_seqs", "max_num_batched_tokens", "n_batch", "n_ubatch", "max_total_tokens", "max_mamba_cache_size",
-    "mem_fraction_static", "gpu_memory_utilization",
-)  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:
     """Add `servelab predict` to the app."""
 
-    @app.command("predict")
+    @app.command(
+        "predict",
+        context_settings={"allow_extra_args": True},
+        epilog="Engine flags go after --, in the engine's own words (servelab predict MODEL --engine vllm --"
+        " --max-num-seqs 64; docs/cli.md says what each sets): " + "; ".join(flag_lines()),
+    )
     def predict_command(
+        ctx: typer.Context,
         model: str | None = typer.Argument(
             None, help="Catalog id, .gguf file or config.json (default: the --plan file's model)."
         ),
@@ -47,24 +49,6 @@ def register(app: typer.Typer) -> None:
         gpus: int = typer.Option(1, "--gpus", help="GPUs for tensor parallelism."),
         interconnect: str | None = typer.Option(
             None, "--interconnect", help="nvlink, pcie-p2p or pcie-host-staged."
-        ),
-        max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="vLLM --max-num-seqs."),
-        max_num_batched_tokens: int | None = typer.Option(
-            None, "--max-num-batched-tokens", help="vLLM --max-num-batched-tokens."
-        ),
-        n_batch: int | None = typer.Option(None, "--batch-size", "-b", help="llama.cpp -b."),
-        n_ubatch: int | None = typer.Option(None, "--ubatch-size", "-ub", help="llama.cpp -ub."),
-        max_total_tokens: int | None = typer.Option(
-            None, "--max-total-tokens", help="sglang --max-total-tokens."
-        ),
-        max_mamba_cache_size: int | None = typer.Option(
-            None, "--max-mamba-cache-size", help="sglang state slots."
-        ),
-        mem_fraction_static: float | None = typer.Option(
-            None, "--mem-fraction-static", help="sglang override."
-        ),
-        gpu_memory_utilization: float | None = typer.Option(
-            None, "--gpu-memory-utilization", help="vLLM override."
         ),
         spec_alpha: float | None = typer.Option(
             None, "--spec-acceptance", help="Speculative decoding: per-token acceptance probability (0-1)."
@@ -109,7 +93,8 @@ def register(app: typer.Typer) -> None:
             False, "--no-calibration", help="Ignore a calibration profile; use the plan's figures."
         ),
     ) -> None:
-        """Predict the benchmark ladder of an engine that is not running yet (virtual time, from the plan)."""
+        """Predict the benchmark ladder of an engine that is not running yet (virtual time, from the plan; engine
+        flags after --)."""
         from servelab.bench.config import load_experiment
         from servelab.cli.bench import _merge_yaml, _render, build_config
 
@@ -122,9 +107,9 @@ def register(app: typer.Typer) -> None:
         if config_path is not None:
             options = {**_merge_yaml(options, load_experiment(config_path)), "targets": ["predict"]}
         config = build_config(options, None)
-        flags = {k: v for k, v in locals().items() if k in PLAN_FLAGS and v is not None}
+        model, words = split_model(model, ctx.args)
         plan, spec, card = _plan(plan_file, model, gpu, engine, quant, context, kv_dtype, parallel, gpus,
-                                 interconnect, flags)  # fmt: skip
+                                 interconnect, words)  # fmt: skip
         result = _predict(config, plan, spec, card, plan_file, _speculation(spec_alpha, spec_tokens, spec_cost),
                           None if no_store else db, store=not no_store, calibration=not no_calibration)  # fmt: skip
         _render(result, json_out)
@@ -143,12 +128,15 @@ def _speculation(alpha: float | None, gamma: int, cost: float):
     return Speculation(gamma, expected_tokens_per_step(alpha, gamma), cost)
 
 
-def _plan(plan_file, model, gpu, engine, quant, context, kv_dtype, parallel, gpus, interconnect, flags):
-    """(Plan, ModelSpec, GPU): the saved plan's first fitting entry, or a plan made from the options."""
+def _plan(plan_file, model, gpu, engine, quant, context, kv_dtype, parallel, gpus, interconnect, words):
+    """(Plan, ModelSpec, GPU): the saved plan's first fitting entry, or a plan made from the options (`words`: the
+    engine's own flags, after --)."""
     from servelab.hardware.gpus import card_for
     from servelab.model.load import load_model
 
     if plan_file is not None:
+        if words:
+            raise ConfigError(f"--plan {plan_file} fixes the engine's settings; drop the words after --")
         plan = _saved_plan(plan_file)
         ref = model or plan.model
         try:
@@ -160,12 +148,12 @@ def _plan(plan_file, model, gpu, engine, quant, context, kv_dtype, parallel, gpu
         return plan, spec, card_for(gpu or plan.gpu)
     if model is None or engine is None:
         raise ConfigError("give MODEL and --engine (vllm, sglang, llamacpp), or --plan FILE")
-    from servelab.plan.make import check_setting_numbers, compare_plans
+    from servelab.plan.make import compare_plans
 
-    check_setting_numbers(flags)
+    own = engine_settings(engine, words)
     card, spec = card_for(gpu), load_model(model)
     plans = compare_plans(spec, card, engines=(engine,), quant=quant, context=context, kv_dtype=kv_dtype,
-                          parallel=parallel, gpus=gpus, interconnect=interconnect, **flags).plans  # fmt: skip
+                          parallel=parallel, gpus=gpus, interconnect=interconnect, engine_settings=own).plans  # fmt: skip
     plan = next((p for p in plans if p.fits), plans[0])
     if not plan.fits:
         raise ConfigError(
@@ -193,7 +181,7 @@ def emulated_target(model, plan_file, gpu, engine, quant, context, kv_dtype, par
     from servelab.predict.machine import emulated_engine
 
     plan, spec, card = _plan(plan_file, model, gpu, engine, quant, context, kv_dtype, parallel, gpus,
-                             interconnect, {})  # fmt: skip
+                             interconnect, [])  # fmt: skip
     return emulated_engine(plan, spec, card), plan.model or spec.name
 
 

@@ -32,7 +32,30 @@ def render_reference() -> str:
     parts += ["## servelab", "", "```", _help(group, "servelab"), "```", ""]
     for path, command in _walk(group, "servelab"):
         parts += [f"## {path}", "", "```", _help(command, path), "```", ""]
-    return "\n".join(parts)
+    return "\n".join(parts + engine_flags())
+
+
+def engine_flags() -> list[str]:
+    """One table per planned engine: the flags `plan`, `predict` and `calibrate` take after `--`, from the
+    engine's own Settings (servelab/engines/<e>/settings.py)."""
+    from servelab.engines import registry
+    from servelab.engines.typed import settings_flags
+
+    parts = ["## Engine flags after `--`", "",
+             "`servelab plan MODEL --engine ENGINE -- FLAGS…` (also `predict`, `calibrate`): each engine's own flags, in"
+             " its own spelling, read by its command-line reader; `NAME=value` words are its environment.", ""]  # fmt: skip
+    for engine in registry.planned():
+        if engine.planner is None or engine.planner.settings is None:
+            continue
+        parts += [
+            f"### {engine.label} (`--engine {engine.name}`)",
+            "",
+            "| flag | what it sets |",
+            "|---|---|",
+        ]
+        parts += [f"| `{flag}` | {text} |" for _, flag, text in settings_flags(engine.planner.settings_type)]
+        parts.append("")
+    return parts
 
 
 def _walk(group: Any, prefix: str):

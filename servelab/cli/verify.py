@@ -104,9 +104,8 @@ def gather_asked(
 
 def result_json(result: VerifyResult) -> dict[str, Any]:
     """The documented JSON shape: engine, effective, mismatches (key, asked, got, why, fix) and the rest."""
-    effective = {f.name: getattr(result.effective, f.name) for f in dataclasses.fields(result.effective)}
-    raw = effective.pop("raw")
-    effective.pop("engine")
+    effective = result.effective.reported()
+    raw = result.effective.raw
     return {
         "url": result.url,
         "engine": result.engine,

@@ -5,7 +5,8 @@ line in ``servelab/engines/registry.py``. Every other layer loops over the regis
 
 Every engine provides (required):
     identity        name, label, aliases (``llama.cpp`` = ``llamacpp``), default port, health path
-    endpoints       identify(probe) -> DetectedEngine | None; read_effective(probe, model) -> dict
+    endpoints       identify(probe) -> DetectedEngine | None; read_effective(probe, model) -> dict (EffectiveConfig's
+                    keys, and those of its own ``reported_type``: what only it reports, verify's ``EffectiveConfig.own``)
     verify_rules    LABELS, UNREPORTED, reported(key, got), explain(...) -> (cause, fix), notes(got)
     bench_extras    ACCEPTS_TOKEN_IDS, KEEP_ALIVE, SNAPSHOT_PATHS, SERVER_METRICS, request_fields(), tokenize(), count_chat_tokens()
 
@@ -14,27 +15,33 @@ Optional capabilities are ``None`` when the engine lacks them (never discovered 
                     LAUNCH_FORMS, IMAGE_WORDS (container images that run it)
     launcher        start(model, args, host=, port=, log_path=, timeout_s=) -> EngineServer; HEALTH_TIMEOUT_S
     installer       find(), install(cuda=, progress=), register(path) -> Installed (``servelab engine install``)
-    planner         ``Planner``: memory rules + planner adapter + efficiency figures (+ launch_settings: a parsed
-                    launch command as ``LaunchSettings``, for ``plan --cmd/--compose``)
+    planner         ``Planner``: memory rules + planner adapter + efficiency figures; its own ``settings_type`` (the
+                    knobs ``plan``/``predict`` take after ``--``, read by ``settings(words, environment)``) and
+                    ``figures_type`` (what the planner hands its scheduler and saves; typed.py); launch_settings: a
+                    parsed launch command as ``LaunchSettings``, for ``plan --cmd/--compose``
     signatures      the package holding ``signatures.yaml`` (known log lines, see diagnose/signatures)
     environment     ENV_SWITCHES (variables that degrade it), p2p_cache_glob(env, cache_home)
     speculative     parse_log(lines, where), parse_metrics(text, where) -> SpecObservation | None
     log_memory      ``LogMemory``: log text -> bytes the engine says it allocated (for the bill)
     source_build    quant -> ``SourceBuild`` (a fork) when the official image cannot load that format
-    scheduler       ``EngineSetup`` (the plan's engine figures) -> the emulator's ``Scheduler`` for `servelab
+    scheduler       ``EngineSetup`` (the plan's typed engine figures) -> the emulator's ``Scheduler`` for `servelab
                     predict` (servelab/predict/core.py; continuous batching or llama.cpp's slots)
     cpu_batched_path  True when its CPU backend prices a pass of >= 2 tokens as weights streamed, then computed
                     (llama.cpp's tinyBLAS): the emulator's ``Effective.batched_bandwidth_bytes_s``
     cpu_decode_attention  on a CPU, the rate its decode attention runs at after the matmuls, as a fraction of
                     the compute figure: the emulator's ``Roofline.decode_attention_ratio`` (None: inside the max)
+    reported_type   what only it reports of its effective configuration (a frozen dataclass): verify's
+                    ``EffectiveConfig.own``
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+from servelab.engines.typed import Figures, NoFigures, NoSettings
 
 if TYPE_CHECKING:
     from servelab.engines.http import DetectedEngine, HttpProbe
@@ -188,7 +195,9 @@ class LaunchSettings:
     kv_dtype: str | None = None
     tp: int | None = None
     quant: str | None = None
-    flags: Mapping[str, object] = field(default_factory=dict)  # make_plan engine flags (PlanSettings names)
+    engine: Any = (
+        None  # the engine's own Settings (`Planner.settings_type`) the launch gives; None: its defaults
+    )
     notes: tuple[str, ...] = ()  # what the launch does that its author may not expect
 
 
@@ -210,6 +219,12 @@ class Planner:
     cpu_efficiency: tuple[float, float] | None = (
         None  # (decode, prefill) on the CPU device; None: not planned there
     )
+    # the engine's own knobs: a frozen dataclass of `typed.setting` fields, validated in __post_init__ (PlanSettings.engine)
+    settings_type: type[Any] = NoSettings
+    # the words after `servelab plan … --` (and the environment) -> settings_type, by the engine's command-line reader
+    settings: Callable[[list[str], dict[str, str] | None], Any] | None = None
+    # what the planner hands its scheduler and saves as a plan's `details` (a `typed.Figures`: to_json/from_json)
+    figures_type: type[Figures] = NoFigures
     launch_settings: Callable[[Any], LaunchSettings] | None = None  # cmdline.parse's value -> plan settings
     image_version: Callable[[str], str | None] | None = None  # the release an image tag names, None: none
     kv_dtypes: tuple[str, ...] = ()  # KV cache dtypes `plan` tries when none is asked, the preferred first
@@ -254,6 +269,9 @@ class Engine:
         False  # on a CPU, passes of >= 2 tokens take a matrix-matrix path (predict/roofline.py)
     )
     cpu_decode_attention: float | None = None  # on a CPU, decode attention's rate / the compute figure
+    # what only this engine reports of its effective configuration (a frozen dataclass; read_effective's keys beyond
+    # EffectiveConfig's): verify's `EffectiveConfig.own`
+    reported_type: type | None = None
 
     def spellings(self) -> tuple[str, ...]:
         """Every name a user may type for this engine, normalised."""

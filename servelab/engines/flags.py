@@ -153,3 +153,26 @@ def quant_of_flag(table: dict[str, str], value: str | None) -> str | None:
         return None
     wanted = value.lower()
     return next((name for name, flag in table.items() if wanted in (name, flag)), None)
+
+
+def check_setting_words(
+    argv: list[str], flags: tuple[Flag, ...], shared: dict[str, str], engine: str
+) -> None:
+    """The words after `servelab plan … --` hold only the engine's own flags: a word its reader would skip, or
+    a flag one of servelab's options sets (`shared`: key -> that option), is one ConfigError line."""
+    by_name = {name: flag for flag in flags for name in flag.names}
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        name = word.partition("=")[0] if word.startswith("--") else word
+        flag = by_name.get(name)
+        if flag is None:
+            raise ConfigError(
+                f"{word!r} after --: not a {engine} flag servelab plans; see `servelab plan --help` for its flags"
+            )
+        if flag.key in shared:
+            raise ConfigError(f"{word} after --: give servelab's {shared[flag.key]} instead (before --)")
+        _, used = _value(
+            flag, argv, i, word.partition("=")[2] if "=" in word and word.startswith("--") else None
+        )
+        i += used

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
+from servelab.engines.typed import Figures
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import LayerKind, ModelSpec
@@ -17,6 +19,7 @@ from servelab.plan.weights import weight_bytes
 
 SPECULATIVE_METHODS = ("mtp", "eagle", "ngram", "draft")
 MAX_SPECULATIVE_TOKENS = 16  # servelab.speculative.theory.MAX_GAMMA
+S = TypeVar("S")
 
 
 @dataclass(frozen=True)
@@ -63,41 +66,21 @@ class Speculative:
 
 
 @dataclass(frozen=True)
-class PlanSettings:
+class PlanSettings(Generic[S]):
+    """What one plan asks of an engine: what every engine shares, and `engine`, that engine's own Settings (its
+    knobs, validated where they are made: servelab/engines/<e>/settings.py)."""
+
     context: int
+    engine: S
     kv_dtype: str | None = None
     tp: int = 1
     parallel: int = 1  # concurrent sequences to plan for
-    mem_fraction_static: float | None = None
-    gpu_memory_utilization: float | None = None
-    max_total_tokens: int | None = None
-    n_gpu_layers: int | None = None
-    kv_unified: bool = (
-        False  # llama.cpp: one pool all slots share (-c = context) instead of -c = context x slots
-    )
-    max_mamba_cache_size: int | None = None
-    kv_cache_space_gib: int | None = None  # vLLM on CPU: VLLM_CPU_KVCACHE_SPACE
-    max_num_seqs: int | None = None  # vLLM --max-num-seqs (default: --parallel when > 1, else vLLM's)
-    max_num_batched_tokens: int | None = None  # vLLM --max-num-batched-tokens
-    kv_cache_memory_bytes: int | None = None  # vLLM --kv-cache-memory-bytes: the KV pool, no profiling
     # the engine's release whose rules to model, in its own spelling (vLLM 0.10.1, sglang 0.4.4.post1, llama.cpp
     # b8354); None: the current one
     engine_version: str | None = None
-    enable_prefix_caching: bool | None = (
-        None  # vLLM --[no-]enable-prefix-caching (None: its default, off for hybrids)
-    )
-    # vLLM --language-model-only (or --limit-mm-per-prompt with every modality 0): a multimodal checkpoint served
-    # as text only, so no vision-encoder profile at start-up
-    language_model_only: bool = False
-    n_batch: int | None = None  # llama.cpp -b (logical batch; default 2048)
-    n_ubatch: int | None = None  # llama.cpp -ub (physical batch that sizes the compute buffer; default 512)
-    n_cpu_moe: int | None = None  # llama.cpp --n-cpu-moe N: the experts of the first N layers in host RAM
-    cpu_moe: bool = False  # llama.cpp -ot exps=CPU (--cpu-moe): every layer's experts in host RAM
     speculative: Speculative | None = (
         None  # speculative decoding / MTP (draft weights, their KV, the lookahead)
     )
-    flash_attn: str | None = None  # llama.cpp -fa on/off/auto (None: on, as the plan emits it)
-    kv_dtype_v: str | None = None  # llama.cpp -ctv when the V cache type differs from -ctk (kv_dtype)
     host: str = "127.0.0.1"
     port: int | None = None
     model_path: str = ""
@@ -121,11 +104,15 @@ class EngineFit:
     context_served: int
     slots: int
     kv_dtype: str
-    details: Mapping[str, object]
+    figures: (
+        Figures  # the engine's own (servelab/engines/typed.py): its scheduler's input, the plan's `details`
+    )
     argv: list[str]
     warnings: list[str]
     max_batch: int
     refusals: tuple[Refusal, ...] = ()  # any refusal makes the plan `fits: false`
+    full_context_batch: int | None = None  # sequences at the served context held at once, where the engine
+    # fixes it (llama.cpp: its slots, each a window of its own); None: as many as the KV pool holds
 
 
 def weight_split(

@@ -36,7 +36,7 @@ class PlannedLaunch:
     def plan_options(self) -> dict[str, Any]:
         """make_plan's keyword arguments the launch decides (those it leaves out keep the CLI's values)."""
         s = self.settings
-        options: dict[str, Any] = dict(s.flags)
+        options: dict[str, Any] = {} if s.engine is None else {"settings": s.engine}
         for key, value in (("context", s.context), ("parallel", s.parallel), ("kv_dtype", s.kv_dtype), ("gpus", s.tp),
                            ("engine_version", self.image_version)):  # fmt: skip
             if value is not None:

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any, cast
 
 from servelab.engines import registry
 from servelab.engines.base import Engine, Planner
+from servelab.engines.typed import MAX_CONTEXT, MAX_PARALLEL, given
 from servelab.errors import ConfigError, ModelFormatError
 from servelab.hardware.gpus import GPU, default_interconnect
 from servelab.model.dtypes import storage_dtype
@@ -24,8 +26,6 @@ from servelab.plan.types import BatchPoint, DecodeCeilings, Plan, PlanSet
 from servelab.ranges import count
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-MAX_CONTEXT = 100_000_000  # tokens; beyond any model's context
-MAX_PARALLEL = 65_536  # concurrent sequences
 MAX_GPUS = 64  # one tensor-parallel group; engines support far fewer
 UNIFIED_GPU_SHARE = 0.75  # Metal recommendedMaxWorkingSetSize on Apple silicon, by default
 
@@ -94,21 +94,25 @@ def check_plan_numbers(context: int | None, parallel: int | None, gpus: int | No
         count(gpus, "--gpus", 1, MAX_GPUS, "(GPUs in one tensor-parallel group)")
 
 
-SETTING_RANGES = {  # PlanSettings field -> (option, least, most, unit)
-    "max_num_seqs": ("--max-num-seqs", 1, MAX_PARALLEL, "sequences"),
-    "max_num_batched_tokens": ("--max-num-batched-tokens", 1, MAX_CONTEXT, "tokens"),
-    "kv_cache_memory_bytes": ("--kv-cache-memory-bytes", 1, 2**50, "bytes"),
-    "n_batch": ("-b", 1, MAX_CONTEXT, "tokens"),
-    "n_ubatch": ("-ub", 1, MAX_CONTEXT, "tokens"),
-    "n_cpu_moe": ("--n-cpu-moe", 0, 10_000, "layers"),
-}
+SHARED_OPTIONS = frozenset(f.name for f in dataclasses.fields(PlanSettings)) - {"engine"}
 
 
-def check_setting_numbers(flags: dict[str, Any]) -> None:
-    """The engine settings' whole numbers in range (the CLI calls it before any model read)."""
-    for key, (option, low, high, unit) in SETTING_RANGES.items():
-        if flags.get(key) is not None:
-            count(flags[key], option, low, high, unit)
+def own_settings(engine: Engine, asked: object = None, flags: Mapping[str, object] | None = None) -> Any:
+    """`engine`'s own Settings: `asked` (one of its Settings values; None: its defaults) with `flags` (its Settings
+    fields by name) on top, validated by the Settings type itself; a name it does not have is one ConfigError."""
+    kind = _planner(engine).settings_type
+    base = kind() if asked is None else asked
+    if not isinstance(base, kind):
+        raise ConfigError(
+            f"{engine.label} takes its own settings ({kind.__name__}), not {type(base).__name__}"
+        )
+    names = {f.name for f in dataclasses.fields(kind)}
+    unknown = sorted(set(flags or {}) - names)
+    if unknown:
+        raise ConfigError(
+            f"{engine.label} has no setting {', '.join(unknown)}; its settings: {', '.join(sorted(names)) or 'none'}"
+        )
+    return dataclasses.replace(base, **dict(flags or {})) if flags else base
 
 
 def compute_dtype(model: ModelSpec, gpu: GPU) -> str:
@@ -199,8 +203,8 @@ def _batch_points(sp: _Speed, context: int, max_batch: int) -> tuple[BatchPoint,
 
 def _full_context_batch(fit: EngineFit, model: ModelSpec, served: int, tp: int) -> int:
     """How many sequences of `served` tokens the planned (per-GPU) KV cache holds at once (llama.cpp: its slots)."""
-    if fit.slots and "n_ctx_per_slot" in fit.details:
-        return fit.slots
+    if fit.slots and fit.full_context_batch is not None:
+        return fit.full_context_batch
     per_sequence = kv_layout(model, storage_dtype(fit.kv_dtype, model.dtype), tp=tp).bytes_for(served)
     return max(1, min(fit.max_batch, fit.memory.kv_cache // max(1, per_sequence)))
 
@@ -217,13 +221,14 @@ def make_plan(
     gpus: int = 1,
     interconnect: str | None = None,
     model_path: str | None = None,
-    **engine_flags: object,
+    settings: object = None,
+    **options: object,
 ) -> Plan:
     """Plan serving `model` with `engine` on `gpus` x `gpu` (tensor parallel when gpus > 1), exactly as asked.
-    `engine_flags`: any PlanSettings field (mem_fraction_static, gpu_memory_utilization, max_total_tokens,
-    max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes, n_gpu_layers, n_batch, n_ubatch, n_cpu_moe,
-    cpu_moe, host, port …). `fits` only when the engine would start and serve `context`: any refusal of the
-    engine's makes it false, its message first among the warnings."""
+    `settings`: the engine's own Settings (`Planner.settings_type`; None: its defaults); `options`: the other
+    PlanSettings fields every engine shares (host, port, engine_version, speculative), and any of the engine's
+    Settings fields by name on top of `settings`. `fits` only when the engine would start and serve `context`:
+    any refusal of the engine's makes it false, its message first among the warnings."""
     chosen = planner_engine(engine)
     rules = _planner(chosen)
     if gpu.unified_memory and rules.needs_cuda:
@@ -246,15 +251,18 @@ def make_plan(
     check_plan_numbers(context, parallel, gpus)
     if gpus > 1 and interconnect is None:
         interconnect = default_interconnect(gpu)
-    settings = PlanSettings(
+    shared = {k: v for k, v in options.items() if k in SHARED_OPTIONS}
+    own = {k: v for k, v in options.items() if k not in SHARED_OPTIONS}
+    asked = PlanSettings(
         context=context,
+        engine=own_settings(chosen, settings, own),
         kv_dtype=kv_dtype,
         tp=gpus,
         parallel=parallel,
         model_path=model_path or model.name,
-        **cast(dict[str, Any], engine_flags),
+        **cast(dict[str, Any], shared),
     )
-    fit: EngineFit = rules.plan(model, gpu, settings)
+    fit: EngineFit = rules.plan(model, gpu, asked)
     sp = _Speed(model, gpu, chosen, fit.kv_dtype, gpus, interconnect)
     served = min(context, fit.context_served) if fit.context_served else context
     ceiling = _ceilings(sp, min(speed.SHORT_CONTEXT_TOKENS, served), served)
@@ -325,8 +333,8 @@ def make_plan(
         parallel_cost=sp.cost() if gpus > 1 and all_reduces(chosen) else None,
         single_gpu_decode_tok_s=single,
         details={
-            **fit.details,
-            **({"engine_version": settings.engine_version} if settings.engine_version else {}),
+            **fit.figures.to_json(),
+            **({"engine_version": asked.engine_version} if asked.engine_version else {}),
         },
         command=tuple(fit.argv),
         command_line=shell_line(fit.argv),
@@ -358,6 +366,8 @@ def search_plan(
     setting the caller gave; without `kv_dtype`, each KV dtype the engine supports, its preferred first. The
     first variant that fits wins, its changes listed in `searched`; none fits: the plan as asked."""
     dtypes: tuple[str | None, ...] = (kv_dtype,)
+    own = kwargs.get("settings")
+    chosen = given(own) if own is not None else {}  # the engine's own settings the caller gave
     if kv_dtype is None:
         dtypes = _planner(planner_engine(engine)).kv_dtypes or (None,)
     plans = [make_plan(model, gpu, engine=engine, quant=quant, kv_dtype=d, **kwargs) for d in dtypes]
@@ -367,7 +377,7 @@ def search_plan(
     for dtype, plan in zip(dtypes, plans, strict=True):
         flags = dict(kwargs)
         for _ in range(REPAIR_ROUNDS):
-            fix = {k: v for k, v in plan.remedy.items() if kwargs.get(k) is None}
+            fix = {k: v for k, v in plan.remedy.items() if kwargs.get(k) is None and k not in chosen}
             if plan.fits or not fix or fix.items() <= flags.items():
                 break
             flags.update(fix)
@@ -419,12 +429,14 @@ def compare_plans(
     quant: str | None = None,
     gpus: int = 1,
     interconnect: str | None = None,
+    engine_settings: Mapping[str, object] | None = None,
     **kwargs: Any,
 ) -> PlanSet:
     """Every sensible (engine, quant) plan, each its best fitting variant (`search_plan`: KV dtypes when none is
     asked, the engine's fixes for its refusals); fitting plans first, the checkpoint's own quantization first among
     them (MXFP4 for gpt-oss), then the fastest full-context decode.
-    ``engines``: names to compare (default: every engine servelab can plan)."""
+    ``engines``: names to compare (default: every engine servelab can plan); ``engine_settings``: each engine's own
+    Settings by name (the others: their defaults)."""
     chosen = registry.planned() if engines is None else tuple(planner_engine(e) for e in engines)
     if gpu.unified_memory:
         chosen = tuple(e for e in chosen if not _planner(e).needs_cuda) or tuple(
@@ -441,7 +453,16 @@ def compare_plans(
         names = ", ".join(e.name for e in chosen)
         raise ConfigError(f"no engine among {names} can load {quant or model.quant} weights")
     plans = [
-        search_plan(model, gpu, engine=e, quant=q, gpus=gpus, interconnect=interconnect, **kwargs)
+        search_plan(
+            model,
+            gpu,
+            engine=e,
+            quant=q,
+            gpus=gpus,
+            interconnect=interconnect,
+            settings=(engine_settings or {}).get(e),
+            **kwargs,
+        )
         for e, q in pairs
     ]
     plans.sort(key=lambda p: (not p.fits, not p.native_quant, -p.decode_expected_tok_s.full_context))

@@ -3,7 +3,7 @@
 Each step has a token budget (vLLM max_num_batched_tokens, sglang chunked_prefill_size). Running sequences go
 first, in arrival order: a decode takes one token (1 + drafts with speculative decoding), a prompt being
 prefilled takes what is left of the budget (chunked prefill); then waiting requests are admitted in arrival
-order while the budget, the running cap (max_num_seqs / max_running_requests), the state pool (hybrid models)
+order while the budget, the running cap (`max_running`, each engine's own name in its scheduler), the state pool (hybrid models)
 and the KV pool allow. `mixed` False is sglang's default: a step with prompts to prefill runs only them, and
 the decodes wait for the next step. When a running sequence needs a block the pool does not have, the
 sequence admitted last is preempted: its blocks are freed and it is computed again from scratch

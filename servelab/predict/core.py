@@ -9,10 +9,12 @@ prefix-cache hits are all changes to `computed`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
+
+F = TypeVar("F")
 
 
 @dataclass(frozen=True)
@@ -105,11 +107,11 @@ class Speculation:
 
 
 @dataclass(frozen=True)
-class EngineSetup:
-    """What an engine's scheduler is built from: the plan's engine figures (`Plan.details`, the engine's own
-    names), its slots and served context, and the model's kind."""
+class EngineSetup(Generic[F]):
+    """What an engine's scheduler is built from: the plan's engine figures (its planner's typed `Figures`, read
+    from `Plan.details`), its slots and served context, and the model's kind."""
 
-    details: Mapping[str, object]
+    figures: F
     slots: int
     context: int  # the longest request (prompt + output) the engine serves
     hybrid: bool = False  # the model keeps a recurrent state per sequence (a state pool caps concurrency)

@@ -1,6 +1,6 @@
 """The emulated engine a plan describes: its roofline figures per GPU and its scheduler, from the same
 planner arithmetic `servelab plan` uses (plan/speed.py, kv.py, state.py, parallel.py) and the plan's figures
-(efficiency, KV pool, slots, batch sizes: `Plan.details`, each engine's own names).
+(efficiency, KV pool, slots, batch sizes: `Plan.details`, read back as the engine's own typed `Figures`).
 
 `Effective` starts as the card's peak x the plan's sourced efficiency (decode: bandwidth, prefill: compute);
 a calibration profile passes its own `Effective` instead (docs/predict.md).
@@ -102,7 +102,11 @@ def emulated_engine(
     make = engine.scheduler
     hybrid = plan.memory_bytes.recurrent_state > 0 or sequence_state_bytes(model, engine) > 0
     context = plan.context_served or plan.context
-    setup = EngineSetup(plan.details, max(1, plan.slots), context, hybrid, speculation)
+    planner = engine.planner
+    if planner is None:
+        raise ConfigError(f"servelab has no plan figures for {engine.label}; predict needs its planner")
+    figures = planner.figures_type.from_json(plan.details, f"the {engine.label} plan's details")
+    setup = EngineSetup(figures, max(1, plan.slots), context, hybrid, speculation)
     return EmulatedEngine(
         engine.name,
         functools.partial(make, setup),

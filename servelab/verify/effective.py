@@ -1,9 +1,9 @@
-"""What a running server really uses, read from its own endpoints into one engine-neutral value.
+"""What a running server really uses, read from its own endpoints into one typed value: what every engine may
+report, and `own`, what only that engine reports (its `Engine.reported_type`, in its own package).
 
-An engine's ``read_effective`` returns a dict of this module's field names. A key `EffectiveConfig` does
-not know is kept under ``raw["extra"]`` in production, but refused under ``strict`` (the test suite sets
-``SERVELAB_STRICT=1``), so a field an engine package adds without a home here fails a test instead of
-vanishing.
+An engine's ``read_effective`` returns a dict of these field names and its own type's. A key neither knows is
+kept under ``raw["extra"]`` in production, but refused under ``strict`` (the test suite sets
+``SERVELAB_STRICT=1``), so a field an engine package adds without a home fails a test instead of vanishing.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from servelab.engines import registry
 from servelab.engines.detect import DetectedEngine, detect_engine, endpoints_for
 from servelab.engines.http import HttpProbe
 from servelab.redact import redact
@@ -34,39 +35,45 @@ class EffectiveConfig:
     kv_cache_dtype: str | None = None
     model: str | None = None
     max_total_tokens: int | None = None
-    kv_blocks: int | None = None  # the KV pool in blocks (vLLM: num_gpu_blocks, CPU build too)
-    kv_block_size: int | None = None  # tokens per KV block
-    prefix_caching: bool | None = None
-    max_request_input_tokens: int | None = None
-    kv_unified: bool | None = None
     tp_size: int | None = None
-    mem_fraction_static: float | None = None
-    gpu_memory_utilization: float | None = None
-    quantization: str | None = None
-    loaded: bool | None = None
-    size_bytes: int | None = None
-    size_vram_bytes: int | None = None
-    gpu_fraction: float | None = None
     speculative: dict[str, Any] | None = None
     version: str | None = None
+    own: Any = (
+        None  # what only this engine reports: an `Engine.reported_type` value (None: the engine has none)
+    )
     raw: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_fields(cls, engine: str, fields: dict[str, Any], *, strict: bool = False) -> EffectiveConfig:
-        """Build from an engine's ``read_effective`` dict; keys this class does not know go to
+    def from_fields(
+        cls, engine: str, fields: dict[str, Any], *, strict: bool = False, own_type: type | None = None
+    ) -> EffectiveConfig:
+        """Build from an engine's ``read_effective`` dict, its own keys into `own_type`; keys neither knows go to
         ``raw["extra"]``, or raise ValueError when `strict`."""
-        known = {f.name for f in dataclasses.fields(cls)} - {"engine", "raw"}
+        known = {f.name for f in dataclasses.fields(cls)} - {"engine", "raw", "own"}
+        owned = set() if own_type is None else {f.name for f in dataclasses.fields(own_type)}
         values = {k: v for k, v in fields.items() if k in known}
-        extra = {k: v for k, v in fields.items() if k not in known and k != "raw"}
+        extra = {k: v for k, v in fields.items() if k not in known | owned and k != "raw"}
         if strict and extra:
             raise ValueError(f"{engine}: read_effective returned keys EffectiveConfig does not know: "
-                             f"{', '.join(sorted(extra))}; add them as fields or put them under 'raw'")  # fmt: skip
+                             f"{', '.join(sorted(extra))}; add them as fields, to the engine's reported type, "
+                             "or put them under 'raw'")  # fmt: skip
         raw = {**(fields.get("raw") or {}), **({"extra": extra} if extra else {})}
-        return cls(engine=engine, raw=redact(raw), **values)
+        own = None if own_type is None else own_type(**{k: v for k, v in fields.items() if k in owned})
+        return cls(engine=engine, raw=redact(raw), own=own, **values)
+
+    def reported(self) -> dict[str, Any]:
+        """Every reported field by name, the engine's own among them (None where it does not say); no raw."""
+        shared = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in ("engine", "raw", "own")
+        }
+        own = {} if self.own is None else dataclasses.asdict(self.own)
+        return {**shared, **own}
 
     def summary(self) -> dict[str, Any]:
         """The reported fields without raw or empty ones, for tables."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k != "raw" and v is not None}
+        return {k: v for k, v in self.reported().items() if v is not None}
 
 
 def read_effective(
@@ -89,7 +96,9 @@ def read_effective(
         probe = dataclasses.replace(probe, max_bytes=max_bytes)
     strict = os.environ.get("SERVELAB_STRICT") == "1" if strict is None else strict
     fields = endpoints_for(name).read_effective(probe, model)
-    config = EffectiveConfig.from_fields(name, fields, strict=strict)
+    known = registry.find_engine(name)
+    own_type = known.reported_type if known is not None else None
+    config = EffectiveConfig.from_fields(name, fields, strict=strict, own_type=own_type)
     if config.version is None and isinstance(engine, DetectedEngine) and engine.version:
         config = dataclasses.replace(config, version=engine.version)
     return config

@@ -102,7 +102,8 @@ def test_comparison_table_names_the_best_plan(capsys) -> None:
 
 def test_emit_cmd_prints_one_quoted_command(capsys) -> None:
     assert (
-        main([*BRIEF, "--emit", "cmd", "--mem-fraction-static", "0.9", "--max-total-tokens", "262144"]) == 0
+        main([*BRIEF, "--emit", "cmd", "--", "--mem-fraction-static", "0.9", "--max-total-tokens", "262144"])
+        == 0
     )
     line = capsys.readouterr().out.strip()
     argv = shlex.split(line)
@@ -231,6 +232,22 @@ def test_overrides_make_a_custom_gpu(capsys) -> None:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
+        (["--", "-ub", "256"], "the words after -- (-ub 256) are one engine's flags: name it with --engine"),
+        (["--engine", "vllm", "--", "--max-model-len", "8192"], "give servelab's --context instead"),
+        (["--engine", "vllm", "--", "--max-num-seq", "8"], "'--max-num-seq' after --: not a vLLM flag"),
+        (
+            ["--engine", "vllm", "--max-num-seqs", "8"],
+            "No such option: --max-num-seqs",
+        ),  # engine flags go after --
+    ],
+)
+def test_engine_flags_go_after_dashes_for_one_named_engine(args: list[str], needle: str, capsys) -> None:
+    test_bad_input_is_one_line_and_exit_2(["plan", "Qwen/Qwen3-8B", *args], needle, capsys)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
         (["plan", "Nobody/Nothing-1B"], "unknown model"),
         (["plan", "Qwen/Qwen3-8B", "--gpu", "rtx9999"], "rtx4090-48g"),
         (
@@ -252,11 +269,31 @@ def test_overrides_make_a_custom_gpu(capsys) -> None:
             "fp8_e5m2",
         ),
         (
-            ["plan", "Qwen/Qwen3-8B", "--engine", "vllm", "--quant", "awq", "--gpu-memory-utilization", "0"],
+            [
+                "plan",
+                "Qwen/Qwen3-8B",
+                "--engine",
+                "vllm",
+                "--quant",
+                "awq",
+                "--",
+                "--gpu-memory-utilization",
+                "0",
+            ],
             "(0, 1]",
         ),
         (
-            ["plan", "Qwen/Qwen3-8B", "--engine", "sglang", "--quant", "awq", "--max-total-tokens", "0"],
+            [
+                "plan",
+                "Qwen/Qwen3-8B",
+                "--engine",
+                "sglang",
+                "--quant",
+                "awq",
+                "--",
+                "--max-total-tokens",
+                "0",
+            ],
             "at least 1",
         ),
         (
@@ -267,6 +304,7 @@ def test_overrides_make_a_custom_gpu(capsys) -> None:
                 "sglang",
                 "--quant",
                 "awq",
+                "--",
                 "--max-mamba-cache-size",
                 "-1",
             ],
@@ -402,13 +440,14 @@ def test_engine_flags_reach_the_recipe(capsys) -> None:
         main(
             [
                 *BRIEF,
+                "--json",
+                "--",
                 "--mem-fraction-static",
                 "0.9",
                 "--max-total-tokens",
                 "262144",
                 "--max-mamba-cache-size",
                 "8",
-                "--json",
             ]
         )
         == 0
@@ -431,10 +470,11 @@ def test_engine_flags_reach_the_recipe(capsys) -> None:
                 "131072",
                 "--parallel",
                 "4",
+                "--json",
+                "--",
                 "--kv-unified",
                 "-ngl",
                 "40",
-                "--json",
             ]
         )
         == 0
@@ -464,7 +504,7 @@ def test_a_context_beyond_the_model_does_not_fit_anywhere(capsys) -> None:
     ("args", "message"),
     [
         (["--gpus", "100000"], "--gpus must be a whole number from 1 to 64"),
-        (["-ngl", "-5"], "-ngl must be -1"),
+        (["--engine", "llamacpp", "--", "-ngl", "-5"], "-ngl must be -1"),
         (["--gpu", ""], "unknown GPU ''"),
     ],
 )
@@ -476,7 +516,7 @@ def test_out_of_range_gpu_settings_are_usage_errors(capsys, args, message) -> No
 
 def test_ngl_minus_one_offloads_every_layer_like_llama_cpp(capsys) -> None:
     base = ["plan", "Qwen/Qwen3-8B", "--engine", "llamacpp", "--quant", "Q4_K_M", "--json"]
-    assert main([*base, "-ngl", "-1"]) == 0
+    assert main([*base, "--", "-ngl", "-1"]) == 0
     all_layers = json.loads(capsys.readouterr().out)["plans"][0]["memory_bytes"]
     assert main(base) == 0
     default = json.loads(capsys.readouterr().out)["plans"][0]["memory_bytes"]

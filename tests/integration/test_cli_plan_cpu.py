@@ -21,7 +21,7 @@ def config(tmp_path: Path) -> str:
 
 
 def _plan(capsys, *args: str) -> dict:
-    assert main(["plan", *args, "--json"]) == 0
+    assert main(["plan", "--json", *args]) == 0
     out, err = capsys.readouterr()
     assert err == ""
     return json.loads(out)
@@ -56,9 +56,10 @@ def test_corrupt_cache_is_measured_again_without_a_traceback(config, capsys) -> 
     assert json.loads(path.read_text())["version"] == bandwidth.CACHE_VERSION
 
 
-def test_kv_space_from_option_and_environment(config, capsys, monkeypatch) -> None:
+def test_kv_space_from_the_words_after_dashes_and_environment(config, capsys, monkeypatch) -> None:
     args = [config, "--gpu", "cpu", "--engine", "vllm", "--context", "2048"]
-    assert _plan(capsys, *args, "--kv-cache-space", "2")["plans"][0]["details"]["kv_tokens"] == 1_048_576
+    spaced = _plan(capsys, *args, "--", "VLLM_CPU_KVCACHE_SPACE=2")
+    assert spaced["plans"][0]["details"]["kv_tokens"] == 1_048_576
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "3")
     assert _plan(capsys, *args)["plans"][0]["details"]["VLLM_CPU_KVCACHE_SPACE"] == 3
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "lots")

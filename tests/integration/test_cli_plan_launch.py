@@ -41,7 +41,7 @@ SGLANG_FIELD_REPORT = (
 
 
 def _plan(capsys, argv: list[str]) -> dict:
-    assert main([*argv, "--json"]) == 0
+    assert main([argv[0], "--json", *argv[1:]]) == 0  # before any words after --
     doc = json.loads(capsys.readouterr().out)
     assert len(doc["plans"]) == 1
     return doc["plans"][0]
@@ -65,7 +65,7 @@ def test_the_field_report_compose_is_caught_at_a_quarter_of_the_context(tmp_path
     same = _plan(
         capsys,
         ["plan", "Qwen/Qwen3.5-27B", "--quant", "PTQ1_0", "--gpu", "rtx4090-48g", "--engine", "llamacpp",
-         "--context", "65536", "--parallel", "4", "-ngl", "99"],
+         "--context", "65536", "--parallel", "4", "--", "-ngl", "99"],
     )  # fmt: skip
     assert plan["fits"] and plan["memory_bytes"] == same["memory_bytes"]  # the launch is -c 262144 -np 4
 

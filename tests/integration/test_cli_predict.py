@@ -57,3 +57,18 @@ def test_predict_without_an_engine_says_what_to_give(capsys) -> None:
     assert main(["predict", "Qwen/Qwen3-8B"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and "give MODEL and --engine" in err and "Traceback" not in err
+
+
+def test_engine_flags_after_dashes_reach_the_emulated_scheduler(capsys) -> None:
+    """vLLM's --max-num-batched-tokens, in its own words after --: a 1,024-token prompt in chunks of 64 is 16 steps,
+    each reading the weights again, so its first token comes later than in one 2,048-token step."""
+    load = ["--concurrency", "1", "--requests", "2", "--input-tokens", "1024", "--output-tokens", "4",
+            "--no-store", "--json", "--no-calibration"]  # fmt: skip
+
+    def ttft_ms(*words: str) -> float:
+        assert main(["predict", *PLAN_ARGS, *load, *words]) == 0
+        return float(json.loads(capsys.readouterr().out)["targets"][0]["levels"][0]["ttft_ms"]["p50"])
+
+    assert ttft_ms("--", "--max-num-batched-tokens", "64") > 1.5 * ttft_ms()
+    assert main(["predict", *PLAN_ARGS, "--", "--max-num-batched-tokens", "0"]) == 2
+    assert "--max-num-batched-tokens must be a whole number" in capsys.readouterr().err

@@ -39,7 +39,7 @@ def test_plan_plans_the_toy_engine(toy, capsys) -> None:
     out, err = capsys.readouterr()
     assert code == 0, err
     plan = json.loads(out)["plans"][0]
-    assert plan["engine"] == "toy" and plan["details"] == {"toy": True}
+    assert plan["engine"] == "toy" and plan["details"] == {"slots": 1, "context": 4096, "step_tokens": 256}
     assert plan["command"][:4] == ["toy-server", "Qwen/Qwen3-8B", "--ctx", "4096"]
     assert plan["efficiency"] == {"decode": 0.5, "decode_kv": 0.5, "prefill": 0.25}  # its table's default
 
@@ -88,3 +88,45 @@ def test_serve_says_the_toy_binary_is_missing(toy, monkeypatch, capsys) -> None:
         "starting ToyServe on m …",
         "servelab: error: ToyServe is not installed (no `toy-server` on PATH)",
     ]
+
+
+def _ttft_ms(capsys, args: list[str]) -> float:
+    assert main(args) == 0, capsys.readouterr().err
+    level = json.loads(capsys.readouterr().out)["targets"][0]["levels"][0]
+    return float(level["ttft_ms"]["p50"])
+
+
+def test_the_toy_engines_own_setting_plans_emits_verifies_and_predicts(toy, tmp_path, capsys) -> None:
+    """A knob of the toy's own (--step-tokens, tests/toy_engine/settings.py) goes through plan, the recipe, verify
+    and predict with nothing outside the toy's package naming it."""
+    ask = ["Qwen/Qwen3-8B", "--engine", "toy", "--quant", "bf16", "--context", "4096"]
+    saved = tmp_path / "plan.json"
+    assert main(["plan", *ask, "--json", "--save", str(saved), "--", "--step-tokens", "64"]) == 0
+    plan = json.loads(capsys.readouterr().out)["plans"][0]
+    assert plan["details"] == {"slots": 1, "context": 4096, "step_tokens": 64}
+    assert main(["plan", *ask, "--emit", "cmd", "--", "--step-tokens", "64"]) == 0
+    assert "--ctx 4096 --step-tokens 64" in capsys.readouterr().out
+    assert main(["plan", *ask, "--", "--step-tokens", "0"]) == 2  # the toy's Settings validate it
+    err = capsys.readouterr().err
+    assert (
+        err.strip() == "servelab: error: --step-tokens must be a whole number from 1 to 4,096 tokens, got 0"
+    )
+
+    with sim_process("--context", "4096", "--model", "m@step=32") as url:
+        code = main(
+            ["verify", url, "--cmd", "toy-server m --ctx 4096 --step-tokens 64", "--json", "--strict"]
+        )
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and doc["effective"]["step_tokens"] == 32  # what only a toy server reports
+    [mismatch] = doc["mismatches"]
+    assert mismatch["key"] == "step_tokens" and mismatch["line"] == (
+        "tokens a step is 32, not 64: the toy server was started with another budget; "
+        "restart it with --step-tokens 64"
+    )
+
+    load = ["--concurrency", "1", "--requests", "2", "--input-tokens", "1024", "--output-tokens", "4",
+            "--no-store", "--json", "--no-calibration"]  # fmt: skip
+    small = _ttft_ms(capsys, ["predict", "--plan", str(saved), *load])  # 16 steps of 64 prompt tokens
+    assert _ttft_ms(capsys, ["predict", *ask, *load, "--", "--step-tokens", "64"]) == small  # virtual time
+    large = _ttft_ms(capsys, ["predict", *ask, *load, "--", "--step-tokens", "1024"])  # one step
+    assert small > 1.2 * large  # each of the 16 steps reads the weights again

@@ -17,6 +17,7 @@ import pytest
 
 from servelab.cli.app import main
 from servelab.engines.detect import detect_engine
+from servelab.engines.sglang.reported import SglangReported
 from servelab.errors import TargetError
 from servelab.verify import parse_expect, read_effective, verify
 
@@ -136,12 +137,13 @@ def test_sglang_detected_with_version_and_model(serve_fixture) -> None:
 def test_sglang_effective_config_fields(serve_fixture) -> None:
     got = read_effective(serve_fixture("sglang/awq-262k").url)
     assert got.engine == "sglang"
-    assert (got.context_per_slot, got.max_total_tokens, got.max_request_input_tokens) == (
+    assert (got.context_per_slot, got.max_total_tokens, got.own.max_request_input_tokens) == (
         262144,
         262144,
         262138,
     )
-    assert (got.kv_cache_dtype, got.mem_fraction_static, got.tp_size) == ("fp8_e5m2", 0.9, 1)
+    assert (got.kv_cache_dtype, got.own.mem_fraction_static, got.tp_size) == ("fp8_e5m2", 0.9, 1)
+    assert got.own == SglangReported(0.9, 262138, "awq")  # what only sglang reports, typed
     assert got.speculative == {"enabled": False}
 
 
@@ -184,7 +186,7 @@ def test_vllm_detected_and_cache_config_read(serve_fixture) -> None:
     assert (got.context_per_slot, got.model, got.version) == (32768, "qwen3-30b-instruct", "0.7.3")
     assert got.kv_cache_dtype == "auto"
     assert got.max_total_tokens == 81767 * 16
-    assert got.gpu_memory_utilization == 0.9
+    assert got.own.gpu_memory_utilization == 0.9
 
 
 def test_vllm_ignored_fp8_kv_cache_is_caught(serve_fixture, capsys) -> None:
@@ -208,7 +210,7 @@ def test_ollama_served_window_versus_training_context(serve_fixture) -> None:
     assert detect_engine(server.url).models == ("llama3.2:latest",)
     result = verify(server.url, parse_expect(["context=32768"]))
     effective = result.effective
-    assert (effective.context_per_slot, effective.context_train, effective.gpu_fraction) == (
+    assert (effective.context_per_slot, effective.context_train, effective.own.gpu_fraction) == (
         4096,
         131072,
         0.8,

@@ -1,4 +1,5 @@
-"""Who the toy server is: anything answering /sim/requests; its context is /v1/models' max_model_len."""
+"""Who the toy server is: anything answering /sim/requests; its context is /v1/models' max_model_len, its step
+budget (only a toy server reports one) the `@step=N` its model id ends with."""
 
 from __future__ import annotations
 
@@ -18,4 +19,6 @@ def identify(probe: HttpProbe) -> DetectedEngine | None:
 def read_effective(probe: HttpProbe, model: str | None = None) -> dict[str, Any]:
     models = probe.get_json("/v1/models") or {}
     first = next(iter(models.get("data", ())), {})
-    return {"context_per_slot": first.get("max_model_len"), "model": first.get("id"), "slots": 1}
+    name, _, step = str(first.get("id")).partition("@step=")
+    return {"context_per_slot": first.get("max_model_len"), "model": name, "slots": 1,
+            "step_tokens": int(step) if step.isdigit() else None}  # fmt: skip

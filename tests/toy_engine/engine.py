@@ -5,7 +5,8 @@ from __future__ import annotations
 from servelab.engines.base import Engine, Planner
 from servelab.engines.openai import bench_extras
 from servelab.plan.efficiency import EfficiencyTable
-from tests.toy_engine import cmdline, endpoints, launch, planner, verify_rules
+from tests.toy_engine import cmdline, endpoints, launch, planner, scheduler, verify_rules
+from tests.toy_engine.settings import ToyFigures, ToyReported, ToySettings
 
 ENGINE = Engine(
     name="toy",
@@ -24,6 +25,11 @@ ENGINE = Engine(
         prefill_chunk_tokens=1024,
         decode_efficiency=EfficiencyTable("ToyServe", 0.5, "a toy figure", ()),
         prefill_efficiency=0.25,
+        settings_type=ToySettings,
+        settings=cmdline.settings,
+        figures_type=ToyFigures,
     ),
     signatures="tests.toy_engine",
+    scheduler=scheduler.scheduler,
+    reported_type=ToyReported,
 )

@@ -7,12 +7,15 @@ from servelab.model.spec import ModelSpec
 from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes, weight_split
 from servelab.plan.kv import kv_layout
 from tests.toy_engine import cmdline
+from tests.toy_engine.settings import DEFAULT_STEP_TOKENS, ToyFigures, ToySettings
 
 
-def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
+def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[ToySettings]) -> EngineFit:
     text, vision, mtp = weight_split(model, s.tp, vision=False, mtp=False)
     kv = kv_layout(model, "f16").bytes_for(s.context) * s.parallel
     memory = memory_bytes(gpu, text, vision, mtp, kv, 0, 0, gpu.runtime_context_bytes)
-    argv = cmdline.command(s.model_path, ctx=s.context, host=s.host, port=s.port or 9999)
+    step = s.engine.step_tokens
+    argv = cmdline.command(s.model_path, ctx=s.context, host=s.host, port=s.port or 9999, step_tokens=step)
     fits = memory.total <= 0.9 * gpu.memory_bytes
-    return EngineFit(memory, fits, s.context, s.parallel, "f16", {"toy": True}, argv, [], s.parallel)
+    figures = ToyFigures(s.parallel, s.context, step or DEFAULT_STEP_TOKENS)
+    return EngineFit(memory, fits, s.context, s.parallel, "f16", figures, argv, [], s.parallel)

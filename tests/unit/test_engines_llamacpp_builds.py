@@ -16,6 +16,7 @@ from servelab.engines.llamacpp.builds import (
     reserved_outputs,
 )
 from servelab.engines.llamacpp.memory import gpu_layers, llamacpp_memory
+from servelab.engines.llamacpp.settings import LlamaCppSettings
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import find_gpu
 from servelab.model.load import load_model
@@ -49,16 +50,19 @@ def test_the_plan_of_an_older_build_holds_the_logits_of_the_ubatch() -> None:
 
     model = load_model("Qwen/Qwen3.5-35B-A3B")
     gpu = find_gpu("h100-sxm")
-    settings = dict(context=1024, parallel=4, kv_unified=True)
-    old = plan(model, gpu, PlanSettings(engine_version="b8354", **settings))  # type: ignore[arg-type]
-    now = plan(model, gpu, PlanSettings(**settings))  # type: ignore[arg-type]
+    unified = LlamaCppSettings(kv_unified=True)
+    old = plan(model, gpu, PlanSettings(1024, unified, parallel=4, engine_version="b8354"))
+    now = plan(model, gpu, PlanSettings(1024, unified, parallel=4))
     logits = model.vocab_size * 512 * 4
     same = llamacpp_memory(
         model, n_ctx=1024, n_parallel=4, kv_unified=True, n_outputs_max=2048, fa_mask_f32=True
     )
-    assert old.details["compute_buffer_bytes"] == same.compute_bytes > logits
-    assert int(now.details["compute_buffer_bytes"]) < logits  # type: ignore[call-overload]
-    assert plan(model, gpu, PlanSettings(engine_version="b9460", **settings)).details == now.details  # type: ignore[arg-type]
+    assert old.figures.compute_buffer_bytes == same.compute_bytes > logits
+    assert now.figures.compute_buffer_bytes < logits
+    assert (
+        plan(model, gpu, PlanSettings(1024, unified, parallel=4, engine_version="b9460")).figures
+        == now.figures
+    )
 
 
 def test_builds_before_b9410_keep_the_f32_mask_beside_its_f16_cast() -> None:
@@ -80,10 +84,10 @@ def test_the_f32_mask_of_an_older_flash_attention_graph_is_in_its_buffer() -> No
     assert with_f32.compute_bytes - llamacpp_memory(model, **layers_bound).compute_bytes == 8192 * 512 * 4  # type: ignore[arg-type]
     gpu = find_gpu("h100-sxm")
     for flash in ("on", "off"):
-        settings = dict(context=8192, parallel=1, flash_attn=flash)
+        settings = LlamaCppSettings(flash_attn=flash)
         assert (
-            plan(model, gpu, PlanSettings(engine_version="b9409", **settings)).details  # type: ignore[arg-type]
-            == plan(model, gpu, PlanSettings(engine_version="b9410", **settings)).details  # type: ignore[arg-type]
+            plan(model, gpu, PlanSettings(8192, settings, engine_version="b9409")).figures
+            == plan(model, gpu, PlanSettings(8192, settings, engine_version="b9410")).figures
         )
 
 

@@ -181,9 +181,9 @@ def test_language_model_only_is_read_from_the_launch_and_emitted() -> None:
 
     for words in (["--language-model-only"], ["--limit-mm-per-prompt", '{"image": 0, "video": 0}']):
         launch = cmdline.parse(["vllm", "serve", "Qwen/Qwen3.5-27B", *words])
-        assert launch.text_only and cmdline.plan_settings(launch).flags["language_model_only"] is True
+        assert launch.text_only and cmdline.plan_settings(launch).engine.language_model_only is True
     kept = cmdline.parse(["vllm", "serve", "m", "--limit-mm-per-prompt", '{"image": 2, "audio": 0}'])
-    assert not kept.text_only and "language_model_only" not in cmdline.plan_settings(kept).flags
+    assert not kept.text_only and cmdline.plan_settings(kept).engine.language_model_only is False
     qwen, card = load_model("Qwen/Qwen3.5-27B"), find_gpu("rtx5090")
     full = make_plan(qwen, card, engine="vllm", quant="awq", context=32768, max_num_seqs=4)
     text = make_plan(

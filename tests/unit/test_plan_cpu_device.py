@@ -68,7 +68,7 @@ def test_vllm_cpu_kv_space_larger_than_the_numa_node_does_not_fit(llama) -> None
 
 @pytest.mark.parametrize("space", [0, -1, 1.5])
 def test_vllm_cpu_kv_space_must_be_whole_gib(llama, space) -> None:
-    with pytest.raises(ConfigError, match="--kv-cache-space"):
+    with pytest.raises(ConfigError, match="VLLM_CPU_KVCACHE_SPACE"):
         make_plan(llama, _device(), engine="vllm", context=2048, kv_cache_space_gib=space)
 
 

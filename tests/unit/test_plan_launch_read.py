@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from servelab.engines.llamacpp import cmdline as llamacpp
+from servelab.engines.llamacpp.settings import LlamaCppSettings
 from servelab.engines.sglang import cmdline as sglang
 from servelab.engines.vllm import cmdline as vllm
+from servelab.engines.vllm.settings import VllmSettings
 from servelab.verify.compose import load_service
 
 
@@ -14,18 +16,18 @@ def test_llamacpp_slots_share_c_unless_unified_and_auto_means_four_unified() -> 
     shared = llamacpp.plan_settings(
         llamacpp.parse(["llama-server", "-m", "m.gguf", "-c", "262144", "-np", "4"])
     )
-    assert (shared.context, shared.parallel, shared.flags["kv_unified"]) == (65536, 4, False)
+    assert (shared.context, shared.parallel, shared.engine.kv_unified) == (65536, 4, False)
     auto = llamacpp.plan_settings(llamacpp.parse(["llama-server", "-c", "32768", "-ngl", "all"]))
-    assert (auto.context, auto.parallel, auto.flags) == (
+    assert (auto.context, auto.parallel, auto.engine) == (
         32768,
         4,
-        {"kv_unified": True, "flash_attn": "auto", "n_gpu_layers": -1},  # no -fa: the server's auto
+        LlamaCppSettings(kv_unified=True, flash_attn="auto", n_gpu_layers=-1),  # no -fa: the server's auto
     )
     unified = llamacpp.plan_settings(
         llamacpp.parse(["-c", "8192", "-np", "2", "-kvu", "-ctk", "q8_0", "-ctv", "q4_0", "-fa", "off"])
     )
     assert (unified.context, unified.kv_dtype) == (8192, "q8_0")
-    assert (unified.flags["kv_dtype_v"], unified.flags["flash_attn"]) == ("q4_0", "off")
+    assert (unified.engine.kv_dtype_v, unified.engine.flash_attn) == ("q4_0", "off")
     model_context = llamacpp.plan_settings(llamacpp.parse(["llama-server", "-c", "0", "-np", "1"]))
     assert model_context.context is None  # -c 0: the model's own
 
@@ -64,10 +66,10 @@ def test_compose_bind_mounts_lead_container_paths_back_to_the_host(tmp_path: Pat
 
 def test_vllm_prefix_caching_switch_reaches_the_plan_and_back() -> None:
     on = vllm.plan_settings(vllm.parse(["vllm", "serve", "m", "--enable-prefix-caching"]))
-    assert on.flags == {"enable_prefix_caching": True}
+    assert on.engine == VllmSettings(enable_prefix_caching=True)
     off = vllm.plan_settings(vllm.parse(["vllm", "serve", "m", "--no-enable-prefix-caching"]))
-    assert off.flags == {"enable_prefix_caching": False}
-    assert vllm.plan_settings(vllm.parse(["vllm", "serve", "m"])).flags == {}
+    assert off.engine == VllmSettings(enable_prefix_caching=False)
+    assert vllm.plan_settings(vllm.parse(["vllm", "serve", "m"])).engine == VllmSettings()
     argv = vllm.command(
         "m", quant="bf16", max_model_len=4096, kv_cache_dtype="auto", enable_prefix_caching=True
     )

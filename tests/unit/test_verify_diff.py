@@ -6,7 +6,10 @@ import pytest
 
 from servelab.engines.llamacpp.endpoints import effective_from as llamacpp_effective
 from servelab.engines.ollama.endpoints import parse_parameters, training_context
+from servelab.engines.ollama.reported import OllamaReported
+from servelab.engines.sglang.reported import SglangReported
 from servelab.engines.vllm.endpoints import cache_config_labels, kv_capacity_tokens
+from servelab.engines.vllm.reported import VllmReported
 from servelab.verify import EffectiveConfig, compare
 from servelab.verify.asked import Asked, from_command, parse_expect
 from servelab.verify.diff import diff, values_match
@@ -85,7 +88,7 @@ def test_sglang_context_bounded_by_pool_and_kv_dtype() -> None:
         context_per_slot=262144,
         max_total_tokens=100000,
         kv_cache_dtype="auto",
-        mem_fraction_static=0.8,
+        own=SglangReported(mem_fraction_static=0.8),
         tp_size=1,
     )
     found = diff(parse_expect(["context=262144", "kv_dtype=fp8_e5m2", "max_total_tokens=262144"]), got)
@@ -107,7 +110,7 @@ def test_vllm_context_and_unreported_slots() -> None:
         context_per_slot=8192,
         kv_cache_dtype="fp8",
         max_total_tokens=500000,
-        gpu_memory_utilization=0.9,
+        own=VllmReported(gpu_memory_utilization=0.9),
     )
     found = diff(parse_expect(["context=32768", "kv_dtype=fp8", "slots=64", "max_total_tokens=400000"]), got)
     (m,) = found.mismatches
@@ -192,5 +195,5 @@ def test_notes_per_engine() -> None:
         "max_running_requests 32 is the command-line value"
     )
     assert diff(Asked(), EffectiveConfig("sglang")).notes == ()
-    assert diff(Asked(), EffectiveConfig("ollama", gpu_fraction=1.0)).notes == ()
+    assert diff(Asked(), EffectiveConfig("ollama", own=OllamaReported(gpu_fraction=1.0))).notes == ()
     assert diff(Asked(), _llama(2048, 4, 8192)).notes == ()

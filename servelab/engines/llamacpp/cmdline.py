@@ -6,15 +6,17 @@ bare switch, ``-md``/``--model-draft``).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from servelab.engines.base import LaunchSettings
-from servelab.engines.flags import Flag, is_on, scan, to_int
+from servelab.engines.flags import Flag, check_setting_words, is_on, scan, to_int
 from servelab.engines.images import image_tag
 from servelab.engines.llamacpp import DEFAULT_PORT
+from servelab.engines.llamacpp.settings import LlamaCppSettings
 
 if TYPE_CHECKING:
     from servelab.model.spec import ModelSpec
@@ -34,9 +36,18 @@ FLAGS = (
     Flag(("-a", "--alias"), "alias"),
     Flag(("-md", "--model-draft", "--spec-draft-model"), "draft_model"),
     Flag(("--spec-type",), "spec_type"),
+    Flag(("-b", "--batch-size"), "batch_size"),
+    Flag(("-ub", "--ubatch-size"), "ubatch_size"),
+    Flag(("--n-cpu-moe", "-ncmoe"), "n_cpu_moe"),
+    Flag(("--cpu-moe", "-cmoe"), "cpu_moe", value=True),
+    Flag(("-ot", "--override-tensor"), "override_tensor"),
     Flag(("--host",), "host"),
     Flag(("--port",), "port"),
 )
+# the flags servelab's own options set (`servelab plan … -- WORDS` takes only the others)
+SHARED_FLAGS = {"ctx_size": "--context", "parallel": "--parallel", "cache_type_k": "--kv-dtype", "model": "MODEL",
+                "draft_model": "--speculative draft:N --draft-model", "spec_type": "--speculative",
+                "host": "--host", "port": "--port"}  # fmt: skip
 PROGRAM_NAMES = ("llama-server", "server")
 LAUNCH_FORMS = ("llama-server …",)
 IMAGE_WORDS = ("llama.cpp", "llama-cpp", "llamacpp")
@@ -52,6 +63,9 @@ ENV_FLAGS = {
     "LLAMA_ARG_MODEL": "-m",
     "LLAMA_ARG_ALIAS": "-a",
     "LLAMA_ARG_SPEC_DRAFT_MODEL": "-md",
+    "LLAMA_ARG_BATCH": "-b",
+    "LLAMA_ARG_UBATCH": "-ub",
+    "LLAMA_ARG_N_CPU_MOE": "--n-cpu-moe",
     "LLAMA_ARG_HOST": "--host",
     "LLAMA_ARG_PORT": "--port",
 }
@@ -69,10 +83,15 @@ class LlamaCppLaunch:
     cache_type_v: str | None = None
     gpu_layers: str | None = None
     flash_attn: bool | None = None
+    flash_attn_mode: str | None = None  # -fa as written: on, off or auto (a bare -fa: on)
     model: str | None = None
     alias: str | None = None
     draft_model: str | None = None
     spec_type: str | None = None
+    batch_size: int | None = None
+    ubatch_size: int | None = None
+    n_cpu_moe: int | None = None
+    cpu_moe: bool | None = None  # --cpu-moe, or -ot exps=CPU
     host: str | None = None
     port: int | None = None
 
@@ -109,13 +128,60 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> LlamaCp
         cache_type_v=found.get("cache_type_v"),
         gpu_layers=found.get("gpu_layers"),
         flash_attn=is_on(found.get("flash_attn")),
+        flash_attn_mode=_fa_mode(found.get("flash_attn")),
         model=found.get("model"),
         alias=found.get("alias"),
         draft_model=found.get("draft_model"),
         spec_type=found.get("spec_type"),
+        batch_size=to_int(found, "batch_size", "-b/--batch-size"),
+        ubatch_size=to_int(found, "ubatch_size", "-ub/--ubatch-size"),
+        n_cpu_moe=to_int(found, "n_cpu_moe", "--n-cpu-moe"),
+        cpu_moe=True if found.get("cpu_moe") or _experts_on_cpu(found.get("override_tensor")) else None,
         host=found.get("host"),
         port=to_int(found, "port", "--port"),
     )
+
+
+def _fa_mode(value: object) -> str | None:
+    """-fa's mode as written: a bare -fa (older builds' switch) is on, LLAMA_ARG_FLASH_ATTN's 1/true/enabled too;
+    None when not given."""
+    if value is None:
+        return None
+    text = "on" if value is True else str(value).lower()
+    return text if text in ("on", "off", "auto") else ("on" if is_on(text) else "off")
+
+
+def _experts_on_cpu(override: str | None) -> bool:
+    """-ot exps=CPU (what --cpu-moe stands for): every layer's routed experts in host RAM."""
+    return bool(override) and any(
+        part.strip().lower() in ("exps=cpu", r"\.ffn_(up|down|gate)_exps=cpu")
+        for part in str(override).split(",")
+    )
+
+
+def engine_settings(launch: LlamaCppLaunch) -> LlamaCppSettings:
+    """The launch's llama.cpp-only knobs as its Settings: what its flags give, nothing filled in."""
+    v = (
+        launch.cache_type_v
+        if launch.cache_type_v and launch.cache_type_v != (launch.cache_type_k or "f16")
+        else None
+    )
+    return LlamaCppSettings(
+        n_gpu_layers=_gpu_layers(launch.gpu_layers),
+        n_batch=launch.batch_size,
+        n_ubatch=launch.ubatch_size,
+        kv_unified=bool(launch.kv_unified),
+        n_cpu_moe=launch.n_cpu_moe,
+        cpu_moe=bool(launch.cpu_moe),
+        flash_attn=launch.flash_attn_mode,
+        kv_dtype_v=v,
+    )
+
+
+def settings(argv: list[str], environment: dict[str, str] | None = None) -> LlamaCppSettings:
+    """The words after `servelab plan … --` (flags only, llama-server's spelling) as llama.cpp's Settings."""
+    check_setting_words(argv, FLAGS, SHARED_FLAGS, "llama.cpp")
+    return engine_settings(parse(argv, environment))
 
 
 def expectations(launch: LlamaCppLaunch) -> dict[str, Any]:
@@ -151,21 +217,16 @@ def plan_settings(launch: LlamaCppLaunch) -> LaunchSettings:
     ctx = launch.ctx_size or None
     notes: list[str] = []
     context = ctx if ctx is None or unified else ctx // slots
-    flags: dict[str, object] = {
-        "kv_unified": unified,
-        "flash_attn": {True: "on", False: "off", None: "auto"}[launch.flash_attn],  # unset: the server's auto
-    }
-    if launch.cache_type_v and launch.cache_type_v != (launch.cache_type_k or "f16"):
-        flags["kv_dtype_v"] = launch.cache_type_v
-    layers = _gpu_layers(launch.gpu_layers)
-    if layers is not None:
-        flags["n_gpu_layers"] = layers
+    given = engine_settings(launch)
+    knobs = dataclasses.replace(  # unset: the server's auto
+        given, kv_unified=unified, flash_attn=given.flash_attn or "auto"
+    )
     return LaunchSettings(
         model=launch.model,
         context=context,
         parallel=slots,
         kv_dtype=launch.cache_type_k,
-        flags=flags,
+        engine=knobs,
         notes=tuple(notes),
     )
 
@@ -188,20 +249,27 @@ def gguf_path(model_path: str, quant: str) -> str:
 
 
 def plan_command(
-    model: ModelSpec, s: PlanSettings, *, n_ctx: int, cache_type_k: str, cache_type_v: str, on_gpu: bool
+    model: ModelSpec,
+    s: PlanSettings[LlamaCppSettings],
+    *,
+    n_ctx: int,
+    cache_type_k: str,
+    cache_type_v: str,
+    on_gpu: bool,
 ) -> list[str]:
     """The llama-server words of a plan's settings (both planners); on the CPU device (``on_gpu`` false) -ngl 0
     and none of the GPU-side words (-b/-ub, expert offload, the layer split, a draft)."""
+    e = s.engine
     common: dict[str, Any] = dict(
-        n_ctx=n_ctx, quant=model.quant, n_parallel=s.parallel, kv_unified=s.kv_unified,
-        cache_type_k=cache_type_k, cache_type_v=cache_type_v, flash_attn=(s.flash_attn or "on").lower(),
+        n_ctx=n_ctx, quant=model.quant, n_parallel=s.parallel, kv_unified=e.kv_unified,
+        cache_type_k=cache_type_k, cache_type_v=cache_type_v, flash_attn=(e.flash_attn or "on").lower(),
         host=s.host, port=s.port or DEFAULT_PORT,
     )  # fmt: skip
     if not on_gpu:
         return command(s.model_path, n_gpu_layers=0, **common)
     return command(
-        s.model_path, n_gpu_layers=s.n_gpu_layers, n_batch=s.n_batch, n_ubatch=s.n_ubatch,
-        n_cpu_moe=None if s.cpu_moe else s.n_cpu_moe, cpu_moe=s.cpu_moe, tp=s.tp, draft=s.speculative, **common,
+        s.model_path, n_gpu_layers=e.n_gpu_layers, n_batch=e.n_batch, n_ubatch=e.n_ubatch,
+        n_cpu_moe=None if e.cpu_moe else e.n_cpu_moe, cpu_moe=e.cpu_moe, tp=s.tp, draft=s.speculative, **common,
     )  # fmt: skip
 
 

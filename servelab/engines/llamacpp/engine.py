@@ -20,6 +20,8 @@ from servelab.engines.llamacpp import (
     speculative,
     verify_rules,
 )
+from servelab.engines.llamacpp.reported import LlamaCppReported
+from servelab.engines.llamacpp.settings import LlamaCppFigures, LlamaCppSettings
 
 GGUF_QUANTS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS")
 
@@ -50,6 +52,9 @@ ENGINE = Engine(
         tensor_parallel="layers",  # -sm layer: a pipeline, no all-reduce
         needs_cuda=False,
         cpu_efficiency=(0.7, 0.3),  # on the CPU device (docs/planning.md "The CPU as a device")
+        settings_type=LlamaCppSettings,
+        settings=cmdline.settings,
+        figures_type=LlamaCppFigures,
         launch_settings=cmdline.plan_settings,
         image_version=cmdline.image_version,
     ),
@@ -66,4 +71,5 @@ ENGINE = Engine(
     cpu_decode_attention=10.6 / 82.4,
     log_memory=LogMemory(logparse.log_memory_bytes, "start llama-server with -lv 4 to log them"),
     source_build=fork.source_build,
+    reported_type=LlamaCppReported,
 )

@@ -20,10 +20,13 @@ from servelab.engines.llamacpp.memory import (
     gpu_layers,
     llamacpp_memory,
 )
+from servelab.engines.llamacpp.settings import LlamaCppFigures, LlamaCppSettings
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
 from servelab.plan.fit import EngineFit, PlanSettings, Refusal, memory_bytes
+
+Settings = PlanSettings[LlamaCppSettings]
 
 FIT_TARGET_BYTES = 1024**3  # llama.cpp --fit keeps 1024 MiB free per device
 
@@ -60,29 +63,31 @@ def _min_cpu_moe(model: ModelSpec, gpu: GPU, flags: dict[str, object]) -> int | 
     return low
 
 
-def _flags(model: ModelSpec, s: PlanSettings, cache_k: str, cache_v: str) -> dict[str, object]:
+def _flags(model: ModelSpec, s: Settings, cache_k: str, cache_v: str) -> dict[str, object]:
     """llamacpp_memory's keywords for these settings (-c, -np, -kvu, -ctk/-ctv, -fa, -b, -ub, --n-cpu-moe, the
     GPUs -sm layer splits over, the outputs and the mask the build reserves its graph with, how it reads -ngl)."""
     build = parse_build(s.engine_version)
     flags: dict[str, object] = {
-        "n_ctx": s.context if s.kv_unified else s.context * s.parallel,
+        "n_ctx": s.context if s.engine.kv_unified else s.context * s.parallel,
         "n_parallel": s.parallel,
-        "kv_unified": s.kv_unified,
+        "kv_unified": s.engine.kv_unified,
         "cache_type_k": cache_k,
         "cache_type_v": cache_v,
-        "flash_attn": flash_attn_on(s.flash_attn),
-        "n_cpu_moe": model.num_layers if s.cpu_moe else (s.n_cpu_moe or 0),
+        "flash_attn": flash_attn_on(s.engine.flash_attn),
+        "n_cpu_moe": model.num_layers if s.engine.cpu_moe else (s.engine.n_cpu_moe or 0),
         "n_devices": s.tp,
-        "n_outputs_max": reserved_outputs(build, s.n_batch or DEFAULT_N_BATCH),
+        "n_outputs_max": reserved_outputs(build, s.engine.n_batch or DEFAULT_N_BATCH),
         "fa_mask_f32": fa_mask_keeps_f32(build),
         "output_first": output_layer_first(build),
     }
-    flags.update({k: v for k, v in (("n_batch", s.n_batch), ("n_ubatch", s.n_ubatch)) if v is not None})
+    flags.update(
+        {k: v for k, v in (("n_batch", s.engine.n_batch), ("n_ubatch", s.engine.n_ubatch)) if v is not None}
+    )
     return flags
 
 
 def _refusals(
-    model: ModelSpec, gpu: GPU, s: PlanSettings, flags: dict[str, object], total: int, slot: int
+    model: ModelSpec, gpu: GPU, s: Settings, flags: dict[str, object], total: int, slot: int
 ) -> list[Refusal]:
     """What llama-server cannot do with these flags: allocate its GPU buffers (ggml_backend_cuda_buffer_type_alloc_buffer:
     "failed to allocate CUDA buffer" / "failed to load model"), or serve the asked context (each slot capped at
@@ -94,7 +99,7 @@ def _refusals(
         hint = (
             f"-ngl {layers} (keeps {model.num_layers - repeating} of {model.num_layers} layers in host RAM)"
         )
-        experts = _min_cpu_moe(model, gpu, flags) if not s.cpu_moe else None
+        experts = _min_cpu_moe(model, gpu, flags) if not s.engine.cpu_moe else None
         if experts is not None:
             hint = f"--n-cpu-moe {experts} (the experts of {experts} layers in host RAM), or " + hint
         out.append(
@@ -107,13 +112,13 @@ def _refusals(
         out.append(
             Refusal(
                 f"llama.cpp: each slot is capped at the model's training context ({slot} tokens), below the"
-                f" asked {s.context}: pass -c {slot * (1 if s.kv_unified else s.parallel)}"
+                f" asked {s.context}: pass -c {slot * (1 if s.engine.kv_unified else s.parallel)}"
             )
         )
     return out
 
 
-def _draft_memory(s: PlanSettings, n_ctx: int) -> LlamaCppMemory | None:
+def _draft_memory(s: Settings, n_ctx: int) -> LlamaCppMemory | None:
     """The draft model's buffers (-md): common_base_params_to_speculative gives its context the target's n_ctx and
     slots, its KV the -ctkd/-ctvd types (f16 by default), all layers on the GPU (-ngld defaults to all)."""
     spec = s.speculative
@@ -128,7 +133,7 @@ def _draft_memory(s: PlanSettings, n_ctx: int) -> LlamaCppMemory | None:
         spec.draft,
         n_ctx=n_ctx,
         n_parallel=s.parallel,
-        kv_unified=s.kv_unified,
+        kv_unified=s.engine.kv_unified,
         n_outputs_max=reserved_outputs(parse_build(s.engine_version), DEFAULT_N_BATCH),
         fa_mask_f32=fa_mask_keeps_f32(parse_build(s.engine_version)),
     )
@@ -149,11 +154,11 @@ def _quantized_v_refusal(flags: dict[str, object]) -> list[Refusal]:
     ]
 
 
-def _auto_note(model: ModelSpec, s: PlanSettings, flags: dict[str, object]) -> str | None:
+def _auto_note(model: ModelSpec, s: Settings, flags: dict[str, object]) -> str | None:
     """With -fa auto, what the compute buffer becomes if the backend resolves flash attention off."""
-    if (s.flash_attn or "").lower() != "auto" or str(flags["cache_type_v"]).startswith(("q", "iq")):
+    if (s.engine.flash_attn or "").lower() != "auto" or str(flags["cache_type_v"]).startswith(("q", "iq")):
         return None
-    off = llamacpp_memory(model, n_gpu_layers=s.n_gpu_layers, **{**flags, "flash_attn": False})  # type: ignore[arg-type]
+    off = llamacpp_memory(model, n_gpu_layers=s.engine.n_gpu_layers, **{**flags, "flash_attn": False})  # type: ignore[arg-type]
     return (
         "llama.cpp: -fa auto planned as on (CUDA, Metal and CPU run flash attention); where a backend resolves"
         f" it off the compute buffer grows to {off.compute_bytes / 2**30:.2f} GiB per device (f32 attention"
@@ -161,16 +166,16 @@ def _auto_note(model: ModelSpec, s: PlanSettings, flags: dict[str, object]) -> s
     )
 
 
-def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
+def plan(model: ModelSpec, gpu: GPU, s: Settings) -> EngineFit:
     if gpu.is_cpu:
         return cpu_planner.plan(model, gpu, s)
     cache_type, note = engine_kv_dtype(s.kv_dtype)
-    cache_v, note_v = engine_kv_dtype(s.kv_dtype_v) if s.kv_dtype_v else (cache_type, None)
+    cache_v, note_v = engine_kv_dtype(s.engine.kv_dtype_v) if s.engine.kv_dtype_v else (cache_type, None)
     flags = _flags(model, s, cache_type, cache_v)
     v_refusal = _quantized_v_refusal(flags)
     if v_refusal:  # the figures as with -fa on; the launch itself is refused
         flags["flash_attn"] = True
-    m = llamacpp_memory(model, n_gpu_layers=s.n_gpu_layers, **flags)  # type: ignore[arg-type]
+    m = llamacpp_memory(model, n_gpu_layers=s.engine.n_gpu_layers, **flags)  # type: ignore[arg-type]
     d = _draft_memory(s, m.n_ctx)
     runtime, tp = gpu.runtime_context_bytes, s.tp  # -sm layer: each GPU holds 1/tp of the layers
     memory = memory_bytes(
@@ -193,7 +198,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     refusals = [*v_refusal, *_refusals(model, gpu, s, flags, memory.total, m.n_ctx_per_slot)]
     if m.n_gpu_layers < model.num_layers:
         warnings.append(
-            f"llama.cpp: -ngl {s.n_gpu_layers} keeps {model.num_layers - m.n_gpu_layers} of"
+            f"llama.cpp: -ngl {s.engine.n_gpu_layers} keeps {model.num_layers - m.n_gpu_layers} of"
             f" {model.num_layers} layers in host RAM (decode then runs at host-memory speed)"
         )
     if m.experts_host_bytes:
@@ -209,33 +214,34 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     argv = cmdline.plan_command(
         model, s, n_ctx=m.n_ctx, cache_type_k=cache_type, cache_type_v=cache_v, on_gpu=True
     )
-    details = {
-        "n_ctx": m.n_ctx,
-        "n_ctx_per_slot": m.n_ctx_per_slot,
-        "n_parallel": m.n_parallel,
-        "kv_unified": m.kv_unified,
-        "n_gpu_layers": m.n_gpu_layers,
-        "compute_buffer_bytes": m.compute_bytes,
-        "output_buffer_bytes": m.output_bytes,
-        "kv_cells": m.kv_cells,
-        "flash_attn": m.flash_attn,
-        "cache_type_v": cache_v,
-        "n_batch": s.n_batch or 2048,
-        "n_ubatch": s.n_ubatch or 512,
-        "experts_host_bytes": m.experts_host_bytes,
-        "model_bytes": m.model_bytes,  # every device's `model buffer size`, host included
-        "kv_bytes": m.kv_bytes,  # `KV self size` / `llama_kv_cache: size`, host layers included
-        "recurrent_bytes": m.recurrent_bytes,  # `llama_memory_recurrent: size`
-    }
+    figures = LlamaCppFigures(
+        n_ctx=m.n_ctx,
+        n_ctx_per_slot=m.n_ctx_per_slot,
+        n_parallel=m.n_parallel,
+        kv_unified=m.kv_unified,
+        n_gpu_layers=m.n_gpu_layers,
+        compute_buffer_bytes=m.compute_bytes,
+        output_buffer_bytes=m.output_bytes,
+        kv_cells=m.kv_cells,
+        flash_attn=m.flash_attn,
+        cache_type_v=cache_v,
+        n_batch=s.engine.n_batch or 2048,
+        n_ubatch=s.engine.n_ubatch or 512,
+        experts_host_bytes=m.experts_host_bytes,
+        model_bytes=m.model_bytes,
+        kv_bytes=m.kv_bytes,
+        recurrent_bytes=m.recurrent_bytes,
+    )
     return EngineFit(
         memory,
         not refusals,
         m.n_ctx_per_slot,
         m.n_parallel,
         cache_type,
-        details,
+        figures,
         argv,
         warnings,
         m.n_parallel,
         tuple(refusals),
+        full_context_batch=m.n_parallel,
     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from servelab.engines.llamacpp.settings import LlamaCppFigures
 from servelab.predict.core import EngineSetup, Sequence, Speculation, Step, Work
 
 DEFAULT_N_BATCH = 2048
@@ -146,20 +147,17 @@ def ubatches(works: list[Work], size: int) -> tuple[tuple[Work, ...], ...]:
     return tuple(passes)
 
 
-def scheduler(setup: EngineSetup) -> Slots:
-    """The slots the plan sets up (`Plan.details`: n_parallel, n_ctx_per_slot, n_batch, n_ubatch)."""
-    d = setup.details
-    n_batch = _int(d.get("n_batch"), DEFAULT_N_BATCH)
+def scheduler(setup: EngineSetup[LlamaCppFigures]) -> Slots:
+    """The slots the plan sets up (its figures: n_parallel, n_ctx_per_slot, n_batch, n_ubatch; a CPU plan leaves
+    the batches at llama-server's defaults)."""
+    f = setup.figures
+    n_batch = f.n_batch or DEFAULT_N_BATCH
     return Slots(
         SlotSettings(
-            slots=_int(d.get("n_parallel"), setup.slots),
-            context_per_slot=_int(d.get("n_ctx_per_slot"), setup.context),
+            slots=f.n_parallel,
+            context_per_slot=f.n_ctx_per_slot,
             n_batch=n_batch,
-            n_ubatch=min(n_batch, _int(d.get("n_ubatch"), DEFAULT_N_UBATCH)),
+            n_ubatch=min(n_batch, f.n_ubatch or DEFAULT_N_UBATCH),
             speculation=setup.speculation,
         )
     )
-
-
-def _int(value: object, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from servelab.engines.base import Engine
 from servelab.engines.ollama import bench_extras, cmdline, endpoints, verify_rules
+from servelab.engines.ollama.reported import OllamaReported
 
 ENGINE = Engine(
     name="ollama",
@@ -16,4 +17,5 @@ ENGINE = Engine(
     model_scoped_endpoints=True,
     cmdline=cmdline,
     signatures="servelab.engines.ollama",
+    reported_type=OllamaReported,
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from servelab.engines.ollama.reported import OllamaReported
 from servelab.engines.verify_keys import LABELS as BASE_LABELS
 from servelab.engines.verify_keys import reported_value
 
@@ -48,8 +49,9 @@ def explain(
 
 def notes(got: EffectiveConfig) -> tuple[str, ...]:
     """Partial offload: size_vram < size means part of the model runs on the CPU, at CPU speed."""
-    if got.gpu_fraction is not None and got.gpu_fraction < 1:
-        cpu_percent = round(100 * (1 - got.gpu_fraction))
+    fraction = got.own.gpu_fraction if isinstance(got.own, OllamaReported) else None
+    if fraction is not None and fraction < 1:
+        cpu_percent = round(100 * (1 - fraction))
         return (
             f"{cpu_percent}% of the loaded model runs on the CPU (size_vram < size): expect CPU-bound speed; "
             "lower num_ctx or use a smaller quantization to fit the GPU",

@@ -10,9 +10,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from servelab.engines.base import LaunchSettings
-from servelab.engines.flags import Flag, python_module, quant_of_flag, scan, to_float, to_int
+from servelab.engines.flags import (
+    Flag,
+    check_setting_words,
+    python_module,
+    quant_of_flag,
+    scan,
+    to_float,
+    to_int,
+)
 from servelab.engines.images import leading_release
 from servelab.engines.sglang import DEFAULT_PORT
+from servelab.engines.sglang.settings import SglangSettings
 
 if TYPE_CHECKING:
     from servelab.plan.fit import Speculative
@@ -23,6 +32,7 @@ FLAGS = (
     Flag(("--context-length",), "context_length"),
     Flag(("--max-total-tokens",), "max_total_tokens"),
     Flag(("--max-running-requests",), "max_running_requests"),
+    Flag(("--max-mamba-cache-size",), "max_mamba_cache_size"),
     Flag(("--kv-cache-dtype",), "kv_cache_dtype"),
     Flag(("--tp", "--tp-size", "--tensor-parallel-size"), "tp_size"),
     Flag(("--mem-fraction-static",), "mem_fraction_static"),
@@ -34,6 +44,12 @@ FLAGS = (
     Flag(("--host",), "host"),
     Flag(("--port",), "port"),
 )
+# the flags servelab's own options set (`servelab plan … -- WORDS` takes only the others)
+SHARED_FLAGS = {"model_path": "MODEL", "served_model_name": "MODEL", "context_length": "--context",
+                "max_running_requests": "--parallel", "kv_cache_dtype": "--kv-dtype", "tp_size": "--gpus",
+                "quantization": "--quant", "speculative_algorithm": "--speculative",
+                "speculative_num_steps": "--speculative", "speculative_eagle_topk": "--speculative",
+                "speculative_num_draft_tokens": "--speculative", "host": "--host", "port": "--port"}  # fmt: skip
 LAUNCH_FORMS = ("python -m sglang.launch_server …", "sglang serve …")
 IMAGE_WORDS = ("sglang",)
 
@@ -47,6 +63,7 @@ class SglangLaunch:
     context_length: int | None = None
     max_total_tokens: int | None = None
     max_running_requests: int | None = None
+    max_mamba_cache_size: int | None = None
     kv_cache_dtype: str | None = None
     tp_size: int | None = None
     mem_fraction_static: float | None = None
@@ -73,6 +90,7 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> SglangL
         context_length=to_int(found, "context_length", "--context-length"),
         max_total_tokens=to_int(found, "max_total_tokens", "--max-total-tokens"),
         max_running_requests=to_int(found, "max_running_requests", "--max-running-requests"),
+        max_mamba_cache_size=to_int(found, "max_mamba_cache_size", "--max-mamba-cache-size"),
         kv_cache_dtype=found.get("kv_cache_dtype"),
         tp_size=to_int(found, "tp_size", "--tp"),
         mem_fraction_static=to_float(found, "mem_fraction_static", "--mem-fraction-static"),
@@ -81,6 +99,21 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> SglangL
         host=found.get("host"),
         port=to_int(found, "port", "--port"),
     )
+
+
+def engine_settings(launch: SglangLaunch) -> SglangSettings:
+    """The launch's sglang-only knobs as its Settings: what its flags give, nothing filled in."""
+    return SglangSettings(
+        mem_fraction_static=launch.mem_fraction_static,
+        max_total_tokens=launch.max_total_tokens,
+        max_mamba_cache_size=launch.max_mamba_cache_size,
+    )
+
+
+def settings(argv: list[str], environment: dict[str, str] | None = None) -> SglangSettings:
+    """The words after `servelab plan … --` (flags only, sglang's spelling) as sglang's Settings."""
+    check_setting_words(argv, FLAGS, SHARED_FLAGS, "sglang")
+    return engine_settings(parse(argv, environment))
 
 
 def expectations(launch: SglangLaunch) -> dict[str, Any]:
@@ -107,14 +140,6 @@ def plan_settings(launch: SglangLaunch) -> LaunchSettings:
     if launch.speculative_algorithm:
         notes.append(f"launch: --speculative-algorithm {launch.speculative_algorithm} is not planned (the draft's"
                      " weights and KV are left out)")  # fmt: skip
-    flags = {
-        key: value
-        for key, value in (
-            ("mem_fraction_static", launch.mem_fraction_static),
-            ("max_total_tokens", launch.max_total_tokens),
-        )
-        if value is not None
-    }
     return LaunchSettings(
         model=launch.model_path,
         context=launch.context_length,
@@ -122,7 +147,7 @@ def plan_settings(launch: SglangLaunch) -> LaunchSettings:
         kv_dtype=None if launch.kv_cache_dtype in (None, "auto") else launch.kv_cache_dtype,
         tp=launch.tp_size,
         quant=quant,
-        flags=flags,
+        engine=engine_settings(launch),
         notes=tuple(notes),
     )
 

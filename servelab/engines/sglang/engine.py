@@ -18,6 +18,8 @@ from servelab.engines.sglang import (
     speculative,
     verify_rules,
 )
+from servelab.engines.sglang.reported import SglangReported
+from servelab.engines.sglang.settings import SglangFigures, SglangSettings
 from servelab.model.quant import USUAL_SAFETENSORS_QUANTS
 
 ENGINE = Engine(
@@ -42,6 +44,9 @@ ENGINE = Engine(
         kv_dtypes=("auto", "fp8_e5m2", "fp8_e4m3"),  # --kv-cache-dtype choices the plan search tries
         decode_efficiency=efficiency.TABLE,
         prefill_efficiency=0.5,
+        settings_type=SglangSettings,
+        settings=cmdline.settings,
+        figures_type=SglangFigures,
         launch_settings=cmdline.plan_settings,
         image_version=cmdline.image_version,
     ),
@@ -49,4 +54,5 @@ ENGINE = Engine(
     environment=environment,
     speculative=speculative,
     scheduler=scheduler.scheduler,
+    reported_type=SglangReported,
 )

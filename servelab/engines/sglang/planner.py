@@ -7,6 +7,7 @@ from __future__ import annotations
 from servelab.engines.sglang import DEFAULT_PORT, cmdline
 from servelab.engines.sglang.memory import engine_kv_dtype, sglang_memory
 from servelab.engines.sglang.releases import parse_release
+from servelab.engines.sglang.settings import SglangFigures, SglangSettings
 from servelab.engines.sglang.weights import mxfp4_moe_padding_bytes
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
@@ -14,7 +15,7 @@ from servelab.model.spec import ModelSpec
 from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes, weight_split
 
 
-def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
+def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[SglangSettings]) -> EngineFit:
     kv_dtype, note = engine_kv_dtype(s.kv_dtype)
     spec = s.speculative
     if spec is not None and spec.method == "mtp" and not model.mtp_layers:
@@ -31,10 +32,10 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         tp=s.tp,
         kv_cache_dtype=kv_dtype,
         context_length=s.context,
-        max_total_tokens=s.max_total_tokens,
-        mem_fraction_static=s.mem_fraction_static,
+        max_total_tokens=s.engine.max_total_tokens,
+        mem_fraction_static=s.engine.mem_fraction_static,
         max_running_requests=running,
-        max_mamba_cache_size=s.max_mamba_cache_size,
+        max_mamba_cache_size=s.engine.max_mamba_cache_size,
         speculative_draft_layers=spec.draft_attention_layers(model) if spec else 0,
         speculative=spec is not None,
         release=parse_release(s.engine_version),
@@ -52,25 +53,25 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         context_length=s.context,
         kv_cache_dtype=kv_dtype,
         tp=s.tp,
-        max_total_tokens=s.max_total_tokens,
-        mem_fraction_static=s.mem_fraction_static,
+        max_total_tokens=s.engine.max_total_tokens,
+        mem_fraction_static=s.engine.mem_fraction_static,
         max_running_requests=running,
-        max_mamba_cache_size=s.max_mamba_cache_size,
+        max_mamba_cache_size=s.engine.max_mamba_cache_size,
         speculative=spec,
         host=s.host,
         port=s.port or DEFAULT_PORT,
     )
-    details = {
-        "mem_fraction_static": m.mem_fraction_static,
-        "max_total_tokens": m.max_total_tokens,
-        "max_req_len": m.max_req_len,
-        "max_running_requests": m.max_running_requests,
-        "chunked_prefill_size": m.chunked_prefill_size,
-        "cuda_graph_max_bs": m.cuda_graph_max_bs,
-        "mamba_cache_size": m.mamba_cache_size,
-        "kv_cell_bytes": m.kv_cell_bytes,
-        "mamba_state_bytes_per_request": m.mamba_state_bytes_per_request,
-    }
+    figures = SglangFigures(
+        mem_fraction_static=m.mem_fraction_static,
+        max_total_tokens=m.max_total_tokens,
+        max_req_len=m.max_req_len,
+        max_running_requests=m.max_running_requests,
+        chunked_prefill_size=m.chunked_prefill_size,
+        cuda_graph_max_bs=m.cuda_graph_max_bs,
+        mamba_cache_size=m.mamba_cache_size,
+        kv_cell_bytes=m.kv_cell_bytes,
+        mamba_state_bytes_per_request=m.mamba_state_bytes_per_request,
+    )
     max_batch = max(1, min(m.max_running_requests, m.max_total_tokens // 1024 if m.max_total_tokens else 1))
     return EngineFit(
         memory,
@@ -78,7 +79,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         served,
         m.max_running_requests,
         kv_dtype,
-        details,
+        figures,
         argv,
         [w for w in (note, *m.warnings) if w],
         max_batch,

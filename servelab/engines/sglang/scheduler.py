@@ -1,6 +1,6 @@
 """sglang's scheduler, for the emulator (servelab/predict/continuous.py runs it).
 
-From the plan's figures (`Plan.details`, servelab/engines/sglang/planner.py): a token pool of `max_total_tokens`
+From the plan's figures (`SglangFigures`, servelab/engines/sglang/planner.py): a token pool of `max_total_tokens`
 (page size 1), `max_running_requests`, prefill chunks of `chunked_prefill_size`, and for hybrid models
 `mamba_cache_size` recurrent states, which cap the running requests. Without --enable-mixed-chunk (the
 default) a step either prefills (new or chunked requests, while there are any that fit) or decodes every
@@ -14,6 +14,7 @@ https://docs.sglang.ai/advanced_features/server_arguments.html, docs/reference/m
 
 from __future__ import annotations
 
+from servelab.engines.sglang.settings import SglangFigures
 from servelab.predict.continuous import ContinuousBatching, ContinuousSettings
 from servelab.predict.core import EngineSetup
 
@@ -22,16 +23,16 @@ DEFAULT_MAX_RUNNING = 4096
 RADIX_UNIT = 16  # tokens per emulated block of sglang's page-size-1 pool (the docstring above)
 
 
-def scheduler(setup: EngineSetup) -> ContinuousBatching:
-    d = setup.details
-    states = _int(d.get("mamba_cache_size"), 0)
+def scheduler(setup: EngineSetup[SglangFigures]) -> ContinuousBatching:
+    f = setup.figures
+    states = _int(f.mamba_cache_size, 0)
     hybrid = setup.hybrid or states > 0
     return ContinuousBatching(
         ContinuousSettings(
-            max_running=_int(d.get("max_running_requests"), DEFAULT_MAX_RUNNING),
-            token_budget=_int(d.get("chunked_prefill_size"), DEFAULT_CHUNKED_PREFILL),
+            max_running=_int(f.max_running_requests, DEFAULT_MAX_RUNNING),
+            token_budget=_int(f.chunked_prefill_size, DEFAULT_CHUNKED_PREFILL),
             block_tokens=RADIX_UNIT,
-            total_blocks=_int(d.get("max_total_tokens"), setup.context * max(1, setup.slots)) // RADIX_UNIT,
+            total_blocks=_int(f.max_total_tokens, setup.context * max(1, setup.slots)) // RADIX_UNIT,
             state_slots=states or None,
             mixed=False,
             prefix_caching=not hybrid,
@@ -40,5 +41,6 @@ def scheduler(setup: EngineSetup) -> ContinuousBatching:
     )
 
 
-def _int(value: object, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+def _int(value: int, default: int) -> int:
+    """A figure the plan may leave at 0 (none sized: sglang's own default applies)."""
+    return value if value > 0 else default

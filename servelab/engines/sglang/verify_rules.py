@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from servelab.engines.sglang.reported import SglangReported
 from servelab.engines.verify_keys import LABELS as BASE_LABELS
 from servelab.engines.verify_keys import reported_value
 
@@ -30,7 +31,8 @@ def explain(
     key: str, asked_value: Any, got_value: Any, asked: Asked, got: EffectiveConfig
 ) -> tuple[str, str] | None:
     """(cause, fix) for one mismatch, or None when there is nothing specific to say."""
-    memory = f" (now {got.mem_fraction_static})" if got.mem_fraction_static else ""
+    own = got.own if isinstance(got.own, SglangReported) else SglangReported()
+    memory = f" (now {own.mem_fraction_static})" if own.mem_fraction_static else ""
     grow_pool = f"raise --mem-fraction-static{memory}, use --kv-cache-dtype fp8_e5m2, or quantize the weights"
     if key == "context" and got.max_total_tokens and got.max_total_tokens < asked_value:
         return (

@@ -6,16 +6,27 @@ human-readable numbers (``32k`` = 32000, ``32K`` = 32768).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from servelab.engines.base import LaunchSettings
-from servelab.engines.flags import Flag, python_module, quant_of_flag, scan, to_float, to_int
+from servelab.engines.flags import (
+    Flag,
+    check_setting_words,
+    python_module,
+    quant_of_flag,
+    scan,
+    to_float,
+    to_int,
+)
 from servelab.engines.images import leading_release
 from servelab.engines.vllm import DEFAULT_PORT
 from servelab.engines.vllm.memory import KV_DTYPES
+from servelab.engines.vllm.settings import VllmSettings
+from servelab.errors import ConfigError
 from servelab.model.dtypes import engine_spelling
 
 if TYPE_CHECKING:
@@ -26,6 +37,8 @@ FLAGS = (
     Flag(("--served-model-name",), "served_model_name"),
     Flag(("--max-model-len",), "max_model_len"),
     Flag(("--max-num-seqs",), "max_num_seqs"),
+    Flag(("--max-num-batched-tokens",), "max_num_batched_tokens"),
+    Flag(("--kv-cache-memory-bytes",), "kv_cache_memory_bytes"),
     Flag(("--kv-cache-dtype",), "kv_cache_dtype"),
     Flag(("-tp", "--tensor-parallel-size"), "tp_size"),
     Flag(("--gpu-memory-utilization",), "gpu_memory_utilization"),
@@ -38,6 +51,11 @@ FLAGS = (
     Flag(("--host",), "host"),
     Flag(("--port",), "port"),
 )
+# the flags servelab's own options set (`servelab plan … -- WORDS` takes only the others)
+SHARED_FLAGS = {"model": "MODEL", "served_model_name": "MODEL", "max_model_len": "--context",
+                "kv_cache_dtype": "--kv-dtype", "tp_size": "--gpus", "quantization": "--quant",
+                "speculative_config": "--speculative", "host": "--host", "port": "--port"}  # fmt: skip
+KV_CACHE_SPACE_VARIABLE = "VLLM_CPU_KVCACHE_SPACE"  # the CPU backend's KV pool, whole GiB (vllm/envs.py)
 LAUNCH_FORMS = ("vllm serve …", "python -m vllm.entrypoints.openai.api_server …")
 IMAGE_WORDS = ("vllm",)
 
@@ -50,6 +68,9 @@ class VllmLaunch:
     served_model_name: str | None = None
     max_model_len: int | None = None
     max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    kv_cache_memory_bytes: int | None = None
+    kv_cache_space_gib: int | None = None  # VLLM_CPU_KVCACHE_SPACE in its environment
     kv_cache_dtype: str | None = None
     tp_size: int | None = None
     gpu_memory_utilization: float | None = None
@@ -79,7 +100,7 @@ def recognises(argv: list[str]) -> bool:
 
 
 def parse(argv: list[str], environment: dict[str, str] | None = None) -> VllmLaunch:
-    """Parse flags (the environment carries none of these for this engine)."""
+    """Parse flags; the environment carries the CPU backend's KV pool (VLLM_CPU_KVCACHE_SPACE)."""
     found, positionals = scan(argv, FLAGS)
     model = found.get("model") or _serve_positional(positionals)
     return VllmLaunch(
@@ -87,6 +108,9 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> VllmLau
         served_model_name=found.get("served_model_name"),
         max_model_len=to_int(found, "max_model_len", "--max-model-len"),
         max_num_seqs=to_int(found, "max_num_seqs", "--max-num-seqs"),
+        max_num_batched_tokens=to_int(found, "max_num_batched_tokens", "--max-num-batched-tokens"),
+        kv_cache_memory_bytes=to_int(found, "kv_cache_memory_bytes", "--kv-cache-memory-bytes"),
+        kv_cache_space_gib=_kv_cache_space(environment),
         kv_cache_dtype=found.get("kv_cache_dtype"),
         tp_size=to_int(found, "tp_size", "-tp/--tensor-parallel-size"),
         gpu_memory_utilization=to_float(found, "gpu_memory_utilization", "--gpu-memory-utilization"),
@@ -98,6 +122,36 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> VllmLau
         host=found.get("host"),
         port=to_int(found, "port", "--port"),
     )
+
+
+def _kv_cache_space(environment: dict[str, str] | None) -> int | None:
+    """VLLM_CPU_KVCACHE_SPACE from the environment: whole GiB (vLLM reads an integer); None when unset."""
+    value = str((environment or {}).get(KV_CACHE_SPACE_VARIABLE, "")).strip()
+    if not value:
+        return None
+    if not value.isdigit():
+        raise ConfigError(f"{KV_CACHE_SPACE_VARIABLE}={value!r}: give whole GiB (e.g. 4)")
+    return int(value)
+
+
+def engine_settings(launch: VllmLaunch) -> VllmSettings:
+    """The launch's vLLM-only knobs as its Settings: what its flags and environment give, nothing filled in."""
+    return VllmSettings(
+        gpu_memory_utilization=launch.gpu_memory_utilization,
+        max_num_seqs=launch.max_num_seqs,
+        max_num_batched_tokens=launch.max_num_batched_tokens,
+        kv_cache_memory_bytes=launch.kv_cache_memory_bytes,
+        enable_prefix_caching=launch.enable_prefix_caching,  # a hybrid's mamba_cache_mode: 'align' when on
+        language_model_only=launch.text_only,
+        kv_cache_space_gib=launch.kv_cache_space_gib,
+    )
+
+
+def settings(argv: list[str], environment: dict[str, str] | None = None) -> VllmSettings:
+    """The words after `servelab plan … --` (flags only, vLLM's spelling) and the environment (its CPU backend's
+    VLLM_CPU_KVCACHE_SPACE) as vLLM's Settings."""
+    check_setting_words(argv, FLAGS, SHARED_FLAGS, "vLLM")
+    return engine_settings(parse(argv, environment))
 
 
 def expectations(launch: VllmLaunch) -> dict[str, Any]:
@@ -113,7 +167,8 @@ def expectations(launch: VllmLaunch) -> dict[str, Any]:
 
 
 def plan_settings(launch: VllmLaunch) -> LaunchSettings:
-    """The launch as the planner sees it: --max-model-len, --max-num-seqs, KV dtype, TP, utilization."""
+    """The launch as the planner sees it: --max-model-len, --max-num-seqs (as the parallel sequences), KV dtype, TP,
+    and its vLLM-only knobs."""
     quant = quant_of_flag(QUANTIZATION_FLAGS, launch.quantization)
     notes = []
     if launch.quantization and quant is None:
@@ -121,13 +176,6 @@ def plan_settings(launch: VllmLaunch) -> LaunchSettings:
                      " with the checkpoint's own")  # fmt: skip
     if launch.speculative_config:
         notes.append("launch: --speculative-config is not planned (the draft's weights and KV are left out)")
-    flags: dict[str, object] = {}
-    if launch.gpu_memory_utilization is not None:
-        flags["gpu_memory_utilization"] = launch.gpu_memory_utilization
-    if launch.enable_prefix_caching is not None:  # a hybrid's mamba_cache_mode: 'align' when on
-        flags["enable_prefix_caching"] = launch.enable_prefix_caching
-    if launch.text_only:
-        flags["language_model_only"] = True
     return LaunchSettings(
         model=launch.model,
         context=launch.max_model_len,
@@ -135,7 +183,7 @@ def plan_settings(launch: VllmLaunch) -> LaunchSettings:
         kv_dtype=None if launch.kv_cache_dtype in (None, "auto") else launch.kv_cache_dtype,
         tp=launch.tp_size,
         quant=quant,
-        flags=flags,
+        engine=dataclasses.replace(engine_settings(launch), max_num_seqs=None),  # the launch's --parallel
         notes=tuple(notes),
     )
 

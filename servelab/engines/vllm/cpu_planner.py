@@ -16,23 +16,15 @@ from servelab.engines.vllm.memory import (
     engine_kv_dtype,
     vllm_memory,
 )
+from servelab.engines.vllm.settings import VllmFigures, VllmSettings
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import LayerKind, ModelSpec
 from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes, weight_split
-from servelab.ranges import count
 
 DEFAULT_KV_CACHE_SPACE_GIB = (
     1  # what servelab starts vLLM on a CPU with unless told (docs/reference/vllm-cpu.md §3)
 )
-MAX_KV_CACHE_SPACE_GIB = 1 << 20
-
-
-def kv_cache_space_gib(value: int | None) -> int:
-    """VLLM_CPU_KVCACHE_SPACE in whole GiB (vLLM reads it as an integer); the default when None."""
-    if value is None:
-        return DEFAULT_KV_CACHE_SPACE_GIB
-    return count(value, "--kv-cache-space", 1, MAX_KV_CACHE_SPACE_GIB, "GiB (VLLM_CPU_KVCACHE_SPACE)")
 
 
 def _notes(space: int, m: VllmMemory, node_bytes: int, needed: int) -> list[str]:
@@ -43,17 +35,17 @@ def _notes(space: int, m: VllmMemory, node_bytes: int, needed: int) -> list[str]
     if needed > node_bytes:
         notes.append(
             f"vLLM on CPU: {needed / GIB:.2f} GiB (KV {space} GiB, weights, its processes) exceeds the NUMA node's"
-            f" {node_bytes / GIB:.2f} GiB; lower --kv-cache-space"
+            f" {node_bytes / GIB:.2f} GiB; lower VLLM_CPU_KVCACHE_SPACE"
         )
     return notes + list(m.warnings)
 
 
-def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
+def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[VllmSettings]) -> EngineFit:
     if gpu.cpu is None:
         raise ConfigError("the vLLM CPU planner needs the CPU device (--gpu cpu)")
     if s.tp > 1:
         raise ConfigError("vLLM on CPU: plan one CPU device (--gpus 1)")
-    space = kv_cache_space_gib(s.kv_cache_space_gib)
+    space = s.engine.kv_cache_space_gib or DEFAULT_KV_CACHE_SPACE_GIB
     kv_dtype, note = engine_kv_dtype(s.kv_dtype)
     text, vision, mtp = weight_split(model, 1, vision=True, mtp=False)
     m = vllm_memory(
@@ -84,22 +76,22 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         host=s.host,
         port=s.port or DEFAULT_PORT,
     )
-    details = {
-        "VLLM_CPU_KVCACHE_SPACE": space,
-        "numa_node_bytes": node,
-        "block_size": m.block_size,
-        "num_blocks": m.num_blocks,
-        "kv_tokens": m.kv_tokens,
-        "padding_layers": m.padding_layers,
-        "mamba_padding_pct": round(m.mamba_padding_pct, 2),
-        "max_concurrency": round(m.max_concurrency, 2),
-        "max_num_seqs": seqs,
-        "estimated_max_model_len": m.estimated_max_model_len,
-        "mamba_blocks": m.mamba_blocks,
-    }
+    figures = VllmFigures(
+        kv_cache_space_gib=space,
+        numa_node_bytes=node,
+        block_size=m.block_size,
+        num_blocks=m.num_blocks,
+        kv_tokens=m.kv_tokens,
+        padding_layers=m.padding_layers,
+        mamba_padding_pct=round(m.mamba_padding_pct, 2),
+        max_concurrency=round(m.max_concurrency, 2),
+        max_num_seqs=seqs,
+        estimated_max_model_len=m.estimated_max_model_len,
+        mamba_blocks=m.mamba_blocks,
+    )
     fits = m.fits and memory.total <= node and s.context <= model.max_context
     warnings = [w for w in (note, *_notes(space, m, node, memory.total)) if w]
     max_batch = max(1, min(seqs, int(m.max_concurrency * 8) or 1))
     return EngineFit(
-        memory, fits, m.estimated_max_model_len, seqs, kv_dtype, details, argv, warnings, max_batch
+        memory, fits, m.estimated_max_model_len, seqs, kv_dtype, figures, argv, warnings, max_batch
     )

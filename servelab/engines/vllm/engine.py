@@ -19,6 +19,8 @@ from servelab.engines.vllm import (
     speculative,
     verify_rules,
 )
+from servelab.engines.vllm.reported import VllmReported
+from servelab.engines.vllm.settings import VllmFigures, VllmSettings
 from servelab.model.quant import USUAL_SAFETENSORS_QUANTS
 
 ENGINE = Engine(
@@ -45,6 +47,9 @@ ENGINE = Engine(
         decode_efficiency=efficiency.TABLE,
         prefill_efficiency=0.5,
         cpu_efficiency=(0.5, 0.3),  # on the CPU device (docs/planning.md "The CPU as a device")
+        settings_type=VllmSettings,
+        settings=cmdline.settings,
+        figures_type=VllmFigures,
         launch_settings=cmdline.plan_settings,
         image_version=cmdline.image_version,
     ),
@@ -52,4 +57,5 @@ ENGINE = Engine(
     environment=environment,
     speculative=speculative,
     scheduler=scheduler.scheduler,
+    reported_type=VllmReported,
 )

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from servelab.engines.vllm import DEFAULT_PORT, cmdline, cpu_planner, profile
 from servelab.engines.vllm.memory import engine_kv_dtype, kernel_block_alignment, vllm_memory
+from servelab.engines.vllm.settings import VllmFigures, VllmSettings
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import LayerKind, ModelSpec
 from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes, weight_split
 
 
-def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
+def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[VllmSettings]) -> EngineFit:
     if gpu.is_cpu:
         return cpu_planner.plan(model, gpu, s)
     kv_dtype, note = engine_kv_dtype(s.kv_dtype)
@@ -27,8 +28,8 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
     align = kernel_block_alignment(
         gpu.compute_capability, model.attention.head_dim if model.attention else 0, mla=model.mla is not None
     )
-    util = 0.9 if s.gpu_memory_utilization is None else s.gpu_memory_utilization
-    asked_seqs = s.max_num_seqs or (s.parallel if s.parallel > 1 else None)
+    util = 0.9 if s.engine.gpu_memory_utilization is None else s.engine.gpu_memory_utilization
+    asked_seqs = s.engine.max_num_seqs or (s.parallel if s.parallel > 1 else None)
     m = vllm_memory(
         model,
         gpu_memory_bytes=gpu.cuda_memory_bytes,
@@ -38,16 +39,16 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         gpu_memory_utilization=util,
         max_model_len=s.context,
         max_num_seqs=asked_seqs,
-        max_num_batched_tokens=s.max_num_batched_tokens,
-        kv_cache_memory_bytes=s.kv_cache_memory_bytes,
+        max_num_batched_tokens=s.engine.max_num_batched_tokens,
+        kv_cache_memory_bytes=s.engine.kv_cache_memory_bytes,
         kv_cache_dtype=kv_dtype,
         block_align=align,
         speculative_tokens=spec.num_tokens if spec else 0,
         draft_layers=spec.draft_attention_layers(model) if spec else 0,
-        enable_prefix_caching=bool(s.enable_prefix_caching),
+        enable_prefix_caching=bool(s.engine.enable_prefix_caching),
         version=s.engine_version,
         device_name=gpu.label,
-        multimodal=not s.language_model_only,
+        multimodal=not s.engine.language_model_only,
     )
     seqs = m.max_num_seqs
     pool = m.num_blocks * m.page_bytes * m.group_size
@@ -70,36 +71,36 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings) -> EngineFit:
         max_model_len=s.context,
         kv_cache_dtype=kv_dtype,
         tp=s.tp,
-        gpu_memory_utilization=s.gpu_memory_utilization,
+        gpu_memory_utilization=s.engine.gpu_memory_utilization,
         max_num_seqs=asked_seqs,
-        max_num_batched_tokens=s.max_num_batched_tokens,
-        kv_cache_memory_bytes=s.kv_cache_memory_bytes,
+        max_num_batched_tokens=s.engine.max_num_batched_tokens,
+        kv_cache_memory_bytes=s.engine.kv_cache_memory_bytes,
         speculative=spec,
-        enable_prefix_caching=s.enable_prefix_caching,
-        language_model_only=s.language_model_only,
+        enable_prefix_caching=s.engine.enable_prefix_caching,
+        language_model_only=s.engine.language_model_only,
         host=s.host,
         port=s.port or DEFAULT_PORT,
     )
-    details = {
-        "gpu_memory_utilization": util,
-        "kv_budget_bytes": m.kv_budget_bytes,
-        "block_size": m.block_size,
-        "num_blocks": m.num_blocks,
-        "kv_tokens": m.kv_tokens,
-        "padding_layers": m.padding_layers,
-        "max_concurrency": round(m.max_concurrency, 2),
-        "max_num_seqs": seqs,
-        "max_num_batched_tokens": m.max_num_batched_tokens,
-        "estimated_max_model_len": m.estimated_max_model_len,
-        "mamba_blocks": m.mamba_blocks,
-    }
+    figures = VllmFigures(
+        gpu_memory_utilization=util,
+        kv_budget_bytes=m.kv_budget_bytes,
+        block_size=m.block_size,
+        num_blocks=m.num_blocks,
+        kv_tokens=m.kv_tokens,
+        padding_layers=m.padding_layers,
+        max_concurrency=round(m.max_concurrency, 2),
+        max_num_seqs=seqs,
+        max_num_batched_tokens=m.max_num_batched_tokens,
+        estimated_max_model_len=m.estimated_max_model_len,
+        mamba_blocks=m.mamba_blocks,
+    )
     return EngineFit(
         memory,
         m.fits,
         m.estimated_max_model_len,
         seqs,
         kv_dtype,
-        details,
+        figures,
         argv,
         [w for w in (note, *m.warnings) if w],
         max(1, min(seqs, int(m.max_concurrency * 8) or 1)),

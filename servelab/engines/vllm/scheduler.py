@@ -1,6 +1,6 @@
 """vLLM V1's scheduler, for the emulator (servelab/predict/continuous.py runs it).
 
-From the plan's figures (`Plan.details`, servelab/engines/vllm/planner.py): the KV pool of `num_blocks` blocks of
+From the plan's figures (`VllmFigures`, servelab/engines/vllm/planner.py and cpu_planner.py): the KV pool of `num_blocks` blocks of
 `block_size` tokens, `max_num_seqs` running, `max_num_batched_tokens` a step. V1 mixes chunked prefill with
 decode in one step (running requests first, then waiting ones, within the token budget), preempts the request
 admitted last when the pool runs out and recomputes it (docs: https://docs.vllm.ai/en/latest/configuration/
@@ -14,6 +14,7 @@ the blocks the other is computing.
 
 from __future__ import annotations
 
+from servelab.engines.vllm.settings import VllmFigures
 from servelab.predict.continuous import ContinuousBatching, ContinuousSettings
 from servelab.predict.core import EngineSetup
 
@@ -22,17 +23,17 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 DEFAULT_BLOCK_SIZE = 16
 
 
-def scheduler(setup: EngineSetup) -> ContinuousBatching:
-    d = setup.details
-    block = _int(d.get("block_size"), DEFAULT_BLOCK_SIZE)
-    kv_tokens = _int(d.get("kv_tokens"), setup.context * max(1, setup.slots))
-    hybrid = setup.hybrid or _int(d.get("mamba_blocks"), 0) > 0
+def scheduler(setup: EngineSetup[VllmFigures]) -> ContinuousBatching:
+    f = setup.figures
+    block = _int(f.block_size, DEFAULT_BLOCK_SIZE)
+    kv_tokens = _int(f.kv_tokens, setup.context * max(1, setup.slots))
+    hybrid = setup.hybrid or f.mamba_blocks > 0
     return ContinuousBatching(
         ContinuousSettings(
-            max_running=_int(d.get("max_num_seqs"), DEFAULT_MAX_NUM_SEQS),
-            token_budget=_int(d.get("max_num_batched_tokens"), DEFAULT_MAX_NUM_BATCHED_TOKENS),
+            max_running=_int(f.max_num_seqs, DEFAULT_MAX_NUM_SEQS),
+            token_budget=_int(f.max_num_batched_tokens or 0, DEFAULT_MAX_NUM_BATCHED_TOKENS),
             block_tokens=block,
-            total_blocks=_int(d.get("num_blocks"), max(1, kv_tokens // block)),
+            total_blocks=_int(f.num_blocks, max(1, kv_tokens // block)),
             state_blocks=1 if hybrid else 0,
             mixed=True,
             prefix_caching=not hybrid,
@@ -42,5 +43,6 @@ def scheduler(setup: EngineSetup) -> ContinuousBatching:
     )
 
 
-def _int(value: object, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+def _int(value: int, default: int) -> int:
+    """A figure the plan may leave at 0 or out (the CPU plan's step budget: vLLM's default applies)."""
+    return value if value > 0 else default

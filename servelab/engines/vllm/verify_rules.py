@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from servelab.engines.verify_keys import LABELS as BASE_LABELS
 from servelab.engines.verify_keys import reported_value
+from servelab.engines.vllm.reported import VllmReported
 
 if TYPE_CHECKING:
     from servelab.verify.asked import Asked
@@ -28,7 +29,8 @@ def explain(
     key: str, asked_value: Any, got_value: Any, asked: Asked, got: EffectiveConfig
 ) -> tuple[str, str] | None:
     """(cause, fix) for one mismatch, or None when there is nothing specific to say."""
-    memory = f" (now {got.gpu_memory_utilization:g})" if got.gpu_memory_utilization else ""
+    own = got.own if isinstance(got.own, VllmReported) else VllmReported()
+    memory = f" (now {own.gpu_memory_utilization:g})" if own.gpu_memory_utilization else ""
     if key == "context":
         return (
             f"the server runs with max_model_len {got_value}",

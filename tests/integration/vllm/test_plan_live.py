@@ -25,8 +25,8 @@ PADDING_LINE = re.compile(r"Padding mamba page size by ([\d.]+)%")
 
 
 def _plan(capsys, model_dir: Path) -> dict:
-    argv = ["plan", str(model_dir), "--gpu", "cpu", "--engine", "vllm", "--kv-cache-space", str(LIVE_KV_GIB),
-            "--context", str(CONTEXT), "--json"]  # fmt: skip
+    argv = ["plan", str(model_dir), "--gpu", "cpu", "--engine", "vllm", "--context", str(CONTEXT), "--json",
+            "--", f"VLLM_CPU_KVCACHE_SPACE={LIVE_KV_GIB}"]  # fmt: skip
     assert main(argv) == 0
     return json.loads(capsys.readouterr().out)["plans"][0]["details"]
 

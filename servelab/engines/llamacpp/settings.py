@@ -1,0 +1,68 @@
+"""llama.cpp's own knobs as `plan`/`predict` take them (`servelab plan MODEL --engine llamacpp -- -ub 256`), and the
+figures its planner hands its scheduler and saves (the contract: servelab/engines/typed.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servelab.engines.llamacpp.memory import FLASH_ATTN_MODES
+from servelab.engines.typed import MAX_CONTEXT, Figures, setting, whole
+from servelab.errors import ConfigError
+
+MAX_CPU_MOE_LAYERS = 10_000
+
+
+@dataclass(frozen=True)
+class LlamaCppSettings:
+    """llama-server's flags the planner prices; None/False: not given (llama-server's default, or the plan's)."""
+
+    n_gpu_layers: int | None = setting("-ngl", "layers on the GPU (-1: all; default all)")
+    n_batch: int | None = setting("-b", "logical batch in tokens (default 2048)")
+    n_ubatch: int | None = setting("-ub", "physical batch that sizes the compute buffer (default 512)")
+    kv_unified: bool = setting(
+        "--kv-unified", "one KV pool all slots share (-c = the context, not x slots)", False
+    )
+    n_cpu_moe: int | None = setting("--n-cpu-moe", "the experts of the first N layers in host RAM")
+    cpu_moe: bool = setting("--cpu-moe", "every layer's experts in host RAM (-ot exps=CPU)", False)
+    flash_attn: str | None = setting("-fa", "flash attention on/off/auto (default on, as the plan emits it)")
+    kv_dtype_v: str | None = setting("-ctv", "V cache type when it differs from -ctk (--kv-dtype)")
+
+    def __post_init__(self) -> None:
+        if self.n_gpu_layers is not None and (
+            isinstance(self.n_gpu_layers, bool)
+            or not isinstance(self.n_gpu_layers, int)
+            or self.n_gpu_layers < -1
+        ):
+            raise ConfigError(
+                f"-ngl must be -1 (all layers), 0 or a positive layer count, got {self.n_gpu_layers}"
+            )
+        whole(self.n_batch, "-b", 1, MAX_CONTEXT, "tokens")
+        whole(self.n_ubatch, "-ub", 1, MAX_CONTEXT, "tokens")
+        whole(self.n_cpu_moe, "--n-cpu-moe", 0, MAX_CPU_MOE_LAYERS, "layers")
+        if self.flash_attn is not None and self.flash_attn.lower() not in FLASH_ATTN_MODES:
+            raise ConfigError(
+                f"llama.cpp -fa {self.flash_attn!r} is not a mode; choose one of: {', '.join(FLASH_ATTN_MODES)}"
+            )
+
+
+@dataclass(frozen=True)
+class LlamaCppFigures(Figures):
+    """What the plan found (the names llama-server logs them by); the scheduler reads the slots and batches. None:
+    not a figure of the CPU device's plan."""
+
+    n_ctx: int
+    n_ctx_per_slot: int
+    n_parallel: int
+    kv_unified: bool
+    n_gpu_layers: int
+    compute_buffer_bytes: int
+    output_buffer_bytes: int
+    kv_cells: int
+    flash_attn: bool | None = None
+    cache_type_v: str | None = None
+    n_batch: int | None = None  # the CPU plan: llama-server's default
+    n_ubatch: int | None = None
+    experts_host_bytes: int | None = None
+    model_bytes: int | None = None  # every device's `model buffer size`, host included
+    kv_bytes: int | None = None  # `KV self size` / `llama_kv_cache: size`, host layers included
+    recurrent_bytes: int | None = None  # `llama_memory_recurrent: size`

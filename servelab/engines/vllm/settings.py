@@ -1,0 +1,71 @@
+"""vLLM's own knobs as `plan`/`predict` take them (`servelab plan MODEL --engine vllm -- --max-num-seqs 64`), and the
+figures its planners hand its scheduler and save (the contract: servelab/engines/typed.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servelab.engines.typed import MAX_CONTEXT, MAX_PARALLEL, Figures, json_name, setting, whole
+from servelab.errors import ConfigError
+
+MAX_KV_CACHE_SPACE_GIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class VllmSettings:
+    """vLLM's flags (and the CPU backend's environment variable) the planner prices; None/False: not given."""
+
+    gpu_memory_utilization: float | None = setting(
+        "--gpu-memory-utilization", "share of the GPU vLLM may hold (default 0.9)"
+    )
+    max_num_seqs: int | None = setting("--max-num-seqs", "running sequences (default: --parallel when > 1)")
+    max_num_batched_tokens: int | None = setting("--max-num-batched-tokens", "tokens one step schedules")
+    kv_cache_memory_bytes: int | None = setting(
+        "--kv-cache-memory-bytes", "the KV pool per GPU in bytes (no memory profiling)"
+    )
+    enable_prefix_caching: bool | None = setting(
+        "--[no-]enable-prefix-caching", "prefix caching (default vLLM's: off for hybrids)"
+    )
+    language_model_only: bool = setting(
+        "--language-model-only",
+        "a vision-language checkpoint served as text only (or --limit-mm-per-prompt, every modality 0)",
+        False,
+    )
+    kv_cache_space_gib: int | None = setting(
+        "VLLM_CPU_KVCACHE_SPACE=N", "the CPU backend's KV pool in whole GiB (environment; default 1)"
+    )
+
+    def __post_init__(self) -> None:
+        util = self.gpu_memory_utilization
+        if util is not None and not (
+            isinstance(util, int | float) and not isinstance(util, bool) and 0 < util <= 1
+        ):
+            raise ConfigError(f"vLLM --gpu-memory-utilization must be in (0, 1], got {util}")
+        whole(self.max_num_seqs, "--max-num-seqs", 1, MAX_PARALLEL, "sequences")
+        whole(self.max_num_batched_tokens, "--max-num-batched-tokens", 1, MAX_CONTEXT, "tokens")
+        whole(self.kv_cache_memory_bytes, "--kv-cache-memory-bytes", 1, 2**50, "bytes")
+        whole(self.kv_cache_space_gib, "VLLM_CPU_KVCACHE_SPACE", 1, MAX_KV_CACHE_SPACE_GIB, "GiB")
+        if self.language_model_only not in (True, False):
+            raise ConfigError(f"--language-model-only is a switch, got {self.language_model_only!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class VllmFigures(Figures):
+    """What the plan found (vLLM's own names: the KV pool in blocks, the running and per-step caps); the scheduler
+    reads the pool and the caps. None: not a figure of this device's plan (GPU or CPU backend). In the order the
+    plans have always listed them."""
+
+    kv_cache_space_gib: int | None = json_name("VLLM_CPU_KVCACHE_SPACE")
+    numa_node_bytes: int | None = None
+    gpu_memory_utilization: float | None = None
+    kv_budget_bytes: int | None = None
+    block_size: int
+    num_blocks: int
+    kv_tokens: int
+    padding_layers: int
+    mamba_padding_pct: float | None = None
+    max_concurrency: float
+    max_num_seqs: int
+    max_num_batched_tokens: int | None = None  # the CPU plan: vLLM's default
+    estimated_max_model_len: int
+    mamba_blocks: int
