@@ -38,7 +38,7 @@ from servelab.bench.aiohttp_edge import ArrivalLog, EdgeReport, check_edge, drop
 from servelab.bench.collector import QuietCollector
 from servelab.bench.events import MalformedEvent, StreamTally, count_tokens
 from servelab.bench.limits import DEFAULT_DEADLINE_S, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_LINE_BYTES
-from servelab.bench.records import RequestRecord
+from servelab.bench.records import RequestRecord, storable_text
 from servelab.bench.sendgate import SendGate
 from servelab.bench.sse import SseParser, SseTooLarge
 from servelab.bench.stamps import StallWatch
@@ -249,6 +249,8 @@ class StreamClient:
             tally.settle()
         except MalformedEvent as exc:
             kind, message = kind or "malformed", message or self._clean(str(exc))
+        if kind is None and tally.bad_text is not None:
+            kind, message = "malformed", self._clean(tally.bad_text)
         record = RequestRecord(
             target_index=request.target_index, level=request.level, repeat=request.repeat,
             request_index=request.request_index, phase=request.phase,
@@ -274,7 +276,7 @@ class StreamClient:
     def _clean(self, message: str | None) -> str | None:
         if message is None:
             return None
-        return redact_text(message, self._secrets)[:300]
+        return storable_text(redact_text(message, self._secrets)[:300])
 
 
 async def _stamp_headers_sent(session: Any, context: Any, params: Any) -> None:
@@ -362,6 +364,8 @@ class _Stream:
             return
         tally = self.tally
         tally.add(decoded, t_ns)
+        if b"\\u" in chunk:  # orjson refuses lone surrogates, json's scanner (over FAST_MAX_BYTES) does not
+            tally.check_text(decoded)
         if tally.server_error is not None:
             self._settle(("http_5xx", f"error inside the stream: {tally.server_error}"))
 
@@ -389,6 +393,8 @@ class _Stream:
         if not isinstance(decoded, dict):
             return "malformed", f"not a JSON object: {data[:80]!r}"
         self.tally.add(decoded, t_ns)
+        if "\\u" in data:  # an escape: perhaps a lone surrogate in the answer's text
+            self.tally.check_text(decoded)
         if self.tally.server_error is not None:
             return "http_5xx", f"error inside the stream: {self.tally.server_error}"
         return None

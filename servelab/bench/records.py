@@ -29,6 +29,18 @@ ERROR_KINDS = (
 MAX_TOKENS = 2**31 - 1  # a server's token count above this is malformed
 
 
+def storable_text(text: str) -> str:
+    """``text`` as UTF-8 can hold it: a lone UTF-16 surrogate (legal as a JSON escape, ``\\ud800``, and what
+    invalid UTF-8 in a header decodes to) is written as its escape, so a store or a journal never refuses it."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 @dataclass
 class RequestRecord:
     target_index: int  # which target of the run (order of the URLs)
