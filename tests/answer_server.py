@@ -1,10 +1,10 @@
 """A raw asyncio HTTP server on 127.0.0.1 (its own thread) whose generation answers are whatever bytes a test
-gives it: ``with answer_server(lambda serial: b"HTTP/1.1 200 OK\\r\\n...") as server: server.url``.
+gives it: ``with answer_server(lambda serial, path: b"HTTP/1.1 200 OK\\r\\n...") as server: server.url``.
 
 aiohttp's server would not let a test send a lone surrogate's bytes in a header, a 307 to anywhere, or a
 gzip bomb built on the fly, hence the socket-level server. GET /v1/models answers a model list at once and
-every other probe is a 404 (so bench gets past its probes); each POST ``*/completions`` is answered by
-``answer(serial)`` (bytes, or an iterator of bytes written one after another: a stream, a drip), then the
+every other probe is a 404 (so bench gets past its probes), unless ``gets`` names its bytes; each POST ``*/completions`` is answered by
+``answer(serial, path)`` (bytes, or an iterator of bytes written one after another: a stream, a drip), then the
 connection is closed. ``server.posts`` counts the generation requests received, ``server.answered`` those
 whose answer was written to the end (the server's own log to count stored records against), ``server.accepts``
 every connection accepted.
@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 
 MODELS = json.dumps({"object": "list", "data": [{"id": "raw", "object": "model"}]}).encode()
-Answer = Callable[[int], bytes | Iterable[bytes]]
+Answer = Callable[[int, str], bytes | Iterable[bytes]]
 
 
 def http_answer(
@@ -59,8 +59,11 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str]:
 
 
 class AnswerServer:
-    def __init__(self, answer: Answer | None, pause_s: float = 0.0) -> None:
+    def __init__(
+        self, answer: Answer | None, pause_s: float = 0.0, gets: dict[str, bytes] | None = None
+    ) -> None:
         self.answer = answer
+        self.gets = gets or {}
         self.pause_s = pause_s  # between the parts of an iterated answer
         self.posts = 0
         self.answered = 0
@@ -91,15 +94,18 @@ class AnswerServer:
                 return
             method, path = await _read_request(reader)
             if not (method == "POST" and path.endswith("/completions")):
-                writer.write(
-                    http_answer("200 OK", MODELS)
-                    if path == "/v1/models"
-                    else http_answer("404 Not Found", b"")
-                )
+                if path in self.gets:
+                    writer.write(self.gets[path])
+                else:
+                    writer.write(
+                        http_answer("200 OK", MODELS)
+                        if path == "/v1/models"
+                        else http_answer("404 Not Found", b"")
+                    )
                 await writer.drain()
             else:
                 self.posts += 1
-                answer = self.answer(self.posts)
+                answer = self.answer(self.posts, path)
                 for part in [answer] if isinstance(answer, bytes) else answer:
                     writer.write(part)
                     await writer.drain()
@@ -119,8 +125,10 @@ class AnswerServer:
 
 
 @contextlib.contextmanager
-def answer_server(answer: Answer, pause_s: float = 0.0) -> Iterator[AnswerServer]:
-    with AnswerServer(answer, pause_s) as server:
+def answer_server(
+    answer: Answer, pause_s: float = 0.0, gets: dict[str, bytes] | None = None
+) -> Iterator[AnswerServer]:
+    with AnswerServer(answer, pause_s, gets) as server:
         yield server
 
 

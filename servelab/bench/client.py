@@ -14,6 +14,10 @@ the Authorization header only; error texts are cut short and never contain it. A
 not be written to a REUSED keep-alive connection (the server had closed it while idle) is sent again
 (up to 3 times) on another: it never reached the server, so it is a client artefact, not a server error.
 
+Redirects: a 3xx answer is the error kind ``redirect``, its message naming where it pointed (credentials and
+query left out); with ``follow_redirects`` one to the same scheme, host and port (sync_http.same_origin) is
+sent again there, the same POST, up to MAX_REDIRECTS times. The load never goes anywhere the user did not name.
+
 Bounded: a whole request (connect, headers, body) gets ``deadline_s`` (kind ``deadline``) besides the stall
 timeout; an SSE line or event over ``max_line_bytes`` or a body over ``max_body_bytes`` ends it as
 ``too_large``; a server value of the wrong type, range or size (events.MalformedEvent, JSON nested too
@@ -33,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import yarl
 
 from servelab.bench.aiohttp_edge import ArrivalLog, EdgeReport, check_edge, drop_read_timeout, stall_error
 from servelab.bench.collector import QuietCollector
@@ -43,9 +48,13 @@ from servelab.bench.sendgate import SendGate
 from servelab.bench.sse import SseParser, SseTooLarge
 from servelab.bench.stamps import StallWatch
 from servelab.redact import redact_text
+from servelab.sync_http import redirect_refused, same_origin
 
 STALE_PREFIX = "stale keep-alive connection: "  # the request never reached the server; sent again
 STALE_RETRIES = 3
+MAX_REDIRECTS = (
+    5  # --follow-redirects: hops to the same host and port before the request is a `redirect` error
+)
 # json's C scanner: stateless between calls, shared by every stream. JSONDecoder.__init__ sets scan_once;
 # typeshed does not declare it.
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
@@ -120,8 +129,10 @@ class StreamClient:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         authorization: str | None = None,
         secrets: tuple[str, ...] = (),
+        follow_redirects: bool = False,
     ) -> None:
         self._keep_alive = keep_alive
+        self._follow_redirects = follow_redirects
         self._deadline_s = deadline_s
         self._max_line_bytes, self._max_body_bytes = max_line_bytes, max_body_bytes
         self.base_url = base_url.rstrip("/")
@@ -200,16 +211,28 @@ class StreamClient:
             stamp["sent_ns"] = time.perf_counter_ns()  # after the gate; the headers-sent hook refines it
             headers = {"X-Request-Id": request.request_id}
             async with asyncio.timeout(self._deadline_s) as deadline:
-                post = session.post(
-                    url, data=request.encoded_body(), headers=headers, trace_request_ctx=stamp
-                )
-                async with post as response:
-                    stamp["answered"] = True
-                    if response.status >= 400:
-                        return await self._http_error(request, response, stamp["sent_ns"])
-                    stalls = self._stalls if self._own_stall_timer else None
-                    reading = _read_stream(response, stream, self._deferred, self._arrivals, stalls)
-                    kind, message = await reading
+                for _ in range(MAX_REDIRECTS + 1):
+                    post = session.post(
+                        url, data=request.encoded_body(), headers=headers, trace_request_ctx=stamp,
+                        allow_redirects=False,
+                    )  # fmt: skip
+                    async with post as response:
+                        stamp["answered"] = True
+                        if 300 <= response.status < 400:
+                            url, refused = self._redirect(url, response)
+                            if refused is not None:
+                                return self._redirect_error(
+                                    request, response.status, stamp["sent_ns"], refused
+                                )
+                            continue
+                        if response.status >= 400:
+                            return await self._http_error(request, response, stamp["sent_ns"])
+                        stalls = self._stalls if self._own_stall_timer else None
+                        reading = _read_stream(response, stream, self._deferred, self._arrivals, stalls)
+                        kind, message = await reading
+                        break
+                else:
+                    kind, message = "redirect", f"more than {MAX_REDIRECTS} redirects"
         except asyncio.CancelledError:
             kind, message = "cancelled", "interrupted before it finished"
             if deadline is not None and deadline.expired():  # the deadline's cancel, caught inside
@@ -225,6 +248,25 @@ class StreamClient:
             self._deferred.run()  # what arrived before the failure decides "dropped" versus "connect"
             kind, message = _connection_failure(tally, exc, stamp)
         return self._record(request, tally, stamp["sent_ns"], kind, self._clean(message))
+
+    def _redirect(self, url: str, response: aiohttp.ClientResponse) -> tuple[str, str | None]:
+        """Where a 3xx leads when it may be followed, else (url, why not): the one line to record."""
+        location = response.headers.get("Location", "")
+        try:
+            target = str(response.url.join(yarl.URL(location))) if location else ""
+        except ValueError:
+            target = ""
+        if self._follow_redirects and target and same_origin(url, target):
+            return target, None
+        refused = redirect_refused(url, response.status, target, followed_same_origin=self._follow_redirects)
+        return url, refused
+
+    def _redirect_error(
+        self, request: ClientRequest, status: int, sent_ns: int, message: str
+    ) -> RequestRecord:
+        record = self._record(request, StreamTally(), sent_ns, "redirect", self._clean(message))
+        record.http_status = status
+        return record
 
     async def _http_error(self, request: ClientRequest, response: aiohttp.ClientResponse, sent_ns: int):
         status = response.status

@@ -16,6 +16,7 @@ ERROR_KINDS = (
     "http_429",  # rate limited (Retry-After honoured by nobody: it is recorded)
     "http_4xx",
     "http_5xx",
+    "redirect",  # a 3xx: not followed (or, with --follow-redirects, to another host or port); where it pointed
     "timeout",  # no byte for longer than the stall timeout
     "dropped",  # connection closed mid-stream, before [DONE] / finish_reason
     "malformed",  # a chunk that is not valid SSE / JSON, or a value of the wrong type, range or size

@@ -22,7 +22,7 @@ SENT = len(FIELDS) * len(VALUES)
 
 def test_every_answered_request_is_stored_whatever_text_it_carried(capsys, tmp_path):
     db = tmp_path / "runs.db"
-    with answer_server(lambda serial: hostile_answer(*case(serial))) as server:
+    with answer_server(lambda serial, path: hostile_answer(*case(serial))) as server:
         argv = ["bench", server.url, "--concurrency", "4", "--requests", str(SENT), "--warmup", "0",
                 "--db", str(db), "--no-power", "--json"]  # fmt: skip
         code = main(argv)
@@ -55,7 +55,7 @@ def test_a_workload_max_tokens_no_store_can_hold_is_refused_before_any_load(caps
     workload.write_text(
         '{"prompt": "hi", "max_tokens": 2}\n{"prompt": "hi", "max_tokens": 9223372036854775808}\n'
     )
-    with answer_server(lambda serial: hostile_answer("content", "a")) as server:
+    with answer_server(lambda serial, path: hostile_answer("content", "a")) as server:
         argv = ["bench", server.url, "--requests", "2", "--warmup", "0", "--workload", str(workload),
                 "--db", str(tmp_path / "runs.db"), "--no-power"]  # fmt: skip
         code = main(argv)
@@ -74,7 +74,7 @@ def test_a_store_writer_that_dies_stops_the_run_with_exit_1_and_keeps_the_journa
         raise RuntimeError("a bug in the writer")
 
     monkeypatch.setattr(Store, "add_rows", broken)  # a failure nothing maps to StoreError
-    with answer_server(lambda serial: hostile_answer("content", "a")) as server:
+    with answer_server(lambda serial, path: hostile_answer("content", "a")) as server:
         argv = ["bench", server.url, "--concurrency", "2", "--requests", "6", "--warmup", "0", "--db", str(db),
                 "--no-power"]  # fmt: skip
         code = main(argv)
