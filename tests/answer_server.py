@@ -43,7 +43,7 @@ def sse_head(extra: bytes = b"") -> bytes:
     return b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n" + extra + b"\r\n"
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str]:
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes]:
     head = await reader.readuntil(b"\r\n\r\n")
     method, path, _ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
     length = next(
@@ -55,7 +55,7 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str]:
         0,
     )
     await reader.readexactly(length)
-    return method, path
+    return method, path, head
 
 
 class AnswerServer:
@@ -68,6 +68,7 @@ class AnswerServer:
         self.posts = 0
         self.answered = 0
         self.accepts = 0
+        self.heads: list[bytes] = []  # the head of each generation request
         self.url = ""
         self.port = 0
         self._loop = asyncio.new_event_loop()
@@ -92,7 +93,7 @@ class AnswerServer:
             if self.answer is None:  # a listener: count and hang up
                 writer.close()
                 return
-            method, path = await _read_request(reader)
+            method, path, head = await _read_request(reader)
             if not (method == "POST" and path.endswith("/completions")):
                 if path in self.gets:
                     writer.write(self.gets[path])
@@ -105,6 +106,7 @@ class AnswerServer:
                 await writer.drain()
             else:
                 self.posts += 1
+                self.heads.append(head)
                 answer = self.answer(self.posts, path)
                 for part in [answer] if isinstance(answer, bytes) else answer:
                     writer.write(part)

@@ -18,6 +18,12 @@ Redirects: a 3xx answer is the error kind ``redirect``, its message naming where
 query left out); with ``follow_redirects`` one to the same scheme, host and port (sync_http.same_origin) is
 sent again there, the same POST, up to MAX_REDIRECTS times. The load never goes anywhere the user did not name.
 
+Uncompressed: every request asks for ``Accept-Encoding: identity`` and aiohttp never inflates a body; an answer
+that comes compressed anyway is ``malformed``. A gzip stream inflates a thousandfold (a 2 MiB answer to 2 GiB,
+in pieces no byte limit sees before they exist), inflating would stamp tokens by when zlib emitted them rather
+than when they arrived, and no LLM server compresses its SSE (a compressor holds events back): so every byte
+the client parses is a byte that came off the socket, and ``max_body_bytes`` bounds the answer's memory.
+
 Bounded: a whole request (connect, headers, body) gets ``deadline_s`` (kind ``deadline``) besides the stall
 timeout; an SSE line or event over ``max_line_bytes`` or a body over ``max_body_bytes`` ends it as
 ``too_large``; a server value of the wrong type, range or size (events.MalformedEvent, JSON nested too
@@ -52,6 +58,8 @@ from servelab.sync_http import redirect_refused, same_origin
 
 STALE_PREFIX = "stale keep-alive connection: "  # the request never reached the server; sent again
 STALE_RETRIES = 3
+_COMPRESSED = ("the answer is {}-encoded although the client asked for Accept-Encoding: identity; "
+               "compressed answers are not inflated (they could grow past --max-body-bytes)")  # fmt: skip
 MAX_REDIRECTS = (
     5  # --follow-redirects: hops to the same host and port before the request is a `redirect` error
 )
@@ -136,7 +144,11 @@ class StreamClient:
         self._deadline_s = deadline_s
         self._max_line_bytes, self._max_body_bytes = max_line_bytes, max_body_bytes
         self.base_url = base_url.rstrip("/")
-        self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        self._headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "Accept-Encoding": "identity",  # see the module's docstring: answers are never inflated
+        }
         authorization = authorization or (f"Bearer {api_key}" if api_key else None)
         if authorization:  # the probes' header (HttpProbe.authorization): Bearer key or Basic from the URL
             self._headers["Authorization"] = authorization
@@ -170,6 +182,7 @@ class StreamClient:
             headers=self._headers,
             trace_configs=[trace],
             cookie_jar=aiohttp.DummyCookieJar(),
+            auto_decompress=False,
         )
         self._collector.__enter__()
         return self
@@ -206,6 +219,8 @@ class StreamClient:
         stamp = {"sent_ns": time.perf_counter_ns()}  # replaced when the request headers are on the socket
         url = self.base_url + request.path
         deadline: asyncio.Timeout | None = None
+        kind: str | None
+        message: str | None
         try:
             await self._gate.turn()
             stamp["sent_ns"] = time.perf_counter_ns()  # after the gate; the headers-sent hook refines it
@@ -227,6 +242,10 @@ class StreamClient:
                             continue
                         if response.status >= 400:
                             return await self._http_error(request, response, stamp["sent_ns"])
+                        encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+                        if encoding not in ("identity", ""):
+                            kind, message = "malformed", _COMPRESSED.format(encoding[:40])
+                            break
                         stalls = self._stalls if self._own_stall_timer else None
                         reading = _read_stream(response, stream, self._deferred, self._arrivals, stalls)
                         kind, message = await reading
