@@ -35,7 +35,9 @@ def http_answer(
         "Connection: close",
     ]
     lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogateescape") + body
+    return ("\r\n".join(lines) + "\r\n\r\n").encode(
+        "utf-8", "surrogatepass"
+    ) + body  # lone surrogates: bad UTF-8
 
 
 def sse_head(extra: bytes = b"") -> bytes:

@@ -26,7 +26,8 @@ the client parses is a byte that came off the socket, and ``max_body_bytes`` bou
 
 Bounded: a whole request (connect, headers, body) gets ``deadline_s`` (kind ``deadline``) besides the stall
 timeout; an SSE line or event over ``max_line_bytes`` or a body over ``max_body_bytes`` ends it as
-``too_large``; a server value of the wrong type, range or size (events.MalformedEvent, JSON nested too
+``too_large``; an answer that is not valid HTTP (a head over aiohttp's limits, bad chunk sizes, a NUL in a
+header), and a server value of the wrong type, range or size (events.MalformedEvent, JSON nested too
 deep, a 5,000-digit integer) as ``malformed``. Anything else that goes wrong inside the client for one
 request becomes a ``client_error`` record: no exception from one response takes a request off the books.
 """
@@ -263,6 +264,10 @@ class StreamClient:
                 kind, message = "timeout", f"no byte for {self._stall_timeout_s:g} s ({type(exc).__name__})"
         except aiohttp.ClientPayloadError as exc:
             kind, message = "dropped", f"connection closed mid-stream ({type(exc).__name__})"
+        except (
+            aiohttp.ClientResponseError
+        ) as exc:  # aiohttp's HTTP parser refused the answer's head or framing
+            kind, message = "malformed", f"not valid HTTP: {exc.message}"
         except (aiohttp.ClientConnectionError, OSError) as exc:
             self._deferred.run()  # what arrived before the failure decides "dropped" versus "connect"
             kind, message = _connection_failure(tally, exc, stamp)

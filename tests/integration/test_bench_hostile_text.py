@@ -14,7 +14,7 @@ import sqlite3
 from servelab.cli.app import main
 from servelab.store import Store
 from servelab.store.journal import journal_dir
-from tests.answer_server import answer_server
+from tests.answer_server import answer_server, sse_head
 from tests.hostile_answers import FIELDS, VALUES, case, hostile_answer
 
 SENT = len(FIELDS) * len(VALUES)
@@ -91,3 +91,26 @@ def test_a_store_writer_that_dies_stops_the_run_with_exit_1_and_keeps_the_journa
     with Store.open(db) as store:  # the next open stores what the journal kept
         (run,) = store.list_runs()
         assert len(store.load_run(run.id).requests) == lines
+
+
+INVALID_HTTP = (
+    sse_head(b"Transfer-Encoding: chunked\r\n")
+    + b"zz\r\ndata: x\r\n0\r\n\r\n",  # a chunk size that is not hex
+    b"HTTP/1.1 200 OK\r\nX-" + b"a" * 70_000 + b": 1\r\n\r\n",  # a header over aiohttp's limit
+    sse_head(b"X-Nul: a\x00b\r\n") + b"data: [DONE]\n\n",  # a NUL in a header
+)
+
+
+def test_an_answer_that_is_not_valid_http_is_malformed_not_a_client_error(capsys, tmp_path):
+    db = tmp_path / "runs.db"
+    with answer_server(lambda serial, path: INVALID_HTTP[serial % len(INVALID_HTTP)]) as server:
+        argv = ["bench", server.url, "--concurrency", "2", "--requests", "6", "--warmup", "0", "--db", str(db),
+                "--no-power"]  # fmt: skip
+        code = main(argv)
+        posts = server.posts
+    assert code == 1 and "Traceback" not in capsys.readouterr().err
+    with sqlite3.connect(db) as c:
+        rows = c.execute("SELECT error_kind, error FROM requests").fetchall()
+    assert len(rows) == posts == 6
+    assert {kind for kind, _ in rows} == {"malformed"}
+    assert all(message.startswith("not valid HTTP: ") for _, message in rows)
