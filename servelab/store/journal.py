@@ -9,7 +9,8 @@ SQLite gets the lines in journal order, so the requests stored for a run are alw
 A journal is read back as hostile input (a crash or a disk error can leave any bytes in it): each line is
 checked (JSON, a list of the row's values, valid base64, each column's type: `codec.checked_row`); a line that
 fails is set aside, as it was, in ``<run_id>.rejected`` beside the journal, and every other line keeps its
-place, so the lines past the stored prefix are still exactly the requests missing.
+place, so the lines past the stored prefix are still exactly the requests missing. Only regular files are read
+(a FIFO or a device named like a journal is left alone, with a warning), a line at most MAX_LINE_BYTES.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import base64
 import contextlib
 import fcntl
 import json
+import logging
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +29,9 @@ from typing import BinaryIO
 
 from servelab.errors import StoreError
 from servelab.store import codec
+
+MAX_LINE_BYTES = 64 << 20  # one request's row: a 1M-token answer's stamps are about 16 MB of base64
+_log = logging.getLogger(__name__)
 
 
 def journal_dir(db_path: Path) -> Path:
@@ -134,9 +140,8 @@ def orphaned(db_path: Path) -> Iterator[Orphan]:
     if not folder.is_dir():
         return
     for path in sorted(folder.glob("*.jsonl")):
-        try:
-            file = open(path, "rb")  # noqa: SIM115 - closed below
-        except OSError:
+        file = _open_regular(path)
+        if file is None:
             continue
         with file:
             try:
@@ -146,9 +151,33 @@ def orphaned(db_path: Path) -> Iterator[Orphan]:
             yield _read_orphan(path, file)
 
 
+def _open_regular(path: Path) -> BinaryIO | None:
+    """The journal open for reading, or None: gone, unreadable, or not a regular file (never a FIFO's wait)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        _log.warning(f"{path} is not a regular file, so not a journal servelab wrote; left alone")
+        return None
+    return os.fdopen(fd, "rb")
+
+
+def _lines(file: BinaryIO) -> Iterator[bytes]:
+    """The file's lines, each at most MAX_LINE_BYTES: a longer one comes as its start and a note (unreadable)."""
+    while line := file.readline(MAX_LINE_BYTES + 1):
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while (more := file.readline(1 << 20)) and not more.endswith(b"\n"):
+                pass
+            yield line[:1024] + f" ... (cut: a line over {MAX_LINE_BYTES} bytes)\n".encode()
+            continue
+        yield line
+
+
 def _read_orphan(path: Path, file: BinaryIO) -> Orphan:
     orphan = Orphan(path.stem, path)
-    for number, line in enumerate(file):
+    for number, line in enumerate(_lines(file)):
         try:
             orphan.rows.append((number, read_line(line)))
         except ValueError:

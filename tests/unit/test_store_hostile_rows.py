@@ -7,13 +7,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
 
 from servelab.bench.sink import RecordSink
 from servelab.store import Store, codec
+from servelab.store import journal as journal_module
 from servelab.store.journal import encode_row, journal_dir, journal_path, rejected_path
 from tests.runs_factory import make_record
 
@@ -152,3 +155,39 @@ def test_the_store_opens_with_a_journal_that_is_all_garbage(tmp_path: Path):
     assert rejected_path(db, run_id).exists()
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT count(*) FROM requests").fetchone() == (0,)
+
+
+def test_a_fifo_named_like_a_journal_never_holds_the_open(tmp_path: Path, caplog):
+    db = tmp_path / "runs.db"
+    with Store.open(db) as store:
+        run_id = store.create_run({"name": "fifo"})
+    journal_dir(db).mkdir()
+    os.mkfifo(journal_path(db, run_id))
+    opened: list[int] = []
+
+    def open_store() -> None:
+        with Store.open(db) as store:
+            opened.append(len(store.load_run(run_id).requests))
+
+    worker = threading.Thread(target=open_store, daemon=True)
+    with caplog.at_level("WARNING"):
+        worker.start()
+        worker.join(30)
+    assert not worker.is_alive() and opened == [0]
+    assert any("is not a regular file" in r.getMessage() for r in caplog.records)
+
+
+def test_an_overlong_line_is_kept_aside_and_the_lines_after_it_replay(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(journal_module, "MAX_LINE_BYTES", 4096)
+    db = tmp_path / "runs.db"
+    with Store.open(db) as store:
+        run_id = store.create_run({"name": "long line"})
+    good = _good_lines(run_id, 3)
+    assert all(len(line) < 4096 for line in good)
+    path = journal_path(db, run_id)
+    path.parent.mkdir()
+    path.write_bytes(good[0] + b"[" + b"7," * 100_000 + b"7]\n" + good[2])  # request 1's line, overlong
+    with Store.open(db) as store:
+        assert [r.request_index for r in store.load_run(run_id).requests] == [0, 2]
+    aside = rejected_path(db, run_id).read_bytes()
+    assert aside.startswith(b"[7,7,") and b"cut: a line over 4096 bytes" in aside and len(aside) < 2000
