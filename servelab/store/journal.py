@@ -179,7 +179,10 @@ def _read_orphan(path: Path, file: BinaryIO) -> Orphan:
     orphan = Orphan(path.stem, path)
     for number, line in enumerate(_lines(file)):
         try:
-            orphan.rows.append((number, read_line(line)))
+            row = read_line(line)
+            if row[0] != orphan.run_id:
+                raise ValueError("another run's row")
+            orphan.rows.append((number, row))
         except ValueError:
             if line.endswith(b"\n"):  # a whole line that is not a row; a cut last one is a kill's
                 orphan.rejected.append(line)

@@ -176,8 +176,8 @@ class Store:
 
         The stored requests of a run are a prefix of its journal, so the lines past that count are the ones
         missing: a line's number, not its place among the readable ones, says whether it is. A line that cannot be
-        read is set aside (`journal.Orphan.set_aside`) and named in one warning per journal; the rows of another
-        run are never taken. A journal whose bench still runs (its lock held) is left alone. Returns the
+        read is set aside (`journal.Orphan.set_aside`) and named in one warning per journal (a row of another run
+        is one). A journal whose bench still runs (its lock held) is left alone. Returns the
         requests added."""
         added = 0
         for orphan in journal.orphaned(self.path):
@@ -187,7 +187,7 @@ class Store:
                 (stored,) = db.execute(
                     "SELECT COUNT(*) FROM requests WHERE run_id = ?", (orphan.run_id,)
                 ).fetchone()
-                rows = [row for number, row in orphan.rows if number >= stored and row[0] == orphan.run_id]
+                rows = [row for number, row in orphan.rows if number >= stored]
                 db.executemany(codec.INSERT_SQL, rows)
                 added += len(rows)
             aside = orphan.set_aside(self.path)

@@ -97,6 +97,7 @@ def _bad_lines(run_id: str) -> dict[str, bytes]:
         "short blob": encode_row(tuple(short_blob)),
         "extra not an object": encode_row(tuple(not_object)),
         "a number": b"17\n",
+        "another run's row": encode_row(codec.record_to_row("another-run", _record(1))),
         "blob dict of a number": json.dumps([{"b": 5}] * len(row)).encode() + b"\n",
     }
 
