@@ -68,7 +68,10 @@ def _default_port(scheme: str) -> int | None:
 
 def redirect_refused(url: str, status: int, location: str, *, followed_same_origin: bool = False) -> str:
     """The one line for a redirect not followed: where it pointed, without credentials or query."""
-    where = public_url(location) if location else "nowhere (no Location)"
+    try:
+        where = public_url(location) if location else "a missing or unusable Location"
+    except ValueError:  # e.g. an unclosed IPv6 bracket
+        where = "an unusable Location"
     rule = (
         "only redirects to the same host and port are followed"
         if followed_same_origin
@@ -88,6 +91,15 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
         raise TargetError(
             redirect_refused(req.full_url, code, newurl, followed_same_origin=self.rule == "same-origin")
         )
+
+    def http_error_302(self, req, fp, code, msg, headers):
+        try:
+            return super().http_error_302(req, fp, code, msg, headers)
+        except ValueError:  # urllib could not read the Location (an unclosed IPv6 bracket ...)
+            fp.close()
+            raise TargetError(redirect_refused(req.full_url, code, "")) from None
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
 
 def request(
@@ -131,6 +143,8 @@ def request(
             return Answer(response.status, data, response.headers)
     except urllib.error.HTTPError as exc:
         exc.close()
+        if 300 <= exc.code < 400:  # a redirect urllib could not take (no Location): still not an answer
+            raise TargetError(redirect_refused(url, exc.code, "")) from None
         return Answer(exc.code, b"", exc.headers)
     except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets, non-HTTP peers
         reason = getattr(exc, "reason", exc)

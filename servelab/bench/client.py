@@ -430,7 +430,10 @@ class _Stream:
             return
         tally = self.tally
         tally.add(decoded, t_ns)
-        if b"\\u" in chunk:  # orjson refuses lone surrogates, json's scanner (over FAST_MAX_BYTES) does not
+        scanned = (
+            self._fast is None or len(chunk) > FAST_MAX_BYTES
+        )  # orjson refuses lone surrogates, json not
+        if scanned and b"\\u" in chunk:
             tally.check_text(decoded)
         if tally.server_error is not None:
             self._settle(("http_5xx", f"error inside the stream: {tally.server_error}"))

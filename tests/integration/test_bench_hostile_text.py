@@ -9,6 +9,7 @@ escaped, and where it was the answer's content or finish reason the request coun
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 from servelab.cli.app import main
@@ -27,6 +28,7 @@ def test_every_answered_request_is_stored_whatever_text_it_carried(capsys, tmp_p
                 "--db", str(db), "--no-power", "--json"]  # fmt: skip
         code = main(argv)
         answered = server.answered
+        asked = {_request_id(head): case(serial) for serial, head in enumerate(server.heads, 1)}
     err = capsys.readouterr().err
     assert "Traceback" not in err and code == 0, err[-2000:]
     assert answered == SENT
@@ -48,6 +50,16 @@ def test_every_answered_request_is_stored_whatever_text_it_carried(capsys, tmp_p
             assert text is None or text.encode("utf-8")
     malformed = [r for r in records if r.finish_reason == "\\ud800"]
     assert malformed and all(r.error_kind == "malformed" for r in malformed)
+    surrogate = re.compile("[\ud800-\udfff]")
+    for record in records:  # the answer's own text or finish reason not valid Unicode: malformed, any size
+        field, value = asked[record.request_id]
+        if field in ("content", "reasoning_content", "text", "finish_reason") and surrogate.search(value):
+            assert record.error_kind == "malformed", (field, value[:20], record.error)
+
+
+def _request_id(head: bytes) -> str:
+    line = next(line for line in head.split(b"\r\n") if line.lower().startswith(b"x-request-id:"))
+    return line.split(b":", 1)[1].strip().decode()
 
 
 def test_a_workload_max_tokens_no_store_can_hold_is_refused_before_any_load(capsys, tmp_path):

@@ -99,3 +99,21 @@ def test_verify_and_the_health_check_show_the_redirect_and_do_not_follow_it(caps
     assert code == 1 and not healthy and accepts == 0
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and SECRET not in err
     assert "redirect" in err and location.replace(f"user:{SECRET}@", "").split("?")[0] in err
+
+
+@pytest.mark.parametrize("location", ["http://[::1:80/x", ""])
+def test_an_unusable_location_is_the_same_one_line_not_a_traceback(capsys, tmp_path, location):
+    headers = {"Location": location} if location else {}
+    gets = {"/v1/models": http_answer("307 Temporary Redirect", b"", headers)}
+    with answer_server(
+        lambda serial, path: http_answer("307 Temporary Redirect", b"", headers), gets=gets
+    ) as server:
+        code = main(["verify", server.url])
+        err = capsys.readouterr().err
+        db = tmp_path / "runs.db"
+        bench_code = main(["bench", server.url, "--requests", "2", "--warmup", "0", "--db", str(db), "--no-power",
+                           "--model", "m"])  # fmt: skip
+        bench_err = capsys.readouterr().err
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "a redirect to a" in err and "Location" in err
+    assert bench_code == 1 and "Traceback" not in bench_err
