@@ -75,6 +75,10 @@ class Store:
             raise StoreError(
                 f"no result store at {path}; run `servelab bench --db {path}` first or pass --db"
             )
+        if path.exists() and not path.is_file():  # a FIFO, a device, a folder: SQLite would wait or misread
+            raise StoreError(
+                f"{path} is not a regular file, so not a result store; pass --db with a file's path"
+            )
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from servelab.bench.sink import RecordSink
+from servelab.errors import StoreError
 from servelab.store import Store, codec
 from servelab.store import journal as journal_module
 from servelab.store.journal import encode_row, journal_dir, journal_path, rejected_path
@@ -192,3 +193,11 @@ def test_an_overlong_line_is_kept_aside_and_the_lines_after_it_replay(tmp_path: 
         assert [r.request_index for r in store.load_run(run_id).requests] == [0, 2]
     aside = rejected_path(db, run_id).read_bytes()
     assert aside.startswith(b"[7,7,") and b"cut: a line over 4096 bytes" in aside and len(aside) < 2000
+
+
+def test_a_store_path_that_is_not_a_regular_file_is_one_clear_error(tmp_path: Path):
+    fifo = tmp_path / "fifo.db"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero"), tmp_path):
+        with pytest.raises(StoreError, match="is not a regular file, so not a result store"):
+            Store.open(path)
