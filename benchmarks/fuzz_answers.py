@@ -18,8 +18,9 @@ sends them all (``--deadline 10 --stall-timeout 5`` bound the hangs). Then it co
 - the stored records by kind, and that the run reads back (every row a RequestRecord)
 
 Measured on a shared 2-vCPU VM, 10,000 cases, c=8, about 40 s each: seed 0 and seed 1, 0 unaccounted for,
-0 tracebacks; 1 and 4 requests never reached the server (``connect``: a connection aiohttp kept after a 1xx
-answer, closed by then), each still a stored record. Before (main at 68c54d3), 500 cases: 42 ``client_error``
+0 tracebacks; 1 and 4 requests never reached the server (``connect``, ServerDisconnectedError before the
+server read them; which earlier answer left that connection behind is not pinned down), each still a stored
+record. Before (main at 68c54d3), 500 cases: 42 ``client_error``
 records (answers aiohttp's HTTP parser refused), and on the hostile-text answers the store's writer stopped at
 the first lone surrogate (5 of 102 answered requests stored, the run "finished").
 """
