@@ -61,7 +61,7 @@ def _entry(path: Path, row: dict) -> tuple[list[dict], int | None] | None:
         raise ConfigError(
             f"workload file {path}: max_tokens {str(output)[:40]} is over {MAX_TOKENS}; ask for fewer"
         )
-    output = output if isinstance(output, int) and output > 0 else None
+    output = output if type(output) is int and output > 0 else None  # not a bool
     if isinstance(row.get("messages"), list):
         return [m for m in row["messages"] if isinstance(m, dict)], output
     if isinstance(row.get("prompt"), str):

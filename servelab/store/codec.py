@@ -76,6 +76,8 @@ def storable(value: Any) -> Any:
     """A value as SQLite and the journal can hold it (see the module's docstring)."""
     if type(value) is str:
         return storable_text(value)
+    if type(value) is bool:  # SQLite keeps it as 0/1 anyway; the journal then reads back as an integer
+        return int(value)
     if type(value) is int and not INT64_MIN <= value <= INT64_MAX:
         return None
     return value

@@ -201,3 +201,15 @@ def test_a_store_path_that_is_not_a_regular_file_is_one_clear_error(tmp_path: Pa
     for path in (fifo, Path("/dev/zero"), tmp_path):
         with pytest.raises(StoreError, match="is not a regular file, so not a result store"):
             Store.open(path)
+
+
+def test_a_record_with_a_bool_for_a_count_replays_from_its_journal(tmp_path: Path):
+    db = tmp_path / "runs.db"
+    with Store.open(db) as store:
+        run_id = store.create_run({"name": "bool"})
+    path = journal_path(db, run_id)
+    path.parent.mkdir()
+    path.write_bytes(encode_row(codec.record_to_row(run_id, _record(0, max_tokens=True))))
+    with Store.open(db) as store:
+        (record,) = store.load_run(run_id).requests
+    assert record.max_tokens == 1 and not rejected_path(db, run_id).exists()
