@@ -61,9 +61,8 @@ STALE_PREFIX = "stale keep-alive connection: "  # the request never reached the 
 STALE_RETRIES = 3
 _COMPRESSED = ("the answer is {}-encoded although the client asked for Accept-Encoding: identity; "
                "compressed answers are not inflated (they could grow past --max-body-bytes)")  # fmt: skip
-MAX_REDIRECTS = (
-    5  # --follow-redirects: hops to the same host and port before the request is a `redirect` error
-)
+# --follow-redirects: hops to the same host and port before the request is a `redirect` error
+MAX_REDIRECTS = 5
 # json's C scanner: stateless between calls, shared by every stream. JSONDecoder.__init__ sets scan_once;
 # typeshed does not declare it.
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
@@ -264,9 +263,7 @@ class StreamClient:
                 kind, message = "timeout", f"no byte for {self._stall_timeout_s:g} s ({type(exc).__name__})"
         except aiohttp.ClientPayloadError as exc:
             kind, message = "dropped", f"connection closed mid-stream ({type(exc).__name__})"
-        except (
-            aiohttp.ClientResponseError
-        ) as exc:  # aiohttp's HTTP parser refused the answer's head or framing
+        except aiohttp.ClientResponseError as exc:  # aiohttp's HTTP parser refused the head or framing
             kind, message = "malformed", f"not valid HTTP: {exc.message}"
         except (aiohttp.ClientConnectionError, OSError) as exc:
             self._deferred.run()  # what arrived before the failure decides "dropped" versus "connect"
@@ -430,9 +427,8 @@ class _Stream:
             return
         tally = self.tally
         tally.add(decoded, t_ns)
-        scanned = (
-            self._fast is None or len(chunk) > FAST_MAX_BYTES
-        )  # orjson refuses lone surrogates, json not
+        # orjson refuses lone surrogates; json's scanner (without orjson, or over FAST_MAX_BYTES) takes them
+        scanned = self._fast is None or len(chunk) > FAST_MAX_BYTES
         if scanned and b"\\u" in chunk:
             tally.check_text(decoded)
         if tally.server_error is not None:

@@ -12,8 +12,8 @@ client stats (loop lag, late wake-ups, CPU) when its share is over. A worker tha
 the requests it had in flight: what it finished is already here; the level is marked partial and not valid,
 with the reason, and the others go on. A worker that says nothing for SILENT_S (its "alive" comes every
 second: it was stopped, e.g. SIGSTOP, or its loop hangs) is killed and counts as lost the same way, named in
-the level's reason, so a level never waits for it forever. A stop (Ctrl-C, a failed store) is sent to every worker, which
-cancels what it has in flight (``cancelled`` records, kept like the rest).
+the level's reason, so a level never waits for it forever. A stop (Ctrl-C, a failed store) is sent to every
+worker, which cancels what it has in flight (``cancelled`` records, kept like the rest).
 """
 
 from __future__ import annotations
@@ -35,9 +35,8 @@ from servelab.bench.shares import Share
 from servelab.bench.worker_core import ClientSpec
 
 START_LEAD_NS = 100_000_000  # the common start: this long after the last worker said "warm"
-SILENT_S = (
-    10.0  # a worker silent this long (no "alive", no record) has stopped answering: killed, marked lost
-)
+# a worker silent this long (no "alive", no record) has stopped answering: killed, marked lost
+SILENT_S = 10.0
 STOP_GRACE_S = 15.0  # after a stop, how long a worker may take to cancel and report before it is killed
 
 
