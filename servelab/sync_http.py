@@ -3,8 +3,12 @@ checks while an engine starts, Hugging Face range reads.
 
 One error mapping for all of them: a status code is an answer (``Answer.status``), never an exception; a peer
 that cannot be reached (refused, timed out, reset, not speaking HTTP) is a TargetError naming the URL without
-credentials; a URL urllib cannot use is a ConfigError. Loopback hosts bypass any configured proxy. Redirects
-are followed only when asked, and ``private_headers`` (credentials) never travel with one.
+credentials; a URL urllib cannot use is a ConfigError. Loopback hosts bypass any configured proxy.
+
+Redirects (``redirects``): ``"refuse"`` (the default) makes a 3xx a TargetError that shows where it pointed
+(credentials and query left out), so no read goes anywhere the user did not name; ``"same-origin"`` follows one
+to the same scheme, host and port only; ``"any"`` follows it anywhere (the Hugging Face hub's CDN). Either way
+``private_headers`` (credentials) never travel with a redirect.
 
 Bounded: ``timeout_s`` covers the whole request (connect, status line, headers, body), not each read: every
 socket read of the answer waits only for what is left of the deadline (``_DeadlineReader``), so a server
@@ -25,12 +29,14 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from email.message import Message
+from typing import Literal
 
 from servelab.errors import ConfigError, TargetError
 from servelab.net import is_loopback_url, public_url
 
 DEFAULT_MAX_BYTES = 16 << 20  # an endpoint's body (/v1/models, /props ...): real ones are a few KiB
 READ_CHUNK = 1 << 16
+Redirects = Literal["refuse", "same-origin", "any"]
 
 
 @dataclass(frozen=True)
@@ -46,9 +52,54 @@ class Answer:
         return 200 <= self.status < 300
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
+def same_origin(url: str, other: str) -> bool:
+    """Same scheme, host and port (the port a scheme implies counts as given)."""
+    try:
+        a, b = urllib.parse.urlsplit(url), urllib.parse.urlsplit(other)
+        ports = (a.port or _default_port(a.scheme), b.port or _default_port(b.scheme))
+    except ValueError:
+        return False
+    return a.scheme == b.scheme and (a.hostname or "") == (b.hostname or "") and ports[0] == ports[1]
+
+
+def _default_port(scheme: str) -> int | None:
+    return {"http": 80, "https": 443}.get(scheme)
+
+
+def redirect_refused(url: str, status: int, location: str, *, followed_same_origin: bool = False) -> str:
+    """The one line for a redirect not followed: where it pointed, without credentials or query."""
+    try:
+        where = public_url(location) if location else "a missing or unusable Location"
+    except ValueError:  # e.g. an unclosed IPv6 bracket
+        where = "an unusable Location"
+    rule = (
+        "only redirects to the same host and port are followed"
+        if followed_same_origin
+        else "redirects are not followed"
+    )
+    return f"{public_url(url)} answered HTTP {status}, a redirect to {where}; {rule}"
+
+
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    def __init__(self, rule: Redirects, origin: str) -> None:
+        self.rule, self.origin = rule, origin
+
     def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None  # the 3xx comes back as the answer
+        if self.rule == "any" or (self.rule == "same-origin" and same_origin(self.origin, newurl)):
+            return super().redirect_request(req, fp, code, msg, headers, newurl)
+        fp.close()
+        raise TargetError(
+            redirect_refused(req.full_url, code, newurl, followed_same_origin=self.rule == "same-origin")
+        )
+
+    def http_error_302(self, req, fp, code, msg, headers):
+        try:
+            return super().http_error_302(req, fp, code, msg, headers)
+        except ValueError:  # urllib could not read the Location (an unclosed IPv6 bracket ...)
+            fp.close()
+            raise TargetError(redirect_refused(req.full_url, code, "")) from None
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
 
 def request(
@@ -60,7 +111,7 @@ def request(
     timeout_s: float = 5.0,
     limit: int | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
-    follow_redirects: bool = False,
+    redirects: Redirects = "refuse",
     hint: str = "",
 ) -> Answer:
     """GET (POST when ``body`` is given) ``url``; at most ``limit`` body bytes are read (the rest ignored),
@@ -81,7 +132,7 @@ def request(
         req.add_unredirected_header(name, value)
     deadline = time.monotonic() + timeout_s
     try:
-        with _opener(url, follow_redirects, deadline, timeout_s).open(req, timeout=timeout_s) as response:
+        with _opener(url, redirects, deadline, timeout_s).open(req, timeout=timeout_s) as response:
             if limit == 0:
                 return Answer(response.status, b"", response.headers)
             data = _read_body(response, url, limit if limit is not None else max_bytes, deadline, timeout_s)
@@ -92,6 +143,8 @@ def request(
             return Answer(response.status, data, response.headers)
     except urllib.error.HTTPError as exc:
         exc.close()
+        if 300 <= exc.code < 400:  # a redirect urllib could not take (no Location): still not an answer
+            raise TargetError(redirect_refused(url, exc.code, "")) from None
         return Answer(exc.code, b"", exc.headers)
     except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets, non-HTTP peers
         reason = getattr(exc, "reason", exc)
@@ -174,9 +227,9 @@ class _DeadlineHTTPS(_DeadlineMixin, urllib.request.HTTPSHandler):
 
 
 def _opener(
-    url: str, follow_redirects: bool, deadline: float, timeout_s: float
+    url: str, redirects: Redirects, deadline: float, timeout_s: float
 ) -> urllib.request.OpenerDirector:
-    handlers: list[urllib.request.BaseHandler] = [] if follow_redirects else [_NoRedirect()]
+    handlers: list[urllib.request.BaseHandler] = [_Redirects(redirects, url)]
     for handler in (_DeadlineHTTP(), _DeadlineHTTPS()):
         handler.deadline, handler.timeout_s = deadline, timeout_s
         handlers.append(handler)

@@ -14,9 +14,20 @@ the Authorization header only; error texts are cut short and never contain it. A
 not be written to a REUSED keep-alive connection (the server had closed it while idle) is sent again
 (up to 3 times) on another: it never reached the server, so it is a client artefact, not a server error.
 
+Redirects: a 3xx answer is the error kind ``redirect``, its message naming where it pointed (credentials and
+query left out); with ``follow_redirects`` one to the same scheme, host and port (sync_http.same_origin) is
+sent again there, the same POST, up to MAX_REDIRECTS times. The load never goes anywhere the user did not name.
+
+Uncompressed: every request asks for ``Accept-Encoding: identity`` and aiohttp never inflates a body; an answer
+that comes compressed anyway is ``malformed``. A gzip stream inflates a thousandfold (a 2 MiB answer to 2 GiB,
+in pieces no byte limit sees before they exist), inflating would stamp tokens by when zlib emitted them rather
+than when they arrived, and no LLM server compresses its SSE (a compressor holds events back): so every byte
+the client parses is a byte that came off the socket, and ``max_body_bytes`` bounds the answer's memory.
+
 Bounded: a whole request (connect, headers, body) gets ``deadline_s`` (kind ``deadline``) besides the stall
 timeout; an SSE line or event over ``max_line_bytes`` or a body over ``max_body_bytes`` ends it as
-``too_large``; a server value of the wrong type, range or size (events.MalformedEvent, JSON nested too
+``too_large``; an answer that is not valid HTTP (a head over aiohttp's limits, bad chunk sizes, a NUL in a
+header), and a server value of the wrong type, range or size (events.MalformedEvent, JSON nested too
 deep, a 5,000-digit integer) as ``malformed``. Anything else that goes wrong inside the client for one
 request becomes a ``client_error`` record: no exception from one response takes a request off the books.
 """
@@ -33,19 +44,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import yarl
 
 from servelab.bench.aiohttp_edge import ArrivalLog, EdgeReport, check_edge, drop_read_timeout, stall_error
 from servelab.bench.collector import QuietCollector
 from servelab.bench.events import MalformedEvent, StreamTally, count_tokens
 from servelab.bench.limits import DEFAULT_DEADLINE_S, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_LINE_BYTES
-from servelab.bench.records import RequestRecord
+from servelab.bench.records import RequestRecord, storable_text
 from servelab.bench.sendgate import SendGate
 from servelab.bench.sse import SseParser, SseTooLarge
 from servelab.bench.stamps import StallWatch
 from servelab.redact import redact_text
+from servelab.sync_http import redirect_refused, same_origin
 
 STALE_PREFIX = "stale keep-alive connection: "  # the request never reached the server; sent again
 STALE_RETRIES = 3
+_COMPRESSED = ("the answer is {}-encoded although the client asked for Accept-Encoding: identity; "
+               "compressed answers are not inflated (they could grow past --max-body-bytes)")  # fmt: skip
+# --follow-redirects: hops to the same host and port before the request is a `redirect` error
+MAX_REDIRECTS = 5
 # json's C scanner: stateless between calls, shared by every stream. JSONDecoder.__init__ sets scan_once;
 # typeshed does not declare it.
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
@@ -120,12 +137,18 @@ class StreamClient:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         authorization: str | None = None,
         secrets: tuple[str, ...] = (),
+        follow_redirects: bool = False,
     ) -> None:
         self._keep_alive = keep_alive
+        self._follow_redirects = follow_redirects
         self._deadline_s = deadline_s
         self._max_line_bytes, self._max_body_bytes = max_line_bytes, max_body_bytes
         self.base_url = base_url.rstrip("/")
-        self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        self._headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "Accept-Encoding": "identity",  # see the module's docstring: answers are never inflated
+        }
         authorization = authorization or (f"Bearer {api_key}" if api_key else None)
         if authorization:  # the probes' header (HttpProbe.authorization): Bearer key or Basic from the URL
             self._headers["Authorization"] = authorization
@@ -159,6 +182,7 @@ class StreamClient:
             headers=self._headers,
             trace_configs=[trace],
             cookie_jar=aiohttp.DummyCookieJar(),
+            auto_decompress=False,
         )
         self._collector.__enter__()
         return self
@@ -195,21 +219,39 @@ class StreamClient:
         stamp = {"sent_ns": time.perf_counter_ns()}  # replaced when the request headers are on the socket
         url = self.base_url + request.path
         deadline: asyncio.Timeout | None = None
+        kind: str | None
+        message: str | None
         try:
             await self._gate.turn()
             stamp["sent_ns"] = time.perf_counter_ns()  # after the gate; the headers-sent hook refines it
             headers = {"X-Request-Id": request.request_id}
             async with asyncio.timeout(self._deadline_s) as deadline:
-                post = session.post(
-                    url, data=request.encoded_body(), headers=headers, trace_request_ctx=stamp
-                )
-                async with post as response:
-                    stamp["answered"] = True
-                    if response.status >= 400:
-                        return await self._http_error(request, response, stamp["sent_ns"])
-                    stalls = self._stalls if self._own_stall_timer else None
-                    reading = _read_stream(response, stream, self._deferred, self._arrivals, stalls)
-                    kind, message = await reading
+                for _ in range(MAX_REDIRECTS + 1):
+                    post = session.post(
+                        url, data=request.encoded_body(), headers=headers, trace_request_ctx=stamp,
+                        allow_redirects=False,
+                    )  # fmt: skip
+                    async with post as response:
+                        stamp["answered"] = True
+                        if 300 <= response.status < 400:
+                            url, refused = self._redirect(url, response)
+                            if refused is not None:
+                                return self._redirect_error(
+                                    request, response.status, stamp["sent_ns"], refused
+                                )
+                            continue
+                        if response.status >= 400:
+                            return await self._http_error(request, response, stamp["sent_ns"])
+                        encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+                        if encoding not in ("identity", ""):
+                            kind, message = "malformed", _COMPRESSED.format(encoding[:40])
+                            break
+                        stalls = self._stalls if self._own_stall_timer else None
+                        reading = _read_stream(response, stream, self._deferred, self._arrivals, stalls)
+                        kind, message = await reading
+                        break
+                else:
+                    kind, message = "redirect", f"more than {MAX_REDIRECTS} redirects"
         except asyncio.CancelledError:
             kind, message = "cancelled", "interrupted before it finished"
             if deadline is not None and deadline.expired():  # the deadline's cancel, caught inside
@@ -221,10 +263,31 @@ class StreamClient:
                 kind, message = "timeout", f"no byte for {self._stall_timeout_s:g} s ({type(exc).__name__})"
         except aiohttp.ClientPayloadError as exc:
             kind, message = "dropped", f"connection closed mid-stream ({type(exc).__name__})"
+        except aiohttp.ClientResponseError as exc:  # aiohttp's HTTP parser refused the head or framing
+            kind, message = "malformed", f"not valid HTTP: {exc.message}"
         except (aiohttp.ClientConnectionError, OSError) as exc:
             self._deferred.run()  # what arrived before the failure decides "dropped" versus "connect"
             kind, message = _connection_failure(tally, exc, stamp)
         return self._record(request, tally, stamp["sent_ns"], kind, self._clean(message))
+
+    def _redirect(self, url: str, response: aiohttp.ClientResponse) -> tuple[str, str | None]:
+        """Where a 3xx leads when it may be followed, else (url, why not): the one line to record."""
+        location = response.headers.get("Location", "")
+        try:
+            target = str(response.url.join(yarl.URL(location))) if location else ""
+        except ValueError:
+            target = ""
+        if self._follow_redirects and target and same_origin(url, target):
+            return target, None
+        refused = redirect_refused(url, response.status, target, followed_same_origin=self._follow_redirects)
+        return url, refused
+
+    def _redirect_error(
+        self, request: ClientRequest, status: int, sent_ns: int, message: str
+    ) -> RequestRecord:
+        record = self._record(request, StreamTally(), sent_ns, "redirect", self._clean(message))
+        record.http_status = status
+        return record
 
     async def _http_error(self, request: ClientRequest, response: aiohttp.ClientResponse, sent_ns: int):
         status = response.status
@@ -249,6 +312,8 @@ class StreamClient:
             tally.settle()
         except MalformedEvent as exc:
             kind, message = kind or "malformed", message or self._clean(str(exc))
+        if kind is None and tally.bad_text is not None:
+            kind, message = "malformed", self._clean(tally.bad_text)
         record = RequestRecord(
             target_index=request.target_index, level=request.level, repeat=request.repeat,
             request_index=request.request_index, phase=request.phase,
@@ -274,7 +339,7 @@ class StreamClient:
     def _clean(self, message: str | None) -> str | None:
         if message is None:
             return None
-        return redact_text(message, self._secrets)[:300]
+        return storable_text(redact_text(message, self._secrets)[:300])
 
 
 async def _stamp_headers_sent(session: Any, context: Any, params: Any) -> None:
@@ -362,6 +427,10 @@ class _Stream:
             return
         tally = self.tally
         tally.add(decoded, t_ns)
+        # orjson refuses lone surrogates; json's scanner (without orjson, or over FAST_MAX_BYTES) takes them
+        scanned = self._fast is None or len(chunk) > FAST_MAX_BYTES
+        if scanned and b"\\u" in chunk:
+            tally.check_text(decoded)
         if tally.server_error is not None:
             self._settle(("http_5xx", f"error inside the stream: {tally.server_error}"))
 
@@ -389,6 +458,8 @@ class _Stream:
         if not isinstance(decoded, dict):
             return "malformed", f"not a JSON object: {data[:80]!r}"
         self.tally.add(decoded, t_ns)
+        if "\\u" in data:  # an escape: perhaps a lone surrogate in the answer's text
+            self.tally.check_text(decoded)
         if self.tally.server_error is not None:
             return "http_5xx", f"error inside the stream: {self.tally.server_error}"
         return None

@@ -55,6 +55,7 @@ class BenchConfig:
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # one SSE line or event
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES  # one answer's body
     max_endpoint_bytes: int = DEFAULT_MAX_ENDPOINT_BYTES  # one body of /v1/models, /props ...
+    follow_redirects: bool = False  # --follow-redirects: a load request's 3xx to the same host and port only
     ramp_s: float | None = None  # --ramp: seconds of linear rise at each level's start, outside its figures
     search: SearchSpec | None = None  # --find-max-rate: open-loop levels from --rate up, chosen one by one
     trace: Trace | None = None  # --trace: one open-loop level, arrivals and lengths from the file

@@ -15,7 +15,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from servelab.bench.records import MAX_TOKENS
+from servelab.bench.records import MAX_TOKENS, storable_text
 
 if TYPE_CHECKING:
     from servelab.bench.records import RequestRecord
@@ -42,6 +42,7 @@ class StreamTally:
     timings: dict | None = None
     done: bool = False  # [DONE] seen
     server_error: str | None = None  # an {"error": ...} event inside the stream
+    bad_text: str | None = None  # the answer's text or finish reason was not valid Unicode (kind malformed)
 
     def add(self, event: dict, t_ns: int) -> None:
         """Account one decoded JSON event received at t_ns."""
@@ -60,6 +61,9 @@ class StreamTally:
         if finish:
             if type(finish) is not str or len(finish) > FINISH_REASON_MAX:
                 raise MalformedEvent(f"finish_reason is not a short string: {str(finish)[:80]!r}")
+            if not finish.isascii() and (stored := storable_text(finish)) != finish:
+                self.bad_text = self.bad_text or f"finish_reason is not valid Unicode: {stored!r}"
+                finish = stored
             self.finish_reason = finish
         delta = choice.get("delta")
         content = delta.get("content") if type(delta) is dict else None
@@ -73,6 +77,22 @@ class StreamTally:
         self.chunk_ns.append(t_ns)
         self.chunk_tokens.append(self.pending_tokens if self.usage_seen_in_chunks else 1)
         self.pending_tokens = 0
+
+    def check_text(self, event: dict) -> None:
+        """Look for a lone surrogate (a ``\\udXXX`` escape without its pair) in the answer's text: called only
+        for an event whose JSON held a ``\\u`` escape, so the usual chunk costs nothing."""
+        choices = event.get("choices")
+        choice = choices[0] if type(choices) is list and choices else None
+        if type(choice) is not dict or self.bad_text is not None:
+            return
+        delta = choice.get("delta")
+        texts = [("text", choice.get("text"))]
+        if type(delta) is dict:
+            texts += [(name, delta.get(name)) for name in ("content", "reasoning_content", "reasoning")]
+        for name, text in texts:
+            if type(text) is str and storable_text(text) != text:
+                self.bad_text = f"{name} is not valid Unicode (a lone UTF-16 surrogate)"
+                return
 
     def _extras(self, event: dict, with_choices: bool) -> None:
         usage = event.get("usage")

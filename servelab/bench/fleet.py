@@ -10,14 +10,17 @@ The level: every worker runs its warm-up, says "warm"; the coordinator picks a c
 that start + R on every worker: one instant for the fleet); each says "done" with its
 client stats (loop lag, late wake-ups, CPU) when its share is over. A worker that dies mid-level loses only
 the requests it had in flight: what it finished is already here; the level is marked partial and not valid,
-with the reason, and the others go on. A stop (Ctrl-C, a failed store) is sent to every worker, which
-cancels what it has in flight (``cancelled`` records, kept like the rest).
+with the reason, and the others go on. A worker that says nothing for SILENT_S (its "alive" comes every
+second: it was stopped, e.g. SIGSTOP, or its loop hangs) is killed and counts as lost the same way, named in
+the level's reason, so a level never waits for it forever. A stop (Ctrl-C, a failed store) is sent to every
+worker, which cancels what it has in flight (``cancelled`` records, kept like the rest).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +35,8 @@ from servelab.bench.shares import Share
 from servelab.bench.worker_core import ClientSpec
 
 START_LEAD_NS = 100_000_000  # the common start: this long after the last worker said "warm"
+# a worker silent this long (no "alive", no record) has stopped answering: killed, marked lost
+SILENT_S = 10.0
 STOP_GRACE_S = 15.0  # after a stop, how long a worker may take to cancel and report before it is killed
 
 
@@ -64,6 +69,7 @@ class WorkerReport:
     died: str | None = None  # the worker was lost mid-level
     warm: asyncio.Event = field(default_factory=asyncio.Event)
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    heard: float = field(default_factory=time.monotonic)  # the last message from the worker
 
     @property
     def bound_ns(self) -> int:
@@ -135,6 +141,7 @@ async def run_level(
 
     def on_message(report: WorkerReport, message: tuple) -> None:
         nonlocal drained
+        report.heard = time.monotonic()
         kind = message[0]
         if kind == "records":
             merge.accept(report, message[1])
@@ -162,6 +169,7 @@ async def run_level(
             continue
         link.send(("level", spec, make, share))
     stopper = asyncio.ensure_future(_stop_on(stop_event, links, reports))
+    watchdog = asyncio.ensure_future(_watch_silence(links, reports, silent_s()))
     try:
         await _all(report.warm for report in reports)
         t0 = time.perf_counter_ns() + START_LEAD_NS
@@ -174,6 +182,7 @@ async def run_level(
         await _all(report.done for report in reports)
     finally:
         stopper.cancel()
+        watchdog.cancel()
     afters = await asyncio.gather(*(_clock_or_none(link) for link in links))
     for report, after in zip(reports, afters, strict=True):
         report.clock_after = after
@@ -190,6 +199,29 @@ async def _stop_on(stop_event: asyncio.Event, links: list[Link], reports: list[W
     for link, report in zip(links, reports, strict=True):
         if not report.done.is_set():
             link.kill()
+
+
+def silent_s() -> float:
+    """`SILENT_S`, or ``SERVELAB_WORKER_SILENT_S`` when set to a positive number (tests shorten it)."""
+    try:
+        value = float(os.environ.get("SERVELAB_WORKER_SILENT_S") or SILENT_S)
+    except ValueError:
+        return SILENT_S
+    return value if value > 0 else SILENT_S
+
+
+async def _watch_silence(links: list[Link], reports: list[WorkerReport], limit_s: float) -> None:
+    """A worker silent for ``limit_s`` while its share runs is killed and its report marked lost, at once."""
+    while True:
+        await asyncio.sleep(min(1.0, limit_s / 4))
+        now = time.monotonic()
+        for link, report in zip(links, reports, strict=True):
+            if report.done.is_set() or now - report.heard <= limit_s:
+                continue
+            report.died = f"stopped answering: no word for {now - report.heard:.0f} s, killed"
+            link.kill()
+            report.warm.set()
+            report.done.set()
 
 
 async def _all(events) -> None:

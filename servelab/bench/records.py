@@ -16,6 +16,7 @@ ERROR_KINDS = (
     "http_429",  # rate limited (Retry-After honoured by nobody: it is recorded)
     "http_4xx",
     "http_5xx",
+    "redirect",  # a 3xx: not followed (or, with --follow-redirects, to another host or port); where it pointed
     "timeout",  # no byte for longer than the stall timeout
     "dropped",  # connection closed mid-stream, before [DONE] / finish_reason
     "malformed",  # a chunk that is not valid SSE / JSON, or a value of the wrong type, range or size
@@ -27,6 +28,18 @@ ERROR_KINDS = (
 
 
 MAX_TOKENS = 2**31 - 1  # a server's token count above this is malformed
+
+
+def storable_text(text: str) -> str:
+    """``text`` as UTF-8 can hold it: a lone UTF-16 surrogate (legal as a JSON escape, ``\\ud800``, and what
+    invalid UTF-8 in a header decodes to) is written as its escape, so a store or a journal never refuses it."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 @dataclass

@@ -170,7 +170,7 @@ class _Runner:
             target.url, config.api_key, stall_timeout_s=stall_s, keep_alive=keep_alive, edge=self.edge,
             deadline_s=config.deadline_s, max_line_bytes=config.max_line_bytes,
             max_body_bytes=config.max_body_bytes, authorization=target.probe.authorization,
-            secrets=target.probe.secrets,
+            secrets=target.probe.secrets, follow_redirects=config.follow_redirects,
         ) as client:  # fmt: skip
             ladder = Ladder(self.config)
             for level in ladder:
@@ -321,7 +321,7 @@ def _client_spec(target: Target, config: BenchConfig) -> ClientSpec:
     return ClientSpec(
         target.url, config.api_key, target.probe.authorization, tuple(target.probe.secrets),
         config.stall_timeout_s, target.extras.KEEP_ALIVE, config.deadline_s, config.max_line_bytes,
-        config.max_body_bytes,
+        config.max_body_bytes, config.follow_redirects,
     )  # fmt: skip
 
 

@@ -45,12 +45,13 @@ class ClientSpec:
     deadline_s: float = 1800.0
     max_line_bytes: int = 8 << 20
     max_body_bytes: int = 256 << 20
+    follow_redirects: bool = False
 
     def client(self) -> StreamClient:
         return StreamClient(
             self.url, self.api_key, stall_timeout_s=self.stall_timeout_s, keep_alive=self.keep_alive,
             deadline_s=self.deadline_s, max_line_bytes=self.max_line_bytes, max_body_bytes=self.max_body_bytes,
-            authorization=self.authorization, secrets=self.secrets,
+            authorization=self.authorization, secrets=self.secrets, follow_redirects=self.follow_redirects,
         )  # fmt: skip
 
 

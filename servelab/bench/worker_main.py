@@ -3,6 +3,8 @@
 FD is its end of a socketpair with the coordinator; CPU, when given, the one CPU it is pinned to. It ignores
 SIGINT (Ctrl-C reaches the whole process group: the coordinator decides, and says "stop"), and ends when the
 coordinator says "quit" or its end of the socket closes (the coordinator died): no orphan keeps sending.
+Every HEARTBEAT_S it says "alive", so the coordinator can tell a worker that stopped answering (SIGSTOP, a hung
+loop) from one that is busy (fleet.SILENT_S).
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ import sys
 from servelab.bench import frames
 from servelab.bench.worker_core import WorkerCore
 
+HEARTBEAT_S = 1.0
+
 
 async def serve(sock: socket.socket, cpu: int | None) -> None:
     reader, writer = await asyncio.open_connection(sock=sock)
     core = WorkerCore(lambda message: writer.write(frames.encode(message)))
     writer.write(frames.encode(("hello", os.getpid(), cpu, os.nice(0))))
+    heartbeat = asyncio.ensure_future(_heartbeat(writer))
     try:
         while True:
             message = await frames.read(reader)
@@ -30,10 +35,18 @@ async def serve(sock: socket.socket, cpu: int | None) -> None:
             core.handle(message)
     except (asyncio.IncompleteReadError, ConnectionError):
         pass  # the coordinator is gone
+    heartbeat.cancel()
     core.stop()
     if core.level_task is not None:
         await asyncio.gather(core.level_task, return_exceptions=True)
     writer.close()
+
+
+async def _heartbeat(writer: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(ConnectionError, RuntimeError):
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            writer.write(frames.encode(("alive",)))
 
 
 def normal_priority() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from servelab.bench.records import MAX_TOKENS
 from servelab.errors import ConfigError
 
 
@@ -40,7 +41,9 @@ def _read_entries(path: Path) -> list[tuple[list[dict], int | None]]:
             raise ConfigError(f"workload file {path} is not valid JSON: {exc}") from exc
     else:
         rows = [_json_line(path, n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-    return [entry for entry in (_entry(row) for row in rows if isinstance(row, dict)) if entry is not None]
+    return [
+        entry for entry in (_entry(path, row) for row in rows if isinstance(row, dict)) if entry is not None
+    ]
 
 
 def _json_line(path: Path, number: int, line: str) -> object:
@@ -50,9 +53,15 @@ def _json_line(path: Path, number: int, line: str) -> object:
         raise ConfigError(f"{path} line {number} is not JSON: {exc.msg}") from exc
 
 
-def _entry(row: dict) -> tuple[list[dict], int | None] | None:
+def _entry(path: Path, row: dict) -> tuple[list[dict], int | None] | None:
     output = row.get("output_tokens") or row.get("max_tokens")
-    output = output if isinstance(output, int) and output > 0 else None
+    if (
+        isinstance(output, int) and not isinstance(output, bool) and output > MAX_TOKENS
+    ):  # no server, no store
+        raise ConfigError(
+            f"workload file {path}: max_tokens {str(output)[:40]} is over {MAX_TOKENS}; ask for fewer"
+        )
+    output = output if type(output) is int and output > 0 else None  # not a bool
     if isinstance(row.get("messages"), list):
         return [m for m in row["messages"] if isinstance(m, dict)], output
     if isinstance(row.get("prompt"), str):

@@ -130,6 +130,11 @@ def register(app: typer.Typer) -> None:
         max_endpoint_bytes: int = typer.Option(
             DEFAULT_MAX_ENDPOINT_BYTES, "--max-endpoint-bytes", help="Longest /v1/models, /props ... body."
         ),
+        follow_redirects: bool = typer.Option(
+            False,
+            "--follow-redirects",
+            help="Follow a redirect to the same host and port (else kind redirect).",
+        ),
     ) -> None:
         """Run the concurrency ladder (or an open-loop rate) and store every request as it completes."""
         options = {
@@ -141,6 +146,7 @@ def register(app: typer.Typer) -> None:
             "max_endpoint_bytes": max_endpoint_bytes, "ramp": ramp, "find_max_rate": find_max_rate,
             "max_rate": max_rate, "probes": probes, "attainment": attainment, "trace": trace,
             "trace_speed": trace_speed, "workers": workers, "ray": ray, "temperature": temperature,
+            "follow_redirects": follow_redirects,
         }  # fmt: skip
         if config_path is not None:
             options = _merge_yaml(options, load_experiment(config_path))
@@ -226,7 +232,7 @@ def slo_text(slo: Slo) -> str:
 
 
 LIMIT_KEYS = ("deadline_s", "stall_timeout_s", "max_line_bytes", "max_body_bytes", "max_endpoint_bytes", "workers",
-              "ray")  # fmt: skip
+              "ray", "follow_redirects")  # fmt: skip
 
 
 def _merge_yaml(cli: dict[str, Any], yaml_values: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Requests go through servelab.sync_http (stdlib urllib), so any layer can call it before async work. The API
 key goes in the Authorization header and nowhere else: error messages name the URL without credentials, never
-the key. Redirects are not followed (a redirect could carry the key to another host).
+the key. A redirect is not followed (it could carry the key, or the probes, to another host): it is a
+TargetError naming where it pointed, without credentials (sync_http).
 """
 
 from __future__ import annotations

@@ -224,7 +224,7 @@ class EngineServer:
 def http_ok(url: str) -> bool:
     """True when GET ``url`` answers 200 (engines answer 503 while loading)."""
     try:
-        answer = sync_http.request(url, timeout_s=HEALTH_REQUEST_TIMEOUT_S, limit=0, follow_redirects=True)
+        answer = sync_http.request(url, timeout_s=HEALTH_REQUEST_TIMEOUT_S, limit=0)  # a redirect: not up
     except ServelabError:  # not up yet, or not a URL at all
         return False
     return answer.status == 200

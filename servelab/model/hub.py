@@ -58,7 +58,7 @@ class HubClient:
                 private_headers=token,
                 timeout_s=_TIMEOUT_S,
                 limit=None if limit is None else start + limit,
-                follow_redirects=True,
+                redirects="any",  # the hub sends range reads on to its CDN
                 hint="check the network, or set HF_ENDPOINT",
             )
         except TargetError as exc:  # a wrong HF_ENDPOINT is a usage error (exit 2)

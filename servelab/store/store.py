@@ -12,6 +12,7 @@ died reads back as partial (status "interrupted"). sqlite3 errors become `StoreE
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import socket
@@ -34,6 +35,7 @@ from servelab.store.ids import new_run_id
 from servelab.store.migrations import migrate
 from servelab.store.models import RunInfo, StoredRun
 
+_log = logging.getLogger(__name__)  # the one warning of a damaged journal (stderr when nothing is set up)
 BUSY_TIMEOUT_S = 30.0  # how long an open or a write waits for another process's lock before failing
 WRITE_TRIES = 3  # a write whose lock wait ran out is tried again this many times in all
 
@@ -72,6 +74,10 @@ class Store:
                                  "or pass --db PATH")  # fmt: skip
             raise StoreError(
                 f"no result store at {path}; run `servelab bench --db {path}` first or pass --db"
+            )
+        if path.exists() and not path.is_file():  # a FIFO, a device, a folder: SQLite would wait or misread
+            raise StoreError(
+                f"{path} is not a regular file, so not a result store; pass --db with a file's path"
             )
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -173,16 +179,29 @@ class Store:
         """Store the requests that dead benches left only in their journals; remove those journals.
 
         The stored requests of a run are a prefix of its journal, so the lines past that count are the ones
-        missing. A journal whose bench still runs (its lock held) is left alone. Returns the requests added."""
+        missing: a line's number, not its place among the readable ones, says whether it is. A line that cannot be
+        read is set aside (`journal.Orphan.set_aside`) and named in one warning per journal (a row of another run
+        is one). A journal whose bench still runs (its lock held) is left alone. Returns the
+        requests added."""
         added = 0
-        for run_id, path, rows in journal.orphaned(self.path):
+        for orphan in journal.orphaned(self.path):
             with self._write("replay journal") as db:
-                if db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+                if db.execute("SELECT 1 FROM runs WHERE id = ?", (orphan.run_id,)).fetchone() is None:
                     continue  # not this store's run: leave the file for a person to look at
-                (stored,) = db.execute("SELECT COUNT(*) FROM requests WHERE run_id = ?", (run_id,)).fetchone()
-                db.executemany(codec.INSERT_SQL, rows[stored:])
-                added += max(0, len(rows) - stored)
-            path.unlink(missing_ok=True)
+                (stored,) = db.execute(
+                    "SELECT COUNT(*) FROM requests WHERE run_id = ?", (orphan.run_id,)
+                ).fetchone()
+                rows = [row for number, row in orphan.rows if number >= stored]
+                db.executemany(codec.INSERT_SQL, rows)
+                added += len(rows)
+            aside = orphan.set_aside(self.path)
+            if aside is not None:
+                count = len(orphan.rejected)
+                _log.warning(
+                    f"{count} line{'s' if count != 1 else ''} of the journal {orphan.path} could not be read "
+                    f"(damaged by a crash or a disk error); kept aside in {aside}, the rest stored"
+                )
+            orphan.path.unlink(missing_ok=True)
         journal.remove_folder_if_empty(self.path)
         return added
 

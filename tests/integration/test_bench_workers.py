@@ -29,7 +29,7 @@ from servelab.bench.summary import summarize_level
 from servelab.bench.workloads import WorkloadSpec
 from servelab.store import Store
 from tests.bench_sim import sim_process
-from tests.fleet_sim import bench, finished_before, sim_log, wait_stored, worker_pids
+from tests.fleet_sim import bench, env, finished_before, sim_log, wait_stored, worker_pids
 
 
 def _config(url: str, **kw) -> BenchConfig:
@@ -208,3 +208,35 @@ def test_bad_worker_options_are_one_line_and_exit_2_before_any_run(tmp_path: Pat
     if db.exists():
         with Store.open(db, must_exist=True) as store:
             assert store.list_runs() == []
+
+
+def test_a_stopped_worker_is_named_and_killed_within_its_silence_limit_and_the_run_ends(tmp_path: Path):
+    """SIGSTOP leaves a worker's socket open and silent: it used to hold the level (and the run) forever."""
+    db = tmp_path / "runs.db"
+    with sim_process("--itl-ms", "3", "--ttft-ms", "5") as url:
+        proc = bench(
+            url, db, "--workers", "2", "--concurrency", "4", "--requests", "240", "--output-tokens", "16",
+            environ=env(SERVELAB_WORKER_SILENT_S="3"),
+        )  # fmt: skip
+        wait_stored(db, proc, 20)
+        victim = worker_pids(proc.pid)[1]
+        stop_ns = time.perf_counter_ns()
+        os.kill(victim, signal.SIGSTOP)
+        try:
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if psutil.pid_exists(victim):
+                os.kill(victim, signal.SIGKILL)
+        must_have = finished_before(url, stop_ns - 50_000_000)
+    assert proc.returncode == 0, err
+    (level,) = json.loads(out)["targets"][0]["levels"]
+    assert level["partial"] is True and level["valid"] is False
+    assert f"pid {victim}) was lost mid-level (stopped answering: no word for" in level["invalid_reason"]
+    assert f"pid {victim}" in err  # named on the terminal too
+    (lost,) = [w for w in level["client"]["workers"] if w["died"]]
+    assert lost["pid"] == victim and not psutil.pid_exists(victim)
+    with Store.open(db, must_exist=True) as store:
+        (info,) = store.list_runs()
+        requests = store.load_run(info.id).requests
+    assert info.status == "finished"
+    assert must_have <= {r.request_id for r in requests}  # what it finished before it stopped is kept

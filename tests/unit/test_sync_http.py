@@ -58,17 +58,27 @@ def test_a_2xx_answer_carries_body_and_headers(server) -> None:
     assert request(url + "/body", limit=4).body == b"0123"
 
 
-@pytest.mark.parametrize(("path", "status"), [("/missing", 404), ("/busy", 503), ("/moved", 302)])
-def test_error_statuses_and_redirects_are_answers_not_exceptions(server, path: str, status: int) -> None:
+@pytest.mark.parametrize(("path", "status"), [("/missing", 404), ("/busy", 503)])
+def test_error_statuses_are_answers_not_exceptions(server, path: str, status: int) -> None:
     url, _ = server
     answer = request(url + path)
     assert (answer.status, answer.ok, answer.body) == (status, False, b"")
 
 
+def test_a_redirect_is_refused_by_default_and_names_where_it_pointed(server) -> None:
+    url, seen = server
+    with pytest.raises(TargetError) as caught:
+        request(url + "/moved")
+    assert str(caught.value) == (
+        f"{url}/moved answered HTTP 302, a redirect to {url}/body; redirects are not followed"
+    )
+    assert len(seen) == 1
+
+
 def test_a_followed_redirect_drops_private_headers(server) -> None:
     url, seen = server
     answer = request(url + "/moved", headers={"X-Plain": "p"}, private_headers={"Authorization": "Bearer k"},
-                     follow_redirects=True)  # fmt: skip
+                     redirects="same-origin")  # fmt: skip
     assert answer.body == b"0123456789"
     assert seen[0]["authorization"] == "Bearer k" and seen[0]["x-plain"] == "p"
     assert "authorization" not in seen[1] and seen[1]["x-plain"] == "p"
