@@ -1,0 +1,186 @@
+"""Each fitting configuration judged in virtual time: its highest load within the SLOs, the replicas the demand
+needs, and the goodput and cost there.
+
+A probe is one `predict` level (predict/ladder.py, the same emulator and statistics as `servelab predict`) at a
+load per replica: `users` closed-loop clients, or `rate` requests/s open loop. The demand (`--users N` /
+`--rate R`) caps the search: a replica that carries all of it needs no more; otherwise the demand is split over
+as many replicas as it needs (each `tp` GPUs), and a configuration that needs more than the GPUs hold misses.
+Without a demand the search runs up to DEFAULT_MAX_USERS per replica and every replica that fits is used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from servelab.advise.candidates import Planned
+from servelab.advise.goal import Bound, Prices, cost_per_million, misses
+from servelab.advise.search import Capacity, highest_passing
+from servelab.bench.config import BenchConfig
+from servelab.bench.level_counts import prompt_count
+from servelab.bench.schedule import StopRule
+from servelab.bench.stats import LevelStats
+from servelab.bench.workloads import build_prompts
+from servelab.hardware.gpus import GPU
+from servelab.model.spec import ModelSpec
+from servelab.plan.types import Plan
+from servelab.predict.ladder import predict_ladder
+from servelab.predict.machine import EmulatedEngine, emulated_engine
+from servelab.predict.roofline import Effective
+from servelab.predict.words import WordTokenizer
+
+DEFAULT_MAX_USERS = 64  # per replica, when no --users demand caps the search
+RATE_FLOOR_SHARE = 1 / 64  # open loop: the lowest rate probed, as a share of the demand
+MIN_PROBE_REQUESTS = (
+    64  # measured requests per probe: enough for the p99 to be more than the maximum of a few
+)
+REQUESTS_PER_USER = 4  # closed loop: each user sends this many measured requests, at least
+
+
+@dataclass(frozen=True)
+class Demand:
+    """The load to carry in all: `users` closed-loop clients, or `rate` requests/s open loop; neither: as much
+    as the GPUs carry within the SLOs (closed loop)."""
+
+    users: int | None = None
+    rate: float | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self.rate is None
+
+    def unit(self) -> str:
+        return "users" if self.closed else "req/s"
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One fitting configuration after the search. `capacity` per replica; `replicas` used (None: the demand needs
+    more than the GPUs hold, or nothing passed); `stats` the level at `load` per replica; `failing_misses` the
+    SLOs broken at the lowest failing load."""
+
+    point: Planned
+    capacity: Capacity
+    replicas: int | None
+    load: float | None
+    stats: LevelStats | None
+    failing_misses: tuple[str, ...]
+    output_tok_s: float = 0.0  # the deployment's, all replicas
+    gpus_used: int = 0
+    cost_per_mtok: float | None = None
+    effective_source: str = "plan"
+    lost: str = ""  # why it is not advised (empty: it meets the demand)
+
+    @property
+    def meets(self) -> bool:
+        return not self.lost
+
+    @property
+    def per_gpu_tok_s(self) -> float:
+        return self.output_tok_s / self.gpus_used if self.gpus_used else 0.0
+
+    def p99(self, metric: str) -> float | None:
+        return None if self.stats is None else getattr(self.stats, metric).p99
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What every judgement shares."""
+
+    model: ModelSpec
+    gpu: GPU
+    gpus: int
+    bounds: tuple[Bound, ...]
+    demand: Demand
+    prices: Prices
+    config: BenchConfig  # the workload and its options; levels, rate and stop are set per probe
+    effective: Callable[[Plan], Effective | None] | None = None  # a calibration profile's figures, if any
+
+
+def probe_config(config: BenchConfig, load: float, closed: bool) -> BenchConfig:
+    """`config` as one level at `load` per replica (a trace: as given)."""
+    if config.trace is not None:
+        return config
+    if closed:
+        users = int(load)
+        return replace(config, concurrency=(users,), rate=None, search=None,
+                       stop=StopRule(requests=max(MIN_PROBE_REQUESTS, REQUESTS_PER_USER * users)))  # fmt: skip
+    return replace(config, rate=load, search=None, stop=StopRule(requests=MIN_PROBE_REQUESTS))
+
+
+def run_level(engine: EmulatedEngine, config: BenchConfig, model: str) -> LevelStats:
+    """One predicted level's statistics (the first level of `config`)."""
+    tokenizer = WordTokenizer()
+    prompts = build_prompts(config.workload, prompt_count(config), tokenizer, engine.context)
+    result, _ = predict_ladder(engine, config, prompts, tokenizer, label="advise", model=model)
+    return result.targets[0].levels[0].stats
+
+
+def judge(point: Planned, setting: Setting) -> Judged:
+    """`point`'s capacity per replica, the replicas the demand needs, and its figures at the load it carries."""
+    plan = point.plan
+    engine = emulated_engine(plan, setting.model, setting.gpu, effective=_effective(setting, plan))
+    trace, tp = setting.config.trace, plan.tensor_parallel
+    demand = setting.demand if trace is None else Demand(rate=trace.mean_rate_rps)
+    levels: dict[float, LevelStats] = {}
+
+    def at(load: float) -> LevelStats:
+        if load not in levels:
+            levels[load] = run_level(
+                engine, probe_config(setting.config, load, demand.closed), setting.model.name
+            )
+        return levels[load]
+
+    def passes(load: float) -> bool:
+        return not misses(setting.bounds, at(load))
+
+    if trace is not None:
+        rate = trace.mean_rate_rps
+        capacity = Capacity(rate, None, 1) if passes(rate) else Capacity(None, rate, 1)
+    elif demand.closed:
+        capacity = highest_passing(1, demand.users or DEFAULT_MAX_USERS, passes, whole=True)
+    else:
+        cap = float(demand.rate or 1.0)
+        capacity = highest_passing(cap * RATE_FLOOR_SHARE, cap, passes, whole=False)
+    broken = misses(setting.bounds, at(capacity.failing)) if capacity.failing is not None else ()
+    base = Judged(
+        point, capacity, None, None, None, broken, effective_source=engine.roofline.effective.source
+    )
+    if capacity.load is None:
+        return replace(
+            base, lost=f"misses the SLO from {_load(capacity.failing, demand)}: {'; '.join(broken)}"
+        )
+    most = setting.gpus // tp
+    total = float(demand.users) if demand.users is not None else demand.rate
+    replicas = most if total is None else math.ceil(total / capacity.load - 1e-9)
+    if trace is not None:
+        replicas, total = 1, capacity.load  # the trace as given, on one replica
+    if replicas > most:
+        return replace(base, lost=(
+            f"carries {_load(capacity.load, demand)} per replica within the SLO ({'; '.join(broken)} beyond);"
+            f" {_load(total, demand)} need {replicas} replicas of {tp} GPU(s), {setting.gpus} GPU(s) hold {most}"
+        ))  # fmt: skip
+    load = capacity.load if total is None else _share(total, replicas, demand)
+    stats = at(load)
+    served = replicas if total is None else total / load  # replicas' worth of load actually carried
+    output = stats.output_tok_s * served
+    gpus = replicas * tp
+    cost = cost_per_million(setting.prices.per_hour(gpus, setting.gpu.tdp_w), output)
+    return replace(base, replicas=replicas, load=load, stats=stats, output_tok_s=output, gpus_used=gpus,
+                   cost_per_mtok=cost)  # fmt: skip
+
+
+def _effective(setting: Setting, plan: Plan) -> Effective | None:
+    return None if setting.effective is None else setting.effective(plan)
+
+
+def _share(total: float, replicas: int, demand: Demand) -> float:
+    """One replica's share of the demand (whole users, rounded up)."""
+    return float(math.ceil(total / replicas - 1e-9)) if demand.closed else total / replicas
+
+
+def _load(load: float | None, demand: Demand) -> str:
+    if load is None:
+        return "no load"
+    return f"{load:g} {demand.unit()}" if not demand.closed else f"{int(load)} users"
