@@ -10,7 +10,7 @@ from typing import Any
 
 from servelab.advise.candidates import Pruned, advisable, grid
 from servelab.advise.goal import Bound
-from servelab.advise.judge import Demand, Judged, Setting, judge
+from servelab.advise.judge import Demand, Judged, PromptPool, Setting, judge
 from servelab.advise.rank import Verdict, pareto, ranked
 
 
@@ -77,11 +77,11 @@ def advise(
         setting.model, setting.gpu, gpus=setting.gpus, context=context, interconnect=interconnect,
         engines=advisable(engines), variants=variants,
     )  # fmt: skip
-    judged = []
+    judged, pool = [], PromptPool()
     for done, point in enumerate(fitting):
         if progress is not None:
             progress(done, len(fitting), point.name)
-        judged.append(judge(point, setting))
+        judged.append(judge(point, setting, pool))
     order = ranked(judged)
     return Advice(setting, interconnect, context, len(fitting) + len(pruned), tuple(pruned), tuple(judged),
                   tuple(order), pareto(order), time.perf_counter() - started)  # fmt: skip

@@ -3,9 +3,10 @@ needs, and the goodput and cost there.
 
 A probe is one `predict` level (predict/ladder.py, the same emulator and statistics as `servelab predict`) at a
 load per replica: `users` closed-loop clients, or `rate` requests/s open loop. The demand (`--users N` /
-`--rate R`) caps the search: a replica that carries all of it needs no more; otherwise the demand is split over
-as many replicas as it needs (each `tp` GPUs), and a configuration that needs more than the GPUs hold misses.
-Without a demand the search runs up to DEFAULT_MAX_USERS per replica and every replica that fits is used.
+`--rate R`) bounds the search: at most all of it on one replica, at least its share over every replica the GPUs
+hold (each `tp` GPUs; failing that share, the configuration misses). The replicas used are the fewest that carry
+the demand at the capacity found. Without a demand the search runs from 1 to DEFAULT_MAX_USERS users per replica
+and every replica that fits is used.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from servelab.bench.config import BenchConfig
 from servelab.bench.level_counts import prompt_count
 from servelab.bench.schedule import StopRule
 from servelab.bench.stats import LevelStats
-from servelab.bench.workloads import build_prompts
+from servelab.bench.workloads import Prompt, build_prompts
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
 from servelab.plan.types import Plan
@@ -31,7 +32,6 @@ from servelab.predict.roofline import Effective
 from servelab.predict.words import WordTokenizer
 
 DEFAULT_MAX_USERS = 64  # per replica, when no --users demand caps the search
-RATE_FLOOR_SHARE = 1 / 64  # open loop: the lowest rate probed, as a share of the demand
 MIN_PROBE_REQUESTS = (
     64  # measured requests per probe: enough for the p99 to be more than the maximum of a few
 )
@@ -109,58 +109,70 @@ def probe_config(config: BenchConfig, load: float, closed: bool) -> BenchConfig:
     return replace(config, rate=load, search=None, stop=StopRule(requests=MIN_PROBE_REQUESTS))
 
 
-def run_level(engine: EmulatedEngine, config: BenchConfig, model: str) -> LevelStats:
+class PromptPool:
+    """The workload's prompts built once per (served context, count) and one tokenizer for every probe: building and
+    first tokenizing them was a third of a probe's time."""
+
+    def __init__(self) -> None:
+        self.tokenizer = WordTokenizer()
+        self._built: dict[tuple[int, int], list[Prompt]] = {}
+
+    def prompts(self, config: BenchConfig, context: int) -> list[Prompt]:
+        key = (context, prompt_count(config))
+        if key not in self._built:
+            self._built[key] = build_prompts(config.workload, key[1], self.tokenizer, context)
+        return self._built[key]
+
+
+def run_level(engine: EmulatedEngine, config: BenchConfig, model: str, pool: PromptPool) -> LevelStats:
     """One predicted level's statistics (the first level of `config`)."""
-    tokenizer = WordTokenizer()
-    prompts = build_prompts(config.workload, prompt_count(config), tokenizer, engine.context)
-    result, _ = predict_ladder(engine, config, prompts, tokenizer, label="advise", model=model)
+    prompts = pool.prompts(config, engine.context)
+    result, _ = predict_ladder(engine, config, prompts, pool.tokenizer, label="advise", model=model)
     return result.targets[0].levels[0].stats
 
 
-def judge(point: Planned, setting: Setting) -> Judged:
+def judge(point: Planned, setting: Setting, pool: PromptPool | None = None) -> Judged:
     """`point`'s capacity per replica, the replicas the demand needs, and its figures at the load it carries."""
     plan = point.plan
     engine = emulated_engine(plan, setting.model, setting.gpu, effective=_effective(setting, plan))
     trace, tp = setting.config.trace, plan.tensor_parallel
     demand = setting.demand if trace is None else Demand(rate=trace.mean_rate_rps)
     levels: dict[float, LevelStats] = {}
+    shared = pool or PromptPool()
 
     def at(load: float) -> LevelStats:
         if load not in levels:
-            levels[load] = run_level(
-                engine, probe_config(setting.config, load, demand.closed), setting.model.name
-            )
+            config = probe_config(setting.config, load, demand.closed)
+            levels[load] = run_level(engine, config, setting.model.name, shared)
         return levels[load]
 
     def passes(load: float) -> bool:
         return not misses(setting.bounds, at(load))
 
+    most = setting.gpus // tp
     if trace is not None:
         rate = trace.mean_rate_rps
         capacity = Capacity(rate, None, 1) if passes(rate) else Capacity(None, rate, 1)
     elif demand.closed:
-        capacity = highest_passing(1, demand.users or DEFAULT_MAX_USERS, passes, whole=True)
+        users = demand.users
+        floor = 1 if users is None else math.ceil(users / most)
+        capacity = highest_passing(floor, users or DEFAULT_MAX_USERS, passes, whole=True)
     else:
         cap = float(demand.rate or 1.0)
-        capacity = highest_passing(cap * RATE_FLOOR_SHARE, cap, passes, whole=False)
+        capacity = highest_passing(cap / most, cap, passes, whole=False)
     broken = misses(setting.bounds, at(capacity.failing)) if capacity.failing is not None else ()
     base = Judged(
         point, capacity, None, None, None, broken, effective_source=engine.roofline.effective.source
     )
     if capacity.load is None:
+        spread = f" per replica (the demand over all {most} replicas)" if trace is None and most > 1 else ""
         return replace(
-            base, lost=f"misses the SLO from {_load(capacity.failing, demand)}: {'; '.join(broken)}"
+            base, lost=f"misses the SLO from {_load(capacity.failing, demand)}{spread}: {'; '.join(broken)}"
         )
-    most = setting.gpus // tp
     total = float(demand.users) if demand.users is not None else demand.rate
-    replicas = most if total is None else math.ceil(total / capacity.load - 1e-9)
+    replicas = most if total is None else min(most, math.ceil(total / capacity.load - 1e-9))
     if trace is not None:
         replicas, total = 1, capacity.load  # the trace as given, on one replica
-    if replicas > most:
-        return replace(base, lost=(
-            f"carries {_load(capacity.load, demand)} per replica within the SLO ({'; '.join(broken)} beyond);"
-            f" {_load(total, demand)} need {replicas} replicas of {tp} GPU(s), {setting.gpus} GPU(s) hold {most}"
-        ))  # fmt: skip
     load = capacity.load if total is None else _share(total, replicas, demand)
     stats = at(load)
     served = replicas if total is None else total / load  # replicas' worth of load actually carried

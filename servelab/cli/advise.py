@@ -14,6 +14,7 @@ from servelab.errors import ConfigError
 MAX_USERS = 65_536
 CONTEXT_STEP = 1024  # the planned context: the workload's longest request rounded up to this
 SHOWN_OTHERS = 12  # other candidates printed without --all
+PROGRESS_LINES = 10
 
 
 def register(app: typer.Typer) -> None:
@@ -89,7 +90,8 @@ def register(app: typer.Typer) -> None:
         planned = context or _longest(config)
 
         def progress(done: int, total: int, name: str) -> None:
-            err.print(f"[{done + 1}/{total}] {name}", markup=False, highlight=False)
+            if done % max(1, total // PROGRESS_LINES) == 0:  # about PROGRESS_LINES lines in all
+                err.print(f"predicting {done + 1}/{total}: {name}", markup=False, highlight=False)
 
         advice = advise(setting, context=planned, interconnect=interconnect, engines=tuple(engine) or None,
                         variants=_variants(variant), progress=progress)  # fmt: skip
@@ -183,10 +185,11 @@ def lines(advice, show_all: bool = False) -> list[str]:
     for rank, j in enumerate(v.front, 1):
         out.append(f"{rank}. {j.point.name}: {_figures(j)}")
         out.append(f"   $ {j.point.plan.command_line}")
-    others = [f"  {loser.point.name}: {'ties with' if _tie(loser, w) else 'dominated by'} {w.point.name}"
-              for loser, w in v.dominated]  # fmt: skip
+    ties = [f"  {loser.point.name}: ties with {w.point.name}" for loser, w in v.dominated if _tie(loser, w)]
+    others = [f"  {loser.point.name}: dominated by {w.point.name}" for loser, w in v.dominated if not _tie(loser, w)]
     others += [f"  {j.point.name}: {j.lost}" for j in missed]
     others += [f"  {p.name}: does not fit: {p.reason}" for p in advice.pruned]
+    others += ties  # the same figures as a front member (a batch limit the load never reaches): last
     if others:
         out.append("why the others lost:")
         shown = others if show_all else others[:SHOWN_OTHERS]
@@ -205,5 +208,10 @@ def _tie(a, b) -> bool:
 def _figures(j) -> str:
     ttft, tpot = j.p99("ttft_ms"), j.p99("tpot_ms")
     cost = f", ${j.cost_per_mtok:.3f}/M output tokens" if j.cost_per_mtok is not None else ""
-    return (f"{j.per_gpu_tok_s:.1f} tok/s per GPU ({j.replicas} replica(s) x {j.load:g} load, {j.gpus_used} GPU(s));"
+    load = f"{int(j.load)} users" if j.stats.level.rate_rps is None else f"{j.load:.3g} req/s"
+    return (f"{j.per_gpu_tok_s:.1f} tok/s per GPU ({_count(j.replicas, 'replica')} x {load}, {_count(j.gpus_used, 'GPU')});"
             f" p99 TTFT {ttft:.0f} ms, TPOT {tpot:.1f} ms{cost}")  # fmt: skip
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")

@@ -1,0 +1,101 @@
+"""`servelab advise` through the CLI on catalog models: stdout, stderr and the exit code apart; bad input; the field
+report's first lesson (one card with a 4-bit format above tensor parallelism over a host-staged link)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from servelab.cli.app import main
+
+QWEN3_8B = ["advise", "Qwen/Qwen3-8B", "--gpu", "h100-sxm", "--engine", "sglang", "--users", "4",
+            "--slo", "ttft_p99_ms=1000,tpot_p99_ms=50", "--price", "2"]  # fmt: skip
+
+
+def test_advise_prints_the_front_with_launch_commands_and_why_others_lost(capsys) -> None:
+    assert main(QWEN3_8B) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[0] == (
+        "advise Qwen/Qwen3-8B on 1 x h100-sxm, context 1024: 4 users, SLO ttft_p99_ms<=1000, tpot_p99_ms<=50;"
+        " $2/GPU-hour"
+    )
+    assert lines[1].startswith("27 candidates: 0 do not fit, 0 miss the SLO, 27 meet it; front of ")
+    assert lines[2].startswith("1. sglang awq-w4g128 kv=fp8_e4m3 tp=1 np=1: ")
+    assert "tok/s per GPU (1 replica x 4 users, 1 GPU); p99 TTFT " in lines[2]
+    assert lines[3] == (
+        "   $ python -m sglang.launch_server --model-path Qwen/Qwen3-8B --host 127.0.0.1 --port 30000"
+        " --quantization awq --context-length 1024 --kv-cache-dtype fp8_e4m3"
+    )
+    assert "why the others lost:" in lines
+    assert (
+        "  sglang awq-w4g128 kv=auto tp=1 np=1: dominated by sglang awq-w4g128 kv=fp8_e4m3 tp=1 np=1" in lines
+    )
+    assert lines[-1] == "  … 13 more (--all, or --json)"
+    progress = err.splitlines()
+    assert progress and all(line.startswith("predicting ") for line in progress)
+    assert progress[0] == "predicting 1/27: sglang awq-w4g128 kv=auto tp=1 np=1"
+
+
+def test_advise_json_carries_front_ranking_and_costs(capsys) -> None:
+    assert main([*QWEN3_8B, "--json"]) == 0
+    out, _ = capsys.readouterr()
+    data = json.loads(out)
+    assert (data["model"], data["gpu"], data["gpus"], data["candidates"]) == (
+        "Qwen/Qwen3-8B",
+        "h100-sxm",
+        1,
+        27,
+    )
+    assert data["slo"] == {"ttft_p99_ms": 1000.0, "tpot_p99_ms": 50.0}
+    assert data["demand"] == {"users": 4, "rate": None}
+    best = data["front"][0]
+    assert best["candidate"] == "sglang awq-w4g128 kv=fp8_e4m3 tp=1 np=1"
+    assert best["command"].startswith("python -m sglang.launch_server --model-path Qwen/Qwen3-8B")
+    assert best["usd_per_million_output_tokens"] == pytest.approx(
+        2 / (best["output_tok_s"] * 3600) * 1e6, rel=1e-5
+    )  # tok/s rounded to 0.01
+    assert len(data["ranked"]) == 27 and data["ranked"][0]["on_front"] is True
+    assert data["missed"] == [] and data["pruned"] == []
+    assert {r["dominated_by"] for r in data["ranked"] if not r["on_front"]} <= {
+        f["candidate"] for f in data["front"]
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--slo", "ttft_ms=500"], "servelab: error: unknown SLO 'ttft_ms=500' in --slo; use ttft_pN_ms"),
+        (["--slo", "ttft_p99_ms=500", "--price", "-1"], "servelab: error: --price must be a number"),
+        (["--slo", "ttft_p99_ms=500", "--users", "4", "--rate", "2"], "servelab: error: give --users"),
+        (
+            ["--slo", "ttft_p99_ms=500", "--power-price", "-0.1"],
+            "servelab: error: --power-price must be a number",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, args: list[str], says: str) -> None:
+    assert main(["advise", "Qwen/Qwen3-8B", "--gpu", "h100-sxm", *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(says)
+    assert err.count("\n") == 1
+
+
+def test_field_report_one_card_with_4_bit_ranks_above_tensor_parallel_over_a_host_staged_link(capsys) -> None:
+    """The field report (docs/reference/field-report.md): Qwen3.5-27B on two 48 GB RTX 4090s in a KVM guest without
+    P2P; for one user, one card with AWQ and an FP8 KV cache beat TP=2 (the all-reduces staged through the host)."""
+    args = ["advise", "Qwen/Qwen3.5-27B", "--gpu", "rtx4090-48g", "--gpus", "2", "--interconnect", "pcie-host-staged",
+            "--users", "1", "--slo", "tpot_p99_ms=200", "--engine", "sglang", "--json"]  # fmt: skip
+    assert main(args) == 0
+    ranked = json.loads(capsys.readouterr().out)["ranked"]
+    best = ranked[0]
+    assert (best["engine"], best["quant"], best["tensor_parallel"]) == ("sglang", "awq-w4g128", 1)
+    assert best["kv_dtype"].startswith("fp8")
+    tp2 = [i for i, r in enumerate(ranked) if r["tensor_parallel"] == 2]
+    same_format = [i for i in tp2 if ranked[i]["quant"] == "awq-w4g128"]
+    assert same_format and min(same_format) > max(
+        i for i, r in enumerate(ranked) if r["tensor_parallel"] == 1 and r["quant"] == "awq-w4g128"
+    )
+    assert ranked[min(same_format)]["output_tok_s_per_gpu"] < best["output_tok_s_per_gpu"] / 2
