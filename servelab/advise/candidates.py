@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import product
 
 from servelab.engines import registry
 from servelab.engines.base import Engine
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
+from servelab.plan.fit import Speculative
 from servelab.plan.make import compare_plans
 from servelab.plan.types import Plan
 
@@ -43,13 +45,16 @@ class Planned:
     plan: Plan
     parallel: int
     variant: Variant = field(default_factory=lambda: Variant(""))
+    speculative: Speculative | None = None  # speculative decoding as planned (its draft's memory, the flags)
 
     @property
     def name(self) -> str:
         words = f" [{' '.join(self.variant.words)}]" if self.variant.words else ""
+        if self.speculative is not None:
+            words += f" spec={self.speculative.method}/{self.speculative.num_tokens}"
         searched = f" ({', '.join(self.plan.searched)})" if self.plan.searched else ""
         return (f"{self.plan.engine} {self.plan.quant} kv={self.plan.kv_dtype} tp={self.plan.tensor_parallel}"
-                f" np={self.parallel}{words}{searched}")  # fmt: skip
+                f" slots={self.plan.slots}{words}{searched}")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -94,39 +99,43 @@ def grid(
     engines: tuple[Engine, ...],
     variants: Mapping[str, tuple[Variant, ...]] | None = None,
     batch_limits: tuple[int, ...] = BATCH_LIMITS,
+    speculative: Speculative | None = None,
 ) -> tuple[list[Planned], list[Pruned]]:
-    """Every grid point planned: those that fit, and those pruned with the planner's reason."""
+    """Every grid point planned: those that fit, and those pruned with the planner's reason; with `speculative`,
+    each point also with it (the user gave an acceptance to predict it with)."""
     fitting: list[Planned] = []
     pruned: list[Pruned] = []
     seen: set[tuple[object, ...]] = set()
+    speculations = (None,) if speculative is None else (None, speculative)
     for engine in engines:
         rules = engine.planner
         if rules is None:  # advisable() keeps planned engines only
             continue
         for variant in (Variant(engine.name), *(variants or {}).get(engine.name, ())):
             for tp in tensor_parallel_sizes(gpus):
-                for parallel in batch_limits:
-                    for kv in rules.kv_dtypes or (None,):
-                        where = f"{engine.name} kv={kv} tp={tp} np={parallel}"
-                        try:
-                            plans = compare_plans(
+                for parallel, kv, spec in product(batch_limits, rules.kv_dtypes or (None,), speculations):
+                    where = f"{engine.name} kv={kv} tp={tp} parallel={parallel}" + (
+                        f" spec={spec.method}" if spec else ""
+                    )
+                    try:
+                        plans = compare_plans(
                                 model, gpu, engines=(engine.name,), gpus=tp, interconnect=interconnect if tp > 1 else None,
                                 engine_settings={engine.name: variant.settings} if variant.settings is not None else None,
-                                context=context, parallel=parallel, kv_dtype=kv,
+                                context=context, parallel=parallel, kv_dtype=kv, speculative=spec,
                             ).plans  # fmt: skip
-                        except ConfigError as exc:
-                            pruned.append(Pruned(where, str(exc)))
+                    except ConfigError as exc:
+                        pruned.append(Pruned(where, str(exc)))
+                        continue
+                    for plan in plans:
+                        point = Planned(plan, parallel, variant, spec)
+                        key = (point.name, plan.slots, plan.command_line)
+                        if key in seen:
                             continue
-                        for plan in plans:
-                            point = Planned(plan, parallel, variant)
-                            key = (point.name, plan.slots, plan.command_line)
-                            if key in seen:
-                                continue
-                            seen.add(key)
-                            if plan.fits:
-                                fitting.append(point)
-                            else:
-                                pruned.append(Pruned(point.name, _reason(plan)))
+                        seen.add(key)
+                        if plan.fits:
+                            fitting.append(point)
+                        else:
+                            pruned.append(Pruned(point.name, _reason(plan)))
     return fitting, pruned
 
 

@@ -75,7 +75,7 @@ def advise(
     started = time.perf_counter()
     fitting, pruned = grid(
         setting.model, setting.gpu, gpus=setting.gpus, context=context, interconnect=interconnect,
-        engines=advisable(engines), variants=variants,
+        engines=advisable(engines), variants=variants, speculative=setting.speculative,
     )  # fmt: skip
     judged, pool = [], PromptPool()
     for done, point in enumerate(fitting):

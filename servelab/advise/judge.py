@@ -25,7 +25,9 @@ from servelab.bench.stats import LevelStats
 from servelab.bench.workloads import Prompt, build_prompts
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
+from servelab.plan.fit import Speculative
 from servelab.plan.types import Plan
+from servelab.predict.core import Speculation
 from servelab.predict.ladder import predict_ladder
 from servelab.predict.machine import EmulatedEngine, emulated_engine
 from servelab.predict.roofline import Effective
@@ -96,6 +98,10 @@ class Setting:
     prices: Prices
     config: BenchConfig  # the workload and its options; levels, rate and stop are set per probe
     effective: Callable[[Plan], Effective | None] | None = None  # a calibration profile's figures, if any
+    speculative: Speculative | None = (
+        None  # speculative decoding to plan as well (the user gave an acceptance)
+    )
+    speculation: Speculation | None = None  # ... and how the emulator prices it (predict/core.py)
 
 
 def probe_config(config: BenchConfig, load: float, closed: bool) -> BenchConfig:
@@ -134,7 +140,10 @@ def run_level(engine: EmulatedEngine, config: BenchConfig, model: str, pool: Pro
 def judge(point: Planned, setting: Setting, pool: PromptPool | None = None) -> Judged:
     """`point`'s capacity per replica, the replicas the demand needs, and its figures at the load it carries."""
     plan = point.plan
-    engine = emulated_engine(plan, setting.model, setting.gpu, effective=_effective(setting, plan))
+    speculation = setting.speculation if point.speculative is not None else None
+    engine = emulated_engine(
+        plan, setting.model, setting.gpu, effective=_effective(setting, plan), speculation=speculation
+    )
     trace, tp = setting.config.trace, plan.tensor_parallel
     demand = setting.demand if trace is None else Demand(rate=trace.mean_rate_rps)
     levels: dict[float, LevelStats] = {}

@@ -30,10 +30,18 @@ def dominates(a: Judged, b: Judged) -> bool:
 
 
 def ranked(judged: Sequence[Judged]) -> list[Judged]:
-    """Those that meet the demand, best first: goodput per GPU, then cost, then p99 TPOT and TTFT."""
+    """Those that meet the demand, best first: goodput per GPU, then cost, then p99 TTFT and TPOT; at the same figures
+    the larger batch limit (headroom above this load), then the name."""
     meeting = [j for j in judged if j.meets]
     return sorted(
-        meeting, key=lambda j: (-j.per_gpu_tok_s, j.cost_per_mtok or 0.0, *objectives(j)[1:3], j.point.name)
+        meeting,
+        key=lambda j: (
+            -j.per_gpu_tok_s,
+            j.cost_per_mtok or 0.0,
+            *objectives(j)[1:3],
+            -j.point.plan.slots,
+            j.point.name,
+        ),
     )
 
 

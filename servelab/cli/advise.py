@@ -62,6 +62,20 @@ def register(app: typer.Typer) -> None:
             False, "--no-calibration", help="Ignore calibration profiles; use the plans' figures."
         ),
         seed: int = typer.Option(0, "--seed", help="Seed for prompts and arrivals."),
+        spec_alpha: float | None = typer.Option(
+            None,
+            "--spec-acceptance",
+            help="Speculative decoding as well, at this per-token acceptance (0-1).",
+        ),
+        spec_method: str = typer.Option(
+            "mtp", "--spec-method", help="mtp or ngram (with --spec-acceptance)."
+        ),
+        spec_tokens: int = typer.Option(
+            4, "--spec-draft-tokens", help="Speculative decoding: drafts per step."
+        ),
+        spec_cost: float = typer.Option(
+            0.05, "--spec-draft-cost", help="Speculative decoding: one draft step over one target step."
+        ),
     ) -> None:
         """Rank engines, formats, KV dtypes, tensor parallelism and batch limits for a workload and SLOs: plan prunes,
         predict finds each one's highest load within the SLOs, the Pareto front and its launch commands."""
@@ -84,8 +98,9 @@ def register(app: typer.Typer) -> None:
         }  # fmt: skip
         config = build_config(options, None)
         card, spec = card_for(gpu), load_model(model)
+        speculative, speculation = _speculative(spec_alpha, spec_method, spec_tokens, spec_cost)
         setting = Setting(spec, card, gpus, bounds, demand, prices, config,
-                          None if no_calibration else _profile_figures(card))  # fmt: skip
+                          None if no_calibration else _profile_figures(card), speculative, speculation)  # fmt: skip
         err = stderr_console()
         planned = context or _longest(config)
 
@@ -116,6 +131,18 @@ def _demand(users, rate, trace, count, number):
     if rate is not None:
         number(rate, "--rate", 0, 1_000_000.0, "requests/s", above=True)
     return Demand(users, rate)
+
+
+def _speculative(alpha: float | None, method: str, tokens: int, cost: float):
+    """(plan's Speculative, emulator's Speculation), or (None, None) without an acceptance: advise does not guess one."""
+    from servelab.cli.predict import _speculation
+    from servelab.plan.fit import Speculative
+
+    if alpha is None:
+        return None, None
+    if method not in ("mtp", "ngram"):
+        raise ConfigError(f"--spec-method {method!r}: advise plans mtp or ngram (no draft model to load)")
+    return Speculative(method, tokens), _speculation(alpha, tokens, cost)
 
 
 def _variants(given: list[str]) -> dict[str, tuple[Any, ...]]:
@@ -165,7 +192,7 @@ def lines(advice, show_all: bool = False) -> list[str]:
     """The advice for a person: the ask, the tally, the front with launch commands, why the others lost."""
     s, v = advice.setting, advice.verdict
     demand = (
-        f"{s.demand.users} users"
+        _count(s.demand.users, "user")
         if s.demand.users
         else f"{s.demand.rate:g} req/s"
         if s.demand.rate
@@ -186,7 +213,9 @@ def lines(advice, show_all: bool = False) -> list[str]:
         out.append(f"{rank}. {j.point.name}: {_figures(j)}")
         out.append(f"   $ {j.point.plan.command_line}")
     ties = [f"  {loser.point.name}: ties with {w.point.name}" for loser, w in v.dominated if _tie(loser, w)]
-    others = [f"  {loser.point.name}: dominated by {w.point.name}" for loser, w in v.dominated if not _tie(loser, w)]
+    others = [
+        f"  {loser.point.name}: dominated by {w.point.name}" for loser, w in v.dominated if not _tie(loser, w)
+    ]
     others += [f"  {j.point.name}: {j.lost}" for j in missed]
     others += [f"  {p.name}: does not fit: {p.reason}" for p in advice.pruned]
     others += ties  # the same figures as a front member (a batch limit the load never reaches): last
@@ -208,7 +237,7 @@ def _tie(a, b) -> bool:
 def _figures(j) -> str:
     ttft, tpot = j.p99("ttft_ms"), j.p99("tpot_ms")
     cost = f", ${j.cost_per_mtok:.3f}/M output tokens" if j.cost_per_mtok is not None else ""
-    load = f"{int(j.load)} users" if j.stats.level.rate_rps is None else f"{j.load:.3g} req/s"
+    load = _count(int(j.load), "user") if j.stats.level.rate_rps is None else f"{j.load:.3g} req/s"
     return (f"{j.per_gpu_tok_s:.1f} tok/s per GPU ({_count(j.replicas, 'replica')} x {load}, {_count(j.gpus_used, 'GPU')});"
             f" p99 TTFT {ttft:.0f} ms, TPOT {tpot:.1f} ms{cost}")  # fmt: skip
 

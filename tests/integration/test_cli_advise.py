@@ -22,7 +22,7 @@ def test_advise_prints_the_front_with_launch_commands_and_why_others_lost(capsys
         " $2/GPU-hour"
     )
     assert lines[1].startswith("27 candidates: 0 do not fit, 0 miss the SLO, 27 meet it; front of ")
-    assert lines[2].startswith("1. sglang awq-w4g128 kv=fp8_e4m3 tp=1 np=1: ")
+    assert lines[2].startswith("1. sglang awq-w4g128 kv=fp8_e4m3 tp=1 slots=4096: ")
     assert "tok/s per GPU (1 replica x 4 users, 1 GPU); p99 TTFT " in lines[2]
     assert lines[3] == (
         "   $ python -m sglang.launch_server --model-path Qwen/Qwen3-8B --host 127.0.0.1 --port 30000"
@@ -30,12 +30,13 @@ def test_advise_prints_the_front_with_launch_commands_and_why_others_lost(capsys
     )
     assert "why the others lost:" in lines
     assert (
-        "  sglang awq-w4g128 kv=auto tp=1 np=1: dominated by sglang awq-w4g128 kv=fp8_e4m3 tp=1 np=1" in lines
+        "  sglang awq-w4g128 kv=auto tp=1 slots=4096: dominated by sglang awq-w4g128 kv=fp8_e4m3 tp=1 slots=4096"
+        in lines
     )
     assert lines[-1] == "  … 13 more (--all, or --json)"
     progress = err.splitlines()
     assert progress and all(line.startswith("predicting ") for line in progress)
-    assert progress[0] == "predicting 1/27: sglang awq-w4g128 kv=auto tp=1 np=1"
+    assert progress[0] == "predicting 1/27: sglang awq-w4g128 kv=auto tp=1 slots=4096"
 
 
 def test_advise_json_carries_front_ranking_and_costs(capsys) -> None:
@@ -51,7 +52,7 @@ def test_advise_json_carries_front_ranking_and_costs(capsys) -> None:
     assert data["slo"] == {"ttft_p99_ms": 1000.0, "tpot_p99_ms": 50.0}
     assert data["demand"] == {"users": 4, "rate": None}
     best = data["front"][0]
-    assert best["candidate"] == "sglang awq-w4g128 kv=fp8_e4m3 tp=1 np=1"
+    assert best["candidate"] == "sglang awq-w4g128 kv=fp8_e4m3 tp=1 slots=4096"
     assert best["command"].startswith("python -m sglang.launch_server --model-path Qwen/Qwen3-8B")
     assert best["usd_per_million_output_tokens"] == pytest.approx(
         2 / (best["output_tok_s"] * 3600) * 1e6, rel=1e-5
@@ -99,3 +100,17 @@ def test_field_report_one_card_with_4_bit_ranks_above_tensor_parallel_over_a_hos
         i for i, r in enumerate(ranked) if r["tensor_parallel"] == 1 and r["quant"] == "awq-w4g128"
     )
     assert ranked[min(same_format)]["output_tok_s_per_gpu"] < best["output_tok_s_per_gpu"] / 2
+
+
+def test_field_report_sixteen_mixed_users_take_continuous_batching_over_llamacpp_slots(capsys) -> None:
+    """The field report's second goal: 16 users of mixed long and short requests at TTFT p99 <= 5 s on the same
+    machine; llama.cpp's slots queue the long prompts (a slot per request, evictions), continuous batching carries
+    them."""
+    args = ["advise", "Qwen/Qwen3.5-27B", "--gpu", "rtx4090-48g", "--gpus", "2", "--interconnect", "pcie-host-staged",
+            "--users", "16", "--workload", "mixed", "--slo", "ttft_p99_ms=5000", "--engine", "sglang",
+            "--engine", "llamacpp", "--json"]  # fmt: skip
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ranked"] and {r["engine"] for r in data["ranked"]} == {"sglang"}
+    slots = [m for m in data["missed"] if m["engine"] == "llamacpp"]
+    assert slots and all(m["lost"].startswith("misses the SLO from ") for m in slots)

@@ -139,6 +139,8 @@ def test_the_planner_prunes_with_its_own_reason() -> None:
     fitting, pruned = grid(model, gpu, gpus=1, context=4096, interconnect=None, engines=advisable(("vllm",)),
                            batch_limits=(1,))  # fmt: skip
     reasons = {p.name: p.reason for p in pruned}
-    assert reasons["vllm bf16 kv=auto tp=1 np=1"].startswith("vLLM: No available memory for the cache blocks")
+    assert reasons["vllm bf16 kv=auto tp=1 slots=256"].startswith(
+        "vLLM: No available memory for the cache blocks"
+    )
     assert all(p.plan.fits for p in fitting)
     assert {p.plan.quant for p in fitting} == {"awq-w4g128"}
