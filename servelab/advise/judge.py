@@ -185,11 +185,20 @@ def judge(point: Planned, setting: Setting, pool: PromptPool | None = None) -> J
     load = capacity.load if total is None else _share(total, replicas, demand)
     stats = at(load)
     served = replicas if total is None else total / load  # replicas' worth of load actually carried
-    output = stats.output_tok_s * served
+    output = level_output_tok_s(stats, load, demand.closed) * served
     gpus = replicas * tp
     cost = cost_per_million(setting.prices.per_hour(gpus, setting.gpu.tdp_w), output)
     return replace(base, replicas=replicas, load=load, stats=stats, output_tok_s=output, gpus_used=gpus,
                    cost_per_mtok=cost)  # fmt: skip
+
+
+def level_output_tok_s(stats: LevelStats, load: float, closed: bool) -> float:
+    """Output tokens/s one replica makes at `load`: closed loop, the level's aggregate throughput (its steady
+    window, bench/metrics.py); open loop, the rate times the mean output, since a level within its SLOs keeps up
+    with its arrivals (a short open-loop level's steady window can be a few milliseconds wide)."""
+    if closed:
+        return stats.output_tok_s
+    return load * stats.tokens.output / stats.completed if stats.completed else 0.0
 
 
 def _effective(setting: Setting, plan: Plan) -> Effective | None:

@@ -114,3 +114,16 @@ def test_field_report_sixteen_mixed_users_take_continuous_batching_over_llamacpp
     assert data["ranked"] and {r["engine"] for r in data["ranked"]} == {"sglang"}
     slots = [m for m in data["missed"] if m["engine"] == "llamacpp"]
     assert slots and all(m["lost"].startswith("misses the SLO from ") for m in slots)
+
+
+def test_rate_demand_and_an_engine_variant_read_by_its_own_reader(capsys) -> None:
+    args = ["advise", "llama-3.2-1b", "--gpu", "rtx4090", "--engine", "llamacpp", "--rate", "20",
+            "--variant", "llamacpp --kv-unified", "--slo", "ttft_p99_ms=500", "--json"]  # fmt: skip
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["demand"] == {"users": None, "rate": 20.0}
+    unified = [r for r in data["ranked"] + data["missed"] if r["engine_words"] == ["--kv-unified"]]
+    assert unified and all("--kv-unified" in r["command"].split() for r in unified)
+    for r in data["ranked"]:  # the short workload's 128 output tokens at 20 req/s, over the GPUs used
+        assert r["output_tok_s"] == pytest.approx(20 * 128, abs=0.01)
+        assert r["output_tok_s_per_gpu"] == pytest.approx(20 * 128 / r["gpus_used"], abs=0.01)

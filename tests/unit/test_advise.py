@@ -144,3 +144,12 @@ def test_the_planner_prunes_with_its_own_reason() -> None:
     )
     assert all(p.plan.fits for p in fitting)
     assert {p.plan.quant for p in fitting} == {"awq-w4g128"}
+
+
+def test_open_loop_goodput_is_the_rate_times_the_mean_output() -> None:
+    from servelab.advise.judge import level_output_tok_s
+    from servelab.bench.stats import TokenCounts
+
+    stats = replace(_stats(10.0, 1.0), completed=64, tokens=TokenCounts(output=8192), output_tok_s=12902.4)
+    assert level_output_tok_s(stats, 20.0, closed=False) == 2560.0  # 20 req/s x 128 tokens
+    assert level_output_tok_s(stats, 20.0, closed=True) == 12902.4  # closed loop: the steady window's
