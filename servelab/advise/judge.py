@@ -105,9 +105,7 @@ class Setting:
 
 
 def probe_config(config: BenchConfig, load: float, closed: bool) -> BenchConfig:
-    """`config` as one level at `load` per replica (a trace: as given)."""
-    if config.trace is not None:
-        return config
+    """`config` as one level at `load` per replica."""
     if closed:
         users = int(load)
         return replace(config, concurrency=(users,), rate=None, search=None,
@@ -144,8 +142,7 @@ def judge(point: Planned, setting: Setting, pool: PromptPool | None = None) -> J
     engine = emulated_engine(
         plan, setting.model, setting.gpu, effective=_effective(setting, plan), speculation=speculation
     )
-    trace, tp = setting.config.trace, plan.tensor_parallel
-    demand = setting.demand if trace is None else Demand(rate=trace.mean_rate_rps)
+    demand, tp = setting.demand, plan.tensor_parallel
     levels: dict[float, LevelStats] = {}
     shared = pool or PromptPool()
 
@@ -159,10 +156,7 @@ def judge(point: Planned, setting: Setting, pool: PromptPool | None = None) -> J
         return not misses(setting.bounds, at(load))
 
     most = setting.gpus // tp
-    if trace is not None:
-        rate = trace.mean_rate_rps
-        capacity = Capacity(rate, None, 1) if passes(rate) else Capacity(None, rate, 1)
-    elif demand.closed:
+    if demand.closed:
         users = demand.users
         floor = 1 if users is None else math.ceil(users / most)
         capacity = highest_passing(floor, users or DEFAULT_MAX_USERS, passes, whole=True)
@@ -174,14 +168,12 @@ def judge(point: Planned, setting: Setting, pool: PromptPool | None = None) -> J
         point, capacity, None, None, None, broken, effective_source=engine.roofline.effective.source
     )
     if capacity.load is None:
-        spread = f" per replica (the demand over all {most} replicas)" if trace is None and most > 1 else ""
+        spread = f" per replica (the demand over all {most} replicas)" if most > 1 else ""
         return replace(
             base, lost=f"misses the SLO from {_load(capacity.failing, demand)}{spread}: {'; '.join(broken)}"
         )
     total = float(demand.users) if demand.users is not None else demand.rate
     replicas = most if total is None else min(most, math.ceil(total / capacity.load - 1e-9))
-    if trace is not None:
-        replicas, total = 1, capacity.load  # the trace as given, on one replica
     load = capacity.load if total is None else _share(total, replicas, demand)
     stats = at(load)
     served = replicas if total is None else total / load  # replicas' worth of load actually carried

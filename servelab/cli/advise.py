@@ -37,7 +37,7 @@ def register(app: typer.Typer) -> None:
             "short", "--workload", help="short|long|mixed|shared-prefix|multi-turn|FILE."
         ),
         trace: Path | None = typer.Option(
-            None, "--trace", help="Arrivals and lengths from a trace, on one replica."
+            None, "--trace", help="Not yet: predict does not replay traces (use --workload and --rate)."
         ),
         input_tokens: int | None = typer.Option(None, "--input-tokens", help="Prompt length in tokens."),
         output_tokens: int | None = typer.Option(None, "--output-tokens", help="Output length in tokens."),
@@ -94,7 +94,7 @@ def register(app: typer.Typer) -> None:
         demand = _demand(users, rate, trace, count, number)
         options: dict[str, Any] = {
             "targets": ["advise"], "concurrency": "1", "workload": workload, "input_tokens": input_tokens,
-            "output_tokens": output_tokens, "seed": seed, "chat": True, "trace": trace,
+            "output_tokens": output_tokens, "seed": seed, "chat": True,
         }  # fmt: skip
         config = build_config(options, None)
         card, spec = card_for(gpu), load_model(model)
@@ -124,8 +124,13 @@ def _demand(users, rate, trace, count, number):
 
     if users is not None and rate is not None:
         raise ConfigError("give --users (closed loop) or --rate (open loop), not both")
-    if trace is not None and (users is not None or rate is not None):
-        raise ConfigError("--trace sets the load: drop --users/--rate")
+    if (
+        trace is not None
+    ):  # predict/ladder.py takes the workload's prompts and a seeded schedule, not a trace's
+        raise ConfigError(
+            f"--trace {trace}: servelab predict does not replay a trace's arrivals and lengths yet; give its shape"
+            " as --workload/--input-tokens/--output-tokens and its mean rate as --rate"
+        )
     if users is not None:
         count(users, "--users", 1, MAX_USERS, "users")
     if rate is not None:
@@ -165,15 +170,12 @@ def _variants(given: list[str]) -> dict[str, tuple[Any, ...]]:
 
 def _longest(config) -> int:
     """The workload's longest request (prompt + output), rounded up to CONTEXT_STEP tokens."""
-    if config.trace is not None:
-        most = max(r.input_tokens + r.output_tokens for r in config.trace.requests)
-    else:
-        from servelab.bench.workloads import build_prompts
-        from servelab.predict.words import WordTokenizer
+    from servelab.bench.workloads import build_prompts
+    from servelab.predict.words import WordTokenizer
 
-        tokenizer = WordTokenizer()
-        prompts = build_prompts(config.workload, 64, tokenizer, None)
-        most = max(len(tokenizer.prompt_ids(p)) + p.output_tokens for p in prompts)
+    tokenizer = WordTokenizer()
+    prompts = build_prompts(config.workload, 64, tokenizer, None)
+    most = max(len(tokenizer.prompt_ids(p)) + p.output_tokens for p in prompts)
     return -(-most // CONTEXT_STEP) * CONTEXT_STEP
 
 

@@ -74,6 +74,10 @@ def test_advise_json_carries_front_ranking_and_costs(capsys) -> None:
             ["--slo", "ttft_p99_ms=500", "--power-price", "-0.1"],
             "servelab: error: --power-price must be a number",
         ),
+        (
+            ["--slo", "ttft_p99_ms=500", "--trace", "t.jsonl"],
+            "servelab: error: --trace t.jsonl: servelab predict does not replay",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, args: list[str], says: str) -> None:
