@@ -131,3 +131,21 @@ def test_rate_demand_and_an_engine_variant_read_by_its_own_reader(capsys) -> Non
     for r in data["ranked"]:  # the short workload's 128 output tokens at 20 req/s, over the GPUs used
         assert r["output_tok_s"] == pytest.approx(20 * 128, abs=0.01)
         assert r["output_tok_s_per_gpu"] == pytest.approx(20 * 128 / r["gpus_used"], abs=0.01)
+
+
+def test_advise_weighs_an_engine_it_never_names(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """The toy engine (tests/toy_engine), registered by one line, is planned, predicted and ranked, its own knob
+    (--step-tokens) read by its own reader as a variant: advise names no engine."""
+    from servelab.engines import registry
+    from tests.toy_engine.engine import ENGINE as TOY
+
+    monkeypatch.setattr(registry, "REGISTRY", (TOY, *registry.REGISTRY))
+    args = ["advise", "Qwen/Qwen3-8B", "--gpu", "h100-sxm", "--engine", "toy", "--users", "2", "--slo",
+            "ttft_p99_ms=60000", "--variant", "toy --step-tokens 64", "--json", "--no-calibration"]  # fmt: skip
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    ranked = data["ranked"]
+    assert ranked and {r["engine"] for r in ranked} == {"toy"}
+    own = [r for r in ranked if r["engine_words"] == ["--step-tokens", "64"]]
+    assert own and all("--step-tokens 64" in r["command"] for r in own)
+    assert all("--step-tokens" not in r["command"] for r in ranked if not r["engine_words"])
