@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "verify",
     "bench",
     "predict",
+    "advise",
     "calibrate",
     "sim",
     "runs",

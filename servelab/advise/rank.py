@@ -1,0 +1,72 @@
+"""Ranking and the Pareto front (pure): goodput per GPU up, p99 TTFT and TPOT down, cost per million output tokens
+down (when priced).
+
+With one price per GPU-hour the cost is the GPUs' price over the tokens they make, so it falls exactly as
+goodput per GPU rises; it is carried as a figure and an objective all the same, so a power price (which need not
+scale with goodput) can move it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from servelab.advise.judge import Judged
+
+LATENCY_METRICS = ("ttft_ms", "tpot_ms")
+
+
+def objectives(j: Judged) -> tuple[float, ...]:
+    """Each objective as a number to minimise."""
+    latencies = tuple(j.p99(m) or float("inf") for m in LATENCY_METRICS)
+    cost = (j.cost_per_mtok,) if j.cost_per_mtok is not None else ()
+    return (-j.per_gpu_tok_s, *latencies, *cost)
+
+
+def dominates(a: Judged, b: Judged) -> bool:
+    """`a` is at least as good as `b` on every objective and better on one."""
+    oa, ob = objectives(a), objectives(b)
+    return all(x <= y for x, y in zip(oa, ob, strict=True)) and oa != ob
+
+
+def ranked(judged: Sequence[Judged]) -> list[Judged]:
+    """Those that meet the demand, best first: goodput per GPU, then cost, then p99 TTFT and TPOT; at the same figures
+    the larger batch limit (headroom above this load), then the name."""
+    meeting = [j for j in judged if j.meets]
+    return sorted(
+        meeting,
+        key=lambda j: (
+            -j.per_gpu_tok_s,
+            j.cost_per_mtok or 0.0,
+            *objectives(j)[1:3],
+            -j.point.plan.slots,
+            j.point.name,
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The front (in rank order) and, for every other configuration that meets the demand, the front member
+    that dominates it."""
+
+    front: tuple[Judged, ...]
+    dominated: tuple[
+        tuple[Judged, Judged], ...
+    ]  # (loser, the best-ranked front member dominating or tying it)
+
+
+def pareto(order: Sequence[Judged]) -> Verdict:
+    """The non-dominated configurations of `order` (ranked), each other one with who beats it; of several with the
+    same figures (a batch limit the load never reaches) only the best-ranked is on the front, the others tie."""
+    front: list[Judged] = []
+    beaten: list[tuple[Judged, Judged]] = []
+    for j in order:
+        winner = next((o for o in order if dominates(o, j)), None)
+        winner = winner or next((f for f in front if objectives(f) == objectives(j)), None)
+        if winner is None:
+            front.append(j)
+    for j in order:
+        if not any(f is j for f in front):
+            beaten.append((j, next(f for f in front if dominates(f, j) or objectives(f) == objectives(j))))
+    return Verdict(tuple(front), tuple(beaten))

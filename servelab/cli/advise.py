@@ -1,0 +1,248 @@
+"""`servelab advise`: what to run for this model on these GPUs, for this workload and these SLOs (servelab/advise/;
+docs/advise.md). Parses, calls `advise.core.advise`, renders; results on stdout, progress on stderr."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from servelab.cli.output import stderr_console
+from servelab.errors import ConfigError
+
+MAX_USERS = 65_536
+CONTEXT_STEP = 1024  # the planned context: the workload's longest request rounded up to this
+SHOWN_OTHERS = 12  # other candidates printed without --all
+PROGRESS_LINES = 10
+
+
+def register(app: typer.Typer) -> None:
+    """Add `servelab advise` to the app."""
+
+    @app.command("advise")
+    def advise_command(
+        model: str = typer.Argument(..., help="Catalog id, .gguf file or config.json."),
+        gpu: str = typer.Option(..., "--gpu", help="GPU from the catalog (servelab plan's names)."),
+        gpus: int = typer.Option(
+            1, "--gpus", help="GPUs to use: tensor parallelism within, replicas for the rest."
+        ),
+        interconnect: str | None = typer.Option(
+            None, "--interconnect", help="nvlink, pcie-p2p or pcie-host-staged (default: the card's)."
+        ),
+        slo: str = typer.Option(..., "--slo", help="Percentile SLOs, e.g. ttft_p99_ms=2000,tpot_p99_ms=50."),
+        users: int | None = typer.Option(None, "--users", help="Closed loop: users to carry in all."),
+        rate: float | None = typer.Option(None, "--rate", help="Open loop: requests/s to carry in all."),
+        workload: str = typer.Option(
+            "short", "--workload", help="short|long|mixed|shared-prefix|multi-turn|FILE."
+        ),
+        trace: Path | None = typer.Option(
+            None, "--trace", help="Not yet: predict does not replay traces (use --workload and --rate)."
+        ),
+        input_tokens: int | None = typer.Option(None, "--input-tokens", help="Prompt length in tokens."),
+        output_tokens: int | None = typer.Option(None, "--output-tokens", help="Output length in tokens."),
+        context: int | None = typer.Option(
+            None, "--context", help="Context to plan for (default: the workload's longest request)."
+        ),
+        price: float | None = typer.Option(
+            None, "--price", help="USD per GPU-hour (cost per million tokens)."
+        ),
+        power_price: float | None = typer.Option(
+            None, "--power-price", help="USD per kWh, at the GPUs' board power (an upper bound)."
+        ),
+        engine: list[str] = typer.Option([], "--engine", help="Only this engine (repeat for more)."),
+        variant: list[str] = typer.Option(
+            [],
+            "--variant",
+            help="'ENGINE FLAGS…': the engine's own flags as one more candidate (repeatable).",
+        ),
+        show_all: bool = typer.Option(False, "--all", help="Print every other candidate, not the first few."),
+        json_out: bool = typer.Option(False, "--json", help="Print the advice as JSON on stdout."),
+        no_calibration: bool = typer.Option(
+            False, "--no-calibration", help="Ignore calibration profiles; use the plans' figures."
+        ),
+        seed: int = typer.Option(0, "--seed", help="Seed for prompts and arrivals."),
+        spec_alpha: float | None = typer.Option(
+            None,
+            "--spec-acceptance",
+            help="Speculative decoding as well, at this per-token acceptance (0-1).",
+        ),
+        spec_method: str = typer.Option(
+            "mtp", "--spec-method", help="mtp or ngram (with --spec-acceptance)."
+        ),
+        spec_tokens: int = typer.Option(
+            4, "--spec-draft-tokens", help="Speculative decoding: drafts per step."
+        ),
+        spec_cost: float = typer.Option(
+            0.05, "--spec-draft-cost", help="Speculative decoding: one draft step over one target step."
+        ),
+    ) -> None:
+        """Rank engines, formats, KV dtypes, tensor parallelism and batch limits for a workload and SLOs: plan prunes,
+        predict finds each one's highest load within the SLOs, the Pareto front and its launch commands."""
+        from servelab.advise.core import advise
+        from servelab.advise.goal import Prices, parse_bounds
+        from servelab.advise.judge import Setting
+        from servelab.cli.bench import build_config
+        from servelab.hardware.gpus import card_for
+        from servelab.model.load import load_model
+        from servelab.plan.make import check_plan_numbers
+        from servelab.ranges import count, number
+
+        bounds = parse_bounds(slo)
+        prices = Prices(price, power_price)
+        check_plan_numbers(context, None, gpus)
+        demand = _demand(users, rate, trace, count, number)
+        options: dict[str, Any] = {
+            "targets": ["advise"], "concurrency": "1", "workload": workload, "input_tokens": input_tokens,
+            "output_tokens": output_tokens, "seed": seed, "chat": True,
+        }  # fmt: skip
+        config = build_config(options, None)
+        card, spec = card_for(gpu), load_model(model)
+        speculative, speculation = _speculative(spec_alpha, spec_method, spec_tokens, spec_cost)
+        setting = Setting(spec, card, gpus, bounds, demand, prices, config,
+                          None if no_calibration else _profile_figures(card), speculative, speculation)  # fmt: skip
+        err = stderr_console()
+        planned = context or _longest(config)
+
+        def progress(done: int, total: int, name: str) -> None:
+            if done % max(1, total // PROGRESS_LINES) == 0:  # about PROGRESS_LINES lines in all
+                err.print(f"predicting {done + 1}/{total}: {name}", markup=False, highlight=False)
+
+        advice = advise(setting, context=planned, interconnect=interconnect, engines=tuple(engine) or None,
+                        variants=_variants(variant), progress=progress)  # fmt: skip
+        if json_out:
+            from servelab.cli.output import print_json
+
+            print_json(advice.to_json())
+            return
+        for line in lines(advice, show_all):
+            typer.echo(line)
+
+
+def _demand(users, rate, trace, count, number):
+    from servelab.advise.judge import Demand
+
+    if users is not None and rate is not None:
+        raise ConfigError("give --users (closed loop) or --rate (open loop), not both")
+    if (
+        trace is not None
+    ):  # predict/ladder.py takes the workload's prompts and a seeded schedule, not a trace's
+        raise ConfigError(
+            f"--trace {trace}: servelab predict does not replay a trace's arrivals and lengths yet; give its shape"
+            " as --workload/--input-tokens/--output-tokens and its mean rate as --rate"
+        )
+    if users is not None:
+        count(users, "--users", 1, MAX_USERS, "users")
+    if rate is not None:
+        number(rate, "--rate", 0, 1_000_000.0, "requests/s", above=True)
+    return Demand(users, rate)
+
+
+def _speculative(alpha: float | None, method: str, tokens: int, cost: float):
+    """(plan's Speculative, emulator's Speculation), or (None, None) without an acceptance: advise does not guess one."""
+    from servelab.cli.predict import _speculation
+    from servelab.plan.fit import Speculative
+
+    if alpha is None:
+        return None, None
+    if method not in ("mtp", "ngram"):
+        raise ConfigError(f"--spec-method {method!r}: advise plans mtp or ngram (no draft model to load)")
+    return Speculative(method, tokens), _speculation(alpha, tokens, cost)
+
+
+def _variants(given: list[str]) -> dict[str, tuple[Any, ...]]:
+    """`--variant 'ENGINE FLAGS…'` -> each engine's extra Variants, its flags read by its own reader."""
+    import shlex
+
+    from servelab.advise.candidates import Variant
+    from servelab.cli.engine_words import engine_settings
+
+    out: dict[str, list[Any]] = {}
+    for text in given:
+        words = shlex.split(text)
+        if len(words) < 2:
+            raise ConfigError(f"--variant {text!r}: give an engine and its flags ('vllm --max-num-seqs 64')")
+        settings = engine_settings(words[0], words[1:])
+        for name, value in settings.items():
+            out.setdefault(name, []).append(Variant(name, tuple(words[1:]), value))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _longest(config) -> int:
+    """The workload's longest request (prompt + output), rounded up to CONTEXT_STEP tokens."""
+    from servelab.bench.workloads import build_prompts
+    from servelab.predict.words import WordTokenizer
+
+    tokenizer = WordTokenizer()
+    prompts = build_prompts(config.workload, 64, tokenizer, None)
+    most = max(len(tokenizer.prompt_ids(p)) + p.output_tokens for p in prompts)
+    return -(-most // CONTEXT_STEP) * CONTEXT_STEP
+
+
+def _profile_figures(card):
+    """A calibration profile's figures for a plan, where one matches (servelab calibrate)."""
+    from servelab.predict.profiles import find_profile
+
+    def figures(plan):
+        found = find_profile(card, plan.engine, plan.quant)
+        return None if found is None else found[0].effective
+
+    return figures
+
+
+def lines(advice, show_all: bool = False) -> list[str]:
+    """The advice for a person: the ask, the tally, the front with launch commands, why the others lost."""
+    s, v = advice.setting, advice.verdict
+    demand = (
+        _count(s.demand.users, "user")
+        if s.demand.users
+        else f"{s.demand.rate:g} req/s"
+        if s.demand.rate
+        else "as many users as fit"
+    )
+    price = f"; ${s.prices.gpu_hour:g}/GPU-hour" if s.prices.gpu_hour is not None else ""
+    missed = [j for j in advice.judged if not j.meets]
+    out = [
+        f"advise {s.model.name} on {s.gpus} x {s.gpu.name}"
+        + (f" ({advice.interconnect})" if advice.interconnect and s.gpus > 1 else "")
+        + f", context {advice.context}: {demand}, SLO " + ", ".join(f"{b.key}<={b.limit_ms:g}" for b in s.bounds) + price,
+        f"{advice.candidates} candidates: {len(advice.pruned)} do not fit, {len(missed)} miss the SLO,"
+        f" {len(advice.order)} meet it; front of {len(v.front)} (predicted in {advice.seconds:.1f} s)",
+    ]  # fmt: skip
+    if not v.front:
+        out.append("nothing meets the SLO: loosen --slo, lower the load, or add GPUs")
+    for rank, j in enumerate(v.front, 1):
+        out.append(f"{rank}. {j.point.name}: {_figures(j)}")
+        out.append(f"   $ {j.point.plan.command_line}")
+    ties = [f"  {loser.point.name}: ties with {w.point.name}" for loser, w in v.dominated if _tie(loser, w)]
+    others = [
+        f"  {loser.point.name}: dominated by {w.point.name}" for loser, w in v.dominated if not _tie(loser, w)
+    ]
+    others += [f"  {j.point.name}: {j.lost}" for j in missed]
+    others += [f"  {p.name}: does not fit: {p.reason}" for p in advice.pruned]
+    others += ties  # the same figures as a front member (a batch limit the load never reaches): last
+    if others:
+        out.append("why the others lost:")
+        shown = others if show_all else others[:SHOWN_OTHERS]
+        out += shown
+        if len(shown) < len(others):
+            out.append(f"  … {len(others) - len(shown)} more (--all, or --json)")
+    return out
+
+
+def _tie(a, b) -> bool:
+    from servelab.advise.rank import objectives
+
+    return objectives(a) == objectives(b)
+
+
+def _figures(j) -> str:
+    ttft, tpot = j.p99("ttft_ms"), j.p99("tpot_ms")
+    cost = f", ${j.cost_per_mtok:.3f}/M output tokens" if j.cost_per_mtok is not None else ""
+    load = _count(int(j.load), "user") if j.stats.level.rate_rps is None else f"{j.load:.3g} req/s"
+    return (f"{j.per_gpu_tok_s:.1f} tok/s per GPU ({_count(j.replicas, 'replica')} x {load}, {_count(j.gpus_used, 'GPU')});"
+            f" p99 TTFT {ttft:.0f} ms, TPOT {tpot:.1f} ms{cost}")  # fmt: skip
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")

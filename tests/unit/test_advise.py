@@ -1,0 +1,155 @@
+"""`servelab advise`'s pure core: SLO parsing and checking, the load search, cost, ranking, the Pareto front, and
+the planner's pruning reasons (exact values)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from servelab.advise.candidates import Planned, Variant, advisable, grid, tensor_parallel_sizes
+from servelab.advise.goal import Bound, Prices, cost_per_million, misses, parse_bounds
+from servelab.advise.judge import Judged
+from servelab.advise.rank import dominates, pareto, ranked
+from servelab.advise.search import Capacity, highest_passing
+from servelab.bench.level_key import Level
+from servelab.bench.stats import Distribution, LevelStats
+from servelab.errors import ConfigError
+from servelab.hardware.gpus import card_for
+from servelab.model.load import load_model
+from servelab.plan.make import make_plan
+
+
+def test_slo_keys_parse_to_percentile_bounds() -> None:
+    assert parse_bounds("ttft_p99_ms=2000, tpot_p50_ms=40,e2e_p99_9_ms=9000") == (
+        Bound("ttft_ms", 99.0, 2000.0),
+        Bound("tpot_ms", 50.0, 40.0),
+        Bound("e2e_ms", 99.9, 9000.0),
+    )
+    assert Bound("e2e_ms", 99.9, 1.0).key == "e2e_p99_9_ms"
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("ttft_ms=500", "unknown SLO 'ttft_ms=500' in --slo"),
+        ("speed_p99_ms=5", "unknown SLO 'speed_p99_ms=5'"),
+        ("ttft_p98_ms=5", "unknown SLO 'ttft_p98_ms=5'"),
+        ("ttft_p99_ms=fast", "bad number 'fast' for ttft_p99_ms in --slo"),
+        ("ttft_p99_ms=-3", "--slo ttft_p99_ms must be a number"),
+    ],
+)
+def test_bad_slo_is_one_config_error(text: str, says: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_bounds(text)
+    assert says in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def _stats(ttft_p99: float | None, tpot_p99: float | None, errors: int = 0) -> LevelStats:
+    return LevelStats(
+        Level.closed(4), requests=64, completed=64 - errors, errors=errors,
+        ttft_ms=Distribution(n=64, p99=ttft_p99), tpot_ms=Distribution(n=64, p99=tpot_p99),
+    )  # fmt: skip
+
+
+def test_misses_names_each_broken_slo_and_refusals() -> None:
+    bounds = parse_bounds("ttft_p99_ms=2000,tpot_p99_ms=50")
+    assert misses(bounds, _stats(1999.0, 50.0)) == ()
+    assert misses(bounds, _stats(2400.4, 50.0)) == ("ttft_p99_ms 2400 > 2000",)
+    assert misses(bounds, _stats(None, 51.0, errors=2)) == (
+        "2 of 64 requests refused",
+        "ttft_p99_ms none > 2000",
+        "tpot_p99_ms 51 > 50",
+    )
+
+
+def test_users_search_on_a_synthetic_ladder_bisects_to_the_edge() -> None:
+    asked: list[float] = []
+
+    def passes(load: float) -> bool:
+        asked.append(load)
+        return load <= 11
+
+    assert highest_passing(1, 64, passes, whole=True) == Capacity(11, 12, 8)
+    assert asked == [64, 1, 32, 16, 8, 12, 10, 11]
+
+
+def test_search_stops_at_a_met_demand_and_at_a_failed_floor() -> None:
+    assert highest_passing(1, 16, lambda load: True, whole=True) == Capacity(16, None, 1)
+    assert highest_passing(1, 16, lambda load: False, whole=True) == Capacity(None, 1, 2)
+    assert highest_passing(1, 1, lambda load: False, whole=True) == Capacity(None, 1, 1)
+
+
+def test_rate_search_brackets_within_the_tolerance() -> None:
+    found = highest_passing(0.5, 32.0, lambda rate: rate <= 3.0, whole=False)
+    assert found.load is not None and found.failing is not None
+    assert found.load <= 3.0 < found.failing <= found.load * 1.05
+
+
+def test_cost_per_million_output_tokens() -> None:
+    assert Prices(2.0).per_hour(2, 450) == 4.0
+    assert Prices(2.0, 0.3).per_hour(2, 450) == pytest.approx(4.27)  # 2 x (2 + 0.3 x 0.45)
+    assert Prices(None, 0.2).per_hour(1, 700) == pytest.approx(0.14)
+    assert Prices().per_hour(4, 450) is None
+    assert cost_per_million(4.0, 1000.0) == pytest.approx(1.1111111)  # 4 USD / 3.6 M tokens
+    assert cost_per_million(4.0, 0.0) is None
+    with pytest.raises(ConfigError, match="--price must be a number"):
+        Prices(-1.0)
+
+
+def test_tensor_parallel_sizes_are_powers_of_two_within_the_gpus() -> None:
+    assert tensor_parallel_sizes(1) == (1,)
+    assert tensor_parallel_sizes(6) == (1, 2, 4)
+
+
+@pytest.fixture(scope="module")
+def point() -> Planned:
+    plan = make_plan(load_model("llama-3.2-1b"), card_for("rtx4090"), engine="vllm", context=2048)
+    return Planned(plan, 1)
+
+
+def _judged(point: Planned, name: str, per_gpu: float, ttft: float, tpot: float, gpus: int = 1) -> Judged:
+    return Judged(
+        replace(point, variant=Variant("vllm", (name,))), Capacity(4, None, 1), 1, 4, _stats(ttft, tpot), (),
+        output_tok_s=per_gpu * gpus, gpus_used=gpus, cost_per_mtok=cost_per_million(Prices(1.0).per_hour(gpus, None), per_gpu * gpus),
+    )  # fmt: skip
+
+
+def test_ranking_and_front_say_who_beats_whom(point: Planned) -> None:
+    fast = _judged(point, "fast", 100.0, 500.0, 20.0)
+    snappy = _judged(point, "snappy", 60.0, 100.0, 25.0)  # slower, but a shorter TTFT: on the front
+    same = _judged(point, "same", 100.0, 500.0, 20.0)  # fast's figures: ties
+    slow = _judged(point, "slow", 50.0, 600.0, 30.0, gpus=2)
+    missed = replace(_judged(point, "missed", 500.0, 10.0, 1.0), lost="misses the SLO from 2 users")
+    order = ranked([slow, snappy, missed, same, fast])
+    assert [j.point.variant.words[0] for j in order] == ["fast", "same", "snappy", "slow"]
+    assert dominates(fast, slow) and not dominates(fast, snappy) and not dominates(fast, same)
+    verdict = pareto(order)
+    assert verdict.front == (fast, snappy)
+    assert [(a.point.variant.words[0], b.point.variant.words[0]) for a, b in verdict.dominated] == [
+        ("same", "fast"),
+        ("slow", "fast"),
+    ]
+    assert fast.cost_per_mtok == pytest.approx(1 / (100 * 3600) * 1e6)
+
+
+def test_the_planner_prunes_with_its_own_reason() -> None:
+    model, gpu = load_model("Qwen/Qwen3.5-27B"), card_for("rtx4090")
+    fitting, pruned = grid(model, gpu, gpus=1, context=4096, interconnect=None, engines=advisable(("vllm",)),
+                           batch_limits=(1,))  # fmt: skip
+    reasons = {p.name: p.reason for p in pruned}
+    assert reasons["vllm bf16 kv=auto tp=1 slots=256"].startswith(
+        "vLLM: No available memory for the cache blocks"
+    )
+    assert all(p.plan.fits for p in fitting)
+    assert {p.plan.quant for p in fitting} == {"awq-w4g128"}
+
+
+def test_open_loop_goodput_is_the_rate_times_the_mean_output() -> None:
+    from servelab.advise.judge import level_output_tok_s
+    from servelab.bench.stats import TokenCounts
+
+    stats = replace(_stats(10.0, 1.0), completed=64, tokens=TokenCounts(output=8192), output_tok_s=12902.4)
+    assert level_output_tok_s(stats, 20.0, closed=False) == 2560.0  # 20 req/s x 128 tokens
+    assert level_output_tok_s(stats, 20.0, closed=True) == 12902.4  # closed loop: the steady window's
