@@ -6,8 +6,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from servelab.bench.level_key import Level
 from servelab.bench.limits import (
     DEFAULT_DEADLINE_S,
@@ -22,8 +20,10 @@ from servelab.bench.trace import Trace
 from servelab.bench.workloads import WorkloadSpec
 from servelab.errors import ConfigError
 from servelab.ranges import count, number
+from servelab.userfiles import UserFile
 
 MAX_REPEATS = 1_000
+MAX_EXPERIMENT_BYTES = 1 << 20  # an experiment YAML: a few dozen settings
 MIN_RATE, MAX_RATE = 0.001, 1_000_000.0  # requests/s
 MAX_BURSTINESS = 1_000.0  # gamma shape; inf means evenly spaced
 MAX_WORKERS = 4096  # --workers
@@ -163,10 +163,9 @@ YAML_KEYS = {
 
 def load_experiment(path: Path) -> dict[str, Any]:
     """Read an experiment YAML into a dict of CLI option names; ConfigError on unknown keys."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, ValueError, yaml.YAMLError) as exc:  # ValueError: not UTF-8
-        raise ConfigError(f"cannot read experiment {path}: {exc}".splitlines()[0]) from exc
+    data = (
+        UserFile.named(path, "--config", "give an experiment YAML file").load_yaml(MAX_EXPERIMENT_BYTES) or {}
+    )
     if not isinstance(data, dict):
         raise ConfigError(f"experiment {path} must be a mapping of settings")
     unknown = sorted(set(data) - YAML_KEYS)
