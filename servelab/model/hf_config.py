@@ -141,7 +141,13 @@ def native_quant(config: dict[str, Any], dtype: str) -> QuantFormat:
     """How the checkpoint stores its weights: `quantization_config`, else the config's dtype."""
     qc = config.get("quantization_config") or text_config(config).get("quantization_config")
     if isinstance(qc, dict):
-        return quant_from_config(qc)
+        try:
+            return quant_from_config(qc)
+        except (TypeError, ValueError, AttributeError, OverflowError) as exc:  # a field of the wrong kind
+            raise ModelFormatError(
+                f"quantization_config holds a value of the wrong kind ({str(exc)[:120]}); "
+                "give the checkpoint's own config.json"
+            ) from None
     return get_quant(dtype if dtype in ("bf16", "fp16", "fp32") else "bf16")
 
 
