@@ -116,9 +116,17 @@ class UserFile:
         except (YamlLimitError, _NumberTooLong) as exc:
             raise self.fail(f"not a servelab YAML file: {exc}") from None
         except yaml.YAMLError as exc:
-            raise self.fail(f"not valid YAML ({str(exc).splitlines()[0]})") from None
+            raise self.fail(f"not valid YAML ({_yaml_problem(exc)})") from None
         except (ValueError, RecursionError) as exc:  # a value PyYAML's constructors cannot make (a bad date)
             raise self.fail(f"not valid YAML ({str(exc).splitlines()[0] or type(exc).__name__})") from None
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line: the problem and where, without PyYAML's multi-line snippet."""
+    problem, mark = getattr(exc, "problem", None), getattr(exc, "problem_mark", None)
+    if problem and mark is not None:
+        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return " ".join(str(exc).split())
 
 
 def _number(kind: type[int] | type[float]):

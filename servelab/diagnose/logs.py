@@ -150,6 +150,11 @@ def _open(path: str, stdin: TextIO | None):
         if stdin is None:
             raise ConfigError("'-' (standard input) cannot be followed; give a file path")
         return _NoClose(stdin)
+    return open_log(path)
+
+
+def open_log(path: str) -> TextIO:
+    """A log file as text (undecodable bytes replaced), opened only when it is a regular file."""
     handle = UserFile(Path(path), f"log file {path}", "give a log file, or '-' for standard input").open()
     return io.TextIOWrapper(handle, encoding="utf-8", errors="replace")
 

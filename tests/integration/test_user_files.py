@@ -72,11 +72,23 @@ def _commands(path: Path, tmp_path: Path) -> dict[str, list[str]]:
         "logs": ["logs", str(path)],
         "logs --follow": ["logs", "--follow", str(path)],
         "trace": ["bench", "http://127.0.0.1:9", "--trace", str(path), "--db", str(db)],
+        "logs --signatures": ["logs", "-", "--signatures", str(path)],
+        "spec LOG": ["spec", str(path)],
     }
 
 
 @pytest.mark.parametrize(
-    "what", ["config", "report --plan", "predict --plan", "logs", "logs --follow", "trace"]
+    "what",
+    [
+        "config",
+        "report --plan",
+        "predict --plan",
+        "logs",
+        "logs --follow",
+        "trace",
+        "logs --signatures",
+        "spec LOG",
+    ],
 )
 @pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
 def test_a_fifo_or_a_device_is_refused_not_read(what: str, special: str, tmp_path: Path, fifo: Path) -> None:
