@@ -24,7 +24,7 @@ FAKE_SERVER = """
 import http.server, json, os, sys
 args = sys.argv[1:]
 with open(os.environ["FAKE_OUT"], "w") as out:
-    json.dump({"pid": os.getpid(), "env_key": os.environ.get("LLAMA_API_KEY")}, out)
+    json.dump({"pid": os.getpid(), "env_key": os.environ.get("LLAMA_API_KEY") or os.environ.get("VLLM_API_KEY")}, out)
 port = int(args[args.index("--port") + 1])
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -42,21 +42,35 @@ http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
 """
 
 
-@pytest.fixture
-def fake_engine(tmp_path: Path) -> dict[str, str]:
-    """A llama-server that is a shell script running Python without exec, and the env that points serve at it."""
+ENGINES = {"llama.cpp": "SERVELAB_LLAMA_SERVER", "vllm": "SERVELAB_VLLM"}
+
+
+@pytest.fixture(params=list(ENGINES))
+def fake_engine(request, tmp_path: Path) -> tuple[str, Path, dict[str, str]]:
+    """An engine program that is a shell script running Python without exec (llama-server's or vllm's
+    --version answer), its model, and the env that points serve at it."""
+    engine = request.param
     (tmp_path / "fake_server.py").write_text(FAKE_SERVER)
-    wrapper = tmp_path / "llama-server"
+    wrapper = tmp_path / "engine"
+    version = "version: 1 (abc) built with cc for x86_64 build" if engine == "llama.cpp" else "0.8.5"
     wrapper.write_text(
         "#!/bin/sh\n"
-        'if [ "$1" = "--version" ]; then echo "version: 1 (abc) built with cc for x86_64 build"; exit 0; fi\n'
+        f'if [ "$1" = "--version" ]; then echo "{version}"; exit 0; fi\n'
         f'"{sys.executable}" "{tmp_path / "fake_server.py"}" "$@"\n'
         "echo wrapper done\n"
     )
     wrapper.chmod(0o755)
-    (tmp_path / "m.gguf").write_bytes(b"GGUF" + bytes(64))
-    return {**os.environ, "PYTHONPATH": os.getcwd(), "SERVELAB_LLAMA_SERVER": str(wrapper),
-            "FAKE_OUT": str(tmp_path / "fake.json"), "XDG_DATA_HOME": str(tmp_path / "data")}  # fmt: skip
+    if engine == "llama.cpp":
+        model = tmp_path / "m.gguf"
+        model.write_bytes(b"GGUF" + bytes(64))
+    else:
+        model = tmp_path / "hf"
+        model.mkdir()
+        (model / "config.json").write_text("{}")
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), ENGINES[engine]: str(wrapper),
+           "FAKE_OUT": str(tmp_path / "fake.json"), "XDG_DATA_HOME": str(tmp_path / "data"),
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}  # fmt: skip
+    return engine, model, env
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -75,9 +89,10 @@ def _alive(pid: int) -> bool:
     return ") Z " not in stat  # a zombie has ended
 
 
-def _serve(tmp_path: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], dict]:
+def _serve(fake: tuple[str, Path, dict[str, str]]) -> tuple[subprocess.Popen[str], dict]:
+    engine, model, env = fake
     serve = subprocess.Popen(
-        [*CLI, "serve", "llama.cpp", str(tmp_path / "m.gguf"), "--json", "--timeout", "60", "--port", str(free_port()),
+        [*CLI, "serve", engine, str(model), "--json", "--timeout", "60", "--port", str(free_port()),
          "--", "--api-key", KEY],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
@@ -106,10 +121,8 @@ def _group_members(pgid: int) -> list[int]:
     return members
 
 
-def test_the_api_key_reaches_llama_server_in_its_environment_never_in_argv(
-    tmp_path: Path, fake_engine
-) -> None:
-    serve, report = _serve(tmp_path, fake_engine)
+def test_the_api_key_reaches_the_engine_in_its_environment_never_in_argv(tmp_path: Path, fake_engine) -> None:
+    serve, report = _serve(fake_engine)
     fake = json.loads((tmp_path / "fake.json").read_text())
     try:
         assert fake["env_key"] == KEY
@@ -127,7 +140,7 @@ def test_the_api_key_reaches_llama_server_in_its_environment_never_in_argv(
 def test_sigkill_of_serve_ends_the_engine_behind_a_wrapper_that_does_not_exec(
     tmp_path: Path, fake_engine
 ) -> None:
-    serve, _ = _serve(tmp_path, fake_engine)
+    serve, _ = _serve(fake_engine)
     engine_pid = json.loads((tmp_path / "fake.json").read_text())["pid"]
     serve.kill()
     serve.wait(timeout=30)
