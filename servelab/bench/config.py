@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -177,8 +178,14 @@ def load_experiment(path: Path) -> dict[str, Any]:
     for key, kind, words in (("model", str, "a string"), ("name", str, "a string"), ("workload", str, "a string"),
                              ("chat", bool, "true or false")):  # fmt: skip
         if data.get(key) is not None and not isinstance(data[key], kind):
-            raise ConfigError(f"{key} in {path} must be {words}, got {data[key]!r}")
+            raise ConfigError(f"{key} in {path} must be {words}, got {_shown(data[key])}")
     return data
+
+
+def _shown(value: object) -> str:
+    """A value from the file as an error shows it: its repr, cut at 80 characters."""
+    text = reprlib.repr(value)
+    return text if len(text) <= 80 else text[:80] + "…"
 
 
 def _yaml_targets(targets: object, path: Path) -> list[str]:
@@ -189,5 +196,5 @@ def _yaml_targets(targets: object, path: Path) -> list[str]:
         if all(isinstance(u, str) and u for u in urls):
             return [str(u) for u in urls]
     raise ConfigError(
-        f"targets in {path} must be a URL or a list of URLs (or of mappings with a url), got {targets!r}"
+        f"targets in {path} must be a URL or a list of URLs (or of mappings with a url), got {_shown(targets)}"
     )

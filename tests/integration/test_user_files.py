@@ -172,3 +172,13 @@ def test_yaml_anchors_and_merge_keys_of_an_ordinary_compose_file_still_load(tmp_
     )
     service = load_service(compose)
     assert service.image == "vllm/vllm-openai:v0.8.5" and "--max-model-len" in service.argv
+
+
+def test_a_config_value_of_the_wrong_kind_is_shown_cut_short(tmp_path: Path, capsys) -> None:
+    from servelab.cli.app import main
+
+    config = tmp_path / "experiment.yaml"
+    config.write_text("model: [" + ", ".join(["lol"] * 50_000) + "]\n")
+    assert main(["bench", "http://127.0.0.1:9", "--config", str(config), "--db", str(tmp_path / "r.db")]) == 2
+    err = capsys.readouterr().err
+    assert "model in" in err and "must be a string, got ['lol'" in err and len(err) < 400
