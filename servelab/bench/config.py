@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from servelab.bench.level_key import Level
 from servelab.bench.limits import (
@@ -22,8 +21,10 @@ from servelab.bench.trace import Trace
 from servelab.bench.workloads import WorkloadSpec
 from servelab.errors import ConfigError
 from servelab.ranges import count, number
+from servelab.userfiles import UserFile
 
 MAX_REPEATS = 1_000
+MAX_EXPERIMENT_BYTES = 1 << 20  # an experiment YAML: a few dozen settings
 MIN_RATE, MAX_RATE = 0.001, 1_000_000.0  # requests/s
 MAX_BURSTINESS = 1_000.0  # gamma shape; inf means evenly spaced
 MAX_WORKERS = 4096  # --workers
@@ -164,10 +165,9 @@ YAML_KEYS = {
 
 def load_experiment(path: Path) -> dict[str, Any]:
     """Read an experiment YAML into a dict of CLI option names; ConfigError on unknown keys."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, ValueError, yaml.YAMLError) as exc:  # ValueError: not UTF-8
-        raise ConfigError(f"cannot read experiment {path}: {exc}".splitlines()[0]) from exc
+    data = (
+        UserFile.named(path, "--config", "give an experiment YAML file").load_yaml(MAX_EXPERIMENT_BYTES) or {}
+    )
     if not isinstance(data, dict):
         raise ConfigError(f"experiment {path} must be a mapping of settings")
     unknown = sorted(set(data) - YAML_KEYS)
@@ -179,8 +179,14 @@ def load_experiment(path: Path) -> dict[str, Any]:
     for key, kind, words in (("model", str, "a string"), ("name", str, "a string"), ("workload", str, "a string"),
                              ("chat", bool, "true or false")):  # fmt: skip
         if data.get(key) is not None and not isinstance(data[key], kind):
-            raise ConfigError(f"{key} in {path} must be {words}, got {data[key]!r}")
+            raise ConfigError(f"{key} in {path} must be {words}, got {_shown(data[key])}")
     return data
+
+
+def _shown(value: object) -> str:
+    """A value from the file as an error shows it: its repr, cut at 80 characters."""
+    text = reprlib.repr(value)
+    return text if len(text) <= 80 else text[:80] + "…"
 
 
 def _yaml_targets(targets: object, path: Path) -> list[str]:
@@ -191,5 +197,5 @@ def _yaml_targets(targets: object, path: Path) -> list[str]:
         if all(isinstance(u, str) and u for u in urls):
             return [str(u) for u in urls]
     raise ConfigError(
-        f"targets in {path} must be a URL or a list of URLs (or of mappings with a url), got {targets!r}"
+        f"targets in {path} must be a URL or a list of URLs (or of mappings with a url), got {_shown(targets)}"
     )

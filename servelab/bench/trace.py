@@ -18,7 +18,6 @@ prompts they need are capped at ``MAX_TRACE_INPUT_TOKENS`` tokens in all.
 from __future__ import annotations
 
 import csv
-import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,8 +26,9 @@ from typing import IO, Any
 
 from servelab.bench.schedule import MAX_LEVEL_SECONDS, MAX_REQUESTS
 from servelab.bench.workloads import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS
-from servelab.errors import ConfigError
+from servelab.errors import ConfigError, ServelabError
 from servelab.inert import inert_line
+from servelab.userfiles import UserFile
 
 MAX_LINE_BYTES = 1 << 20
 MAX_TRACE_INPUT_TOKENS = 20_000_000  # prompt text is built before the run: about 8 bytes a token, twice
@@ -77,20 +77,21 @@ def load_trace(path: Path, *, speed: float = 1.0, max_rows: int | None = None,
     """The first ``max_rows`` rows (or those within ``max_seconds`` after speed-up) of a trace file."""
     if not (isinstance(speed, int | float) and math.isfinite(speed) and 0 < speed <= MAX_SPEED):
         raise ConfigError(f"--trace-speed must be a number above 0 and at most {MAX_SPEED:,.0f}, got {speed}")
+    source = UserFile.named(path, "--trace", "give a trace file (JSONL or CSV)")
     try:
-        with path.open("rb") as f:
-            reader = _Reader(path, f, speed)
+        with source.open() as f:
+            reader = _Reader(source, f, speed)
             requests = reader.rows(max_rows if max_rows is not None else MAX_REQUESTS, max_seconds)
     except OSError as exc:
-        raise ConfigError(f"cannot read trace {inert_line(str(path))}: {exc.strerror or exc}") from exc
+        raise source.fail(f"cannot read it ({exc.strerror or exc})") from exc
     if not requests:
         raise ConfigError(f"trace {inert_line(str(path))} has no requests to replay")
     return Trace(str(path), reader.layout, float(speed), tuple(requests))
 
 
 class _Reader:
-    def __init__(self, path: Path, f: IO[bytes], speed: float) -> None:
-        self.name, self.f, self.speed = inert_line(str(path)), f, speed
+    def __init__(self, source: UserFile, f: IO[bytes], speed: float) -> None:
+        self.source, self.f, self.speed = source, f, speed
         self.line_no = 0
         self.layout = ""
         self.columns: dict[str, int] = {}
@@ -99,8 +100,8 @@ class _Reader:
         self.last_ns = 0
         self.tokens = 0
 
-    def fail(self, what: str) -> ConfigError:
-        return ConfigError(f"trace {self.name} line {self.line_no}: {inert_line(what)}")
+    def fail(self, what: str) -> ServelabError:
+        return self.source.fail(f"line {self.line_no}: {what}")
 
     def lines(self):
         while chunk := self.f.readline(MAX_LINE_BYTES + 1):
@@ -155,12 +156,7 @@ class _Reader:
         return "azure"
 
     def _json(self, text: str) -> dict[str, Any]:
-        try:
-            row = json.loads(text)
-        except (ValueError, RecursionError) as exc:  # ValueError: JSONDecodeError, or an integer too long
-            raise self.fail(
-                f"not JSON ({getattr(exc, 'msg', None) or 'a number too long or nesting too deep'})"
-            ) from None
+        row = self.source.parse_json(text, f"line {self.line_no}: ")
         if not isinstance(row, dict):
             raise self.fail("a row must be a JSON object")
         return row

@@ -4,11 +4,13 @@ Read in file order, cycled when the run needs more prompts than the file has. Ne
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from servelab.bench.records import MAX_TOKENS
 from servelab.errors import ConfigError
+from servelab.userfiles import UserFile
+
+MAX_WORKLOAD_BYTES = 1 << 30  # ShareGPT V3 (unfiltered, cleaned) is about 640 MB
 
 
 def load_file_prompts(path: Path, count: int, default_output: int, chat: bool) -> list:
@@ -29,28 +31,19 @@ def load_file_prompts(path: Path, count: int, default_output: int, chat: bool) -
 
 
 def _read_entries(path: Path) -> list[tuple[list[dict], int | None]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read workload file {path}: {exc}") from exc
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        try:
-            rows = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"workload file {path} is not valid JSON: {exc}") from exc
+    source = UserFile.named(path, "--workload", "give JSONL or ShareGPT JSON")
+    text = source.read_text(MAX_WORKLOAD_BYTES, "JSON")
+    if text.lstrip().startswith("["):
+        rows = source.parse_json(text)
     else:
-        rows = [_json_line(path, n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+        rows = [
+            source.parse_json(line, f"line {n}: ")
+            for n, line in enumerate(text.splitlines(), 1)
+            if line.strip()
+        ]
     return [
         entry for entry in (_entry(path, row) for row in rows if isinstance(row, dict)) if entry is not None
     ]
-
-
-def _json_line(path: Path, number: int, line: str) -> object:
-    try:
-        return json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path} line {number} is not JSON: {exc.msg}") from exc
 
 
 def _entry(path: Path, row: dict) -> tuple[list[dict], int | None] | None:

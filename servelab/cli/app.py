@@ -68,9 +68,10 @@ def build_app() -> typer.Typer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the CLI, turning servelab errors into one line on stderr and an exit code."""
-    app = build_app()
+    """Entry point: run the CLI, turning servelab errors into one line on stderr and an exit code. The app is
+    built inside the handlers, so Ctrl-C while the command modules load is exit 130 like any other."""
     try:
+        app = build_app()
         result = app(args=argv, prog_name="servelab", standalone_mode=False)
         if isinstance(result, int) and not isinstance(result, bool):  # typer.Exit(n) comes back as n here
             return result

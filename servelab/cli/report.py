@@ -17,6 +17,9 @@ from servelab.report.page import build_page
 from servelab.report.terminal import render_terminal
 from servelab.report.verdict import verdicts
 from servelab.store import Store, StoredRun
+from servelab.userfiles import UserFile
+
+MAX_SERVER_LOG_BYTES = 512 << 20  # a --server-log is read whole for its memory lines
 
 
 def register(app: typer.Typer) -> None:
@@ -100,10 +103,8 @@ def _optional(path: Path | None, what: str) -> dict | None:
 
 
 def read_log(path: Path) -> tuple[str, str]:
-    try:
-        return str(path), path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ConfigError(f"cannot read the server log {path}: {exc.strerror}") from exc
+    data = UserFile.named(path, "--server-log", "give an engine's log file").read_bytes(MAX_SERVER_LOG_BYTES)
+    return str(path), data.decode("utf-8", errors="replace")
 
 
 def load_runs(db: Path | None, run_ids: list[str]) -> list[StoredRun]:

@@ -82,7 +82,8 @@ def effective_report(server: EngineServer, engine: Engine) -> dict[str, object]:
         "mismatches": [],
     }
     try:
-        result = verify(server.url, from_command(argv, engine=engine.name), api_key=api_key_of(argv))
+        key = server.api_key or api_key_of(list(argv))
+        result = verify(server.url, from_command(argv, engine=engine.name), api_key=key)
     except ServelabError as exc:  # the engine runs; say why its configuration could not be read back
         return {**report, "mismatches": [f"could not read the effective configuration: {exc}"]}
     return {

@@ -7,6 +7,7 @@ read files or stdin (``read_lines``, lines capped at ``MAX_LINE_CHARS``) and tai
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -15,6 +16,7 @@ from typing import TextIO
 
 from servelab.diagnose.signatures import SEVERITIES, Signature
 from servelab.errors import ConfigError
+from servelab.userfiles import UserFile
 
 MAX_LINE_CHARS = 64 * 1024  # longer lines are cut here before matching
 MAX_TEXT_CHARS = 500  # how much of a matching line a finding quotes
@@ -148,10 +150,13 @@ def _open(path: str, stdin: TextIO | None):
         if stdin is None:
             raise ConfigError("'-' (standard input) cannot be followed; give a file path")
         return _NoClose(stdin)
-    try:
-        return Path(path).open(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ConfigError(f"cannot read log file {path}: {exc.strerror}") from exc
+    return open_log(path)
+
+
+def open_log(path: str) -> TextIO:
+    """A log file as text (undecodable bytes replaced), opened only when it is a regular file."""
+    handle = UserFile(Path(path), f"log file {path}", "give a log file, or '-' for standard input").open()
+    return io.TextIOWrapper(handle, encoding="utf-8", errors="replace")
 
 
 class _NoClose:

@@ -8,6 +8,7 @@ module converts them and says which flag was wrong.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,6 +134,23 @@ SECRET_FLAGS = (
 def redact_argv(argv: list[str]) -> list[str]:
     """The argv with the values of secret flags (``--api-key K`` and ``--api-key=K``) hidden, for display."""
     return redact.redact_argv(argv, SECRET_FLAGS)
+
+
+def take_api_keys(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``argv`` without its ``--api-key K`` / ``--api-key=K`` words, and the keys they held, in order: a launcher
+    hands the keys to its engine through the environment, never on a command line every user can read."""
+    kept: list[str] = []
+    keys: list[str] = []
+    words = iter(enumerate(argv))
+    for i, word in words:
+        if word == "--api-key" and i + 1 < len(argv):
+            keys.append(argv[i + 1])
+            next(words)
+        elif word.startswith("--api-key="):
+            keys.append(word.partition("=")[2])
+        else:
+            kept.append(word)
+    return kept, keys
 
 
 def api_key_of(argv: list[str]) -> str | None:

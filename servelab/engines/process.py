@@ -4,7 +4,11 @@ The child starts in a new session (its own process group), so ``stop()`` signals
 spawned: SIGTERM first, SIGKILL after a grace period. A running process is stopped at interpreter exit
 (atexit), and on Linux the kernel kills it if this process dies without cleaning up (PR_SET_PDEATHSIG).
 PR_SET_PDEATHSIG fires when the *thread* that started the child exits: start engines from a thread that
-outlives them (the main thread), or pass ``die_with_parent=False``.
+outlives them (the main thread), or pass ``die_with_parent=False``. PR_SET_PDEATHSIG reaches the child only,
+not what it started (an engine behind a wrapper script that does not exec), so each engine also has a
+watchdog: a small process in its own session holding the read end of a pipe whose write end only this process
+has. When this process dies in any way, SIGKILL included, the pipe reads end-of-file and the watchdog ends the
+engine's whole process group (SIGTERM, SIGKILL after the grace period); a clean ``stop()`` tells it to go.
 ``terminate_on_signals()`` turns SIGTERM/SIGHUP into KeyboardInterrupt so ``finally`` blocks run.
 """
 
@@ -42,6 +46,27 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+# the watchdog (run with -I -S: no site, no user paths): argv[1] the engine's process group, argv[2] the grace
+_WATCHDOG = """
+import os, signal, sys, time
+group, grace = int(sys.argv[1]), float(sys.argv[2])
+if os.read(0, 1):
+    sys.exit(0)
+for sig in (signal.SIGTERM, signal.SIGKILL):
+    try:
+        os.killpg(group, sig)
+    except OSError:
+        sys.exit(0)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except OSError:
+            sys.exit(0)
+        time.sleep(0.1)
+"""
+
+
 def read_log_tail(log_path: Path, lines: int = TAIL_LINES) -> str:
     """The last ``lines`` lines of a log file ('' when it does not exist)."""
     try:
@@ -75,6 +100,7 @@ class ManagedProcess:
         die_with_parent: bool = True,
         telling: Callable[[str], str] = telling_line,
         tail_lines: int = TAIL_LINES,
+        secrets: Sequence[str] = (),
     ) -> None:
         self.tail_lines = tail_lines  # how much of the log the error message and EngineStartError look at
         self.argv = list(argv)
@@ -83,7 +109,10 @@ class ManagedProcess:
         self.log_path = Path(log_path)
         self.env = dict(env) if env is not None else None
         self.name = name or Path(self.argv[0]).name
+        self.secrets = tuple(secrets)  # keys handed over in env: masked in the log tail like argv's
         self._popen: subprocess.Popen[bytes] | None = None
+        self._watchdog: subprocess.Popen[bytes] | None = None
+        self._watchdog_pipe: int | None = None
 
     @property
     def pid(self) -> int:
@@ -112,7 +141,40 @@ class ManagedProcess:
         except OSError as exc:
             raise EngineStartError(f"cannot run {self.argv[0]}: {exc.strerror or exc}") from exc
         atexit.register(self.stop)
+        if self.die_with_parent:
+            self._start_watchdog()
         return self
+
+    def _start_watchdog(self) -> None:
+        """The watchdog of this engine's group (see the module's docstring)."""
+        read_end, write_end = os.pipe()  # not inherited: only this process holds the write end
+        try:
+            self._watchdog = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _WATCHDOG, str(self.pid), str(STOP_GRACE_S)],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError:
+            os.close(write_end)
+            self.stop()
+            raise
+        finally:
+            os.close(read_end)
+        self._watchdog_pipe = write_end
+
+    def _dismiss_watchdog(self) -> None:
+        """The engine was stopped here: the watchdog leaves without signalling anything."""
+        if self._watchdog_pipe is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._watchdog_pipe, b"x")
+            os.close(self._watchdog_pipe)
+            self._watchdog_pipe = None
+        if self._watchdog is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._watchdog.wait(timeout=STOP_GRACE_S)
+            self._watchdog = None
 
     def exit_code(self) -> int | None:
         """None while running; the exit status once it has exited."""
@@ -121,7 +183,7 @@ class ManagedProcess:
     def log_tail(self, lines: int | None = None) -> str:
         """The log's last lines, the API key of the command line masked (engines echo their arguments)."""
         tail = read_log_tail(self.log_path, lines or self.tail_lines)
-        return redact_text(tail, [api_key_of(list(self.argv))])
+        return redact_text(tail, [api_key_of(list(self.argv)), *self.secrets])
 
     def wait_healthy(self, is_healthy: Callable[[], bool], timeout_s: float) -> None:
         """Poll ``is_healthy`` until it is True; on death or timeout stop the process and raise EngineStartError.
@@ -159,6 +221,7 @@ class ManagedProcess:
                 self._popen.wait()
             self._wait_group(grace_s)  # children (an engine core, its workers) finish their own shutdown
         self._signal_group(signal.SIGKILL)  # anything the engine left behind in its group
+        self._dismiss_watchdog()
         return self._popen.returncode
 
     def _wait_group(self, grace_s: float) -> None:
@@ -189,6 +252,7 @@ class EngineServer:
     host: str
     port: int
     model: Path
+    api_key: str | None = None  # the key the engine was given in its environment, for servelab's own requests
 
     @property
     def url(self) -> str:
@@ -271,10 +335,12 @@ def start_server(
     timeout_s: float,
     env: Mapping[str, str] | None = None,
     name: str = "",
+    api_key: str | None = None,
 ) -> EngineServer:
-    """Start an engine whose port was checked free and wait until GET ``health_path`` answers 200."""
-    process = ManagedProcess(argv, log_path, env=env, name=name).start()
-    server = EngineServer(process, host, port, model)
+    """Start an engine whose port was checked free and wait until GET ``health_path`` answers 200;
+    ``api_key``: the key ``env`` hands the engine (masked in its log tail, used by servelab's requests)."""
+    process = ManagedProcess(argv, log_path, env=env, name=name, secrets=[api_key] if api_key else ()).start()
+    server = EngineServer(process, host, port, model, api_key)
     process.wait_healthy(lambda: http_ok(server.url + health_path), timeout_s)
     return server
 

@@ -8,13 +8,12 @@ Parameter counts come from `servelab.model.params`; weight bytes from the quanti
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from servelab.errors import ModelFormatError
 from servelab.model.dtypes import find_dtype
-from servelab.model.files import read_regular
+from servelab.model.files import read_json
 from servelab.model.params import count_params, is_moe_layer, vision_int
 from servelab.model.quant import QuantFormat, get_quant, quant_from_config, synthesise_weights
 from servelab.model.spec import (
@@ -49,12 +48,7 @@ _MAMBA_ONLY_TYPES = frozenset({"mamba", "mamba2", "falcon_mamba"})
 def read_config(path: Path) -> dict[str, Any]:
     """The JSON object in a config.json, or in `path/config.json` for a model directory."""
     file = path / "config.json" if path.is_dir() else path
-    try:
-        data = json.loads(read_regular(file, MAX_CONFIG_BYTES, "config.json").decode("utf-8-sig"))
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, 4,300-digit numbers
-        raise ModelFormatError(
-            f"cannot read {file}: {str(exc)[:120]}; give a Hugging Face config.json"
-        ) from None
+    data = read_json(file, MAX_CONFIG_BYTES, "config.json")
     if not isinstance(data, dict):
         raise ModelFormatError(f"{file} is not a JSON object; give a Hugging Face config.json")
     return data
@@ -147,7 +141,13 @@ def native_quant(config: dict[str, Any], dtype: str) -> QuantFormat:
     """How the checkpoint stores its weights: `quantization_config`, else the config's dtype."""
     qc = config.get("quantization_config") or text_config(config).get("quantization_config")
     if isinstance(qc, dict):
-        return quant_from_config(qc)
+        try:
+            return quant_from_config(qc)
+        except (TypeError, ValueError, AttributeError, OverflowError) as exc:  # a field of the wrong kind
+            raise ModelFormatError(
+                f"quantization_config holds a value of the wrong kind ({str(exc)[:120]}); "
+                "give the checkpoint's own config.json"
+            ) from None
     return get_quant(dtype if dtype in ("bf16", "fp16", "fp32") else "bf16")
 
 

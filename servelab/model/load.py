@@ -35,13 +35,19 @@ def _read(ref: str, *, hf: bool, hf_endpoint: str | None) -> ModelSpec:
 
         return fetch_model(find_catalog_id(ref) or ref, endpoint=hf_endpoint)  # "qwen3-8b" → Qwen/Qwen3-8B
     path = Path(ref).expanduser()
-    if path.exists() and not (path.is_file() or path.is_dir()):
+    try:
+        exists, is_file, is_dir = path.exists(), path.is_file(), path.is_dir()
+        has_config = is_dir and (path / "config.json").is_file()
+    except OSError as exc:  # a name longer than the file system allows, a parent that cannot be searched
+        shown = ref if len(ref) <= 80 else f"{ref[:80]}… ({len(ref):,} characters)"
+        raise ConfigError(f"model {shown!r}: cannot look the path up ({exc.strerror or exc})") from None
+    if exists and not (is_file or is_dir):
         raise ModelFormatError(f"{ref} is not a regular file (a FIFO, device or socket); give a model file")
-    if path.suffix.lower() == ".gguf" and path.is_file():
+    if path.suffix.lower() == ".gguf" and is_file:
         from servelab.model.gguf_file import read_gguf
 
         return read_gguf(path)
-    if path.is_file() or (path.is_dir() and (path / "config.json").is_file()):
+    if is_file or has_config:
         from servelab.model.safetensors_header import read_model_dir
 
         return read_model_dir(path)

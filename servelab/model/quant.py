@@ -17,10 +17,10 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from servelab.errors import ConfigError
+from servelab.errors import ConfigError, ModelFormatError
 from servelab.model.dtypes import find_dtype
 from servelab.model.gguf_types import GGUFMix, gguf_mixes, gguf_types
-from servelab.model.spec import ATTENTION_KINDS, ModelSpec, WeightGroup
+from servelab.model.spec import ATTENTION_KINDS, ModelSpec, WeightGroup, whole
 
 LINEAR_ROLES = frozenset({"linear", "attn_v", "attn_output", "ffn_down", "experts"})
 _GROUP_SIZES = (32, 64, 128, -1)
@@ -205,14 +205,24 @@ def quant_from_config(qc: dict[str, Any]) -> QuantFormat:
 def _compressed_tensors(qc: dict[str, Any]) -> QuantFormat:
     if "nvfp4" in str(qc.get("format", "")).lower():
         return get_quant("nvfp4")
-    groups = [g for g in (qc.get("config_groups") or {}).values() if isinstance(g, dict) and g.get("weights")]
+    config_groups = qc.get("config_groups") or {}
+    if not isinstance(config_groups, dict):
+        raise ModelFormatError(
+            "compressed-tensors quantization_config: config_groups must be an object of named groups, "
+            f"not {type(config_groups).__name__}"
+        )
+    groups = [
+        g["weights"]
+        for g in config_groups.values()
+        if isinstance(g, dict) and isinstance(g.get("weights"), dict)
+    ]
     if not groups:
         raise ConfigError("compressed-tensors quantization_config has no config_groups with weights")
-    weights = groups[0]["weights"]
-    bits, strategy = int(weights.get("num_bits", 8)), str(weights.get("strategy", "tensor"))
+    weights = groups[0]
+    bits, strategy = whole(weights.get("num_bits", 8)), str(weights.get("strategy", "tensor"))
     if weights.get("type") == "float":
         return fp8_format(strategy if strategy in ("channel", "block") else "tensor")
-    group = int(weights.get("group_size") or -1) if strategy == "group" else -1
+    group = whole(weights.get("group_size") or -1) if strategy == "group" else -1
     return int_group_format("int", bits, group, zero_point=not weights.get("symmetric", True))
 
 

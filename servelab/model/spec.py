@@ -240,6 +240,32 @@ class ModelSpec:
             )
         if any(type(kv) is not int or not 0 <= kv <= MAX_DIMENSION for kv in self.kv_heads_per_layer):
             raise ModelFormatError(f"model {self.name!r} has a KV head count out of range")
+        self._check_architecture()
+
+    def _check_architecture(self) -> None:
+        """A model that could not run: attention layers without heads or KV heads, more KV heads than heads,
+        no vocabulary, no feed-forward where a dense transformer needs one. One line naming the field."""
+
+        def refuse(field_name: str, value: object, rule: str) -> ModelFormatError:
+            return ModelFormatError(f"model {self.name!r}: {field_name} is {value}; {rule}")
+
+        if self.vocab_size < 1:
+            raise refuse("the vocabulary size", self.vocab_size, "a language model needs at least one token")
+        attention_layers = [i for i, kind in enumerate(self.layer_kinds) if kind in ATTENTION_KINDS]
+        if attention_layers:
+            heads = self.attention.num_heads if self.attention is not None else 0
+            if heads < 1:
+                raise refuse("the attention head count", heads, "attention layers need at least one head")
+            for i in attention_layers:
+                kv = self.kv_heads_per_layer[i]
+                if self.mla is None and not 1 <= kv <= heads:
+                    raise refuse(
+                        f"the KV head count of layer {i}", kv, f"it must lie in 1..{heads} (the heads)"
+                    )
+        if self.intermediate_size < 1 and self.moe is None and attention_layers:
+            raise refuse(
+                "the feed-forward size", self.intermediate_size, "a dense transformer layer needs one"
+            )
 
     @property
     def num_layers(self) -> int:

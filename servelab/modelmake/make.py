@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from types import ModuleType
@@ -34,7 +35,8 @@ def make_model(kind: str, path: Path | str, shape: ModelShape | None = None, fmt
         n_params = _write(partial, kind, arch, shape)
         os.replace(partial, path)
     except OSError as exc:
-        partial.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a parent that is a regular file: nothing was written
+            partial.unlink(missing_ok=True)
         raise ConfigError(
             f"cannot write model to {path}: {exc.strerror or exc}; choose a writable -o path"
         ) from exc

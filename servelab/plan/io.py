@@ -7,7 +7,6 @@ line that names the flag and the file. `read_json_object` is the part shared wit
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,29 +15,17 @@ from servelab.errors import ConfigError
 from servelab.plan.saved import PlanDocument, saved_plan
 from servelab.plan.typed_json import from_json, json_kind
 from servelab.plan.types import Plan
+from servelab.userfiles import UserFile
 
 REQUIRED_PLAN_KEYS = ("engine", "quant", "context", "kv_dtype", "fits", "memory_bytes")
 PLAN_ENTRY_KEYS = frozenset(f.name for f in dataclasses.fields(Plan))
+MAX_JSON_FILE_BYTES = 64 << 20  # a saved plan, doctor or spec JSON (a plan with every candidate is ~1 MB)
 PLAN_HINT = "save one with `servelab plan … --save FILE` (or --json > FILE)"
 
 
 def read_json_object(path: str | Path, flag: str, hint: str) -> dict[str, Any]:
     """The JSON object in `path`; a one-line ConfigError "FLAG PATH: what is wrong; hint" otherwise."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{flag} {path}: no such file") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{flag} {path}: is a directory, not a file; {hint}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{flag} {path}: not a JSON text file (not UTF-8); {hint}") from None
-    except OSError as exc:
-        raise ConfigError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{flag} {path}: not JSON ({exc.msg} at line {exc.lineno}); {hint}") from None
+    data = UserFile.named(path, flag, hint).load_json(MAX_JSON_FILE_BYTES)
     if not isinstance(data, dict):
         raise ConfigError(f"{flag} {path}: not a JSON object (it holds {json_kind(data)}); {hint}")
     return data

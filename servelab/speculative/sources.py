@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
-from servelab.diagnose.logs import read_lines
+from servelab.diagnose.logs import open_log, read_lines
 from servelab.engines import registry
 from servelab.engines.base import Speculative
 from servelab.engines.http import HttpProbe
@@ -132,9 +132,5 @@ def _read_stdin(stdin: TextIO | None) -> list[str]:
 
 
 def _stream_lines(path: str) -> Iterator[str]:
-    try:
-        stream = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed by the with below
-    except OSError as exc:
-        raise ConfigError(f"cannot read log file {path}: {exc.strerror}") from exc
-    with stream:
+    with open_log(path) as stream:
         yield from read_lines(stream)

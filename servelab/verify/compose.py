@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
 from servelab.errors import ConfigError
+from servelab.userfiles import UserFile
 from servelab.verify.asked import Asked, from_engine_command
 from servelab.verify.command import engine_of_command, image_engine, read_command
+
+MAX_COMPOSE_BYTES = 1 << 20  # a docker-compose file: a few services
 
 
 @dataclass(frozen=True)
@@ -137,16 +138,7 @@ def _word(item: Any) -> str:
 
 
 def _services(path: Path) -> dict[str, Any]:
-    try:
-        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"--compose {path}: cannot read it ({exc.strerror})") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--compose {path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"--compose {path}: not a YAML text file (not UTF-8); give a docker-compose file"
-        ) from exc
+    document = UserFile.named(path, "--compose", "give a docker-compose file").load_yaml(MAX_COMPOSE_BYTES)
     services = document.get("services") if isinstance(document, dict) else None
     if not isinstance(services, dict) or not services:
         raise ConfigError(f"--compose {path}: no services: section")

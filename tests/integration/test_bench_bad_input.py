@@ -131,7 +131,7 @@ def test_an_experiment_file_that_is_not_text_is_one_line(capsys, tmp_path):
     garbage = tmp_path / "experiment.yaml"
     garbage.write_bytes(bytes(range(256)) * 4)
     line = one_line_error(capsys, ["bench", "http://127.0.0.1:9", "--config", str(garbage)], 2)
-    assert "cannot read experiment" in line
+    assert f"--config {garbage}: not a YAML text file (not UTF-8)" in line
 
 
 def test_credentials_in_the_url_never_reach_the_store(capsys, tmp_path):

@@ -73,7 +73,7 @@ def test_a_bad_trace_row_is_one_line_before_any_load(tmp_path, capsys):
     with sim_process() as url:
         assert main(["bench", url, "--trace", str(path), "--db", str(tmp_path / "r.db")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"trace {path} line 2: input_length must be a whole number" in err
+    assert err.count("\n") == 1 and f"--trace {path}: line 2: input_length must be a whole number" in err
     for args, words in ((["--trace", str(path), "--rate", "3"], "drop --rate"),
                         (["--trace-speed", "2"], "--trace-speed only goes with --trace")):  # fmt: skip
         assert main(["bench", "http://127.0.0.1:9", *args]) == 2

@@ -89,3 +89,21 @@ def test_plan_prints_a_hostile_gguf_name_and_path_inert(tmp_path: Path, capsys) 
     for stream in (captured.out, captured.err):
         _assert_inert(stream)
     assert "evil\\x1b[2J.gguf" in captured.out
+
+
+INVISIBLE = "Qwen\u200b3\u202e\u061c\ufeff\u2028x"
+INVISIBLE_RAW = re.compile("[\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060\u2066-\u2069\ufeff]")
+
+
+def test_invisible_and_bidi_characters_in_a_model_id_are_shown_escaped_everywhere(
+    tmp_path: Path, capsys
+) -> None:
+    db = tmp_path / "runs.db"
+    store_run(db, name=INVISIBLE, model=INVISIBLE)
+    assert main(["report", "--db", str(db), "--terminal"]) == 0
+    terminal = capsys.readouterr().out
+    assert main(["report", "--db", str(db), "-o", str(tmp_path / "bill.html")]) == 0
+    assert main(["report", "--db", str(db), "-o", str(tmp_path / "bill.md")]) == 0
+    for shown in (terminal, (tmp_path / "bill.html").read_text(), (tmp_path / "bill.md").read_text()):
+        assert INVISIBLE_RAW.search(shown) is None
+        assert "\\u200b3" in shown or "\\\\u200b3" in shown

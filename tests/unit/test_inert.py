@@ -47,3 +47,17 @@ def test_asked_for_markup_still_styles_and_the_console_keeps_its_own_escapes():
     console.print("[red]ok[/red]", markup=True)
     out = buffer.getvalue()
     assert out.startswith("\x1b[") and "ok" in out and "[red]" not in out
+
+
+INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff\u061c\u200e\u200f\u202a\u202e\u2066\u2069\u2028\u2029"
+
+
+def test_invisible_and_bidi_marks_and_line_separators_are_escaped():
+    shown = (
+        "\\u200b\\u200c\\u200d\\u2060\\ufeff\\u061c\\u200e\\u200f\\u202a\\u202e\\u2066\\u2069\\u2028\\u2029"
+    )
+    assert inert_line(f"Qwen{INVISIBLE}3") == f"Qwen{shown}3"
+    assert inert_text(f"a\n{INVISIBLE}") == f"a\n{shown}"
+    assert not is_inert("Llama\u200b") and not is_inert("\ufeffLlama") and is_inert("Llama 模型 é")
+    printed = _printed("model Qwen\u200b3 \u2028x")
+    assert "\u200b" not in printed and "\u2028" not in printed and "Qwen\\u200b3 \\u2028x" in printed

@@ -65,6 +65,7 @@ def _llama_kvs(arch: str = "llama", layers: int = 2, **extra: object) -> dict[st
         f"{arch}.attention.head_count": 4,
         f"{arch}.attention.head_count_kv": 2,
         f"{arch}.feed_forward_length": 256,
+        f"{arch}.vocab_size": 1000,
         **extra,
     }
 
@@ -129,6 +130,7 @@ def test_mamba2_gguf(tmp_path: Path) -> None:
         "mamba2.ssm.conv_kernel": 4,
         "mamba2.ssm.group_count": 1,
         "mamba2.ssm.time_step_rank": 8,
+        "mamba2.vocab_size": 1000,
     }
     write_gguf(path, kvs, [])
     spec = read_gguf(path)
@@ -185,7 +187,7 @@ def test_hostile_block_count(tmp_path: Path) -> None:
 def test_long_tokenizer_array_is_skipped_but_counted(tmp_path: Path) -> None:
     path = tmp_path / "vocab.gguf"
     kvs = {
-        **_llama_kvs(),
+        **{k: v for k, v in _llama_kvs().items() if not k.endswith(".vocab_size")},
         "tokenizer.ggml.tokens": [f"t{i}" for i in range(5000)],
         "general.name": "after-vocab",
     }

@@ -170,7 +170,7 @@ def test_mamba2_state_and_params() -> None:
 
 def test_read_config_errors(tmp_path) -> None:
     (tmp_path / "config.json").write_text("{not json")
-    with pytest.raises(ModelFormatError, match="cannot read"):
+    with pytest.raises(ModelFormatError, match=r"config\.json \(config\.json\): not JSON"):
         read_config(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps([1, 2]))
     with pytest.raises(ModelFormatError, match="not a JSON object"):

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from servelab.diagnose.signatures.template import Template, TemplateError, compile_template
 from servelab.engines import registry
 from servelab.errors import ConfigError
+from servelab.userfiles import UserFile
 
 SEVERITIES = ("critical", "warning", "info")
+MAX_SIGNATURE_FILE_BYTES = 4 << 20  # a signature database: a few hundred entries
 NCCL_FILE = ("servelab.diagnose.signatures", "nccl.yaml")  # a library every multi-GPU engine loads
 _COMPARISONS = {
     "<": operator.lt,
@@ -117,21 +117,13 @@ def load_signatures(engines: Iterable[str] | None = None) -> tuple[Signature, ..
 
 def load_signature_file(path: Path) -> tuple[Signature, ...]:
     """Signatures from one YAML file on disk (for users extending the database)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read signature file {path}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"signature file {path} is not a YAML text file (not UTF-8)") from exc
+    text = UserFile(path, f"signature file {path}").read_text(MAX_SIGNATURE_FILE_BYTES, "YAML")
     return parse_signature_file(text, str(path))
 
 
 def parse_signature_file(text: str, where: str) -> tuple[Signature, ...]:
     """Parse and validate one signature file; ConfigError names the file and the entry."""
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"signature file {where} is not valid YAML: {_yaml_problem(exc)}") from exc
+    document = UserFile(Path(where), f"signature file {where}").parse_yaml(text)
     if not isinstance(document, dict) or not isinstance(document.get("signatures"), list):
         raise ConfigError(f"signature file {where}: expected a mapping with 'engine' and a 'signatures' list")
     engine = document.get("engine")
@@ -140,14 +132,6 @@ def parse_signature_file(text: str, where: str) -> tuple[Signature, ...]:
     )
     _check_unique_ids(signatures)
     return signatures
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    """One line: the problem and where, without PyYAML's multi-line snippet."""
-    problem, mark = getattr(exc, "problem", None), getattr(exc, "problem_mark", None)
-    if problem and mark is not None:
-        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
-    return " ".join(str(exc).split())
 
 
 def _parse_entry(entry: object, engine: object, where: str, index: int) -> Signature:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from servelab.engines.http import DetectedEngine, HttpProbe
+from servelab.engines.values import count, flag, text
 
 
 def identify(probe: HttpProbe) -> DetectedEngine | None:
@@ -20,7 +21,7 @@ def identify(probe: HttpProbe) -> DetectedEngine | None:
         return None
     models = probe.get_json("/v1/models")
     raw = {"props": props, "v1_models": models, "health": probe.get_json("/health")}
-    return DetectedEngine("llamacpp", props.get("build_info"), _model_ids(models, props), raw)
+    return DetectedEngine("llamacpp", text(props.get("build_info")), _model_ids(models, props), raw)
 
 
 def read_effective(probe: HttpProbe, model: str | None = None) -> dict[str, Any]:
@@ -37,15 +38,17 @@ def effective_from(props: dict[str, Any], models: Any, slots: Any) -> dict[str, 
     meta = _dict(_first_model(models).get("meta"))
     slot_list = slots if isinstance(slots, list) else []
     return {
-        "context_per_slot": _int(settings.get("n_ctx")) or _int(meta.get("n_ctx")),
-        "slots": _int(props.get("total_slots")) or (len(slot_list) or None),
-        "context_train": _int(meta.get("n_ctx_train")),
+        "context_per_slot": count(settings.get("n_ctx")) or count(meta.get("n_ctx")),
+        "slots": count(props.get("total_slots")) or (len(slot_list) or None),
+        "context_train": count(meta.get("n_ctx_train")),
         "kv_cache_dtype": None,  # llama-server does not report the cache type on any endpoint
-        "model": props.get("model_alias") or _first_model(models).get("id") or props.get("model_path"),
+        "model": text(props.get("model_alias"))
+        or text(_first_model(models).get("id"))
+        or text(props.get("model_path")),
         "max_total_tokens": None,
-        "kv_unified": props.get("kv_unified"),  # exposed by some builds only
+        "kv_unified": flag(props.get("kv_unified")),  # exposed by some builds only
         "speculative": _speculative(slot_list, settings),
-        "version": props.get("build_info"),
+        "version": text(props.get("build_info")),
         "raw": {"props": _without_templates(props), "v1_models": models, "slots": slots},
     }
 
@@ -68,14 +71,10 @@ def _first_model(models: Any) -> dict[str, Any]:
 
 def _model_ids(models: Any, props: dict[str, Any]) -> tuple[str, ...]:
     data = models.get("data") if isinstance(models, dict) else None
-    ids = tuple(str(m["id"]) for m in data or () if isinstance(m, dict) and m.get("id"))
-    return ids or tuple(str(props[k]) for k in ("model_alias", "model_path") if props.get(k))[:1]
+    ids = tuple(i for m in data or () if isinstance(m, dict) and (i := text(m.get("id"))))
+    return ids or tuple(i for k in ("model_alias", "model_path") if (i := text(props.get(k))))[:1]
 
 
 def _dict(value: Any) -> dict[str, Any]:
     """A server's object, or {} when it sent something else (a list, a string)."""
     return value if isinstance(value, dict) else {}
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

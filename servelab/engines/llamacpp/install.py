@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,8 +168,13 @@ def install_llama_cpp(
     root = (cache_dir or paths.cache_dir()) / "llama.cpp" / build_key(arch)
     binary = root / "build" / "bin" / BINARY
     if binary.is_file():
-        progress(f"llama-server already built in {root}")
-        return LlamaServerBinary(binary, check_llama_server(binary), "cache")
+        try:
+            version = check_llama_server(binary)
+        except EngineError:  # a link cut short: cmake resumes the build below
+            progress(f"the cached {binary} does not run; building it again")
+        else:
+            progress(f"llama-server already built in {root}")
+            return LlamaServerBinary(binary, version, "cache")
     src = _fetch_sources(root, progress)
     progress("configuring with cmake" + (f" (CUDA sm_{arch})" if arch else " (CPU)"))
     _run_logged(cmake_configure_argv(src, root / "build", arch), root / "cmake.log", progress)
@@ -180,13 +187,19 @@ def install_llama_cpp(
 
 
 def _fetch_sources(root: Path, progress: Callable[[str], None]) -> Path:
-    """dl/<sdist>.tar.gz from PyPI, extracted (first folder stripped) into src/; returns the llama.cpp folder."""
+    """dl/<sdist>.tar.gz from PyPI, extracted (first folder stripped) into src/; returns the llama.cpp folder.
+
+    Each step works in a staging folder (dl.partial/, src.partial/) that is renamed into place only once it is
+    complete, so an install interrupted anywhere (Ctrl-C, a full disk, a truncated download) leaves nothing a
+    later install would take for finished: it starts that step again."""
     src = root / "src"
     vendored = src / "vendor" / "llama.cpp"
     if (vendored / "CMakeLists.txt").is_file():
         return vendored
     dl = root / "dl"
     if not list(dl.glob("*.tar.gz")):
+        staging = root / "dl.partial"
+        shutil.rmtree(staging, ignore_errors=True)
         progress(f"downloading the {SDIST} source distribution from PyPI (~77 MB; it vendors llama.cpp)")
         argv = [
             sys.executable,
@@ -198,11 +211,21 @@ def _fetch_sources(root: Path, progress: Callable[[str], None]) -> Path:
             "--no-deps",
             SDIST,
             "-d",
-            str(dl),
+            str(staging),
         ]
         _run_logged(argv, root / "dl.log", progress)
+        shutil.rmtree(dl, ignore_errors=True)
+        os.replace(staging, dl)
     progress(f"extracting into {src}")
-    _extract_stripped(next(iter(dl.glob("*.tar.gz"))), src)
+    staging = root / "src.partial"
+    shutil.rmtree(staging, ignore_errors=True)  # left by an interrupted extraction: never reused
+    try:
+        _extract_stripped(next(iter(dl.glob("*.tar.gz"))), staging)
+    except (tarfile.TarError, EOFError, zlib.error) as exc:  # a damaged download: fetch it again next time
+        shutil.rmtree(dl, ignore_errors=True)
+        raise EngineError(f"the downloaded {SDIST} source is damaged ({exc}); run the install again") from exc
+    shutil.rmtree(src, ignore_errors=True)
+    os.replace(staging, src)
     return vendored
 
 

@@ -3,6 +3,10 @@
 ``start_llama_server`` checks the model is a GGUF file and the port is free BEFORE starting, then waits
 for /health to answer 200 (llama-server answers 503 while loading). An engine that dies at start becomes
 EngineStartError with the telling log line in its message and the log tail attached.
+
+An ``--api-key`` among the engine flags leaves the command line (which every user of the machine can read in
+``ps``) and reaches llama-server as ``LLAMA_API_KEY`` in its environment, readable by its owner only; the
+server reads that variable as it reads the flag, several keys comma-separated (docs/reference/secrets.md §1).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from servelab import paths
+from servelab.engines.flags import take_api_keys
 from servelab.engines.llamacpp import HEALTH_PATH
 from servelab.engines.llamacpp.install import find_llama_server
 from servelab.engines.process import EngineServer, check_port_free, free_port, start_server
@@ -21,6 +26,7 @@ from servelab.errors import ModelFormatError
 GGUF_MAGIC = b"GGUF"
 DEFAULT_HOST = "127.0.0.1"
 HEALTH_TIMEOUT_S = 120.0
+API_KEY_ENV = "LLAMA_API_KEY"  # common/arg.cpp: --api-key's set_env (docs/reference/secrets.md §1)
 
 
 def check_gguf(model: Path) -> None:
@@ -69,6 +75,10 @@ def start_llama_server(
     log_path = (
         log_path or paths.data_dir() / "logs" / f"llama-server-{time.strftime('%Y%m%d-%H%M%S')}-{port}.log"
     )
+    args, keys = take_api_keys(args)
+    env = server_env(binary)
+    if keys:
+        env[API_KEY_ENV] = ",".join(keys)
     argv = server_argv(binary, model, host=host, port=port, args=args)
     return start_server(
         argv,
@@ -78,8 +88,9 @@ def start_llama_server(
         log_path=log_path,
         health_path=HEALTH_PATH,
         timeout_s=timeout_s,
-        env=server_env(binary),
+        env=env,
         name="llama-server",
+        api_key=keys[-1] if keys else None,
     )
 
 

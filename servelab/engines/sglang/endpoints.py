@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from servelab.engines.http import DetectedEngine, HttpProbe
+from servelab.engines.values import count, number, scalar, text
 from servelab.redact import redact
 
 SERVER_INFO_PATHS = ("/get_server_info", "/server_info")
@@ -39,10 +40,10 @@ def identify(probe: HttpProbe) -> DetectedEngine | None:
     about = model_info(probe)
     models = (
         _model_ids(probe.get_json("/v1/models"))
-        or tuple(str(x) for x in (info.get("served_model_name"), info.get("model_path")) if x)[:1]
+        or tuple(x for key in ("served_model_name", "model_path") if (x := text(info.get(key))))[:1]
     )
     raw = redact({"server_info": info, "model_info": about})
-    return DetectedEngine("sglang", _str(info.get("version")), models, raw)
+    return DetectedEngine("sglang", text(info.get("version")), models, raw)
 
 
 def read_effective(probe: HttpProbe, model: str | None = None) -> dict[str, Any]:
@@ -59,33 +60,34 @@ def model_info(probe: HttpProbe) -> Any | None:
 def effective_from(info: dict[str, Any], model_info: Any) -> dict[str, Any]:
     """Pure: effective settings from the /get_server_info and /get_model_info bodies."""
     state = _first_state(info)
-    capacity = info.get("max_total_num_tokens") or _dict(state.get("memory_usage")).get("token_capacity")
-    spec = {k: info.get(k) for k in SPECULATIVE_KEYS if info.get(k) is not None}
-    model_path = (model_info or {}).get("model_path") if isinstance(model_info, dict) else None
+    capacity = count(info.get("max_total_num_tokens")) or count(
+        _dict(state.get("memory_usage")).get("token_capacity")
+    )
+    spec = {k: scalar(info.get(k)) for k in SPECULATIVE_KEYS if scalar(info.get(k)) is not None}
+    model_path = text(model_info.get("model_path")) if isinstance(model_info, dict) else None
     return {
         "context_per_slot": _context_length(info, model_info),
-        "slots": info.get("max_running_requests"),
+        "slots": count(info.get("max_running_requests")),
         "context_train": None,
-        "kv_cache_dtype": info.get("kv_cache_dtype"),
-        "model": info.get("served_model_name") or model_path or info.get("model_path"),
+        "kv_cache_dtype": text(info.get("kv_cache_dtype")),
+        "model": text(info.get("served_model_name")) or model_path or text(info.get("model_path")),
         "max_total_tokens": capacity,
-        "max_request_input_tokens": info.get("max_req_input_len"),
-        "mem_fraction_static": info.get("mem_fraction_static"),
-        "tp_size": info.get("tp_size"),
-        "quantization": info.get("quantization"),
-        "speculative": {"enabled": bool(info.get("speculative_algorithm")), **spec} if info else None,
-        "version": _str(info.get("version")),
+        "max_request_input_tokens": count(info.get("max_req_input_len")),
+        "mem_fraction_static": number(info.get("mem_fraction_static")),
+        "tp_size": count(info.get("tp_size")),
+        "quantization": text(info.get("quantization")),
+        "speculative": {"enabled": bool(spec.get("speculative_algorithm")), **spec} if info else None,
+        "version": text(info.get("version")),
         "raw": {"server_info": info, "model_info": model_info},
     }
 
 
 def _context_length(info: dict[str, Any], model_info: Any) -> int | None:
     """The served context: the --context-length argument, else the model's own (newer /get_model_info)."""
-    asked = info.get("context_length")
-    if isinstance(asked, int):
+    asked = count(info.get("context_length"))
+    if asked is not None:
         return asked
-    derived = model_info.get("context_length") if isinstance(model_info, dict) else None
-    return derived if isinstance(derived, int) else None
+    return count(model_info.get("context_length")) if isinstance(model_info, dict) else None
 
 
 def _first_state(info: dict[str, Any]) -> dict[str, Any]:
@@ -95,12 +97,8 @@ def _first_state(info: dict[str, Any]) -> dict[str, Any]:
 
 def _model_ids(models: Any) -> tuple[str, ...]:
     data = models.get("data") if isinstance(models, dict) else None
-    return tuple(str(m["id"]) for m in data or () if isinstance(m, dict) and m.get("id"))
+    return tuple(i for m in data or () if isinstance(m, dict) and (i := text(m.get("id"))))
 
 
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
-
-
-def _str(value: Any) -> str | None:
-    return str(value) if value is not None else None

@@ -11,9 +11,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from servelab.engines.flags import take_api_keys
 from servelab.engines.process import EngineServer, start_program
 from servelab.engines.sglang import HEALTH_PATH
-from servelab.errors import EngineError
+from servelab.errors import ConfigError, EngineError
 
 HEALTH_TIMEOUT_S = 900.0  # weights load and CUDA graphs are captured before /health answers
 
@@ -52,6 +53,11 @@ def start(
     timeout_s: float,
 ) -> EngineServer:
     """Start sglang on ``model`` (EngineError when it is not installed) and wait until it is healthy."""
+    if take_api_keys(args)[1]:
+        raise ConfigError(
+            "sglang reads its API key from its command line only, which every user of this machine can read "
+            "in `ps`; servelab does not put keys there: start sglang yourself and use `servelab verify --api-key`"
+        )  # docs/reference/secrets.md §3
     check_installed()
     argv = launch_argv(model, host=host, port=port, args=args)
     return start_program("sglang", argv, host=host, port=port, model=model, log_path=log_path,

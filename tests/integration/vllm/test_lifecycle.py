@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -103,7 +104,8 @@ def test_serve_vllm_runs_until_sigterm_then_nothing_survives(vllm_program, vllm_
             assert first.startswith(f"vLLM serving at http://127.0.0.1:{port}"), first
             family = _family(proc.pid)
             assert len(family) >= 4, "servelab, the API server, its engine core and worker"
-            (api,) = psutil.Process(proc.pid).children()
+            api = psutil.Process(int(re.search(r"\(pid (\d+)", first).group(1)))  # type: ignore[union-attr]
+            assert api in psutil.Process(proc.pid).children()  # beside it, the engine group's watchdog
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=60) == 0  # SIGTERM is the way to stop `servelab serve`
             assert f"stopping vLLM (pid {api.pid})" in proc.stderr.read()  # type: ignore[union-attr]
