@@ -185,6 +185,8 @@ VERSION_FROM_NOTES = {
     "vllm/v0-llama31-8b-rtx3090-29k-refused": "0.6.4",
     "vllm/v1-0.7-llama31-70b-w8a8-gpu-blocks": "0.7.0",
     "vllm/v0-0.8-qwen3-30b-a3b-w4a16-rtx3090-seqs8": "0.8.5",
+    "vllm/v0-0.6-llama3-8b-tp1-80gb-profile": "0.6.5",
+    "vllm/v0-0.6-llama3-8b-tp2-80gb-profile": "0.6.5",
     "sglang/llama-3.1-8b-fa3-h100": "0.4.4.post1",
     "sglang/qwen3-235b-a22b-fp8-tp4-h100": "0.4.9.post2",
     "llamacpp/deepseek-r1-distill-qwen-7b-f16-kv": EARLY_BUILD,
