@@ -64,6 +64,12 @@ def test_defaults_per_engine_generation() -> None:
     # an A100 keeps the small defaults at 80 GB (arg_utils.py: "a100" not in the device name)
     assert profile.default_batch((0, 19, 0), 80 * GIB, 131_072, "NVIDIA A100 80GB SXM") == (256, 2048)
     assert profile.default_batch((0, 19, 0), 80 * GIB, 131_072, "NVIDIA H100 80GB HBM3") == (1024, 8192)
+    # a GB10 (DGX Spark, 119.7 GiB) too: NVML reports no memory there, vLLM's device_memory falls back to 0
+    # (the 2048-token compile range and the 256-wide FULL graphs its v0.13.0 and v0.18.1 logs print)
+    assert profile.default_batch((0, 13, 0), 122583 * 1024**2, 32_768, "NVIDIA GB10 (DGX Spark)") == (
+        256,
+        2048,
+    )
 
 
 def test_cuda_graphs_leave_the_budget_from_v0_21() -> None:

@@ -43,6 +43,11 @@ MAMBA_SEQS_REFUSED = (0, 20, 0)  # max_num_seqs above the Mamba blocks refused w
 SORT_BYTES_PER_LOGIT = 40  # PyTorch sort-based top-k/top-p (PR #32558: 1.25 GiB for 256 x 131072)
 NO_SORT_BYTES_PER_LOGIT = 2 + 4 + 4 + 4  # bf16 logits, their fp32 copy, fp32 softmax, fp32 exponential noise
 BIG_GPU_BYTES = 70 * GIB
+# Cards whose NVML memory query is not supported: a GB10 (DGX Spark) has no framebuffer of its own, so
+# nvmlDeviceGetMemoryInfo raises NotSupported; vLLM reads the device total through NVML
+# (platforms/cuda.py get_device_total_memory) and get_batch_defaults catches the error with device_memory = 0,
+# so the small defaults whatever the card holds (docs/reference/memory.md, Defaults).
+NVML_WITHOUT_MEMORY = ("gb10",)
 V0_CHUNKED_ABOVE = 32768  # V0 enables chunked prefill by default for longer contexts
 V0_CHUNKED_BATCHED = 512
 # Tokens of the largest image a Qwen2.5-VL .. Qwen3.6 processor makes at its default size: 16,777,216 pixels at
@@ -73,7 +78,8 @@ def default_batch(
     use_v1: bool | None = None,
 ) -> tuple[int, int]:
     """(max_num_seqs, max_num_batched_tokens) vLLM picks when neither is given; `device_name` is the card's name
-    (an A100 keeps the small defaults whatever its memory). V1 opted into on 0.7.x (v0.7.3 engine/arg_utils.py:
+    (an A100 keeps the small defaults whatever its memory, and so does a card whose NVML reports no memory, a
+    GB10: NVML_WITHOUT_MEMORY). V1 opted into on 0.7.x (v0.7.3 engine/arg_utils.py:
     max_num_seqs "256 if not envs.VLLM_USE_V1 else 1024", `_override_v1_engine_args`: 8192 batched tokens for
     the OpenAI server when the device name says H100 or H200, else 2048)."""
     if not engine_v1(version, use_v1):
@@ -82,7 +88,10 @@ def default_batch(
     if version < V1_DEFAULT:
         name = device_name.lower()
         return 1024, 8192 if "h100" in name or "h200" in name else 2048
-    big = gpu_memory_bytes >= BIG_GPU_BYTES and "a100" not in device_name.lower()
+    name = device_name.lower()
+    if any(card in name for card in NVML_WITHOUT_MEMORY):
+        return 256, 2048  # the device memory vLLM reads is 0
+    big = gpu_memory_bytes >= BIG_GPU_BYTES and "a100" not in name
     return (1024, 8192) if big else (256, 2048)
 
 
