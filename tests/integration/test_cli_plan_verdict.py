@@ -72,3 +72,12 @@ def test_plans_saved_before_the_remedy_still_load() -> None:
         assert "fits_with" not in entry
         assert Plan.from_json(entry).fits_with == ()
         assert load_plan(path).plans[0].fits_with is None
+
+
+def test_a_launch_command_gets_the_same_verdict_and_remedy(capsys) -> None:
+    # `plan --cmd`: exactly that launch; vLLM's default 256 sequences exceed the Mamba blocks on a 24 GB card
+    launch = "vllm serve Qwen/Qwen3.5-27B --quantization awq --max-model-len 32768"
+    assert main(["plan", "--gpu", "rtx4090", "--cmd", launch, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)["plans"][0]
+    assert plan["fits"] is False and plan["fits_with"][0] == "--max-num-seqs"
+    assert "--max-num-seqs" not in plan["command"]  # the launch as written, the remedy beside it
