@@ -527,7 +527,7 @@ def compare_plans(
     link = interconnect if gpus > 1 else None
     if gpus > 1 and link is None:
         link = default_interconnect(gpu)
-    return PlanSet(model.name, gpu.name, gpus, link, tuple(plans))
+    return PlanSet(model.name, gpu.name, gpus, link, tuple(plans), search=True)
 
 
 def plan_set(plan: Plan, gpus: int = 1, interconnect: str | None = None) -> PlanSet:

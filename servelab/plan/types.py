@@ -103,3 +103,6 @@ class PlanSet:
     gpus: int
     interconnect: str | None
     plans: tuple[Plan, ...]
+    # True: a comparison, each entry its engine x format's best fitting variant (`compare_plans`); False: the
+    # launch as asked (`plan_as_asked`, --cmd/--compose)
+    search: bool = False

@@ -27,8 +27,10 @@ def test_a_launch_that_does_not_fit_as_asked_says_so_and_names_the_flags(capsys)
 
 def test_the_json_verdict_is_the_launch_as_asked_with_the_remedy(capsys) -> None:
     assert main([*ASKED, "--json"]) == 0
-    plan = json.loads(capsys.readouterr().out)["plans"][0]
-    assert plan["fits"] is False and plan["kv_dtype"] == "auto" and plan["searched"] == []
+    doc = json.loads(capsys.readouterr().out)
+    plan = doc["plans"][0]
+    assert doc["search"] is False and plan["fits"] is False and plan["kv_dtype"] == "auto"
+    assert plan["searched"] == []
     assert plan["fits_with"] == ["--kv-cache-dtype", "fp8_e5m2"]
     assert plan["refusals"] and "--kv-cache-dtype" not in plan["command"]
     assert main([*ASKED, "--kv-dtype", "fp8_e5m2", "--json"]) == 0  # the remedy taken: it fits, no remedy
@@ -50,7 +52,9 @@ def test_a_comparison_searches_says_so_and_names_each_rows_flags(capsys) -> None
     assert "with flags" in out  # the fits column of a row whose defaults do not fit
     assert "sglang awq-w4g128: its defaults do not fit; fits with --kv-cache-dtype fp8_e5m2" in out
     assert main([*QWEN_48G, "--engine", "sglang", "--json"]) == 0
-    rows = {p["quant"]: p for p in json.loads(capsys.readouterr().out)["plans"]}
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["search"] is True  # the JSON says it searched too
+    rows = {p["quant"]: p for p in doc["plans"]}
     awq = rows["awq-w4g128"]
     assert awq["fits"] is True and awq["fits_with"] == ["--kv-cache-dtype", "fp8_e5m2"]
     assert awq["command"][-2:] == awq["fits_with"]  # the variant already carries them
