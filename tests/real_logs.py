@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import shlex
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from servelab.engines.vllm import cmdline as vllm_cmdline
 from servelab.engines.vllm.cmdline import VllmLaunch
 from servelab.errors import ConfigError, ServelabError
 from servelab.hardware.gpus import GIB, GPU, MIB, find_gpu, with_overrides
@@ -65,6 +68,7 @@ EXPRESSED = {
         "kv_cache_dtype",
         "max_total_tokens",
         "max_running_requests",
+        "attention_backend",
     },
     "llamacpp": {
         "ctx_size",
@@ -224,6 +228,13 @@ def _text_only(settings: Mapping[str, Any]) -> bool:
     return launch.text_only
 
 
+def _use_v1(case: Case) -> bool | None:
+    """VLLM_USE_V1 as the case's command sets it (`NAME=value` words before `vllm`), read by vLLM's own reader."""
+    words = shlex.split(str(case.data.get("command") or ""))
+    environment = dict(w.split("=", 1) for w in words if re.match(r"[A-Z_][A-Z0-9_]*=", w))
+    return vllm_cmdline.parse([], environment).use_v1
+
+
 def plan_inputs(case: Case) -> dict[str, Any]:
     """`make_plan`'s keyword arguments for a case (the engine, quant, context, KV dtype, parallel, GPUs, flags)."""
     s = case.settings
@@ -241,6 +252,7 @@ def plan_inputs(case: Case) -> dict[str, Any]:
             "enable_prefix_caching": s.get("enable_prefix_caching"),
             "language_model_only": _text_only(s) or None,
             "speculative": _mtp(s.get("speculative")),
+            "use_v1": _use_v1(case),
         }
     elif case.engine == "sglang":
         inputs = {
@@ -250,6 +262,7 @@ def plan_inputs(case: Case) -> dict[str, Any]:
             "gpus": int(s.get("tensor_parallel") or 1),
             "mem_fraction_static": s.get("mem_fraction_static"),
             "max_total_tokens": s.get("max_total_tokens"),
+            "attention_backend": s.get("attention_backend"),
         }
     else:
         slots = int(s.get("n_parallel") or 1)

@@ -195,9 +195,8 @@ def register(app: typer.Typer) -> None:
         from servelab.plan.make import (
             check_plan_numbers,
             compare_plans,
-            make_plan,
+            plan_as_asked,
             plan_set,
-            search_plan,
         )
 
         check_emit(emit)
@@ -252,15 +251,19 @@ def register(app: typer.Typer) -> None:
         if launch is not None:  # exactly that launch: its engine, its settings, its (or the model's) format
             common.update(launch.plan_options(), model_path=launch.settings.model or common["model_path"])
             common["settings"] = own.get(engine)
-            chosen = make_plan(spec, card, engine=engine, quant=launch.settings.quant or one_quant, **common)
+            chosen = plan_as_asked(
+                spec, card, engine=engine, quant=launch.settings.quant or one_quant, **common
+            )
             plans = plan_set(launch.annotate(chosen), gpus, interconnect or default_interconnect(card))
-        elif engine.lower() != "all" and one_quant is not None:
+        elif (
+            engine.lower() != "all" and one_quant is not None
+        ):  # one launch as asked: its verdict, and a remedy
             plans = plan_set(
-                search_plan(spec, card, engine=engine, quant=one_quant, settings=own.get(engine), **common),
+                plan_as_asked(spec, card, engine=engine, quant=one_quant, settings=own.get(engine), **common),
                 gpus,
                 interconnect or default_interconnect(card),
             )
-        else:
+        else:  # a search: each engine x format's best fitting variant
             engines = None if engine.lower() == "all" else (engine,)
             plans = compare_plans(spec, card, engines=engines, quant=one_quant, engine_settings=own, **common)
         if gpu_note is not None:  # after every check, so that bad input stays one line
@@ -293,7 +296,8 @@ def _calibrated_line(plans, spec, card) -> None:
 def _output(plans, *, json_out: bool, emit: str | None, host: str, save: Path | None, card) -> None:
     import json
 
-    from servelab.plan.render import comparison_table, render_plan
+    from servelab.plan.emit import shell_line
+    from servelab.plan.render import comparison_table, remedy_lines, render_plan
 
     if save is not None:
         try:
@@ -302,7 +306,14 @@ def _output(plans, *, json_out: bool, emit: str | None, host: str, save: Path | 
             raise ConfigError(f"--save {save}: cannot write it ({exc.strerror or exc})") from exc
         stderr_console().print(f"plan saved to {save}", markup=False)
     best = next((p for p in plans.plans if p.fits), plans.plans[0])
-    if emit is not None and not best.fits:
+    if emit is not None and not best.fits and len(plans.plans) == 1:  # one launch as asked
+        remedy = f"; it fits with {shell_line(best.fits_with)}" if best.fits_with else ""
+        stderr_console().print(
+            f"warning: {best.engine} {best.quant} does not fit as asked{remedy}; this recipe is the launch"
+            " as asked",
+            markup=False,
+        )
+    elif emit is not None and not best.fits:
         stderr_console().print(
             f"warning: nothing fits; this recipe is for {best.engine} {best.quant}, which does "
             "not fit either",
@@ -323,6 +334,8 @@ def _output(plans, *, json_out: bool, emit: str | None, host: str, save: Path | 
         console = stdout_console()
         console.width = max(console.width, 110)
         console.print(comparison_table(plans))
+        for line in remedy_lines(plans):
+            console.print(line, markup=False)
         console.print(f"best: {best.engine} {best.quant} — {best.command_line}", markup=False)
         if best.device_note:
             console.print(f"device: {best.device_note}", markup=False)

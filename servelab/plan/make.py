@@ -364,16 +364,19 @@ def search_plan(
     """The best fitting variant of one (engine, quant): the asked settings; where the engine would refuse, with
     the fixes its refusals name (vLLM --max-num-seqs N, sglang --max-mamba-cache-size N), never overriding a
     setting the caller gave; without `kv_dtype`, each KV dtype the engine supports, its preferred first. The
-    first variant that fits wins, its changes listed in `searched`; none fits: the plan as asked."""
+    first variant that fits wins, its changes listed in `searched` and, as the engine's flags the launch with its
+    defaults lacks, in `fits_with`; none fits: the plan as asked. `plan` without --engine/--quant searches;
+    `plan_as_asked` answers for one launch."""
     dtypes: tuple[str | None, ...] = (kv_dtype,)
     own = kwargs.get("settings")
     chosen = given(own) if own is not None else {}  # the engine's own settings the caller gave
     if kv_dtype is None:
         dtypes = _planner(planner_engine(engine)).kv_dtypes or (None,)
     plans = [make_plan(model, gpu, engine=engine, quant=quant, kv_dtype=d, **kwargs) for d in dtypes]
+    asked = plans[0].command
     for dtype, plan in zip(dtypes, plans, strict=True):  # a smaller KV dtype before any engine knob
         if plan.fits:
-            return _searched(plan, dtype != dtypes[0], kwargs, kwargs)
+            return _searched(plan, dtype != dtypes[0], kwargs, kwargs, asked)
     for dtype, plan in zip(dtypes, plans, strict=True):
         flags = dict(kwargs)
         for _ in range(REPAIR_ROUNDS):
@@ -383,15 +386,70 @@ def search_plan(
             flags.update(fix)
             plan = make_plan(model, gpu, engine=engine, quant=quant, kv_dtype=dtype, **flags)
         if plan.fits:
-            return _searched(plan, dtype != dtypes[0], flags, kwargs)
+            return _searched(plan, dtype != dtypes[0], flags, kwargs, asked)
     return plans[0]
 
 
-def _searched(plan: Plan, new_dtype: bool, flags: dict[str, Any], asked: dict[str, Any]) -> Plan:
-    """The plan with what the search changed from the asked settings, as `setting=value` words."""
+def plan_as_asked(
+    model: ModelSpec,
+    gpu: GPU,
+    *,
+    engine: str,
+    quant: str | None = None,
+    kv_dtype: str | None = None,
+    **kwargs: Any,
+) -> Plan:
+    """The launch exactly as asked (the engine's defaults for what is not given; `make_plan`), its `fits` the
+    answer to "will this launch fit?". When it does not, `fits_with` offers the smallest change the search finds
+    (`search_plan`: a KV dtype the engine prefers before any knob a refusal names), as the flags to add in the
+    engine's own spelling; the plan's figures and command stay those of the launch as asked."""
+    plan = make_plan(model, gpu, engine=engine, quant=quant, kv_dtype=kv_dtype, **kwargs)
+    if plan.fits:
+        return plan
+    found = search_plan(model, gpu, engine=engine, quant=quant, kv_dtype=kv_dtype, **kwargs)
+    if not found.fits:
+        return plan
+    return dataclasses.replace(plan, fits_with=added_flags(plan.command, found.command))
+
+
+def _searched(
+    plan: Plan, new_dtype: bool, flags: dict[str, Any], asked: dict[str, Any], asked_command: tuple[str, ...]
+) -> Plan:
+    """The plan with what the search changed from the asked settings, as `setting=value` words, and as the
+    flags its command adds to the asked one's."""
     words = [f"kv_dtype={plan.kv_dtype}"] if new_dtype else []
     words += [f"{k}={v}" for k, v in flags.items() if asked.get(k) != v]
-    return dataclasses.replace(plan, searched=tuple(words))
+    return dataclasses.replace(
+        plan, searched=tuple(words), fits_with=added_flags(asked_command, plan.command)
+    )
+
+
+def _items(argv: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """A command's options, each a flag with the values that follow it (the program and its positionals before
+    the first flag are no option)."""
+    items: list[tuple[str, ...]] = []
+    for word in argv:
+        if word.startswith("-") and len(word) > 1 and not _is_number(word):
+            items.append((word,))
+        elif items:
+            items[-1] += (word,)
+    return items
+
+
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
+def added_flags(asked: tuple[str, ...], changed: tuple[str, ...]) -> tuple[str, ...]:
+    """The options of `changed` (flag and values) that `asked` lacks or gives another value, in `changed`'s order:
+    what to add to the asked command. Both commands are the engine's own writer's (`EngineFit.argv`), so the
+    words are the engine's spelling and no engine flag is named here."""
+    have = set(_items(asked))
+    return tuple(word for item in _items(changed) if item not in have for word in item)
 
 
 def is_native(model: ModelSpec, quant: str) -> bool:
@@ -469,7 +527,7 @@ def compare_plans(
     link = interconnect if gpus > 1 else None
     if gpus > 1 and link is None:
         link = default_interconnect(gpu)
-    return PlanSet(model.name, gpu.name, gpus, link, tuple(plans))
+    return PlanSet(model.name, gpu.name, gpus, link, tuple(plans), search=True)
 
 
 def plan_set(plan: Plan, gpus: int = 1, interconnect: str | None = None) -> PlanSet:

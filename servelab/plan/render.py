@@ -6,6 +6,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from servelab.plan.emit import shell_line
 from servelab.plan.types import Plan, PlanSet
 
 GIB = 1024**3
@@ -91,6 +92,39 @@ def render_plan(console: Console, plan: Plan) -> None:
     if plan.searched:
         console.print(f"searched: {', '.join(plan.searched)} (what makes it fit)", markup=False)
     console.print(f"command: {plan.command_line}", markup=False)
+    if not plan.fits:
+        console.print(f"does not fit as asked: {not_fit_reason(plan)}", markup=False)
+        if plan.fits_with:
+            console.print(f"fits with: {shell_line(plan.fits_with)} (add to the command)", markup=False)
+        else:
+            console.print(NO_REMEDY, markup=False)
+
+
+NO_REMEDY = "no KV dtype or engine setting makes it fit: lower --context, pick a smaller --quant or add GPUs"
+
+
+def not_fit_reason(plan: Plan) -> str:
+    """Why a plan does not fit: the engine's first refusal, else its memory beside the capacity."""
+    if plan.refusals:
+        return plan.refusals[0]
+    m = plan.memory_bytes
+    return f"{m.total / GIB:.2f} GiB needed, {m.capacity / GIB:.2f} GiB available"
+
+
+def remedy_lines(plans: PlanSet) -> list[str]:
+    """Under a comparison: that it searched, and each row whose launch with the engine's defaults does not fit,
+    with the flags its variant adds."""
+    lines = [
+        "searched: each row is its engine x format's best fitting variant (a KV dtype, the fix a refusal names);"
+        " plan --engine E --quant Q answers for one launch as asked"
+    ]
+    for p in plans.plans:
+        if p.fits_with:
+            lines.append(
+                f"{p.engine} {p.quant}: its defaults do not fit; fits with {shell_line(p.fits_with)}"
+                " (in its command)"
+            )
+    return lines
 
 
 def comparison_table(plans: PlanSet) -> Table:
@@ -109,7 +143,7 @@ def comparison_table(plans: PlanSet) -> Table:
             p.engine,
             p.quant,
             p.kv_dtype,
-            "yes" if p.fits else "no",
+            ("with flags" if p.fits_with else "yes") if p.fits else "no",
             str(p.context_served),
             _gib(m.weights),
             _gib(m.kv_cache),

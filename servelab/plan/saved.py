@@ -59,6 +59,9 @@ class SavedPlan:
     model: str | None = None  # a display name (a GGUF's general.name)
     gpu: str | None = None
     fits: bool | None = None
+    fits_with: tuple[str, ...] | None = (
+        None  # the flags that make the asked launch fit (plans before it: None)
+    )
     command: tuple[str, ...] | str | None = None  # a hand-written plan may give one shell-quoted string
     memory_bytes: SavedMemory | None = None
     decode_ceiling_tok_s: SavedCeilings | None = None

@@ -81,7 +81,12 @@ class Plan:
     warnings: tuple[str, ...] = ()  # the refusals first, then what the engine does silently
     refusals: tuple[str, ...] = ()  # why the engine would refuse these settings (any: fits is false)
     remedy: dict[str, object] = field(default_factory=dict)  # settings the refusals name as the fix
-    searched: tuple[str, ...] = ()  # what the search changed from the asked settings, as flags
+    searched: tuple[
+        str, ...
+    ] = ()  # what the search changed from the asked settings, as `setting=value` words
+    # the launch as asked (the engine's defaults for what is not given) does not fit: the engine's flags to add that
+    # make it fit, in its own spelling (empty: it fits as asked, or no KV dtype or engine knob makes it fit)
+    fits_with: tuple[str, ...] = ()
     device_note: str = ""  # the CPU device: its measured bandwidth (when) and how its peak was estimated
 
     @classmethod
@@ -98,3 +103,6 @@ class PlanSet:
     gpus: int
     interconnect: str | None
     plans: tuple[Plan, ...]
+    # True: a comparison, each entry its engine x format's best fitting variant (`compare_plans`); False: the
+    # launch as asked (`plan_as_asked`, --cmd/--compose)
+    search: bool = False

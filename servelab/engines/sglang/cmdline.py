@@ -36,6 +36,7 @@ FLAGS = (
     Flag(("--kv-cache-dtype",), "kv_cache_dtype"),
     Flag(("--tp", "--tp-size", "--tensor-parallel-size"), "tp_size"),
     Flag(("--mem-fraction-static",), "mem_fraction_static"),
+    Flag(("--attention-backend",), "attention_backend"),
     Flag(("--quantization",), "quantization"),
     Flag(("--speculative-algorithm",), "speculative_algorithm"),
     Flag(("--speculative-num-steps",), "speculative_num_steps"),
@@ -67,6 +68,7 @@ class SglangLaunch:
     kv_cache_dtype: str | None = None
     tp_size: int | None = None
     mem_fraction_static: float | None = None
+    attention_backend: str | None = None
     quantization: str | None = None
     speculative_algorithm: str | None = None
     host: str | None = None
@@ -94,6 +96,7 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> SglangL
         kv_cache_dtype=found.get("kv_cache_dtype"),
         tp_size=to_int(found, "tp_size", "--tp"),
         mem_fraction_static=to_float(found, "mem_fraction_static", "--mem-fraction-static"),
+        attention_backend=found.get("attention_backend"),
         quantization=found.get("quantization"),
         speculative_algorithm=found.get("speculative_algorithm"),
         host=found.get("host"),
@@ -107,6 +110,7 @@ def engine_settings(launch: SglangLaunch) -> SglangSettings:
         mem_fraction_static=launch.mem_fraction_static,
         max_total_tokens=launch.max_total_tokens,
         max_mamba_cache_size=launch.max_mamba_cache_size,
+        attention_backend=launch.attention_backend,
     )
 
 
@@ -180,6 +184,7 @@ def command(
     mem_fraction_static: float | None = None,
     max_mamba_cache_size: int | None = None,
     max_running_requests: int | None = None,
+    attention_backend: str | None = None,
     speculative: Speculative | None = None,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
@@ -210,6 +215,8 @@ def command(
         argv += ["--max-running-requests", str(max_running_requests)]
     if max_mamba_cache_size:
         argv += ["--max-mamba-cache-size", str(max_mamba_cache_size)]
+    if attention_backend is not None:
+        argv += ["--attention-backend", attention_backend]
     if tp > 1:
         argv += ["--tp", str(tp)]
     if speculative is not None:

@@ -41,6 +41,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[SglangSettings]) -> EngineF
         release=parse_release(s.engine_version),
         cuda=gpu.compute_capability is not None,
         rocm=gpu.is_rocm,
+        attention_backend=s.engine.attention_backend,
     )
     activations = max(0, free - int(m.mem_fraction_static * free))
     memory = memory_bytes(
@@ -57,6 +58,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[SglangSettings]) -> EngineF
         mem_fraction_static=s.engine.mem_fraction_static,
         max_running_requests=running,
         max_mamba_cache_size=s.engine.max_mamba_cache_size,
+        attention_backend=s.engine.attention_backend,
         speculative=spec,
         host=s.host,
         port=s.port or DEFAULT_PORT,

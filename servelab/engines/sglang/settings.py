@@ -3,11 +3,14 @@ the figures its planner hands its scheduler and saves (the contract: servelab/en
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from servelab.engines.typed import MAX_CONTEXT, MAX_PARALLEL, Figures, setting, whole
 from servelab.errors import ConfigError
 from servelab.ranges import number
+
+BACKEND_WORD = re.compile(r"[a-z0-9][a-z0-9_.-]{0,39}")  # sglang's backend names: aiter, fa3, flashinfer, …
 
 
 @dataclass(frozen=True)
@@ -19,6 +22,9 @@ class SglangSettings:
     )
     max_total_tokens: int | None = setting("--max-total-tokens", "the KV pool in tokens")
     max_mamba_cache_size: int | None = setting("--max-mamba-cache-size", "linear-attention state slots")
+    attention_backend: str | None = setting(
+        "--attention-backend", "the attention kernels (aiter, triton, fa3 …; default: sglang's for the model)"
+    )
 
     def __post_init__(self) -> None:
         if self.mem_fraction_static is not None:
@@ -30,6 +36,11 @@ class SglangSettings:
             if isinstance(value, int) and value < 1:
                 raise ConfigError(f"sglang {flag} must be at least 1, got {value}")
             whole(value, flag, 1, most, unit)
+        backend = self.attention_backend
+        if backend is not None and not (isinstance(backend, str) and BACKEND_WORD.fullmatch(backend)):
+            raise ConfigError(
+                f"sglang --attention-backend {backend!r}: give one backend name (aiter, triton, fa3 …)"
+            )
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ SHARED_FLAGS = {"model": "MODEL", "served_model_name": "MODEL", "max_model_len":
                 "kv_cache_dtype": "--kv-dtype", "tp_size": "--gpus", "quantization": "--quant",
                 "speculative_config": "--speculative", "host": "--host", "port": "--port"}  # fmt: skip
 KV_CACHE_SPACE_VARIABLE = "VLLM_CPU_KVCACHE_SPACE"  # the CPU backend's KV pool, whole GiB (vllm/envs.py)
+USE_V1_VARIABLE = "VLLM_USE_V1"  # bool(int(...)) in vllm/envs.py (docs/reference/memory.md: V1 on 0.7.x)
 LAUNCH_FORMS = ("vllm serve …", "python -m vllm.entrypoints.openai.api_server …")
 IMAGE_WORDS = ("vllm",)
 
@@ -71,6 +72,7 @@ class VllmLaunch:
     max_num_batched_tokens: int | None = None
     kv_cache_memory_bytes: int | None = None
     kv_cache_space_gib: int | None = None  # VLLM_CPU_KVCACHE_SPACE in its environment
+    use_v1: bool | None = None  # VLLM_USE_V1 in its environment (None: unset, the release's default)
     kv_cache_dtype: str | None = None
     tp_size: int | None = None
     gpu_memory_utilization: float | None = None
@@ -111,6 +113,7 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> VllmLau
         max_num_batched_tokens=to_int(found, "max_num_batched_tokens", "--max-num-batched-tokens"),
         kv_cache_memory_bytes=to_int(found, "kv_cache_memory_bytes", "--kv-cache-memory-bytes"),
         kv_cache_space_gib=_kv_cache_space(environment),
+        use_v1=_use_v1(environment),
         kv_cache_dtype=found.get("kv_cache_dtype"),
         tp_size=to_int(found, "tp_size", "-tp/--tensor-parallel-size"),
         gpu_memory_utilization=to_float(found, "gpu_memory_utilization", "--gpu-memory-utilization"),
@@ -134,6 +137,17 @@ def _kv_cache_space(environment: dict[str, str] | None) -> int | None:
     return int(value)
 
 
+def _use_v1(environment: dict[str, str] | None) -> bool | None:
+    """VLLM_USE_V1 from the environment as vLLM reads it (`bool(int(value))`); None when unset."""
+    value = str((environment or {}).get(USE_V1_VARIABLE, "")).strip()
+    if not value:
+        return None
+    try:
+        return bool(int(value))
+    except ValueError:
+        raise ConfigError(f"{USE_V1_VARIABLE}={value!r}: vLLM reads an integer (0: V0, 1: V1)") from None
+
+
 def engine_settings(launch: VllmLaunch) -> VllmSettings:
     """The launch's vLLM-only knobs as its Settings: what its flags and environment give, nothing filled in."""
     return VllmSettings(
@@ -144,12 +158,13 @@ def engine_settings(launch: VllmLaunch) -> VllmSettings:
         enable_prefix_caching=launch.enable_prefix_caching,  # a hybrid's mamba_cache_mode: 'align' when on
         language_model_only=launch.text_only,
         kv_cache_space_gib=launch.kv_cache_space_gib,
+        use_v1=launch.use_v1,
     )
 
 
 def settings(argv: list[str], environment: dict[str, str] | None = None) -> VllmSettings:
     """The words after `servelab plan … --` (flags only, vLLM's spelling) and the environment (its CPU backend's
-    VLLM_CPU_KVCACHE_SPACE) as vLLM's Settings."""
+    VLLM_CPU_KVCACHE_SPACE, VLLM_USE_V1) as vLLM's Settings."""
     check_setting_words(argv, FLAGS, SHARED_FLAGS, "vLLM")
     return engine_settings(parse(argv, environment))
 

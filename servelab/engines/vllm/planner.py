@@ -49,6 +49,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[VllmSettings]) -> EngineFit
         version=s.engine_version,
         device_name=gpu.label,
         multimodal=not s.engine.language_model_only,
+        use_v1=s.engine.use_v1,
     )
     seqs = m.max_num_seqs
     pool = m.num_blocks * m.page_bytes * m.group_size

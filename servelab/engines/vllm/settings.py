@@ -34,6 +34,10 @@ class VllmSettings:
     kv_cache_space_gib: int | None = setting(
         "VLLM_CPU_KVCACHE_SPACE=N", "the CPU backend's KV pool in whole GiB (environment; default 1)"
     )
+    use_v1: bool | None = setting(
+        "VLLM_USE_V1=N",
+        "the V1 engine, 0 or 1 (environment; default the release's: off on 0.7.x, on from 0.8)",
+    )
 
     def __post_init__(self) -> None:
         util = self.gpu_memory_utilization
@@ -45,6 +49,8 @@ class VllmSettings:
         whole(self.max_num_batched_tokens, "--max-num-batched-tokens", 1, MAX_CONTEXT, "tokens")
         whole(self.kv_cache_memory_bytes, "--kv-cache-memory-bytes", 1, 2**50, "bytes")
         whole(self.kv_cache_space_gib, "VLLM_CPU_KVCACHE_SPACE", 1, MAX_KV_CACHE_SPACE_GIB, "GiB")
+        if self.use_v1 not in (None, True, False):
+            raise ConfigError(f"VLLM_USE_V1 is on or off, got {self.use_v1!r}")
         if self.language_model_only not in (True, False):
             raise ConfigError(f"--language-model-only is a switch, got {self.language_model_only!r}")
 
