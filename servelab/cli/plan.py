@@ -3,37 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
+from servelab.cli import planning
 from servelab.cli.engine_words import engine_settings, flag_lines, split_model
 from servelab.cli.output import print_json, stderr_console, stdout_console, to_jsonable
 from servelab.engines import registry
 from servelab.errors import ConfigError
-
-if TYPE_CHECKING:
-    from servelab.plan.fit import Speculative
-
-
-def _gpu(name: str | None, vram: float | None, bandwidth: float | None, tflops: float | None):
-    """The card to plan for, how many `--gpu auto` found (None when the card was named) and its note."""
-    from servelab.hardware.gpus import card_for, with_overrides
-
-    if name is None or name.lower() != "auto":
-        return card_for(name, vram_gib=vram, bandwidth_gb_s=bandwidth, tflops=tflops), None, None
-    from servelab.diagnose.gpus import local_device
-    from servelab.diagnose.probe import RealProbe
-
-    with RealProbe() as probe:
-        local = local_device(probe, bandwidth_gb_s=bandwidth, tflops=tflops)
-    if local.gpu is None:  # no GPU: the CPU is the device
-        try:
-            card = card_for(local.device, vram_gib=vram, bandwidth_gb_s=bandwidth, tflops=tflops)
-        except ConfigError as exc:
-            raise ConfigError(f"{local.note}, but: {exc}") from exc
-        return card, None, local.note
-    return with_overrides(local.gpu, vram_gib=vram), local.count, local.note
 
 
 def _read_launch(cmd: str | None, compose: Path | None, service: str | None, engine: str):
@@ -45,32 +23,6 @@ def _read_launch(cmd: str | None, compose: Path | None, service: str | None, eng
     return read_launch(
         cmd=cmd, compose=compose, service=service, engine=None if engine.lower() == "all" else engine
     )
-
-
-def _gpu_count(asked: int | None, found: int | None) -> int:
-    if found is not None and asked is not None and asked > found:
-        raise ConfigError(f"--gpus {asked}, but --gpu auto found {found}: give --gpus {found} or fewer")
-    return asked if asked is not None else found or 1
-
-
-def _speculative(option: str | None, draft_model: str | None, hf: bool) -> Speculative:
-    """--speculative METHOD:N [--draft-model REF] as plan settings; a malformed value is one line."""
-    from servelab.model.load import load_model
-    from servelab.plan.fit import SPECULATIVE_METHODS, Speculative
-
-    method, _, tokens = (option or "").partition(":")
-    if option is None or not tokens.isdigit():
-        raise ConfigError(
-            f"--speculative {option!r}: give METHOD:N, METHOD one of {', '.join(SPECULATIVE_METHODS)} (mtp:3)"
-        )
-    draft = load_model(draft_model, hf=hf) if draft_model else None
-    path = _launch_path(draft_model) if draft_model else ""
-    return Speculative(method.lower(), int(tokens), draft=draft, draft_path=path)
-
-
-def _launch_path(model: str) -> str:
-    """A local model as an absolute path, so the command and the compose mount work from any directory."""
-    return str(Path(model).absolute()) if Path(model).exists() else model
 
 
 def _emit(plan, emit: str, host: str, gpus: int, card) -> str:
@@ -121,9 +73,7 @@ def register(app: typer.Typer) -> None:
             help="Catalog id (Qwen/Qwen3.5-27B), a .gguf file, config.json or model dir (with --cmd/--compose:"
             " default the launch's model).",
         ),
-        gpu: str | None = typer.Option(
-            None, "--gpu", help="GPU name from the catalog, or auto: this machine's (NVML). Default rtx4090."
-        ),
+        gpu: str | None = planning.gpu_option(),
         engine: str = typer.Option(
             "all", "--engine", help=f"{', '.join(e.name for e in registry.planned())} or all."
         ),
@@ -137,18 +87,14 @@ def register(app: typer.Typer) -> None:
         parallel: int = typer.Option(
             1, "--parallel", help="Concurrent sequences to plan for (llama.cpp -np)."
         ),
-        gpus: int | None = typer.Option(
-            None, "--gpus", help="GPUs for tensor parallelism (default 1; with --gpu auto, all it found)."
-        ),
+        gpus: int | None = planning.gpus_option(),
         interconnect: str | None = typer.Option(
             None, "--interconnect", help="nvlink, pcie-p2p or pcie-host-staged."
         ),
-        vram: float | None = typer.Option(None, "--vram", help="Override GPU memory, GiB."),
-        bandwidth: float | None = typer.Option(None, "--bandwidth", help="Override memory bandwidth, GB/s."),
-        tflops: float | None = typer.Option(None, "--tflops", help="Override dense BF16 TFLOPS."),
-        hf: bool = typer.Option(
-            False, "--hf", help="Fetch config and safetensors headers from the Hugging Face Hub."
-        ),
+        vram: float | None = planning.vram_option(),
+        bandwidth: float | None = planning.bandwidth_option(),
+        tflops: float | None = planning.tflops_option(),
+        hf: bool = planning.hf_option(),
         emit: str | None = typer.Option(
             None,
             "--emit",
@@ -165,20 +111,9 @@ def register(app: typer.Typer) -> None:
             None, "--compose", help="Plan the engine service of this docker-compose file exactly."
         ),
         service: str | None = typer.Option(None, "--service", help="The --compose service to plan."),
-        speculative: str | None = typer.Option(
-            None,
-            "--speculative",
-            help="Speculative decoding METHOD:N (mtp, eagle, ngram, draft; N tokens drafted per step).",
-        ),
-        draft_model: str | None = typer.Option(
-            None, "--draft-model", help="The draft for --speculative eagle:N / draft:N (an id or a file)."
-        ),
-        engine_version: str | None = typer.Option(
-            None,
-            "--engine-version",
-            help="The --engine's release whose rules to plan (vLLM 0.10.1, sglang 0.4.4.post1, llama.cpp b8354;"
-            " default the current one; --cmd/--compose: the image tag's).",
-        ),
+        speculative: str | None = planning.speculative_option(),
+        draft_model: str | None = planning.draft_model_option(),
+        engine_version: str | None = planning.engine_version_option(),
         save: Path | None = typer.Option(None, "--save", help="Also write the JSON plan to this file."),
         json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
         no_calibration: bool = typer.Option(
@@ -212,17 +147,13 @@ def register(app: typer.Typer) -> None:
         if launch is not None:
             engine, model = launch.engine, model or launch.model
             launch.check_version(engine_version)
-        if engine_version is not None and engine.lower() == "all":
-            raise ConfigError(
-                f"--engine-version {engine_version} is one engine's release: name it with --engine"
-                f" ({', '.join(e.name for e in registry.planned())})"
-            )
+        planning.check_engine_version(engine_version, engine)
         if model is None:
             raise ConfigError(
                 "give MODEL (a catalog id, .gguf file, config.json or model dir), or --cmd/--compose (see `servelab plan --help`)"
             )
-        card, found, gpu_note = _gpu(gpu, vram, bandwidth, tflops)
-        gpus = _gpu_count(gpus, found)
+        card, found, gpu_note = planning.card(gpu, vram, bandwidth, tflops)
+        gpus = planning.gpu_count(gpus, found)
         if launch is not None and launch.settings.tp is not None:
             gpus = launch.settings.tp
         check_plan_numbers(context, parallel, gpus)
@@ -236,15 +167,16 @@ def register(app: typer.Typer) -> None:
             own[engine] = dataclasses.replace(own[engine], **given(asked)) if engine in own else asked
         spec = load_model(model, hf=hf)
         flags: dict[str, Any] = {"engine_version": engine_version} if engine_version is not None else {}
-        if speculative is not None or draft_model is not None:
-            flags["speculative"] = _speculative(speculative, draft_model, hf)
+        drafted = planning.speculative_asked(engine, own, speculative, draft_model, hf)
+        if drafted is not None:
+            flags["speculative"] = drafted
         common: dict[str, Any] = dict(
             context=context,
             kv_dtype=kv_dtype,
             parallel=parallel,
             gpus=gpus,
             interconnect=interconnect,
-            model_path=_launch_path(model),
+            model_path=planning.launch_path(model),
             host=host,
             **flags,
         )

@@ -49,6 +49,16 @@ class BatchPoint:
 
 
 @dataclass(frozen=True)
+class PlannedCard:
+    """The figures of the card a plan was made for, as planned (its --vram/--bandwidth/--tflops applied), so that
+    `predict --plan` prices the same card and not the catalog entry of its name."""
+
+    memory_mib: int
+    bandwidth_gb_s: float
+    bf16_tflops: float
+
+
+@dataclass(frozen=True)
 class Plan:
     engine: str
     quant: str
@@ -82,6 +92,7 @@ class Plan:
     refusals: tuple[str, ...] = ()  # why the engine would refuse these settings (any: fits is false)
     remedy: dict[str, object] = field(default_factory=dict)  # settings the refusals name as the fix
     searched: tuple[str, ...] = ()  # what the search changed from the asked settings, as flags
+    card: PlannedCard | None = None  # None: a plan saved before plans recorded their card
     device_note: str = ""  # the CPU device: its measured bandwidth (when) and how its peak was estimated
 
     @classmethod

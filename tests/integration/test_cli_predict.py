@@ -57,3 +57,85 @@ def test_predict_without_an_engine_says_what_to_give(capsys) -> None:
     assert main(["predict", "Qwen/Qwen3-8B"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and "give MODEL and --engine" in err and "Traceback" not in err
+
+
+def _predicted(capsys, args: list[str], db: Path) -> tuple[dict, str]:
+    """(the stored run's meta `predicted`, stderr) of a `servelab predict` run into `db`."""
+    assert main(["predict", *args, "--concurrency", "1", "--requests", "4", "--db", str(db), "--json"]) == 0
+    out, err = capsys.readouterr()
+    with Store.open(db, must_exist=True) as store:
+        run = store.load_run(json.loads(out)["run_id"])
+    return run.meta["predicted"], err
+
+
+def _output_tok_s(capsys, args: list[str]) -> float:
+    assert main(["predict", *args, "--concurrency", "1", "--requests", "4", "--no-store", "--json"]) == 0
+    out, _ = capsys.readouterr()
+    return json.loads(out)["targets"][0]["levels"][0]["output_tok_s"]
+
+
+def test_predict_from_a_plan_keeps_its_bandwidth_override(tmp_path: Path, capsys) -> None:
+    """The saved plan's --bandwidth prices predict --plan's steps (it rebuilt the card by name and dropped it)."""
+    plan = tmp_path / "plan.json"
+    assert main(["plan", *PLAN_ARGS, "--bandwidth", "500", "--save", str(plan)]) == 0
+    capsys.readouterr()
+    assert json.loads(plan.read_text())["plans"][0]["card"]["bandwidth_gb_s"] == 500
+    from_plan = _output_tok_s(capsys, ["--plan", str(plan)])
+    catalog = _output_tok_s(capsys, PLAN_ARGS)  # the rtx4090's 1,008 GB/s
+    direct = _output_tok_s(capsys, [*PLAN_ARGS, "--bandwidth", "500"])
+    assert from_plan == direct
+    assert 1.9 < catalog / from_plan < 2.1  # decode reads the weights at the plan's 500 GB/s
+
+
+def test_predict_takes_plans_card_and_release_options(tmp_path: Path, capsys) -> None:
+    db = tmp_path / "runs.db"
+    args = [*PLAN_ARGS, "--bandwidth", "800", "--tflops", "100", "--engine-version", "0.10.1"]
+    predicted, err = _predicted(capsys, args, db)
+    assert predicted["engine_version"] == "0.10.1" and "predicting vllm bf16" in err
+    default, _ = _predicted(capsys, PLAN_ARGS, db)
+    assert default["engine_version"] is None
+    ratio = predicted["effective"]["bandwidth_bytes_s"] / default["effective"]["bandwidth_bytes_s"]
+    assert abs(ratio - 800 / 1008) < 1e-3
+    assert abs(predicted["effective"]["flops_s"] / default["effective"]["flops_s"] - 100 / 165.2) < 1e-3
+
+
+def test_predict_refuses_what_a_saved_plan_fixes(tmp_path: Path, capsys) -> None:
+    plan = tmp_path / "plan.json"
+    assert main(["plan", *PLAN_ARGS, "--save", str(plan)]) == 0
+    capsys.readouterr()
+    for flag, value in (("--vram", "16"), ("--engine-version", "0.10.1")):
+        assert main(["predict", "--plan", str(plan), flag, value, "--no-store"]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and f"drop {flag}" in err and len(err.strip().splitlines()) == 1
+
+
+def test_predict_override_alone_and_version_without_engine_are_one_line(capsys) -> None:
+    assert main(["predict", "Qwen/Qwen3-8B", "--engine", "vllm", "--bandwidth", "500", "--no-store"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--bandwidth without --gpu" in err and "Traceback" not in err
+    assert main(["predict", "Qwen/Qwen3-8B", "--engine", "vllm", "--gpu", "rtx4090", "--vram", "-1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--vram" in err and len(err.strip().splitlines()) == 1
+
+
+def test_predict_reads_a_plan_saved_before_plans_recorded_their_card(tmp_path: Path, capsys) -> None:
+    fixture = Path(__file__).parents[1] / "fixtures" / "plans" / "qwen3-8b-vllm-rtx4090.json"
+    assert "card" not in json.loads(fixture.read_text())["plans"][0]
+    assert _output_tok_s(capsys, ["--plan", str(fixture)]) > 0
+
+
+def test_predict_cold_start_runs_no_warm_up_requests(tmp_path: Path, capsys) -> None:
+    db = tmp_path / "runs.db"
+    phases = {}
+    for cold in (False, True):
+        args = ["predict", *PLAN_ARGS, "--concurrency", "8", "--requests", "16", "--db", str(db), "--json"]
+        assert main([*args, *(["--cold-start"] if cold else [])]) == 0
+        run_id = json.loads(capsys.readouterr().out)["run_id"]
+        with Store.open(db, must_exist=True) as store:
+            run = store.load_run(run_id)
+        phases[cold] = sorted({r.phase for r in run.requests})
+        assert run.meta["settings"]["warmup"] == (0 if cold else None)
+    assert phases == {False: ["measure", "warmup"], True: ["measure"]}
+    assert main(["predict", *PLAN_ARGS, "--cold-start", "--warmup", "2", "--no-store"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--cold-start runs no warm-up requests; drop --warmup 2" in err
