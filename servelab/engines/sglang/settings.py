@@ -70,7 +70,7 @@ class SglangSettings:
             )
         whole(self.chunked_prefill_size, "--chunked-prefill-size", 1, MAX_CONTEXT, "tokens")
         whole(self.ep_size, "--ep-size", 1, MAX_GPUS, "GPUs")
-        if self.disable_cuda_graph not in (True, False):
+        if not isinstance(self.disable_cuda_graph, bool):
             raise ConfigError(f"--disable-cuda-graph is a switch, got {self.disable_cuda_graph!r}")
         whole(self.speculative_num_steps, "--speculative-num-steps", 1, MAX_SPECULATIVE_TOKENS, "steps")
         whole(self.speculative_eagle_topk, "--speculative-eagle-topk", 1, MAX_PARALLEL, "branches")

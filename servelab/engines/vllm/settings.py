@@ -79,7 +79,7 @@ class VllmSettings:
         whole(self.kv_cache_space_gib, "VLLM_CPU_KVCACHE_SPACE", 1, MAX_KV_CACHE_SPACE_GIB, "GiB")
         for flag, switch in (("--language-model-only", self.language_model_only), ("--enforce-eager",
                              self.enforce_eager), ("--enable-expert-parallel", self.enable_expert_parallel)):  # fmt: skip
-            if switch not in (True, False):
+            if not isinstance(switch, bool):
                 raise ConfigError(f"{flag} is a switch, got {switch!r}")
         if self.speculative_config is not None:
             speculative_words(self)  # one line naming the flag when the JSON is not one servelab plans
