@@ -47,7 +47,8 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="Print the fit as JSON on stdout."),
     ) -> None:
         """Fit effective bandwidth, compute and overheads to measured runs; save them for plan and predict."""
-        from servelab.cli.predict import PlanInputs, _plan
+        from servelab.cli.planning import PlanningInputs
+        from servelab.cli.predict import _plan
         from servelab.predict.calibrate import fit
         from servelab.predict.machine import emulated_engine
         from servelab.predict.measured import measured_setup
@@ -68,7 +69,9 @@ def register(app: typer.Typer) -> None:
         served = (
             context or setup.context_per_slot
         )  # the longest request: llama.cpp n_ctx per slot, vLLM max_model_len
-        asked = PlanInputs(ref, setup.engine, quant, served, None, slots, 1, None, gpu, words=tuple(words))
+        asked = PlanningInputs(
+            ref, setup.engine, quant, served, None, slots, 1, None, gpu, words=tuple(words)
+        )
         plan, spec, card = _plan(None, asked)
         engine = emulated_engine(plan, spec, card)
         stderr_console().print(

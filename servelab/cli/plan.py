@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 
 from servelab.cli import planning
-from servelab.cli.engine_words import engine_settings, flag_lines, split_model
+from servelab.cli.engine_words import flag_lines, split_model
 from servelab.cli.output import print_json, stderr_console, stdout_console, to_jsonable
 from servelab.engines import registry
 from servelab.errors import ConfigError
-
-
-def _read_launch(cmd: str | None, compose: Path | None, service: str | None, engine: str):
-    """The launch `--cmd`/`--compose` name (None without either)."""
-    if cmd is None and compose is None and service is None:
-        return None
-    from servelab.plan.launch_read import read_launch
-
-    return read_launch(
-        cmd=cmd, compose=compose, service=service, engine=None if engine.lower() == "all" else engine
-    )
 
 
 def _emit(plan, emit: str, host: str, gpus: int, card) -> str:
@@ -101,16 +89,10 @@ def register(app: typer.Typer) -> None:
             help="Print the launch recipe: cmd, compose, or dockerfile (a fork for formats only it loads).",
         ),
         host: str = typer.Option("127.0.0.1", "--host", help="Address the launched server binds."),
-        remeasure: bool = typer.Option(
-            False, "--remeasure", help="--gpu cpu: measure this machine's memory bandwidth again."
-        ),
-        cmd: str | None = typer.Option(
-            None, "--cmd", help="Plan this launch command exactly (llama-server …, vllm serve …, sglang)."
-        ),
-        compose: Path | None = typer.Option(
-            None, "--compose", help="Plan the engine service of this docker-compose file exactly."
-        ),
-        service: str | None = typer.Option(None, "--service", help="The --compose service to plan."),
+        remeasure: bool = planning.remeasure_option(),
+        cmd: str | None = planning.cmd_option(),
+        compose: Path | None = planning.compose_option(),
+        service: str | None = planning.service_option(),
         speculative: str | None = planning.speculative_option(),
         draft_model: str | None = planning.draft_model_option(),
         engine_version: str | None = planning.engine_version_option(),
@@ -121,80 +103,16 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Plan memory, flags and speed ceilings for serving MODEL (engine flags after --)."""
-        import dataclasses
-
-        from servelab.engines.typed import given
-        from servelab.hardware.gpus import INTERCONNECTS, default_interconnect
-        from servelab.model.load import load_model
         from servelab.plan.emit import check_emit
-        from servelab.plan.make import (
-            check_plan_numbers,
-            compare_plans,
-            make_plan,
-            plan_set,
-            search_plan,
-        )
 
         check_emit(emit)
-        if interconnect is not None and interconnect not in INTERCONNECTS:
-            raise ConfigError(f"--interconnect {interconnect!r}; choose one of: {', '.join(INTERCONNECTS)}")
-        if remeasure:
-            from servelab.hardware.host import this_machine
-
-            this_machine(remeasure=True)  # refreshes the cache that --gpu cpu reads
         model, words = split_model(model, ctx.args)
-        launch = _read_launch(cmd, compose, service, engine)
-        if launch is not None:
-            engine, model = launch.engine, model or launch.model
-            launch.check_version(engine_version)
-        planning.check_engine_version(engine_version, engine)
-        if model is None:
-            raise ConfigError(
-                "give MODEL (a catalog id, .gguf file, config.json or model dir), or --cmd/--compose (see `servelab plan --help`)"
-            )
-        card, found, gpu_note = planning.card(gpu, vram, bandwidth, tflops)
-        gpus = planning.gpu_count(gpus, found)
-        if launch is not None and launch.settings.tp is not None:
-            gpus = launch.settings.tp
-        check_plan_numbers(context, parallel, gpus)
-        if engine.lower() != "all":
-            engine = registry.get_engine(engine, registry.planned(), also=("all",)).name
-        own = engine_settings(
-            engine, words
-        )  # each engine's own knobs: the words after -- and the environment
-        if launch is not None and launch.settings.engine is not None:  # the launch's own flags win
-            asked = launch.settings.engine
-            own[engine] = dataclasses.replace(own[engine], **given(asked)) if engine in own else asked
-        spec = load_model(model, hf=hf)
-        flags: dict[str, Any] = {"engine_version": engine_version} if engine_version is not None else {}
-        drafted = planning.speculative_asked(engine, own, speculative, draft_model, hf)
-        if drafted is not None:
-            flags["speculative"] = drafted
-        common: dict[str, Any] = dict(
-            context=context,
-            kv_dtype=kv_dtype,
-            parallel=parallel,
-            gpus=gpus,
-            interconnect=interconnect,
-            model_path=planning.launch_path(model),
-            host=host,
-            **flags,
-        )
-        one_quant = None if quant.lower() == "all" else quant
-        if launch is not None:  # exactly that launch: its engine, its settings, its (or the model's) format
-            common.update(launch.plan_options(), model_path=launch.settings.model or common["model_path"])
-            common["settings"] = own.get(engine)
-            chosen = make_plan(spec, card, engine=engine, quant=launch.settings.quant or one_quant, **common)
-            plans = plan_set(launch.annotate(chosen), gpus, interconnect or default_interconnect(card))
-        elif engine.lower() != "all" and one_quant is not None:
-            plans = plan_set(
-                search_plan(spec, card, engine=engine, quant=one_quant, settings=own.get(engine), **common),
-                gpus,
-                interconnect or default_interconnect(card),
-            )
-        else:
-            engines = None if engine.lower() == "all" else (engine,)
-            plans = compare_plans(spec, card, engines=engines, quant=one_quant, engine_settings=own, **common)
+        asked = planning.PlanningInputs(
+            model, engine, quant, context, kv_dtype, parallel, gpus, interconnect, gpu, vram, bandwidth, tflops,
+            engine_version, speculative, draft_model, hf, tuple(words), cmd, compose, service, host, remeasure,
+        )  # fmt: skip
+        planned = planning.make_plans(asked)
+        plans, spec, card, gpu_note = planned.plans, planned.model, planned.card, planned.note
         if gpu_note is not None:  # after every check, so that bad input stays one line
             stderr_console().print(gpu_note, markup=False)
         if not no_calibration:

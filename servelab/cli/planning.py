@@ -4,19 +4,23 @@ each, so that the two commands take the same words with the same meaning and the
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
+from servelab.cli.engine_words import engine_settings
 from servelab.engines import registry
 from servelab.errors import ConfigError
 
 if TYPE_CHECKING:
     from servelab.hardware.gpus import GPU
+    from servelab.model.spec import ModelSpec
     from servelab.plan.fit import Speculative
-    from servelab.plan.types import PlannedCard
+    from servelab.plan.types import PlannedCard, PlanSet
 
 
 def gpu_option(default_text: str = "Default rtx4090.") -> Any:
@@ -179,3 +183,134 @@ def card_of_plan(
                 tflops=None if planned.bf16_tflops == base.bf16_tflops else planned.bf16_tflops,
             )
     return with_overrides(base, bandwidth_gb_s=bandwidth, tflops=tflops)
+
+
+def remeasure_option() -> Any:
+    return typer.Option(
+        False, "--remeasure", help="--gpu cpu: measure this machine's memory bandwidth again."
+    )
+
+
+def cmd_option() -> Any:
+    return typer.Option(
+        None, "--cmd", help="Plan this launch command exactly (llama-server …, vllm serve …, sglang)."
+    )
+
+
+def compose_option() -> Any:
+    return typer.Option(
+        None, "--compose", help="Plan the engine service of this docker-compose file exactly."
+    )
+
+
+def service_option() -> Any:
+    return typer.Option(None, "--service", help="The --compose service to plan.")
+
+
+@dataclass(frozen=True)
+class PlanningInputs:
+    """What `plan` and `predict` were asked, as given (None: not given; engine and quant None or "all": every
+    one); `words`: the engine's own flags after --."""
+
+    model: str | None = None
+    engine: str | None = None
+    quant: str | None = None
+    context: int | None = None
+    kv_dtype: str | None = None
+    parallel: int = 1
+    gpus: int | None = None
+    interconnect: str | None = None
+    gpu: str | None = None
+    vram: float | None = None
+    bandwidth: float | None = None
+    tflops: float | None = None
+    engine_version: str | None = None
+    speculative: str | None = None
+    draft_model: str | None = None
+    hf: bool = False
+    words: tuple[str, ...] = ()
+    cmd: str | None = None
+    compose: Path | None = None
+    service: str | None = None
+    host: str = "127.0.0.1"
+    remeasure: bool = False
+
+
+@dataclass(frozen=True)
+class Planned:
+    """The plans made for a `PlanningInputs`, the model and card they were made for, and `--gpu auto`'s note."""
+
+    plans: PlanSet
+    model: ModelSpec
+    card: GPU
+    note: str | None
+
+
+def make_plans(asked: PlanningInputs) -> Planned:
+    """The plans `servelab plan` makes for what was asked (`predict` emulates the first that fits): a launch
+    exactly (--cmd/--compose), one engine x format searched, or every sensible candidate compared."""
+    from servelab.engines.typed import given
+    from servelab.hardware.gpus import INTERCONNECTS, default_interconnect
+    from servelab.model.load import load_model
+    from servelab.plan.make import check_plan_numbers, compare_plans, make_plan, plan_set, search_plan
+
+    if asked.interconnect is not None and asked.interconnect not in INTERCONNECTS:
+        raise ConfigError(f"--interconnect {asked.interconnect!r}; choose one of: {', '.join(INTERCONNECTS)}")
+    if asked.remeasure:
+        from servelab.hardware.host import this_machine
+
+        this_machine(remeasure=True)  # refreshes the cache that --gpu cpu reads
+    engine, model = asked.engine or "all", asked.model
+    launch = _read_launch(asked.cmd, asked.compose, asked.service, engine)
+    if launch is not None:
+        engine, model = launch.engine, model or launch.model
+        launch.check_version(asked.engine_version)
+    check_engine_version(asked.engine_version, engine)
+    if model is None:
+        raise ConfigError(
+            "give MODEL (a catalog id, .gguf file, config.json or model dir), or --cmd/--compose (see `--help`)"
+        )
+    card_, found, note = card(asked.gpu, asked.vram, asked.bandwidth, asked.tflops)
+    gpus = gpu_count(asked.gpus, found)
+    if launch is not None and launch.settings.tp is not None:
+        gpus = launch.settings.tp
+    check_plan_numbers(asked.context, asked.parallel, gpus)
+    if engine.lower() != "all":
+        engine = registry.get_engine(engine, registry.planned(), also=("all",)).name
+    own = engine_settings(engine, list(asked.words))  # each engine's own knobs: the words and the environment
+    if launch is not None and launch.settings.engine is not None:  # the launch's own flags win
+        launched = launch.settings.engine
+        own[engine] = dataclasses.replace(own[engine], **given(launched)) if engine in own else launched
+    spec = load_model(model, hf=asked.hf)
+    flags: dict[str, Any] = {} if asked.engine_version is None else {"engine_version": asked.engine_version}
+    drafted = speculative_asked(engine, own, asked.speculative, asked.draft_model, asked.hf)
+    if drafted is not None:
+        flags["speculative"] = drafted
+    common: dict[str, Any] = dict(context=asked.context, kv_dtype=asked.kv_dtype, parallel=asked.parallel,
+                                  gpus=gpus, interconnect=asked.interconnect, model_path=launch_path(model),
+                                  host=asked.host, **flags)  # fmt: skip
+    quant = None if asked.quant is None or asked.quant.lower() == "all" else asked.quant
+    link = asked.interconnect or default_interconnect(card_)
+    if launch is not None:  # exactly that launch: its engine, its settings, its (or the model's) format
+        common.update(launch.plan_options(), model_path=launch.settings.model or common["model_path"])
+        common["settings"] = own.get(engine)
+        chosen = make_plan(spec, card_, engine=engine, quant=launch.settings.quant or quant, **common)
+        plans = plan_set(launch.annotate(chosen), gpus, link)
+    elif engine.lower() != "all" and quant is not None:
+        one = search_plan(spec, card_, engine=engine, quant=quant, settings=own.get(engine), **common)
+        plans = plan_set(one, gpus, link)
+    else:
+        engines = None if engine.lower() == "all" else (engine,)
+        plans = compare_plans(spec, card_, engines=engines, quant=quant, engine_settings=own, **common)
+    return Planned(plans, spec, card_, note)
+
+
+def _read_launch(cmd: str | None, compose: Path | None, service: str | None, engine: str):
+    """The launch `--cmd`/`--compose` name (None without either)."""
+    if cmd is None and compose is None and service is None:
+        return None
+    from servelab.plan.launch_read import read_launch
+
+    return read_launch(
+        cmd=cmd, compose=compose, service=service, engine=None if engine.lower() == "all" else engine
+    )

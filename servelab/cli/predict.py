@@ -7,14 +7,13 @@ stored like a measured one, marked predicted in its meta (docs/predict.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from servelab.cli import planning
-from servelab.cli.engine_words import engine_settings, flag_lines, split_model
+from servelab.cli.engine_words import flag_lines, split_model
 from servelab.cli.output import stderr_console
 from servelab.errors import ConfigError
 
@@ -41,7 +40,7 @@ def register(app: typer.Typer) -> None:
         bandwidth: float | None = planning.bandwidth_option(),
         tflops: float | None = planning.tflops_option(),
         engine: str | None = typer.Option(
-            None, "--engine", help="vllm, sglang or llamacpp (without --plan)."
+            None, "--engine", help="vllm, sglang or llamacpp (without --plan; with --cmd/--compose: theirs)."
         ),
         quant: str | None = typer.Option(None, "--quant", help="Weight format (default: the plan's best)."),
         context: int | None = typer.Option(None, "--context", help="Longest request in tokens."),
@@ -53,6 +52,10 @@ def register(app: typer.Typer) -> None:
         interconnect: str | None = typer.Option(
             None, "--interconnect", help="nvlink, pcie-p2p or pcie-host-staged."
         ),
+        cmd: str | None = planning.cmd_option(),
+        compose: Path | None = planning.compose_option(),
+        service: str | None = planning.service_option(),
+        remeasure: bool = planning.remeasure_option(),
         engine_version: str | None = planning.engine_version_option(),
         speculative: str | None = planning.speculative_option(),
         draft_model: str | None = planning.draft_model_option(),
@@ -123,8 +126,10 @@ def register(app: typer.Typer) -> None:
         options = _cold_start(options, cold_start)
         config = build_config(options, None)
         model, words = split_model(model, ctx.args)
-        inputs = PlanInputs(model, engine, quant, context, kv_dtype, parallel, gpus, interconnect, gpu, vram,
-                            bandwidth, tflops, engine_version, speculative, draft_model, hf, tuple(words))  # fmt: skip
+        inputs = planning.PlanningInputs(
+            model, engine, quant, context, kv_dtype, parallel, gpus, interconnect, gpu, vram, bandwidth, tflops,
+            engine_version, speculative, draft_model, hf, tuple(words), cmd, compose, service, remeasure=remeasure,
+        )  # fmt: skip
         plan, spec, card = _plan(plan_file, inputs)
         speculation = _speculation(spec_alpha, spec_tokens or planned_tokens(plan) or 4, spec_cost)
         if speculation is None and planned_tokens(plan):
@@ -153,29 +158,6 @@ def planned_tokens(plan) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-@dataclass(frozen=True)
-class PlanInputs:
-    """The planning options `predict` shares with `plan` (servelab/cli/planning.py), as given (None: not given)."""
-
-    model: str | None = None
-    engine: str | None = None
-    quant: str | None = None
-    context: int | None = None
-    kv_dtype: str | None = None
-    parallel: int = 1
-    gpus: int | None = None
-    interconnect: str | None = None
-    gpu: str | None = None
-    vram: float | None = None
-    bandwidth: float | None = None
-    tflops: float | None = None
-    engine_version: str | None = None
-    speculative: str | None = None
-    draft_model: str | None = None
-    hf: bool = False
-    words: tuple[str, ...] = ()
-
-
 def _speculation(alpha: float | None, gamma: int, cost: float):
     if alpha is None:
         return None
@@ -189,48 +171,31 @@ def _speculation(alpha: float | None, gamma: int, cost: float):
     return Speculation(gamma, expected_tokens_per_step(alpha, gamma), cost)
 
 
-def _plan(plan_file: Path | None, asked: PlanInputs):
+def _plan(plan_file: Path | None, asked: planning.PlanningInputs):
     """(Plan, ModelSpec, GPU): the saved plan's first fitting entry on the card it was made for (its recorded
     --vram/--bandwidth/--tflops), or a plan made from the options as `servelab plan` makes it."""
-    from servelab.model.load import load_model
-
     if plan_file is not None:
         return _from_saved(plan_file, asked)
-    if asked.model is None or asked.engine is None:
-        raise ConfigError("give MODEL and --engine (vllm, sglang, llamacpp), or --plan FILE")
-    from servelab.plan.make import check_plan_numbers, compare_plans
-
-    planning.check_engine_version(asked.engine_version, asked.engine)
-    card, found, note = planning.card(asked.gpu, asked.vram, asked.bandwidth, asked.tflops)
-    gpus = planning.gpu_count(asked.gpus, found)
-    check_plan_numbers(asked.context, asked.parallel, gpus)
-    own = engine_settings(asked.engine, list(asked.words))
-    spec = load_model(asked.model, hf=asked.hf)
-    shared: dict[str, Any] = {}
-    if asked.engine_version is not None:
-        shared["engine_version"] = asked.engine_version
-    drafted = planning.speculative_asked(asked.engine, own, asked.speculative, asked.draft_model, asked.hf)
-    if drafted is not None:
-        shared["speculative"] = drafted
-    plans = compare_plans(spec, card, engines=(asked.engine,), quant=asked.quant, context=asked.context,
-                          kv_dtype=asked.kv_dtype, parallel=asked.parallel, gpus=gpus,
-                          interconnect=asked.interconnect, engine_settings=own, **shared).plans  # fmt: skip
+    if asked.cmd is None and asked.compose is None and (asked.model is None or asked.engine is None):
+        raise ConfigError("give MODEL and --engine (vllm, sglang, llamacpp), --cmd/--compose, or --plan FILE")
+    planned = planning.make_plans(asked)
+    plans = planned.plans.plans
     plan = next((p for p in plans if p.fits), plans[0])
     if not plan.fits:
         raise ConfigError(
             f"{plan.engine} {plan.quant} does not fit: {'; '.join(plan.refusals) or 'see servelab plan'}"
         )
-    if note is not None:
-        stderr_console().print(note, markup=False)
-    return plan, spec, card
+    if planned.note is not None:
+        stderr_console().print(planned.note, markup=False)
+    return plan, planned.model, planned.card
 
 
 # what a saved plan fixes: the options that would re-plan it (--bandwidth/--tflops only re-price its steps)
 _FIXED_BY_PLAN = (("--vram", "vram"), ("--engine-version", "engine_version"), ("--speculative", "speculative"),
-                  ("--draft-model", "draft_model"))  # fmt: skip
+                  ("--draft-model", "draft_model"), ("--cmd", "cmd"), ("--compose", "compose"))  # fmt: skip
 
 
-def _from_saved(plan_file: Path, asked: PlanInputs):
+def _from_saved(plan_file: Path, asked: planning.PlanningInputs):
     from servelab.model.load import load_model
 
     if asked.words:
@@ -272,7 +237,9 @@ def emulated_target(model, plan_file, gpu, engine, quant, context, kv_dtype, par
     """(EmulatedEngine, model name) for `servelab sim --emulate`: the engine predict would emulate."""
     from servelab.predict.machine import emulated_engine
 
-    inputs = PlanInputs(model, engine, quant, context, kv_dtype, parallel, gpus, interconnect, gpu)
+    inputs = planning.PlanningInputs(
+        model, engine, quant, context, kv_dtype, parallel, gpus, interconnect, gpu
+    )
     plan, spec, card = _plan(plan_file, inputs)
     return emulated_engine(plan, spec, card), plan.model or spec.name
 

@@ -207,3 +207,26 @@ def test_predict_carries_eager_mode_and_expert_parallelism(tmp_path: Path, capsy
     assert main([*predict, "--enforce-eager", "--enable-expert-parallel"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["targets"][0]["levels"][0]["completed"] == 2 and "Traceback" not in err
+
+
+def test_predict_takes_a_launch_command_as_plan_does(capsys) -> None:
+    cmd = "vllm serve Qwen/Qwen3-8B --max-model-len 8192 --max-num-seqs 8 --enforce-eager"
+    args = [
+        "predict",
+        "--cmd",
+        cmd,
+        "--gpu",
+        "rtx4090",
+        "--concurrency",
+        "1",
+        "--requests",
+        "2",
+        "--no-store",
+        "--json",
+    ]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["targets"][0]["engine"] == "vllm" and "predicting vllm" in err
+    assert main(["plan", "--cmd", cmd, "--gpu", "rtx4090", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)["plans"][0]
+    assert plan["details"]["enforce_eager"] is True and plan["details"]["max_num_seqs"] == 8
