@@ -230,3 +230,13 @@ def test_predict_takes_a_launch_command_as_plan_does(capsys) -> None:
     assert main(["plan", "--cmd", cmd, "--gpu", "rtx4090", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)["plans"][0]
     assert plan["details"]["enforce_eager"] is True and plan["details"]["max_num_seqs"] == 8
+
+
+def test_predict_from_a_plan_for_a_custom_card(tmp_path: Path, capsys) -> None:
+    """A card made of --vram/--bandwidth/--tflops has no catalog entry to rebuild by name: the plan's figures are it."""
+    plan = tmp_path / "plan.json"
+    custom = ["Qwen/Qwen3-8B", "--vram", "40", "--bandwidth", "700", "--tflops", "120", "--engine", "vllm",
+              "--quant", "bf16", "--context", "8192"]  # fmt: skip
+    assert main(["plan", *custom, "--save", str(plan)]) == 0
+    capsys.readouterr()
+    assert _output_tok_s(capsys, ["--plan", str(plan)]) == _output_tok_s(capsys, custom)
