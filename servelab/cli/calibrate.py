@@ -47,6 +47,7 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="Print the fit as JSON on stdout."),
     ) -> None:
         """Fit effective bandwidth, compute and overheads to measured runs; save them for plan and predict."""
+        from servelab.cli.planning import PlanningInputs
         from servelab.cli.predict import _plan
         from servelab.predict.calibrate import fit
         from servelab.predict.machine import emulated_engine
@@ -68,7 +69,10 @@ def register(app: typer.Typer) -> None:
         served = (
             context or setup.context_per_slot
         )  # the longest request: llama.cpp n_ctx per slot, vLLM max_model_len
-        plan, spec, card = _plan(None, ref, gpu, setup.engine, quant, served, None, slots, 1, None, words)
+        asked = PlanningInputs(
+            ref, setup.engine, quant, served, None, slots, 1, None, gpu, words=tuple(words)
+        )
+        plan, spec, card = _plan(None, asked)
         engine = emulated_engine(plan, spec, card)
         stderr_console().print(
             f"calibrating {plan.engine} {plan.quant} on {card.name} from {len(setup.records)} requests "

@@ -3,74 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import typer
 
-from servelab.cli.engine_words import engine_settings, flag_lines, split_model
+from servelab.cli import planning
+from servelab.cli.engine_words import flag_lines, split_model
 from servelab.cli.output import print_json, stderr_console, stdout_console, to_jsonable
 from servelab.engines import registry
 from servelab.errors import ConfigError
-
-if TYPE_CHECKING:
-    from servelab.plan.fit import Speculative
-
-
-def _gpu(name: str | None, vram: float | None, bandwidth: float | None, tflops: float | None):
-    """The card to plan for, how many `--gpu auto` found (None when the card was named) and its note."""
-    from servelab.hardware.gpus import card_for, with_overrides
-
-    if name is None or name.lower() != "auto":
-        return card_for(name, vram_gib=vram, bandwidth_gb_s=bandwidth, tflops=tflops), None, None
-    from servelab.diagnose.gpus import local_device
-    from servelab.diagnose.probe import RealProbe
-
-    with RealProbe() as probe:
-        local = local_device(probe, bandwidth_gb_s=bandwidth, tflops=tflops)
-    if local.gpu is None:  # no GPU: the CPU is the device
-        try:
-            card = card_for(local.device, vram_gib=vram, bandwidth_gb_s=bandwidth, tflops=tflops)
-        except ConfigError as exc:
-            raise ConfigError(f"{local.note}, but: {exc}") from exc
-        return card, None, local.note
-    return with_overrides(local.gpu, vram_gib=vram), local.count, local.note
-
-
-def _read_launch(cmd: str | None, compose: Path | None, service: str | None, engine: str):
-    """The launch `--cmd`/`--compose` name (None without either)."""
-    if cmd is None and compose is None and service is None:
-        return None
-    from servelab.plan.launch_read import read_launch
-
-    return read_launch(
-        cmd=cmd, compose=compose, service=service, engine=None if engine.lower() == "all" else engine
-    )
-
-
-def _gpu_count(asked: int | None, found: int | None) -> int:
-    if found is not None and asked is not None and asked > found:
-        raise ConfigError(f"--gpus {asked}, but --gpu auto found {found}: give --gpus {found} or fewer")
-    return asked if asked is not None else found or 1
-
-
-def _speculative(option: str | None, draft_model: str | None, hf: bool) -> Speculative:
-    """--speculative METHOD:N [--draft-model REF] as plan settings; a malformed value is one line."""
-    from servelab.model.load import load_model
-    from servelab.plan.fit import SPECULATIVE_METHODS, Speculative
-
-    method, _, tokens = (option or "").partition(":")
-    if option is None or not tokens.isdigit():
-        raise ConfigError(
-            f"--speculative {option!r}: give METHOD:N, METHOD one of {', '.join(SPECULATIVE_METHODS)} (mtp:3)"
-        )
-    draft = load_model(draft_model, hf=hf) if draft_model else None
-    path = _launch_path(draft_model) if draft_model else ""
-    return Speculative(method.lower(), int(tokens), draft=draft, draft_path=path)
-
-
-def _launch_path(model: str) -> str:
-    """A local model as an absolute path, so the command and the compose mount work from any directory."""
-    return str(Path(model).absolute()) if Path(model).exists() else model
 
 
 def _emit(plan, emit: str, host: str, gpus: int, card) -> str:
@@ -121,9 +61,7 @@ def register(app: typer.Typer) -> None:
             help="Catalog id (Qwen/Qwen3.5-27B), a .gguf file, config.json or model dir (with --cmd/--compose:"
             " default the launch's model).",
         ),
-        gpu: str | None = typer.Option(
-            None, "--gpu", help="GPU name from the catalog, or auto: this machine's (NVML). Default rtx4090."
-        ),
+        gpu: str | None = planning.gpu_option(),
         engine: str = typer.Option(
             "all", "--engine", help=f"{', '.join(e.name for e in registry.planned())} or all."
         ),
@@ -137,48 +75,27 @@ def register(app: typer.Typer) -> None:
         parallel: int = typer.Option(
             1, "--parallel", help="Concurrent sequences to plan for (llama.cpp -np)."
         ),
-        gpus: int | None = typer.Option(
-            None, "--gpus", help="GPUs for tensor parallelism (default 1; with --gpu auto, all it found)."
-        ),
+        gpus: int | None = planning.gpus_option(),
         interconnect: str | None = typer.Option(
             None, "--interconnect", help="nvlink, pcie-p2p or pcie-host-staged."
         ),
-        vram: float | None = typer.Option(None, "--vram", help="Override GPU memory, GiB."),
-        bandwidth: float | None = typer.Option(None, "--bandwidth", help="Override memory bandwidth, GB/s."),
-        tflops: float | None = typer.Option(None, "--tflops", help="Override dense BF16 TFLOPS."),
-        hf: bool = typer.Option(
-            False, "--hf", help="Fetch config and safetensors headers from the Hugging Face Hub."
-        ),
+        vram: float | None = planning.vram_option(),
+        bandwidth: float | None = planning.bandwidth_option(),
+        tflops: float | None = planning.tflops_option(),
+        hf: bool = planning.hf_option(),
         emit: str | None = typer.Option(
             None,
             "--emit",
             help="Print the launch recipe: cmd, compose, or dockerfile (a fork for formats only it loads).",
         ),
         host: str = typer.Option("127.0.0.1", "--host", help="Address the launched server binds."),
-        remeasure: bool = typer.Option(
-            False, "--remeasure", help="--gpu cpu: measure this machine's memory bandwidth again."
-        ),
-        cmd: str | None = typer.Option(
-            None, "--cmd", help="Plan this launch command exactly (llama-server …, vllm serve …, sglang)."
-        ),
-        compose: Path | None = typer.Option(
-            None, "--compose", help="Plan the engine service of this docker-compose file exactly."
-        ),
-        service: str | None = typer.Option(None, "--service", help="The --compose service to plan."),
-        speculative: str | None = typer.Option(
-            None,
-            "--speculative",
-            help="Speculative decoding METHOD:N (mtp, eagle, ngram, draft; N tokens drafted per step).",
-        ),
-        draft_model: str | None = typer.Option(
-            None, "--draft-model", help="The draft for --speculative eagle:N / draft:N (an id or a file)."
-        ),
-        engine_version: str | None = typer.Option(
-            None,
-            "--engine-version",
-            help="The --engine's release whose rules to plan (vLLM 0.10.1, sglang 0.4.4.post1, llama.cpp b8354;"
-            " default the current one; --cmd/--compose: the image tag's).",
-        ),
+        remeasure: bool = planning.remeasure_option(),
+        cmd: str | None = planning.cmd_option(),
+        compose: Path | None = planning.compose_option(),
+        service: str | None = planning.service_option(),
+        speculative: str | None = planning.speculative_option(),
+        draft_model: str | None = planning.draft_model_option(),
+        engine_version: str | None = planning.engine_version_option(),
         save: Path | None = typer.Option(None, "--save", help="Also write the JSON plan to this file."),
         json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
         no_calibration: bool = typer.Option(
@@ -186,86 +103,16 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Plan memory, flags and speed ceilings for serving MODEL (engine flags after --)."""
-        import dataclasses
-
-        from servelab.engines.typed import given
-        from servelab.hardware.gpus import INTERCONNECTS, default_interconnect
-        from servelab.model.load import load_model
         from servelab.plan.emit import check_emit
-        from servelab.plan.make import (
-            check_plan_numbers,
-            compare_plans,
-            plan_as_asked,
-            plan_set,
-        )
 
         check_emit(emit)
-        if interconnect is not None and interconnect not in INTERCONNECTS:
-            raise ConfigError(f"--interconnect {interconnect!r}; choose one of: {', '.join(INTERCONNECTS)}")
-        if remeasure:
-            from servelab.hardware.host import this_machine
-
-            this_machine(remeasure=True)  # refreshes the cache that --gpu cpu reads
         model, words = split_model(model, ctx.args)
-        launch = _read_launch(cmd, compose, service, engine)
-        if launch is not None:
-            engine, model = launch.engine, model or launch.model
-            launch.check_version(engine_version)
-        if engine_version is not None and engine.lower() == "all":
-            raise ConfigError(
-                f"--engine-version {engine_version} is one engine's release: name it with --engine"
-                f" ({', '.join(e.name for e in registry.planned())})"
-            )
-        if model is None:
-            raise ConfigError(
-                "give MODEL (a catalog id, .gguf file, config.json or model dir), or --cmd/--compose (see `servelab plan --help`)"
-            )
-        card, found, gpu_note = _gpu(gpu, vram, bandwidth, tflops)
-        gpus = _gpu_count(gpus, found)
-        if launch is not None and launch.settings.tp is not None:
-            gpus = launch.settings.tp
-        check_plan_numbers(context, parallel, gpus)
-        if engine.lower() != "all":
-            engine = registry.get_engine(engine, registry.planned(), also=("all",)).name
-        own = engine_settings(
-            engine, words
-        )  # each engine's own knobs: the words after -- and the environment
-        if launch is not None and launch.settings.engine is not None:  # the launch's own flags win
-            asked = launch.settings.engine
-            own[engine] = dataclasses.replace(own[engine], **given(asked)) if engine in own else asked
-        spec = load_model(model, hf=hf)
-        flags: dict[str, Any] = {"engine_version": engine_version} if engine_version is not None else {}
-        if speculative is not None or draft_model is not None:
-            flags["speculative"] = _speculative(speculative, draft_model, hf)
-        common: dict[str, Any] = dict(
-            context=context,
-            kv_dtype=kv_dtype,
-            parallel=parallel,
-            gpus=gpus,
-            interconnect=interconnect,
-            model_path=_launch_path(model),
-            host=host,
-            **flags,
-        )
-        one_quant = None if quant.lower() == "all" else quant
-        if launch is not None:  # exactly that launch: its engine, its settings, its (or the model's) format
-            common.update(launch.plan_options(), model_path=launch.settings.model or common["model_path"])
-            common["settings"] = own.get(engine)
-            chosen = plan_as_asked(
-                spec, card, engine=engine, quant=launch.settings.quant or one_quant, **common
-            )
-            plans = plan_set(launch.annotate(chosen), gpus, interconnect or default_interconnect(card))
-        elif (
-            engine.lower() != "all" and one_quant is not None
-        ):  # one launch as asked: its verdict, and a remedy
-            plans = plan_set(
-                plan_as_asked(spec, card, engine=engine, quant=one_quant, settings=own.get(engine), **common),
-                gpus,
-                interconnect or default_interconnect(card),
-            )
-        else:  # a search: each engine x format's best fitting variant
-            engines = None if engine.lower() == "all" else (engine,)
-            plans = compare_plans(spec, card, engines=engines, quant=one_quant, engine_settings=own, **common)
+        asked = planning.PlanningInputs(
+            model, engine, quant, context, kv_dtype, parallel, gpus, interconnect, gpu, vram, bandwidth, tflops,
+            engine_version, speculative, draft_model, hf, tuple(words), cmd, compose, service, host, remeasure,
+        )  # fmt: skip
+        planned = planning.make_plans(asked)
+        plans, spec, card, gpu_note = planned.plans, planned.model, planned.card, planned.note
         if gpu_note is not None:  # after every check, so that bad input stays one line
             stderr_console().print(gpu_note, markup=False)
         if not no_calibration:

@@ -12,7 +12,8 @@ from typing import Any
 
 import typer
 
-from servelab.cli.engine_words import engine_settings, flag_lines, split_model
+from servelab.cli import planning
+from servelab.cli.engine_words import flag_lines, split_model
 from servelab.cli.output import stderr_console
 from servelab.errors import ConfigError
 
@@ -34,11 +35,12 @@ def register(app: typer.Typer) -> None:
         plan_file: Path | None = typer.Option(
             None, "--plan", help="A saved plan (`servelab plan … --save FILE`); its first fitting entry."
         ),
-        gpu: str | None = typer.Option(
-            None, "--gpu", help="GPU from the catalog (default: the plan's, else rtx4090)."
-        ),
+        gpu: str | None = planning.gpu_option("Default: the --plan file's, else rtx4090."),
+        vram: float | None = planning.vram_option(),
+        bandwidth: float | None = planning.bandwidth_option(),
+        tflops: float | None = planning.tflops_option(),
         engine: str | None = typer.Option(
-            None, "--engine", help="vllm, sglang or llamacpp (without --plan)."
+            None, "--engine", help="vllm, sglang or llamacpp (without --plan; with --cmd/--compose: theirs)."
         ),
         quant: str | None = typer.Option(None, "--quant", help="Weight format (default: the plan's best)."),
         context: int | None = typer.Option(None, "--context", help="Longest request in tokens."),
@@ -46,15 +48,25 @@ def register(app: typer.Typer) -> None:
         parallel: int = typer.Option(
             1, "--parallel", help="Concurrent sequences to plan for (llama.cpp -np)."
         ),
-        gpus: int = typer.Option(1, "--gpus", help="GPUs for tensor parallelism."),
+        gpus: int | None = planning.gpus_option(),
         interconnect: str | None = typer.Option(
             None, "--interconnect", help="nvlink, pcie-p2p or pcie-host-staged."
         ),
+        cmd: str | None = planning.cmd_option(),
+        compose: Path | None = planning.compose_option(),
+        service: str | None = planning.service_option(),
+        remeasure: bool = planning.remeasure_option(),
+        engine_version: str | None = planning.engine_version_option(),
+        speculative: str | None = planning.speculative_option(),
+        draft_model: str | None = planning.draft_model_option(),
+        hf: bool = planning.hf_option(),
         spec_alpha: float | None = typer.Option(
             None, "--spec-acceptance", help="Speculative decoding: per-token acceptance probability (0-1)."
         ),
-        spec_tokens: int = typer.Option(
-            4, "--spec-draft-tokens", help="Speculative decoding: drafts per step."
+        spec_tokens: int | None = typer.Option(
+            None,
+            "--spec-draft-tokens",
+            help="Speculative decoding: drafts per step (default: --speculative's N, else 4).",
         ),
         spec_cost: float = typer.Option(
             0.05, "--spec-draft-cost", help="Speculative decoding: one draft step over one target step."
@@ -78,6 +90,11 @@ def register(app: typer.Typer) -> None:
         repeat: int = typer.Option(1, "--repeat", help="Repeat each level N times."),
         warmup: int = typer.Option(
             None, "--warmup", help="Warm-up requests per level (default: one per slot)."
+        ),
+        cold_start: bool = typer.Option(
+            False,
+            "--cold-start",
+            help="No warm-up requests: each level's first requests meet an idle engine (vllm bench serve).",
         ),
         slo: str = typer.Option(None, "--slo", help="Goodput SLOs, e.g. ttft_ms=500,tpot_ms=50."),
         seed: int = typer.Option(0, "--seed", help="Seed for prompts and arrivals."),
@@ -106,13 +123,39 @@ def register(app: typer.Typer) -> None:
         }  # fmt: skip
         if config_path is not None:
             options = {**_merge_yaml(options, load_experiment(config_path)), "targets": ["predict"]}
+        options = _cold_start(options, cold_start)
         config = build_config(options, None)
         model, words = split_model(model, ctx.args)
-        plan, spec, card = _plan(plan_file, model, gpu, engine, quant, context, kv_dtype, parallel, gpus,
-                                 interconnect, words)  # fmt: skip
-        result = _predict(config, plan, spec, card, plan_file, _speculation(spec_alpha, spec_tokens, spec_cost),
-                          None if no_store else db, store=not no_store, calibration=not no_calibration)  # fmt: skip
+        inputs = planning.PlanningInputs(
+            model, engine, quant, context, kv_dtype, parallel, gpus, interconnect, gpu, vram, bandwidth, tflops,
+            engine_version, speculative, draft_model, hf, tuple(words), cmd, compose, service, remeasure=remeasure,
+        )  # fmt: skip
+        plan, spec, card = _plan(plan_file, inputs)
+        speculation = _speculation(spec_alpha, spec_tokens or planned_tokens(plan) or 4, spec_cost)
+        if speculation is None and planned_tokens(plan):
+            stderr_console().print(
+                f"the plan drafts {planned_tokens(plan)} tokens per step ({plan.details.get('speculative_method')});"
+                " give --spec-acceptance P to price it (without it every step decodes one token)",
+                markup=False,
+            )
+        result = _predict(config, plan, spec, card, plan_file, speculation, None if no_store else db,
+                          store=not no_store, calibration=not no_calibration)  # fmt: skip
         _render(result, json_out)
+
+
+def _cold_start(options: dict[str, Any], cold: bool) -> dict[str, Any]:
+    """--cold-start: no warm-up requests (docs/predict.md); with --warmup N it is one line."""
+    if not cold:
+        return options
+    if options.get("warmup") not in (None, 0):
+        raise ConfigError(f"--cold-start runs no warm-up requests; drop --warmup {options['warmup']}")
+    return {**options, "warmup": 0}
+
+
+def planned_tokens(plan) -> int | None:
+    """The tokens drafted per step the plan was made with (its `speculative` details), None without."""
+    value = plan.details.get("speculative_tokens")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _speculation(alpha: float | None, gamma: int, cost: float):
@@ -128,38 +171,52 @@ def _speculation(alpha: float | None, gamma: int, cost: float):
     return Speculation(gamma, expected_tokens_per_step(alpha, gamma), cost)
 
 
-def _plan(plan_file, model, gpu, engine, quant, context, kv_dtype, parallel, gpus, interconnect, words):
-    """(Plan, ModelSpec, GPU): the saved plan's first fitting entry, or a plan made from the options (`words`: the
-    engine's own flags, after --)."""
-    from servelab.hardware.gpus import card_for
-    from servelab.model.load import load_model
-
+def _plan(plan_file: Path | None, asked: planning.PlanningInputs):
+    """(Plan, ModelSpec, GPU): the saved plan's first fitting entry on the card it was made for (its recorded
+    --vram/--bandwidth/--tflops), or a plan made from the options as `servelab plan` makes it."""
     if plan_file is not None:
-        if words:
-            raise ConfigError(f"--plan {plan_file} fixes the engine's settings; drop the words after --")
-        plan = _saved_plan(plan_file)
-        ref = model or plan.model
-        try:
-            spec = load_model(ref)
-        except ConfigError as exc:
-            raise ConfigError(
-                f"--plan {plan_file}: cannot read its model {ref!r} ({exc}); give MODEL"
-            ) from exc
-        return plan, spec, card_for(gpu or plan.gpu)
-    if model is None or engine is None:
-        raise ConfigError("give MODEL and --engine (vllm, sglang, llamacpp), or --plan FILE")
-    from servelab.plan.make import compare_plans
-
-    own = engine_settings(engine, words)
-    card, spec = card_for(gpu), load_model(model)
-    plans = compare_plans(spec, card, engines=(engine,), quant=quant, context=context, kv_dtype=kv_dtype,
-                          parallel=parallel, gpus=gpus, interconnect=interconnect, engine_settings=own).plans  # fmt: skip
+        return _from_saved(plan_file, asked)
+    if asked.cmd is None and asked.compose is None and (asked.model is None or asked.engine is None):
+        raise ConfigError("give MODEL and --engine (vllm, sglang, llamacpp), --cmd/--compose, or --plan FILE")
+    planned = planning.make_plans(asked, as_asked=False)  # predict emulates the best fitting variant
+    plans = planned.plans.plans
     plan = next((p for p in plans if p.fits), plans[0])
     if not plan.fits:
         raise ConfigError(
             f"{plan.engine} {plan.quant} does not fit: {'; '.join(plan.refusals) or 'see servelab plan'}"
         )
-    return plan, spec, card
+    if planned.note is not None:
+        stderr_console().print(planned.note, markup=False)
+    return plan, planned.model, planned.card
+
+
+# what a saved plan fixes: the options that would re-plan it (--bandwidth/--tflops only re-price its steps)
+_FIXED_BY_PLAN = (("--vram", "vram"), ("--engine-version", "engine_version"), ("--speculative", "speculative"),
+                  ("--draft-model", "draft_model"), ("--cmd", "cmd"), ("--compose", "compose"))  # fmt: skip
+
+
+def _from_saved(plan_file: Path, asked: planning.PlanningInputs):
+    from servelab.model.load import load_model
+
+    if asked.words:
+        raise ConfigError(f"--plan {plan_file} fixes the engine's settings; drop the words after --")
+    for flag, name in _FIXED_BY_PLAN:
+        if getattr(asked, name) is not None:
+            raise ConfigError(
+                f"--plan {plan_file} was made with its own {flag[2:]}; drop {flag}, or re-plan"
+                f" (servelab plan … {flag} … --save FILE)"
+            )
+    plan = _saved_plan(plan_file)
+    ref = asked.model or plan.model
+    try:
+        spec = load_model(ref, hf=asked.hf)
+    except ConfigError as exc:
+        raise ConfigError(f"--plan {plan_file}: cannot read its model {ref!r} ({exc}); give MODEL") from exc
+    if asked.gpu is not None and asked.gpu != plan.gpu:
+        from servelab.hardware.gpus import card_for
+
+        return plan, spec, card_for(asked.gpu, bandwidth_gb_s=asked.bandwidth, tflops=asked.tflops)
+    return plan, spec, planning.card_of_plan(plan.gpu, plan.card, asked.bandwidth, asked.tflops)
 
 
 def _saved_plan(path: Path):
@@ -180,8 +237,10 @@ def emulated_target(model, plan_file, gpu, engine, quant, context, kv_dtype, par
     """(EmulatedEngine, model name) for `servelab sim --emulate`: the engine predict would emulate."""
     from servelab.predict.machine import emulated_engine
 
-    plan, spec, card = _plan(plan_file, model, gpu, engine, quant, context, kv_dtype, parallel, gpus,
-                             interconnect, [])  # fmt: skip
+    inputs = planning.PlanningInputs(
+        model, engine, quant, context, kv_dtype, parallel, gpus, interconnect, gpu
+    )
+    plan, spec, card = _plan(plan_file, inputs)
     return emulated_engine(plan, spec, card), plan.model or spec.name
 
 
@@ -208,8 +267,10 @@ def _predict(config, plan, spec, card, plan_file, speculation, db, *, store: boo
     effective = calibration_effective(plan, card, calibration)
     engine = emulated_engine(plan, spec, card, effective=effective, speculation=speculation)
     link = plan.parallel_cost.interconnect if plan.parallel_cost else None
+    version = plan.details.get("engine_version")
     target = PredictTarget(plan.engine, plan.model or spec.name, plan.gpu or card.name, plan.quant,
-                           plan.tensor_parallel, link, None if plan_file is None else str(plan_file))  # fmt: skip
+                           plan.tensor_parallel, link, None if plan_file is None else str(plan_file),
+                           version if isinstance(version, str) else None)  # fmt: skip
     stderr_console().print(
         f"predicting {plan.engine} {plan.quant} on {plan.tensor_parallel} x {card.name} "
         f"(effective figures: {engine.roofline.effective.source}; virtual time)",

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from servelab.engines.typed import Figures, NoFigures, NoSettings
+from servelab.engines.typed import Figures, NoFigures, NoSettings, SpeculativeWords
 
 if TYPE_CHECKING:
     from servelab.engines.http import DetectedEngine, HttpProbe
@@ -228,6 +228,8 @@ class Planner:
     launch_settings: Callable[[Any], LaunchSettings] | None = None  # cmdline.parse's value -> plan settings
     image_version: Callable[[str], str | None] | None = None  # the release an image tag names, None: none
     kv_dtypes: tuple[str, ...] = ()  # KV cache dtypes `plan` tries when none is asked, the preferred first
+    # its Settings' own speculative flags in servelab's terms (None: none asked; the field None: the engine has none)
+    speculative_words: Callable[[Any], SpeculativeWords | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,18 @@ def given(settings: object) -> dict[str, object]:
 
 
 @dataclass(frozen=True)
+class SpeculativeWords:
+    """Speculative decoding as an engine's own flags ask it (vLLM --speculative-config, sglang
+    --speculative-algorithm …, llama.cpp -md --spec-draft-n-max), in servelab's terms: `method` mtp, eagle, ngram or
+    draft, `num_tokens` drafted per step, `draft_path` the draft as the command names it (plan/fit.py `Speculative`
+    is this with the draft read)."""
+
+    method: str
+    num_tokens: int
+    draft_path: str = ""
+
+
+@dataclass(frozen=True)
 class NoSettings:
     """An engine without knobs of its own."""
 

@@ -22,7 +22,7 @@ from servelab.plan.fit import EngineFit, PlanSettings
 from servelab.plan.kv import kv_layout
 from servelab.plan.parallel import TensorParallelCost, tensor_parallel_cost
 from servelab.plan.state import state_layout
-from servelab.plan.types import BatchPoint, DecodeCeilings, Plan, PlanSet
+from servelab.plan.types import BatchPoint, DecodeCeilings, Plan, PlannedCard, PlanSet
 from servelab.ranges import count
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -335,14 +335,22 @@ def make_plan(
         details={
             **fit.figures.to_json(),
             **({"engine_version": asked.engine_version} if asked.engine_version else {}),
+            **_speculative_details(asked),
         },
         command=tuple(fit.argv),
         command_line=shell_line(fit.argv),
         warnings=tuple(warnings),
+        card=PlannedCard(gpu.memory_mib, gpu.bandwidth_gb_s, gpu.bf16_tflops),
         device_note=gpu.source if gpu.is_cpu else "",
         refusals=refusals,
         remedy={k: v for r in fit.refusals for k, v in r.fix.items()},
     )
+
+
+def _speculative_details(asked: PlanSettings[Any]) -> dict[str, object]:
+    """What `predict --plan` needs of the plan's speculative decoding: its method and tokens drafted per step."""
+    spec = asked.speculative
+    return {} if spec is None else {"speculative_method": spec.method, "speculative_tokens": spec.num_tokens}
 
 
 def _cpu_engines() -> str:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from servelab.plan.typed_json import from_json
-from servelab.plan.types import Plan
+from servelab.plan.types import Plan, PlannedCard
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,7 @@ class SavedPlan:
     decode_ceiling_tok_s: SavedCeilings | None = None
     decode_batch_tok_s: tuple[SavedBatchPoint, ...] | None = None
     tensor_parallel: int | None = None  # GPUs one engine instance spans
+    card: PlannedCard | None = None  # the card's figures as planned (--vram/--bandwidth/--tflops applied)
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,16 @@ class BatchPoint:
 
 
 @dataclass(frozen=True)
+class PlannedCard:
+    """The figures of the card a plan was made for, as planned (its --vram/--bandwidth/--tflops applied), so that
+    `predict --plan` prices the same card and not the catalog entry of its name."""
+
+    memory_mib: int
+    bandwidth_gb_s: float
+    bf16_tflops: float
+
+
+@dataclass(frozen=True)
 class Plan:
     engine: str
     quant: str
@@ -87,6 +97,7 @@ class Plan:
     # the launch as asked (the engine's defaults for what is not given) does not fit: the engine's flags to add that
     # make it fit, in its own spelling (empty: it fits as asked, or no KV dtype or engine knob makes it fit)
     fits_with: tuple[str, ...] = ()
+    card: PlannedCard | None = None  # None: a plan saved before plans recorded their card
     device_note: str = ""  # the CPU device: its measured bandwidth (when) and how its peak was estimated
 
     @classmethod

@@ -43,6 +43,7 @@ class PredictTarget:
     tensor_parallel: int = 1
     interconnect: str | None = None
     plan_file: str | None = None
+    engine_version: str | None = None  # the release whose rules were planned (None: the current one)
 
     @property
     def url(self) -> str:

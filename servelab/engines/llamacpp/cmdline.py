@@ -36,6 +36,7 @@ FLAGS = (
     Flag(("-a", "--alias"), "alias"),
     Flag(("-md", "--model-draft", "--spec-draft-model"), "draft_model"),
     Flag(("--spec-type",), "spec_type"),
+    Flag(("--spec-draft-n-max", "--draft-max", "--draft", "--draft-n"), "draft_max"),
     Flag(("-b", "--batch-size"), "batch_size"),
     Flag(("-ub", "--ubatch-size"), "ubatch_size"),
     Flag(("--n-cpu-moe", "-ncmoe"), "n_cpu_moe"),
@@ -46,7 +47,7 @@ FLAGS = (
 )
 # the flags servelab's own options set (`servelab plan … -- WORDS` takes only the others)
 SHARED_FLAGS = {"ctx_size": "--context", "parallel": "--parallel", "cache_type_k": "--kv-dtype", "model": "MODEL",
-                "draft_model": "--speculative draft:N --draft-model", "spec_type": "--speculative",
+                "spec_type": "--speculative",
                 "host": "--host", "port": "--port"}  # fmt: skip
 PROGRAM_NAMES = ("llama-server", "server")
 LAUNCH_FORMS = ("llama-server …",)
@@ -88,6 +89,7 @@ class LlamaCppLaunch:
     alias: str | None = None
     draft_model: str | None = None
     spec_type: str | None = None
+    draft_max: int | None = None
     batch_size: int | None = None
     ubatch_size: int | None = None
     n_cpu_moe: int | None = None
@@ -133,6 +135,7 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> LlamaCp
         alias=found.get("alias"),
         draft_model=found.get("draft_model"),
         spec_type=found.get("spec_type"),
+        draft_max=to_int(found, "draft_max", "--spec-draft-n-max"),
         batch_size=to_int(found, "batch_size", "-b/--batch-size"),
         ubatch_size=to_int(found, "ubatch_size", "-ub/--ubatch-size"),
         n_cpu_moe=to_int(found, "n_cpu_moe", "--n-cpu-moe"),
@@ -159,8 +162,9 @@ def _experts_on_cpu(override: str | None) -> bool:
     )
 
 
-def engine_settings(launch: LlamaCppLaunch) -> LlamaCppSettings:
-    """The launch's llama.cpp-only knobs as its Settings: what its flags give, nothing filled in."""
+def engine_settings(launch: LlamaCppLaunch, *, speculative: bool = True) -> LlamaCppSettings:
+    """The launch's llama.cpp-only knobs as its Settings: what its flags give, nothing filled in (`speculative`
+    False: without its draft)."""
     v = (
         launch.cache_type_v
         if launch.cache_type_v and launch.cache_type_v != (launch.cache_type_k or "f16")
@@ -175,6 +179,8 @@ def engine_settings(launch: LlamaCppLaunch) -> LlamaCppSettings:
         cpu_moe=bool(launch.cpu_moe),
         flash_attn=launch.flash_attn_mode,
         kv_dtype_v=v,
+        model_draft=launch.draft_model if speculative else None,
+        draft_max=launch.draft_max if speculative else None,
     )
 
 
@@ -217,7 +223,7 @@ def plan_settings(launch: LlamaCppLaunch) -> LaunchSettings:
     ctx = launch.ctx_size or None
     notes: list[str] = []
     context = ctx if ctx is None or unified else ctx // slots
-    given = engine_settings(launch)
+    given = engine_settings(launch, speculative=False)  # the draft is not planned from a launch yet
     knobs = dataclasses.replace(  # unset: the server's auto
         given, kv_unified=unified, flash_attn=given.flash_attn or "auto"
     )

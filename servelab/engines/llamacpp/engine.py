@@ -21,7 +21,7 @@ from servelab.engines.llamacpp import (
     verify_rules,
 )
 from servelab.engines.llamacpp.reported import LlamaCppReported
-from servelab.engines.llamacpp.settings import LlamaCppFigures, LlamaCppSettings
+from servelab.engines.llamacpp.settings import LlamaCppFigures, LlamaCppSettings, speculative_words
 
 GGUF_QUANTS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS")
 
@@ -54,6 +54,7 @@ ENGINE = Engine(
         cpu_efficiency=(0.7, 0.3),  # on the CPU device (docs/planning.md "The CPU as a device")
         settings_type=LlamaCppSettings,
         settings=cmdline.settings,
+        speculative_words=speculative_words,
         figures_type=LlamaCppFigures,
         launch_settings=cmdline.plan_settings,
         image_version=cmdline.image_version,

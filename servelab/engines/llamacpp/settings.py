@@ -6,10 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servelab.engines.llamacpp.memory import FLASH_ATTN_MODES
-from servelab.engines.typed import MAX_CONTEXT, Figures, setting, whole
+from servelab.engines.typed import MAX_CONTEXT, Figures, SpeculativeWords, setting, whole
 from servelab.errors import ConfigError
 
 MAX_CPU_MOE_LAYERS = 10_000
+MAX_SPECULATIVE_TOKENS = 16  # servelab.plan.fit.MAX_SPECULATIVE_TOKENS
+DRAFT_MAX = 16  # --spec-draft-n-max's default (common/common.h: n_max)
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,10 @@ class LlamaCppSettings:
     cpu_moe: bool = setting("--cpu-moe", "every layer's experts in host RAM (-ot exps=CPU)", False)
     flash_attn: str | None = setting("-fa", "flash attention on/off/auto (default on, as the plan emits it)")
     kv_dtype_v: str | None = setting("-ctv", "V cache type when it differs from -ctk (--kv-dtype)")
+    model_draft: str | None = setting("-md", "the draft model (a .gguf) for speculative decoding")
+    draft_max: int | None = setting(
+        "--spec-draft-n-max", f"tokens drafted per step with -md (default {DRAFT_MAX})"
+    )
 
     def __post_init__(self) -> None:
         if self.n_gpu_layers is not None and (
@@ -43,6 +49,18 @@ class LlamaCppSettings:
             raise ConfigError(
                 f"llama.cpp -fa {self.flash_attn!r} is not a mode; choose one of: {', '.join(FLASH_ATTN_MODES)}"
             )
+        whole(self.draft_max, "--spec-draft-n-max", 1, MAX_SPECULATIVE_TOKENS, "tokens")
+        if self.draft_max is not None and self.model_draft is None:
+            raise ConfigError(
+                "llama.cpp --spec-draft-n-max drafts with a draft model: give -md DRAFT.gguf too"
+            )
+
+
+def speculative_words(settings: LlamaCppSettings) -> SpeculativeWords | None:
+    """-md DRAFT [--spec-draft-n-max N] in servelab's terms (None: no draft)."""
+    if settings.model_draft is None:
+        return None
+    return SpeculativeWords("draft", settings.draft_max or DRAFT_MAX, settings.model_draft)
 
 
 @dataclass(frozen=True)

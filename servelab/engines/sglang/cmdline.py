@@ -42,15 +42,17 @@ FLAGS = (
     Flag(("--speculative-num-steps",), "speculative_num_steps"),
     Flag(("--speculative-eagle-topk",), "speculative_eagle_topk"),
     Flag(("--speculative-num-draft-tokens",), "speculative_num_draft_tokens"),
+    Flag(("--speculative-draft-model-path", "--speculative-draft-model"), "speculative_draft_model_path"),
+    Flag(("--chunked-prefill-size",), "chunked_prefill_size"),
+    Flag(("--ep-size", "--ep", "--expert-parallel-size"), "ep_size"),
+    Flag(("--disable-cuda-graph",), "disable_cuda_graph", value=True),
     Flag(("--host",), "host"),
     Flag(("--port",), "port"),
 )
 # the flags servelab's own options set (`servelab plan … -- WORDS` takes only the others)
 SHARED_FLAGS = {"model_path": "MODEL", "served_model_name": "MODEL", "context_length": "--context",
                 "max_running_requests": "--parallel", "kv_cache_dtype": "--kv-dtype", "tp_size": "--gpus",
-                "quantization": "--quant", "speculative_algorithm": "--speculative",
-                "speculative_num_steps": "--speculative", "speculative_eagle_topk": "--speculative",
-                "speculative_num_draft_tokens": "--speculative", "host": "--host", "port": "--port"}  # fmt: skip
+                "quantization": "--quant", "host": "--host", "port": "--port"}  # fmt: skip
 LAUNCH_FORMS = ("python -m sglang.launch_server …", "sglang serve …")
 IMAGE_WORDS = ("sglang",)
 
@@ -71,6 +73,13 @@ class SglangLaunch:
     attention_backend: str | None = None
     quantization: str | None = None
     speculative_algorithm: str | None = None
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
+    speculative_draft_model_path: str | None = None
+    chunked_prefill_size: int | None = None
+    ep_size: int | None = None
+    disable_cuda_graph: bool | None = None
     host: str | None = None
     port: int | None = None
 
@@ -99,18 +108,41 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> SglangL
         attention_backend=found.get("attention_backend"),
         quantization=found.get("quantization"),
         speculative_algorithm=found.get("speculative_algorithm"),
+        speculative_num_steps=to_int(found, "speculative_num_steps", "--speculative-num-steps"),
+        speculative_eagle_topk=to_int(found, "speculative_eagle_topk", "--speculative-eagle-topk"),
+        speculative_num_draft_tokens=to_int(
+            found, "speculative_num_draft_tokens", "--speculative-num-draft-tokens"
+        ),
+        speculative_draft_model_path=found.get("speculative_draft_model_path"),
+        chunked_prefill_size=to_int(found, "chunked_prefill_size", "--chunked-prefill-size"),
+        ep_size=to_int(found, "ep_size", "--ep-size"),
+        disable_cuda_graph=True if found.get("disable_cuda_graph") else None,
         host=found.get("host"),
         port=to_int(found, "port", "--port"),
     )
 
 
-def engine_settings(launch: SglangLaunch) -> SglangSettings:
-    """The launch's sglang-only knobs as its Settings: what its flags give, nothing filled in."""
+def engine_settings(launch: SglangLaunch, *, speculative: bool = True) -> SglangSettings:
+    """The launch's sglang-only knobs as its Settings: what its flags give, nothing filled in (`speculative`
+    False: without its --speculative-* flags)."""
+    drafts: dict[str, Any] = {}
+    if speculative:
+        drafts = dict(
+            speculative_algorithm=launch.speculative_algorithm,
+            speculative_num_steps=launch.speculative_num_steps,
+            speculative_eagle_topk=launch.speculative_eagle_topk,
+            speculative_num_draft_tokens=launch.speculative_num_draft_tokens,
+            speculative_draft_model_path=launch.speculative_draft_model_path,
+        )
     return SglangSettings(
         mem_fraction_static=launch.mem_fraction_static,
         max_total_tokens=launch.max_total_tokens,
         max_mamba_cache_size=launch.max_mamba_cache_size,
         attention_backend=launch.attention_backend,
+        chunked_prefill_size=launch.chunked_prefill_size,
+        ep_size=launch.ep_size,
+        disable_cuda_graph=bool(launch.disable_cuda_graph),
+        **drafts,
     )
 
 
@@ -151,7 +183,7 @@ def plan_settings(launch: SglangLaunch) -> LaunchSettings:
         kv_dtype=None if launch.kv_cache_dtype in (None, "auto") else launch.kv_cache_dtype,
         tp=launch.tp_size,
         quant=quant,
-        engine=engine_settings(launch),
+        engine=engine_settings(launch, speculative=False),  # its draft is not planned (the note)
         notes=tuple(notes),
     )
 
@@ -186,10 +218,12 @@ def command(
     max_running_requests: int | None = None,
     attention_backend: str | None = None,
     speculative: Speculative | None = None,
+    own: SglangSettings | None = None,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
 ) -> list[str]:
-    """argv for sglang; pass it through shlex.join to print it."""
+    """argv for sglang; pass it through shlex.join to print it. `own`: its Settings, for the flags the plan passes
+    through as asked (chunked prefill, expert parallelism, graphs, the speculative words)."""
     argv = [
         "python",
         "-m",
@@ -219,9 +253,28 @@ def command(
         argv += ["--attention-backend", attention_backend]
     if tp > 1:
         argv += ["--tp", str(tp)]
-    if speculative is not None:
+    own = own or SglangSettings()
+    if own.chunked_prefill_size is not None:
+        argv += ["--chunked-prefill-size", str(own.chunked_prefill_size)]
+    if own.ep_size is not None:
+        argv += ["--ep-size", str(own.ep_size)]
+    if own.disable_cuda_graph:
+        argv.append("--disable-cuda-graph")
+    if own.speculative_algorithm is not None:
+        argv += own_speculative_flags(own)
+    elif speculative is not None:
         argv += speculative_flags(speculative)
     return argv
+
+
+def own_speculative_flags(own: SglangSettings) -> list[str]:
+    """The --speculative-* words as asked."""
+    pairs = (("--speculative-algorithm", own.speculative_algorithm),
+             ("--speculative-draft-model-path", own.speculative_draft_model_path),
+             ("--speculative-num-steps", own.speculative_num_steps),
+             ("--speculative-eagle-topk", own.speculative_eagle_topk),
+             ("--speculative-num-draft-tokens", own.speculative_num_draft_tokens))  # fmt: skip
+    return [word for flag, value in pairs if value is not None for word in (flag, str(value))]
 
 
 SPECULATIVE_ALGORITHM = {"mtp": "NEXTN", "eagle": "EAGLE", "ngram": "NGRAM", "draft": "STANDALONE"}

@@ -19,7 +19,7 @@ from servelab.engines.sglang import (
     verify_rules,
 )
 from servelab.engines.sglang.reported import SglangReported
-from servelab.engines.sglang.settings import SglangFigures, SglangSettings
+from servelab.engines.sglang.settings import SglangFigures, SglangSettings, speculative_words
 from servelab.model.quant import USUAL_SAFETENSORS_QUANTS
 
 ENGINE = Engine(
@@ -46,6 +46,7 @@ ENGINE = Engine(
         prefill_efficiency=0.5,
         settings_type=SglangSettings,
         settings=cmdline.settings,
+        speculative_words=speculative_words,
         figures_type=SglangFigures,
         launch_settings=cmdline.plan_settings,
         image_version=cmdline.image_version,

@@ -36,6 +36,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[SglangSettings]) -> EngineF
         mem_fraction_static=s.engine.mem_fraction_static,
         max_running_requests=running,
         max_mamba_cache_size=s.engine.max_mamba_cache_size,
+        chunked_prefill_size=s.engine.chunked_prefill_size,
         speculative_draft_layers=spec.draft_attention_layers(model) if spec else 0,
         speculative=spec is not None,
         release=parse_release(s.engine_version),
@@ -60,6 +61,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[SglangSettings]) -> EngineF
         max_mamba_cache_size=s.engine.max_mamba_cache_size,
         attention_backend=s.engine.attention_backend,
         speculative=spec,
+        own=s.engine,
         host=s.host,
         port=s.port or DEFAULT_PORT,
     )
@@ -73,6 +75,8 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[SglangSettings]) -> EngineF
         mamba_cache_size=m.mamba_cache_size,
         kv_cell_bytes=m.kv_cell_bytes,
         mamba_state_bytes_per_request=m.mamba_state_bytes_per_request,
+        ep_size=s.engine.ep_size,
+        disable_cuda_graph=s.engine.disable_cuda_graph or None,
     )
     max_batch = max(1, min(m.max_running_requests, m.max_total_tokens // 1024 if m.max_total_tokens else 1))
     return EngineFit(

@@ -6,11 +6,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from servelab.engines.typed import MAX_CONTEXT, MAX_PARALLEL, Figures, setting, whole
+from servelab.engines.typed import MAX_CONTEXT, MAX_PARALLEL, Figures, SpeculativeWords, setting, whole
 from servelab.errors import ConfigError
 from servelab.ranges import number
 
 BACKEND_WORD = re.compile(r"[a-z0-9][a-z0-9_.-]{0,39}")  # sglang's backend names: aiter, fa3, flashinfer, …
+MAX_GPUS = 64  # servelab.plan.make.MAX_GPUS
+MAX_SPECULATIVE_TOKENS = 16  # servelab.plan.fit.MAX_SPECULATIVE_TOKENS
+# --speculative-algorithm's choices (server_args.py) in servelab's terms: NEXTN is the model's own MTP layers
+SPECULATIVE_ALGORITHMS = {
+    "EAGLE": "eagle",
+    "EAGLE3": "eagle",
+    "NEXTN": "mtp",
+    "NGRAM": "ngram",
+    "STANDALONE": "draft",
+}
 
 
 @dataclass(frozen=True)
@@ -24,6 +34,28 @@ class SglangSettings:
     max_mamba_cache_size: int | None = setting("--max-mamba-cache-size", "linear-attention state slots")
     attention_backend: str | None = setting(
         "--attention-backend", "the attention kernels (aiter, triton, fa3 …; default: sglang's for the model)"
+    )
+    chunked_prefill_size: int | None = setting(
+        "--chunked-prefill-size", "prompt tokens one step prefills (default: by card size; priced)"
+    )
+    ep_size: int | None = setting("--ep-size", "expert-parallel group size (carried; not priced yet)")
+    disable_cuda_graph: bool = setting(
+        "--disable-cuda-graph", "no CUDA graphs (carried; the eager step cost is not priced yet)", False
+    )
+    speculative_algorithm: str | None = setting(
+        "--speculative-algorithm", "EAGLE, EAGLE3, NEXTN (the model's MTP), NGRAM or STANDALONE"
+    )
+    speculative_num_steps: int | None = setting(
+        "--speculative-num-steps", "draft steps per verify (tokens drafted)"
+    )
+    speculative_eagle_topk: int | None = setting(
+        "--speculative-eagle-topk", "branches per draft step (carried; a tree above 1 is not priced yet)"
+    )
+    speculative_num_draft_tokens: int | None = setting(
+        "--speculative-num-draft-tokens", "tokens one verify checks (steps + 1 for a chain)"
+    )
+    speculative_draft_model_path: str | None = setting(
+        "--speculative-draft-model-path", "the draft (EAGLE head or STANDALONE model)"
     )
 
     def __post_init__(self) -> None:
@@ -41,6 +73,47 @@ class SglangSettings:
             raise ConfigError(
                 f"sglang --attention-backend {backend!r}: give one backend name (aiter, triton, fa3 …)"
             )
+        if self.chunked_prefill_size is not None and self.chunked_prefill_size < 1:
+            raise ConfigError(
+                f"sglang --chunked-prefill-size {self.chunked_prefill_size}: servelab prices a chunk of at least"
+                " 1 token (-1, no chunking, is not modelled)"
+            )
+        whole(self.chunked_prefill_size, "--chunked-prefill-size", 1, MAX_CONTEXT, "tokens")
+        whole(self.ep_size, "--ep-size", 1, MAX_GPUS, "GPUs")
+        if not isinstance(self.disable_cuda_graph, bool):
+            raise ConfigError(f"--disable-cuda-graph is a switch, got {self.disable_cuda_graph!r}")
+        whole(self.speculative_num_steps, "--speculative-num-steps", 1, MAX_SPECULATIVE_TOKENS, "steps")
+        whole(self.speculative_eagle_topk, "--speculative-eagle-topk", 1, MAX_PARALLEL, "branches")
+        whole(self.speculative_num_draft_tokens, "--speculative-num-draft-tokens", 2, MAX_PARALLEL, "tokens")
+        speculative_words(self)  # one line naming the flag when the speculative flags do not make a plan
+
+
+def speculative_words(settings: SglangSettings) -> SpeculativeWords | None:
+    """The --speculative-* flags in servelab's terms (None: no --speculative-algorithm); the tokens drafted per step
+    are --speculative-num-steps (a chain), else --speculative-num-draft-tokens - 1."""
+    s = settings
+    numbers = (s.speculative_num_steps, s.speculative_eagle_topk, s.speculative_num_draft_tokens)
+    if s.speculative_algorithm is None:
+        if any(n is not None for n in numbers) or s.speculative_draft_model_path is not None:
+            raise ConfigError("sglang --speculative-* flags need --speculative-algorithm (EAGLE, NEXTN, …)")
+        return None
+    method = SPECULATIVE_ALGORITHMS.get(s.speculative_algorithm.upper())
+    if method is None:
+        raise ConfigError(
+            f"sglang --speculative-algorithm {s.speculative_algorithm!r}: choose one of"
+            f" {', '.join(SPECULATIVE_ALGORITHMS)}"
+        )
+    drafted = s.speculative_num_steps or (s.speculative_num_draft_tokens or 0) - 1
+    if not 1 <= drafted <= MAX_SPECULATIVE_TOKENS:
+        raise ConfigError(
+            f"sglang --speculative-algorithm {s.speculative_algorithm}: give --speculative-num-steps N (1 to"
+            f" {MAX_SPECULATIVE_TOKENS}) or --speculative-num-draft-tokens N+1: the tokens drafted per step"
+        )
+    if method in ("eagle", "draft") and not s.speculative_draft_model_path:
+        raise ConfigError(
+            f"sglang --speculative-algorithm {s.speculative_algorithm} needs --speculative-draft-model-path"
+        )
+    return SpeculativeWords(method, drafted, s.speculative_draft_model_path or "")
 
 
 @dataclass(frozen=True)
@@ -57,3 +130,5 @@ class SglangFigures(Figures):
     mamba_cache_size: int
     kv_cell_bytes: int
     mamba_state_bytes_per_request: int
+    ep_size: int | None = None  # asked (carried for the step model; not priced yet)
+    disable_cuda_graph: bool | None = None  # True: asked (carried; not priced yet)

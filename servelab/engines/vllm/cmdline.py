@@ -47,6 +47,8 @@ FLAGS = (
     Flag(("--enable-prefix-caching",), "enable_prefix_caching", value=True),
     Flag(("--no-enable-prefix-caching",), "enable_prefix_caching", value=False),
     Flag(("--language-model-only",), "language_model_only", value=True),
+    Flag(("--enforce-eager",), "enforce_eager", value=True),
+    Flag(("--enable-expert-parallel", "-ep"), "enable_expert_parallel", value=True),
     Flag(("--limit-mm-per-prompt",), "limit_mm_per_prompt"),
     Flag(("--host",), "host"),
     Flag(("--port",), "port"),
@@ -54,7 +56,7 @@ FLAGS = (
 # the flags servelab's own options set (`servelab plan … -- WORDS` takes only the others)
 SHARED_FLAGS = {"model": "MODEL", "served_model_name": "MODEL", "max_model_len": "--context",
                 "kv_cache_dtype": "--kv-dtype", "tp_size": "--gpus", "quantization": "--quant",
-                "speculative_config": "--speculative", "host": "--host", "port": "--port"}  # fmt: skip
+                "host": "--host", "port": "--port"}  # fmt: skip
 KV_CACHE_SPACE_VARIABLE = "VLLM_CPU_KVCACHE_SPACE"  # the CPU backend's KV pool, whole GiB (vllm/envs.py)
 USE_V1_VARIABLE = "VLLM_USE_V1"  # bool(int(...)) in vllm/envs.py (docs/reference/memory.md: V1 on 0.7.x)
 LAUNCH_FORMS = ("vllm serve …", "python -m vllm.entrypoints.openai.api_server …")
@@ -81,6 +83,8 @@ class VllmLaunch:
     enable_prefix_caching: bool | None = None
     language_model_only: bool | None = None
     limit_mm_per_prompt: dict[str, Any] | None = None
+    enforce_eager: bool | None = None
+    enable_expert_parallel: bool | None = None
     host: str | None = None
     port: int | None = None
 
@@ -122,6 +126,8 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> VllmLau
         enable_prefix_caching=_switch(found.get("enable_prefix_caching")),
         language_model_only=_switch(found.get("language_model_only")),
         limit_mm_per_prompt=_json_or_none(found.get("limit_mm_per_prompt")),
+        enforce_eager=_switch(found.get("enforce_eager")),
+        enable_expert_parallel=_switch(found.get("enable_expert_parallel")),
         host=found.get("host"),
         port=to_int(found, "port", "--port"),
     )
@@ -148,8 +154,10 @@ def _use_v1(environment: dict[str, str] | None) -> bool | None:
         raise ConfigError(f"{USE_V1_VARIABLE}={value!r}: vLLM reads an integer (0: V0, 1: V1)") from None
 
 
-def engine_settings(launch: VllmLaunch) -> VllmSettings:
-    """The launch's vLLM-only knobs as its Settings: what its flags and environment give, nothing filled in."""
+def engine_settings(launch: VllmLaunch, *, speculative: bool = True) -> VllmSettings:
+    """The launch's vLLM-only knobs as its Settings: what its flags and environment give, nothing filled in
+    (`speculative` False: without its --speculative-config)."""
+    config = launch.speculative_config if speculative else None
     return VllmSettings(
         gpu_memory_utilization=launch.gpu_memory_utilization,
         max_num_seqs=launch.max_num_seqs,
@@ -159,6 +167,9 @@ def engine_settings(launch: VllmLaunch) -> VllmSettings:
         language_model_only=launch.text_only,
         kv_cache_space_gib=launch.kv_cache_space_gib,
         use_v1=launch.use_v1,
+        enforce_eager=bool(launch.enforce_eager),
+        enable_expert_parallel=bool(launch.enable_expert_parallel),
+        speculative_config=None if config is None else config.get("raw") or json.dumps(config),
     )
 
 
@@ -198,7 +209,8 @@ def plan_settings(launch: VllmLaunch) -> LaunchSettings:
         kv_dtype=None if launch.kv_cache_dtype in (None, "auto") else launch.kv_cache_dtype,
         tp=launch.tp_size,
         quant=quant,
-        engine=dataclasses.replace(engine_settings(launch), max_num_seqs=None),  # the launch's --parallel
+        # the launch's --parallel; its draft is not planned (the note)
+        engine=dataclasses.replace(engine_settings(launch, speculative=False), max_num_seqs=None),
         notes=tuple(notes),
     )
 
@@ -263,8 +275,11 @@ def command(
     max_num_batched_tokens: int | None = None,
     kv_cache_memory_bytes: int | None = None,
     speculative: Speculative | None = None,
+    speculative_text: str | None = None,
     enable_prefix_caching: bool | None = None,
     language_model_only: bool = False,
+    enforce_eager: bool = False,
+    enable_expert_parallel: bool = False,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
 ) -> list[str]:
@@ -295,12 +310,16 @@ def command(
         argv += ["--kv-cache-memory-bytes", str(kv_cache_memory_bytes)]
     if tp > 1:
         argv += ["--tensor-parallel-size", str(tp)]
-    if speculative is not None:
-        argv += ["--speculative-config", speculative_config(speculative)]
+    if speculative is not None:  # the asked JSON as given, else servelab's
+        argv += ["--speculative-config", speculative_text or speculative_config(speculative)]
     if enable_prefix_caching is not None:
         argv.append("--enable-prefix-caching" if enable_prefix_caching else "--no-enable-prefix-caching")
     if language_model_only:
         argv.append("--language-model-only")
+    if enforce_eager:
+        argv.append("--enforce-eager")
+    if enable_expert_parallel:
+        argv.append("--enable-expert-parallel")
     return argv
 
 

@@ -20,7 +20,7 @@ from servelab.engines.vllm import (
     verify_rules,
 )
 from servelab.engines.vllm.reported import VllmReported
-from servelab.engines.vllm.settings import VllmFigures, VllmSettings
+from servelab.engines.vllm.settings import VllmFigures, VllmSettings, speculative_words
 from servelab.model.quant import USUAL_SAFETENSORS_QUANTS
 
 ENGINE = Engine(
@@ -49,6 +49,7 @@ ENGINE = Engine(
         cpu_efficiency=(0.5, 0.3),  # on the CPU device (docs/planning.md "The CPU as a device")
         settings_type=VllmSettings,
         settings=cmdline.settings,
+        speculative_words=speculative_words,
         figures_type=VllmFigures,
         launch_settings=cmdline.plan_settings,
         image_version=cmdline.image_version,

@@ -46,6 +46,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[VllmSettings]) -> EngineFit
         speculative_tokens=spec.num_tokens if spec else 0,
         draft_layers=spec.draft_attention_layers(model) if spec else 0,
         enable_prefix_caching=bool(s.engine.enable_prefix_caching),
+        enforce_eager=s.engine.enforce_eager,
         version=s.engine_version,
         device_name=gpu.label,
         multimodal=not s.engine.language_model_only,
@@ -77,8 +78,11 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[VllmSettings]) -> EngineFit
         max_num_batched_tokens=s.engine.max_num_batched_tokens,
         kv_cache_memory_bytes=s.engine.kv_cache_memory_bytes,
         speculative=spec,
+        speculative_text=s.engine.speculative_config,
         enable_prefix_caching=s.engine.enable_prefix_caching,
         language_model_only=s.engine.language_model_only,
+        enforce_eager=s.engine.enforce_eager,
+        enable_expert_parallel=s.engine.enable_expert_parallel,
         host=s.host,
         port=s.port or DEFAULT_PORT,
     )
@@ -94,6 +98,8 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[VllmSettings]) -> EngineFit
         max_num_batched_tokens=m.max_num_batched_tokens,
         estimated_max_model_len=m.estimated_max_model_len,
         mamba_blocks=m.mamba_blocks,
+        enforce_eager=s.engine.enforce_eager or None,
+        enable_expert_parallel=s.engine.enable_expert_parallel or None,
     )
     return EngineFit(
         memory,

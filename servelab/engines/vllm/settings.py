@@ -3,12 +3,32 @@ figures its planners hand its scheduler and save (the contract: servelab/engines
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
-from servelab.engines.typed import MAX_CONTEXT, MAX_PARALLEL, Figures, json_name, setting, whole
+from servelab.engines.typed import (
+    MAX_CONTEXT,
+    MAX_PARALLEL,
+    Figures,
+    SpeculativeWords,
+    json_name,
+    setting,
+    whole,
+)
 from servelab.errors import ConfigError
 
 MAX_KV_CACHE_SPACE_GIB = 1 << 20
+MAX_SPECULATIVE_TOKENS = 16  # servelab.plan.fit.MAX_SPECULATIVE_TOKENS
+# --speculative-config's methods (vllm/config/speculative.py) in servelab's terms; the model-specific MTP names
+# (deepseek_mtp, qwen3_next_mtp …) are the model's own MTP layers
+SPECULATIVE_METHODS = {
+    "mtp": "mtp",
+    "eagle": "eagle",
+    "eagle3": "eagle",
+    "ngram": "ngram",
+    "draft_model": "draft",
+}
 
 
 @dataclass(frozen=True)
@@ -38,6 +58,18 @@ class VllmSettings:
         "VLLM_USE_V1=N",
         "the V1 engine, 0 or 1 (environment; default the release's: off on 0.7.x, on from 0.8)",
     )
+    enforce_eager: bool = setting(
+        "--enforce-eager",
+        "no CUDA graphs: their memory stays free (the eager step cost is not priced yet)",
+        False,
+    )
+    enable_expert_parallel: bool = setting(
+        "--enable-expert-parallel", "experts split over the GPUs, not sliced (carried; not priced yet)", False
+    )
+    speculative_config: str | None = setting(
+        "--speculative-config",
+        "JSON: method (mtp, eagle, eagle3, ngram, draft_model), num_speculative_tokens, model (the draft)",
+    )
 
     def __post_init__(self) -> None:
         util = self.gpu_memory_utilization
@@ -51,8 +83,48 @@ class VllmSettings:
         whole(self.kv_cache_space_gib, "VLLM_CPU_KVCACHE_SPACE", 1, MAX_KV_CACHE_SPACE_GIB, "GiB")
         if self.use_v1 not in (None, True, False):
             raise ConfigError(f"VLLM_USE_V1 is on or off, got {self.use_v1!r}")
-        if self.language_model_only not in (True, False):
-            raise ConfigError(f"--language-model-only is a switch, got {self.language_model_only!r}")
+        for flag, switch in (("--language-model-only", self.language_model_only), ("--enforce-eager",
+                             self.enforce_eager), ("--enable-expert-parallel", self.enable_expert_parallel)):  # fmt: skip
+            if not isinstance(switch, bool):
+                raise ConfigError(f"{flag} is a switch, got {switch!r}")
+        if self.speculative_config is not None:
+            speculative_words(self)  # one line naming the flag when the JSON is not one servelab plans
+
+
+def speculative_words(settings: VllmSettings) -> SpeculativeWords | None:
+    """--speculative-config in servelab's terms (None: not given); a config servelab cannot plan is one line."""
+    if settings.speculative_config is None:
+        return None
+    config = _config_object(settings.speculative_config)
+    method = str(config.get("method", ""))
+    kind = "mtp" if method.endswith("_mtp") else SPECULATIVE_METHODS.get(method)
+    if kind is None:
+        raise ConfigError(
+            f"vLLM --speculative-config method {method!r}: servelab plans {', '.join(SPECULATIVE_METHODS)}"
+        )
+    tokens = config.get("num_speculative_tokens")
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or not 1 <= tokens <= MAX_SPECULATIVE_TOKENS:
+        raise ConfigError(
+            f"vLLM --speculative-config num_speculative_tokens must be 1 to {MAX_SPECULATIVE_TOKENS}, got {tokens!r}"
+        )
+    draft = config.get("model")
+    if kind in ("eagle", "draft") and not isinstance(draft, str):
+        raise ConfigError(
+            f"vLLM --speculative-config method {method} needs model: the draft (an id or a path)"
+        )
+    return SpeculativeWords(kind, tokens, draft if isinstance(draft, str) else "")
+
+
+def _config_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"vLLM --speculative-config is not JSON ({exc.msg}): give '{{\"method\": …}}'"
+        ) from None
+    if not isinstance(value, dict):
+        raise ConfigError('vLLM --speculative-config must be a JSON object ({"method": …})')
+    return value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,3 +147,5 @@ class VllmFigures(Figures):
     max_num_batched_tokens: int | None = None  # the CPU plan: vLLM's default
     estimated_max_model_len: int
     mamba_blocks: int
+    enforce_eager: bool | None = None  # True: no CUDA graphs (asked); None: graphs, as vLLM's default
+    enable_expert_parallel: bool | None = None  # True: asked (carried for the step model; not priced yet)
