@@ -8,6 +8,7 @@ commands and cache layout are the ones the reference build used (docs/reference/
 from __future__ import annotations
 
 import json
+import platform
 import re
 import subprocess
 import tarfile
@@ -84,7 +85,10 @@ def test_build_commands_match_the_reference_build(llama_server_bin):
     cuda = install.cmake_configure_argv(src, build, "89")
     assert cuda[-2:] == ["-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=89"]
     assert install.cmake_build_argv(build, 2)[-2:] == ["--target", "llama-server"]
-    assert install.build_key("89") == f"{install.PINNED_VERSION}-cuda-sm89"
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    assert install.build_key("89") == f"{install.PINNED_VERSION}-cuda-sm89" + ("-noamx" if x86 else "")
+    # AMX left out on x86 (a host that does not grant the tile state kills q8_0 models with SIGILL)
+    assert (f"-DCMAKE_CXX_FLAGS={install.NO_AMX}" in argv) == x86
     cache = llama_server_bin.parents[2]  # <key>/build/bin/llama-server, the layout the cache reuses
     if cache.name.startswith(install.PINNED_VERSION):
         assert (cache / "src" / "vendor" / "llama.cpp" / "CMakeLists.txt").is_file()

@@ -9,6 +9,7 @@ compiles only the server target; the layout (dl/, src/, build/) is shared by eve
 from __future__ import annotations
 
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -70,7 +71,7 @@ def cached_binaries(cache_dir: Path | None = None) -> list[Path]:
     found = [p for p in root.glob(f"*/build/bin/{BINARY}") if p.is_file()]
     return sorted(
         found,
-        key=lambda p: (not p.parts[-4].startswith(PINNED_VERSION), p.parts[-4].endswith("-cpu"), p.parts[-4]),
+        key=lambda p: (not p.parts[-4].startswith(PINNED_VERSION), "-cpu" in p.parts[-4], p.parts[-4]),
     )
 
 
@@ -129,6 +130,11 @@ CMAKE_FLAGS = (
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
 )
+# -march=native turns on Intel AMX where the CPU has it, and ggml then runs its AMX q8_0/q4 kernels; where the
+# kernel or hypervisor does not grant a process the AMX tile state, the first `tilezero` is SIGILL (seen on this
+# project's CI hosts: "trap invalid opcode … in libggml-cpu.so", every q8_0 model). The build leaves AMX out on
+# x86; the vector (AVX-512/AVX2) kernels serve those types instead.
+NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 PERCENT = re.compile(r"^\[\s*(\d+)%\]")
 
 
@@ -147,13 +153,20 @@ def cuda_architecture(run: Callable[[list[str]], str] | None = None) -> str:
 
 
 def build_key(cuda_arch: str | None) -> str:
-    """Cache folder name: <version>-cpu or <version>-cuda-sm<arch>."""
-    return f"{PINNED_VERSION}-cuda-sm{cuda_arch}" if cuda_arch else f"{PINNED_VERSION}-cpu"
+    """Cache folder name: <version>-cpu or <version>-cuda-sm<arch>, `-noamx` where the build leaves AMX out (so a
+    cached build from before, with AMX, is not reused)."""
+    key = f"{PINNED_VERSION}-cuda-sm{cuda_arch}" if cuda_arch else f"{PINNED_VERSION}-cpu"
+    return key + "-noamx" if _x86() else key
 
 
 def cmake_configure_argv(src: Path, build: Path, cuda_arch: str | None) -> list[str]:
     cuda = ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={cuda_arch}"] if cuda_arch else []
-    return ["cmake", "-S", str(src), "-B", str(build), *CMAKE_FLAGS, *cuda]
+    no_amx = [f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}"] if _x86() else []
+    return ["cmake", "-S", str(src), "-B", str(build), *CMAKE_FLAGS, *no_amx, *cuda]
+
+
+def _x86() -> bool:
+    return platform.machine().lower() in ("x86_64", "amd64")
 
 
 def cmake_build_argv(build: Path, jobs: int) -> list[str]:
