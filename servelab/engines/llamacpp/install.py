@@ -66,12 +66,18 @@ def check_llama_server(path: Path | str) -> str:
 
 
 def cached_binaries(cache_dir: Path | None = None) -> list[Path]:
-    """Built llama-servers in the cache, the pinned version first, GPU builds before CPU ones."""
+    """Built llama-servers in the cache, the pinned version first, then (on x86) builds without AMX before older
+    ones with it, GPU builds before CPU ones."""
     root = (cache_dir or paths.cache_dir()) / "llama.cpp"
     found = [p for p in root.glob(f"*/build/bin/{BINARY}") if p.is_file()]
     return sorted(
         found,
-        key=lambda p: (not p.parts[-4].startswith(PINNED_VERSION), "-cpu" in p.parts[-4], p.parts[-4]),
+        key=lambda p: (
+            not p.parts[-4].startswith(PINNED_VERSION),
+            _x86() and not p.parts[-4].endswith("-noamx"),
+            "-cpu" in p.parts[-4],
+            p.parts[-4],
+        ),
     )
 
 
