@@ -40,7 +40,7 @@ from servelab.model.load import load_model
 from servelab.model.safetensors_header import read_file_header
 from servelab.model.spec import ModelSpec
 from servelab.modelmake import make_model
-from servelab.plan.types import Plan
+from servelab.sizing.types import Plan
 from tests.unit.model_mutants import (
     SEED_CONFIG,
     mutate_gguf,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from servelab.engines.registry import planned
 from servelab.hardware.gpus import find_gpu
 from servelab.model.load import load_model
-from servelab.plan.efficiency import measured_efficiency, step_bytes
 from servelab.plan.make import make_plan
+from servelab.sizing.efficiency import measured_efficiency, step_bytes
 
 OLD = {"llamacpp": 0.65, "sglang": 0.8, "vllm": 0.8}  # the one figure per engine before the table
 CASES = (  # (label, model, gpu, engine, quant, context, parallel, kv dtype)

@@ -143,7 +143,7 @@ def plan_launch(pair: ModelPair, cfg: DemoConfig, say: Say) -> dict[str, Any]:
         from servelab.hardware.gpus import CPU_DEVICE, find_gpu
         from servelab.model import load_model
         from servelab.plan.make import make_plan
-        from servelab.plan.types import PlanSet
+        from servelab.sizing.types import PlanSet
 
         say("   device: this machine's CPU (the first run measures its memory bandwidth, a few seconds)")
         cpu, spec = find_gpu(CPU_DEVICE), load_model(str(pair.gguf))

@@ -26,9 +26,9 @@ from servelab.model.catalog import catalog_model, find_catalog_id
 from servelab.model.hf_config import spec_from_config
 from servelab.model.quant import get_quant
 from servelab.model.spec import ModelSpec
-from servelab.plan.fit import Speculative
 from servelab.plan.make import make_plan
-from servelab.plan.types import Plan
+from servelab.sizing.fit import Speculative
+from servelab.sizing.types import Plan
 
 ROOT = Path(__file__).resolve().parent / "fixtures" / "real-logs"
 ENGINES = ("vllm", "sglang", "llamacpp")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from array import array
 from pathlib import Path
 
-from servelab.bench.records import RequestRecord
+from servelab.results.records import RequestRecord
 from servelab.store import Store
 
 MS = 1_000_000

@@ -21,9 +21,9 @@ from servelab.engines.base import Engine
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
-from servelab.plan.fit import Speculative
 from servelab.plan.make import compare_plans
-from servelab.plan.types import Plan
+from servelab.sizing.fit import Speculative
+from servelab.sizing.types import Plan
 
 BATCH_LIMITS = (1, 4, 16)  # PlanSettings.parallel: 1 is each engine's own default (llama.cpp: one slot)
 

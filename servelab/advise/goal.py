@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from servelab.bench.stats import DISTRIBUTIONS, PERCENTILES, LevelStats
 from servelab.errors import ConfigError
 from servelab.ranges import number
+from servelab.results.stats import DISTRIBUTIONS, PERCENTILES, LevelStats
 
 MAX_SLO_MS = 86_400_000.0  # a day
 MAX_PRICE = 1_000_000.0  # USD per GPU-hour or per kWh: far above any real price

@@ -21,17 +21,17 @@ from servelab.advise.search import Capacity, highest_passing
 from servelab.bench.config import BenchConfig
 from servelab.bench.level_counts import prompt_count
 from servelab.bench.schedule import StopRule
-from servelab.bench.stats import LevelStats
 from servelab.bench.workloads import Prompt, build_prompts
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
-from servelab.plan.fit import Speculative
-from servelab.plan.types import Plan
-from servelab.predict.core import Speculation
 from servelab.predict.ladder import predict_ladder
 from servelab.predict.machine import EmulatedEngine, emulated_engine
 from servelab.predict.roofline import Effective
 from servelab.predict.words import WordTokenizer
+from servelab.results.stats import LevelStats
+from servelab.scheduling.core import Speculation
+from servelab.sizing.fit import Speculative
+from servelab.sizing.types import Plan
 
 DEFAULT_MAX_USERS = 64  # per replica, when no --users demand caps the search
 MIN_PROBE_REQUESTS = (

@@ -50,11 +50,11 @@ from servelab.bench.aiohttp_edge import ArrivalLog, EdgeReport, check_edge, drop
 from servelab.bench.collector import QuietCollector
 from servelab.bench.events import MalformedEvent, StreamTally, count_tokens
 from servelab.bench.limits import DEFAULT_DEADLINE_S, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_LINE_BYTES
-from servelab.bench.records import RequestRecord, storable_text
 from servelab.bench.sendgate import SendGate
 from servelab.bench.sse import SseParser, SseTooLarge
 from servelab.bench.stamps import StallWatch
 from servelab.redact import redact_text
+from servelab.results.records import RequestRecord, storable_text
 from servelab.sync_http import redirect_refused, same_origin
 
 STALE_PREFIX = "stale keep-alive connection: "  # the request never reached the server; sent again

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from servelab.bench.level_key import Level
 from servelab.bench.limits import (
     DEFAULT_DEADLINE_S,
     DEFAULT_MAX_BODY_BYTES,
@@ -21,6 +20,7 @@ from servelab.bench.trace import Trace
 from servelab.bench.workloads import WorkloadSpec
 from servelab.errors import ConfigError
 from servelab.ranges import count, number
+from servelab.results.level_key import Level
 from servelab.userfiles import UserFile
 
 MAX_REPEATS = 1_000

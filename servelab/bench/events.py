@@ -15,10 +15,10 @@ from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from servelab.bench.records import MAX_TOKENS, storable_text
+from servelab.results.records import MAX_TOKENS, storable_text
 
 if TYPE_CHECKING:
-    from servelab.bench.records import RequestRecord
+    from servelab.results.records import RequestRecord
 
 FINISH_REASON_MAX = 64  # characters: "stop", "length", "tool_calls"... anything longer is not one
 

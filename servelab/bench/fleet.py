@@ -30,9 +30,9 @@ from servelab.bench.clock import SHARED, ClockEstimate, level_bound
 from servelab.bench.level import LevelState
 from servelab.bench.maker import RequestMaker
 from servelab.bench.monitor import validity
-from servelab.bench.records import RequestRecord
 from servelab.bench.shares import Share
 from servelab.bench.worker_core import ClientSpec
+from servelab.results.records import RequestRecord
 
 START_LEAD_NS = 100_000_000  # the common start: this long after the last worker said "warm"
 # a worker silent this long (no "alive", no record) has stopped answering: killed, marked lost

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from servelab.bench.config import BenchConfig
-from servelab.bench.level_key import Level
 from servelab.bench.rate_search import MaxRate, RateSearch
 from servelab.bench.result import LevelResult
+from servelab.results.level_key import Level
 
 
 class Ladder:

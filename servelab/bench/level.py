@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from servelab.bench.client import ClientRequest, StreamClient
 from servelab.bench.ramp import closed_start_offsets_ns
-from servelab.bench.records import RequestRecord
 from servelab.bench.schedule import StopRule
+from servelab.results.records import RequestRecord
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import Any
 from servelab.bench import metrics
 from servelab.bench.level import LevelState
 from servelab.bench.monitor import LoopMonitor
-from servelab.bench.records import RequestRecord
+from servelab.results.records import RequestRecord
 
 RECENT_LAG_SAMPLES = 2000  # the client's lag so far: p99 of its last ~2 s of 1 ms ticks
 

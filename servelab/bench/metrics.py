@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from servelab.bench.records import RequestRecord
 from servelab.errors import ConfigError
 from servelab.ranges import number as in_range
+from servelab.results.records import RequestRecord
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 MAX_SLO_MS = 86_400_000.0  # a day

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servelab.bench.rate_search import MaxRate
-from servelab.bench.stats import LevelStats
+from servelab.results.stats import LevelStats
 
 LEVEL_KEYS = (
     "level",

@@ -35,13 +35,11 @@ from servelab.bench.level_counts import (
     prompt_count,
     warmup_requests,
 )
-from servelab.bench.level_key import Level
 from servelab.bench.live import LiveLevel
 from servelab.bench.maker import PromptSlot, RequestMaker
 from servelab.bench.metrics import mark_eviction
 from servelab.bench.monitor import LoopMonitor, validity
 from servelab.bench.ramp import ramped_arrival_offsets_ns
-from servelab.bench.records import RequestRecord
 from servelab.bench.result import BenchResult, LevelResult, TargetResult
 from servelab.bench.schedule import arrival_offsets_ns
 from servelab.bench.server_metrics import GaugeSampler, level_server_metrics, pool_server_metrics
@@ -54,6 +52,8 @@ from servelab.bench.workloads import Prompt
 from servelab.errors import StoreError
 from servelab.inert import inert_line
 from servelab.net import is_loopback_url, public_url
+from servelab.results.level_key import Level
+from servelab.results.records import RequestRecord
 
 Progress = Callable[[LiveLevel], None]  # called at each level's start and end (result set), never per request
 STORE_BLOCKED_LIMIT_S = 1.0  # a level whose store writer waited longer than this is not valid

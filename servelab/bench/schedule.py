@@ -15,6 +15,7 @@ import numpy as np
 
 from servelab.errors import ConfigError
 from servelab.ranges import count, number
+from servelab.results.stats import Window
 
 DEFAULT_LADDER = (1, 2, 4, 8, 16)
 MAX_CONCURRENCY = 10_000  # requests in flight from one client process
@@ -83,17 +84,6 @@ class StopRule:
 
     def errors_exhausted(self, errors: int) -> bool:
         return self.max_errors is not None and errors > self.max_errors
-
-
-@dataclass(frozen=True)
-class Window:
-    t0_ns: int
-    t1_ns: int
-    steady: bool  # False: the level never had every slot busy; the window is the whole level
-
-    @property
-    def seconds(self) -> float:
-        return max(self.t1_ns - self.t0_ns, 1) / 1e9
 
 
 def steady_window(intervals: Iterable[tuple[int, int]], concurrency: int) -> Window | None:

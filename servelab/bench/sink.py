@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from servelab.bench.records import RequestRecord
 from servelab.errors import StoreError
+from servelab.results.records import RequestRecord
 from servelab.store import codec
 from servelab.store.journal import Journal, journal_path
 

@@ -12,10 +12,10 @@ from dataclasses import replace
 from typing import Any
 
 from servelab.bench import metrics as m
-from servelab.bench.level_key import Level
-from servelab.bench.records import RequestRecord
 from servelab.bench.schedule import Window, confidence_interval, steady_window
-from servelab.bench.stats import Distribution, LevelStats, TokenCounts
+from servelab.results.level_key import Level
+from servelab.results.records import RequestRecord
+from servelab.results.stats import Distribution, LevelStats, TokenCounts
 
 NS_PER_S = 1e9
 

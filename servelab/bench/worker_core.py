@@ -26,8 +26,8 @@ from typing import Any
 from servelab.bench.client import StreamClient
 from servelab.bench.maker import RequestMaker
 from servelab.bench.monitor import LoopMonitor
-from servelab.bench.records import RequestRecord
 from servelab.bench.shares import MEASURE, RAMP, Share
+from servelab.results.records import RequestRecord
 
 Emit = Callable[[tuple], None]
 

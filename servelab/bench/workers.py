@@ -28,10 +28,10 @@ from servelab.bench.config import BenchConfig
 from servelab.bench.fleet import FleetOutcome, Link, outcome, run_level
 from servelab.bench.level import LevelState
 from servelab.bench.maker import RequestMaker
-from servelab.bench.records import RequestRecord
 from servelab.bench.shares import split_closed, split_open
 from servelab.bench.worker_core import ClientSpec
 from servelab.errors import ConfigError, ServelabError
+from servelab.results.records import RequestRecord
 
 HELLO_TIMEOUT_S = 120.0  # a worker process importing servelab on a loaded machine
 QUIT_TIMEOUT_S = 5.0

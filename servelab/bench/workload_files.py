@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servelab.bench.records import MAX_TOKENS
 from servelab.errors import ConfigError
+from servelab.results.records import MAX_TOKENS
 from servelab.userfiles import UserFile
 
 MAX_WORKLOAD_BYTES = 1 << 30  # ShareGPT V3 (unfiltered, cleaned) is about 640 MB

@@ -141,7 +141,7 @@ def _demand(users, rate, trace, count, number):
 def _speculative(alpha: float | None, method: str, tokens: int, cost: float):
     """(plan's Speculative, emulator's Speculation), or (None, None) without an acceptance: advise does not guess one."""
     from servelab.cli.predict import _speculation
-    from servelab.plan.fit import Speculative
+    from servelab.sizing.fit import Speculative
 
     if alpha is None:
         return None, None

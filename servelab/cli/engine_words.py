@@ -55,7 +55,7 @@ def engine_settings(engine: str | None, words: list[str]) -> dict[str, Any]:
 def flag_lines() -> list[str]:
     """Each planned engine's flags after `--`, one line per engine, from its Settings (`--help`; docs/cli.md says
     what each sets)."""
-    from servelab.engines.typed import settings_flags
+    from servelab.sizing.typed import settings_flags
 
     lines = []
     for e in registry.planned():

@@ -19,8 +19,8 @@ from servelab.errors import ConfigError
 if TYPE_CHECKING:
     from servelab.hardware.gpus import GPU
     from servelab.model.spec import ModelSpec
-    from servelab.plan.fit import Speculative
-    from servelab.plan.types import PlannedCard, PlanSet
+    from servelab.sizing.fit import Speculative
+    from servelab.sizing.types import PlannedCard, PlanSet
 
 
 def gpu_option(default_text: str = "Default rtx4090.") -> Any:
@@ -116,7 +116,7 @@ def speculative(option: str | None, draft_model: str | None, hf: bool) -> Specul
     if option is None and draft_model is None:
         return None
     from servelab.model.load import load_model
-    from servelab.plan.fit import SPECULATIVE_METHODS, Speculative
+    from servelab.sizing.fit import SPECULATIVE_METHODS, Speculative
 
     method, _, tokens = (option or "").partition(":")
     if option is None or not tokens.isdigit():
@@ -144,7 +144,7 @@ def speculative_asked(
             " own flags after --; keep one"
         )
     from servelab.model.load import load_model
-    from servelab.plan.fit import Speculative
+    from servelab.sizing.fit import Speculative
 
     draft = load_model(words.draft_path, hf=hf) if words.draft_path else None
     path = launch_path(words.draft_path) if words.draft_path else ""
@@ -251,10 +251,10 @@ def make_plans(asked: PlanningInputs, *, as_asked: bool = True) -> Planned:
     exactly (--cmd/--compose), one engine x format as asked (its verdict and the flags that make it fit), or
     every sensible candidate compared (a search). `as_asked` False: one engine x format is searched instead, its
     best fitting variant planned (what `predict` emulates)."""
-    from servelab.engines.typed import given
     from servelab.hardware.gpus import INTERCONNECTS, default_interconnect
     from servelab.model.load import load_model
     from servelab.plan.make import check_plan_numbers, compare_plans, plan_as_asked, plan_set, search_plan
+    from servelab.sizing.typed import given
 
     if asked.interconnect is not None and asked.interconnect not in INTERCONNECTS:
         raise ConfigError(f"--interconnect {asked.interconnect!r}; choose one of: {', '.join(INTERCONNECTS)}")
@@ -270,7 +270,7 @@ def make_plans(asked: PlanningInputs, *, as_asked: bool = True) -> Planned:
     check_engine_version(asked.engine_version, engine)
     if model is None:
         raise ConfigError(
-            "give MODEL (a catalog id, .gguf file, config.json or model dir), or --cmd/--compose (see `--help`)"
+            "give MODEL (a catalog id, .gguf file, config.json or model dir), or --cmd/--compose (see `servelab plan --help`, `servelab predict --help`)"
         )
     card_, found, note = card(asked.gpu, asked.vram, asked.bandwidth, asked.tflops)
     gpus = gpu_count(asked.gpus, found)
@@ -312,7 +312,7 @@ def _read_launch(cmd: str | None, compose: Path | None, service: str | None, eng
     """The launch `--cmd`/`--compose` name (None without either)."""
     if cmd is None and compose is None and service is None:
         return None
-    from servelab.plan.launch_read import read_launch
+    from servelab.verify.launch_read import read_launch
 
     return read_launch(
         cmd=cmd, compose=compose, service=service, engine=None if engine.lower() == "all" else engine

@@ -161,8 +161,8 @@ def planned_tokens(plan) -> int | None:
 def _speculation(alpha: float | None, gamma: int, cost: float):
     if alpha is None:
         return None
-    from servelab.predict.core import Speculation
     from servelab.ranges import count, number
+    from servelab.scheduling.core import Speculation
     from servelab.speculative.theory import expected_tokens_per_step
 
     number(alpha, "--spec-acceptance", 0, 1)
@@ -221,7 +221,7 @@ def _from_saved(plan_file: Path, asked: planning.PlanningInputs):
 
 def _saved_plan(path: Path):
     from servelab.plan.io import PLAN_HINT, read_json_object
-    from servelab.plan.types import Plan
+    from servelab.sizing.types import Plan
 
     data = read_json_object(path, "--plan", PLAN_HINT)
     entries = data.get("plans")

@@ -39,7 +39,7 @@ def engine_flags() -> list[str]:
     """One table per planned engine: the flags `plan`, `predict` and `calibrate` take after `--`, from the
     engine's own Settings (servelab/engines/<e>/settings.py)."""
     from servelab.engines import registry
-    from servelab.engines.typed import settings_flags
+    from servelab.sizing.typed import settings_flags
 
     parts = ["## Engine flags after `--`", "",
              "`servelab plan MODEL --engine ENGINE -- FLAGS…` (also `predict`, `calibrate`): each engine's own flags, in"

@@ -11,7 +11,6 @@ from rich import box
 from rich.table import Column, Table
 from rich.text import Text
 
-from servelab.bench.level_key import Level
 from servelab.cli.output import print_json, stderr_console, stdout_console, to_jsonable
 from servelab.errors import ConfigError
 from servelab.inert import inert_line, inert_text
@@ -19,6 +18,7 @@ from servelab.paths import default_db_path
 from servelab.ranges import count
 from servelab.report.compare import Comparison, compare_runs
 from servelab.report.export import run_csv, run_json, vllm_level_json
+from servelab.results.level_key import Level
 from servelab.store import RunInfo, Store
 
 EXPORT_FORMATS = ("json", "csv")

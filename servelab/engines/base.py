@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from servelab.engines.typed import Figures, NoFigures, NoSettings, SpeculativeWords
+from servelab.sizing.typed import Figures, NoFigures, NoSettings, SpeculativeWords
 
 if TYPE_CHECKING:
     from servelab.engines.http import DetectedEngine, HttpProbe
@@ -49,12 +49,11 @@ if TYPE_CHECKING:
     from servelab.engines.prometheus import ServerMetric
     from servelab.hardware.gpus import GPU
     from servelab.model.spec import ModelSpec
-    from servelab.plan.efficiency import EfficiencyTable
-    from servelab.plan.fit import EngineFit, PlanSettings
-    from servelab.predict.core import EngineSetup, Scheduler
-    from servelab.speculative.observation import SpecObservation
-    from servelab.verify.asked import Asked
-    from servelab.verify.effective import EffectiveConfig
+    from servelab.results.configs import Asked, EffectiveConfig
+    from servelab.results.observation import SpecObservation
+    from servelab.scheduling.core import EngineSetup, Scheduler
+    from servelab.sizing.efficiency import EfficiencyTable
+    from servelab.sizing.fit import EngineFit, PlanSettings
 
 
 class Endpoints(Protocol):

@@ -13,8 +13,8 @@ from typing import Any
 
 from servelab.errors import ConfigError
 from servelab.plan.saved import PlanDocument, saved_plan
-from servelab.plan.typed_json import from_json, json_kind
-from servelab.plan.types import Plan
+from servelab.sizing.typed_json import from_json, json_kind
+from servelab.sizing.types import Plan
 from servelab.userfiles import UserFile
 
 REQUIRED_PLAN_KEYS = ("engine", "quant", "context", "kv_dtype", "fits", "memory_bytes")

@@ -9,21 +9,21 @@ from typing import Any, cast
 
 from servelab.engines import registry
 from servelab.engines.base import Engine, Planner
-from servelab.engines.typed import MAX_CONTEXT, MAX_PARALLEL, given
 from servelab.errors import ConfigError, ModelFormatError
 from servelab.hardware.gpus import GPU, default_interconnect
 from servelab.model.dtypes import storage_dtype
 from servelab.model.quant import decode_family, get_quant, quant_name_for, synthesise_weights
 from servelab.model.spec import ModelSpec
-from servelab.plan import speed
-from servelab.plan.efficiency import DecodeEfficiency, decode_efficiency, uniform
 from servelab.plan.emit import shell_line
-from servelab.plan.fit import EngineFit, PlanSettings
-from servelab.plan.kv import kv_layout
-from servelab.plan.parallel import TensorParallelCost, tensor_parallel_cost
-from servelab.plan.state import state_layout
-from servelab.plan.types import BatchPoint, DecodeCeilings, Plan, PlannedCard, PlanSet
 from servelab.ranges import count
+from servelab.sizing import speed
+from servelab.sizing.efficiency import DecodeEfficiency, decode_efficiency, uniform
+from servelab.sizing.fit import EngineFit, PlanSettings
+from servelab.sizing.kv import kv_layout
+from servelab.sizing.parallel import TensorParallelCost, tensor_parallel_cost
+from servelab.sizing.state import state_layout
+from servelab.sizing.typed import MAX_CONTEXT, MAX_PARALLEL, given
+from servelab.sizing.types import BatchPoint, DecodeCeilings, Plan, PlannedCard, PlanSet
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 MAX_GPUS = 64  # one tensor-parallel group; engines support far fewer

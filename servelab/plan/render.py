@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from servelab.plan.emit import shell_line
-from servelab.plan.types import Plan, PlanSet
+from servelab.sizing.types import Plan, PlanSet
 
 GIB = 1024**3
 MIB = 1024**2

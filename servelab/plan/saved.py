@@ -11,8 +11,8 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from servelab.plan.typed_json import from_json
-from servelab.plan.types import Plan, PlannedCard
+from servelab.sizing.typed_json import from_json
+from servelab.sizing.types import Plan, PlannedCard
 
 
 @dataclass(frozen=True)

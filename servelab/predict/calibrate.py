@@ -31,12 +31,12 @@ from statistics import median
 
 import numpy as np
 
-from servelab.bench.records import RequestRecord
 from servelab.errors import ConfigError
-from servelab.predict.core import Request, Speculation, Step
 from servelab.predict.emulator import Outcome, emulate
 from servelab.predict.machine import EmulatedEngine
 from servelab.predict.roofline import Effective, Roofline
+from servelab.results.records import RequestRecord
+from servelab.scheduling.core import Request, Speculation, Step
 
 ARRIVAL_SLACK_S = 1e-6  # a request sent at a step's end (ns-rounded) joins that step boundary
 CLOSED_LOOP_S = 0.05  # a request sent this soon after another's stream ended is that client's next one

@@ -16,8 +16,8 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from servelab.predict.core import Request, Scheduler, Sequence, Speculation, Step, emit
 from servelab.predict.roofline import Roofline
+from servelab.scheduling.core import Request, Scheduler, Sequence, Speculation, Step, emit
 
 
 @dataclass

@@ -16,17 +16,17 @@ from typing import Any
 
 from servelab.bench.config import BenchConfig
 from servelab.bench.level_counts import level_prompts, level_slots, open_loop_arrivals, warmup_requests
-from servelab.bench.level_key import Level
 from servelab.bench.metrics import mark_eviction
-from servelab.bench.records import RequestRecord
 from servelab.bench.result import BenchResult, LevelResult, TargetResult
 from servelab.bench.schedule import arrival_offsets_ns
 from servelab.bench.summary import pool_repeats, summarize_level
 from servelab.bench.workloads import Prompt
-from servelab.predict.core import Request
 from servelab.predict.emulator import Outcome, emulate
 from servelab.predict.machine import EmulatedEngine
 from servelab.predict.words import WordTokenizer
+from servelab.results.level_key import Level
+from servelab.results.records import RequestRecord
+from servelab.scheduling.core import Request
 
 LEVEL_GAP_NS = 1_000_000_000
 # A client's next request reaches the engine after its previous answer's last chunk by the client's and the

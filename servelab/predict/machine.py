@@ -17,14 +17,14 @@ from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU, default_interconnect
 from servelab.model.dtypes import storage_dtype
 from servelab.model.spec import ModelSpec
-from servelab.plan import speed
-from servelab.plan.kv import kv_layout
 from servelab.plan.make import all_reduces, compute_dtype, planner_engine, sequence_state_bytes, with_quant
-from servelab.plan.parallel import tensor_parallel_cost
-from servelab.plan.types import Plan
-from servelab.plan.weights import active_params, output_head_params
-from servelab.predict.core import EngineSetup, Scheduler, Speculation
 from servelab.predict.roofline import Effective, Roofline
+from servelab.scheduling.core import EngineSetup, Scheduler, Speculation
+from servelab.sizing import speed
+from servelab.sizing.kv import kv_layout
+from servelab.sizing.parallel import tensor_parallel_cost
+from servelab.sizing.types import Plan
+from servelab.sizing.weights import active_params, output_head_params
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servelab.bench.records import RequestRecord
 from servelab.errors import ConfigError
+from servelab.results.records import RequestRecord
 from servelab.store.models import StoredRun
 
 SLOTS_MOMENT = "before /slots"  # llama.cpp's /slots, kept before each level (bench/target.py)

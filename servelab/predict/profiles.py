@@ -18,8 +18,8 @@ from typing import Any
 from servelab import paths
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
-from servelab.predict.core import Request, Sequence, Step, Work
 from servelab.predict.roofline import Effective, Roofline
+from servelab.scheduling.core import Request, Sequence, Step, Work
 
 SCHEMA = 1
 FOLDER = "calibration"

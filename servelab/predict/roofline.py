@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from servelab.predict.core import Speculation, Step, Work
+from servelab.scheduling.core import Speculation, Step, Work
 
 
 @dataclass(frozen=True)

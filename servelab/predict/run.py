@@ -19,15 +19,15 @@ from servelab import __version__
 from servelab.bench.config import BenchConfig
 from servelab.bench.level import LevelState
 from servelab.bench.level_counts import prompt_count
-from servelab.bench.level_key import Level
 from servelab.bench.live import LiveLevel
 from servelab.bench.monitor import LoopMonitor
-from servelab.bench.records import RequestRecord
 from servelab.bench.result import BenchResult, LevelResult
 from servelab.bench.workloads import build_prompts
 from servelab.predict.ladder import predict_ladder
 from servelab.predict.machine import EmulatedEngine
 from servelab.predict.words import WordTokenizer
+from servelab.results.level_key import Level
+from servelab.results.records import RequestRecord
 
 PREDICTED_URL = "predict://{engine}/{gpu}"  # the target "URL" of a predicted run (never contacted)
 

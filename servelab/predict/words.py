@@ -5,10 +5,20 @@ show up as shared token ids."""
 from __future__ import annotations
 
 from servelab.bench.workloads import Prompt
-from servelab.sim.config import CHAT_TOKENS_PER_MESSAGE, CHAT_TOKENS_PER_PROMPT, message_text
 
+CHAT_TOKENS_PER_MESSAGE = (
+    4  # servelab sim's and an emulated engine's "chat template": 4 tokens around each message ...
+)
+CHAT_TOKENS_PER_PROMPT = 2  # ... and 2 for the assistant turn header
 _TEMPLATE = -1  # the id of every chat-template token (never a word's)
 _RAW = -2  # a prompt given as token ids: id k becomes _RAW - k (never a word's, never the template's)
+
+
+def message_text(content: object) -> str:
+    """A chat message's text: a string, or the text parts of a list of content parts."""
+    if isinstance(content, list):  # [{"type": "text", "text": ...}]
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content or "")
 
 
 class WordTokenizer:

@@ -13,12 +13,12 @@ import dataclasses
 import io
 import time
 
-from servelab.bench.level_key import Level
-from servelab.bench.records import RequestRecord
-from servelab.bench.stats import Distribution
 from servelab.errors import ConfigError
 from servelab.report.data import as_dict
 from servelab.report.levels import LevelFigures, all_level_figures, request_figures
+from servelab.results.level_key import Level
+from servelab.results.records import RequestRecord
+from servelab.results.stats import Distribution
 from servelab.store import StoredRun
 
 SCHEMA = "servelab.export/1"

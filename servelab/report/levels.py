@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from servelab.bench import metrics
-from servelab.bench.level_key import Level
-from servelab.bench.records import RequestRecord
 from servelab.bench.server_metrics import pool_server_metrics
-from servelab.bench.stats import LevelStats
 from servelab.bench.summary import summarize_records
 from servelab.errors import StoreError
+from servelab.results.level_key import Level
+from servelab.results.records import RequestRecord
+from servelab.results.stats import LevelStats
 from servelab.store import StoredRun
 
 NS_PER_S = 1e9

@@ -7,12 +7,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from servelab.errors import ConfigError
+from servelab.predict.words import CHAT_TOKENS_PER_MESSAGE, CHAT_TOKENS_PER_PROMPT, message_text
 from servelab.ranges import count, number
 
 FAULT_KINDS = ("refuse", "500", "429", "drop", "malformed", "stall")
 USAGE_MODES = ("honour", "off", "final", "continuous")
-CHAT_TOKENS_PER_MESSAGE = 4  # the sim's "chat template": 4 tokens around each message ...
-CHAT_TOKENS_PER_PROMPT = 2  # ... and 2 for the assistant turn header
 MAX_TOKENS = 1_000_000  # per answer (and per chunk)
 MAX_CONTEXT = 10_000_000
 MAX_DELAY_MS = 3_600_000.0  # an hour
@@ -134,10 +133,3 @@ def _prompt_tokens(prompt: object) -> int:
     if isinstance(prompt, list) and prompt:
         return _prompt_tokens(prompt[0])
     return 0
-
-
-def message_text(content: object) -> str:
-    """A chat message's text: a string, or the text parts of a list of content parts."""
-    if isinstance(content, list):  # [{"type": "text", "text": ...}]
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return str(content or "")

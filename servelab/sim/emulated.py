@@ -20,10 +20,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from servelab.predict.core import Request, Sequence
 from servelab.predict.emulator import EngineLoop
 from servelab.predict.machine import EmulatedEngine
 from servelab.predict.words import WordTokenizer
+from servelab.scheduling.core import Request, Sequence
 from servelab.sim.answer import Answer
 
 if TYPE_CHECKING:

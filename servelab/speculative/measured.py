@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from servelab.bench.level_key import Level
 from servelab.bench.summary import summarize_records
 from servelab.errors import ConfigError
 from servelab.plan.io import load_plan
 from servelab.plan.saved import SavedMemory, SavedPlan
+from servelab.results.level_key import Level
 
 if TYPE_CHECKING:
     from servelab.store import StoredRun

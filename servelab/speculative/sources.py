@@ -15,7 +15,7 @@ from servelab.engines import registry
 from servelab.engines.base import Speculative
 from servelab.engines.http import HttpProbe
 from servelab.errors import ConfigError, TargetError
-from servelab.speculative.observation import SpecObservation
+from servelab.results.observation import SpecObservation
 from servelab.speculative.theory import accept_length_from_rate
 
 

@@ -17,7 +17,7 @@ import sys
 from array import array
 from typing import Any
 
-from servelab.bench.records import RequestRecord, storable_text
+from servelab.results.records import RequestRecord, storable_text
 
 BLOB_FIELDS = {"chunk_ns": "q", "chunk_tokens": "i"}
 JSON_FIELDS = ("server_timings",)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from servelab.bench.level_key import Level
-from servelab.bench.records import RequestRecord
-from servelab.bench.stats import LevelStats
+from servelab.results.level_key import Level
+from servelab.results.records import RequestRecord
+from servelab.results.stats import LevelStats
 
 
 @dataclass(frozen=True)

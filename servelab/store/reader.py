@@ -7,9 +7,9 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from servelab.bench.level_key import Level
-from servelab.bench.stats import LevelStats
 from servelab.errors import StoreError
+from servelab.results.level_key import Level
+from servelab.results.stats import LevelStats
 from servelab.store import codec
 from servelab.store.ids import like_prefix
 from servelab.store.models import MetricsSnapshot, RunInfo, StoredLevel, StoredRun, StoredTarget

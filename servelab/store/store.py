@@ -26,10 +26,10 @@ from pathlib import Path
 import psutil
 
 from servelab import paths
-from servelab.bench.records import RequestRecord
-from servelab.bench.stats import LevelStats
 from servelab.errors import StoreError
 from servelab.redact import is_secret_name
+from servelab.results.records import RequestRecord
+from servelab.results.stats import LevelStats
 from servelab.store import codec, journal, reader
 from servelab.store.ids import new_run_id
 from servelab.store.migrations import migrate

@@ -7,13 +7,13 @@ the engine's parsed command line so the diff can name the flag that caused a mis
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from servelab.engines import registry
 from servelab.errors import ConfigError
 from servelab.plan.io import load_plan
+from servelab.results.configs import Asked
 from servelab.verify.command import EngineCommand, cmdlines, read_command
 
 EXPECT_KEYS = {
@@ -26,25 +26,6 @@ EXPECT_KEYS = {
     "speculative": "speculative decoding on (true/false)",
 }
 _INT_KEYS = ("context", "slots", "max_total_tokens", "tp_size")
-
-
-@dataclass(frozen=True)
-class Asked:
-    """Expectations keyed by EXPECT_KEYS; ``sources[key]`` says where each came from."""
-
-    values: dict[str, Any] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-    engine: str | None = None
-    launch: Any = None  # the engine's parsed command line (LlamaCppLaunch, SglangLaunch, VllmLaunch)
-
-    def merged(self, later: Asked) -> Asked:
-        """``later`` wins key by key; the launch and engine are kept from whichever has them."""
-        return Asked(
-            {**self.values, **later.values},
-            {**self.sources, **later.sources},
-            later.engine or self.engine,
-            later.launch if later.launch is not None else self.launch,
-        )
 
 
 def parse_expect(items: list[str] | tuple[str, ...]) -> Asked:

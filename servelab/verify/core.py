@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from servelab.engines import registry
 from servelab.engines.detect import DetectedEngine, detect_engine
 from servelab.engines.http import public_url
-from servelab.verify.asked import Asked
+from servelab.results.configs import Asked
 from servelab.verify.diff import Mismatch, Unverified, diff
 from servelab.verify.effective import EffectiveConfig, read_effective
 

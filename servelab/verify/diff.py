@@ -13,8 +13,7 @@ from typing import Any
 from servelab.engines import registry
 from servelab.engines.base import VerifyRules
 from servelab.model.dtypes import AUTO, same_dtype
-from servelab.verify.asked import Asked
-from servelab.verify.effective import EffectiveConfig
+from servelab.results.configs import Asked, EffectiveConfig
 
 AT_LEAST_KEYS = ("max_total_tokens",)  # more than asked is fine
 

@@ -10,13 +10,13 @@ import time
 from servelab.bench.client import ClientRequest, StreamClient
 from servelab.bench.config import BenchConfig
 from servelab.bench.level import LevelState, run_closed
-from servelab.bench.level_key import Level
 from servelab.bench.ramp import ramped_arrival_offsets_ns
 from servelab.bench.runner import run
 from servelab.bench.schedule import StopRule
 from servelab.bench.summary import summarize_level
 from servelab.bench.workloads import WorkloadSpec
 from servelab.cli.app import main
+from servelab.results.level_key import Level
 from servelab.store import Store
 from tests.bench_sim import sim_process, sim_requests_seen
 

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from servelab.bench.config import BenchConfig
 from servelab.bench.level import LevelState
-from servelab.bench.level_key import Level
 from servelab.bench.maker import PromptSlot
 from servelab.bench.ramp import closed_start_offsets_ns, ramped_arrival_offsets_ns
 from servelab.bench.runner import run
@@ -26,6 +25,7 @@ from servelab.bench.summary import summarize_level
 from servelab.bench.worker_core import ClientSpec
 from servelab.bench.workers import open_fleet
 from servelab.bench.workloads import WorkloadSpec
+from servelab.results.level_key import Level
 from servelab.store import Store
 from tests.bench_sim import sim_process, sim_requests_seen
 from tests.fleet_sim import TakeLog, takes

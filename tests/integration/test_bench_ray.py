@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from servelab.bench.level_key import Level
 from servelab.bench.summary import summarize_level
+from servelab.results.level_key import Level
 from servelab.store import Store
 from tests.bench_sim import sim_process
 from tests.fleet_sim import bench, env, finished_before, wait_stored

@@ -21,12 +21,12 @@ from servelab.bench.clock import ClockEstimate
 from servelab.bench.config import BenchConfig
 from servelab.bench.fleet import Merge, WorkerReport, shift
 from servelab.bench.level import LevelState
-from servelab.bench.level_key import Level
 from servelab.bench.metrics import Slo, percentile
 from servelab.bench.runner import run
 from servelab.bench.schedule import StopRule
 from servelab.bench.summary import summarize_level
 from servelab.bench.workloads import WorkloadSpec
+from servelab.results.level_key import Level
 from servelab.store import Store
 from tests.bench_sim import sim_process
 from tests.fleet_sim import bench, env, finished_before, sim_log, wait_stored, worker_pids

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from servelab.cli.app import main
 from servelab.plan.io import load_plan
-from servelab.plan.types import Plan
+from servelab.sizing.types import Plan
 
 QWEN_48G = ["plan", "Qwen/Qwen3.5-27B", "--gpu", "rtx4090-48g"]
 ASKED = [*QWEN_48G, "--engine", "sglang", "--quant", "awq"]  # no --kv-dtype: sglang's 16-bit cache

@@ -7,13 +7,13 @@ import dataclasses
 import pytest
 
 from servelab.bench.config import BenchConfig
-from servelab.bench.level_key import Level
 from servelab.bench.runner import run
 from servelab.bench.schedule import StopRule
 from servelab.bench.summary import summarize_records
 from servelab.bench.workloads import WorkloadSpec
 from servelab.report.export import run_json
 from servelab.report.levels import all_level_figures
+from servelab.results.level_key import Level
 from servelab.store import Store
 from tests.bench_sim import sim_process
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from servelab.engines.base import Engine, Planner
 from servelab.engines.openai import bench_extras
-from servelab.plan.efficiency import EfficiencyTable
+from servelab.sizing.efficiency import EfficiencyTable
 from tests.toy_engine import cmdline, endpoints, launch, planner, scheduler, verify_rules
 from tests.toy_engine.settings import ToyFigures, ToyReported, ToySettings
 

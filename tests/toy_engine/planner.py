@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
-from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes, weight_split
-from servelab.plan.kv import kv_layout
+from servelab.sizing.fit import EngineFit, PlanSettings, memory_bytes, weight_split
+from servelab.sizing.kv import kv_layout
 from tests.toy_engine import cmdline
 from tests.toy_engine.settings import DEFAULT_STEP_TOKENS, ToyFigures, ToySettings
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from servelab.predict.continuous import ContinuousBatching, ContinuousSettings
-from servelab.predict.core import EngineSetup
+from servelab.scheduling.continuous import ContinuousBatching, ContinuousSettings
+from servelab.scheduling.core import EngineSetup
 from tests.toy_engine.settings import ToyFigures
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.engines.typed import Figures, setting, whole
+from servelab.sizing.typed import Figures, setting, whole
 
 DEFAULT_STEP_TOKENS = 256
 

@@ -12,12 +12,12 @@ from servelab.advise.goal import Bound, Prices, cost_per_million, misses, parse_
 from servelab.advise.judge import Judged
 from servelab.advise.rank import dominates, pareto, ranked
 from servelab.advise.search import Capacity, highest_passing
-from servelab.bench.level_key import Level
-from servelab.bench.stats import Distribution, LevelStats
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import card_for
 from servelab.model.load import load_model
 from servelab.plan.make import make_plan
+from servelab.results.level_key import Level
+from servelab.results.stats import Distribution, LevelStats
 
 
 def test_slo_keys_parse_to_percentile_bounds() -> None:
@@ -148,7 +148,7 @@ def test_the_planner_prunes_with_its_own_reason() -> None:
 
 def test_open_loop_goodput_is_the_rate_times_the_mean_output() -> None:
     from servelab.advise.judge import level_output_tok_s
-    from servelab.bench.stats import TokenCounts
+    from servelab.results.stats import TokenCounts
 
     stats = replace(_stats(10.0, 1.0), completed=64, tokens=TokenCounts(output=8192), output_tok_s=12902.4)
     assert level_output_tok_s(stats, 20.0, closed=False) == 2560.0  # 20 req/s x 128 tokens

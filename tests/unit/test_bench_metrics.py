@@ -8,10 +8,10 @@ import pytest
 
 from servelab.bench import metrics as m
 from servelab.bench.events import StreamTally
-from servelab.bench.level_key import Level
-from servelab.bench.records import RequestRecord
 from servelab.bench.summary import summarize_level
 from servelab.errors import ConfigError
+from servelab.results.level_key import Level
+from servelab.results.records import RequestRecord
 
 MS = 1_000_000
 

@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from servelab.bench.level_key import Level
 from servelab.bench.result import LevelResult
-from servelab.bench.stats import Distribution, LevelStats
 from servelab.cli.bench import _render
+from servelab.results.level_key import Level
+from servelab.results.stats import Distribution, LevelStats
 
 
 def _level(level: str, tok_s: float, valid: bool = True, reason: str | None = None) -> LevelResult:

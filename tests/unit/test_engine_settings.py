@@ -9,10 +9,10 @@ from servelab.engines.llamacpp import cmdline as llamacpp
 from servelab.engines.llamacpp.settings import LlamaCppSettings
 from servelab.engines.sglang import cmdline as sglang
 from servelab.engines.sglang.settings import SglangSettings
-from servelab.engines.typed import given, settings_flags
 from servelab.engines.vllm import cmdline as vllm
 from servelab.engines.vllm.settings import VllmSettings
 from servelab.errors import ConfigError
+from servelab.sizing.typed import given, settings_flags
 
 
 def test_each_reader_turns_its_own_words_into_its_settings() -> None:

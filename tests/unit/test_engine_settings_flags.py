@@ -12,11 +12,11 @@ from servelab.engines.llamacpp.settings import speculative_words as llamacpp_wor
 from servelab.engines.sglang import cmdline as sglang
 from servelab.engines.sglang.settings import SglangSettings
 from servelab.engines.sglang.settings import speculative_words as sglang_words
-from servelab.engines.typed import SpeculativeWords
 from servelab.engines.vllm import cmdline as vllm
 from servelab.engines.vllm.settings import VllmSettings
 from servelab.engines.vllm.settings import speculative_words as vllm_words
 from servelab.errors import ConfigError
+from servelab.sizing.typed import SpeculativeWords
 
 
 def test_vllm_reads_eager_expert_parallel_and_its_speculative_config() -> None:

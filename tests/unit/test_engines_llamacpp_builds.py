@@ -20,8 +20,8 @@ from servelab.engines.llamacpp.settings import LlamaCppSettings
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import find_gpu
 from servelab.model.load import load_model
-from servelab.plan.fit import PlanSettings
 from servelab.plan.make import make_plan
+from servelab.sizing.fit import PlanSettings
 
 
 def test_build_numbers_as_logs_and_tags_print_them() -> None:

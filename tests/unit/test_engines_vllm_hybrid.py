@@ -24,8 +24,8 @@ from servelab.model.hf_config import spec_from_config
 from servelab.model.spec import ModelSpec
 from servelab.modelmake import hf_granite, hf_qwen3next
 from servelab.modelmake.shapes import shape_for
-from servelab.plan.kv import layer_kv_bytes_per_token
-from servelab.plan.state import state_layout
+from servelab.sizing.kv import layer_kv_bytes_per_token
+from servelab.sizing.state import state_layout
 from tests.unit.plan_models import qwen35_27b
 
 GIB = 1024**3

@@ -19,7 +19,7 @@ from servelab.hardware.cpu import CPU
 from servelab.hardware.host import cpu_device
 from servelab.model.load import load_model
 from servelab.plan.make import compare_plans, make_plan
-from servelab.plan.speed import SHORT_CONTEXT_TOKENS
+from servelab.sizing.speed import SHORT_CONTEXT_TOKENS
 
 LLAMA = {  # the LlamaConfig of docs/reference/vllm-cpu.md §2
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "intermediate_size": 768,

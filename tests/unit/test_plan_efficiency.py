@@ -10,10 +10,10 @@ from servelab.hardware.gpus import find_gpu
 from servelab.model.dtypes import storage_dtype
 from servelab.model.load import load_model
 from servelab.model.quant import decode_family
-from servelab.plan.efficiency import EfficiencyTable, decode_efficiency, measured_efficiency, step_bytes
-from servelab.plan.kv import kv_layout
 from servelab.plan.make import make_plan
-from servelab.plan.speed import decode_ceiling
+from servelab.sizing.efficiency import EfficiencyTable, decode_efficiency, measured_efficiency, step_bytes
+from servelab.sizing.kv import kv_layout
+from servelab.sizing.speed import decode_ceiling
 
 
 def _table(engine: str) -> EfficiencyTable:

@@ -15,7 +15,7 @@ from servelab.model.load import load_model
 from servelab.plan.io import load_plan, plan_document
 from servelab.plan.make import make_plan
 from servelab.plan.saved import SavedCeilings, SavedMemory, SavedPlan, saved_plan
-from servelab.plan.types import Plan
+from servelab.sizing.types import Plan
 
 PLANS = {  # name -> (model, gpu, make_plan keywords)
     "llamacpp-qwen3-8b-4090": ("Qwen/Qwen3-8B", "rtx4090", dict(engine="llamacpp", quant="Q4_K_M", context=32768, kv_dtype="q8_0")),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.plan.kv import kv_layout
-from servelab.plan.state import state_layout
-from servelab.plan.weights import decode_read_bytes, weight_bytes
+from servelab.sizing.kv import kv_layout
+from servelab.sizing.state import state_layout
+from servelab.sizing.weights import decode_read_bytes, weight_bytes
 from tests.unit.plan_models import dense_gqa, mla_moe, qwen35_27b, sliding_5_to_1, small_qwen35
 
 MIB, GIB = 1024**2, 1024**3

@@ -11,7 +11,7 @@ from servelab.errors import ConfigError
 from servelab.hardware.gpus import find_gpu
 from servelab.model.load import load_model
 from servelab.plan.make import make_plan
-from servelab.plan.parallel import LATENCY_S, link_bandwidth_gb_s, tensor_parallel_cost
+from servelab.sizing.parallel import LATENCY_S, link_bandwidth_gb_s, tensor_parallel_cost
 from tests.unit.plan_models import dense_gqa
 
 

@@ -15,8 +15,8 @@ from servelab.engines.vllm.settings import VllmFigures
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import find_gpu
 from servelab.model.load import load_model
-from servelab.plan.types import Plan
 from servelab.predict.machine import emulated_engine
+from servelab.sizing.types import Plan
 
 PLANS = sorted((Path(__file__).parents[1] / "fixtures" / "plans").glob("*.json"))
 

@@ -9,8 +9,8 @@ from servelab.engines.sglang.memory import default_mem_fraction_static
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import find_gpu
 from servelab.model.load import load_model
-from servelab.plan.fit import Speculative
 from servelab.plan.make import make_plan
+from servelab.sizing.fit import Speculative
 
 MIB = 2**20
 

@@ -9,8 +9,8 @@ from servelab.engines.registry import get_engine
 from servelab.hardware.gpus import GPU, find_gpu
 from servelab.model.load import load_model
 from servelab.model.spec import WeightGroup
-from servelab.plan.kv import kv_layout
-from servelab.plan.speed import (
+from servelab.sizing.kv import kv_layout
+from servelab.sizing.speed import (
     decode_ceiling,
     prefill_ceiling_tok_s,
     prefill_flops_per_token,

@@ -7,10 +7,10 @@ import dataclasses
 import pytest
 
 from servelab.engines.llamacpp.scheduler import LAUNCH_WINDOW_S, Slots, SlotSettings, ubatches
-from servelab.predict.continuous import ContinuousBatching, ContinuousSettings
-from servelab.predict.core import Request, Sequence, Step, Work
 from servelab.predict.emulator import emulate
 from servelab.predict.roofline import Effective, Roofline
+from servelab.scheduling.continuous import ContinuousBatching, ContinuousSettings
+from servelab.scheduling.core import Request, Sequence, Step, Work
 
 W = 8e9  # weight bytes per pass
 KV = 1e5  # KV bytes per token

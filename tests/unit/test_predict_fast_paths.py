@@ -12,14 +12,14 @@ from servelab.cli.bench import build_config
 from servelab.hardware.gpus import card_for
 from servelab.model.load import load_model
 from servelab.plan.make import search_plan
-from servelab.predict import continuous
-from servelab.predict.blocks import BlockPool
-from servelab.predict.continuous import ContinuousBatching, ContinuousSettings
-from servelab.predict.core import Request, Step
 from servelab.predict.emulator import EngineLoop, emulate
 from servelab.predict.machine import emulated_engine
 from servelab.predict.run import PredictTarget, predict
 from servelab.predict.words import WordTokenizer
+from servelab.scheduling import continuous
+from servelab.scheduling.blocks import BlockPool
+from servelab.scheduling.continuous import ContinuousBatching, ContinuousSettings
+from servelab.scheduling.core import Request, Step
 from tests.unit.test_predict_core import roofline
 
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.bench.level_key import Level
 from servelab.cli.bench import build_config
 from servelab.hardware.gpus import card_for
 from servelab.model.load import load_model
 from servelab.plan.make import search_plan
-from servelab.predict.core import Speculation
 from servelab.predict.machine import emulated_engine
 from servelab.predict.run import PredictTarget, predict
+from servelab.results.level_key import Level
+from servelab.scheduling.core import Speculation
 from servelab.speculative.theory import expected_tokens_per_step, predicted_speedup
 
 

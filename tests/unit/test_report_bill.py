@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from servelab.bench.level_key import Level
 from servelab.errors import ConfigError
 from servelab.plan.io import plan_document
 from servelab.report import assemble, render_report
@@ -16,6 +15,7 @@ from servelab.report.levels import level_figures, request_figures
 from servelab.report.markdown import md_text
 from servelab.report.page import Para, build_page
 from servelab.report.verdict import verdicts
+from servelab.results.level_key import Level
 from servelab.store import Store
 from tests.runs_factory import MS, make_record, store_run
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servelab.bench.level_key import Level
 from servelab.plan.io import plan_document
 from servelab.report import assemble
 from servelab.report.data import Bill, EngineSummary, model_name, series_labels
@@ -13,6 +12,7 @@ from servelab.report.glance import faster_per_scenario, glance_table
 from servelab.report.levels import level_figures
 from servelab.report.page import build_page
 from servelab.report.verdict import engine_verdict
+from servelab.results.level_key import Level
 from servelab.store import Store
 from tests.runs_factory import level_records, store_run
 from tests.unit.test_report_bill import PLAN

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servelab.bench.level_key import Level
 from servelab.bench.result import LEVEL_KEYS, LevelResult
-from servelab.bench.stats import Distribution, LevelStats
+from servelab.results.level_key import Level
+from servelab.results.stats import Distribution, LevelStats
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "results-schema.md").read_text()
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from servelab.bench.records import RequestRecord
 from servelab.errors import StoreError
+from servelab.results.records import RequestRecord
 from servelab.store import Store
 from tests.runs_factory import make_record, store_run
 

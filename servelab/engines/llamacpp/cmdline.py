@@ -20,7 +20,7 @@ from servelab.engines.llamacpp.settings import LlamaCppSettings
 
 if TYPE_CHECKING:
     from servelab.model.spec import ModelSpec
-    from servelab.plan.fit import PlanSettings, Speculative
+    from servelab.sizing.fit import PlanSettings, Speculative
 
 FLAGS = (
     Flag(("-c", "--ctx-size"), "ctx_size"),

@@ -10,7 +10,7 @@ from servelab.engines.llamacpp.settings import LlamaCppFigures, LlamaCppSettings
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
-from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes
+from servelab.sizing.fit import EngineFit, PlanSettings, memory_bytes
 
 
 def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[LlamaCppSettings]) -> EngineFit:

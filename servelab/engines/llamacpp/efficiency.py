@@ -5,7 +5,7 @@ The table, its sources and derivations: docs/planning.md "Decode efficiency"; ty
 
 from __future__ import annotations
 
-from servelab.plan.efficiency import EfficiencyCell, EfficiencyTable, Measurement
+from servelab.sizing.efficiency import EfficiencyCell, EfficiencyTable, Measurement
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B"  # the catalog's Llama-3.1-8B: the shapes of Llama-3-8B the PRs measured
 QWEN35_27B = "Qwen/Qwen3.5-27B"

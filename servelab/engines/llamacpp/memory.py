@@ -28,9 +28,9 @@ from servelab.engines.llamacpp.compute import SCHED_MAX_COPIES, compute_bytes
 from servelab.errors import ConfigError
 from servelab.model.dtypes import AUTO, engine_spelling, row_bytes
 from servelab.model.spec import RECURRENT_KINDS, LayerKind, ModelSpec
-from servelab.plan.kv import layer_kv_bytes_per_token
-from servelab.plan.state import state_layout
-from servelab.plan.weights import weight_bytes
+from servelab.sizing.kv import layer_kv_bytes_per_token
+from servelab.sizing.state import state_layout
+from servelab.sizing.weights import weight_bytes
 
 # --cache-type-k/-v spelling -> canonical dtype (servelab.model.dtypes)
 CACHE_TYPES = {

@@ -23,7 +23,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from servelab.engines.llamacpp.settings import LlamaCppFigures
-from servelab.predict.core import EngineSetup, Sequence, Speculation, Step, Work
+from servelab.scheduling.core import EngineSetup, Sequence, Speculation, Step, Work
 
 DEFAULT_N_BATCH = 2048
 DEFAULT_N_UBATCH = 512

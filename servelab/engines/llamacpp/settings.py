@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servelab.engines.llamacpp.memory import FLASH_ATTN_MODES
-from servelab.engines.typed import MAX_CONTEXT, Figures, SpeculativeWords, setting, whole
 from servelab.errors import ConfigError
+from servelab.sizing.typed import MAX_CONTEXT, Figures, SpeculativeWords, setting, whole
 
 MAX_CPU_MOE_LAYERS = 10_000
-MAX_SPECULATIVE_TOKENS = 16  # servelab.plan.fit.MAX_SPECULATIVE_TOKENS
+MAX_SPECULATIVE_TOKENS = 16  # servelab.sizing.fit.MAX_SPECULATIVE_TOKENS
 DRAFT_MAX = 16  # --spec-draft-n-max's default (common/common.h: n_max)
 
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 
 from servelab.engines.prometheus import metric_sums
-from servelab.speculative.observation import SpecObservation
+from servelab.results.observation import SpecObservation
 
 _ACCEPTANCE = re.compile(r"draft acceptance(?: rate)? = ([0-9.]+) \( *(\d+) accepted / *(\d+) generated\)")
 _MEAN_LEN = re.compile(r"mean len = *([0-9.]+)")

@@ -14,8 +14,7 @@ from servelab.engines.verify_keys import LABELS as BASE_LABELS
 from servelab.engines.verify_keys import reported_value
 
 if TYPE_CHECKING:
-    from servelab.verify.asked import Asked
-    from servelab.verify.effective import EffectiveConfig
+    from servelab.results.configs import Asked, EffectiveConfig
 
 LABELS = {**BASE_LABELS, "context": "context per slot"}
 UNREPORTED = {

@@ -8,8 +8,7 @@ from servelab.engines.verify_keys import LABELS
 from servelab.engines.verify_keys import reported_value as reported
 
 if TYPE_CHECKING:
-    from servelab.verify.asked import Asked
-    from servelab.verify.effective import EffectiveConfig
+    from servelab.results.configs import Asked, EffectiveConfig
 
 __all__ = ["LABELS", "UNREPORTED", "explain", "notes", "reported"]
 

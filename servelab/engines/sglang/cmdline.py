@@ -24,7 +24,7 @@ from servelab.engines.sglang import DEFAULT_PORT
 from servelab.engines.sglang.settings import SglangSettings
 
 if TYPE_CHECKING:
-    from servelab.plan.fit import Speculative
+    from servelab.sizing.fit import Speculative
 
 FLAGS = (
     Flag(("--model-path", "--model"), "model_path"),

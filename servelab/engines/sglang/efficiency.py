@@ -5,7 +5,7 @@ model, card and tokens per second that the derivation needs was found, so every 
 
 from __future__ import annotations
 
-from servelab.plan.efficiency import EfficiencyTable
+from servelab.sizing.efficiency import EfficiencyTable
 
 TABLE = EfficiencyTable(
     engine="sglang",

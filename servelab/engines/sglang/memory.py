@@ -27,9 +27,9 @@ from servelab.engines.sglang.releases import (
 from servelab.errors import ConfigError
 from servelab.model.dtypes import AUTO, engine_spelling, storage_dtype
 from servelab.model.spec import ModelSpec
-from servelab.plan.fit import Refusal
-from servelab.plan.kv import kv_layout
-from servelab.plan.state import state_layout
+from servelab.sizing.fit import Refusal
+from servelab.sizing.kv import kv_layout
+from servelab.sizing.state import state_layout
 
 MIB = 1024**2
 GIB_MIB = 1024

@@ -12,7 +12,7 @@ from servelab.engines.sglang.weights import mxfp4_moe_padding_bytes
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
-from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes, weight_split
+from servelab.sizing.fit import EngineFit, PlanSettings, memory_bytes, weight_split
 
 
 def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[SglangSettings]) -> EngineFit:

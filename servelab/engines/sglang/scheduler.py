@@ -15,8 +15,8 @@ https://docs.sglang.ai/advanced_features/server_arguments.html, docs/reference/m
 from __future__ import annotations
 
 from servelab.engines.sglang.settings import SglangFigures
-from servelab.predict.continuous import ContinuousBatching, ContinuousSettings
-from servelab.predict.core import EngineSetup
+from servelab.scheduling.continuous import ContinuousBatching, ContinuousSettings
+from servelab.scheduling.core import EngineSetup
 
 DEFAULT_CHUNKED_PREFILL = 4096  # the planner's prefill_chunk_tokens (servelab/engines/sglang/engine.py)
 DEFAULT_MAX_RUNNING = 4096

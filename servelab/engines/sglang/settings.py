@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from servelab.engines.typed import MAX_CONTEXT, MAX_PARALLEL, Figures, SpeculativeWords, setting, whole
 from servelab.errors import ConfigError
 from servelab.ranges import number
+from servelab.sizing.typed import MAX_CONTEXT, MAX_PARALLEL, Figures, SpeculativeWords, setting, whole
 
 BACKEND_WORD = re.compile(r"[a-z0-9][a-z0-9_.-]{0,39}")  # sglang's backend names: aiter, fa3, flashinfer, …
 MAX_GPUS = 64  # servelab.plan.make.MAX_GPUS
-MAX_SPECULATIVE_TOKENS = 16  # servelab.plan.fit.MAX_SPECULATIVE_TOKENS
+MAX_SPECULATIVE_TOKENS = 16  # servelab.sizing.fit.MAX_SPECULATIVE_TOKENS
 # --speculative-algorithm's choices (server_args.py) in servelab's terms: NEXTN is the model's own MTP layers
 SPECULATIVE_ALGORITHMS = {
     "EAGLE": "eagle",

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 
 from servelab.engines.prometheus import metric_counts, metric_sums
-from servelab.speculative.observation import SpecObservation
+from servelab.results.observation import SpecObservation
 
 _ACCEPT_LEN = re.compile(r"accept len: ([0-9.]+)")
 _ACCEPT_RATE = re.compile(r"accept rate: ([0-9.]+)")

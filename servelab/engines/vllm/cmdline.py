@@ -30,7 +30,7 @@ from servelab.errors import ConfigError
 from servelab.model.dtypes import engine_spelling
 
 if TYPE_CHECKING:
-    from servelab.plan.fit import Speculative
+    from servelab.sizing.fit import Speculative
 
 FLAGS = (
     Flag(("--model",), "model"),

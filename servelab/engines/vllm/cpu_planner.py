@@ -20,7 +20,7 @@ from servelab.engines.vllm.settings import VllmFigures, VllmSettings
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import LayerKind, ModelSpec
-from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes, weight_split
+from servelab.sizing.fit import EngineFit, PlanSettings, memory_bytes, weight_split
 
 DEFAULT_KV_CACHE_SPACE_GIB = (
     1  # what servelab starts vLLM on a CPU with unless told (docs/reference/vllm-cpu.md §3)

@@ -5,7 +5,7 @@ The table, its sources and derivations: docs/planning.md "Decode efficiency"; ty
 
 from __future__ import annotations
 
-from servelab.plan.efficiency import EfficiencyCell, EfficiencyTable, Measurement
+from servelab.sizing.efficiency import EfficiencyCell, EfficiencyTable, Measurement
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B"
 # benchmark_latency, Llama3.1-8B on one H100, --input-len 256 --output-len 32, seconds per batch; the latency holds

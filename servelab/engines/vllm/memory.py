@@ -32,9 +32,9 @@ from servelab.engines.vllm import profile
 from servelab.errors import ConfigError
 from servelab.model.dtypes import AUTO, engine_spelling, find_dtype, storage_dtype
 from servelab.model.spec import LayerKind, ModelSpec
-from servelab.plan.fit import Refusal
-from servelab.plan.kv import layer_kv_bytes_per_token
-from servelab.plan.state import state_layout
+from servelab.sizing.fit import Refusal
+from servelab.sizing.kv import layer_kv_bytes_per_token
+from servelab.sizing.state import state_layout
 
 GIB = 1024**3
 # --kv-cache-dtype spelling -> canonical dtype (servelab.model.dtypes); `fp8` is e4m3

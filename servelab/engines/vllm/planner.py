@@ -10,7 +10,7 @@ from servelab.engines.vllm.settings import VllmFigures, VllmSettings
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import LayerKind, ModelSpec
-from servelab.plan.fit import EngineFit, PlanSettings, memory_bytes, weight_split
+from servelab.sizing.fit import EngineFit, PlanSettings, memory_bytes, weight_split
 
 
 def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[VllmSettings]) -> EngineFit:

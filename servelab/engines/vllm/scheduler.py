@@ -15,8 +15,8 @@ the blocks the other is computing.
 from __future__ import annotations
 
 from servelab.engines.vllm.settings import VllmFigures
-from servelab.predict.continuous import ContinuousBatching, ContinuousSettings
-from servelab.predict.core import EngineSetup
+from servelab.scheduling.continuous import ContinuousBatching, ContinuousSettings
+from servelab.scheduling.core import EngineSetup
 
 DEFAULT_MAX_NUM_SEQS = 256
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048

@@ -7,7 +7,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from servelab.engines.typed import (
+from servelab.errors import ConfigError
+from servelab.sizing.typed import (
     MAX_CONTEXT,
     MAX_PARALLEL,
     Figures,
@@ -16,10 +17,9 @@ from servelab.engines.typed import (
     setting,
     whole,
 )
-from servelab.errors import ConfigError
 
 MAX_KV_CACHE_SPACE_GIB = 1 << 20
-MAX_SPECULATIVE_TOKENS = 16  # servelab.plan.fit.MAX_SPECULATIVE_TOKENS
+MAX_SPECULATIVE_TOKENS = 16  # servelab.sizing.fit.MAX_SPECULATIVE_TOKENS
 # --speculative-config's methods (vllm/config/speculative.py) in servelab's terms; the model-specific MTP names
 # (deepseek_mtp, qwen3_next_mtp …) are the model's own MTP layers
 SPECULATIVE_METHODS = {

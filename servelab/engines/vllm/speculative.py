@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 
 from servelab.engines.prometheus import metric_sums, samples
-from servelab.speculative.observation import SpecObservation
+from servelab.results.observation import SpecObservation
 
 LOG_MARKER = "SpecDecoding metrics:"
 V0_MARKER = "Speculative metrics: Draft acceptance rate:"

@@ -13,8 +13,7 @@ from servelab.engines.verify_keys import reported_value
 from servelab.engines.vllm.reported import VllmReported
 
 if TYPE_CHECKING:
-    from servelab.verify.asked import Asked
-    from servelab.verify.effective import EffectiveConfig
+    from servelab.results.configs import Asked, EffectiveConfig
 
 LABELS = {**BASE_LABELS, "context": "max_model_len", "max_total_tokens": "KV cache capacity (tokens)"}
 UNREPORTED = {

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
-from servelab.plan.typed_json import from_json
 from servelab.ranges import count
+from servelab.sizing.typed_json import from_json
 
 MAX_CONTEXT = 100_000_000  # tokens; beyond any model's context
 MAX_PARALLEL = 65_536  # concurrent sequences

@@ -17,7 +17,7 @@ from typing import Any
 from servelab.engines import registry
 from servelab.engines.base import LaunchSettings
 from servelab.errors import ConfigError
-from servelab.plan.types import Plan
+from servelab.sizing.types import Plan
 from servelab.verify.command import read_command
 from servelab.verify.compose import load_service
 

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import LayerKind, ModelSpec
-from servelab.plan.kv import KVLayout
-from servelab.plan.weights import active_params, decode_read_bytes
+from servelab.sizing.kv import KVLayout
+from servelab.sizing.weights import active_params, decode_read_bytes
 
 if TYPE_CHECKING:
-    from servelab.plan.efficiency import DecodeEfficiency
+    from servelab.sizing.efficiency import DecodeEfficiency
 
 SHORT_CONTEXT_TOKENS = 1024
 

@@ -12,7 +12,7 @@ import itertools
 import operator
 from collections import OrderedDict
 
-from servelab.predict.core import Sequence
+from servelab.scheduling.core import Sequence
 
 
 class BlockPool:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from servelab.plan.parallel import TensorParallelCost
-from servelab.plan.typed_json import from_json
+from servelab.sizing.parallel import TensorParallelCost
+from servelab.sizing.typed_json import from_json
 
 
 @dataclass(frozen=True)

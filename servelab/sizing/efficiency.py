@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from servelab.hardware.gpus import find_gpu
 from servelab.model.dtypes import storage_dtype
 from servelab.model.load import load_model
-from servelab.plan.kv import kv_layout
-from servelab.plan.speed import decode_ceiling
-from servelab.plan.state import state_layout
+from servelab.sizing.kv import kv_layout
+from servelab.sizing.speed import decode_ceiling
+from servelab.sizing.state import state_layout
 
 KV_FAMILY = "16-bit"  # the family whose figure KV and state reads run at
 

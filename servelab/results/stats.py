@@ -13,11 +13,21 @@ from typing import Any
 
 import numpy as np
 
-from servelab.bench.level_key import Level
-from servelab.bench.schedule import Window
+from servelab.results.level_key import Level
 
 PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 _PERCENTILE_FIELDS = ("p50", "p90", "p95", "p99", "p99_9")
+
+
+@dataclass(frozen=True)
+class Window:
+    t0_ns: int
+    t1_ns: int
+    steady: bool  # False: the level never had every slot busy; the window is the whole level
+
+    @property
+    def seconds(self) -> float:
+        return max(self.t1_ns - self.t0_ns, 1) / 1e9
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from servelab.predict.blocks import BlockPool
-from servelab.predict.core import Sequence, Speculation, Step, Work
+from servelab.scheduling.blocks import BlockPool
+from servelab.scheduling.core import Sequence, Speculation, Step, Work
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from servelab.engines.typed import Figures
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import LayerKind, ModelSpec
-from servelab.plan.types import MemoryBytes
-from servelab.plan.weights import weight_bytes
+from servelab.sizing.typed import Figures
+from servelab.sizing.types import MemoryBytes
+from servelab.sizing.weights import weight_bytes
 
 SPECULATIVE_METHODS = ("mtp", "eagle", "ngram", "draft")
 MAX_SPECULATIVE_TOKENS = 16  # servelab.speculative.theory.MAX_GAMMA
