@@ -1,16 +1,38 @@
-"""Shared test fixtures.
+"""Shared test fixtures and the markers that make the lanes.
 
 `_isolate_user_dirs` (autouse) points servelab's config/data/cache directories at a temporary folder so
 no test reads or writes the user's own, and sets ``SERVELAB_STRICT=1``: an engine's effective-config
 reader returning a key `EffectiveConfig` does not know fails the test (verify/effective.py). The real llama-server build is looked up before isolation
-(see tests/engine_fixtures.py), because it is cached between runs in the real user cache.
+(see tests/engine_fixtures.py), because it is cached between runs in the real user cache. Each test's folder
+comes from ``tmp_path_factory``, so under pytest-xdist every worker has its own.
+
+Markers (registered in pyproject.toml; `scripts/test --quick` deselects engine, vllm, browser and ray):
+``engine`` and ``vllm`` are set here on every test that asks for a real engine (`ENGINE_FIXTURES`, directly
+or through another fixture) and on every test under tests/integration/vllm, so a new engine test is marked
+without anyone remembering to; ``browser`` and ``ray`` are set by their modules. `scripts/test` runs the
+engine tests in a serial pass of their own: they pin CPUs and start servers that would fight each other.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 pytest_plugins = ["tests.engine_fixtures"]
+
+ENGINE_FIXTURES = {"llama_server_bin": "engine", "vllm_bin": "vllm", "vllm_program": "vllm"}
+VLLM_TESTS = Path(__file__).parent / "integration" / "vllm"
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        for marker in sorted({ENGINE_FIXTURES[name] for name in fixtures & ENGINE_FIXTURES.keys()}):
+            item.add_marker(marker)
+        if item.path.is_relative_to(VLLM_TESTS):
+            item.add_marker("vllm")
 
 
 @pytest.fixture(autouse=True)

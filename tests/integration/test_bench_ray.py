@@ -26,6 +26,8 @@ from servelab.store import Store
 from tests.bench_sim import sim_process
 from tests.fleet_sim import bench, env, finished_before, wait_stored
 
+pytestmark = pytest.mark.ray
+
 RAY = str(Path(sys.executable).with_name("ray"))
 
 
