@@ -6,11 +6,13 @@ reader returning a key `EffectiveConfig` does not know fails the test (verify/ef
 (see tests/engine_fixtures.py), because it is cached between runs in the real user cache. Each test's folder
 comes from ``tmp_path_factory``, so under pytest-xdist every worker has its own.
 
-Markers (registered in pyproject.toml; `scripts/test --quick` deselects engine, vllm, browser and ray):
-``engine`` and ``vllm`` are set here on every test that asks for a real engine (`ENGINE_FIXTURES`, directly
-or through another fixture) and on every test under tests/integration/vllm, so a new engine test is marked
-without anyone remembering to; ``browser`` and ``ray`` are set by their modules. `scripts/test` runs the
-engine tests in a serial pass of their own: they pin CPUs and start servers that would fight each other.
+Markers (registered in pyproject.toml): ``engine`` and ``vllm`` are set here on every test that asks for a
+real engine (`ENGINE_FIXTURES`, directly or through another fixture) and on every test under
+tests/integration/vllm, so a new engine test is marked without anyone remembering to; ``browser``, ``ray`` and
+``timing`` (wall-clock figures against the sim, to the millisecond) are set by their modules or tests.
+`scripts/test` runs the engine, vllm, ray and timing tests in a serial pass of their own, after the rest on
+every core (pytest-xdist): each needs the machine to itself. `scripts/test --quick` leaves them and the
+browser tests out.
 """
 
 from __future__ import annotations
