@@ -22,7 +22,7 @@ from pathlib import Path
 
 # The launcher: one JSON command a line on stdin, one JSON answer a line on stdout.
 #   {"start": [args], "env": {...}, "cwd": "..."} -> {"pid": N, "line": first stdout line, "stderr": path}
-#   {"stop": N}                                    -> {"stopped": N, "code": exit status}
+#   {"stop": N}                                    -> {"stopped": N, "code": exit status}; stderr removed
 LAUNCHER = r"""
 import contextlib, io, json, os, signal, sys, tempfile
 import aiohttp, servelab.cli.sim, servelab.sim.server  # what every sim imports, once
@@ -69,28 +69,28 @@ def start(request):
         line = out.readline()
     return {"pid": pid, "line": line.decode(errors="replace"), "stderr": err.name}
 
-def stop(pid):
+def stop(pid, err):
     try:
         os.killpg(pid, signal.SIGTERM)
     except ProcessLookupError:
         pass
     _, status = os.waitpid(pid, 0)
+    os.unlink(err)
     return {"stopped": pid, "code": os.waitstatus_to_exitcode(status)}
 
-running = set()
+running = {}  # pid -> its stderr file
 try:
     for text in sys.stdin:
         request = json.loads(text)
         if "start" in request:
             answer = start(request)
-            running.add(answer["pid"])
+            running[answer["pid"]] = answer["stderr"]
         else:
-            answer = stop(request["stop"])
-            running.discard(request["stop"])
+            answer = stop(request["stop"], running.pop(request["stop"]))
         print(json.dumps(answer), flush=True)
 finally:
-    for pid in running:
-        stop(pid)
+    for pid, err in running.items():
+        stop(pid, err)
 """
 
 
@@ -135,14 +135,13 @@ def sim_process(*args: str) -> Iterator[str]:
     """Start a fresh sim on a free port (its own process and core), yield its URL, stop it."""
     forker = launcher()
     started = forker.ask({"start": list(args), "env": dict(os.environ), "cwd": os.getcwd()})
-    stderr = Path(started["stderr"])
     try:
         if not started["line"]:
-            raise RuntimeError(f"servelab sim did not start: {stderr.read_text(errors='replace')}")
+            stderr = Path(started["stderr"]).read_text(errors="replace")
+            raise RuntimeError(f"servelab sim did not start: {stderr}")
         yield json.loads(started["line"])["url"]
     finally:
-        forker.ask({"stop": started["pid"]})
-        stderr.unlink(missing_ok=True)
+        forker.ask({"stop": started["pid"]})  # the launcher removes its stderr file too
 
 
 def sim_requests_seen(url: str) -> int:
