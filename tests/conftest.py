@@ -1,16 +1,45 @@
-"""Shared test fixtures.
+"""Shared test fixtures and the markers that make the lanes.
 
 `_isolate_user_dirs` (autouse) points servelab's config/data/cache directories at a temporary folder so
 no test reads or writes the user's own, and sets ``SERVELAB_STRICT=1``: an engine's effective-config
 reader returning a key `EffectiveConfig` does not know fails the test (verify/effective.py). The real llama-server build is looked up before isolation
-(see tests/engine_fixtures.py), because it is cached between runs in the real user cache.
+(see tests/engine_fixtures.py), because it is cached between runs in the real user cache. Each test's folder
+comes from ``tmp_path_factory``, so under pytest-xdist every worker has its own.
+
+Markers (registered in pyproject.toml): ``engine`` and ``vllm`` are set here on every test that asks for a
+real engine (`ENGINE_FIXTURES`, directly or through another fixture) and on every test under
+tests/integration/vllm, so a new engine test is marked without anyone remembering to; ``browser``, ``ray`` and
+``timing`` (wall-clock figures against the sim, to the millisecond) are set by their modules or tests.
+`scripts/test` runs the engine, vllm, ray and timing tests in a serial pass of their own, after the rest on
+every core (pytest-xdist): each needs the machine to itself. `scripts/test --quick` leaves them and the
+browser tests out.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
+from pathlib import Path
+
 import pytest
 
+from servelab.hardware import bandwidth
+from servelab.hardware.cpu import read_cpu
+
 pytest_plugins = ["tests.engine_fixtures"]
+
+ENGINE_FIXTURES = {"llama_server_bin": "engine", "vllm_bin": "vllm", "vllm_program": "vllm"}
+VLLM_TESTS = Path(__file__).parent / "integration" / "vllm"
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        for marker in sorted({ENGINE_FIXTURES[name] for name in fixtures & ENGINE_FIXTURES.keys()}):
+            item.add_marker(marker)
+        if item.path.is_relative_to(VLLM_TESTS):
+            item.add_marker("vllm")
 
 
 @pytest.fixture(autouse=True)
@@ -20,6 +49,39 @@ def _isolate_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
         path = root / name.lower()
         path.mkdir()
         monkeypatch.setenv(f"SERVELAB_{name}_DIR", str(path))
-    for var in ("OPENAI_API_KEY", "SERVELAB_API_KEY", "SERVELAB_DEBUG"):
+    # COLUMNS/LINES: output is sized as when piped, whoever runs the test (pytest-xdist's workers had 80x24)
+    for var in ("OPENAI_API_KEY", "SERVELAB_API_KEY", "SERVELAB_DEBUG", "COLUMNS", "LINES"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("SERVELAB_STRICT", "1")
+
+
+def _run_folder(factory: pytest.TempPathFactory) -> Path:
+    """A folder the whole run shares: the basetemp, or under pytest-xdist its parent (one per run)."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def _host_bandwidth_json(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """servelab's host-bandwidth cache file after a real probe of this machine, measured once a run: the
+    first worker to need it measures, the others wait on the lock and read it."""
+    folder = _run_folder(tmp_path_factory)
+    cached = folder / "host-bandwidth.json"
+    with open(folder / "host-bandwidth.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not cached.exists():
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setenv("SERVELAB_CACHE_DIR", str(folder / "host-bandwidth-cache"))
+                bandwidth.host_bandwidth(read_cpu())
+                cached.write_bytes(bandwidth.cache_path().read_bytes())
+    return cached.read_bytes()
+
+
+@pytest.fixture
+def measured_host(_isolate_user_dirs: None, _host_bandwidth_json: bytes) -> None:
+    """This machine's bandwidth already in the test's cache, as after servelab's first `--gpu cpu` here, for
+    tests that reach `hardware.host.this_machine()` on the way to something else: the probe takes seconds of
+    both cores. The probe and its cache have their own tests (tests/integration/test_hardware_bandwidth.py)."""
+    path = bandwidth.cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(_host_bandwidth_json)

@@ -14,6 +14,8 @@ from servelab.bench.workloads import WorkloadSpec
 from servelab.store import Store
 from tests.bench_sim import sim_process
 
+pytestmark = pytest.mark.timing  # wall-clock figures against the sim: run with no other test beside it
+
 TTFT_MS, ITL_MS, OUT = 30.0, 10.0, 12
 TOL_MS = 1.0
 

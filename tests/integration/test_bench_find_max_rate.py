@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
+
 from servelab.bench.config import BenchConfig
 from servelab.bench.metrics import Slo
 from servelab.bench.rate_search import SearchSpec
@@ -22,6 +24,8 @@ from servelab.cli.app import main
 from servelab.sim.config import SimConfig
 from servelab.store import Store
 from tests.bench_sim import sim_process
+
+pytestmark = pytest.mark.timing  # wall-clock figures against the sim: run with no other test beside it
 
 SIM = SimConfig(ttft_ms=20.0, itl_ms=10.0, slots=2)
 OUT, MEASURED, SLO_TTFT_MS = 10, 30, 60.0

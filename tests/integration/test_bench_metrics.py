@@ -25,6 +25,8 @@ from servelab.store import Store
 from tests.bench_sim import sim_process
 from tests.fleet_sim import stored_count
 
+pytestmark = pytest.mark.timing  # wall-clock figures against the sim: run with no other test beside it
+
 TTFT_MS, ITL_MS, OUT = 30.0, 10.0, 12
 TOL_MS = 1.0
 

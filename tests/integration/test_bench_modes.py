@@ -25,6 +25,7 @@ def stored_run(url: str, tmp_path, **kw):
         return result.to_json(), store.load_run(result.run_id)
 
 
+@pytest.mark.timing
 def test_open_loop_sends_on_the_absolute_schedule_and_reports_lateness(tmp_path):
     with sim_process(*FAST) as url:
         result, stored = stored_run(url, tmp_path, rate=40.0, stop=StopRule(requests=20),
@@ -50,6 +51,7 @@ def test_repeats_give_confidence_intervals_and_fresh_prompts(tmp_path):
     assert {lv.repeat for lv in stored.levels} == {0, 1, 2}
 
 
+@pytest.mark.timing
 def test_duration_stop_and_error_budget(tmp_path):
     with sim_process(*FAST) as url:
         result, _ = stored_run(url, tmp_path, concurrency=(2,), stop=StopRule(duration_s=0.5),
@@ -108,6 +110,7 @@ def test_presets_reach_the_server_with_the_lengths_they_claim(tmp_path, kind):
         assert any(r.expected_cached_tokens for r in stored.requests)
 
 
+@pytest.mark.timing
 def test_slo_goodput(tmp_path):
     with sim_process("--ttft-ms", "20", "--itl-ms", "5") as url:
         result, _ = stored_run(url, tmp_path, concurrency=(1,), stop=StopRule(requests=3),
@@ -157,6 +160,7 @@ def test_cli_prints_the_ladder_table_on_stdout_and_progress_on_stderr(tmp_path, 
     assert "c=2 repeat 0" in captured.err and "Traceback" not in captured.err
 
 
+@pytest.mark.timing
 def test_keepalive_comments_are_not_tokens_and_completions_work(tmp_path):
     with sim_process("--ttft-ms", "30", "--itl-ms", "5", "--keepalive-ms", "4") as url:
         result, stored = stored_run(url, tmp_path, concurrency=(1,), stop=StopRule(requests=2), chat=False,
@@ -166,6 +170,7 @@ def test_keepalive_comments_are_not_tokens_and_completions_work(tmp_path):
     assert all(r.output_tokens == 6 == sum(r.chunk_tokens) for r in stored.requests)
 
 
+@pytest.mark.timing
 def test_sim_answers_without_streaming_after_the_whole_schedule():
     import time
     import urllib.request

@@ -7,6 +7,8 @@ import itertools
 import math
 import time
 
+import pytest
+
 from servelab.bench.client import ClientRequest, StreamClient
 from servelab.bench.config import BenchConfig
 from servelab.bench.level import LevelState, run_closed
@@ -19,6 +21,8 @@ from servelab.cli.app import main
 from servelab.results.level_key import Level
 from servelab.store import Store
 from tests.bench_sim import sim_process, sim_requests_seen
+
+pytestmark = pytest.mark.timing  # wall-clock figures against the sim: run with no other test beside it
 
 FAST = ("--ttft-ms", "5", "--itl-ms", "5")
 

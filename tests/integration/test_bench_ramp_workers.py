@@ -15,6 +15,8 @@ import json
 import math
 from pathlib import Path
 
+import pytest
+
 from servelab.bench.config import BenchConfig
 from servelab.bench.level import LevelState
 from servelab.bench.maker import PromptSlot
@@ -29,6 +31,8 @@ from servelab.results.level_key import Level
 from servelab.store import Store
 from tests.bench_sim import sim_process, sim_requests_seen
 from tests.fleet_sim import TakeLog, takes
+
+pytestmark = pytest.mark.timing  # wall-clock figures against the sim: run with no other test beside it
 
 FAST = ("--ttft-ms", "5", "--itl-ms", "5")
 RAMP_S = 1.0

@@ -17,6 +17,8 @@ from servelab.cli.app import main
 from servelab.store import Store
 from tests.bench_sim import sim_process
 
+pytestmark = pytest.mark.timing  # wall-clock figures against the sim: run with no other test beside it
+
 LENGTHS = [(600, 3), (700, 5), (40, 2), (1100, 4), (90, 6), (12, 2)]
 TIMES_MS = [0, 0, 150, 400, 430, 700]
 

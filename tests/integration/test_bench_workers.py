@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from servelab.bench.clock import ClockEstimate
 from servelab.bench.config import BenchConfig
@@ -30,6 +31,8 @@ from servelab.results.level_key import Level
 from servelab.store import Store
 from tests.bench_sim import sim_process
 from tests.fleet_sim import bench, env, finished_before, sim_log, wait_stored, worker_pids
+
+pytestmark = pytest.mark.timing  # wall-clock figures against the sim: run with no other test beside it
 
 
 def _config(url: str, **kw) -> BenchConfig:

@@ -27,6 +27,7 @@ def _plan(capsys, *args: str) -> dict:
     return json.loads(out)
 
 
+@pytest.mark.usefixtures("measured_host")
 def test_plan_on_cpu_says_what_was_measured_and_when(config, capsys) -> None:
     assert (
         main(["plan", config, "--gpu", "cpu", "--engine", "vllm", "--quant", "bf16", "--context", "2048"])
@@ -56,6 +57,7 @@ def test_corrupt_cache_is_measured_again_without_a_traceback(config, capsys) -> 
     assert json.loads(path.read_text())["version"] == bandwidth.CACHE_VERSION
 
 
+@pytest.mark.usefixtures("measured_host")
 def test_kv_space_from_the_words_after_dashes_and_environment(config, capsys, monkeypatch) -> None:
     args = [config, "--gpu", "cpu", "--engine", "vllm", "--context", "2048"]
     spaced = _plan(capsys, *args, "--", "VLLM_CPU_KVCACHE_SPACE=2")
@@ -69,6 +71,7 @@ def test_kv_space_from_the_words_after_dashes_and_environment(config, capsys, mo
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.usefixtures("measured_host")
 def test_an_engine_without_cpu_rules_is_one_line(config, capsys) -> None:
     assert main(["plan", config, "--gpu", "cpu", "--engine", "sglang"]) == 2
     out, err = capsys.readouterr()

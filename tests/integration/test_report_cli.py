@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from servelab.cli.app import main
 from tests.runs_factory import store_run
 
@@ -13,6 +15,7 @@ PLAN = {"model": "tiny", "gpu": "cpu", "plans": [{"engine": "llamacpp", "quant":
         "decode_ceiling_tok_s": {"short": 150.0, "full_context": 120.0}}]}  # fmt: skip
 
 
+@pytest.mark.usefixtures("measured_host")  # the bound reads this machine
 def test_html_report_of_the_latest_run_with_plan_doctor_and_spec(tmp_path: Path, capsys) -> None:
     db = tmp_path / "runs.db"
     store_run(db, name="older")

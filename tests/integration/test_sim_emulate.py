@@ -29,6 +29,8 @@ from servelab.predict.calibrate import explain
 from servelab.store import Store
 from tests.bench_sim import sim_process
 
+pytestmark = pytest.mark.timing  # wall-clock figures against the sim: run with no other test beside it
+
 LOAD = ["--concurrency", "1,4", "--requests", "8", "--input-tokens", "256", "--output-tokens", "32"]
 VLLM = ["Qwen/Qwen3-8B", "--gpu", "rtx4090", "--engine", "vllm", "--quant", "bf16", "--context", "8192"]
 LLAMACPP = ["meta-llama/Llama-3.1-8B-Instruct", "--gpu", "rtx4090", "--engine", "llamacpp", "--quant", "Q8_0",

@@ -18,9 +18,13 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from servelab.store import Store
 from servelab.store.journal import journal_dir
 from tests.bench_sim import sim_process, sim_requests_seen
+
+pytestmark = pytest.mark.timing  # wall-clock figures against the sim: run with no other test beside it
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "import sys; from servelab.cli.app import main; sys.exit(main())"]

@@ -18,6 +18,8 @@ from servelab.predict.ladder import predict_ladder
 from servelab.predict.roofline import Effective
 from servelab.predict.words import WordTokenizer
 
+pytestmark = pytest.mark.usefixtures("measured_host")  # the "cpu" machine is this one: its bandwidth
+
 TRUTH = Effective(6.0e11, 9.0e13, 0.003, 2e-5, source="known")
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from servelab.plan.io import plan_document
 from servelab.report import assemble
 from servelab.report.glance import faster_per_scenario, glance_table, tail_table
@@ -13,6 +15,8 @@ from servelab.report.plan_figures import plans_for
 from servelab.report.verdict import single_user
 from servelab.store import Store
 from tests.runs_factory import MS, make_record, store_run
+
+pytestmark = pytest.mark.usefixtures("measured_host")  # the bill's bound reads this machine's bandwidth
 
 GIB = 1024**3
 TWO_PLANS = {"model": "servelab-llama", "gpu": "cpu", "plans": [
