@@ -1,7 +1,7 @@
 """What `servelab advise` is asked to meet (pure): percentile SLOs on a level's statistics, the load to carry, the
 prices.
 
-An SLO here bounds a percentile of one of the level's latency distributions (`bench/stats.py` LevelStats):
+An SLO here bounds a percentile of one of the level's latency distributions (`results/stats.py` LevelStats):
 `ttft_p99_ms=2000` asks that the 99th percentile of the time to first token stays at or under 2 s. bench's
 `--slo` (bench/metrics.py `Slo`) judges each request instead; advise judges the level's tail, as a latency
 target is usually written.

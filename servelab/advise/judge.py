@@ -101,7 +101,7 @@ class Setting:
     speculative: Speculative | None = (
         None  # speculative decoding to plan as well (the user gave an acceptance)
     )
-    speculation: Speculation | None = None  # ... and how the emulator prices it (predict/core.py)
+    speculation: Speculation | None = None  # ... and how the emulator prices it (scheduling/core.py)
 
 
 def probe_config(config: BenchConfig, load: float, closed: bool) -> BenchConfig:

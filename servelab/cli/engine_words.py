@@ -1,5 +1,5 @@
 """The words after `--` on `plan`, `predict` and `calibrate`: an engine's own flags, in its own spelling, read by
-that engine's command-line reader into its Settings (`Planner.settings`; servelab/engines/typed.py).
+that engine's command-line reader into its Settings (`Planner.settings`; servelab/sizing/typed.py).
 
 `servelab plan MODEL --engine vllm -- --max-num-seqs 64 --gpu-memory-utilization 0.85`. The reader also reads
 the environment the engine itself would (vLLM's VLLM_CPU_KVCACHE_SPACE, llama.cpp's LLAMA_ARG_*): this process's,

@@ -25,7 +25,7 @@ Optional capabilities are ``None`` when the engine lacks them (never discovered 
     log_memory      ``LogMemory``: log text -> bytes the engine says it allocated (for the bill)
     source_build    quant -> ``SourceBuild`` (a fork) when the official image cannot load that format
     scheduler       ``EngineSetup`` (the plan's typed engine figures) -> the emulator's ``Scheduler`` for `servelab
-                    predict` (servelab/predict/core.py; continuous batching or llama.cpp's slots)
+                    predict` (servelab/scheduling/core.py; continuous batching or llama.cpp's slots)
     cpu_batched_path  True when its CPU backend prices a pass of >= 2 tokens as weights streamed, then computed
                     (llama.cpp's tinyBLAS): the emulator's ``Effective.batched_bandwidth_bytes_s``
     cpu_decode_attention  on a CPU, the rate its decode attention runs at after the matmuls, as a fraction of

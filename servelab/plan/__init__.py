@@ -2,6 +2,6 @@
 
 ``plan.make`` (make_plan, compare_plans) drives each engine's planner adapter through the registry; the
 core (kv, state, weights, dtypes, speed, parallel, fit, types) imports no engine (fit: only the contract's leaf
-``engines/typed.py``, the base of each engine's Figures). This package's ``__init__`` imports nothing, so
+``sizing/typed.py``, the base of each engine's Figures). This package's ``__init__`` imports nothing, so
 engines can import the core without a cycle.
 """

@@ -1,5 +1,5 @@
 """The emulated engine a plan describes: its roofline figures per GPU and its scheduler, from the same
-planner arithmetic `servelab plan` uses (plan/speed.py, kv.py, state.py, parallel.py) and the plan's figures
+planner arithmetic `servelab plan` uses (sizing/speed.py, kv.py, state.py, parallel.py) and the plan's figures
 (efficiency, KV pool, slots, batch sizes: `Plan.details`, read back as the engine's own typed `Figures`).
 
 `Effective` starts as the card's peak x the plan's sourced efficiency (decode: bandwidth, prefill: compute);
@@ -51,7 +51,7 @@ def plan_effective(plan: Plan, gpu: GPU, model: ModelSpec) -> Effective:
 
 def roofline(plan: Plan, model: ModelSpec, gpu: GPU, effective: Effective | None = None) -> Roofline:
     """One tensor-parallel rank's figures: engines that all-reduce split weights, KV heads and state by the
-    GPUs and pay the all-reduces (plan/parallel.py); llama.cpp's layer split runs the layers one GPU after
+    GPUs and pay the all-reduces (sizing/parallel.py); llama.cpp's layer split runs the layers one GPU after
     another, so a step costs what it would on one card."""
     engine = planner_engine(plan.engine)
     model = _priced(model, plan.quant)

@@ -1,7 +1,7 @@
 """The time of one engine step from the roofline (pure): bytes over effective bandwidth, FLOPs over effective
 compute, whichever is longer, plus the tensor-parallel all-reduces and per-step / per-token overheads.
 
-bytes of a pass = weights read (MoE: the union of the experts its tokens route to, plan/speed.py
+bytes of a pass = weights read (MoE: the union of the experts its tokens route to, sizing/speed.py
                   `weight_read_bytes`) + for every sequence the KV of its context and new tokens
                   (full layers x tokens, sliding layers x min(tokens, window)) + its recurrent state, read and written
 FLOPs of a pass = tokens x 2 x (active params - output head) + logits x 2 x output head

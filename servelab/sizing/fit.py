@@ -105,7 +105,7 @@ class EngineFit:
     slots: int
     kv_dtype: str
     figures: (
-        Figures  # the engine's own (servelab/engines/typed.py): its scheduler's input, the plan's `details`
+        Figures  # the engine's own (servelab/sizing/typed.py): its scheduler's input, the plan's `details`
     )
     argv: list[str]
     warnings: list[str]

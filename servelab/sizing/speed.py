@@ -4,7 +4,7 @@ decode step bytes = weights read (active; embedding row only; lm_head in full) +
                     (full layers x context, sliding layers x min(context, window)) + recurrent state read and written
 decode tok/s (per sequence) <= bandwidth / step bytes; the batch shares the weight reads.
 prefill FLOPs per token = 2 x active params + 4 x attention width x attended tokens (causal: context / 2 on average)
-Engine efficiency factors (achieved / peak, by weight format x batch: plan/efficiency.py) turn ceilings into
+Engine efficiency factors (achieved / peak, by weight format x batch: sizing/efficiency.py) turn ceilings into
 expectations: docs/planning.md "Decode efficiency".
 """
 

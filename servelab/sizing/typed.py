@@ -57,7 +57,7 @@ def given(settings: object) -> dict[str, object]:
 class SpeculativeWords:
     """Speculative decoding as an engine's own flags ask it (vLLM --speculative-config, sglang
     --speculative-algorithm …, llama.cpp -md --spec-draft-n-max), in servelab's terms: `method` mtp, eagle, ngram or
-    draft, `num_tokens` drafted per step, `draft_path` the draft as the command names it (plan/fit.py `Speculative`
+    draft, `num_tokens` drafted per step, `draft_path` the draft as the command names it (sizing/fit.py `Speculative`
     is this with the draft read)."""
 
     method: str

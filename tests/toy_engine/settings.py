@@ -1,4 +1,4 @@
-"""The toy engine's own knob and figures (the contract: servelab/engines/typed.py): `--step-tokens N`, the tokens one
+"""The toy engine's own knob and figures (the contract: servelab/sizing/typed.py): `--step-tokens N`, the tokens one
 toy step computes, which the plan emits, verify checks and predict's toy scheduler spends."""
 
 from __future__ import annotations

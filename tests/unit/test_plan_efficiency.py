@@ -1,4 +1,4 @@
-"""Decode efficiency by engine x weight format x batch (servelab/plan/efficiency.py, engines/<e>/efficiency.py):
+"""Decode efficiency by engine x weight format x batch (servelab/sizing/efficiency.py, engines/<e>/efficiency.py):
 the lookup, each figure against its public measurement, and the planner's use of them (docs/planning.md)."""
 
 from __future__ import annotations

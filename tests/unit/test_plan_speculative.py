@@ -1,4 +1,4 @@
-"""Speculative decoding / MTP in the planner (servelab/plan/fit.py Speculative): the draft or MTP weights, their KV,
+"""Speculative decoding / MTP in the planner (servelab/sizing/fit.py Speculative): the draft or MTP weights, their KV,
 vLLM's lookahead slots, sglang's reserve, and the flags each engine's writer emits."""
 
 from __future__ import annotations

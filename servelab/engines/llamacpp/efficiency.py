@@ -1,6 +1,6 @@
 """llama.cpp's decode efficiency by weight format family and batch (CUDA), each figure a public measurement:
 measured tok/s x bytes read per step (the planner's own, benchmarks/plan_efficiency.py) / the card's bandwidth.
-The table, its sources and derivations: docs/planning.md "Decode efficiency"; types: servelab/plan/efficiency.py.
+The table, its sources and derivations: docs/planning.md "Decode efficiency"; types: servelab/sizing/efficiency.py.
 """
 
 from __future__ import annotations

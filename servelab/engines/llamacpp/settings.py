@@ -1,5 +1,5 @@
 """llama.cpp's own knobs as `plan`/`predict` take them (`servelab plan MODEL --engine llamacpp -- -ub 256`), and the
-figures its planner hands its scheduler and saves (the contract: servelab/engines/typed.py)."""
+figures its planner hands its scheduler and saves (the contract: servelab/sizing/typed.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """sglang's decode efficiency by weight format family and batch. No public single-stream measurement with the
 model, card and tokens per second that the derivation needs was found, so every format uses the default
-(docs/planning.md "Decode efficiency"); types: servelab/plan/efficiency.py.
+(docs/planning.md "Decode efficiency"); types: servelab/sizing/efficiency.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""sglang's scheduler, for the emulator (servelab/predict/continuous.py runs it).
+"""sglang's scheduler, for the emulator (servelab/scheduling/continuous.py runs it).
 
 From the plan's figures (`SglangFigures`, servelab/engines/sglang/planner.py): a token pool of `max_total_tokens`
 (page size 1), `max_running_requests`, prefill chunks of `chunked_prefill_size`, and for hybrid models

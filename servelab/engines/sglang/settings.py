@@ -1,5 +1,5 @@
 """sglang's own knobs as `plan`/`predict` take them (`servelab plan MODEL --engine sglang -- --max-total-tokens N`), and
-the figures its planner hands its scheduler and saves (the contract: servelab/engines/typed.py)."""
+the figures its planner hands its scheduler and saves (the contract: servelab/sizing/typed.py)."""
 
 from __future__ import annotations
 

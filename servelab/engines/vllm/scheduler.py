@@ -1,4 +1,4 @@
-"""vLLM V1's scheduler, for the emulator (servelab/predict/continuous.py runs it).
+"""vLLM V1's scheduler, for the emulator (servelab/scheduling/continuous.py runs it).
 
 From the plan's figures (`VllmFigures`, servelab/engines/vllm/planner.py and cpu_planner.py): the KV pool of `num_blocks` blocks of
 `block_size` tokens, `max_num_seqs` running, `max_num_batched_tokens` a step. V1 mixes chunked prefill with

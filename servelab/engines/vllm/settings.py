@@ -1,5 +1,5 @@
 """vLLM's own knobs as `plan`/`predict` take them (`servelab plan MODEL --engine vllm -- --max-num-seqs 64`), and the
-figures its planners hand its scheduler and save (the contract: servelab/engines/typed.py)."""
+figures its planners hand its scheduler and save (the contract: servelab/sizing/typed.py)."""
 
 from __future__ import annotations
 
