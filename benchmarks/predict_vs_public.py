@@ -24,13 +24,14 @@ from servelab.predict.corpus import load_corpus
 from servelab.predict.corpus.crossval import (
     CrossValidation,
     Prepared,
+    bands,
     fit_all,
     leave_one_out,
     prepare,
     table,
     uncalibrated,
 )
-from servelab.predict.stepmodel import FIT_FILE
+from servelab.predict.stepmodel import FIT_FILE, StepModel
 
 GROUPS = ("TTFT", "TPOT/ITL", "output tok/s", "pp tok/s", "tg tok/s", "all")
 CLASSES = ("gddr", "hbm", "apple", "amd", "all")
@@ -121,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
             "figures": whole.rows,
             "in_sample_median_relative": round(whole.median_relative, 4),
         }
-        doc = {"values": dict(sorted(whole.model.values.items())), "provenance": provenance}
+        source_out = next(cv for cv, _ in runs if cv.kind == "source")
+        banded = {k: (v[0], v[1]) for k, v in bands(source_out).items()}
+        doc = StepModel(whole.model.values, provenance, banded).to_json()
         out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {out}")
     print(f"\n({time.monotonic() - started:.0f} s)")

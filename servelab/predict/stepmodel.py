@@ -134,6 +134,21 @@ class StepModel:
 
     values: dict[str, float] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
+    # "engine|gpu class|figure group|batch range" -> (lo, hi) of measured / predicted over cross-validation's
+    # left-out rows (predict/corpus/crossval.py `bands`)
+    bands: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def band(self, engine: str, gpu_class: str, figure: str, batch: int) -> tuple[float, float] | None:
+        """The (lo, hi) factors a predicted `figure` ("TTFT", "TPOT/ITL", "output tok/s", "pp tok/s",
+        "tg tok/s") is expected within: its regime's, else the engine's for that figure, else the figure's;
+        None when cross-validation left too few rows of it."""
+        from servelab.predict.corpus.crossval import batch_range
+
+        for key in (f"{engine}|{gpu_class}|{figure}|{batch_range(batch)}", f"{engine}|*|{figure}|*",
+                    f"*|*|{figure}|*"):  # fmt: skip
+            if key in self.bands:
+                return self.bands[key]
+        return None
 
     def value(self, name: str) -> float:
         return self.values[name] if name in self.values else prior(name)[0]
@@ -156,7 +171,11 @@ class StepModel:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {"values": dict(sorted(self.values.items())), "provenance": self.provenance}
+        return {
+            "values": dict(sorted(self.values.items())),
+            "bands": {k: list(v) for k, v in sorted(self.bands.items())},
+            "provenance": self.provenance,
+        }
 
 
 def _positive(x: float) -> float:
@@ -178,4 +197,5 @@ def load_step_model(path: Path | None = None) -> StepModel | None:
     else:
         text = path.read_text(encoding="utf-8")
     doc = json.loads(text)
-    return StepModel({k: float(v) for k, v in doc["values"].items()}, dict(doc.get("provenance", {})))
+    bands = {k: (float(v[0]), float(v[1])) for k, v in doc.get("bands", {}).items()}
+    return StepModel({k: float(v) for k, v in doc["values"].items()}, dict(doc.get("provenance", {})), bands)

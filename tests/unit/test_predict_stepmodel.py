@@ -177,3 +177,19 @@ def test_a_parameter_no_row_touches_keeps_its_prior() -> None:
     assert prior_model().value("vllm.weights.fp8") == prior("vllm.weights.fp8")[0]
     assert prior("llamacpp.host") == (0.0, 1e-3)
     assert prior("memory.hbm")[0] == 1.0
+
+
+def test_bands_come_from_the_left_out_rows_of_their_regime() -> None:
+    from servelab.predict.corpus.crossval import CrossValidation, Prediction, bands
+
+    row = _row(figures={"tg_tok_s": 100.0}, workload=Workload(prompt_tokens=0, output_tokens=64))
+    s = setup(row)
+    assert not isinstance(s, str)
+    cv = CrossValidation("source", [Prediction(s, "tg_tok_s", 100.0, 100.0 / r, "x") for r in
+                                    (0.8, 0.9, 1.0, 1.0, 1.1, 1.2, 1.3, 0.7, 1.0, 1.05, 0.95)])  # fmt: skip
+    table = bands(cv)
+    model = StepModel({}, {}, {k: (v[0], v[1]) for k, v in table.items()})
+    lo, hi = model.band("llama.cpp", "gddr", "tg tok/s", 1) or (0.0, 0.0)
+    assert lo == pytest.approx(0.8) and hi == pytest.approx(1.2)
+    assert model.band("llama.cpp", "hbm", "tg tok/s", 1) == (lo, hi)  # the engine's figure-wide band
+    assert model.band("vllm", "hbm", "TTFT", 8) is None

@@ -149,3 +149,37 @@ def table(cv: CrossValidation) -> dict[tuple[str, str, str], tuple[float, int]]:
             cells[(pr.engine, "all", cls)].append(abs(pr.error))
             cells[("all", "all", cls)].append(abs(pr.error))
     return {k: (med(v), len(v)) for k, v in cells.items()}
+
+
+BATCH_RANGES = ((1, "1"), (16, "2-16"), (128, "17-128"), (10**9, ">128"))
+
+
+def batch_range(batch: int) -> str:
+    return next(name for top, name in BATCH_RANGES if batch <= top)
+
+
+def bands(cv: CrossValidation, low: float = 0.1, high: float = 0.9, least: int = 5) -> dict[str, list[float]]:
+    """Error bands from cross-validation residuals: for each regime "engine|gpu class|figure group|batch range"
+    (and the coarser "engine|*|figure group|*", "*|*|figure group|*") with at least `least` left-out rows, the
+    `low` and `high` quantiles of measured / predicted. A prediction p is then expected in (p x lo, p x hi)."""
+    ratios: dict[str, list[float]] = defaultdict(list)
+    for pr in cv.predictions:
+        if pr.predicted <= 0:
+            continue
+        r = pr.measured / pr.predicted
+        for key in (f"{pr.engine}|{pr.gpu_class}|{pr.group}|{batch_range(pr.batch)}", f"{pr.engine}|*|{pr.group}|*",
+                    f"*|*|{pr.group}|*"):  # fmt: skip
+            ratios[key].append(r)
+    out = {}
+    for key, values in ratios.items():
+        if len(values) >= least:
+            ordered = sorted(values)
+            out[key] = [_quantile(ordered, low), _quantile(ordered, high)]
+    return out
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    pos = q * (len(ordered) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
