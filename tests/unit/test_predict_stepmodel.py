@@ -193,3 +193,21 @@ def test_bands_come_from_the_left_out_rows_of_their_regime() -> None:
     assert lo == pytest.approx(0.8) and hi == pytest.approx(1.2)
     assert model.band("llama.cpp", "hbm", "tg tok/s", 1) == (lo, hi)  # the engine's figure-wide band
     assert model.band("vllm", "hbm", "TTFT", 8) is None
+
+
+def test_a_fitted_model_round_trips_through_its_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from servelab.predict.stepmodel import load_step_model
+
+    model = StepModel(
+        {"vllm.host": 1e-3, "memory.hbm": 1.3}, {"fitted": "2026-12-02"}, {"*|*|TTFT|*": (0.7, 1.4)}
+    )
+    path = tmp_path / "stepmodel.json"
+    path.write_text(json.dumps(model.to_json()), encoding="utf-8")
+    again = load_step_model(path)
+    assert again == model
+    e = again.effective(regime("vllm", find_gpu("h200"), "bf16"), find_gpu("h200"), 36)
+    weights = prior("vllm.weights.16-bit")[0]
+    assert e.step_overhead_s == 1e-3 and e.bandwidth_bytes_s == pytest.approx(4800e9 / (weights + 1.3))
+    assert e.pass_overhead_s == 0.0 and e.source == "corpus"

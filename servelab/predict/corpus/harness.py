@@ -42,12 +42,12 @@ from servelab.hardware.gpus import GPU, find_gpu
 from servelab.model.hf_config import spec_from_config
 from servelab.model.load import load_model
 from servelab.model.spec import ModelSpec
-from servelab.plan.make import make_plan
+from servelab.plan.make import compute_dtype, make_plan
 from servelab.plan.types import Plan
 from servelab.predict.core import Request, Sequence, Speculation, Step, Work
 from servelab.predict.emulator import EngineLoop
 from servelab.predict.ladder import CLIENT_TURNAROUND_S
-from servelab.predict.machine import emulated_engine, plan_effective, roofline
+from servelab.predict.machine import emulated_engine, roofline
 from servelab.predict.roofline import Effective, Roofline
 from servelab.predict.stepmodel import Regime, StepModel, regime
 
@@ -266,8 +266,10 @@ def _recorder(base: Roofline) -> _Recorder:
 
 def effective_for(s: Setup, model: StepModel | None) -> Effective:
     """The step model's figures for the row (None: today's plan figures, no step model)."""
-    if model is None:
-        return plan_effective(s.plan, s.gpu, s.model)
+    if model is None:  # today's figures: the plan's (not a shipped fit)
+        decode, prefill = s.plan.efficiency.get("decode", 1.0), s.plan.efficiency.get("prefill", 1.0)
+        flops = s.gpu.tensor_flops(compute_dtype(s.model, s.gpu))
+        return Effective(s.gpu.bandwidth_bytes_s * decode, flops * prefill, source="plan")
     return model.effective(s.regime, s.gpu, s.layers)
 
 
