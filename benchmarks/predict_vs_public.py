@@ -98,14 +98,18 @@ def main(argv: list[str] | None = None) -> int:
     rows = load_corpus(paths)
     p = prepare(rows)
     corpus_counts(p)
-    runs = [(uncalibrated(p), "today's predictions (plan figures, nothing fitted)"),
-            (leave_one_out(p, "source"), "leave-one-source-out")]  # fmt: skip
+    print(f"({time.monotonic() - started:.0f} s)", flush=True)
+    steps = [(lambda: uncalibrated(p), "today's predictions (plan figures, nothing fitted)"),
+             (lambda: leave_one_out(p, "source"), "leave-one-source-out")]  # fmt: skip
     if not args.no_gpu_out:
-        runs.append((leave_one_out(p, "gpu"), "leave-one-GPU-type-out"))
-    for cv, title in runs:
+        steps.append((lambda: leave_one_out(p, "gpu"), "leave-one-GPU-type-out"))
+    runs = []
+    for make, title in steps:  # each printed as soon as it is done
+        cv = make()
+        runs.append((cv, title))
         print_table(cv, title)
-    for cv, _ in runs:
         print_worst(cv, args.worst)
+        print(f"({time.monotonic() - started:.0f} s)", flush=True)
     whole = fit_all(p)
     print(f"\nfit on every row: {whole.rows} figures, in-sample median |error| {whole.median_relative * 100:.1f}%,"
           f" {whole.trimmed} trimmed, {whole.rounds} rounds")  # fmt: skip
