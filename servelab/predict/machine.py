@@ -19,6 +19,7 @@ from servelab.model.dtypes import storage_dtype
 from servelab.model.spec import ModelSpec
 from servelab.plan.make import all_reduces, compute_dtype, planner_engine, sequence_state_bytes, with_quant
 from servelab.predict.roofline import Effective, Roofline
+from servelab.predict.stepmodel import load_step_model, regime
 from servelab.scheduling.core import EngineSetup, Scheduler, Speculation
 from servelab.sizing import speed
 from servelab.sizing.kv import kv_layout
@@ -39,9 +40,14 @@ class EmulatedEngine:
 
 
 def plan_effective(plan: Plan, gpu: GPU, model: ModelSpec) -> Effective:
-    """The planner's figures: peak bandwidth x decode efficiency, peak tensor FLOP/s x prefill efficiency; on a
-    CPU, for an engine whose batched passes take another path, those passes at the same bandwidth (until a
+    """The GPU step model's figures where a fit ships (servelab/predict/stepmodel.json); else the planner's:
+    peak bandwidth x decode efficiency, peak tensor FLOP/s x prefill efficiency; on a CPU, for an engine whose batched passes take another path, those passes at the same bandwidth (until a
     calibration measures theirs)."""
+    fitted = None if gpu.is_cpu else load_step_model()
+    if fitted is not None:  # the GPU step model fitted to the public corpus (docs/predict.md), when one ships
+        return fitted.effective(
+            regime(plan.engine, gpu, plan.quant), gpu, _priced(model, plan.quant).num_layers
+        )
     decode, prefill = plan.efficiency.get("decode", 1.0), plan.efficiency.get("prefill", 1.0)
     flops = gpu.tensor_flops(compute_dtype(model, gpu))
     bandwidth = gpu.bandwidth_bytes_s * decode

@@ -40,6 +40,16 @@ class Effective:
     source: str = "plan"
     batched_bandwidth_bytes_s: float | None = None  # passes of >= 2 tokens: bytes / this + FLOPs / compute
     prefill_flops_s: float | None = None  # prompt tokens' FLOPs (None: at `flops_s`, as the plan prices them)
+    # the GPU step model (predict/stepmodel.py, fitted to the public corpus); None / 0 / 1: as above
+    kv_bandwidth_bytes_s: float | None = None  # KV-cache and recurrent-state bytes (None: at the weights')
+    attention_flops_s: float | None = None  # attention FLOPs (None: at the matmuls' compute)
+    pass_overhead_s: float = 0.0  # per forward pass: layers x kernel launches (graph replay or eager)
+    allreduce_scale: float = 1.0  # x the interconnect model's all-reduce time (plan/parallel.py)
+
+    @property
+    def split(self) -> bool:
+        """KV bytes or attention FLOPs priced apart from the weights and matmuls (the step model)."""
+        return self.kv_bandwidth_bytes_s is not None or self.attention_flops_s is not None
 
     def compute_s(self, flops: float, prompt_flops: float = 0.0) -> float:
         """`flops` FLOPs of which `prompt_flops` are prompt tokens' (at the prefill compute where it is set)."""
@@ -55,16 +65,32 @@ class Effective:
         prompt_flops: float = 0.0,
         apart_flops: float = 0.0,
         apart_ratio: float = 0.0,
+        kv_b: float = 0.0,
+        attention_flops: float = 0.0,
     ) -> float:
         """One pass of `tokens` tokens reading `memory_b` bytes and doing `flops` FLOPs (`prompt_flops` of
         them for prompt tokens; `apart_flops` of them decode attention run after the rest at compute x
-        `apart_ratio`, Roofline.decode_attention_ratio)."""
+        `apart_ratio`, Roofline.decode_attention_ratio). `kv_b` of the bytes (KV, state) and `attention_flops`
+        of the FLOPs are priced at their own figures where the step model sets them; its per-pass overhead is
+        added."""
         rest = flops - apart_flops
+        if self.split:
+            return self._split_pass(memory_b, rest, kv_b, attention_flops) + self.pass_overhead_s
         if self.batched_bandwidth_bytes_s is not None and tokens >= 2:
             seconds = memory_b / self.batched_bandwidth_bytes_s + self.compute_s(rest, prompt_flops)
         else:
             seconds = max(memory_b / self.bandwidth_bytes_s, self.compute_s(rest, prompt_flops))
+        seconds += self.pass_overhead_s
         return seconds + (apart_flops / (self.flops_s * apart_ratio) if apart_flops else 0.0)
+
+    def _split_pass(self, memory_b: float, flops: float, kv_b: float, attention_flops: float) -> float:
+        """max(weights / bandwidth + KV / KV bandwidth, matmul FLOPs / compute + attention / attention
+        compute): the step model's pass on a GPU (no CPU kernel paths, no prefill compute of its own)."""
+        kv_bw = self.kv_bandwidth_bytes_s or self.bandwidth_bytes_s
+        attention_fl = self.attention_flops_s or self.flops_s
+        memory_s = (memory_b - kv_b) / self.bandwidth_bytes_s + kv_b / kv_bw
+        compute_s = (flops - attention_flops) / self.flops_s + attention_flops / attention_fl
+        return max(memory_s, compute_s)
 
 
 @dataclass(frozen=True)
@@ -148,6 +174,12 @@ class Roofline:
                 prompt = self._flops(sum(w.new for w in prompts), sum(w.new * (w.context + w.new / 2) for w in prompts),
                                      sum(map(_logits, prompts)))  # fmt: skip
         apart = self.decode_attention_flops(works)
+        if e.split:  # the step model: KV bytes and attention FLOPs at their own figures
+            kv_b = memory_b - self.weight_bytes(tokens)
+            attention = sum(self._attention_flops(w) for w in works)
+            seconds = e.pass_time(tokens, memory_b, flops, prompt, apart, self.decode_attention_ratio, kv_b,
+                                  attention)  # fmt: skip
+            return seconds + self.allreduce_s(tokens) * e.allreduce_scale
         return e.pass_time(
             tokens, memory_b, flops, prompt, apart, self.decode_attention_ratio
         ) + self.allreduce_s(tokens)
@@ -170,6 +202,8 @@ class Roofline:
         if any(w.new != 1 or w.verify for w in works):
             return None
         e, n = self.effective, len(works)
+        if e.split:
+            return self._repeated_split(works, count)
         context = sum(w.context for w in works)
         memory0 = (
             self.weight_bytes(n) + self.kv_full_bytes_per_token * (context + n) + 2 * self.state_bytes * n
@@ -195,6 +229,23 @@ class Roofline:
             max((memory0 + memory1 * j) / bw, (flops0 + flops1 * j) / fl) + fixed + attention1 * j
             for j in range(1, count + 1)
         ]
+
+    def _repeated_split(self, works: Sequence[Work], count: int) -> list[float]:
+        """`repeated_decode_s` under the step model: the same sums as `pass_s`, one step at a time."""
+        e, n = self.effective, len(works)
+        context = sum(w.context for w in works)
+        weights = self.weight_bytes(n)
+        state = 2 * self.state_bytes * n
+        fixed = self.allreduce_s(n) * e.allreduce_scale + e.step_overhead_s + e.token_overhead_s * n
+        flops = n * self.flops_per_token
+        out = []
+        for j in range(1, count + 1):
+            kv_b = self.kv_full_bytes_per_token * (context + n * (j + 1)) + state
+            attention = 4 * self.attention_width_full * (context + n * j + n / 2)
+            out.append(
+                e.pass_time(n, weights + kv_b, flops + attention, 0.0, 0.0, 0.0, kv_b, attention) + fixed
+            )
+        return out
 
     def step_s(self, step: Step, speculation: Speculation | None = None) -> float:
         """A whole iteration: its passes, the draft model's steps when it verifies drafts, the overheads."""

@@ -11,9 +11,10 @@ dominate.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from servelab.hardware.gpus import find_gpu
+from servelab.hardware.gpus import GPU, find_gpu
 from servelab.model.dtypes import storage_dtype
 from servelab.model.load import load_model
 from servelab.sizing.kv import kv_layout
@@ -54,6 +55,11 @@ class EfficiencyTable:
     default: float  # for a format x batch no public measurement covers
     default_note: str
     cells: tuple[EfficiencyCell, ...]
+    # the GPU step model (servelab/predict/stepmodel.py): the math units the engine's matmul kernels run on for
+    # a weight family on a backend and card ("bf16", "fp16", "int8", "fp8", "fp4"), and the flags that turn its
+    # CUDA graphs off (eager: every kernel launched from the host)
+    math_unit: Callable[[str, str, GPU], str] | None = None
+    eager_flags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,3 +127,15 @@ def measured_efficiency(cell: EfficiencyCell, state_dtypes: tuple[str | None, st
     if m is None:
         raise ValueError(f"{cell.family} at batch {cell.batch} has no measurement")
     return m.tok_s * step_bytes(m, cell.batch, state_dtypes) / find_gpu(m.gpu).bandwidth_bytes_s
+
+
+def hf_math_unit(family: str, backend: str, gpu: GPU) -> str:
+    """The math units an engine serving Hugging Face formats (vLLM, sglang) multiplies on: FP8 and FP4 weights on
+    the card's FP8 / FP4 tensor cores where it has them, else the weight-only kernels (Marlin: dequantised to
+    16-bit, https://github.com/IST-DASLab/marlin); AWQ / GPTQ / int formats the same 16-bit path; 16-bit weights
+    at BF16."""
+    if family == "fp8" and gpu.fp8_tflops:
+        return "fp8"
+    if family == "fp4":
+        return "fp4" if gpu.fp4_tflops else "fp8" if gpu.fp8_tflops else "fp16"
+    return "bf16" if family in ("16-bit", "unknown") else "fp16"

@@ -5,6 +5,7 @@ The table, its sources and derivations: docs/planning.md "Decode efficiency"; ty
 
 from __future__ import annotations
 
+from servelab.hardware.gpus import GPU
 from servelab.sizing.efficiency import EfficiencyCell, EfficiencyTable, Measurement
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B"  # the catalog's Llama-3.1-8B: the shapes of Llama-3-8B the PRs measured
@@ -92,9 +93,23 @@ CELLS = (
     ),
 )
 
+
+def math_unit(family: str, backend: str, gpu: GPU) -> str:
+    """The math units llama.cpp's matmuls run on: on CUDA and ROCm, quantized weights go through MMQ (the
+    activations quantized to 8 bits, int8 tensor-core / MFMA products: ggml-cuda/mmq.cuh) where the card has
+    int8 tensor throughput; 16-bit weights through cuBLAS / hipBLAS at 16 bits; Metal and Vulkan multiply in
+    fp16 (ggml-metal simdgroup matrices, Vulkan cooperative matrices)."""
+    if family == "16-bit":
+        return "bf16" if backend == "cuda" else "fp16"
+    if backend in ("cuda", "rocm") and gpu.int8_tflops:
+        return "int8"
+    return "fp16"
+
+
 TABLE = EfficiencyTable(
     engine="llama.cpp",
     default=0.65,
     default_note="docs/reference/memory.md §7: llama.cpp reaches 0.6-0.9",
     cells=CELLS,
+    math_unit=math_unit,
 )

@@ -5,7 +5,7 @@ model, card and tokens per second that the derivation needs was found, so every 
 
 from __future__ import annotations
 
-from servelab.sizing.efficiency import EfficiencyTable
+from servelab.sizing.efficiency import EfficiencyTable, hf_math_unit
 
 TABLE = EfficiencyTable(
     engine="sglang",
@@ -13,4 +13,6 @@ TABLE = EfficiencyTable(
     default_note="the field report: AWQ on one RTX 4090 48 GB 'ran close to the ceiling',"
     " docs/reference/field-report.md §2",
     cells=(),
+    math_unit=hf_math_unit,
+    eager_flags=("disable_cuda_graph",),
 )

@@ -5,7 +5,7 @@ The table, its sources and derivations: docs/planning.md "Decode efficiency"; ty
 
 from __future__ import annotations
 
-from servelab.sizing.efficiency import EfficiencyCell, EfficiencyTable, Measurement
+from servelab.sizing.efficiency import EfficiencyCell, EfficiencyTable, Measurement, hf_math_unit
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B"
 # benchmark_latency, Llama3.1-8B on one H100, --input-len 256 --output-len 32, seconds per batch; the latency holds
@@ -91,4 +91,6 @@ TABLE = EfficiencyTable(
     default=0.8,
     default_note="the field report's 'close to the ceiling' for a CUDA-graph engine, docs/reference/field-report.md §2",
     cells=CELLS,
+    math_unit=hf_math_unit,
+    eager_flags=("enforce_eager",),
 )

@@ -1,0 +1,139 @@
+"""Cross-validate the GPU step model on the public measurement corpus (docs/predict.md "The GPU step model").
+
+    python benchmarks/predict_vs_public.py                  # the shipped corpus (servelab/predict/corpus/data)
+    python benchmarks/predict_vs_public.py --data DIR ...   # corpus files elsewhere (every *.json in DIR)
+    python benchmarks/predict_vs_public.py --write          # also save the fit on every row as the shipped model
+
+Prints, for today's predictions (the plan's figures, nothing fitted), leave-one-source-out and
+leave-one-GPU-type-out: the median |error| per engine x figure x GPU class, the whole corpus's, and the worst
+rows. A left-out row is predicted by a full replay priced with parameters fitted without its source (GPU type):
+no row is predicted by parameters fitted on itself. The rows servelab cannot predict are counted with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from servelab.predict.corpus import load_corpus
+from servelab.predict.corpus.crossval import (
+    CrossValidation,
+    Prepared,
+    bands,
+    fit_all,
+    leave_one_out,
+    prepare,
+    table,
+    uncalibrated,
+)
+from servelab.predict.stepmodel import FIT_FILE, StepModel
+
+GROUPS = ("TTFT", "TPOT/ITL", "output tok/s", "pp tok/s", "tg tok/s", "all")
+CLASSES = ("gddr", "hbm", "apple", "amd", "all")
+
+
+def print_table(cv: CrossValidation, title: str) -> None:
+    t = table(cv)
+    engines = [*sorted({k[0] for k in t} - {"all"}), "all"]
+    print(f"\n## {title}: median |error| (rows)\n")
+    print("| engine | figure | " + " | ".join(CLASSES) + " |")
+    print("|---|---|" + "---|" * len(CLASSES))
+    for engine in engines:
+        for group in GROUPS:
+            if (engine, group, "all") not in t:
+                continue
+            cells = []
+            for cls in CLASSES:
+                got = t.get((engine, group, cls))
+                cells.append("" if got is None else f"{got[0] * 100:.1f}% ({got[1]})")
+            print(f"| {engine} | {group} | " + " | ".join(cells) + " |")
+
+
+def print_worst(cv: CrossValidation, count: int) -> None:
+    worst = sorted(cv.predictions, key=lambda p: -abs(p.error))[:count]
+    print(f"\nworst {count} ({cv.kind}):")
+    for p in worst:
+        r = p.setup.row
+        w = r.workload
+        load = f"c={w.concurrency}" if w.concurrency else f"r={w.request_rate}" if w.request_rate else ""
+        print(
+            f"  {p.error * 100:+8.1f}%  {r.label:45s} {r.engine:9s} {r.gpu:12s} {r.model[:40]:40s} "
+            f"{r.weight_format:8s} {p.figure:15s} pred {p.predicted:10.2f} meas {p.measured:10.2f} "
+            f"p{w.prompt_tokens}/o{w.output_tokens} d{w.depth} b{w.batch or 1} {load}"
+        )
+
+
+def corpus_counts(p: Prepared) -> None:
+    engines = Counter(s.row.engine for s in p.setups)
+    classes = Counter(s.regime.memory for s in p.setups)
+    gpus = Counter(s.gpu.name for s in p.setups)
+    sources = Counter(s.row.source.id for s in p.setups)
+    figures = sum(len([k for k in s.row.figures if k in p.traces[s.row.label].figures]) for s in p.setups)
+    print(f"rows predicted: {len(p.setups)} ({figures} figures), skipped: {len(p.skipped)}")
+    print("  engines:", dict(engines))
+    print("  GPU classes:", dict(classes))
+    print(f"  GPU types ({len(gpus)}):", dict(gpus))
+    print(f"  sources ({len(sources)}):", dict(sources))
+    reasons = Counter(reason for _, reason in p.skipped)
+    for reason, n in reasons.most_common():
+        print(f"  skipped {n:4d}: {reason}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", action="append", type=Path, help="a directory of corpus files (repeatable)")
+    ap.add_argument("--worst", type=int, default=12)
+    ap.add_argument("--no-gpu-out", action="store_true", help="skip leave-one-GPU-type-out")
+    ap.add_argument(
+        "--write", action="store_true", help=f"save the fit on every row as servelab/predict/{FIT_FILE}"
+    )
+    args = ap.parse_args(argv)
+    paths = None if not args.data else [f for d in args.data for f in sorted(d.glob("*.json"))]
+    started = time.monotonic()
+    rows = load_corpus(paths)
+    p = prepare(rows)
+    corpus_counts(p)
+    print(f"({time.monotonic() - started:.0f} s)", flush=True)
+    steps = [(lambda: uncalibrated(p), "today's predictions (plan figures, nothing fitted)"),
+             (lambda: leave_one_out(p, "source"), "leave-one-source-out")]  # fmt: skip
+    if not args.no_gpu_out:
+        steps.append((lambda: leave_one_out(p, "gpu"), "leave-one-GPU-type-out"))
+    runs = []
+    for make, title in steps:  # each printed as soon as it is done
+        cv = make()
+        runs.append((cv, title))
+        print_table(cv, title)
+        print_worst(cv, args.worst)
+        print(f"({time.monotonic() - started:.0f} s)", flush=True)
+    whole = fit_all(p)
+    print(f"\nfit on every row: {whole.rows} figures, in-sample median |error| {whole.median_relative * 100:.1f}%,"
+          f" {whole.trimmed} trimmed, {whole.rounds} rounds")  # fmt: skip
+    for name, value in sorted(whole.model.values.items()):
+        print(f"  {name:32s} {value:.4g}")
+    if args.write:
+        out = Path(__file__).resolve().parent.parent / "servelab" / "predict" / FIT_FILE
+        provenance = {
+            "fitted": datetime.date.today().isoformat(),
+            "procedure": "servelab/predict/corpus/fit.py fit_targets (bounded least squares, priors at LAMBDA)",
+            "command": "python benchmarks/predict_vs_public.py --write"
+            + "".join(f" --data {d}" for d in args.data or []),
+            "sources": sorted({s.row.source.id for s in p.setups}),
+            "figures": whole.rows,
+            "in_sample_median_relative": round(whole.median_relative, 4),
+        }
+        source_out = next(cv for cv, _ in runs if cv.kind == "source")
+        banded = {k: (v[0], v[1]) for k, v in bands(source_out).items()}
+        doc = StepModel(whole.model.values, provenance, banded).to_json()
+        out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {out}")
+    print(f"\n({time.monotonic() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,565 @@
+"""Each corpus row as the servelab inputs that predict it, and its prediction replayed step by step.
+
+A row becomes a `Setup`: the model (the catalog, or `models.json`: the row's model name -> a catalog id or an
+architecture file in `models/` with its Hugging Face config URL), the GPU from the catalog, a plan of the row's
+engine, format, KV dtype and tensor parallelism (`plan/make.py`), the roofline of that plan
+(`predict/machine.py`) and the step model's regime (`predict/stepmodel.py`). Then `trace(setup, model)` runs
+the workload the row measured:
+
+- a llama-bench row (`pp_tok_s` / `tg_tok_s`, one sequence): the prompt of ppN at depth d in passes of
+  n_ubatch tokens (a step per n_batch), or tgN one-token decode steps from depth d;
+- a llama-batched-bench row (workload `batch` B): B prompts of PP tokens in one batch, then TG steps of B
+  decodes;
+- a serving row (`vllm bench serve`, `sglang.bench_serving` …): the engine's emulated scheduler
+  (`Engine.scheduler`) under the client's load: `concurrency` clients in a closed loop (a finished request's
+  client sends the next after ladder.CLIENT_TURNAROUND_S), or arrivals at `request_rate` (Poisson, seeded),
+  `num_prompts` requests of the row's prompt / output lengths, no shared prefixes (the random dataset).
+
+A `Trace` lists every pass's bytes (weights, KV) and FLOPs (matmul, attention), its all-reduce time, each step's
+tokens and layers, and each figure as a weighted sum of step times plus idle time (a TTFT the steps from its
+arrival to its first token, partial steps by their overlap; a median the middle request or two). With the step
+model's parameters the figures follow; with each pass's side of its max fixed they are linear in the
+parameters (`predict/corpus/fit.py`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from statistics import median
+
+import numpy as np
+
+from servelab.engines import registry
+from servelab.errors import ServelabError
+from servelab.hardware.gpus import GPU, find_gpu
+from servelab.model.hf_config import spec_from_config
+from servelab.model.load import load_model
+from servelab.model.spec import ModelSpec
+from servelab.plan.make import compute_dtype, make_plan
+from servelab.predict.emulator import EngineLoop
+from servelab.predict.ladder import CLIENT_TURNAROUND_S
+from servelab.predict.machine import emulated_engine, roofline
+from servelab.predict.roofline import Effective, Roofline
+from servelab.predict.stepmodel import Regime, StepModel, regime
+from servelab.scheduling.core import Request, Sequence, Speculation, Step, Work
+from servelab.sizing.types import Plan
+
+from .schema import Measurement
+
+# the figures the harness predicts; the rest of a row's figures are kept, not predicted
+TIME_FIGURES = (
+    "ttft_ms_median",
+    "ttft_ms_mean",
+    "tpot_ms_median",
+    "tpot_ms_mean",
+    "itl_ms_median",
+    "itl_ms_mean",
+)
+RATE_FIGURES = ("output_tok_s", "total_tok_s", "request_rate", "pp_tok_s", "tg_tok_s")
+BENCH_CLIENTS = ("llama-bench", "llama-batched-bench")
+# llama-bench prints a model's type by its main tensor type; the GGUF mixes those files are (servelab's names)
+GGUF_MIXES = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M", "Q3_K": "Q3_K_M", "Q2_K": "Q2_K", "MXFP4": "MXFP4_MOE"}
+DEFAULT_PROMPTS = 10  # x concurrency: a serving row that does not say how many prompts (InferenceX's rule)
+# the emulation budget of one serving row: at most this many concurrent clients, at most WAVES x concurrency
+# requests (at least MIN_REQUESTS) and OUTPUT_BUDGET output tokens in all (the medians of a closed loop settle
+# within a few waves); rows beyond it are skipped with the reason
+MAX_CONCURRENCY = 1024
+WAVES = 3
+MIN_REQUESTS = 32
+OUTPUT_BUDGET = 400_000
+SEED = 0
+
+
+@dataclass(frozen=True)
+class Setup:
+    row: Measurement
+    model: ModelSpec
+    gpu: GPU
+    plan: Plan
+    regime: Regime
+    layers: int
+
+
+@lru_cache(maxsize=1)
+def model_table() -> dict[str, dict[str, str]]:
+    """models.json: a row's model name -> {"catalog": id} | {"config": file in models/} | {"none": why}."""
+    text = resources.files("servelab.predict.corpus").joinpath("models.json").read_text(encoding="utf-8")
+    table: dict[str, dict[str, str]] = json.loads(text)["models"]
+    return table
+
+
+def resolve_model(row: Measurement) -> ModelSpec | str:
+    """The row's model as a ModelSpec, or why it has none."""
+    entry = model_table().get(row.model)
+    try:
+        if entry is None:
+            return load_model(row.model)  # a catalog id given as such
+        if "catalog" in entry:
+            return load_model(entry["catalog"])
+        if "config" in entry:
+            text = (
+                resources.files("servelab.predict.corpus")
+                .joinpath("models", entry["config"])
+                .read_text("utf-8")
+            )
+            doc = json.loads(text)
+            return spec_from_config(doc["config"], name=doc["id"], source="corpus")
+        return f"no architecture: {entry.get('none', 'not mapped')}"
+    except ServelabError as exc:
+        return f"model {row.model!r}: {exc}"
+
+
+def quant_name(row: Measurement) -> str:
+    """The row's weight format as servelab names it: llama-bench's type names as the GGUF mixes they are; a
+    Hugging Face format's words before a parenthesis ("int4 (Marlin WNA16, BF16 scales)" -> int4)."""
+    if row.engine == "llama.cpp":
+        return GGUF_MIXES.get(row.weight_format, row.weight_format)
+    return row.weight_format.split(" (")[0].strip()
+
+
+def is_bench(row: Measurement) -> bool:
+    return row.source.client in BENCH_CLIENTS or row.workload.dataset in BENCH_CLIENTS
+
+
+def eager(row: Measurement, engine: str) -> bool:
+    planner = registry.get_engine(engine).planner
+    flags = planner.decode_efficiency.eager_flags if planner else ()
+    return any(bool(row.flags.get(f)) for f in flags)
+
+
+def setup(row: Measurement) -> Setup | str:
+    """The servelab inputs that predict `row`, or why there are none (kept out, the reason reported)."""
+    if row.gpu is None:
+        return f"GPU {row.gpu_label!r} is not in the catalog"
+    model = resolve_model(row)
+    if isinstance(model, str):
+        return model
+    gpu = find_gpu(row.gpu)
+    engine = registry.get_engine(row.engine).name
+    w = row.workload
+    need = w.depth + w.prompt_tokens + w.output_tokens + 16
+    stated = row.flags.get("max_model_len")
+    context = (int(stated) if isinstance(stated, int | float) else 0) or max(need, 4096)
+    context = max(need, min(context, model.max_context or context))
+    try:
+        plan = make_plan(
+            model, gpu, engine=engine, quant=quant_name(row), context=context,
+            kv_dtype=None if row.kv_dtype in ("f16", "bf16", "auto") else row.kv_dtype,
+            gpus=_gpus(row, engine), **_plan_flags(row, engine),  # type: ignore[arg-type]
+        )  # fmt: skip
+    except ServelabError as exc:
+        return f"no plan: {exc}"
+    if not is_bench(row) and (row.workload.concurrency or 0) > MAX_CONCURRENCY:
+        return f"concurrency above the harness's emulation budget ({MAX_CONCURRENCY})"
+    if not is_bench(row) and not plan.fits:
+        return "the plan does not fit: " + (plan.warnings[0] if plan.warnings else "no room")
+    r = regime(engine, gpu, plan.quant, backend=row.backend, eager=eager(row, engine))
+    return Setup(row, model, gpu, plan, r, model.num_layers)
+
+
+def _gpus(row: Measurement, engine: str) -> int:
+    """The GPUs one replica runs on: llama.cpp splits layers over every GPU the row had (its TP is 1); vLLM and
+    sglang over their tensor-parallel group (a data-parallel row's other replicas are not modelled)."""
+    if engine == "llamacpp":
+        return max(1, row.gpu_count)
+    return max(1, row.tp)
+
+
+def _plan_flags(row: Measurement, engine: str) -> dict[str, object]:
+    """The row's engine flags `make_plan` takes (batch limits and memory shares the source stated)."""
+    keys = {
+        "vllm": ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"),
+        "sglang": ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "max_total_tokens"),
+        "llamacpp": ("n_batch", "n_ubatch"),
+    }[engine]
+    return {k: row.flags[k] for k in keys if isinstance(row.flags.get(k), int | float) and row.flags[k]}
+
+
+# --- the trace -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Figure:
+    """One figure as the steps give it: time = steps · weights + idle; a rate is count / time."""
+
+    name: str
+    weights: dict[int, float]  # step index -> share of its time in the figure
+    idle_s: float
+    count: float = 0.0  # a rate's numerator (tokens, requests); 0 for a time figure (ms)
+    divisor: float = 1.0  # a time figure's per-token divisor (TPOT)
+
+    def value(self, step_s: np.ndarray) -> float:
+        seconds = sum(step_s[k] * w for k, w in self.weights.items()) + self.idle_s
+        if self.count:
+            return self.count / seconds if seconds > 0 else math.inf
+        return seconds / self.divisor * 1e3
+
+
+@dataclass
+class Trace:
+    """Every pass of a row's replay and its figures."""
+
+    passes: np.ndarray  # (P, 5): weight bytes, KV + state bytes, matmul FLOPs, attention FLOPs, all-reduce s
+    pass_step: np.ndarray  # (P,) the step of each pass
+    step_tokens: np.ndarray  # (S,)
+    figures: dict[str, Figure]
+    refused: int = 0
+
+    @property
+    def steps(self) -> int:
+        return len(self.step_tokens)
+
+
+@dataclass(frozen=True)
+class _Recorder(Roofline):
+    """The roofline that lists each pass's raw quantities."""
+
+    rows: list[tuple[int, float, float, float, float, float]] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    durations: list[float] = field(default_factory=list)
+
+    def step_s(self, step: Step, speculation: Speculation | None = None) -> float:
+        index = len(self.tokens)
+        for p in step.passes:
+            if p:
+                n = sum(w.new + w.verify for w in p)
+                weights = self.weight_bytes(n)
+                attention = sum(self._attention_flops(w) for w in p)
+                self.rows.append((index, weights, self.pass_bytes(p) - weights,
+                                  self.pass_flops(p) - attention, attention, self.allreduce_s(n)))  # fmt: skip
+        self.tokens.append(step.tokens)
+        seconds = super().step_s(step, speculation)
+        self.durations.append(seconds)
+        return seconds
+
+    def repeated_decode_s(self, step: Step, count: int) -> list[float] | None:
+        """The emulator's run of identical decode steps, each listed as `step_s` lists one (the same sums as
+        Roofline.repeated_decode_s: every sequence one token further per step)."""
+        times = super().repeated_decode_s(step, count)
+        if times is None:
+            return None
+        works = step.passes[0]
+        n, context = len(works), sum(w.context for w in works)
+        weights, state = self.weight_bytes(n), 2 * self.state_bytes * n
+        matmul, allreduce = n * self.flops_per_token, self.allreduce_s(n)
+        for j in range(1, count + 1):
+            kv = self.kv_full_bytes_per_token * (context + n * (j + 1)) + state
+            attention = 4 * self.attention_width_full * (context + n * j + n / 2)
+            self.rows.append((len(self.tokens), weights, kv, matmul, attention, allreduce))
+            self.tokens.append(n)
+        self.durations.extend(times)  # the emulator may stop early: `_drive` keeps the steps it ran
+        return times
+
+
+def _recorder(base: Roofline) -> _Recorder:
+    from dataclasses import fields
+
+    return _Recorder(**{f.name: getattr(base, f.name) for f in fields(Roofline)})
+
+
+def effective_for(s: Setup, model: StepModel | None) -> Effective:
+    """The step model's figures for the row (None: today's plan figures, no step model)."""
+    if model is None:  # today's figures: the plan's (not a shipped fit)
+        decode, prefill = s.plan.efficiency.get("decode", 1.0), s.plan.efficiency.get("prefill", 1.0)
+        flops = s.gpu.tensor_flops(compute_dtype(s.model, s.gpu))
+        return Effective(s.gpu.bandwidth_bytes_s * decode, flops * prefill, source="plan")
+    return model.effective(s.regime, s.gpu, s.layers)
+
+
+def trace(s: Setup, model: StepModel | None) -> Trace:
+    """Replay the row's workload priced by `model` (None: the plan's figures) and list its passes."""
+    base = roofline(s.plan, s.model, s.gpu, effective_for(s, model))
+    rec = _recorder(base)
+    if is_bench(s.row):
+        figures = _bench(s, rec)
+        refused = 0
+    else:
+        figures, refused = _serving(s, rec)
+    rows = np.array(rec.rows, dtype=float).reshape(-1, 6)
+    return Trace(rows[:, 1:], rows[:, 0].astype(int), np.array(rec.tokens, dtype=float), figures, refused)
+
+
+def _bench(s: Setup, rec: _Recorder) -> dict[str, Figure]:
+    """llama-bench / llama-batched-bench: the timed passes of one row, priced in order."""
+    w, flags, out = s.row.workload, s.row.flags, {}
+    n_batch = _int_flag(flags.get("n_batch"), 2048)
+    n_ubatch = min(n_batch, _int_flag(flags.get("n_ubatch"), 512))
+    batch = w.batch or 1
+    if "pp_tok_s" in s.row.figures and w.prompt_tokens:
+        first = len(rec.tokens)
+        seqs = [Sequence(Request(i, 0.0, tuple(range(w.depth + w.prompt_tokens)), 1)) for i in range(batch)]
+        chunks: list[Work] = []
+        for seq in seqs:  # llama-batched-bench: every prompt in one batch; llama-bench: one prompt
+            done = 0
+            while done < w.prompt_tokens:
+                n = min(n_ubatch, w.prompt_tokens - done)
+                chunks.append(Work(seq, n, w.depth + done))
+                done += n
+        _run_ubatches(rec, chunks, n_batch, n_ubatch)
+        count = float(batch * w.prompt_tokens)
+        out["pp_tok_s"] = Figure("pp_tok_s", dict.fromkeys(range(first, len(rec.tokens)), 1.0), 0.0, count)
+    if "tg_tok_s" in s.row.figures and w.output_tokens:
+        first = len(rec.tokens)
+        start = w.depth + (w.prompt_tokens if batch > 1 or w.dataset == "llama-batched-bench" else 0)
+        seqs = [Sequence(Request(i, 0.0, tuple(range(start + 1)), w.output_tokens)) for i in range(batch)]
+        for seq in seqs:
+            seq.computed, seq.generated = start, 1
+        for k in range(w.output_tokens):
+            rec.step_s(Step(((*(Work(seq, 1, start + k) for seq in seqs),),)))
+            for seq in seqs:
+                seq.computed += 1
+                seq.generated += 1
+        out["tg_tok_s"] = Figure(
+            "tg_tok_s", dict.fromkeys(range(first, len(rec.tokens)), 1.0), 0.0, float(batch * w.output_tokens)
+        )
+    return out
+
+
+def _int_flag(value: object, default: int) -> int:
+    return (
+        int(value)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+        else default
+    )
+
+
+def _run_ubatches(rec: _Recorder, chunks: list[Work], n_batch: int, n_ubatch: int) -> None:
+    """Prompt chunks as llama_decode runs them: a step per n_batch tokens, a pass per n_ubatch."""
+    step: list[tuple[Work, ...]] = []
+    ubatch: list[Work] = []
+    in_step = in_ubatch = 0
+    for c in chunks:
+        if in_ubatch + c.new > n_ubatch and ubatch:
+            step.append(tuple(ubatch))
+            ubatch, in_ubatch = [], 0
+        if in_step + c.new > n_batch and step:
+            rec.step_s(Step(tuple(step)))
+            step, in_step = [], 0
+        ubatch.append(c)
+        in_ubatch += c.new
+        in_step += c.new
+    if ubatch:
+        step.append(tuple(ubatch))
+    if step:
+        rec.step_s(Step(tuple(step)))
+
+
+def _serving(s: Setup, rec: _Recorder) -> tuple[dict[str, Figure], int]:
+    """A serving benchmark's load on the emulated engine: the figures over all its requests."""
+    w = s.row.workload
+    engine = emulated_engine(s.plan, s.model, s.gpu, effective=rec.effective)
+    n = requests_emulated(s.row)
+    limit = w.concurrency or n
+    if w.request_rate:
+        rng = random.Random(SEED)
+        t, scheduled = 0.0, []
+        for _ in range(n):
+            scheduled.append(t)
+            t += rng.expovariate(w.request_rate)
+    else:
+        scheduled = [0.0] * n
+    requests = [
+        Request(i, 0.0, tuple(range(i * w.prompt_tokens, (i + 1) * w.prompt_tokens)), max(1, w.output_tokens))
+        for i in range(n)
+    ]
+    spans, finished, refused = _drive(engine.new_scheduler(), rec, requests, scheduled, limit)
+    return _serving_figures(spans, finished, n, w.prompt_tokens), refused
+
+
+def requests_emulated(row: Measurement) -> int:
+    """How many of the row's requests the harness emulates (the budget above)."""
+    w = row.workload
+    n = w.num_prompts or DEFAULT_PROMPTS * (w.concurrency or 20)
+    c = w.concurrency or n
+    n = min(n, max(WAVES * c, MIN_REQUESTS))
+    return max(1, min(n, max(c, OUTPUT_BUDGET // max(1, w.output_tokens))))
+
+
+def _drive(
+    scheduler: object, rec: _Recorder, requests: list[Request], scheduled: list[float], limit: int
+) -> tuple[list[tuple[float, float]], list[Sequence], int]:
+    """The client and the engine in virtual time: request i is sent at max(its schedule, a free client);
+    each step's (start, end) and the finished sequences (arrival stamped in `Request.arrival_s`)."""
+    loop = EngineLoop(scheduler, rec, fast=True)  # type: ignore[arg-type]
+    free: list[float] = [0.0] * limit  # when each client is free again
+    heapq.heapify(free)
+    pending = 0  # next request to send
+    waiting: list[tuple[float, int, Request]] = []
+    spans: list[tuple[float, float]] = []
+    done: list[Sequence] = []
+    refused = 0
+
+    def send_ready() -> None:
+        nonlocal pending
+        while pending < len(requests) and free:
+            at = max(scheduled[pending], free[0])
+            heapq.heappop(free)
+            r = requests[pending]
+            heapq.heappush(waiting, (at, pending, Request(r.rid, at, r.prompt, r.output_tokens)))
+            pending += 1
+
+    send_ready()
+    while waiting or loop.busy():
+        while waiting and waiting[0][0] <= loop.now:
+            _, _, request = heapq.heappop(waiting)
+            outcome = loop.arrive(request)
+            if outcome.refused is not None:
+                refused += 1
+                heapq.heappush(free, loop.now)
+                send_ready()
+        start, first = loop.now, len(rec.durations)
+        result = loop.step(waiting[0][0] if waiting else math.inf)
+        if result is None:
+            if not waiting:
+                break
+            loop.now = max(loop.now, waiting[0][0])
+            continue
+        _keep_ran(rec, first, start, loop.now, spans)
+        for seq in result.finished:
+            done.append(seq)
+            heapq.heappush(free, loop.now + CLIENT_TURNAROUND_S)
+        if result.finished:
+            send_ready()
+    return spans, done, refused
+
+
+def _keep_ran(rec: _Recorder, first: int, start: float, end: float, spans: list[tuple[float, float]]) -> None:
+    """The spans of the steps one `EngineLoop.step` ran (a run of repeated decodes stops where the emulator
+    stopped it: the steps the recorder listed past `end` are dropped)."""
+    t = start
+    for k in range(first, len(rec.durations)):
+        if t >= end - 1e-12 * max(1.0, end):
+            del rec.durations[k:], rec.tokens[k:]
+            while rec.rows and rec.rows[-1][0] >= k:
+                rec.rows.pop()
+            break
+        spans.append((t, t + rec.durations[k]))
+        t += rec.durations[k]
+
+
+def _overlap(
+    spans: list[tuple[float, float]], starts: np.ndarray, t0: float, t1: float
+) -> tuple[dict[int, float], float]:
+    """Steps overlapping [t0, t1], each weighted by the share of it inside, and the idle time left."""
+    first = max(0, int(np.searchsorted(starts, t0, side="right")) - 1)
+    weights, covered = {}, 0.0
+    for k in range(first, len(spans)):
+        a, b = spans[k]
+        if a >= t1:
+            break
+        inside = min(b, t1) - max(a, t0)
+        if inside > 0 and b > a:
+            weights[k] = inside / (b - a)
+            covered += inside
+    return weights, max(0.0, (t1 - t0) - covered)
+
+
+def _mid(values: list[tuple[float, int]]) -> list[int]:
+    """The indices of the middle value (or two) of (value, index) pairs."""
+    ordered = sorted(values)
+    n = len(ordered)
+    return [ordered[n // 2][1]] if n % 2 else [ordered[n // 2 - 1][1], ordered[n // 2][1]]
+
+
+def _combine(name: str, parts: list[tuple[dict[int, float], float]], divisor: float = 1.0) -> Figure:
+    weights: dict[int, float] = {}
+    idle = 0.0
+    for w, i in parts:
+        for k, v in w.items():
+            weights[k] = weights.get(k, 0.0) + v / len(parts)
+        idle += i / len(parts)
+    return Figure(name, weights, idle, divisor=divisor)
+
+
+def _serving_figures(
+    spans: list[tuple[float, float]], done: list[Sequence], n: int, prompt: int
+) -> dict[str, Figure]:
+    if not done or not spans:
+        return {}
+    starts = np.array([a for a, _ in spans])
+    ttft = [(seq.token_times[0] - seq.request.arrival_s, i) for i, seq in enumerate(done) if seq.token_times]
+    span = lambda i: _overlap(spans, starts, done[i].request.arrival_s, done[i].token_times[0])  # noqa: E731
+    out = {"ttft_ms_median": _combine("ttft_ms_median", [span(i) for i in _mid(ttft)])}
+    out["ttft_ms_mean"] = _combine("ttft_ms_mean", [span(i) for _, i in ttft])
+    decoding = [(i, s) for i, s in enumerate(done) if len(s.token_times) > 1]
+    if decoding:
+        tpot = [((s.token_times[-1] - s.token_times[0]) / (s.generated - 1), i) for i, s in decoding]
+        per = {i: s for i, s in decoding}
+
+        def decode(i: int) -> tuple[dict[int, float], float]:
+            s = per[i]
+            w, idle = _overlap(spans, starts, s.token_times[0], s.token_times[-1])
+            return {k: v / (s.generated - 1) for k, v in w.items()}, idle / (s.generated - 1)
+
+        out["tpot_ms_median"] = _combine("tpot_ms_median", [decode(i) for i in _mid(tpot)])
+        out["tpot_ms_mean"] = _combine("tpot_ms_mean", [decode(i) for _, i in tpot])
+        gaps = [
+            (b - a, (i, k))
+            for i, s in decoding
+            for k, (a, b) in enumerate(zip(s.token_times, s.token_times[1:], strict=False))
+        ]
+        ordered = sorted(gaps)
+        m = len(ordered)
+        middle = [ordered[m // 2]] if m % 2 else [ordered[m // 2 - 1], ordered[m // 2]]
+        parts = []
+        for _, (i, k) in middle:
+            tt = done[i].token_times
+            parts.append(_overlap(spans, starts, tt[k], tt[k + 1]))
+        out["itl_ms_median"] = _combine("itl_ms_median", parts)
+        mean_parts = [(w, i) for w, i in (decode(j) for j, _ in decoding)]
+        out["itl_ms_mean"] = _combine("itl_ms_mean", mean_parts)  # ≈ the mean TPOT (one token per gap)
+    end = max(s.token_times[-1] for s in done if s.token_times)
+    whole = _overlap(spans, starts, 0.0, end)
+    tokens = float(sum(s.generated for s in done))
+    for name, count in (("output_tok_s", tokens), ("total_tok_s", tokens + prompt * len(done)),
+                        ("request_rate", float(len(done)))):  # fmt: skip
+        out[name] = Figure(name, whole[0], whole[1], count)
+    return out
+
+
+# --- pricing a trace -----------------------------------------------------------------------------------------
+
+
+def step_times(t: Trace, e: Effective) -> np.ndarray:
+    """Each step's seconds under `e` (the step model's pass rule; the same as Roofline.step_s)."""
+    p = t.passes
+    if e.split:
+        kv_bw = e.kv_bandwidth_bytes_s or e.bandwidth_bytes_s
+        att = e.attention_flops_s or e.flops_s
+        memory = p[:, 0] / e.bandwidth_bytes_s + p[:, 1] / kv_bw
+        compute = p[:, 2] / e.flops_s + p[:, 3] / att
+        per_pass = np.maximum(memory, compute) + e.pass_overhead_s + p[:, 4] * e.allreduce_scale
+    else:
+        per_pass = (
+            np.maximum((p[:, 0] + p[:, 1]) / e.bandwidth_bytes_s, (p[:, 2] + p[:, 3]) / e.flops_s) + p[:, 4]
+        )
+    out = np.bincount(t.pass_step, weights=per_pass, minlength=t.steps) if len(p) else np.zeros(t.steps)
+    return out + e.step_overhead_s + e.token_overhead_s * t.step_tokens
+
+
+def figures(t: Trace, e: Effective) -> dict[str, float]:
+    times = step_times(t, e)
+    return {name: f.value(times) for name, f in t.figures.items()}
+
+
+PredictFn = Callable[[Setup], dict[str, float]]
+
+
+def predict_row(s: Setup, model: StepModel | None) -> dict[str, float]:
+    """The row's figures predicted with `model` (None: today's plan figures): a full replay priced by it."""
+    t = trace(s, model)
+    return {k: v for k, v in figures(t, effective_for(s, model)).items() if k in s.row.figures}
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+__all__ = ["Setup", "Trace", "figures", "median", "predict_row", "setup", "step_times", "trace"]

@@ -1,0 +1,201 @@
+"""The GPU step model: the roofline's step priced with physical parameters fitted to the public corpus.
+
+One forward pass of an engine on a GPU (docs/predict.md "The GPU step model"):
+
+    memory  = weight bytes / peak bandwidth x (w[engine, kernel family] + m[memory class])
+              + KV and state bytes / peak bandwidth x kv[engine]
+    compute = matmul FLOPs / peak of its math units x (c[engine, unit] + b[backend])
+              + attention FLOPs / peak 16-bit x a[engine]
+    pass    = max(memory, compute) + layers x launch[engine, graphs or eager]
+    step    = Σ passes + all-reduces x r + host[engine] + per-token[engine] x tokens
+
+Every parameter multiplies a quantity the roofline already computes (bytes, FLOPs, layers, tokens, the
+interconnect model's all-reduce time), so with each pass on one side of its max a step's time is linear in the
+parameters: `fit_corpus` (predict/corpus/fit.py) solves for them by bounded least squares over replayed steps,
+as `calibrate` does for one machine. Inverse efficiencies are sums (a kernel family's unpacking overhead on top
+of what the memory class streams; a unit's kernel overhead on top of the backend's), each term >= 0.
+
+A parameter the fit never saw keeps its prior: the engine's sourced decode table (plan/efficiency.py) and
+prefill figure, the memory class and backend at their peak, the overheads at 0, the all-reduce as modelled.
+The fitted values ship as data (`stepmodel.json` beside this file), with the corpus files and residuals they came
+from; `load_step_model()` reads them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from servelab.engines import registry
+from servelab.hardware.gpus import GPU
+from servelab.model.quant import decode_family
+from servelab.predict.roofline import Effective
+from servelab.sizing.efficiency import KV_FAMILY, EfficiencyTable, decode_efficiency
+
+FIT_FILE = "stepmodel.json"
+# prior scales of the parameters whose prior is 0 (the regularisation's unit; docs/predict.md)
+LAUNCH_SCALE_S = 5e-6  # per layer per pass (a few kernels of ~1-5 us each)
+HOST_SCALE_S = 1e-3  # per step (scheduling, sampling, the step's Python)
+TOKEN_SCALE_S = 1e-5  # per token in a step
+ATTENTION_UNIT = "fp16"  # attention kernels (FlashAttention and the engines' own) multiply in 16 bits
+
+
+@dataclass(frozen=True)
+class Regime:
+    """What selects a pass's parameters: the engine (registry name), the weights' kernel family, the card's
+    memory class and backend, the math units its matmuls use, CUDA graphs on or off."""
+
+    engine: str
+    family: str
+    memory: str  # gddr, hbm, apple, amd (predict/corpus/load.py gpu_class)
+    backend: str  # cuda, rocm, metal, vulkan …
+    unit: str  # bf16, fp16, int8, fp8, fp4
+    eager: bool = False
+
+    def names(self) -> dict[str, str]:
+        """role -> parameter name."""
+        e = self.engine
+        return {
+            "weights": f"{e}.weights.{self.family}",
+            "memory": f"memory.{self.memory}",
+            "kv": f"{e}.kv",
+            "compute": f"{e}.compute.{self.unit}",
+            "backend": f"backend.{self.backend}",
+            "attention": f"{e}.attention",
+            "launch": f"{e}.launch.{'eager' if self.eager else 'graphs'}",
+            "host": f"{e}.host",
+            "token": f"{e}.token",
+            "allreduce": "allreduce",
+        }
+
+
+def backend_for(gpu: GPU) -> str:
+    """The backend a card runs an engine on when the source does not say: Metal on Apple, ROCm on AMD, CUDA."""
+    from servelab.predict.corpus.load import gpu_class
+
+    return {"apple": "metal", "amd": "rocm"}.get(gpu_class(gpu), "cuda")
+
+
+def regime(engine: str, gpu: GPU, quant: str, *, backend: str | None = None, eager: bool = False) -> Regime:
+    from servelab.predict.corpus.load import gpu_class
+
+    name = registry.get_engine(engine).name
+    family = decode_family(quant)
+    backend = backend or backend_for(gpu)
+    table = _table(name)
+    unit = table.math_unit(family, backend, gpu) if table is not None and table.math_unit else "bf16"
+    return Regime(name, family, gpu_class(gpu), backend, unit, eager)
+
+
+def _table(engine: str) -> EfficiencyTable | None:
+    planner = registry.get_engine(engine).planner
+    return planner.decode_efficiency if planner is not None else None
+
+
+def _prefill(engine: str) -> float:
+    planner = registry.get_engine(engine).planner
+    return planner.prefill_efficiency if planner is not None else 0.5
+
+
+def prior(name: str) -> tuple[float, float]:
+    """(prior value, its scale) of a parameter: the sourced figures servelab had before the corpus."""
+    head, _, rest = name.partition(".")
+    if head == "memory" or head == "backend":
+        return 1.0, 1.0  # the class / backend at its peak; family and unit terms add to it
+    if head == "allreduce":
+        return 1.0, 1.0
+    role, _, key = rest.partition(".")
+    table = _table(head)
+    if role == "weights":
+        eff = decode_efficiency(table, key, 1).weights if table else 0.8
+        return max(0.0, 1 / eff - 1), 1.0
+    if role == "kv":
+        eff = decode_efficiency(table, KV_FAMILY, 1).kv if table else 0.8
+        return 1 / eff, 1 / eff
+    if role == "compute":
+        return 1 / _prefill(head) - 1, 1.0
+    if role == "attention":
+        return 1 / _prefill(head), 1 / _prefill(head)
+    if role == "launch":
+        return 0.0, LAUNCH_SCALE_S * (4 if key == "eager" else 1)
+    if role == "host":
+        return 0.0, HOST_SCALE_S
+    if role == "token":
+        return 0.0, TOKEN_SCALE_S
+    raise ValueError(f"unknown step-model parameter {name!r}")
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """Parameter values by name (those absent: their prior) and where they came from."""
+
+    values: dict[str, float] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    # "engine|gpu class|figure group|batch range" -> (lo, hi) of measured / predicted over cross-validation's
+    # left-out rows (predict/corpus/crossval.py `bands`)
+    bands: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def band(self, engine: str, gpu_class: str, figure: str, batch: int) -> tuple[float, float] | None:
+        """The (lo, hi) factors a predicted `figure` ("TTFT", "TPOT/ITL", "output tok/s", "pp tok/s",
+        "tg tok/s") is expected within: its regime's, else the engine's for that figure, else the figure's;
+        None when cross-validation left too few rows of it."""
+        from servelab.predict.corpus.crossval import batch_range
+
+        for key in (f"{engine}|{gpu_class}|{figure}|{batch_range(batch)}", f"{engine}|*|{figure}|*",
+                    f"*|*|{figure}|*"):  # fmt: skip
+            if key in self.bands:
+                return self.bands[key]
+        return None
+
+    def value(self, name: str) -> float:
+        return self.values[name] if name in self.values else prior(name)[0]
+
+    def effective(self, r: Regime, gpu: GPU, layers: int, *, source: str = "corpus") -> Effective:
+        """The `Effective` of one pass's regime on `gpu` (per GPU: the roofline's figures are per rank)."""
+        n = r.names()
+        bw = gpu.bandwidth_bytes_s
+        unit = gpu.tensor_flops(r.unit)
+        return Effective(
+            bandwidth_bytes_s=bw / _positive(self.value(n["weights"]) + self.value(n["memory"])),
+            flops_s=unit / _positive(self.value(n["compute"]) + self.value(n["backend"])),
+            step_overhead_s=self.value(n["host"]),
+            token_overhead_s=self.value(n["token"]),
+            source=source,
+            kv_bandwidth_bytes_s=bw / _positive(self.value(n["kv"])),
+            attention_flops_s=gpu.tensor_flops(ATTENTION_UNIT) / _positive(self.value(n["attention"])),
+            pass_overhead_s=layers * self.value(n["launch"]),
+            allreduce_scale=self.value(n["allreduce"]),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "values": dict(sorted(self.values.items())),
+            "bands": {k: list(v) for k, v in sorted(self.bands.items())},
+            "provenance": self.provenance,
+        }
+
+
+def _positive(x: float) -> float:
+    return max(x, 1e-9)
+
+
+def prior_model() -> StepModel:
+    """Every parameter at its prior: the plan's figures with the step model's structure."""
+    return StepModel({}, {"source": "priors"})
+
+
+def load_step_model(path: Path | None = None) -> StepModel | None:
+    """The fitted model shipped with servelab (or at `path`); None when none has been fitted."""
+    if path is None:
+        resource = resources.files("servelab.predict").joinpath(FIT_FILE)
+        if not resource.is_file():
+            return None
+        text = resource.read_text(encoding="utf-8")
+    else:
+        text = path.read_text(encoding="utf-8")
+    doc = json.loads(text)
+    bands = {k: (float(v[0]), float(v[1])) for k, v in doc.get("bands", {}).items()}
+    return StepModel({k: float(v) for k, v in doc["values"].items()}, dict(doc.get("provenance", {})), bands)
