@@ -173,13 +173,17 @@ def _gpus(row: Measurement, engine: str) -> int:
 
 
 def _plan_flags(row: Measurement, engine: str) -> dict[str, object]:
-    """The row's engine flags `make_plan` takes (batch limits and memory shares the source stated)."""
-    keys = {
-        "vllm": ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"),
-        "sglang": ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "max_total_tokens"),
-        "llamacpp": ("n_batch", "n_ubatch"),
-    }[engine]
-    return {k: row.flags[k] for k in keys if isinstance(row.flags.get(k), int | float) and row.flags[k]}
+    """The row's engine flags `make_plan` takes: every stated flag named like a field of the engine's own Settings
+    (its batch limits and memory shares), read through the registry so no knob is named here."""
+    import dataclasses
+
+    planner = registry.get_engine(engine).planner
+    fields = {f.name for f in dataclasses.fields(planner.settings_type)} if planner is not None else set()
+    return {
+        k: v
+        for k, v in row.flags.items()
+        if k in fields and isinstance(v, int | float) and not isinstance(v, bool) and v
+    }
 
 
 # --- the trace -----------------------------------------------------------------------------------------------
