@@ -250,3 +250,42 @@ def test_demo_and_export_numbers_are_checked_before_anything_runs(capsys, tmp_pa
     )
     assert message in line
     assert not (tmp_path / "w").exists()
+
+
+def test_a_workload_the_server_rejects_is_one_line_without_a_traceback(capsys, tmp_path):
+    """Every prompt of a workload file answered 400 (a context limit the server enforces): one line, exit 1."""
+
+    class Rejecting(http.server.BaseHTTPRequestHandler):
+        def _json(self, status: int, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            self._json(200, b'{"object": "list", "data": [{"id": "m", "object": "model"}]}')
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self._json(
+                400,
+                b'{"error": {"message": "maximum context length is 8 tokens", "type": "invalid_request_error"}}',
+            )
+
+        def log_message(self, *args):
+            pass
+
+    workload = tmp_path / "prompts.jsonl"
+    workload.write_text('{"prompt": "one two three four five six seven eight nine", "max_tokens": 4}\n')
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Rejecting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        code = main(["bench", f"http://127.0.0.1:{server.server_port}", "--workload", str(workload),
+                     "--concurrency", "1", "--requests", "2", "--warmup", "0", "--db", str(tmp_path / "r.db")])  # fmt: skip
+    finally:
+        server.shutdown()
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    (line,) = [x for x in err.splitlines() if x.startswith("servelab: error:")]
+    assert "every request failed" in line or "rejected" in line or "400" in line, line
