@@ -53,3 +53,18 @@ def test_a_staging_tree_left_by_ctrl_c_is_cleared_and_not_used(tmp_path: Path) -
     vendored = _fetch_sources(root, lambda _: None)
     assert (vendored / "CMakeLists.txt").read_bytes() == FILES["CMakeLists.txt"]
     assert (vendored / "tools/server/server.cpp").is_file() and not (root / "src.partial").exists()
+
+
+def test_an_interrupted_build_is_never_taken_for_a_finished_one(tmp_path: Path) -> None:
+    """cmake works in build.partial/, renamed to build/ only once its binary runs: a binary cmake left in the
+    staging folder (a build cut short after the link) is not a cached build."""
+    from servelab.engines.llamacpp.install import BINARY, build_key, cached_binaries
+
+    staged = tmp_path / "llama.cpp" / build_key(None) / "build.partial" / "bin" / BINARY
+    staged.parent.mkdir(parents=True)
+    staged.write_text("#!/bin/sh\n")
+    assert cached_binaries(tmp_path) == []
+    finished = staged.parents[2] / "build" / "bin" / BINARY
+    finished.parent.mkdir(parents=True)
+    finished.write_text("#!/bin/sh\n")
+    assert cached_binaries(tmp_path) == [finished]

@@ -131,6 +131,7 @@ def register_llama_server(path: Path | str, config_dir: Path | None = None) -> L
 SDIST = f"llama-cpp-python=={PINNED_VERSION}"
 CMAKE_FLAGS = (
     "-DGGML_NATIVE=ON",
+    "-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON",  # $ORIGIN-relative RUNPATH: the finished build is moved into place
     "-DLLAMA_CURL=OFF",
     "-DCMAKE_BUILD_TYPE=Release",
     "-DLLAMA_BUILD_TESTS=OFF",
@@ -182,26 +183,36 @@ def cmake_build_argv(build: Path, jobs: int) -> list[str]:
 def install_llama_cpp(
     *, cuda: bool = False, progress: Callable[[str], None] = lambda _: None, cache_dir: Path | None = None
 ) -> LlamaServerBinary:
-    """Build llama-server (or find the cached build) in cache_dir()/llama.cpp/<key>/build/bin/."""
+    """Build llama-server (or find the cached build) in cache_dir()/llama.cpp/<key>/build/bin/.
+
+    cmake works in build.partial/, renamed to build/ only once the binary it made runs, so an interrupted build is
+    never taken for a finished one; a later install resumes it. The build's RUNPATH is relative ($ORIGIN), so the
+    binary still finds its libraries after the rename."""
     arch = cuda_architecture() if cuda else None
     root = (cache_dir or paths.cache_dir()) / "llama.cpp" / build_key(arch)
     binary = root / "build" / "bin" / BINARY
+    staging = root / "build.partial"
     if binary.is_file():
         try:
             version = check_llama_server(binary)
-        except EngineError:  # a link cut short: cmake resumes the build below
+        except EngineError:  # a link cut short or a library gone: cmake resumes the build where it was made
             progress(f"the cached {binary} does not run; building it again")
+            shutil.rmtree(staging, ignore_errors=True)
+            os.replace(root / "build", staging)
         else:
             progress(f"llama-server already built in {root}")
             return LlamaServerBinary(binary, version, "cache")
     src = _fetch_sources(root, progress)
     progress("configuring with cmake" + (f" (CUDA sm_{arch})" if arch else " (CPU)"))
-    _run_logged(cmake_configure_argv(src, root / "build", arch), root / "cmake.log", progress)
+    _run_logged(cmake_configure_argv(src, staging, arch), root / "cmake.log", progress)
     jobs = os.cpu_count() or 2
     progress(
         f"compiling llama-server with {jobs} jobs (about 5 minutes on 2 cores for CPU; CUDA takes longer)"
     )
-    _run_logged(cmake_build_argv(root / "build", jobs), root / "cmake.log", progress)
+    _run_logged(cmake_build_argv(staging, jobs), root / "cmake.log", progress)
+    check_llama_server(staging / "bin" / BINARY)  # it runs where it was built before it is moved into place
+    shutil.rmtree(root / "build", ignore_errors=True)
+    os.replace(staging, root / "build")
     return LlamaServerBinary(binary, check_llama_server(binary), "build")
 
 
