@@ -21,6 +21,8 @@ import json
 import threading
 from collections.abc import Callable, Iterable, Iterator
 
+from tests.drip_server import read_request
+
 MODELS = json.dumps({"object": "list", "data": [{"id": "raw", "object": "model"}]}).encode()
 Answer = Callable[[int, str], bytes | Iterable[bytes]]
 
@@ -43,21 +45,6 @@ def http_answer(
 def sse_head(extra: bytes = b"") -> bytes:
     """The head of a streamed answer, closed by the server at its end (no length, no chunking)."""
     return b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n" + extra + b"\r\n"
-
-
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes]:
-    head = await reader.readuntil(b"\r\n\r\n")
-    method, path, _ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
-    length = next(
-        (
-            int(line.split(b":", 1)[1])
-            for line in head.split(b"\r\n")
-            if line.lower().startswith(b"content-length:")
-        ),
-        0,
-    )
-    await reader.readexactly(length)
-    return method, path, head
 
 
 class AnswerServer:
@@ -95,7 +82,7 @@ class AnswerServer:
             if self.answer is None:  # a listener: count and hang up
                 writer.close()
                 return
-            method, path, head = await _read_request(reader)
+            method, path, head = await read_request(reader)
             if not (method == "POST" and path.endswith("/completions")):
                 if path in self.gets:
                     writer.write(self.gets[path])

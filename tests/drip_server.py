@@ -19,7 +19,8 @@ DRIP_BYTES = 12000  # 10 minutes: far past any deadline a test sets
 MODELS = json.dumps({"object": "list", "data": [{"id": "drip", "object": "model"}]}).encode()
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str]:
+async def read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes]:
+    """One request off a raw loopback connection: its method, path and head (the body read and dropped)."""
     head = await reader.readuntil(b"\r\n\r\n")
     method, path, _ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
     length = next(
@@ -31,7 +32,7 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str]:
         0,
     )
     await reader.readexactly(length)
-    return method, path
+    return method, path, head
 
 
 def _answer(status: str, body: bytes, kind: str = "application/json") -> bytes:
@@ -60,7 +61,7 @@ class HeaderDrip:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            method, path = await _read_request(reader)
+            method, path, _ = await read_request(reader)
             if self.models_ok and not (method == "POST" and path.endswith("/completions")):
                 writer.write(
                     _answer("200 OK", MODELS) if path == "/v1/models" else _answer("404 Not Found", b"")
