@@ -40,7 +40,7 @@ class SearchSpec:
 
 
 @dataclass(frozen=True)
-class Probe:
+class RateProbe:
     rate_rps: float
     attainment: float | None  # None: no request was measured
     passed: bool
@@ -57,7 +57,7 @@ class RateSearch:
 
     start_rps: float
     spec: SearchSpec
-    probes: list[Probe] = field(default_factory=list)
+    probes: list[RateProbe] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.start_rps > self.spec.cap_rps:
@@ -81,9 +81,9 @@ class RateSearch:
         middle = _round(math.sqrt(passing * failing))
         return middle if passing < middle < failing else None
 
-    def record(self, rate_rps: float, attainment: float | None, valid: bool = True) -> Probe:
+    def record(self, rate_rps: float, attainment: float | None, valid: bool = True) -> RateProbe:
         passed = attainment is not None and attainment >= self.spec.attainment
-        probe = Probe(rate_rps, attainment, passed, valid)
+        probe = RateProbe(rate_rps, attainment, passed, valid)
         self.probes.append(probe)
         return probe
 
@@ -115,7 +115,7 @@ class MaxRate:
     outcome: str
     passing_rps: float | None  # the answer: the highest rate that met the SLOs
     failing_rps: float | None  # the lowest rate that did not
-    probes: tuple[Probe, ...]
+    probes: tuple[RateProbe, ...]
     spec: SearchSpec
     start_rps: float
 

@@ -126,7 +126,7 @@ def _demand(users, rate, trace, count, number):
         raise ConfigError("give --users (closed loop) or --rate (open loop), not both")
     if (
         trace is not None
-    ):  # predict/ladder.py takes the workload's prompts and a seeded schedule, not a trace's
+    ):  # predict/virtual_ladder.py takes the workload's prompts and a seeded schedule, not a trace's
         raise ConfigError(
             f"--trace {trace}: servelab predict does not replay a trace's arrivals and lengths yet; give its shape"
             " as --workload/--input-tokens/--output-tokens and its mean rate as --rate"
@@ -185,7 +185,7 @@ def _profile_figures(card):
 
     def figures(plan):
         found = find_profile(card, plan.engine, plan.quant)
-        return None if found is None else found[0].effective
+        return None if found is None else found[0].speeds
 
     return figures
 

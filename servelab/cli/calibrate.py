@@ -81,7 +81,7 @@ def register(app: typer.Typer) -> None:
         )
         result = fit(engine, setup.records)
         profile = Profile(
-            machine_key(card), card.label, plan.engine, plan.quant, result.effective,
+            machine_key(card), card.label, plan.engine, plan.quant, result.speeds,
             dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), setup.run_ids, spec.name,
             {"r2": result.r2, "rms_relative": result.rms_relative, "median_relative": result.median_relative,
              "intervals": result.intervals, "gaps": result.gaps, "prefills": result.prefills},
@@ -97,7 +97,7 @@ def _render(result, profile, path: Path | None, json_out: bool) -> None:
         print_json({"profile": profile.to_json(), "path": None if path is None else str(path),
                     "levels": [asdict(lv) for lv in result.levels]})  # fmt: skip
         return
-    e, out = result.effective, stdout_console()
+    e, out = result.speeds, stdout_console()
     out.print(f"profile: {profile.name}", markup=False)
     out.print(
         f"effective bandwidth {e.bandwidth_bytes_s / 1e9:.2f} GB/s, compute {e.flops_s / 1e9:.1f} GFLOP/s, "

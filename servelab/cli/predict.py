@@ -244,7 +244,7 @@ def emulated_target(model, plan_file, gpu, engine, quant, context, kv_dtype, par
     return emulated_engine(plan, spec, card), plan.model or spec.name
 
 
-def calibration_effective(plan, card, use: bool):
+def calibration_speeds(plan, card, use: bool):
     """The matching calibration profile's figures (None: none, or --no-calibration), said on stderr."""
     from servelab.predict.profiles import find_profile
 
@@ -257,15 +257,15 @@ def calibration_effective(plan, card, use: bool):
         f"runs {', '.join(profile.runs)}): {path}; --no-calibration ignores it",
         markup=False,
     )
-    return profile.effective
+    return profile.speeds
 
 
 def _predict(config, plan, spec, card, plan_file, speculation, db, *, store: bool, calibration: bool = True):
     from servelab.predict.machine import emulated_engine
     from servelab.predict.run import PredictTarget, predict
 
-    effective = calibration_effective(plan, card, calibration)
-    engine = emulated_engine(plan, spec, card, effective=effective, speculation=speculation)
+    speeds = calibration_speeds(plan, card, calibration)
+    engine = emulated_engine(plan, spec, card, speeds=speeds, speculation=speculation)
     link = plan.parallel_cost.interconnect if plan.parallel_cost else None
     version = plan.details.get("engine_version")
     target = PredictTarget(plan.engine, plan.model or spec.name, plan.gpu or card.name, plan.quant,
@@ -273,7 +273,7 @@ def _predict(config, plan, spec, card, plan_file, speculation, db, *, store: boo
                            version if isinstance(version, str) else None)  # fmt: skip
     stderr_console().print(
         f"predicting {plan.engine} {plan.quant} on {plan.tensor_parallel} x {card.name} "
-        f"(effective figures: {engine.roofline.effective.source}; virtual time)",
+        f"(effective figures: {engine.roofline.speeds.source}; virtual time)",
         markup=False,
     )
     from servelab.cli.live_view import LadderView

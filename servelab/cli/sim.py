@@ -127,7 +127,9 @@ async def _serve(config: SimConfig, json_out: bool, emulated=None) -> None:
         if emulated is None:
             timing = f"ttft {config.ttft_ms} ms, itl {config.itl_ms} ms"
         else:
-            effective = emulated.roofline.effective
-            timing = f"emulating {emulated.engine} (effective figures: {effective.source}), context {config.context}"
+            speeds = emulated.roofline.speeds
+            timing = (
+                f"emulating {emulated.engine} (effective figures: {speeds.source}), context {config.context}"
+            )
         print(f"model {inert_line(config.model)}: {timing}", file=sys.stderr)
         await asyncio.Event().wait()

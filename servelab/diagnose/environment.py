@@ -40,7 +40,7 @@ def engine_switches() -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Setting:
+class EnvSetting:
     name: str
     value: str
     source: str  # "environment", "~/.nccl.conf" path, "/etc/nccl.conf"
@@ -64,17 +64,17 @@ def _home(env: Mapping[str, str]) -> str:
     return env.get("HOME") or "~"
 
 
-def nccl_settings(probe: Probe) -> dict[str, Setting]:
+def nccl_settings(probe: Probe) -> dict[str, EnvSetting]:
     """NCCL_* settings with NCCL's precedence: environment > ~/.nccl.conf > /etc/nccl.conf."""
     env = probe.environ()
-    merged: dict[str, Setting] = {}
+    merged: dict[str, EnvSetting] = {}
     user_conf = f"{_home(env)}/.nccl.conf"
     for path in ("/etc/nccl.conf", user_conf):
         for key, value in parse_nccl_conf(probe.read_text(path) or "").items():
-            merged[key] = Setting(key, value, path)
+            merged[key] = EnvSetting(key, value, path)
     for key, value in env.items():
         if key.startswith("NCCL_"):
-            merged[key] = Setting(key, value, "environment")
+            merged[key] = EnvSetting(key, value, "environment")
     return merged
 
 
@@ -86,7 +86,7 @@ def _p2p_capable(pairs: list[PairInfo]) -> list[PairInfo]:
     return [p for p in pairs if p.interconnect in ("nvlink", "pcie-p2p")]
 
 
-def _p2p_disable(setting: Setting, gpu_count: int, pairs: list[PairInfo]) -> Finding:
+def _p2p_disable(setting: EnvSetting, gpu_count: int, pairs: list[PairInfo]) -> Finding:
     capable = _p2p_capable(pairs)
     severity = "critical" if capable else "warning" if gpu_count >= 2 else "info"
     lost = f" ({', '.join(p.label + ' ' + str(p.interconnect) for p in capable)} unused)" if capable else ""
@@ -103,7 +103,7 @@ def _level(value: str) -> str | None:
     return level if level in NCCL_LEVELS or level == "DIS" else None
 
 
-def _p2p_level(setting: Setting, pairs: list[PairInfo]) -> Finding:
+def _p2p_level(setting: EnvSetting, pairs: list[PairInfo]) -> Finding:
     level = _level(setting.value)
     if level is None:
         return _finding("env-nccl-p2p-level", "warning", f"NCCL_P2P_LEVEL={setting.value} is not a level NCCL knows",
@@ -138,7 +138,7 @@ def _default_level(pairs: list[PairInfo]) -> Finding | None:
     )  # fmt: skip
 
 
-def _shm_disable(setting: Setting, gpu_count: int, pairs: list[PairInfo]) -> Finding:
+def _shm_disable(setting: EnvSetting, gpu_count: int, pairs: list[PairInfo]) -> Finding:
     staged = [p for p in pairs if p.interconnect == "pcie-host-staged"]
     return _finding(
         "env-nccl-shm-disable", "warning" if staged else "info", "NCCL shared-memory transport is switched off",
@@ -148,7 +148,7 @@ def _shm_disable(setting: Setting, gpu_count: int, pairs: list[PairInfo]) -> Fin
     )  # fmt: skip
 
 
-def nccl_findings(settings: dict[str, Setting], gpu_count: int, pairs: list[PairInfo]) -> list[Finding]:
+def nccl_findings(settings: dict[str, EnvSetting], gpu_count: int, pairs: list[PairInfo]) -> list[Finding]:
     """Findings for the NCCL variables that are set (or for the default level where it bites)."""
     findings = []
     if (s := settings.get("NCCL_P2P_DISABLE")) and s.value.strip().lower() in TRUE:

@@ -27,7 +27,7 @@ Optional capabilities are ``None`` when the engine lacks them (never discovered 
     scheduler       ``EngineSetup`` (the plan's typed engine figures) -> the emulator's ``Scheduler`` for `servelab
                     predict` (servelab/scheduling/core.py; continuous batching or llama.cpp's slots)
     cpu_batched_path  True when its CPU backend prices a pass of >= 2 tokens as weights streamed, then computed
-                    (llama.cpp's tinyBLAS): the emulator's ``Effective.batched_bandwidth_bytes_s``
+                    (llama.cpp's tinyBLAS): the emulator's ``AchievedSpeeds.batched_bandwidth_bytes_s``
     cpu_decode_attention  on a CPU, the rate its decode attention runs at after the matmuls, as a fraction of
                     the compute figure: the emulator's ``Roofline.decode_attention_ratio`` (None: inside the max)
     reported_type   what only it reports of its effective configuration (a frozen dataclass): verify's
@@ -161,7 +161,7 @@ class Environment(Protocol):
     def p2p_cache_glob(self, env: Mapping[str, str], cache_home: str) -> str: ...
 
 
-class Speculative(Protocol):
+class SpeculativeReader(Protocol):
     """Acceptance figures from the engine's log lines and /metrics."""
 
     def parse_log(self, lines: Iterable[str], where: str) -> SpecObservation | None: ...
@@ -262,7 +262,7 @@ class Engine:
     planner: Planner | None = None
     signatures: str | None = None  # the package whose signatures.yaml lists its known log lines
     environment: Environment | None = None
-    speculative: Speculative | None = None
+    speculative: SpeculativeReader | None = None
     log_memory: LogMemory | None = None
     source_build: Callable[[str], SourceBuild | None] | None = None  # quant -> the fork that loads it
     scheduler: Callable[[EngineSetup], Scheduler] | None = None  # the emulator's model of its scheduler

@@ -2,8 +2,8 @@
 planner arithmetic `servelab plan` uses (sizing/speed.py, kv.py, state.py, parallel.py) and the plan's figures
 (efficiency, KV pool, slots, batch sizes: `Plan.details`, read back as the engine's own typed `Figures`).
 
-`Effective` starts as the card's peak x the plan's sourced efficiency (decode: bandwidth, prefill: compute);
-a calibration profile passes its own `Effective` instead (docs/predict.md).
+`AchievedSpeeds` starts as the card's peak x the plan's sourced efficiency (decode: bandwidth, prefill: compute);
+a calibration profile passes its own `AchievedSpeeds` instead (docs/predict.md).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from servelab.hardware.gpus import GPU, default_interconnect
 from servelab.model.dtypes import storage_dtype
 from servelab.model.spec import ModelSpec
 from servelab.plan.make import all_reduces, compute_dtype, planner_engine, sequence_state_bytes, with_quant
-from servelab.predict.roofline import Effective, Roofline
+from servelab.predict.roofline import AchievedSpeeds, Roofline
 from servelab.predict.stepmodel import load_step_model, regime
 from servelab.scheduling.core import EngineSetup, Scheduler, Speculation
 from servelab.sizing import speed
@@ -39,23 +39,21 @@ class EmulatedEngine:
     speculation: Speculation | None = None
 
 
-def plan_effective(plan: Plan, gpu: GPU, model: ModelSpec) -> Effective:
+def plan_speeds(plan: Plan, gpu: GPU, model: ModelSpec) -> AchievedSpeeds:
     """The GPU step model's figures where a fit ships (servelab/predict/stepmodel.json); else the planner's:
     peak bandwidth x decode efficiency, peak tensor FLOP/s x prefill efficiency; on a CPU, for an engine whose batched passes take another path, those passes at the same bandwidth (until a
     calibration measures theirs)."""
     fitted = None if gpu.is_cpu else load_step_model()
     if fitted is not None:  # the GPU step model fitted to the public corpus (docs/predict.md), when one ships
-        return fitted.effective(
-            regime(plan.engine, gpu, plan.quant), gpu, _priced(model, plan.quant).num_layers
-        )
+        return fitted.speeds(regime(plan.engine, gpu, plan.quant), gpu, _priced(model, plan.quant).num_layers)
     decode, prefill = plan.efficiency.get("decode", 1.0), plan.efficiency.get("prefill", 1.0)
     flops = gpu.tensor_flops(compute_dtype(model, gpu))
     bandwidth = gpu.bandwidth_bytes_s * decode
     batched = bandwidth if gpu.is_cpu and registry.get_engine(plan.engine).cpu_batched_path else None
-    return Effective(bandwidth, flops * prefill, source="plan", batched_bandwidth_bytes_s=batched)
+    return AchievedSpeeds(bandwidth, flops * prefill, source="plan", batched_bandwidth_bytes_s=batched)
 
 
-def roofline(plan: Plan, model: ModelSpec, gpu: GPU, effective: Effective | None = None) -> Roofline:
+def roofline(plan: Plan, model: ModelSpec, gpu: GPU, speeds: AchievedSpeeds | None = None) -> Roofline:
     """One tensor-parallel rank's figures: engines that all-reduce split weights, KV heads and state by the
     GPUs and pay the all-reduces (sizing/parallel.py); llama.cpp's layer split runs the layers one GPU after
     another, so a step costs what it would on one card."""
@@ -86,7 +84,7 @@ def roofline(plan: Plan, model: ModelSpec, gpu: GPU, effective: Effective | None
         head_flops_per_token=2 * output_head_params(model) * share,
         attention_width_full=full * share,
         attention_width_sliding=sliding * share,
-        effective=effective or plan_effective(plan, gpu, model),
+        speeds=speeds or plan_speeds(plan, gpu, model),
         allreduce_s=allreduce,
         decode_attention_ratio=attention_apart,
     )
@@ -97,7 +95,7 @@ def emulated_engine(
     model: ModelSpec,
     gpu: GPU,
     *,
-    effective: Effective | None = None,
+    speeds: AchievedSpeeds | None = None,
     speculation: Speculation | None = None,
 ) -> EmulatedEngine:
     """The engine of `plan` as the emulator runs it; ConfigError when servelab has no model of its scheduler."""
@@ -116,7 +114,7 @@ def emulated_engine(
     return EmulatedEngine(
         engine.name,
         functools.partial(make, setup),
-        roofline(plan, model, gpu, effective),
+        roofline(plan, model, gpu, speeds),
         context,
         speculation,
     )

@@ -1,4 +1,4 @@
-"""Calibration profiles: the fitted `Effective` of one machine x engine x weight format, kept as one JSON file
+"""Calibration profiles: the fitted `AchievedSpeeds` of one machine x engine x weight format, kept as one JSON file
 each in the user config dir (`<config>/calibration/`, servelab/paths.py).
 
 The machine is the GPU's catalog name, or for the CPU device (`--gpu cpu`) its key in servelab/hardware/cpu.py
@@ -18,7 +18,7 @@ from typing import Any
 from servelab import paths
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
-from servelab.predict.roofline import Effective, Roofline
+from servelab.predict.roofline import AchievedSpeeds, Roofline
 from servelab.scheduling.core import Request, Sequence, Step, Work
 
 SCHEMA = 1
@@ -31,7 +31,7 @@ class Profile:
     machine_label: str
     engine: str
     quant: str
-    effective: Effective
+    speeds: AchievedSpeeds
     created: str  # ISO date and time (UTC)
     runs: tuple[str, ...]
     model: str
@@ -44,6 +44,7 @@ class Profile:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["runs"] = list(self.runs)
+        data["effective"] = data.pop("speeds")  # the file's key since schema 1
         return {"schema": SCHEMA, **data}
 
 
@@ -91,18 +92,18 @@ def read_profile(path: Path) -> Profile:
         e = data["effective"]
         batched = e.get("batched_bandwidth_bytes_s")  # profiles before it was fitted have none
         prefill = e.get("prefill_flops_s")  # nor this one
-        effective = Effective(
+        speeds = AchievedSpeeds(
             float(e["bandwidth_bytes_s"]), float(e["flops_s"]), float(e["step_overhead_s"]),
             float(e["token_overhead_s"]), source="calibration",
             batched_bandwidth_bytes_s=None if batched is None else float(batched),
             prefill_flops_s=None if prefill is None else float(prefill),
         )  # fmt: skip
-        figures = (effective.bandwidth_bytes_s, effective.flops_s, effective.batched_bandwidth_bytes_s or 1,
-                   effective.prefill_flops_s or 1)  # fmt: skip
+        figures = (speeds.bandwidth_bytes_s, speeds.flops_s, speeds.batched_bandwidth_bytes_s or 1,
+                   speeds.prefill_flops_s or 1)  # fmt: skip
         if min(figures) <= 0:
             raise ValueError("bandwidth and compute must be positive")
         return Profile(
-            str(data["machine"]), str(data["machine_label"]), str(data["engine"]), str(data["quant"]), effective,
+            str(data["machine"]), str(data["machine_label"]), str(data["engine"]), str(data["quant"]), speeds,
             str(data["created"]), tuple(str(r) for r in data["runs"]), str(data["model"]), dict(data["fit"]),
         )  # fmt: skip
     except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -23,8 +23,8 @@ from servelab.bench.live import LiveLevel
 from servelab.bench.monitor import LoopMonitor
 from servelab.bench.result import BenchResult, LevelResult
 from servelab.bench.workloads import build_prompts
-from servelab.predict.ladder import predict_ladder
 from servelab.predict.machine import EmulatedEngine
+from servelab.predict.virtual_ladder import predict_ladder
 from servelab.predict.words import WordTokenizer
 from servelab.results.level_key import Level
 from servelab.results.records import RequestRecord
@@ -110,7 +110,7 @@ def run_meta(config: BenchConfig, engine: EmulatedEngine, target: PredictTarget)
     """The bench's run meta (bench/runner.py) with `predicted` in place of the client's figures; virtual
     timestamps start at 0, anchored at the wall clock of the prediction."""
     spec = config.workload
-    figures = asdict(engine.roofline.effective)
+    figures = asdict(engine.roofline.speeds)
     return {
         "name": config.name,
         "servelab_version": __version__,

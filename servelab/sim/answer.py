@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 
-class Answer:
+class SimAnswer:
     """One answer: how many tokens, in which chunks, with which usage reporting."""
 
     def __init__(self, chat: bool, model: str, prompt_tokens: int, out: int, k: int, usage: str, finish: str):
@@ -19,7 +19,7 @@ class Answer:
         self._template: tuple[bytes, bytes] | None = None
 
     @classmethod
-    def empty(cls) -> Answer:
+    def empty(cls) -> SimAnswer:
         return cls(False, "", 0, 1, 1, "off", "stop")
 
     def role_delta(self) -> dict:

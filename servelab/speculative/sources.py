@@ -12,14 +12,14 @@ from typing import TextIO
 
 from servelab.diagnose.logs import open_log, read_lines
 from servelab.engines import registry
-from servelab.engines.base import Speculative
+from servelab.engines.base import SpeculativeReader
 from servelab.engines.http import HttpProbe
 from servelab.errors import ConfigError, TargetError
 from servelab.results.observation import SpecObservation
 from servelab.speculative.theory import accept_length_from_rate
 
 
-def _parsers() -> tuple[Speculative, ...]:
+def _parsers() -> tuple[SpeculativeReader, ...]:
     """Every engine's speculative-decoding parser, in registry order."""
     return tuple(e.speculative for e in registry.engines() if e.speculative is not None)
 

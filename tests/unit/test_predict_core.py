@@ -8,21 +8,21 @@ import pytest
 
 from servelab.engines.llamacpp.scheduler import LAUNCH_WINDOW_S, Slots, SlotSettings, ubatches
 from servelab.predict.emulator import emulate
-from servelab.predict.roofline import Effective, Roofline
+from servelab.predict.roofline import AchievedSpeeds, Roofline
 from servelab.scheduling.continuous import ContinuousBatching, ContinuousSettings
 from servelab.scheduling.core import Request, Sequence, Step, Work
 
 W = 8e9  # weight bytes per pass
 KV = 1e5  # KV bytes per token
 FLOPS = 1.6e10  # per token
-EFF = Effective(bandwidth_bytes_s=1e12, flops_s=1e14, step_overhead_s=0.002, token_overhead_s=1e-5)
+EFF = AchievedSpeeds(bandwidth_bytes_s=1e12, flops_s=1e14, step_overhead_s=0.002, token_overhead_s=1e-5)
 
 
-def roofline(effective: Effective = EFF) -> Roofline:
+def roofline(speeds: AchievedSpeeds = EFF) -> Roofline:
     return Roofline(
         weight_bytes=lambda tokens: W, kv_full_bytes_per_token=KV, kv_sliding_bytes_per_token=0.0,
         sliding_window=0, state_bytes=0.0, flops_per_token=FLOPS, attention_width_full=0.0,
-        attention_width_sliding=0.0, effective=effective,
+        attention_width_sliding=0.0, speeds=speeds,
     )  # fmt: skip
 
 
@@ -207,7 +207,7 @@ def test_the_output_head_is_paid_only_where_logits_are_computed() -> None:
     r = Roofline(
         weight_bytes=lambda tokens: 0.0, kv_full_bytes_per_token=0.0, kv_sliding_bytes_per_token=0.0,
         sliding_window=0, state_bytes=0.0, flops_per_token=FLOPS, attention_width_full=0.0,
-        attention_width_sliding=0.0, effective=EFF, head_flops_per_token=head,
+        attention_width_sliding=0.0, speeds=EFF, head_flops_per_token=head,
     )  # fmt: skip
     seq = Sequence(req(0, 100, 8))
     body = FLOPS - head
@@ -223,16 +223,16 @@ def test_the_output_head_is_paid_only_where_logits_are_computed() -> None:
 def test_prompt_tokens_are_priced_at_the_prefill_compute_decodes_at_the_other() -> None:
     """A pass of 200 prompt tokens and 2 decodes, compute-bound: prompt FLOPs / prefill compute + decode FLOPs
     / compute; without a prefill figure, all at the one compute (the plan's pricing)."""
-    slow = Effective(1e13, 1e14, prefill_flops_s=2e14)
+    slow = AchievedSpeeds(1e13, 1e14, prefill_flops_s=2e14)
     prompt, a, b = Sequence(req(0, 200, 2)), Sequence(req(1, 50, 4)), Sequence(req(2, 50, 4))
     a.generated = b.generated = 1  # decoding: one token sampled already
     works = (Work(prompt, 200, 0), Work(a, 1, 50), Work(b, 1, 50))
     assert [w.prompt for w in works] == [True, False, False]
     by_hand = 200 * FLOPS / 2e14 + 2 * FLOPS / 1e14
     assert roofline(slow).pass_s(works) == pytest.approx(by_hand)
-    assert roofline(Effective(1e13, 1e14)).pass_s(works) == pytest.approx(202 * FLOPS / 1e14)
+    assert roofline(AchievedSpeeds(1e13, 1e14)).pass_s(works) == pytest.approx(202 * FLOPS / 1e14)
     only_decodes = works[1:]
-    assert roofline(slow).pass_s(only_decodes) == roofline(Effective(1e13, 1e14)).pass_s(only_decodes)
+    assert roofline(slow).pass_s(only_decodes) == roofline(AchievedSpeeds(1e13, 1e14)).pass_s(only_decodes)
 
 
 def test_llamacpp_takes_in_requests_that_arrive_while_it_launches_one_vllm_steps_at_once() -> None:

@@ -5,7 +5,7 @@ The table, its sources and derivations: docs/planning.md "Decode efficiency"; ty
 
 from __future__ import annotations
 
-from servelab.sizing.efficiency import EfficiencyCell, EfficiencyTable, Measurement, hf_math_unit
+from servelab.sizing.efficiency import DecodeMeasurement, EfficiencyCell, EfficiencyTable, hf_math_unit
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B"
 # benchmark_latency, Llama3.1-8B on one H100, --input-len 256 --output-len 32, seconds per batch; the latency holds
@@ -41,7 +41,7 @@ def _latency_cells() -> tuple[EfficiencyCell, ...]:
             family,
             batch,
             DERIVED[(family, batch)],
-            Measurement(
+            DecodeMeasurement(
                 32 / seconds, "h100-sxm", LLAMA_8B, quant, PR_23197, context=256 + 16, kv_dtype="bf16"
             ),
             f"benchmark_latency, batch {batch}: 32 tokens in {seconds} s (Marlin kernels for int8/int4)",
@@ -57,7 +57,7 @@ CELLS = (
         "fp8",
         1,
         0.62,
-        Measurement(
+        DecodeMeasurement(
             138.49,
             "rtx4090",
             "Qwen/Qwen3-4B-Instruct-2507-FP8",
@@ -73,7 +73,7 @@ CELLS = (
         "fp4",
         1,
         0.16,
-        Measurement(
+        DecodeMeasurement(
             90.0,
             "a100-80g",
             "openai/gpt-oss-120b",
