@@ -41,7 +41,7 @@ DEMO_ENGINES = (DEMO_ENGINE, SECOND_ENGINE)
 VLLM_START_TIMEOUT_S = 600.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DemoConfig:
     workdir: Path
     ctx: int = 16384  # -c / --max-model-len for every launch; the models' n_ctx_train is the same

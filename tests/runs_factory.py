@@ -32,7 +32,7 @@ def make_record(
     """A streamed request: first token after `ttft_ms`, then one token every `itl_ms`."""
     if status != "ok":
         return RequestRecord(
-            target_index, level, 0, request_index, phase, status, start_ns, start_ns + int(ttft_ms * MS),
+            target_index=target_index, level=level, repeat=0, request_index=request_index, phase=phase, status=status, sent_ns=start_ns, end_ns=start_ns + int(ttft_ms * MS),
             error_kind="http_5xx", error=error, http_status=500, prompt_tokens=prompt_tokens,
         )  # fmt: skip
     first = start_ns + int(ttft_ms * MS)

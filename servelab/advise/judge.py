@@ -56,7 +56,7 @@ class Demand:
         return "users" if self.closed else "req/s"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Judged:
     """One fitting configuration after the search. `capacity` per replica; `replicas` used (None: the demand needs
     more than the GPUs hold, or nothing passed); `stats` the level at `load` per replica; `failing_misses` the
@@ -86,7 +86,7 @@ class Judged:
         return None if self.stats is None else getattr(self.stats, metric).p99
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Setting:
     """What every judgement shares."""
 
@@ -164,7 +164,15 @@ def judge(point: Planned, setting: Setting, pool: PromptPool | None = None) -> J
         cap = float(demand.rate or 1.0)
         capacity = highest_passing(cap / most, cap, passes, whole=False)
     broken = misses(setting.bounds, at(capacity.failing)) if capacity.failing is not None else ()
-    base = Judged(point, capacity, None, None, None, broken, effective_source=engine.roofline.speeds.source)
+    base = Judged(
+        point=point,
+        capacity=capacity,
+        replicas=None,
+        load=None,
+        stats=None,
+        failing_misses=broken,
+        effective_source=engine.roofline.speeds.source,
+    )
     if capacity.load is None:
         spread = f" per replica (the demand over all {most} replicas)" if most > 1 else ""
         return replace(

@@ -80,7 +80,7 @@ FAST_MAX_BYTES = 1024
 READ_BUFSIZE = 1 << 20  # aiohttp's 64 KiB default collapses throughput at long contexts (vLLM #39963)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ClientRequest:
     """One request to send, and where it belongs in the run."""
 

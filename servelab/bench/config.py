@@ -31,7 +31,7 @@ MAX_WORKERS = 4096  # --workers
 MAX_TEMPERATURE = 100.0  # OpenAI's API stops at 2; servers differ, none needs more than this
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BenchConfig:
     targets: tuple[str, ...]
     concurrency: tuple[int, ...] = DEFAULT_LADDER

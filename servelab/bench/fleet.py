@@ -55,7 +55,7 @@ class Link(Protocol):
     def kill(self) -> None: ...
 
 
-@dataclass
+@dataclass(kw_only=True)
 class WorkerReport:
     """One worker's part of one level."""
 
@@ -130,7 +130,10 @@ async def run_level(
 ) -> list[WorkerReport]:  # fmt: skip
     """One level across ``links`` (one share each); returns each worker's report."""
     clocks = await asyncio.gather(*(link.clock() for link in links))
-    reports = [WorkerReport(link.index, link.info(), c) for link, c in zip(links, clocks, strict=True)]
+    reports = [
+        WorkerReport(index=link.index, info=link.info(), clock_before=c)
+        for link, c in zip(links, clocks, strict=True)
+    ]
     merge = Merge(state, on_record)
     drained = False
 

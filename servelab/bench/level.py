@@ -20,7 +20,7 @@ from servelab.bench.schedule import StopRule
 from servelab.results.records import RequestRecord
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LevelState:
     """Counters of a running level (shared by its workers and the progress display)."""
 

@@ -25,7 +25,7 @@ from servelab.results.records import RequestRecord
 RECENT_LAG_SAMPLES = 2000  # the client's lag so far: p99 of its last ~2 s of 1 ms ticks
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LiveLevel:
     url: str
     engine: str
@@ -63,7 +63,7 @@ class RunningMedian:
         return (-self._low[0] + self._high[0]) / 2
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LiveFigures:
     done: int
     planned: int | None

@@ -213,9 +213,9 @@ class _Runner:
                 self._interrupt()  # the store failed for good: stop sending, keep what finished
 
         monitor = LoopMonitor()
-        live = LiveLevel(public_url(target.url), target.engine, level.label, rep, self.position, self.total,
-                         len(prompts) if config.stop.requests is not None else None, config.stop.duration_s,
-                         state, records, monitor)  # fmt: skip
+        live = LiveLevel(url=public_url(target.url), engine=target.engine, level=level.label, repeat=rep, position=self.position, total=self.total,
+                         planned=len(prompts) if config.stop.requests is not None else None, duration_s=config.stop.duration_s,
+                         state=state, records=records, monitor=monitor)  # fmt: skip
         self.position += 1
         if self.progress:
             self.progress(live)
@@ -319,9 +319,9 @@ def _arrivals(config: BenchConfig, rate: float) -> tuple[list[int], int]:
 def _client_spec(target: Target, config: BenchConfig) -> ClientSpec:
     """How each worker's client reaches ``target`` (the same settings as the in-process client)."""
     return ClientSpec(
-        target.url, config.api_key, target.probe.authorization, tuple(target.probe.secrets),
-        config.stall_timeout_s, target.extras.KEEP_ALIVE, config.deadline_s, config.max_line_bytes,
-        config.max_body_bytes, config.follow_redirects,
+        url=target.url, api_key=config.api_key, authorization=target.probe.authorization, secrets=tuple(target.probe.secrets),
+        stall_timeout_s=config.stall_timeout_s, keep_alive=target.extras.KEEP_ALIVE, deadline_s=config.deadline_s, max_line_bytes=config.max_line_bytes,
+        max_body_bytes=config.max_body_bytes, follow_redirects=config.follow_redirects,
     )  # fmt: skip
 
 

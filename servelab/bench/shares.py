@@ -27,7 +27,7 @@ NS_PER_S = 1_000_000_000
 RAMP, MEASURE = "ramp", "measure"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Share:
     """What one worker sends in a level. ``count`` None: measured requests until ``duration_s`` has passed."""
 
@@ -101,13 +101,23 @@ def _split_closed(
     counts = _by_slots(requests, slots) if requests is not None else None
     for k in range(workers):
         if not slots[k]:
-            shares.append(Share(k, 0, (), count=0))
+            shares.append(Share(worker=k, slots=0, warmup=(), count=0))
             continue
         if counts is None:
             rank = active.index(k)
-            shares.append(Share(k, slots[k], deal[k], warmup + rank, len(active), None, duration_s))
+            shares.append(
+                Share(
+                    worker=k,
+                    slots=slots[k],
+                    warmup=deal[k],
+                    first=warmup + rank,
+                    step=len(active),
+                    count=None,
+                    duration_s=duration_s,
+                )
+            )
             continue
-        shares.append(Share(k, slots[k], deal[k], first, 1, counts[k]))
+        shares.append(Share(worker=k, slots=slots[k], warmup=deal[k], first=first, step=1, count=counts[k]))
         first += counts[k]
     return shares
 
@@ -128,4 +138,7 @@ def split_open(offsets_ns: Sequence[int], workers: int, warmup: int, ramp_count:
     dealt: list[list[tuple[int, int, str]]] = [[] for _ in range(workers)]
     for i, offset in enumerate(offsets_ns):
         dealt[i % workers].append((warmup + i, offset, RAMP if i < ramp_count else MEASURE))
-    return [Share(k, 0, tuple(range(k, warmup, workers)), arrivals=tuple(dealt[k])) for k in range(workers)]
+    return [
+        Share(worker=k, slots=0, warmup=tuple(range(k, warmup, workers)), arrivals=tuple(dealt[k]))
+        for k in range(workers)
+    ]

@@ -32,7 +32,7 @@ from servelab.results.records import RequestRecord
 Emit = Callable[[tuple], None]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ClientSpec:
     """How a worker's StreamClient talks to the target (the credential travels to the worker, never stored)."""
 

@@ -99,8 +99,8 @@ def register(app: typer.Typer) -> None:
         config = build_config(options, None)
         card, spec = card_for(gpu), load_model(model)
         speculative, speculation = _speculative(spec_alpha, spec_method, spec_tokens, spec_cost)
-        setting = Setting(spec, card, gpus, bounds, demand, prices, config,
-                          None if no_calibration else _profile_figures(card), speculative, speculation)  # fmt: skip
+        setting = Setting(model=spec, gpu=card, gpus=gpus, bounds=bounds, demand=demand, prices=prices, config=config,
+                          speeds=None if no_calibration else _profile_figures(card), speculative=speculative, speculation=speculation)  # fmt: skip
         err = stderr_console()
         planned = context or _longest(config)
 

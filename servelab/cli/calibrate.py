@@ -70,7 +70,16 @@ def register(app: typer.Typer) -> None:
             context or setup.context_per_slot
         )  # the longest request: llama.cpp n_ctx per slot, vLLM max_model_len
         asked = PlanningInputs(
-            ref, setup.engine, quant, served, None, slots, 1, None, gpu, words=tuple(words)
+            model=ref,
+            engine=setup.engine,
+            quant=quant,
+            context=served,
+            kv_dtype=None,
+            parallel=slots,
+            gpus=1,
+            interconnect=None,
+            gpu=gpu,
+            words=tuple(words),
         )
         plan, spec, card = _plan(None, asked)
         engine = emulated_engine(plan, spec, card)
@@ -81,9 +90,9 @@ def register(app: typer.Typer) -> None:
         )
         result = fit(engine, setup.records)
         profile = Profile(
-            machine_key(card), card.label, plan.engine, plan.quant, result.speeds,
-            dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), setup.run_ids, spec.name,
-            {"r2": result.r2, "rms_relative": result.rms_relative, "median_relative": result.median_relative,
+            machine=machine_key(card), machine_label=card.label, engine=plan.engine, quant=plan.quant, speeds=result.speeds,
+            created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), runs=setup.run_ids, model=spec.name,
+            fit={"r2": result.r2, "rms_relative": result.rms_relative, "median_relative": result.median_relative,
              "intervals": result.intervals, "gaps": result.gaps, "prefills": result.prefills},
         )  # fmt: skip
         path = None if no_save else save_profile(profile)

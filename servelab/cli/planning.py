@@ -207,7 +207,7 @@ def service_option() -> Any:
     return typer.Option(None, "--service", help="The --compose service to plan.")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PlanningInputs:
     """What `plan` and `predict` were asked, as given (None: not given; engine and quant None or "all": every
     one); `words`: the engine's own flags after --."""

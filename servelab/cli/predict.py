@@ -127,8 +127,8 @@ def register(app: typer.Typer) -> None:
         config = build_config(options, None)
         model, words = split_model(model, ctx.args)
         inputs = planning.PlanningInputs(
-            model, engine, quant, context, kv_dtype, parallel, gpus, interconnect, gpu, vram, bandwidth, tflops,
-            engine_version, speculative, draft_model, hf, tuple(words), cmd, compose, service, remeasure=remeasure,
+            model=model, engine=engine, quant=quant, context=context, kv_dtype=kv_dtype, parallel=parallel, gpus=gpus, interconnect=interconnect, gpu=gpu, vram=vram, bandwidth=bandwidth, tflops=tflops,
+            engine_version=engine_version, speculative=speculative, draft_model=draft_model, hf=hf, words=tuple(words), cmd=cmd, compose=compose, service=service, remeasure=remeasure,
         )  # fmt: skip
         plan, spec, card = _plan(plan_file, inputs)
         speculation = _speculation(spec_alpha, spec_tokens or planned_tokens(plan) or 4, spec_cost)
@@ -238,7 +238,15 @@ def emulated_target(model, plan_file, gpu, engine, quant, context, kv_dtype, par
     from servelab.predict.machine import emulated_engine
 
     inputs = planning.PlanningInputs(
-        model, engine, quant, context, kv_dtype, parallel, gpus, interconnect, gpu
+        model=model,
+        engine=engine,
+        quant=quant,
+        context=context,
+        kv_dtype=kv_dtype,
+        parallel=parallel,
+        gpus=gpus,
+        interconnect=interconnect,
+        gpu=gpu,
     )
     plan, spec, card = _plan(plan_file, inputs)
     return emulated_engine(plan, spec, card), plan.model or spec.name
@@ -268,9 +276,9 @@ def _predict(config, plan, spec, card, plan_file, speculation, db, *, store: boo
     engine = emulated_engine(plan, spec, card, speeds=speeds, speculation=speculation)
     link = plan.parallel_cost.interconnect if plan.parallel_cost else None
     version = plan.details.get("engine_version")
-    target = PredictTarget(plan.engine, plan.model or spec.name, plan.gpu or card.name, plan.quant,
-                           plan.tensor_parallel, link, None if plan_file is None else str(plan_file),
-                           version if isinstance(version, str) else None)  # fmt: skip
+    target = PredictTarget(engine=plan.engine, model=plan.model or spec.name, gpu=plan.gpu or card.name, quant=plan.quant,
+                           tensor_parallel=plan.tensor_parallel, interconnect=link, plan_file=None if plan_file is None else str(plan_file),
+                           engine_version=version if isinstance(version, str) else None)  # fmt: skip
     stderr_console().print(
         f"predicting {plan.engine} {plan.quant} on {plan.tensor_parallel} x {card.name} "
         f"(effective figures: {engine.roofline.speeds.source}; virtual time)",

@@ -21,7 +21,7 @@ BURN_SIZE = 16384
 BURN_SECONDS = 20.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BurnResult:
     status: str  # ok | skipped | failed
     reason: str = ""

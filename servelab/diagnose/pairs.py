@@ -34,7 +34,7 @@ CAUSES = {
 ANCESTOR: dict[int | None, str] = {0: "INTERNAL", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PairInfo:
     gpu_a: int
     gpu_b: int

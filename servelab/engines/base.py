@@ -200,7 +200,7 @@ class LaunchSettings:
     notes: tuple[str, ...] = ()  # what the launch does that its author may not expect
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Planner:
     """What ``servelab plan`` needs from an engine: its allocation rules behind one adapter, and its figures."""
 
@@ -239,7 +239,7 @@ class LogMemory:
     hint: str  # what to do when it names none: "start llama-server with -lv 4 to log them"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Engine:
     """One engine, as every layer of servelab sees it."""
 

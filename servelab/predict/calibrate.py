@@ -52,7 +52,7 @@ TRIM = 1.0  # intervals the replay misses by more than this (relative) sit out t
 BATCHED, PREFILL = 4, 5
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LevelFit:
     """How the fitted figures explain one level of the runs: medians measured vs replayed."""
 
@@ -66,7 +66,7 @@ class LevelFit:
     prefill_error: float | None  # the same of its prefills (None: none measured)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Calibration:
     speeds: AchievedSpeeds
     intervals: int  # measured intervals fitted
@@ -79,7 +79,7 @@ class Calibration:
     rounds: int
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Pass:
     bytes: float
     flops: float
@@ -96,7 +96,7 @@ class _StepRow:
     tokens: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Recorder(Roofline):
     """The roofline that also lists each step and which sequences it emits a token for."""
 
@@ -110,9 +110,9 @@ class _Recorder(Roofline):
         for p in step.passes:
             if p:
                 tokens = sum(w.new + w.verify for w in p)
-                passes.append(_Pass(self.pass_bytes(p), self.pass_flops(p), self.allreduce_s(tokens), tokens,
-                                    self.prompt_flops(p), self.decode_attention_flops(p),
-                                    self.decode_attention_ratio))  # fmt: skip
+                passes.append(_Pass(bytes=self.pass_bytes(p), flops=self.pass_flops(p), fixed_s=self.allreduce_s(tokens), tokens=tokens,
+                                    prompt_flops=self.prompt_flops(p), apart_flops=self.decode_attention_flops(p),
+                                    ratio=self.decode_attention_ratio))  # fmt: skip
         self.log.append(_StepRow(passes, step.tokens))
         for w in step.works:
             rid = w.seq.request.rid
@@ -127,7 +127,7 @@ def _recorder(roofline: Roofline, speeds: AchievedSpeeds) -> _Recorder:
     return _Recorder(**{**values, "speeds": speeds})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Interval:
     group: int
     level: str
@@ -219,7 +219,13 @@ def _intervals(group: int, replay: _Replay) -> list[_Interval]:
             if prefill is not None:
                 out.append(
                     _Interval(
-                        group, replay.level, "prefill", prefill, replay.rec.admitted[rid], steps[0], rid
+                        group=group,
+                        level=replay.level,
+                        kind="prefill",
+                        measured_s=prefill,
+                        first=replay.rec.admitted[rid],
+                        last=steps[0],
+                        rid=rid,
                     )
                 )
         counts = list(r.chunk_tokens) if len(r.chunk_tokens) == len(r.chunk_ns) else [1] * len(r.chunk_ns)
@@ -239,7 +245,17 @@ def _intervals(group: int, replay: _Replay) -> list[_Interval]:
             first, last = steps[start_token - 1] + 1, steps[token - 1]
             gap = (r.chunk_ns[k] - r.chunk_ns[start]) / 1e9
             if gap > 0 and last >= first:
-                out.append(_Interval(group, replay.level, "gap", gap, first, last, rid))
+                out.append(
+                    _Interval(
+                        group=group,
+                        level=replay.level,
+                        kind="gap",
+                        measured_s=gap,
+                        first=first,
+                        last=last,
+                        rid=rid,
+                    )
+                )
             start, start_token = k, token
     return out
 
@@ -350,7 +366,7 @@ def _to_x(e: AchievedSpeeds) -> np.ndarray:
 def _to_speeds(x: np.ndarray, source: str) -> AchievedSpeeds:
     batched = float(1 / x[BATCHED]) if _has_batched(x) else None
     prefill = float(1 / (x[1] + x[PREFILL])) if x[PREFILL] != 0 else None
-    return AchievedSpeeds(float(1 / x[0]), float(1 / x[1]), float(x[2]), float(x[3]), source=source,
+    return AchievedSpeeds(bandwidth_bytes_s=float(1 / x[0]), flops_s=float(1 / x[1]), step_overhead_s=float(x[2]), token_overhead_s=float(x[3]), source=source,
                      batched_bandwidth_bytes_s=batched, prefill_flops_s=prefill)  # fmt: skip
 
 
@@ -372,7 +388,17 @@ def _fill_ttft_prefills(
             wait = first_s[0] - replay.arrival_s[rid] - float(sum(times[start : steps[0] + 1]))
             ttft = (r.first_token_ns - r.sent_ns) / 1e9 - max(0.0, wait)
             if ttft > 0:
-                out.append(_Interval(g, replay.level, "prefill", ttft, start, steps[0], rid))
+                out.append(
+                    _Interval(
+                        group=g,
+                        level=replay.level,
+                        kind="prefill",
+                        measured_s=ttft,
+                        first=start,
+                        last=steps[0],
+                        rid=rid,
+                    )
+                )
     return out
 
 
@@ -523,8 +549,8 @@ def _levels(replays: list[_Replay], intervals: list[_Interval], rel: np.ndarray)
         fit_tpot = [(t[-1] - t[0]) / (len(t) - 1) for _, _, t in rows if len(t) > 1]
         prefill = errors.get((level, "prefill"))
         out.append(LevelFit(
-            level, len(rows), _med(ttft), _med(fit_ttft), _med(tpot), _med(fit_tpot),
-            _med(errors.get((level, "gap"), [])), None if not prefill else _med(prefill),
+            level=level, requests=len(rows), ttft_p50_s=_med(ttft), ttft_p50_fit_s=_med(fit_ttft), tpot_p50_s=_med(tpot), tpot_p50_fit_s=_med(fit_tpot),
+            gap_error=_med(errors.get((level, "gap"), [])), prefill_error=None if not prefill else _med(prefill),
         ))  # fmt: skip
     return tuple(out)
 

@@ -50,7 +50,7 @@ class EngineLoop:
     def arrive(self, request: Request) -> Outcome:
         """`request` joins the scheduler (it is considered at the next step boundary); refused when the
         engine can never serve it."""
-        seq = Sequence(request)
+        seq = Sequence(request=request)
         return Outcome(seq, self.scheduler.add(seq))
 
     def busy(self) -> bool:

@@ -50,7 +50,9 @@ def plan_speeds(plan: Plan, gpu: GPU, model: ModelSpec) -> AchievedSpeeds:
     flops = gpu.tensor_flops(compute_dtype(model, gpu))
     bandwidth = gpu.bandwidth_bytes_s * decode
     batched = bandwidth if gpu.is_cpu and registry.get_engine(plan.engine).cpu_batched_path else None
-    return AchievedSpeeds(bandwidth, flops * prefill, source="plan", batched_bandwidth_bytes_s=batched)
+    return AchievedSpeeds(
+        bandwidth_bytes_s=bandwidth, flops_s=flops * prefill, source="plan", batched_bandwidth_bytes_s=batched
+    )
 
 
 def roofline(plan: Plan, model: ModelSpec, gpu: GPU, speeds: AchievedSpeeds | None = None) -> Roofline:

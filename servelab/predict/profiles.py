@@ -25,7 +25,7 @@ SCHEMA = 1
 FOLDER = "calibration"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Profile:
     machine: str  # machine_key(gpu)
     machine_label: str
@@ -93,8 +93,8 @@ def read_profile(path: Path) -> Profile:
         batched = e.get("batched_bandwidth_bytes_s")  # profiles before it was fitted have none
         prefill = e.get("prefill_flops_s")  # nor this one
         speeds = AchievedSpeeds(
-            float(e["bandwidth_bytes_s"]), float(e["flops_s"]), float(e["step_overhead_s"]),
-            float(e["token_overhead_s"]), source="calibration",
+            bandwidth_bytes_s=float(e["bandwidth_bytes_s"]), flops_s=float(e["flops_s"]), step_overhead_s=float(e["step_overhead_s"]),
+            token_overhead_s=float(e["token_overhead_s"]), source="calibration",
             batched_bandwidth_bytes_s=None if batched is None else float(batched),
             prefill_flops_s=None if prefill is None else float(prefill),
         )  # fmt: skip
@@ -103,8 +103,8 @@ def read_profile(path: Path) -> Profile:
         if min(figures) <= 0:
             raise ValueError("bandwidth and compute must be positive")
         return Profile(
-            str(data["machine"]), str(data["machine_label"]), str(data["engine"]), str(data["quant"]), speeds,
-            str(data["created"]), tuple(str(r) for r in data["runs"]), str(data["model"]), dict(data["fit"]),
+            machine=str(data["machine"]), machine_label=str(data["machine_label"]), engine=str(data["engine"]), quant=str(data["quant"]), speeds=speeds,
+            created=str(data["created"]), runs=tuple(str(r) for r in data["runs"]), model=str(data["model"]), fit=dict(data["fit"]),
         )  # fmt: skip
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(
@@ -115,7 +115,10 @@ def read_profile(path: Path) -> Profile:
 def calibrated_speeds(roofline: Roofline, prompt_tokens: int = 1024) -> tuple[float, float]:
     """(single-stream decode tok/s after a `prompt_tokens` prompt, prefill tok/s of that prompt) at the
     roofline's figures: what `servelab plan` says a calibration profile measured."""
-    seq, decoding = Sequence(Request(0, 0.0, (), 1)), Sequence(Request(0, 0.0, (), 2), generated=1)
+    seq, decoding = (
+        Sequence(request=Request(0, 0.0, (), 1)),
+        Sequence(request=Request(0, 0.0, (), 2), generated=1),
+    )
     decode = roofline.step_s(Step(((Work(decoding, 1, prompt_tokens),),)))
     prefill = roofline.step_s(Step(((Work(seq, prompt_tokens, 0),),)))
     return 1 / decode, prompt_tokens / prefill

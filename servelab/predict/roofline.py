@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from servelab.scheduling.core import Speculation, Step, Work
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AchievedSpeeds:
     """Achieved figures of one machine x engine x weight format: the planner's peak x its sourced efficiency
     until a calibration profile gives measured ones (`source` says which)."""
@@ -93,7 +93,7 @@ class AchievedSpeeds:
         return max(memory_s, compute_s)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Roofline:
     weight_bytes: Callable[[int], float]  # weights one pass of N tokens reads (per GPU)
     kv_full_bytes_per_token: float  # per GPU

@@ -32,7 +32,7 @@ from servelab.results.records import RequestRecord
 PREDICTED_URL = "predict://{engine}/{gpu}"  # the target "URL" of a predicted run (never contacted)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PredictTarget:
     """What is emulated, as the run's meta records it."""
 
@@ -62,8 +62,8 @@ def _reporter(config: BenchConfig, engine: EmulatedEngine, target: PredictTarget
         if progress is None:
             return
         state = LevelState(warmup=0, stop=config.stop, done=len(records))
-        live = LiveLevel(target.url, engine.engine, level.label, repeat, position, total, result.stats.requests,
-                         None, state, records, LoopMonitor(), result)  # fmt: skip
+        live = LiveLevel(url=target.url, engine=engine.engine, level=level.label, repeat=repeat, position=position, total=total, planned=result.stats.requests,
+                         duration_s=None, state=state, records=records, monitor=LoopMonitor(), result=result)  # fmt: skip
         position += 1
         progress(live)
 

@@ -33,7 +33,7 @@ class BoundInputs:
     notes: tuple[str, ...]  # what is missing and which flag supplies it
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EngineBound:
     label: str
     analysis: BoundAnalysis
@@ -148,7 +148,15 @@ def engine_bound(bill: Bill, engine: EngineSummary, inputs: BoundInputs) -> Engi
                              tok_s=engine.single_stream_tok_s, bandwidth_gb_s=inputs.bandwidth_gb_s)  # fmt: skip
     gpus = tuple(sorted({r["gpu"] for r in power.rows if isinstance(r.get("gpu"), int)}))
     notes = _engine_notes(bill, engine, power)
-    return EngineBound(engine.label, analysis, readings(power.rows), gpus, notes, power.level, power.levels)
+    return EngineBound(
+        label=engine.label,
+        analysis=analysis,
+        samples=readings(power.rows),
+        gpus=gpus,
+        notes=notes,
+        power_level=power.level,
+        levels=power.levels,
+    )
 
 
 def power_bounds(bill: Bill) -> tuple[BoundInputs, tuple[EngineBound, ...]]:

@@ -25,7 +25,7 @@ METRICS: tuple[tuple[str, Samples], ...] = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MetricComparison:
     target_index: int
     level: str  # the level's label, "c=4" (this is what --json prints)
@@ -86,10 +86,10 @@ def _level_rows(a: LevelFigures, b: LevelFigures) -> list[MetricComparison]:
         xa, xb = samples(a), samples(b)
         test = mann_whitney(xa, xb)
         ma, mb = _median(xa), _median(xb)
-        rows.append(MetricComparison(a.target_index, a.label, name, ma, mb, _change_pct(ma, mb),
-                                     test.p_value, test.significant(), bootstrap_median_diff(xa, xb, rounds=1000)))  # fmt: skip
-    rows.append(MetricComparison(a.target_index, a.label, "output_tok_s", a.aggregate_tok_s, b.aggregate_tok_s,
-                                 _change_pct(a.aggregate_tok_s, b.aggregate_tok_s), None, False))  # fmt: skip
+        rows.append(MetricComparison(target_index=a.target_index, level=a.label, metric=name, a=ma, b=mb, change_pct=_change_pct(ma, mb),
+                                     p_value=test.p_value, significant=test.significant(), diff_ci=bootstrap_median_diff(xa, xb, rounds=1000)))  # fmt: skip
+    rows.append(MetricComparison(target_index=a.target_index, level=a.label, metric="output_tok_s", a=a.aggregate_tok_s, b=b.aggregate_tok_s,
+                                 change_pct=_change_pct(a.aggregate_tok_s, b.aggregate_tok_s), p_value=None, significant=False))  # fmt: skip
     return rows
 
 

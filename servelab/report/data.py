@@ -22,7 +22,7 @@ from servelab.report.plan_figures import PlanFigures, pick_plan, plans_for
 from servelab.store import RunInfo, StoredRun
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EngineSummary:
     """One engine/configuration: a target of a stored run, with its ladder."""
 
@@ -67,7 +67,7 @@ class EngineSummary:
         return sum(lv.evictions for lv in self.levels)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Bill:
     run_ids: tuple[str, ...]
     engines: tuple[EngineSummary, ...]
@@ -306,5 +306,5 @@ def assemble(
     workloads = tuple(as_dict(r.meta.get("workload")) for r in runs)
     power = {r.id: tuple(r.samples.get("gpu_power", ())) for r in runs}
     settings = tuple(as_dict(r.meta.get("settings")) for r in runs)
-    return Bill(tuple(r.id for r in runs), engines, warnings, plan, model, gpu, doctor, spec, invalid, partial,
-                tuple(r.info for r in runs), workloads, power, settings, predicted_run)  # fmt: skip
+    return Bill(run_ids=tuple(r.id for r in runs), engines=engines, warnings=warnings, plan=plan, plan_model=model, plan_gpu=gpu, doctor=doctor, spec=spec, invalid_levels=invalid, partial_runs=partial,
+                run_infos=tuple(r.info for r in runs), workloads=workloads, power_rows=power, settings=settings, predicted_run=predicted_run)  # fmt: skip

@@ -30,7 +30,7 @@ class Asked:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EffectiveConfig:
     """The effective configuration. None means the engine does not report it.
 

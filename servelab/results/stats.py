@@ -30,7 +30,7 @@ class Window:
         return max(self.t1_ns - self.t0_ns, 1) / 1e9
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Distribution:
     """n samples in one unit (named by the field holding it). Percentiles are linear between closest ranks
     (Hyndman–Fan type 7, numpy's default, docs/metrics.md); `std` is the population standard deviation."""
@@ -54,8 +54,14 @@ class Distribution:
         # (records merged from several workers: bench/fleet.py)
         values = np.sort(np.asarray(samples, dtype=float))
         points = np.percentile(values, PERCENTILES, method="linear")
-        return cls(len(values), float(values.mean()), float(values.std()), float(values.min()),
-                   float(values.max()), *(float(p) for p in points))  # fmt: skip
+        return cls(
+            n=len(values),
+            mean=float(values.mean()),
+            std=float(values.std()),
+            min=float(values.min()),
+            max=float(values.max()),
+            **{name: float(p) for name, p in zip(_PERCENTILE_FIELDS, points, strict=True)},
+        )
 
     @property
     def median(self) -> float | None:
@@ -111,7 +117,7 @@ DISTRIBUTIONS = (
 OPEN_LOOP_DISTRIBUTIONS = ("lateness_ms", "ttft_sched_ms")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LevelStats:
     """Every figure of one level (one repeat, or all repeats pooled), measured requests only.
 

@@ -24,7 +24,7 @@ from servelab.sizing.state import state_layout
 KV_FAMILY = "16-bit"  # the family whose figure KV and state reads run at
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DecodeMeasurement:
     """A public decode measurement: `tok_s` per sequence of `model` in `quant` on `gpu` at `batch` sequences,
     `context` tokens in the KV cache on average. `bytes_per_token`: by hand (the note says how) when the

@@ -10,7 +10,7 @@ from servelab.results.records import RequestRecord
 from servelab.results.stats import LevelStats
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunInfo:
     """One line of `servelab runs`."""
 
@@ -68,7 +68,7 @@ class MetricsSnapshot:
     text: str  # the Prometheus exposition as returned by the server
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StoredRun:
     info: RunInfo
     meta: dict  # name, servelab_version, client_host, workload, settings, targets, client_edge, *_anchor_ns

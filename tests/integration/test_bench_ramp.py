@@ -61,7 +61,9 @@ def test_the_ramp_boundary_is_when_a_worker_takes_a_request():
     def make(index: int, phase: str, intended_ns: int | None) -> ClientRequest:
         taken.append((time.perf_counter_ns(), phase))
         body = {"prompt": "hello", "max_tokens": 4, "stream": True}
-        return ClientRequest("/v1/completions", body, request_index=index, phase=phase, serial=index)
+        return ClientRequest(
+            path="/v1/completions", body=body, request_index=index, phase=phase, serial=index
+        )
 
     async def level(url: str) -> LevelState:
         state = LevelState(warmup=0, stop=StopRule(requests=8))

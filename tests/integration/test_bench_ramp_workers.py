@@ -100,7 +100,7 @@ def test_every_worker_ends_the_ramp_at_the_same_instant_and_starts_its_users_at_
         assert fleet is not None
         state = LevelState(warmup=0, stop=config.stop)
         try:
-            out = await fleet.level(config, ClientSpec(url), _maker(log), 4, None, state, records.append,
+            out = await fleet.level(config, ClientSpec(url=url), _maker(log), 4, None, state, records.append,
                                     asyncio.Event(), True)  # fmt: skip
         finally:
             await fleet.close()

@@ -50,7 +50,9 @@ def test_records_split_over_three_workers_on_their_own_clocks_merge_into_identic
     level = Level.closed(3)
     whole = summarize_level(records, level, slo).to_json()
     offsets = [0, -7_000_000_123, 3_141_592_653]  # worker k's clock = coordinator's - offsets[k]
-    reports = [WorkerReport(k, {}, ClockEstimate(off, 0)) for k, off in enumerate(offsets)]
+    reports = [
+        WorkerReport(index=k, info={}, clock_before=ClockEstimate(off, 0)) for k, off in enumerate(offsets)
+    ]
     on_worker_clock = [[shift(copy.deepcopy(r), -offsets[k]) for r in records[k::3]] for k in range(3)]
     merged: list = []
     state = LevelState(warmup=0, stop=StopRule(requests=30))

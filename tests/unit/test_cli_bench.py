@@ -13,7 +13,7 @@ from servelab.results.stats import Distribution, LevelStats
 
 
 def _level(level: str, tok_s: float, valid: bool = True, reason: str | None = None) -> LevelResult:
-    stats = LevelStats(Level.parse(level), per_stream_tok_s=Distribution(p50=99.95), output_tok_s=tok_s,
+    stats = LevelStats(level=Level.parse(level), per_stream_tok_s=Distribution(p50=99.95), output_tok_s=tok_s,
                        ttft_ms=Distribution(p50=1234.5, p99=98765.4), itl_ms=Distribution(p50=10.04, p99=11.96),
                        errors=12, evictions=3)  # fmt: skip
     return LevelResult(stats, valid=valid, invalid_reason=reason)

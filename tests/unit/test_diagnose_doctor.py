@@ -119,7 +119,7 @@ def test_pcie_generation_read_during_the_burn_is_judged_under_load():
 def test_bare_metal_geforce_refusal_is_a_warning_with_its_cause():
     from servelab.diagnose.pairs import PairInfo, pair_findings
 
-    (finding,) = pair_findings([PairInfo(0, 1, p2p_read="gpu_not_supported", p2p_write="gpu_not_supported",
+    (finding,) = pair_findings([PairInfo(gpu_a=0, gpu_b=1, p2p_read="gpu_not_supported", p2p_write="gpu_not_supported",
                                          common_ancestor="PHB", topo_p2p_read="GNS")], in_vm=False)  # fmt: skip
     assert finding.severity == "warning" and finding.fix.startswith("GNS: the stock driver refuses P2P")
     assert "x-nv-gpudirect-clique" not in finding.fix and "path PHB" in finding.evidence

@@ -31,8 +31,8 @@ GIB = 1024**3
 
 
 def _device(memory: int = 24 * GIB, node: int = 16 * GIB, gb_s: float = 20.0):
-    cpu = CPU("AMD EPYC", "AuthenticAMD", 2, 2, ("avx2", "fma", "avx512f", "avx512_bf16"), 2600.0, "test",
-              memory, 1, node, 32 << 20)  # fmt: skip
+    cpu = CPU(model="AMD EPYC", vendor="AuthenticAMD", physical_cores=2, logical_cpus=2, flags=("avx2", "fma", "avx512f", "avx512_bf16"), frequency_mhz=2600.0, frequency_source="test",
+              memory_bytes=memory, numa_nodes=1, numa_node_memory_bytes=node, llc_bytes=32 << 20)  # fmt: skip
     return cpu_device(cpu, Bandwidth((gb_s - 1,), (gb_s,), 2, 128 << 20, "2026-12-01T10:00:00Z"))
 
 

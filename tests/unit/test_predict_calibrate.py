@@ -20,7 +20,9 @@ from servelab.predict.words import WordTokenizer
 
 pytestmark = pytest.mark.usefixtures("measured_host")  # the "cpu" machine is this one: its bandwidth
 
-TRUTH = AchievedSpeeds(6.0e11, 9.0e13, 0.003, 2e-5, source="known")
+TRUTH = AchievedSpeeds(
+    bandwidth_bytes_s=6.0e11, flops_s=9.0e13, step_overhead_s=0.003, token_overhead_s=2e-5, source="known"
+)
 
 
 def synthetic(engine_name: str, model_id: str = "Qwen/Qwen3-8B", gpu: str = "rtx4090", truth: AchievedSpeeds = TRUTH,
@@ -84,7 +86,14 @@ def test_no_successful_requests_is_one_line() -> None:
 def test_on_a_cpu_llamacpp_batched_passes_are_fitted_as_their_own_bandwidth() -> None:
     """llama.cpp on the CPU: one-token passes max(memory, compute), passes of >= 2 tokens memory + compute at
     their own bandwidth (tinyBLAS). Records priced at known figures of both kinds give them back."""
-    truth = AchievedSpeeds(2.0e10, 7.0e10, 0.0005, 1e-5, source="known", batched_bandwidth_bytes_s=1.0e10)
+    truth = AchievedSpeeds(
+        bandwidth_bytes_s=2.0e10,
+        flops_s=7.0e10,
+        step_overhead_s=0.0005,
+        token_overhead_s=1e-5,
+        source="known",
+        batched_bandwidth_bytes_s=1.0e10,
+    )
     engine, records = synthetic("llamacpp", "meta-llama/Llama-3.2-1B", "cpu", truth, context=2048, parallel=4)
     assert engine.roofline.speeds.batched_bandwidth_bytes_s is not None  # from the plan: the same bandwidth
     e = fit(engine, records).speeds
@@ -99,7 +108,7 @@ def test_on_a_cpu_llamacpp_batched_passes_are_fitted_as_their_own_bandwidth() ->
 def test_a_prefill_compute_of_its_own_is_fitted_where_prompts_run_faster_than_batched_decodes() -> None:
     """llama.cpp on the CPU with prompt tokens at 1.25x the compute of batched decodes (tinyBLAS on a 128-token
     pass against a few-token one): records priced so give both computes back, and the profile keeps it."""
-    truth = AchievedSpeeds(2.0e10, 7.0e10, 0.0005, 1e-5, source="known", batched_bandwidth_bytes_s=1.0e10,
+    truth = AchievedSpeeds(bandwidth_bytes_s=2.0e10, flops_s=7.0e10, step_overhead_s=0.0005, token_overhead_s=1e-5, source="known", batched_bandwidth_bytes_s=1.0e10,
                       prefill_flops_s=8.75e10)  # fmt: skip
     engine, records = synthetic("llamacpp", "meta-llama/Llama-3.2-1B", "cpu", truth, context=2048, parallel=4)
     e = fit(engine, records).speeds
@@ -115,9 +124,13 @@ def test_a_profile_keeps_the_prefill_compute(tmp_path) -> None:
     from servelab.predict.profiles import Profile, read_profile, save_profile
 
     e = AchievedSpeeds(
-        2.0e10, 7.0e10, source="calibration", batched_bandwidth_bytes_s=1.0e10, prefill_flops_s=9e10
+        bandwidth_bytes_s=2.0e10,
+        flops_s=7.0e10,
+        source="calibration",
+        batched_bandwidth_bytes_s=1.0e10,
+        prefill_flops_s=9e10,
     )
-    path = save_profile(Profile("cpu:x", "x", "llamacpp", "F16", e, "2025-01-01T00:00:00Z", ("r",), "m", {}),
+    path = save_profile(Profile(machine="cpu:x", machine_label="x", engine="llamacpp", quant="F16", speeds=e, created="2025-01-01T00:00:00Z", runs=("r",), model="m", fit={}),
                         tmp_path)  # fmt: skip
     assert read_profile(path).speeds == e
     old = path.read_text().replace('"prefill_flops_s": 90000000000.0', '"prefill_flops_s": null')

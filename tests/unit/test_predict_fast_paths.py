@@ -128,7 +128,7 @@ def ladder(engine, workload: str, **options):
         {"targets": ["predict"], "concurrency": "1,4,16", "workload": workload, "requests": 24, "chat": True,
          **options}, None,
     )  # fmt: skip
-    result = predict(config, engine, PredictTarget(engine.engine, "m", "g", "q"))
+    result = predict(config, engine, PredictTarget(engine=engine.engine, model="m", gpu="g", quant="q"))
     return [lv.stats for lv in result.targets[0].levels]
 
 

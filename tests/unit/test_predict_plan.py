@@ -20,7 +20,7 @@ def ladder(engine, workload: str, concurrency: str, requests: int = 16):
         {"targets": ["predict"], "concurrency": concurrency, "workload": workload, "requests": requests,
          "chat": True}, None,
     )  # fmt: skip
-    result = predict(config, engine, PredictTarget(engine.engine, "m", "g", "q"))
+    result = predict(config, engine, PredictTarget(engine=engine.engine, model="m", gpu="g", quant="q"))
     return {lv.stats.level: lv.stats for lv in result.targets[0].levels}
 
 

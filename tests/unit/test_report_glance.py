@@ -93,9 +93,18 @@ def _level(concurrency: int, ttft_ms: float, itl_ms: float):
 
 def test_more_concurrency_past_the_plateau_is_queueing() -> None:
     levels = (_level(1, 50, 10), _level(2, 50, 10), _level(4, 400, 12))  # c=4: no more tokens/s, 8× the TTFT
-    engine = EngineSummary("llamacpp · m · short", "R", 0, "llamacpp", "m", "http://127.0.0.1:1", False, levels,
-                           None, None)  # fmt: skip
-    bill = Bill(("R",), (engine,), (), None, None, None, None, None)
+    engine = EngineSummary(label="llamacpp · m · short", run_id="R", target_index=0, engine="llamacpp", model="m", url="http://127.0.0.1:1", partial=False, levels=levels,
+                           usable_context=None, memory_used_bytes=None)  # fmt: skip
+    bill = Bill(
+        run_ids=("R",),
+        engines=(engine,),
+        warnings=(),
+        plan=None,
+        plan_model=None,
+        plan_gpu=None,
+        doctor=None,
+        spec=None,
+    )
     assert levels[2].aggregate_tok_s < 1.1 * levels[1].aggregate_tok_s
     sentence = engine_verdict(bill, engine)
     assert sentence.startswith("Queueing beyond c=2: at c=4 TTFT p50 is 8.0× while aggregate changes")

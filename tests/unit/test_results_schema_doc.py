@@ -17,7 +17,7 @@ def test_every_bench_level_key_is_documented_once_spelt() -> None:
 
 
 def test_a_level_written_and_read_back_is_the_same_value() -> None:
-    stats = LevelStats(Level.open(2.5), completed=3, ttft_ms=Distribution.of([1.0, 2.0, 4.0]),
+    stats = LevelStats(level=Level.open(2.5), completed=3, ttft_ms=Distribution.of([1.0, 2.0, 4.0]),
                        lateness_ms=Distribution.of([0.1]), ci95={"output_tok_s": (10.0, 1.5), "request_s": None})  # fmt: skip
     assert LevelStats.from_json(stats.to_json()) == stats
     assert set(LevelResult(stats).to_json()) <= set(LEVEL_KEYS)

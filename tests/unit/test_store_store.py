@@ -101,12 +101,22 @@ def test_credentials_never_reach_the_store(tmp_path: Path) -> None:
 
 
 def test_fields_added_to_requestrecord_later_survive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    @dataclasses.dataclass
+    @dataclasses.dataclass(kw_only=True)
     class Newer(RequestRecord):
         queue_ns: int | None = None
 
     monkeypatch.setattr("servelab.store.codec.RequestRecord", Newer)
-    record = Newer(0, "c=1", 0, 0, "measure", "ok", 1, 2, queue_ns=42)
+    record = Newer(
+        target_index=0,
+        level="c=1",
+        repeat=0,
+        request_index=0,
+        phase="measure",
+        status="ok",
+        sent_ns=1,
+        end_ns=2,
+        queue_ns=42,
+    )
     with Store.open(tmp_path / "r.db") as store:
         run_id = store.create_run({})
         store.add_request(run_id, record)

@@ -72,7 +72,7 @@ ENV_FLAGS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LlamaCppLaunch:
     """What a llama-server command line asked for. None: not given (the server's default applies)."""
 

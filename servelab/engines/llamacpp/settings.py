@@ -14,7 +14,7 @@ MAX_SPECULATIVE_TOKENS = 16  # servelab.sizing.fit.MAX_SPECULATIVE_TOKENS
 DRAFT_MAX = 16  # --spec-draft-n-max's default (common/common.h: n_max)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LlamaCppSettings:
     """llama-server's flags the planner prices; None/False: not given (llama-server's default, or the plan's)."""
 
@@ -63,7 +63,7 @@ def speculative_words(settings: LlamaCppSettings) -> SpeculativeWords | None:
     return SpeculativeWords("draft", settings.draft_max or DRAFT_MAX, settings.model_draft)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LlamaCppFigures(Figures):
     """What the plan found (the names llama-server logs them by); the scheduler reads the slots and batches. None:
     not a figure of the CPU device's plan."""

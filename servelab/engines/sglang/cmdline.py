@@ -57,7 +57,7 @@ LAUNCH_FORMS = ("python -m sglang.launch_server …", "sglang serve …")
 IMAGE_WORDS = ("sglang",)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SglangLaunch:
     """What an sglang command line asked for. None: not given."""
 

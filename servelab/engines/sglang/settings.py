@@ -23,7 +23,7 @@ SPECULATIVE_ALGORITHMS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SglangSettings:
     """sglang's flags the planner prices; None: not given (sglang's default)."""
 
@@ -116,7 +116,7 @@ def speculative_words(settings: SglangSettings) -> SpeculativeWords | None:
     return SpeculativeWords(method, drafted, s.speculative_draft_model_path or "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SglangFigures(Figures):
     """What the plan found (sglang's own names); the scheduler reads the pool, the running cap, the chunk and the
     state slots."""

@@ -63,7 +63,7 @@ LAUNCH_FORMS = ("vllm serve …", "python -m vllm.entrypoints.openai.api_server 
 IMAGE_WORDS = ("vllm",)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VllmLaunch:
     """What a vLLM command line asked for. None: not given."""
 

@@ -31,7 +31,7 @@ SPECULATIVE_METHODS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VllmSettings:
     """vLLM's flags (and the CPU backend's environment variable) the planner prices; None/False: not given."""
 

@@ -221,7 +221,7 @@ class Trace:
         return len(self.step_tokens)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Recorder(Roofline):
     """The roofline that lists each pass's raw quantities."""
 
@@ -273,7 +273,9 @@ def speeds_for(s: Setup, model: StepModel | None) -> AchievedSpeeds:
     if model is None:  # today's figures: the plan's (not a shipped fit)
         decode, prefill = s.plan.efficiency.get("decode", 1.0), s.plan.efficiency.get("prefill", 1.0)
         flops = s.gpu.tensor_flops(compute_dtype(s.model, s.gpu))
-        return AchievedSpeeds(s.gpu.bandwidth_bytes_s * decode, flops * prefill, source="plan")
+        return AchievedSpeeds(
+            bandwidth_bytes_s=s.gpu.bandwidth_bytes_s * decode, flops_s=flops * prefill, source="plan"
+        )
     return model.speeds(s.regime, s.gpu, s.layers)
 
 
@@ -298,7 +300,10 @@ def _bench(s: Setup, rec: _Recorder) -> dict[str, Figure]:
     batch = w.batch or 1
     if "pp_tok_s" in s.row.figures and w.prompt_tokens:
         first = len(rec.tokens)
-        seqs = [Sequence(Request(i, 0.0, tuple(range(w.depth + w.prompt_tokens)), 1)) for i in range(batch)]
+        seqs = [
+            Sequence(request=Request(i, 0.0, tuple(range(w.depth + w.prompt_tokens)), 1))
+            for i in range(batch)
+        ]
         chunks: list[Work] = []
         for seq in seqs:  # llama-batched-bench: every prompt in one batch; llama-bench: one prompt
             done = 0
@@ -312,7 +317,9 @@ def _bench(s: Setup, rec: _Recorder) -> dict[str, Figure]:
     if "tg_tok_s" in s.row.figures and w.output_tokens:
         first = len(rec.tokens)
         start = w.depth + (w.prompt_tokens if batch > 1 or w.dataset == "llama-batched-bench" else 0)
-        seqs = [Sequence(Request(i, 0.0, tuple(range(start + 1)), w.output_tokens)) for i in range(batch)]
+        seqs = [
+            Sequence(request=Request(i, 0.0, tuple(range(start + 1)), w.output_tokens)) for i in range(batch)
+        ]
         for seq in seqs:
             seq.computed, seq.generated = start, 1
         for k in range(w.output_tokens):
