@@ -104,11 +104,17 @@ class LiveTally:
                 self.itl.add(gap)
         elapsed = state.elapsed_ns() / 1e9
         return LiveFigures(
-            done=state.done, planned=live.planned, elapsed_s=elapsed, fraction=_fraction(live, elapsed),
-            tok_s=state.output_tokens / elapsed if elapsed > 0 else 0.0, ttft_p50_ms=self.ttft.value,
-            itl_p50_ms=self.itl.value, errors=dict(self.errors),
-            lag_p99_ms=_p99_ms(live.monitor.lags_ns), wake_late_p99_ms=_p99_ms(live.monitor.oversleep_ns),
-        )  # fmt: skip
+            done=state.done,
+            planned=live.planned,
+            elapsed_s=elapsed,
+            fraction=_fraction(live, elapsed),
+            tok_s=state.output_tokens / elapsed if elapsed > 0 else 0.0,
+            ttft_p50_ms=self.ttft.value,
+            itl_p50_ms=self.itl.value,
+            errors=dict(self.errors),
+            lag_p99_ms=_p99_ms(live.monitor.lags_ns),
+            wake_late_p99_ms=_p99_ms(live.monitor.oversleep_ns),
+        )
 
 
 def _fraction(live: LiveLevel, elapsed_s: float) -> float:

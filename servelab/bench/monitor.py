@@ -70,8 +70,14 @@ def validity(
     ``server_here``: the target is on this machine (a loopback URL), the usual reason the client lacked a CPU."""
     late = client.get("wake_late_p99_ms")
     if late is not None and late > lag_limit_ms + TIMER_RESOLUTION_MS:
-        hint = ("; the server runs on this machine: pin the two to different CPUs (taskset -c) or bench from "
-                "another machine") if server_here else ""  # fmt: skip
+        hint = (
+            (
+                "; the server runs on this machine: pin the two to different CPUs (taskset -c) or bench from "
+                "another machine"
+            )
+            if server_here
+            else ""
+        )
         return (
             False,
             f"client wake-ups p99 {late:.2f} ms late: the host did not give the client a CPU in time{hint}",

@@ -47,8 +47,12 @@ class RateProbe:
     valid: bool = True  # the client kept up (bench/monitor.py); an invalid probe is judged all the same
 
     def to_json(self) -> dict[str, Any]:
-        return {"rate": self.rate_rps, "slo_attainment": self.attainment, "passed": self.passed,
-                "valid": self.valid}  # fmt: skip
+        return {
+            "rate": self.rate_rps,
+            "slo_attainment": self.attainment,
+            "passed": self.passed,
+            "valid": self.valid,
+        }
 
 
 @dataclass
@@ -121,28 +125,42 @@ class MaxRate:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "outcome": self.outcome, "max_rate": self.passing_rps, "highest_passing": self.passing_rps,
-            "lowest_failing": self.failing_rps, "attainment_target": self.spec.attainment,
-            "rate_floor": self.start_rps, "rate_cap": self.spec.cap_rps, "probes_allowed": self.spec.probes,
-            "tolerance": self.spec.tolerance, "probes": [p.to_json() for p in self.probes],
-        }  # fmt: skip
+            "outcome": self.outcome,
+            "max_rate": self.passing_rps,
+            "highest_passing": self.passing_rps,
+            "lowest_failing": self.failing_rps,
+            "attainment_target": self.spec.attainment,
+            "rate_floor": self.start_rps,
+            "rate_cap": self.spec.cap_rps,
+            "probes_allowed": self.spec.probes,
+            "tolerance": self.spec.tolerance,
+            "probes": [p.to_json() for p in self.probes],
+        }
 
     def line(self, slo_text: str) -> str:
         """One line for the person: the answer and its bracket, or why there is none."""
         target = f"{self.spec.attainment:.0%} of requests meeting {slo_text}"
         if self.outcome == "found":
-            return (f"max rate with {target}: {self.passing_rps:g} req/s (highest passing {self.passing_rps:g}, "
-                    f"lowest failing {self.failing_rps:g}; {len(self.probes)} probes)")  # fmt: skip
+            return (
+                f"max rate with {target}: {self.passing_rps:g} req/s (highest passing {self.passing_rps:g}, "
+                f"lowest failing {self.failing_rps:g}; {len(self.probes)} probes)"
+            )
         if self.outcome == "none_passed":
             low = min(self.probes, key=lambda p: p.rate_rps)
             got = "no request measured" if low.attainment is None else f"{low.attainment:.0%}"
-            return (f"no rate tried had {target}: the lowest, {low.rate_rps:g} req/s, got {got}; "
-                    "lower --rate (the first probe) or loosen --slo")  # fmt: skip
+            return (
+                f"no rate tried had {target}: the lowest, {low.rate_rps:g} req/s, got {got}; "
+                "lower --rate (the first probe) or loosen --slo"
+            )
         if self.outcome == "all_passed":
-            return (f"every rate tried up to the cap had {target} ({self.spec.cap_rps:g} req/s passed); "
-                    "raise --max-rate")  # fmt: skip
-        return (f"every rate tried had {target} (up to {self.passing_rps:g} req/s) and the {len(self.probes)} "
-                "probes ran out below --max-rate; raise --probes or --rate")  # fmt: skip
+            return (
+                f"every rate tried up to the cap had {target} ({self.spec.cap_rps:g} req/s passed); "
+                "raise --max-rate"
+            )
+        return (
+            f"every rate tried had {target} (up to {self.passing_rps:g} req/s) and the {len(self.probes)} "
+            "probes ran out below --max-rate; raise --probes or --rate"
+        )
 
 
 def _round(rate: float) -> float:

@@ -44,7 +44,7 @@ LEVEL_KEYS = (
     "client",
     "server",
     "ci95",
-)  # fmt: skip  (the order of a level object in `bench --json` and in the store; docs/results-schema.md)
+)  # (the order of a level object in `bench --json` and in the store; docs/results-schema.md)
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,13 @@ class LevelResult:
     )  # the server's /metrics over the level (server_metrics.py)
 
     def to_json(self) -> dict[str, Any]:
-        values = {**self.stats.to_json(), "valid": self.valid, "invalid_reason": self.invalid_reason,
-                  "partial": self.partial, "client": self.client}  # fmt: skip
+        values = {
+            **self.stats.to_json(),
+            "valid": self.valid,
+            "invalid_reason": self.invalid_reason,
+            "partial": self.partial,
+            "client": self.client,
+        }
         if self.server:  # engines whose extras follow /metrics series (vLLM)
             values["server"] = self.server
         return {key: values[key] for key in LEVEL_KEYS if key in values}

@@ -73,9 +73,13 @@ def _even(total: int, parts: int) -> list[int]:
 
 
 def split_closed(
-    concurrency: int, workers: int, warmup: int, requests: int | None, duration_s: float | None,
+    concurrency: int,
+    workers: int,
+    warmup: int,
+    requests: int | None,
+    duration_s: float | None,
     ramp_s: float | None = None,
-) -> list[Share]:  # fmt: skip
+) -> list[Share]:
     """Shares of a closed-loop level; a worker left without a slot (c < n) gets an idle share."""
     shares = _split_closed(concurrency, workers, warmup, requests, duration_s)
     if not ramp_s:
@@ -84,11 +88,17 @@ def split_closed(
     active = [s.worker for s in shares if s.slots]
     after = warmup + (requests or 0)
     return [
-        replace(s, starts_ns=tuple(starts[s.worker :: workers]), ramp_ns=round(ramp_s * NS_PER_S),
-                ramp_first=after + active.index(s.worker), ramp_step=len(active))
-        if s.slots else s
+        replace(
+            s,
+            starts_ns=tuple(starts[s.worker :: workers]),
+            ramp_ns=round(ramp_s * NS_PER_S),
+            ramp_first=after + active.index(s.worker),
+            ramp_step=len(active),
+        )
+        if s.slots
+        else s
         for s in shares
-    ]  # fmt: skip
+    ]
 
 
 def _split_closed(
