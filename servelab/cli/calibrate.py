@@ -90,11 +90,23 @@ def register(app: typer.Typer) -> None:
         )
         result = fit(engine, setup.records)
         profile = Profile(
-            machine=machine_key(card), machine_label=card.label, engine=plan.engine, quant=plan.quant, speeds=result.speeds,
-            created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), runs=setup.run_ids, model=spec.name,
-            fit={"r2": result.r2, "rms_relative": result.rms_relative, "median_relative": result.median_relative,
-             "intervals": result.intervals, "gaps": result.gaps, "prefills": result.prefills},
-        )  # fmt: skip
+            machine=machine_key(card),
+            machine_label=card.label,
+            engine=plan.engine,
+            quant=plan.quant,
+            speeds=result.speeds,
+            created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            runs=setup.run_ids,
+            model=spec.name,
+            fit={
+                "r2": result.r2,
+                "rms_relative": result.rms_relative,
+                "median_relative": result.median_relative,
+                "intervals": result.intervals,
+                "gaps": result.gaps,
+                "prefills": result.prefills,
+            },
+        )
         path = None if no_save else save_profile(profile)
         _render(result, profile, path, json_out)
 
@@ -103,19 +115,27 @@ def _render(result, profile, path: Path | None, json_out: bool) -> None:
     from dataclasses import asdict
 
     if json_out:
-        print_json({"profile": profile.to_json(), "path": None if path is None else str(path),
-                    "levels": [asdict(lv) for lv in result.levels]})  # fmt: skip
+        print_json(
+            {
+                "profile": profile.to_json(),
+                "path": None if path is None else str(path),
+                "levels": [asdict(lv) for lv in result.levels],
+            }
+        )
         return
     e, out = result.speeds, stdout_console()
     out.print(f"profile: {profile.name}", markup=False)
     out.print(
         f"effective bandwidth {e.bandwidth_bytes_s / 1e9:.2f} GB/s, compute {e.flops_s / 1e9:.1f} GFLOP/s, "
         f"step overhead {e.step_overhead_s * 1e3:.3f} ms, token overhead {e.token_overhead_s * 1e6:.2f} us"
-        + ("" if e.batched_bandwidth_bytes_s is None
-           else f", batched passes {e.batched_bandwidth_bytes_s / 1e9:.2f} GB/s + compute")
+        + (
+            ""
+            if e.batched_bandwidth_bytes_s is None
+            else f", batched passes {e.batched_bandwidth_bytes_s / 1e9:.2f} GB/s + compute"
+        )
         + ("" if e.prefill_flops_s is None else f", prompt tokens {e.prefill_flops_s / 1e9:.1f} GFLOP/s"),
         markup=False,
-    )  # fmt: skip
+    )
     out.print(
         f"fit: R2 {result.r2:.4f} over {result.intervals} intervals ({result.gaps} token gaps, "
         f"{result.prefills} prefills); |residual| median {result.median_relative:.1%}, "
@@ -131,15 +151,32 @@ def _level_table(levels):
     from rich.table import Table
 
     table = Table(title="measured vs replayed with the fitted figures", title_justify="left")
-    for name in ("level", "requests", "TTFT p50 ms", "fit", "err", "TPOT p50 ms", "fit", "err", "gap |res|",
-                 "prefill |res|"):  # fmt: skip
+    for name in (
+        "level",
+        "requests",
+        "TTFT p50 ms",
+        "fit",
+        "err",
+        "TPOT p50 ms",
+        "fit",
+        "err",
+        "gap |res|",
+        "prefill |res|",
+    ):
         table.add_column(name, justify="right")
     for lv in levels:
         table.add_row(
-            lv.level, str(lv.requests), _ms(lv.ttft_p50_s), _ms(lv.ttft_p50_fit_s),
-            _err(lv.ttft_p50_fit_s, lv.ttft_p50_s), _ms(lv.tpot_p50_s), _ms(lv.tpot_p50_fit_s),
-            _err(lv.tpot_p50_fit_s, lv.tpot_p50_s), _pct(lv.gap_error), _pct(lv.prefill_error),
-        )  # fmt: skip
+            lv.level,
+            str(lv.requests),
+            _ms(lv.ttft_p50_s),
+            _ms(lv.ttft_p50_fit_s),
+            _err(lv.ttft_p50_fit_s, lv.ttft_p50_s),
+            _ms(lv.tpot_p50_s),
+            _ms(lv.tpot_p50_fit_s),
+            _err(lv.tpot_p50_fit_s, lv.tpot_p50_s),
+            _pct(lv.gap_error),
+            _pct(lv.prefill_error),
+        )
     return table
 
 

@@ -108,9 +108,29 @@ def register(app: typer.Typer) -> None:
         check_emit(emit)
         model, words = split_model(model, ctx.args)
         asked = planning.PlanningInputs(
-            model=model, engine=engine, quant=quant, context=context, kv_dtype=kv_dtype, parallel=parallel, gpus=gpus, interconnect=interconnect, gpu=gpu, vram=vram, bandwidth=bandwidth, tflops=tflops,
-            engine_version=engine_version, speculative=speculative, draft_model=draft_model, hf=hf, words=tuple(words), cmd=cmd, compose=compose, service=service, host=host, remeasure=remeasure,
-        )  # fmt: skip
+            model=model,
+            engine=engine,
+            quant=quant,
+            context=context,
+            kv_dtype=kv_dtype,
+            parallel=parallel,
+            gpus=gpus,
+            interconnect=interconnect,
+            gpu=gpu,
+            vram=vram,
+            bandwidth=bandwidth,
+            tflops=tflops,
+            engine_version=engine_version,
+            speculative=speculative,
+            draft_model=draft_model,
+            hf=hf,
+            words=tuple(words),
+            cmd=cmd,
+            compose=compose,
+            service=service,
+            host=host,
+            remeasure=remeasure,
+        )
         planned = planning.make_plans(asked)
         plans, spec, card, gpu_note = planned.plans, planned.model, planned.card, planned.note
         if gpu_note is not None:  # after every check, so that bad input stays one line

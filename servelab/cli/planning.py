@@ -288,9 +288,16 @@ def make_plans(asked: PlanningInputs, *, as_asked: bool = True) -> Planned:
     drafted = speculative_asked(engine, own, asked.speculative, asked.draft_model, asked.hf)
     if drafted is not None:
         flags["speculative"] = drafted
-    common: dict[str, Any] = dict(context=asked.context, kv_dtype=asked.kv_dtype, parallel=asked.parallel,
-                                  gpus=gpus, interconnect=asked.interconnect, model_path=launch_path(model),
-                                  host=asked.host, **flags)  # fmt: skip
+    common: dict[str, Any] = dict(
+        context=asked.context,
+        kv_dtype=asked.kv_dtype,
+        parallel=asked.parallel,
+        gpus=gpus,
+        interconnect=asked.interconnect,
+        model_path=launch_path(model),
+        host=asked.host,
+        **flags,
+    )
     quant = None if asked.quant is None or asked.quant.lower() == "all" else asked.quant
     link = asked.interconnect or default_interconnect(card_)
     if launch is not None:  # exactly that launch: its engine, its settings, its (or the model's) format

@@ -116,20 +116,50 @@ def register(app: typer.Typer) -> None:
         from servelab.cli.bench import _merge_yaml, _render, build_config
 
         options: dict[str, Any] = {
-            "targets": ["predict"], "concurrency": concurrency, "workload": workload, "input_tokens": input_tokens,
-            "output_tokens": output_tokens, "requests": requests, "duration": duration, "rate": rate,
-            "burstiness": burstiness, "repeat": repeat, "warmup": warmup, "slo": slo, "seed": seed, "name": name,
+            "targets": ["predict"],
+            "concurrency": concurrency,
+            "workload": workload,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "requests": requests,
+            "duration": duration,
+            "rate": rate,
+            "burstiness": burstiness,
+            "repeat": repeat,
+            "warmup": warmup,
+            "slo": slo,
+            "seed": seed,
+            "name": name,
             "chat": chat,
-        }  # fmt: skip
+        }
         if config_path is not None:
             options = {**_merge_yaml(options, load_experiment(config_path)), "targets": ["predict"]}
         options = _cold_start(options, cold_start)
         config = build_config(options, None)
         model, words = split_model(model, ctx.args)
         inputs = planning.PlanningInputs(
-            model=model, engine=engine, quant=quant, context=context, kv_dtype=kv_dtype, parallel=parallel, gpus=gpus, interconnect=interconnect, gpu=gpu, vram=vram, bandwidth=bandwidth, tflops=tflops,
-            engine_version=engine_version, speculative=speculative, draft_model=draft_model, hf=hf, words=tuple(words), cmd=cmd, compose=compose, service=service, remeasure=remeasure,
-        )  # fmt: skip
+            model=model,
+            engine=engine,
+            quant=quant,
+            context=context,
+            kv_dtype=kv_dtype,
+            parallel=parallel,
+            gpus=gpus,
+            interconnect=interconnect,
+            gpu=gpu,
+            vram=vram,
+            bandwidth=bandwidth,
+            tflops=tflops,
+            engine_version=engine_version,
+            speculative=speculative,
+            draft_model=draft_model,
+            hf=hf,
+            words=tuple(words),
+            cmd=cmd,
+            compose=compose,
+            service=service,
+            remeasure=remeasure,
+        )
         plan, spec, card = _plan(plan_file, inputs)
         speculation = _speculation(spec_alpha, spec_tokens or planned_tokens(plan) or 4, spec_cost)
         if speculation is None and planned_tokens(plan):
@@ -138,8 +168,17 @@ def register(app: typer.Typer) -> None:
                 " give --spec-acceptance P to price it (without it every step decodes one token)",
                 markup=False,
             )
-        result = _predict(config, plan, spec, card, plan_file, speculation, None if no_store else db,
-                          store=not no_store, calibration=not no_calibration)  # fmt: skip
+        result = _predict(
+            config,
+            plan,
+            spec,
+            card,
+            plan_file,
+            speculation,
+            None if no_store else db,
+            store=not no_store,
+            calibration=not no_calibration,
+        )
         _render(result, json_out)
 
 
@@ -191,8 +230,14 @@ def _plan(plan_file: Path | None, asked: planning.PlanningInputs):
 
 
 # what a saved plan fixes: the options that would re-plan it (--bandwidth/--tflops only re-price its steps)
-_FIXED_BY_PLAN = (("--vram", "vram"), ("--engine-version", "engine_version"), ("--speculative", "speculative"),
-                  ("--draft-model", "draft_model"), ("--cmd", "cmd"), ("--compose", "compose"))  # fmt: skip
+_FIXED_BY_PLAN = (
+    ("--vram", "vram"),
+    ("--engine-version", "engine_version"),
+    ("--speculative", "speculative"),
+    ("--draft-model", "draft_model"),
+    ("--cmd", "cmd"),
+    ("--compose", "compose"),
+)
 
 
 def _from_saved(plan_file: Path, asked: planning.PlanningInputs):
@@ -276,9 +321,16 @@ def _predict(config, plan, spec, card, plan_file, speculation, db, *, store: boo
     engine = emulated_engine(plan, spec, card, speeds=speeds, speculation=speculation)
     link = plan.parallel_cost.interconnect if plan.parallel_cost else None
     version = plan.details.get("engine_version")
-    target = PredictTarget(engine=plan.engine, model=plan.model or spec.name, gpu=plan.gpu or card.name, quant=plan.quant,
-                           tensor_parallel=plan.tensor_parallel, interconnect=link, plan_file=None if plan_file is None else str(plan_file),
-                           engine_version=version if isinstance(version, str) else None)  # fmt: skip
+    target = PredictTarget(
+        engine=plan.engine,
+        model=plan.model or spec.name,
+        gpu=plan.gpu or card.name,
+        quant=plan.quant,
+        tensor_parallel=plan.tensor_parallel,
+        interconnect=link,
+        plan_file=None if plan_file is None else str(plan_file),
+        engine_version=version if isinstance(version, str) else None,
+    )
     stderr_console().print(
         f"predicting {plan.engine} {plan.quant} on {plan.tensor_parallel} x {card.name} "
         f"(effective figures: {engine.roofline.speeds.source}; virtual time)",

@@ -123,8 +123,10 @@ def load_prediction(db: Path | None, run_id: str) -> StoredRun:
     with Store.open(db, must_exist=True) as store:
         run = store.load_run(run_id)
     if not is_predicted(run):
-        raise ConfigError(f"--predicted {run_id}: run {run.id} was measured, not predicted; "
-                          "give a run stored by `servelab predict`")  # fmt: skip
+        raise ConfigError(
+            f"--predicted {run_id}: run {run.id} was measured, not predicted; "
+            "give a run stored by `servelab predict`"
+        )
     return run
 
 
@@ -154,5 +156,11 @@ def _bound_json(bound) -> dict:
     """One engine's bound: the verdict's numbers, the samples and level its serving power is from, and the
     power and energy per output token of each level with samples."""
     levels = [{**asdict(lv), "joules_per_token": lv.joules_per_token} for lv in bound.levels]
-    return {"engine": bound.label, **asdict(bound.analysis), "power_samples": bound.samples,
-            "power_level": bound.power_level, "power_gpus": list(bound.gpus), "levels": levels}  # fmt: skip
+    return {
+        "engine": bound.label,
+        **asdict(bound.analysis),
+        "power_samples": bound.samples,
+        "power_level": bound.power_level,
+        "power_gpus": list(bound.gpus),
+        "levels": levels,
+    }

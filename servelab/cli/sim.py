@@ -82,17 +82,29 @@ def register(app: typer.Typer) -> None:
             from servelab.cli.predict import emulated_target
 
             _check_emulated_faults(fault)
-            emulated, planned_model = emulated_target(emulate_model, plan_file, gpu, engine, quant, context,
-                                                      kv_dtype, parallel, gpus, interconnect)  # fmt: skip
+            emulated, planned_model = emulated_target(
+                emulate_model, plan_file, gpu, engine, quant, context, kv_dtype, parallel, gpus, interconnect
+            )
             model, context = model or planned_model, emulated.context
         elif emulate_model is not None or plan_file is not None:
             raise ConfigError("MODEL and --plan describe an engine to emulate; add --emulate")
         config = SimConfig(
-            host=host, port=port, model=model or "sim-model", ttft_ms=ttft_ms, itl_ms=itl_ms, tokens_per_chunk=tokens_per_chunk,
-            max_tokens=max_tokens, role_chunk=role_chunk, usage=usage, honour_ignore_eos=ignore_eos,
-            eos_after=eos_after or None, keepalive_ms=keepalive_ms or None,
-            faults=tuple(parse_fault(f) for f in fault), context=context or 32768, slots=slots or None,
-        )  # fmt: skip
+            host=host,
+            port=port,
+            model=model or "sim-model",
+            ttft_ms=ttft_ms,
+            itl_ms=itl_ms,
+            tokens_per_chunk=tokens_per_chunk,
+            max_tokens=max_tokens,
+            role_chunk=role_chunk,
+            usage=usage,
+            honour_ignore_eos=ignore_eos,
+            eos_after=eos_after or None,
+            keepalive_ms=keepalive_ms or None,
+            faults=tuple(parse_fault(f) for f in fault),
+            context=context or 32768,
+            slots=slots or None,
+        )
         try:
             _run_loop(_serve(config, json_out, emulated))
         except KeyboardInterrupt:
