@@ -132,10 +132,20 @@ def comparison_table(plans: PlanSet) -> Table:
     table = Table(
         title=f"{plans.model} on {plans.gpus} x {plans.gpu}", box=box.SIMPLE_HEAD, collapse_padding=True
     )
-    for name, justify in (("engine", "left"), ("quant", "left"), ("KV", "left"), ("fits", "left"),
-                          ("context\nserved", "right"), ("weights\nGiB", "right"), ("KV\nGiB", "right"),
-                          ("state\nGiB", "right"), ("total\nGiB", "right"), ("decode\nshort\ntok/s", "right"),
-                          ("decode\nfull\ntok/s", "right"), ("prefill\ntok/s", "right")):  # fmt: skip
+    for name, justify in (
+        ("engine", "left"),
+        ("quant", "left"),
+        ("KV", "left"),
+        ("fits", "left"),
+        ("context\nserved", "right"),
+        ("weights\nGiB", "right"),
+        ("KV\nGiB", "right"),
+        ("state\nGiB", "right"),
+        ("total\nGiB", "right"),
+        ("decode\nshort\ntok/s", "right"),
+        ("decode\nfull\ntok/s", "right"),
+        ("prefill\ntok/s", "right"),
+    ):
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for p in plans.plans:
         m = p.memory_bytes

@@ -110,9 +110,17 @@ class _Recorder(Roofline):
         for p in step.passes:
             if p:
                 tokens = sum(w.new + w.verify for w in p)
-                passes.append(_Pass(bytes=self.pass_bytes(p), flops=self.pass_flops(p), fixed_s=self.allreduce_s(tokens), tokens=tokens,
-                                    prompt_flops=self.prompt_flops(p), apart_flops=self.decode_attention_flops(p),
-                                    ratio=self.decode_attention_ratio))  # fmt: skip
+                passes.append(
+                    _Pass(
+                        bytes=self.pass_bytes(p),
+                        flops=self.pass_flops(p),
+                        fixed_s=self.allreduce_s(tokens),
+                        tokens=tokens,
+                        prompt_flops=self.prompt_flops(p),
+                        apart_flops=self.decode_attention_flops(p),
+                        ratio=self.decode_attention_ratio,
+                    )
+                )
         self.log.append(_StepRow(passes, step.tokens))
         for w in step.works:
             rid = w.seq.request.rid
@@ -321,9 +329,12 @@ def _weights(intervals: list[_Interval]) -> np.ndarray:
 
 
 def nonnegative_lstsq(
-    a: np.ndarray, y: np.ndarray, held: np.ndarray, positive: tuple[int, ...] = (0, 1, BATCHED),
+    a: np.ndarray,
+    y: np.ndarray,
+    held: np.ndarray,
+    positive: tuple[int, ...] = (0, 1, BATCHED),
     signed: tuple[int, ...] = (PREFILL,),
-) -> np.ndarray:  # fmt: skip
+) -> np.ndarray:
     """min ||a x - y|| with x >= 0 (entries in `signed` of any sign), by trying each set of free entries (6
     unknowns: 64 sets); columns scaled to unit norm first. An entry left out is 0, except those in `positive`
     (1/bandwidth, 1/compute, 1/batched bandwidth), which keep their `held` value: a column the data never
@@ -359,15 +370,23 @@ def nonnegative_lstsq(
 def _to_x(e: AchievedSpeeds) -> np.ndarray:
     batched = 0.0 if e.batched_bandwidth_bytes_s is None else 1 / e.batched_bandwidth_bytes_s
     prefill = 0.0 if e.prefill_flops_s is None else 1 / e.prefill_flops_s - 1 / e.flops_s
-    return np.array([1 / e.bandwidth_bytes_s, 1 / e.flops_s, e.step_overhead_s, e.token_overhead_s, batched,
-                     prefill])  # fmt: skip
+    return np.array(
+        [1 / e.bandwidth_bytes_s, 1 / e.flops_s, e.step_overhead_s, e.token_overhead_s, batched, prefill]
+    )
 
 
 def _to_speeds(x: np.ndarray, source: str) -> AchievedSpeeds:
     batched = float(1 / x[BATCHED]) if _has_batched(x) else None
     prefill = float(1 / (x[1] + x[PREFILL])) if x[PREFILL] != 0 else None
-    return AchievedSpeeds(bandwidth_bytes_s=float(1 / x[0]), flops_s=float(1 / x[1]), step_overhead_s=float(x[2]), token_overhead_s=float(x[3]), source=source,
-                     batched_bandwidth_bytes_s=batched, prefill_flops_s=prefill)  # fmt: skip
+    return AchievedSpeeds(
+        bandwidth_bytes_s=float(1 / x[0]),
+        flops_s=float(1 / x[1]),
+        step_overhead_s=float(x[2]),
+        token_overhead_s=float(x[3]),
+        source=source,
+        batched_bandwidth_bytes_s=batched,
+        prefill_flops_s=prefill,
+    )
 
 
 def _fill_ttft_prefills(
@@ -548,10 +567,18 @@ def _levels(replays: list[_Replay], intervals: list[_Interval], rel: np.ndarray)
         fit_ttft = [t[0] - at for _, at, t in rows]
         fit_tpot = [(t[-1] - t[0]) / (len(t) - 1) for _, _, t in rows if len(t) > 1]
         prefill = errors.get((level, "prefill"))
-        out.append(LevelFit(
-            level=level, requests=len(rows), ttft_p50_s=_med(ttft), ttft_p50_fit_s=_med(fit_ttft), tpot_p50_s=_med(tpot), tpot_p50_fit_s=_med(fit_tpot),
-            gap_error=_med(errors.get((level, "gap"), [])), prefill_error=None if not prefill else _med(prefill),
-        ))  # fmt: skip
+        out.append(
+            LevelFit(
+                level=level,
+                requests=len(rows),
+                ttft_p50_s=_med(ttft),
+                ttft_p50_fit_s=_med(fit_ttft),
+                tpot_p50_s=_med(tpot),
+                tpot_p50_fit_s=_med(fit_tpot),
+                gap_error=_med(errors.get((level, "gap"), [])),
+                prefill_error=None if not prefill else _med(prefill),
+            )
+        )
     return tuple(out)
 
 

@@ -93,19 +93,33 @@ def read_profile(path: Path) -> Profile:
         batched = e.get("batched_bandwidth_bytes_s")  # profiles before it was fitted have none
         prefill = e.get("prefill_flops_s")  # nor this one
         speeds = AchievedSpeeds(
-            bandwidth_bytes_s=float(e["bandwidth_bytes_s"]), flops_s=float(e["flops_s"]), step_overhead_s=float(e["step_overhead_s"]),
-            token_overhead_s=float(e["token_overhead_s"]), source="calibration",
+            bandwidth_bytes_s=float(e["bandwidth_bytes_s"]),
+            flops_s=float(e["flops_s"]),
+            step_overhead_s=float(e["step_overhead_s"]),
+            token_overhead_s=float(e["token_overhead_s"]),
+            source="calibration",
             batched_bandwidth_bytes_s=None if batched is None else float(batched),
             prefill_flops_s=None if prefill is None else float(prefill),
-        )  # fmt: skip
-        figures = (speeds.bandwidth_bytes_s, speeds.flops_s, speeds.batched_bandwidth_bytes_s or 1,
-                   speeds.prefill_flops_s or 1)  # fmt: skip
+        )
+        figures = (
+            speeds.bandwidth_bytes_s,
+            speeds.flops_s,
+            speeds.batched_bandwidth_bytes_s or 1,
+            speeds.prefill_flops_s or 1,
+        )
         if min(figures) <= 0:
             raise ValueError("bandwidth and compute must be positive")
         return Profile(
-            machine=str(data["machine"]), machine_label=str(data["machine_label"]), engine=str(data["engine"]), quant=str(data["quant"]), speeds=speeds,
-            created=str(data["created"]), runs=tuple(str(r) for r in data["runs"]), model=str(data["model"]), fit=dict(data["fit"]),
-        )  # fmt: skip
+            machine=str(data["machine"]),
+            machine_label=str(data["machine_label"]),
+            engine=str(data["engine"]),
+            quant=str(data["quant"]),
+            speeds=speeds,
+            created=str(data["created"]),
+            runs=tuple(str(r) for r in data["runs"]),
+            model=str(data["model"]),
+            fit=dict(data["fit"]),
+        )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(
             f"calibration profile {path} is unreadable ({exc}); run `servelab calibrate` again or delete it"

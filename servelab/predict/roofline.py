@@ -171,14 +171,18 @@ class Roofline:
             prompt = 0.0
             if e.prefill_flops_s is not None:
                 prompts = [w for w in works if w.prompt]
-                prompt = self._flops(sum(w.new for w in prompts), sum(w.new * (w.context + w.new / 2) for w in prompts),
-                                     sum(map(_logits, prompts)))  # fmt: skip
+                prompt = self._flops(
+                    sum(w.new for w in prompts),
+                    sum(w.new * (w.context + w.new / 2) for w in prompts),
+                    sum(map(_logits, prompts)),
+                )
         apart = self.decode_attention_flops(works)
         if e.split:  # the step model: KV bytes and attention FLOPs at their own figures
             kv_b = memory_b - self.weight_bytes(tokens)
             attention = sum(self._attention_flops(w) for w in works)
-            seconds = e.pass_time(tokens, memory_b, flops, prompt, apart, self.decode_attention_ratio, kv_b,
-                                  attention)  # fmt: skip
+            seconds = e.pass_time(
+                tokens, memory_b, flops, prompt, apart, self.decode_attention_ratio, kv_b, attention
+            )
             return seconds + self.allreduce_s(tokens) * e.allreduce_scale
         return e.pass_time(
             tokens, memory_b, flops, prompt, apart, self.decode_attention_ratio

@@ -62,8 +62,20 @@ def _reporter(config: BenchConfig, engine: EmulatedEngine, target: PredictTarget
         if progress is None:
             return
         state = LevelState(warmup=0, stop=config.stop, done=len(records))
-        live = LiveLevel(url=target.url, engine=engine.engine, level=level.label, repeat=repeat, position=position, total=total, planned=result.stats.requests,
-                         duration_s=None, state=state, records=records, monitor=LoopMonitor(), result=result)  # fmt: skip
+        live = LiveLevel(
+            url=target.url,
+            engine=engine.engine,
+            level=level.label,
+            repeat=repeat,
+            position=position,
+            total=total,
+            planned=result.stats.requests,
+            duration_s=None,
+            state=state,
+            records=records,
+            monitor=LoopMonitor(),
+            result=result,
+        )
         position += 1
         progress(live)
 
@@ -71,9 +83,12 @@ def _reporter(config: BenchConfig, engine: EmulatedEngine, target: PredictTarget
 
 
 def predict(
-    config: BenchConfig, engine: EmulatedEngine, target: PredictTarget, store: Any | None = None,
+    config: BenchConfig,
+    engine: EmulatedEngine,
+    target: PredictTarget,
+    store: Any | None = None,
     progress: Progress | None = None,
-) -> BenchResult:  # fmt: skip
+) -> BenchResult:
     """Emulate every level of `config`; with a `store`, keep it as a run whose meta says `predicted`."""
     tokenizer = WordTokenizer()
     prompts = build_prompts(config.workload, prompt_count(config), tokenizer, engine.context)
@@ -84,8 +99,13 @@ def predict(
         )
         return result
     run_id = store.create_run(run_meta(config, engine, target))
-    store.add_target(run_id, 0, target.url, engine.engine, {"model": target.model, "context_per_slot": engine.context,
-                                                            "predicted": True})  # fmt: skip
+    store.add_target(
+        run_id,
+        0,
+        target.url,
+        engine.engine,
+        {"model": target.model, "context_per_slot": engine.context, "predicted": True},
+    )
 
     def keep(records: list[RequestRecord], level: Level, repeat: int, result: LevelResult) -> None:
         store.add_requests(run_id, records)

@@ -95,8 +95,14 @@ class TokenCounts:
     early_eos: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"output": self.output, "prompt": self.prompt, "source": dict(self.source),
-                "chunk_source": dict(self.chunk_source), "mismatches": self.mismatches, "early_eos": self.early_eos}  # fmt: skip
+        return {
+            "output": self.output,
+            "prompt": self.prompt,
+            "source": dict(self.source),
+            "chunk_source": dict(self.chunk_source),
+            "mismatches": self.mismatches,
+            "early_eos": self.early_eos,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TokenCounts:
@@ -172,16 +178,27 @@ class LevelStats:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "level": self.level.label, "concurrency": self.level.concurrency, "rate": self.level.rate_rps,
-            "repeats": self.repeats, "requests": self.requests, "completed": self.completed,
-            "errors": self.errors, "errors_by_kind": dict(self.errors_by_kind),
-            "error_examples": dict(self.error_examples), "evictions": self.evictions,
-        }  # fmt: skip
+            "level": self.level.label,
+            "concurrency": self.level.concurrency,
+            "rate": self.level.rate_rps,
+            "repeats": self.repeats,
+            "requests": self.requests,
+            "completed": self.completed,
+            "errors": self.errors,
+            "errors_by_kind": dict(self.errors_by_kind),
+            "error_examples": dict(self.error_examples),
+            "evictions": self.evictions,
+        }
         out.update({name: getattr(self, name).to_json() for name in DISTRIBUTIONS})
         out["tokens"] = self.tokens.to_json()
         out["window"] = None if self.window is None else _window_json(self.window)
-        out.update(output_tok_s=self.output_tok_s, total_tok_s=self.total_tok_s, request_s=self.request_s,
-                   duration_s=self.duration_s, first_send_ns=self.first_send_ns)  # fmt: skip
+        out.update(
+            output_tok_s=self.output_tok_s,
+            total_tok_s=self.total_tok_s,
+            request_s=self.request_s,
+            duration_s=self.duration_s,
+            first_send_ns=self.first_send_ns,
+        )
         for name in OPEN_LOOP_DISTRIBUTIONS:
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name).to_json()
@@ -203,18 +220,29 @@ class LevelStats:
             k: None if v is None else (v["mean"], v["half_width"]) for k, v in data.get("ci95", {}).items()
         }
         return cls(
-            level=Level.parse(data["level"]), repeats=data["repeats"], requests=data["requests"],
-            completed=data["completed"], errors=data["errors"], errors_by_kind=data["errors_by_kind"],
-            error_examples=data["error_examples"], evictions=data["evictions"],
+            level=Level.parse(data["level"]),
+            repeats=data["repeats"],
+            requests=data["requests"],
+            completed=data["completed"],
+            errors=data["errors"],
+            errors_by_kind=data["errors_by_kind"],
+            error_examples=data["error_examples"],
+            evictions=data["evictions"],
             **{name: Distribution.from_json(data[name]) for name in DISTRIBUTIONS},
             **{name: Distribution.from_json(data[name]) for name in OPEN_LOOP_DISTRIBUTIONS if name in data},
             tokens=TokenCounts.from_json(data["tokens"]),
             window=None if window is None else Window(window["t0_ns"], window["t1_ns"], window["steady"]),
-            output_tok_s=data["output_tok_s"], total_tok_s=data["total_tok_s"], request_s=data["request_s"],
-            duration_s=data["duration_s"], first_send_ns=data["first_send_ns"],
-            goodput_req_s=data.get("goodput_req_s"), slo_attainment=data.get("slo_attainment"), ci95=ci95,
-            ramp_s=None if ramp is None else ramp["seconds"], ramp_requests=0 if ramp is None else ramp["requests"],
-        )  # fmt: skip
+            output_tok_s=data["output_tok_s"],
+            total_tok_s=data["total_tok_s"],
+            request_s=data["request_s"],
+            duration_s=data["duration_s"],
+            first_send_ns=data["first_send_ns"],
+            goodput_req_s=data.get("goodput_req_s"),
+            slo_attainment=data.get("slo_attainment"),
+            ci95=ci95,
+            ramp_s=None if ramp is None else ramp["seconds"],
+            ramp_requests=0 if ramp is None else ramp["requests"],
+        )
 
 
 def _window_json(window: Window) -> dict[str, Any]:

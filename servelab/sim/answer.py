@@ -57,8 +57,10 @@ class SimAnswer:
         if self._template is None:
             field = '"delta":{"content":"' if self.chat else '"text":"'
             head = f'{{"id":"sim-{n}","object":"{self._object(True)}","created":{self.created},"model":{json.dumps(self.model)}'
-            self._template = (f'data: {head},"choices":[{{"index":0,"finish_reason":null,{field}'.encode(),
-                              b'"}}]}\n\n' if self.chat else b'"}]}\n\n')  # fmt: skip
+            self._template = (
+                f'data: {head},"choices":[{{"index":0,"finish_reason":null,{field}'.encode(),
+                b'"}}]}\n\n' if self.chat else b'"}]}\n\n',
+            )
         return self._template[0] + text.encode() + self._template[1]
 
     def usage_dict(self, completion: int) -> dict:

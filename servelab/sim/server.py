@@ -195,8 +195,14 @@ class SimServer:
         finish = "length" if out == max_tokens else "stop"
         return SimAnswer(chat, cfg.model, prompt_tokens, out, cfg.tokens_per_chunk, usage, finish), None
 
-    async def _emulate(self, engine: WallClockEngine, request: web.Request, body: dict, plan: SimAnswer,
-                       start: tuple[int, int]) -> web.StreamResponse:  # fmt: skip
+    async def _emulate(
+        self,
+        engine: WallClockEngine,
+        request: web.Request,
+        body: dict,
+        plan: SimAnswer,
+        start: tuple[int, int],
+    ) -> web.StreamResponse:
         """The emulated engine decides when each token is written (sim/emulated.py)."""
         from servelab.sim.emulated import EmulatedStream
 
@@ -276,8 +282,17 @@ class _StreamJob:
     (chunked framing done here), so no task wakes up per event. The last content chunk, the usage event and
     [DONE] go out in one write; a mid-stream fault stops the job at its chunk's deadline."""
 
-    def __init__(self, transport, chunked: bool, plan: SimAnswer, start: tuple[int, int], config: SimConfig,
-                 log: RequestLog, fault_at: int | None, keepalive_ns: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        transport,
+        chunked: bool,
+        plan: SimAnswer,
+        start: tuple[int, int],
+        config: SimConfig,
+        log: RequestLog,
+        fault_at: int | None,
+        keepalive_ns: int,
+    ) -> None:
         self.transport, self.chunked, self.plan = transport, chunked, plan
         self.t0_ns, self.n = start
         self.config, self.log, self.chunks_ns = config, log, log["chunks_ns"]

@@ -212,9 +212,14 @@ def start_vllm(
         env[API_KEY_ENV] = key
     argv = launch_argv(model, host=host, port=port, args=args, program=program)
     process = ManagedProcess(
-        argv, log_path, env=env, name="vllm", telling=error_line, tail_lines=LOG_TAIL_LINES,
+        argv,
+        log_path,
+        env=env,
+        name="vllm",
+        telling=error_line,
+        tail_lines=LOG_TAIL_LINES,
         secrets=[key] if key else (),
-    )  # fmt: skip
+    )
     server = VllmServer(
         process=process, host=host, port=port, model=Path(model), api_key=key, run_tmp=run_tmp
     )

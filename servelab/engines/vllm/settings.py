@@ -83,8 +83,11 @@ class VllmSettings:
         whole(self.kv_cache_space_gib, "VLLM_CPU_KVCACHE_SPACE", 1, MAX_KV_CACHE_SPACE_GIB, "GiB")
         if self.use_v1 not in (None, True, False):
             raise ConfigError(f"VLLM_USE_V1 is on or off, got {self.use_v1!r}")
-        for flag, switch in (("--language-model-only", self.language_model_only), ("--enforce-eager",
-                             self.enforce_eager), ("--enable-expert-parallel", self.enable_expert_parallel)):  # fmt: skip
+        for flag, switch in (
+            ("--language-model-only", self.language_model_only),
+            ("--enforce-eager", self.enforce_eager),
+            ("--enable-expert-parallel", self.enable_expert_parallel),
+        ):
             if not isinstance(switch, bool):
                 raise ConfigError(f"{flag} is a switch, got {switch!r}")
         if self.speculative_config is not None:
