@@ -75,9 +75,13 @@ def _ceiling_paras(bill: Bill) -> tuple[Para, ...]:
         context = "?" if plan.context is None else plan.context
         held = [e.label for e in bill.engines if e.plan is plan]
         whose = f" (held against: {', '.join(held)})" if len(bill.plans) > 1 and held else ""
-        paras.append(Para(f"Plan{' for ' + where if where else ''}: {plan.engine or '?'}, {plan.quant or '?'}, "
-                          f"context {context}; decode ceiling {tables.fmt(short)} tok/s short, "
-                          f"{tables.fmt(full)} tok/s at full context{whose}."))  # fmt: skip
+        paras.append(
+            Para(
+                f"Plan{' for ' + where if where else ''}: {plan.engine or '?'}, {plan.quant or '?'}, "
+                f"context {context}; decode ceiling {tables.fmt(short)} tok/s short, "
+                f"{tables.fmt(full)} tok/s at full context{whose}."
+            )
+        )
     return tuple(paras)
 
 
@@ -104,9 +108,14 @@ def _failures(bill: Bill) -> tuple[Block, ...]:
 
 def _invalid(bill: Bill) -> tuple[Block, ...]:
     labels = {(e.run_id, e.target_index): e.label for e in bill.engines}
-    return tuple(Para(f"Level {level} of {labels.get((run, target), run)} is not trustworthy: "
-                      f"{why or 'the bench marked it invalid'}.", "warning")
-                 for (run, target, level), why in bill.invalid_levels.items())  # fmt: skip
+    return tuple(
+        Para(
+            f"Level {level} of {labels.get((run, target), run)} is not trustworthy: "
+            f"{why or 'the bench marked it invalid'}.",
+            "warning",
+        )
+        for (run, target, level), why in bill.invalid_levels.items()
+    )
 
 
 def _prediction_section(bill: Bill) -> tuple[Section, ...]:
@@ -116,20 +125,31 @@ def _prediction_section(bill: Bill) -> tuple[Section, ...]:
         return ()
     found = tables.prediction_tables(bill)
     if not found:
-        why = ("No measured target has the predicted model and workload: pass the measured run and "
-               "`--predicted RUN` to hold them to each other.")  # fmt: skip
+        why = (
+            "No measured target has the predicted model and workload: pass the measured run and "
+            "`--predicted RUN` to hold them to each other."
+        )
         return (Section("prediction", "Predicted vs measured", (Para(why, "note"),)),)
     every = [e for pair in overlay.pairs(bill) for e in overlay.errors(pair)]
     median = overlay.median_abs_error(every)
-    summary = Para("Error = (predicted − measured) / measured; median |error| over every figure and level: "
-                   f"{'—' if median is None else f'{median:.1%}'}.")  # fmt: skip
+    summary = Para(
+        "Error = (predicted − measured) / measured; median |error| over every figure and level: "
+        f"{'—' if median is None else f'{median:.1%}'}."
+    )
     return (Section("prediction", "Predicted vs measured", (summary, *found)),)
 
 
 def _doctor_section(bill: Bill) -> Section:
     if bill.doctor is None:
-        return Section("doctor", "Doctor findings",
-                       (Para("No doctor findings: pass --doctor FILE (the output of `servelab doctor --json`).", "note"),))  # fmt: skip
+        return Section(
+            "doctor",
+            "Doctor findings",
+            (
+                Para(
+                    "No doctor findings: pass --doctor FILE (the output of `servelab doctor --json`).", "note"
+                ),
+            ),
+        )
     table = tables.doctor_table(bill.doctor)
     if not table.rows:
         return Section("doctor", "Doctor findings", (Para("Doctor found nothing to report."),))
@@ -140,8 +160,16 @@ def _doctor_section(bill: Bill) -> Section:
 
 def _spec_section(bill: Bill) -> Section:
     if bill.spec is None:
-        return Section("spec", "Speculative decoding",
-                       (Para("No speculative-decoding verdict: pass --spec FILE (the output of `servelab spec --json`).", "note"),))  # fmt: skip
+        return Section(
+            "spec",
+            "Speculative decoding",
+            (
+                Para(
+                    "No speculative-decoding verdict: pass --spec FILE (the output of `servelab spec --json`).",
+                    "note",
+                ),
+            ),
+        )
     return Section("spec", "Speculative decoding", (tables.spec_table(bill.spec),))
 
 
@@ -162,8 +190,11 @@ def _glance_section(bill: Bill) -> Section:
     faster = glance.faster_per_scenario(bill)
     items = (Items(tuple(f"Faster for {v.scenario}: {v.sentence}." for v in faster)),) if faster else ()
     tail = glance.tail_table(bill)
-    return Section("summary", "At a glance", (glance.glance_table(bill), *items, *((tail,) if tail else ()),
-                                              *_ceiling_paras(bill)))  # fmt: skip
+    return Section(
+        "summary",
+        "At a glance",
+        (glance.glance_table(bill), *items, *((tail,) if tail else ()), *_ceiling_paras(bill)),
+    )
 
 
 def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
