@@ -235,8 +235,9 @@ def test_new_llamacpp_settings_reach_the_command_line() -> None:
     from servelab.plan.make import make_plan
 
     moe, card = load_model("Qwen/Qwen3-30B-A3B"), find_gpu("rtx4090")
-    plan = make_plan(moe, card, engine="llamacpp", quant="Q4_K_M", context=8192, n_batch=1024, n_ubatch=256,
-                     n_cpu_moe=12)  # fmt: skip
+    plan = make_plan(
+        moe, card, engine="llamacpp", quant="Q4_K_M", context=8192, n_batch=1024, n_ubatch=256, n_cpu_moe=12
+    )
     words = plan.command_line.split()
     assert words[words.index("-b") + 1] == "1024" and words[words.index("-ub") + 1] == "256"
     assert words[words.index("--n-cpu-moe") + 1] == "12"

@@ -62,8 +62,14 @@ def test_vllm_no_memory_for_cache_blocks() -> None:
 
 def test_vllm_batched_tokens_below_max_num_seqs() -> None:
     # config/scheduler.py: max_num_batched_tokens (128) must be greater than or equal to max_num_seqs (256)
-    m = vllm_memory(dense_gqa(), gpu_memory_bytes=80 * GIB, weights_bytes=16 * GIB, max_num_batched_tokens=128,
-                    max_num_seqs=256, max_model_len=8192)  # fmt: skip
+    m = vllm_memory(
+        dense_gqa(),
+        gpu_memory_bytes=80 * GIB,
+        weights_bytes=16 * GIB,
+        max_num_batched_tokens=128,
+        max_num_seqs=256,
+        max_model_len=8192,
+    )
     assert [r.fix for r in m.refusals] == [{"max_num_seqs": 128}]
     assert (
         "max_num_batched_tokens (128) must be greater than or equal to max_num_seqs (256)"
@@ -73,8 +79,14 @@ def test_vllm_batched_tokens_below_max_num_seqs() -> None:
 
 def test_vllm_startup_free_memory_below_the_utilization() -> None:
     # gpu_worker.py: free memory at start (total - CUDA context) must cover utilization x total
-    m = vllm_memory(dense_gqa(), gpu_memory_bytes=24 * GIB, free_memory_bytes=23 * GIB, weights_bytes=GIB,
-                    gpu_memory_utilization=0.98, max_model_len=8192)  # fmt: skip
+    m = vllm_memory(
+        dense_gqa(),
+        gpu_memory_bytes=24 * GIB,
+        free_memory_bytes=23 * GIB,
+        weights_bytes=GIB,
+        gpu_memory_utilization=0.98,
+        max_model_len=8192,
+    )
     assert [r.fix for r in m.refusals] == [{"gpu_memory_utilization": 0.95}]  # floor(23 / 24, 2 places)
     assert m.refusals[0].message.startswith("vLLM: Free memory on device (23.00/24.00 GiB) on startup")
 
@@ -113,8 +125,13 @@ def test_sglang_pool_below_the_context_is_a_refusal_with_the_mamba_fix() -> None
 
 
 def test_sglang_max_total_tokens_below_the_context_does_not_fit() -> None:
-    m = sglang_memory(dense_gqa(), gpu_memory_bytes=80 * GIB, weights_bytes=16 * GIB, context_length=32768,
-                      max_total_tokens=16384)  # fmt: skip
+    m = sglang_memory(
+        dense_gqa(),
+        gpu_memory_bytes=80 * GIB,
+        weights_bytes=16 * GIB,
+        context_length=32768,
+        max_total_tokens=16384,
+    )
     assert not m.fits and m.max_req_len == 16383
 
 
@@ -130,8 +147,9 @@ def test_llamacpp_allocation_failure_names_ngl_and_n_cpu_moe() -> None:
 
 
 def test_llamacpp_slot_beyond_the_training_context_does_not_fit() -> None:
-    plan = make_plan(load_model("Qwen/Qwen3-8B"), find_gpu("h100-sxm"), engine="llamacpp", quant="Q4_K_M",
-                     context=200_000)  # fmt: skip
+    plan = make_plan(
+        load_model("Qwen/Qwen3-8B"), find_gpu("h100-sxm"), engine="llamacpp", quant="Q4_K_M", context=200_000
+    )
     assert not plan.fits and any("capped at the model's training context" in r for r in plan.refusals)
 
 

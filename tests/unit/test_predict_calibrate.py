@@ -25,8 +25,13 @@ TRUTH = AchievedSpeeds(
 )
 
 
-def synthetic(engine_name: str, model_id: str = "Qwen/Qwen3-8B", gpu: str = "rtx4090", truth: AchievedSpeeds = TRUTH,
-              **plan_options):  # fmt: skip
+def synthetic(
+    engine_name: str,
+    model_id: str = "Qwen/Qwen3-8B",
+    gpu: str = "rtx4090",
+    truth: AchievedSpeeds = TRUTH,
+    **plan_options,
+):
     """(the engine at the plan's figures, the records of a 1,2,4 short ladder priced at `truth`)."""
     model, card = load_model(model_id), card_for(gpu)
     context = plan_options.pop("context", 8192)
@@ -108,15 +113,28 @@ def test_on_a_cpu_llamacpp_batched_passes_are_fitted_as_their_own_bandwidth() ->
 def test_a_prefill_compute_of_its_own_is_fitted_where_prompts_run_faster_than_batched_decodes() -> None:
     """llama.cpp on the CPU with prompt tokens at 1.25x the compute of batched decodes (tinyBLAS on a 128-token
     pass against a few-token one): records priced so give both computes back, and the profile keeps it."""
-    truth = AchievedSpeeds(bandwidth_bytes_s=2.0e10, flops_s=7.0e10, step_overhead_s=0.0005, token_overhead_s=1e-5, source="known", batched_bandwidth_bytes_s=1.0e10,
-                      prefill_flops_s=8.75e10)  # fmt: skip
+    truth = AchievedSpeeds(
+        bandwidth_bytes_s=2.0e10,
+        flops_s=7.0e10,
+        step_overhead_s=0.0005,
+        token_overhead_s=1e-5,
+        source="known",
+        batched_bandwidth_bytes_s=1.0e10,
+        prefill_flops_s=8.75e10,
+    )
     engine, records = synthetic("llamacpp", "meta-llama/Llama-3.2-1B", "cpu", truth, context=2048, parallel=4)
     e = fit(engine, records).speeds
     assert e.prefill_flops_s == pytest.approx(truth.prefill_flops_s, rel=1e-6)
     assert e.flops_s == pytest.approx(truth.flops_s, rel=1e-6)
     assert e.batched_bandwidth_bytes_s == pytest.approx(truth.batched_bandwidth_bytes_s, rel=1e-6)
-    _, tied = synthetic("llamacpp", "meta-llama/Llama-3.2-1B", "cpu", replace(truth, prefill_flops_s=None),
-                        context=2048, parallel=4)  # fmt: skip
+    _, tied = synthetic(
+        "llamacpp",
+        "meta-llama/Llama-3.2-1B",
+        "cpu",
+        replace(truth, prefill_flops_s=None),
+        context=2048,
+        parallel=4,
+    )
     assert fit(engine, tied).speeds.prefill_flops_s is None  # one compute explains them: none fitted
 
 
@@ -130,8 +148,20 @@ def test_a_profile_keeps_the_prefill_compute(tmp_path) -> None:
         batched_bandwidth_bytes_s=1.0e10,
         prefill_flops_s=9e10,
     )
-    path = save_profile(Profile(machine="cpu:x", machine_label="x", engine="llamacpp", quant="F16", speeds=e, created="2025-01-01T00:00:00Z", runs=("r",), model="m", fit={}),
-                        tmp_path)  # fmt: skip
+    path = save_profile(
+        Profile(
+            machine="cpu:x",
+            machine_label="x",
+            engine="llamacpp",
+            quant="F16",
+            speeds=e,
+            created="2025-01-01T00:00:00Z",
+            runs=("r",),
+            model="m",
+            fit={},
+        ),
+        tmp_path,
+    )
     assert read_profile(path).speeds == e
     old = path.read_text().replace('"prefill_flops_s": 90000000000.0', '"prefill_flops_s": null')
     path.write_text(old)

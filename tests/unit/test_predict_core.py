@@ -20,10 +20,16 @@ EFF = AchievedSpeeds(bandwidth_bytes_s=1e12, flops_s=1e14, step_overhead_s=0.002
 
 def roofline(speeds: AchievedSpeeds = EFF) -> Roofline:
     return Roofline(
-        weight_bytes=lambda tokens: W, kv_full_bytes_per_token=KV, kv_sliding_bytes_per_token=0.0,
-        sliding_window=0, state_bytes=0.0, flops_per_token=FLOPS, attention_width_full=0.0,
-        attention_width_sliding=0.0, speeds=speeds,
-    )  # fmt: skip
+        weight_bytes=lambda tokens: W,
+        kv_full_bytes_per_token=KV,
+        kv_sliding_bytes_per_token=0.0,
+        sliding_window=0,
+        state_bytes=0.0,
+        flops_per_token=FLOPS,
+        attention_width_full=0.0,
+        attention_width_sliding=0.0,
+        speeds=speeds,
+    )
 
 
 def pass_by_hand(works: list[tuple[int, int]]) -> float:
@@ -205,10 +211,17 @@ def test_the_output_head_is_paid_only_where_logits_are_computed() -> None:
     not reach the prompt's end pays none (as vLLM's logits_indices and llama.cpp's batch.logits select)."""
     head = 4e9
     r = Roofline(
-        weight_bytes=lambda tokens: 0.0, kv_full_bytes_per_token=0.0, kv_sliding_bytes_per_token=0.0,
-        sliding_window=0, state_bytes=0.0, flops_per_token=FLOPS, attention_width_full=0.0,
-        attention_width_sliding=0.0, speeds=EFF, head_flops_per_token=head,
-    )  # fmt: skip
+        weight_bytes=lambda tokens: 0.0,
+        kv_full_bytes_per_token=0.0,
+        kv_sliding_bytes_per_token=0.0,
+        sliding_window=0,
+        state_bytes=0.0,
+        flops_per_token=FLOPS,
+        attention_width_full=0.0,
+        attention_width_sliding=0.0,
+        speeds=EFF,
+        head_flops_per_token=head,
+    )
     seq = Sequence(request=req(0, 100, 8))
     body = FLOPS - head
     assert r.pass_flops([Work(seq, 60, 0)]) == 60 * body  # the first chunk of a 100-token prompt
