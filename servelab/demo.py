@@ -86,7 +86,7 @@ def parse_engines(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(e.name for e in found if e is not None))
 
 
-def find_llama_server(cfg: DemoConfig, say: Say) -> Path:
+def ensure_llama_server(cfg: DemoConfig, say: Say) -> Path:
     """Step 1: llama.cpp's server, built from source if this machine has none yet."""
     engine = demo_engine()
     if engine.installer is None:
@@ -435,7 +435,7 @@ def run_demo(cfg: DemoConfig, say: Say, watch: Watch | None = None) -> DemoResul
         ) from exc
     cpus = cpu_split() if cfg.pin else None
     with_llama, with_vllm = demo_engine().name in cfg.engines, SECOND_ENGINE in cfg.engines
-    binary = find_llama_server(cfg, say) if with_llama else None
+    binary = ensure_llama_server(cfg, say) if with_llama else None
     second = find_second(say) if with_vllm else {"skipped": "not asked (--engines)"}
     pair = make_models(cfg, say)
     say(f"   {cpus.line} (pinned: the machine is shared and noisy)" if cpus else "   one CPU: not pinned")

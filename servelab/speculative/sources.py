@@ -88,7 +88,7 @@ def from_numbers(
     )
 
 
-def resolve(observations: list[SpecObservation], source: str, draft_tokens: int | None) -> Acceptance:
+def pool_acceptance(observations: list[SpecObservation], source: str, draft_tokens: int | None) -> Acceptance:
     """Pool observations of one engine into an Acceptance; ConfigError if none, several engines, or no gamma."""
     if not observations:
         raise ConfigError(f"no speculative-decoding numbers found in the {source}; is speculation on?")
