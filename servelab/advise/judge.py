@@ -25,7 +25,7 @@ from servelab.bench.workloads import Prompt, build_prompts
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
 from servelab.predict.machine import EmulatedEngine, emulated_engine
-from servelab.predict.roofline import AchievedSpeeds
+from servelab.predict.roofline import AchievedRates
 from servelab.predict.virtual_ladder import predict_ladder
 from servelab.predict.words import WordTokenizer
 from servelab.results.stats import LevelStats
@@ -97,7 +97,7 @@ class Setting:
     demand: Demand
     prices: Prices
     config: BenchConfig  # the workload and its options; levels, rate and stop are set per probe
-    speeds: Callable[[Plan], AchievedSpeeds | None] | None = None  # a calibration profile's figures, if any
+    rates: Callable[[Plan], AchievedRates | None] | None = None  # a calibration profile's figures, if any
     speculative: Speculative | None = (
         None  # speculative decoding to plan as well (the user gave an acceptance)
     )
@@ -140,7 +140,7 @@ def judge(point: Planned, setting: Setting, pool: PromptPool | None = None) -> J
     plan = point.plan
     speculation = setting.speculation if point.speculative is not None else None
     engine = emulated_engine(
-        plan, setting.model, setting.gpu, speeds=_speeds(setting, plan), speculation=speculation
+        plan, setting.model, setting.gpu, rates=_rates(setting, plan), speculation=speculation
     )
     demand, tp = setting.demand, plan.tensor_parallel
     levels: dict[float, LevelStats] = {}
@@ -171,7 +171,7 @@ def judge(point: Planned, setting: Setting, pool: PromptPool | None = None) -> J
         load=None,
         stats=None,
         failing_misses=broken,
-        effective_source=engine.roofline.speeds.source,
+        effective_source=engine.roofline.rates.source,
     )
     if capacity.load is None:
         spread = f" per replica (the demand over all {most} replicas)" if most > 1 else ""
@@ -199,8 +199,8 @@ def level_output_tok_s(stats: LevelStats, load: float, closed: bool) -> float:
     return load * stats.tokens.output / stats.completed if stats.completed else 0.0
 
 
-def _speeds(setting: Setting, plan: Plan) -> AchievedSpeeds | None:
-    return None if setting.speeds is None else setting.speeds(plan)
+def _rates(setting: Setting, plan: Plan) -> AchievedRates | None:
+    return None if setting.rates is None else setting.rates(plan)
 
 
 def _share(total: float, replicas: int, demand: Demand) -> float:

@@ -100,7 +100,7 @@ def register(app: typer.Typer) -> None:
         card, spec = card_for(gpu), load_model(model)
         speculative, speculation = _speculative(spec_alpha, spec_method, spec_tokens, spec_cost)
         setting = Setting(model=spec, gpu=card, gpus=gpus, bounds=bounds, demand=demand, prices=prices, config=config,
-                          speeds=None if no_calibration else _profile_figures(card), speculative=speculative, speculation=speculation)  # fmt: skip
+                          rates=None if no_calibration else _profile_figures(card), speculative=speculative, speculation=speculation)  # fmt: skip
         err = stderr_console()
         planned = context or _longest(config)
 
@@ -185,7 +185,7 @@ def _profile_figures(card):
 
     def figures(plan):
         found = find_profile(card, plan.engine, plan.quant)
-        return None if found is None else found[0].speeds
+        return None if found is None else found[0].rates
 
     return figures
 

@@ -94,7 +94,7 @@ def register(app: typer.Typer) -> None:
             machine_label=card.label,
             engine=plan.engine,
             quant=plan.quant,
-            speeds=result.speeds,
+            rates=result.rates,
             created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             runs=setup.run_ids,
             model=spec.name,
@@ -123,7 +123,7 @@ def _render(result, profile, path: Path | None, json_out: bool) -> None:
             }
         )
         return
-    e, out = result.speeds, stdout_console()
+    e, out = result.rates, stdout_console()
     out.print(f"profile: {profile.name}", markup=False)
     out.print(
         f"effective bandwidth {e.bandwidth_bytes_s / 1e9:.2f} GB/s, compute {e.flops_s / 1e9:.1f} GFLOP/s, "

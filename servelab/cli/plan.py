@@ -151,7 +151,7 @@ def _calibrated_line(plans, spec, card) -> None:
     if best is None or found is None:
         return
     profile, path = found
-    decode, prefill = calibrated_speeds(roofline(best, spec, card, profile.speeds))
+    decode, prefill = calibrated_speeds(roofline(best, spec, card, profile.rates))
     stderr_console().print(
         f"calibration profile {profile.name}, {profile.created[:10]} ({path}): measured figures give "
         f"{decode:.1f} tok/s single-stream decode, {prefill:.0f} tok/s prefill (1,024-token prompt); "

@@ -297,7 +297,7 @@ def emulated_target(model, plan_file, gpu, engine, quant, context, kv_dtype, par
     return emulated_engine(plan, spec, card), plan.model or spec.name
 
 
-def calibration_speeds(plan, card, use: bool):
+def calibration_rates(plan, card, use: bool):
     """The matching calibration profile's figures (None: none, or --no-calibration), said on stderr."""
     from servelab.predict.profiles import find_profile
 
@@ -310,15 +310,15 @@ def calibration_speeds(plan, card, use: bool):
         f"runs {', '.join(profile.runs)}): {path}; --no-calibration ignores it",
         markup=False,
     )
-    return profile.speeds
+    return profile.rates
 
 
 def _predict(config, plan, spec, card, plan_file, speculation, db, *, store: bool, calibration: bool = True):
     from servelab.predict.machine import emulated_engine
     from servelab.predict.run import PredictTarget, predict
 
-    speeds = calibration_speeds(plan, card, calibration)
-    engine = emulated_engine(plan, spec, card, speeds=speeds, speculation=speculation)
+    rates = calibration_rates(plan, card, calibration)
+    engine = emulated_engine(plan, spec, card, rates=rates, speculation=speculation)
     link = plan.parallel_cost.interconnect if plan.parallel_cost else None
     version = plan.details.get("engine_version")
     target = PredictTarget(
@@ -333,7 +333,7 @@ def _predict(config, plan, spec, card, plan_file, speculation, db, *, store: boo
     )
     stderr_console().print(
         f"predicting {plan.engine} {plan.quant} on {plan.tensor_parallel} x {card.name} "
-        f"(effective figures: {engine.roofline.speeds.source}; virtual time)",
+        f"(effective figures: {engine.roofline.rates.source}; virtual time)",
         markup=False,
     )
     from servelab.cli.live_view import LadderView

@@ -139,9 +139,9 @@ async def _serve(config: SimConfig, json_out: bool, emulated=None) -> None:
         if emulated is None:
             timing = f"ttft {config.ttft_ms} ms, itl {config.itl_ms} ms"
         else:
-            speeds = emulated.roofline.speeds
+            rates = emulated.roofline.rates
             timing = (
-                f"emulating {emulated.engine} (effective figures: {speeds.source}), context {config.context}"
+                f"emulating {emulated.engine} (effective figures: {rates.source}), context {config.context}"
             )
         print(f"model {inert_line(config.model)}: {timing}", file=sys.stderr)
         await asyncio.Event().wait()

@@ -27,7 +27,7 @@ Optional capabilities are ``None`` when the engine lacks them (never discovered 
     scheduler       ``EngineSetup`` (the plan's typed engine figures) -> the emulator's ``Scheduler`` for `servelab
                     predict` (servelab/scheduling/core.py; continuous batching or llama.cpp's slots)
     cpu_batched_path  True when its CPU backend prices a pass of >= 2 tokens as weights streamed, then computed
-                    (llama.cpp's tinyBLAS): the emulator's ``AchievedSpeeds.batched_bandwidth_bytes_s``
+                    (llama.cpp's tinyBLAS): the emulator's ``AchievedRates.batched_bandwidth_bytes_s``
     cpu_decode_attention  on a CPU, the rate its decode attention runs at after the matmuls, as a fraction of
                     the compute figure: the emulator's ``Roofline.decode_attention_ratio`` (None: inside the max)
     reported_type   what only it reports of its effective configuration (a frozen dataclass): verify's

@@ -1,4 +1,4 @@
-"""Fit the emulator's `AchievedSpeeds` figures to measured runs (pure: records in, figures and residuals out).
+"""Fit the emulator's `AchievedRates` figures to measured runs (pure: records in, figures and residuals out).
 
 The roofline prices a step as  Σ passes max(bytes / bandwidth, FLOPs / compute) + all-reduces
 + per-step overhead + per-token overhead x tokens  (servelab/predict/roofline.py). Which steps a real server ran
@@ -13,7 +13,7 @@ With each pass on the memory or the compute side of its max, every interval is l
 interval weighted equally in total) gives the four figures; the sides are re-chosen and the replay re-run with
 the new figures until they stop moving. On records the emulator made itself the fit returns its figures.
 Where the engine's CPU backend prices passes of >= 2 tokens as bytes / batched bandwidth + FLOPs / compute
-(`AchievedSpeeds.batched_bandwidth_bytes_s`, llama.cpp), that pass is linear in (1/batched bandwidth, 1/compute) and
+(`AchievedRates.batched_bandwidth_bytes_s`, llama.cpp), that pass is linear in (1/batched bandwidth, 1/compute) and
 the fit has a fifth figure.
 
 Requests the server found in its prompt cache (cached tokens reported, or a shared prefix in the workload)
@@ -34,7 +34,7 @@ import numpy as np
 from servelab.errors import ConfigError
 from servelab.predict.emulator import Outcome, emulate
 from servelab.predict.machine import EmulatedEngine
-from servelab.predict.roofline import AchievedSpeeds, Roofline
+from servelab.predict.roofline import AchievedRates, Roofline
 from servelab.results.records import RequestRecord
 from servelab.scheduling.core import Request, Speculation, Step
 
@@ -68,7 +68,7 @@ class LevelFit:
 
 @dataclass(frozen=True, kw_only=True)
 class Calibration:
-    speeds: AchievedSpeeds
+    rates: AchievedRates
     intervals: int  # measured intervals fitted
     gaps: int
     prefills: int
@@ -130,9 +130,9 @@ class _Recorder(Roofline):
         return super().step_s(step, speculation)
 
 
-def _recorder(roofline: Roofline, speeds: AchievedSpeeds) -> _Recorder:
+def _recorder(roofline: Roofline, rates: AchievedRates) -> _Recorder:
     values = {f.name: getattr(roofline, f.name) for f in fields(Roofline)}
-    return _Recorder(**{**values, "speeds": speeds})
+    return _Recorder(**{**values, "rates": rates})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,11 +166,11 @@ def group_records(records: Iterable[RequestRecord]) -> dict[tuple[int, str, int]
 
 
 def _replay(
-    engine: EmulatedEngine, level: str, records: list[RequestRecord], speeds: AchievedSpeeds
+    engine: EmulatedEngine, level: str, records: list[RequestRecord], rates: AchievedRates
 ) -> _Replay:
     """`records` through the scheduler: a request sent as another's stream ended (a closed-loop client's next
     one) follows that request's replayed end by the same delay; any other enters at its send time."""
-    rec = _recorder(engine.roofline, speeds)
+    rec = _recorder(engine.roofline, rates)
     t0 = records[0].sent_ns
     sent = [(r.sent_ns - t0) / 1e9 for r in records]
     requests, base = [], 0
@@ -367,7 +367,7 @@ def nonnegative_lstsq(
     return best / scale
 
 
-def _to_x(e: AchievedSpeeds) -> np.ndarray:
+def _to_x(e: AchievedRates) -> np.ndarray:
     batched = 0.0 if e.batched_bandwidth_bytes_s is None else 1 / e.batched_bandwidth_bytes_s
     prefill = 0.0 if e.prefill_flops_s is None else 1 / e.prefill_flops_s - 1 / e.flops_s
     return np.array(
@@ -375,10 +375,10 @@ def _to_x(e: AchievedSpeeds) -> np.ndarray:
     )
 
 
-def _to_speeds(x: np.ndarray, source: str) -> AchievedSpeeds:
+def _to_rates(x: np.ndarray, source: str) -> AchievedRates:
     batched = float(1 / x[BATCHED]) if _has_batched(x) else None
     prefill = float(1 / (x[1] + x[PREFILL])) if x[PREFILL] != 0 else None
-    return AchievedSpeeds(
+    return AchievedRates(
         bandwidth_bytes_s=float(1 / x[0]),
         flops_s=float(1 / x[1]),
         step_overhead_s=float(x[2]),
@@ -390,13 +390,13 @@ def _to_speeds(x: np.ndarray, source: str) -> AchievedSpeeds:
 
 
 def _fill_ttft_prefills(
-    replays: list[_Replay], intervals: list[_Interval], speeds: AchievedSpeeds
+    replays: list[_Replay], intervals: list[_Interval], rates: AchievedRates
 ) -> list[_Interval]:
     """Prefill intervals from TTFT where the server gave no prompt time: TTFT less the replay's wait."""
     out = list(intervals)
     seen = {(iv.group, iv.rid) for iv in intervals if iv.kind == "prefill"}
     for g, replay in enumerate(replays):
-        times = _step_times(replay, speeds)
+        times = _step_times(replay, rates)
         for rid, r in enumerate(replay.records):
             steps, first_s = replay.rec.emitted.get(rid), replay.end_s.get(rid)
             if (g, rid) in seen or not steps or not first_s or rid not in replay.rec.admitted:
@@ -421,8 +421,8 @@ def _fill_ttft_prefills(
     return out
 
 
-def _step_times(replay: _Replay, speeds: AchievedSpeeds) -> list[float]:
-    e = speeds
+def _step_times(replay: _Replay, rates: AchievedRates) -> list[float]:
+    e = rates
     return [
         sum(
             e.pass_time(p.tokens, p.bytes, p.flops, p.prompt_flops, p.apart_flops, p.ratio) + p.fixed_s
@@ -437,17 +437,17 @@ def _step_times(replay: _Replay, speeds: AchievedSpeeds) -> list[float]:
 def fit(
     engine: EmulatedEngine, records: Sequence[RequestRecord], *, source: str = "calibration"
 ) -> Calibration:
-    """The `AchievedSpeeds` figures that best explain `records` (one engine's runs) on `engine`'s scheduler."""
+    """The `AchievedRates` figures that best explain `records` (one engine's runs) on `engine`'s scheduler."""
     groups = group_records(records)
     if not groups:
         raise ConfigError("the runs hold no successful streamed requests to calibrate on")
-    speeds = engine.roofline.speeds
-    x = _to_x(speeds)
+    rates = engine.roofline.rates
+    x = _to_x(rates)
     rounds = 0
     for rounds in range(1, OUTER_ROUNDS + 1):
-        replays = [_replay(engine, k[1], v, speeds) for k, v in groups.items()]
+        replays = [_replay(engine, k[1], v, rates) for k, v in groups.items()]
         intervals = [iv for g, r in enumerate(replays) for iv in _intervals(g, r)]
-        intervals = _fill_ttft_prefills(replays, intervals, speeds)
+        intervals = _fill_ttft_prefills(replays, intervals, rates)
         if len(intervals) < MIN_INTERVALS:
             raise ConfigError(
                 f"the runs give {len(intervals)} measured intervals (at least {MIN_INTERVALS} needed); "
@@ -455,18 +455,18 @@ def fit(
             )
         if rounds == 1:
             x = _initial(replays, intervals, x)
-            speeds = _to_speeds(x, source)
+            rates = _to_rates(x, source)
             continue
         new_x = _fit_sides(replays, intervals, x)
         moved = float(np.max(np.abs(new_x - x) / np.maximum(np.abs(x), 1e-30)))
-        x, speeds = new_x, _to_speeds(new_x, source)
+        x, rates = new_x, _to_rates(new_x, source)
         if moved < CONVERGED:
             break
-    return _explained(engine, groups, speeds, x, rounds)
+    return _explained(engine, groups, rates, x, rounds)
 
 
 def explain(
-    engine: EmulatedEngine, records: Sequence[RequestRecord], speeds: AchievedSpeeds | None = None
+    engine: EmulatedEngine, records: Sequence[RequestRecord], rates: AchievedRates | None = None
 ) -> Calibration:
     """How well given figures (the engine's own when None) explain `records`, nothing fitted: each level-repeat
     replayed at its measured send times, so clients that did not send in step (a loaded host) are replayed as
@@ -474,17 +474,17 @@ def explain(
     groups = group_records(records)
     if not groups:
         raise ConfigError("the runs hold no successful streamed requests to compare with")
-    speeds = speeds or engine.roofline.speeds
-    return _explained(engine, groups, speeds, _to_x(speeds), 0)
+    rates = rates or engine.roofline.rates
+    return _explained(engine, groups, rates, _to_x(rates), 0)
 
 
 def _explained(
-    engine: EmulatedEngine, groups: dict, speeds: AchievedSpeeds, x: np.ndarray, rounds: int
+    engine: EmulatedEngine, groups: dict, rates: AchievedRates, x: np.ndarray, rounds: int
 ) -> Calibration:
     """The report of `effective` on every level-repeat replayed with it."""
-    replays = [_replay(engine, k[1], v, speeds) for k, v in groups.items()]
+    replays = [_replay(engine, k[1], v, rates) for k, v in groups.items()]
     intervals = [iv for g, r in enumerate(replays) for iv in _intervals(g, r)]
-    return _report(replays, _fill_ttft_prefills(replays, intervals, speeds), x, speeds, rounds)
+    return _report(replays, _fill_ttft_prefills(replays, intervals, rates), x, rates, rounds)
 
 
 def _fit_sides(replays: list[_Replay], intervals: list[_Interval], x: np.ndarray) -> np.ndarray:
@@ -527,7 +527,7 @@ def _initial(replays: list[_Replay], intervals: list[_Interval], x: np.ndarray) 
 
 
 def _report(
-    replays: list[_Replay], intervals: list[_Interval], x: np.ndarray, speeds: AchievedSpeeds, rounds: int
+    replays: list[_Replay], intervals: list[_Interval], x: np.ndarray, rates: AchievedRates, rounds: int
 ) -> Calibration:
     a, y = _system(replays, intervals, x)
     fitted = a @ x
@@ -538,7 +538,7 @@ def _report(
     r2 = 1.0 - float(np.sum((fitted_s - measured) ** 2)) / ss_tot if ss_tot > 0 else 1.0
     kinds = [iv.kind for iv in intervals]
     return Calibration(
-        speeds=speeds,
+        rates=rates,
         intervals=len(intervals),
         gaps=kinds.count("gap"),
         prefills=kinds.count("prefill"),
@@ -591,6 +591,6 @@ def _med(values: list[float]) -> float:
     return float(median(values)) if values else math.nan
 
 
-def with_speeds(engine: EmulatedEngine, speeds: AchievedSpeeds) -> EmulatedEngine:
+def with_rates(engine: EmulatedEngine, rates: AchievedRates) -> EmulatedEngine:
     """`engine` priced with other effective figures (a calibration profile's)."""
-    return replace(engine, roofline=replace(engine.roofline, speeds=speeds))
+    return replace(engine, roofline=replace(engine.roofline, rates=rates))

@@ -2,8 +2,8 @@
 planner arithmetic `servelab plan` uses (sizing/speed.py, kv.py, state.py, parallel.py) and the plan's figures
 (efficiency, KV pool, slots, batch sizes: `Plan.details`, read back as the engine's own typed `Figures`).
 
-`AchievedSpeeds` starts as the card's peak x the plan's sourced efficiency (decode: bandwidth, prefill: compute);
-a calibration profile passes its own `AchievedSpeeds` instead (docs/predict.md).
+`AchievedRates` starts as the card's peak x the plan's sourced efficiency (decode: bandwidth, prefill: compute);
+a calibration profile passes its own `AchievedRates` instead (docs/predict.md).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from servelab.hardware.gpus import GPU, default_interconnect
 from servelab.model.dtypes import storage_dtype
 from servelab.model.spec import ModelSpec
 from servelab.plan.make import all_reduces, compute_dtype, planner_engine, sequence_state_bytes, with_quant
-from servelab.predict.roofline import AchievedSpeeds, Roofline
+from servelab.predict.roofline import AchievedRates, Roofline
 from servelab.predict.stepmodel import load_step_model, regime
 from servelab.scheduling.core import EngineSetup, Scheduler, Speculation
 from servelab.sizing import speed
@@ -39,23 +39,23 @@ class EmulatedEngine:
     speculation: Speculation | None = None
 
 
-def plan_speeds(plan: Plan, gpu: GPU, model: ModelSpec) -> AchievedSpeeds:
+def plan_rates(plan: Plan, gpu: GPU, model: ModelSpec) -> AchievedRates:
     """The GPU step model's figures where a fit ships (servelab/predict/stepmodel.json); else the planner's:
     peak bandwidth x decode efficiency, peak tensor FLOP/s x prefill efficiency; on a CPU, for an engine whose batched passes take another path, those passes at the same bandwidth (until a
     calibration measures theirs)."""
     fitted = None if gpu.is_cpu else load_step_model()
     if fitted is not None:  # the GPU step model fitted to the public corpus (docs/predict.md), when one ships
-        return fitted.speeds(regime(plan.engine, gpu, plan.quant), gpu, _priced(model, plan.quant).num_layers)
+        return fitted.rates(regime(plan.engine, gpu, plan.quant), gpu, _priced(model, plan.quant).num_layers)
     decode, prefill = plan.efficiency.get("decode", 1.0), plan.efficiency.get("prefill", 1.0)
     flops = gpu.tensor_flops(compute_dtype(model, gpu))
     bandwidth = gpu.bandwidth_bytes_s * decode
     batched = bandwidth if gpu.is_cpu and registry.get_engine(plan.engine).cpu_batched_path else None
-    return AchievedSpeeds(
+    return AchievedRates(
         bandwidth_bytes_s=bandwidth, flops_s=flops * prefill, source="plan", batched_bandwidth_bytes_s=batched
     )
 
 
-def roofline(plan: Plan, model: ModelSpec, gpu: GPU, speeds: AchievedSpeeds | None = None) -> Roofline:
+def roofline(plan: Plan, model: ModelSpec, gpu: GPU, rates: AchievedRates | None = None) -> Roofline:
     """One tensor-parallel rank's figures: engines that all-reduce split weights, KV heads and state by the
     GPUs and pay the all-reduces (sizing/parallel.py); llama.cpp's layer split runs the layers one GPU after
     another, so a step costs what it would on one card."""
@@ -86,7 +86,7 @@ def roofline(plan: Plan, model: ModelSpec, gpu: GPU, speeds: AchievedSpeeds | No
         head_flops_per_token=2 * output_head_params(model) * share,
         attention_width_full=full * share,
         attention_width_sliding=sliding * share,
-        speeds=speeds or plan_speeds(plan, gpu, model),
+        rates=rates or plan_rates(plan, gpu, model),
         allreduce_s=allreduce,
         decode_attention_ratio=attention_apart,
     )
@@ -97,7 +97,7 @@ def emulated_engine(
     model: ModelSpec,
     gpu: GPU,
     *,
-    speeds: AchievedSpeeds | None = None,
+    rates: AchievedRates | None = None,
     speculation: Speculation | None = None,
 ) -> EmulatedEngine:
     """The engine of `plan` as the emulator runs it; ConfigError when servelab has no model of its scheduler."""
@@ -116,7 +116,7 @@ def emulated_engine(
     return EmulatedEngine(
         engine.name,
         functools.partial(make, setup),
-        roofline(plan, model, gpu, speeds),
+        roofline(plan, model, gpu, rates),
         context,
         speculation,
     )

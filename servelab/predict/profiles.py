@@ -1,4 +1,4 @@
-"""Calibration profiles: the fitted `AchievedSpeeds` of one machine x engine x weight format, kept as one JSON file
+"""Calibration profiles: the fitted `AchievedRates` of one machine x engine x weight format, kept as one JSON file
 each in the user config dir (`<config>/calibration/`, servelab/paths.py).
 
 The machine is the GPU's catalog name, or for the CPU device (`--gpu cpu`) its key in servelab/hardware/cpu.py
@@ -18,7 +18,7 @@ from typing import Any
 from servelab import paths
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
-from servelab.predict.roofline import AchievedSpeeds, Roofline
+from servelab.predict.roofline import AchievedRates, Roofline
 from servelab.scheduling.core import Request, Sequence, Step, Work
 
 SCHEMA = 1
@@ -31,7 +31,7 @@ class Profile:
     machine_label: str
     engine: str
     quant: str
-    speeds: AchievedSpeeds
+    rates: AchievedRates
     created: str  # ISO date and time (UTC)
     runs: tuple[str, ...]
     model: str
@@ -44,7 +44,7 @@ class Profile:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["runs"] = list(self.runs)
-        data["effective"] = data.pop("speeds")  # the file's key since schema 1
+        data["effective"] = data.pop("rates")  # the file's key since schema 1
         return {"schema": SCHEMA, **data}
 
 
@@ -92,7 +92,7 @@ def read_profile(path: Path) -> Profile:
         e = data["effective"]
         batched = e.get("batched_bandwidth_bytes_s")  # profiles before it was fitted have none
         prefill = e.get("prefill_flops_s")  # nor this one
-        speeds = AchievedSpeeds(
+        rates = AchievedRates(
             bandwidth_bytes_s=float(e["bandwidth_bytes_s"]),
             flops_s=float(e["flops_s"]),
             step_overhead_s=float(e["step_overhead_s"]),
@@ -102,10 +102,10 @@ def read_profile(path: Path) -> Profile:
             prefill_flops_s=None if prefill is None else float(prefill),
         )
         figures = (
-            speeds.bandwidth_bytes_s,
-            speeds.flops_s,
-            speeds.batched_bandwidth_bytes_s or 1,
-            speeds.prefill_flops_s or 1,
+            rates.bandwidth_bytes_s,
+            rates.flops_s,
+            rates.batched_bandwidth_bytes_s or 1,
+            rates.prefill_flops_s or 1,
         )
         if min(figures) <= 0:
             raise ValueError("bandwidth and compute must be positive")
@@ -114,7 +114,7 @@ def read_profile(path: Path) -> Profile:
             machine_label=str(data["machine_label"]),
             engine=str(data["engine"]),
             quant=str(data["quant"]),
-            speeds=speeds,
+            rates=rates,
             created=str(data["created"]),
             runs=tuple(str(r) for r in data["runs"]),
             model=str(data["model"]),

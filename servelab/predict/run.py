@@ -130,7 +130,7 @@ def run_meta(config: BenchConfig, engine: EmulatedEngine, target: PredictTarget)
     """The bench's run meta (bench/runner.py) with `predicted` in place of the client's figures; virtual
     timestamps start at 0, anchored at the wall clock of the prediction."""
     spec = config.workload
-    figures = asdict(engine.roofline.speeds)
+    figures = asdict(engine.roofline.rates)
     return {
         "name": config.name,
         "servelab_version": __version__,

@@ -8,17 +8,17 @@ import pytest
 
 from servelab.engines.llamacpp.scheduler import LAUNCH_WINDOW_S, Slots, SlotSettings, ubatches
 from servelab.predict.emulator import emulate
-from servelab.predict.roofline import AchievedSpeeds, Roofline
+from servelab.predict.roofline import AchievedRates, Roofline
 from servelab.scheduling.continuous import ContinuousBatching, ContinuousSettings
 from servelab.scheduling.core import Request, Sequence, Step, Work
 
 W = 8e9  # weight bytes per pass
 KV = 1e5  # KV bytes per token
 FLOPS = 1.6e10  # per token
-EFF = AchievedSpeeds(bandwidth_bytes_s=1e12, flops_s=1e14, step_overhead_s=0.002, token_overhead_s=1e-5)
+EFF = AchievedRates(bandwidth_bytes_s=1e12, flops_s=1e14, step_overhead_s=0.002, token_overhead_s=1e-5)
 
 
-def roofline(speeds: AchievedSpeeds = EFF) -> Roofline:
+def roofline(rates: AchievedRates = EFF) -> Roofline:
     return Roofline(
         weight_bytes=lambda tokens: W,
         kv_full_bytes_per_token=KV,
@@ -28,7 +28,7 @@ def roofline(speeds: AchievedSpeeds = EFF) -> Roofline:
         flops_per_token=FLOPS,
         attention_width_full=0.0,
         attention_width_sliding=0.0,
-        speeds=speeds,
+        rates=rates,
     )
 
 
@@ -219,7 +219,7 @@ def test_the_output_head_is_paid_only_where_logits_are_computed() -> None:
         flops_per_token=FLOPS,
         attention_width_full=0.0,
         attention_width_sliding=0.0,
-        speeds=EFF,
+        rates=EFF,
         head_flops_per_token=head,
     )
     seq = Sequence(request=req(0, 100, 8))
@@ -236,7 +236,7 @@ def test_the_output_head_is_paid_only_where_logits_are_computed() -> None:
 def test_prompt_tokens_are_priced_at_the_prefill_compute_decodes_at_the_other() -> None:
     """A pass of 200 prompt tokens and 2 decodes, compute-bound: prompt FLOPs / prefill compute + decode FLOPs
     / compute; without a prefill figure, all at the one compute (the plan's pricing)."""
-    slow = AchievedSpeeds(bandwidth_bytes_s=1e13, flops_s=1e14, prefill_flops_s=2e14)
+    slow = AchievedRates(bandwidth_bytes_s=1e13, flops_s=1e14, prefill_flops_s=2e14)
     prompt, a, b = (
         Sequence(request=req(0, 200, 2)),
         Sequence(request=req(1, 50, 4)),
@@ -247,12 +247,12 @@ def test_prompt_tokens_are_priced_at_the_prefill_compute_decodes_at_the_other() 
     assert [w.prompt for w in works] == [True, False, False]
     by_hand = 200 * FLOPS / 2e14 + 2 * FLOPS / 1e14
     assert roofline(slow).pass_s(works) == pytest.approx(by_hand)
-    assert roofline(AchievedSpeeds(bandwidth_bytes_s=1e13, flops_s=1e14)).pass_s(works) == pytest.approx(
+    assert roofline(AchievedRates(bandwidth_bytes_s=1e13, flops_s=1e14)).pass_s(works) == pytest.approx(
         202 * FLOPS / 1e14
     )
     only_decodes = works[1:]
     assert roofline(slow).pass_s(only_decodes) == roofline(
-        AchievedSpeeds(bandwidth_bytes_s=1e13, flops_s=1e14)
+        AchievedRates(bandwidth_bytes_s=1e13, flops_s=1e14)
     ).pass_s(only_decodes)
 
 
