@@ -119,7 +119,7 @@ def level_figures(stats: LevelStats, pricing: Pricing) -> dict[str, Any]:
 def band_number(x: float) -> str:
     """A band's end, to the digits a band deserves (it is a 10-90% range, not a measurement)."""
     if x >= 10:
-        return f"{x:,.0f}"
+        return f"{x:.0f}"
     if x >= 1:
         return f"{x:.1f}"
     return f"{x:.2g}"
@@ -129,7 +129,7 @@ def with_band(value: float | None, band: tuple[float, float] | list[float] | Non
     """`21.3 (17-26)`: the figure and its band; the figure alone without one; '-' without a figure."""
     if value is None:
         return "-"
-    text = f"{value:,.{digits}f}"
+    text = f"{value:.{digits}f}"
     if band is None:
         return text
     return f"{text} ({band_number(band[0])}-{band_number(band[1])})"
