@@ -149,10 +149,11 @@ class StepModel:
         from servelab.predict.corpus.crossval import batch_range
 
         engine = _engine_name(engine)
+        bands = {_band_key(k): v for k, v in self.bands.items()}  # the corpus spells engines its own way
         for key in (f"{engine}|{gpu_class}|{figure}|{batch_range(batch)}", f"{engine}|*|{figure}|*",
                     f"*|*|{figure}|*"):  # fmt: skip
-            if key in self.bands:
-                return self.bands[key]
+            if key in bands:
+                return bands[key]
         return None
 
     def value(self, name: str) -> float:
