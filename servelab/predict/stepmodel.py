@@ -208,9 +208,12 @@ def _band_key(key: str) -> str:
 
 def load_step_model(path: Path | None = None) -> StepModel | None:
     """The fitted model at `path`, else at $SERVELAB_STEP_MODEL, else the one shipped with servelab; None when
-    none has been fitted. A file that cannot be read is one ConfigError."""
-    if path is None and os.environ.get(STEP_MODEL_ENV):
-        path = Path(os.environ[STEP_MODEL_ENV])
+    none has been fitted or $SERVELAB_STEP_MODEL is `none`. A file that cannot be read is one ConfigError."""
+    chosen = os.environ.get(STEP_MODEL_ENV, "")
+    if path is None and chosen.lower() == "none":
+        return None  # the plan's figures alone, even where a fit ships
+    if path is None and chosen:
+        path = Path(chosen)
     try:
         return _load(path)
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
