@@ -11,7 +11,9 @@ from servelab.report.data import Bill
 from servelab.report.levels import LevelFigures
 
 GIB = 1024**3
-NUMERIC = re.compile(r"^([\d,.\s/%—×+-]|GiB|MiB)*$")  # numbers, "55 / 60", "83%", "—": right-aligned
+NUMERIC = re.compile(
+    r"^([\d,.\s/%—×+()–-]|GiB|MiB)*$"
+)  # numbers, "55 / 60", "83%", "—", "7.4 (1.9–30)": right
 
 
 def is_numeric(cell: str) -> bool:
@@ -187,10 +189,10 @@ def prediction_tables(bill: Bill) -> list[TableData]:
             median += ["", "", "—" if value is None else f"{value:.1%}"]
         rows.append(tuple(median))
         if overlay.inside_count(found)[1]:
-            inside = ["measured inside the band"]
+            inside = ["measured inside the band (levels)"]
             for name, _ in overlay.FIGURES:
                 n, of = overlay.inside_count(found, name)
-                inside += ["", "", f"{n} of {of}" if of else "—"]
+                inside += ["", "", f"{n} / {of}" if of else "—"]
             rows.append(tuple(inside))
         headers = ("level", *(f"{name} {part}" for name, _ in overlay.FIGURES
                               for part in ("predicted", "measured", "error")))  # fmt: skip
