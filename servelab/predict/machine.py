@@ -73,9 +73,12 @@ def price(
         detail = "the GPU step model fitted to the public corpus" + (f" ({note})" if note else "")
         return Pricing(step_model.effective(regime(plan.engine, gpu, plan.quant), gpu, layers),
                        Provenance("corpus", detail), step_model, plan.engine, gpu_class(gpu))  # fmt: skip
-    detail = "the plan's sourced efficiencies (no step model fitted" + (
-        ")" if not gpu.is_cpu else ", no calibration)"
+    why = (
+        "this CPU has no calibration profile; the corpus fit is for GPUs"
+        if gpu.is_cpu
+        else "no step model fitted"
     )
+    detail = f"the plan's sourced efficiencies ({why})"
     return Pricing(planner_effective(plan, gpu, model), Provenance("plan", detail), None, plan.engine)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.cli.output import to_jsonable
 from servelab.errors import ConfigError
 from servelab.hardware.bandwidth import Bandwidth
 from servelab.hardware.cpu import CPU
@@ -31,6 +32,7 @@ from servelab.predict.speeds import decode_tok_s, prefill_tok_s, priced_plan
 from servelab.predict.stepmodel import STEP_MODEL_ENV, StepModel, load_step_model
 from servelab.results.level_key import Level
 from servelab.results.stats import Distribution, LevelStats
+from servelab.sizing.types import Plan
 
 # a test-made model: priors but a host overhead, and bands keyed as crossval.bands writes them (corpus spelling)
 FIXTURE = StepModel(
@@ -135,6 +137,7 @@ def test_the_cpu_device_is_never_priced_by_the_corpus() -> None:
     plan = make_plan(spec, cpu, engine="llamacpp", quant="q8_0", context=2048)
     got = price(plan, cpu, spec, step_model=FIXTURE)
     assert got.provenance.source == "plan" and got.model is None
+    assert "no calibration profile" in got.provenance.detail
 
 
 def test_the_step_model_file_is_read_from_the_environment(tmp_path: Path, monkeypatch) -> None:
@@ -164,5 +167,6 @@ def test_plan_states_the_speeds_predict_prices_with_their_bands() -> None:
     assert high == pytest.approx(point.expected_aggregate_tok_s / 0.8, rel=1e-3)
     assert "decode_short" not in got.speeds.bands  # batch 1 has no band in the fixture
     assert got.speeds.source == "corpus"
+    assert Plan.from_json(json.loads(json.dumps(to_jsonable(got)))) == got  # a saved plan keeps them
     kept = priced_plan(plan, spec, card, price(plan, card, spec))
     assert kept.decode_expected_tok_s == plan.decode_expected_tok_s and kept.speeds.source == "plan"
