@@ -56,26 +56,27 @@ class Pricing:
 
 @dataclass(frozen=True)
 class LevelFigure:
-    """A predicted figure of a level: its key in the level (`key`), its label and unit for people, the
-    cross-validation group whose band it takes, and whether it is the inverse of that group's figure (a
-    per-stream rate against a per-token time: the band's factors swap and invert)."""
+    """A predicted figure of a level: its key in the level (`key`), its label and unit for people, and the
+    cross-validation groups whose band it takes, first found (group, inverse: the figure is the inverse of that
+    group's, a per-stream rate against a per-token time, so the band's factors swap and invert)."""
 
     key: str
     label: str
     unit: str
-    group: str
-    inverse: bool
+    groups: tuple[tuple[str, bool], ...]
     value: Callable[[LevelStats], float | None]
 
 
-# the figures a level's band covers: the corpus's figures are medians and throughputs, so tails (p99) get none
+# the figures a level's band covers: the corpus's figures are medians and throughputs, so tails (p99) get none.
+# A serving figure the corpus has no serving rows for takes its llama-bench counterpart's band: a prompt's
+# prefill rate for TTFT, the decode rate for TPOT/ITL (inverted)
 LEVEL_FIGURES: tuple[LevelFigure, ...] = (
-    LevelFigure("ttft_ms_p50", "TTFT p50", "ms", "TTFT", False, lambda s: s.ttft_ms.p50),
-    LevelFigure("tpot_ms_p50", "TPOT p50", "ms", "TPOT/ITL", False, lambda s: s.tpot_ms.p50),
-    LevelFigure("itl_ms_p50", "ITL p50", "ms", "TPOT/ITL", False, lambda s: s.itl_ms.p50),
-    LevelFigure("per_stream_tok_s_p50", "stream tok/s p50", "tok/s", "TPOT/ITL", True,
+    LevelFigure("ttft_ms_p50", "TTFT p50", "ms", (("TTFT", False), ("pp tok/s", True)), lambda s: s.ttft_ms.p50),
+    LevelFigure("tpot_ms_p50", "TPOT p50", "ms", (("TPOT/ITL", False), ("tg tok/s", True)), lambda s: s.tpot_ms.p50),
+    LevelFigure("itl_ms_p50", "ITL p50", "ms", (("TPOT/ITL", False), ("tg tok/s", True)), lambda s: s.itl_ms.p50),
+    LevelFigure("per_stream_tok_s_p50", "stream tok/s p50", "tok/s", (("TPOT/ITL", True), ("tg tok/s", False)),
                 lambda s: s.per_stream_tok_s.p50),
-    LevelFigure("output_tok_s", "output tok/s", "tok/s", "output tok/s", False, lambda s: s.output_tok_s or None),
+    LevelFigure("output_tok_s", "output tok/s", "tok/s", (("output tok/s", False),), lambda s: s.output_tok_s or None),
 )  # fmt: skip
 
 
@@ -110,8 +111,13 @@ def level_figures(stats: LevelStats, pricing: Pricing) -> dict[str, Any]:
         value = f.value(stats)
         if value is None:
             continue
-        band = scaled(value, pricing.band(f.group, batch), f.inverse)
-        figures[f.key] = {"value": value, "band": None if band is None else list(band),
+        band, of = None, None
+        for group, inverse in f.groups:
+            band = scaled(value, pricing.band(group, batch), inverse)
+            if band is not None:
+                of = group
+                break
+        figures[f.key] = {"value": value, "band": None if band is None else list(band), "band_of": of,
                           "source": pricing.provenance.source}  # fmt: skip
     return {**pricing.provenance.to_json(), "batch": batch, "figures": figures}
 

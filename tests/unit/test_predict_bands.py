@@ -90,13 +90,35 @@ def test_a_level_keeps_each_banded_figure_with_its_source() -> None:
     got = level_figures(stats, pricing)
     assert got["source"] == "corpus" and got["stale"] is None and got["batch"] == 4
     figures = got["figures"]
-    assert figures["tpot_ms_p50"] == {"value": 20.0, "band": [16.0, 30.0], "source": "corpus"}
+    assert figures["tpot_ms_p50"] == {
+        "value": 20.0,
+        "band": [16.0, 30.0],
+        "band_of": "TPOT/ITL",
+        "source": "corpus",
+    }
     assert figures["per_stream_tok_s_p50"]["band"] == pytest.approx([50 / 1.5, 62.5])
     assert figures["output_tok_s"]["band"] == pytest.approx([126.0, 216.0])
     assert figures["ttft_ms_p50"]["band"] is None  # vLLM has no TTFT band in the fixture
     assert "ttft_ms_p99" not in figures  # the corpus's figures are medians: no band for a tail
     plan = level_figures(stats, Pricing(Effective(1e12, 1e14), Provenance("plan", "priors")))
     assert plan["source"] == "plan" and all(f["band"] is None for f in plan["figures"].values())
+
+
+def test_without_serving_rows_a_time_takes_its_llama_bench_rates_band_inverted() -> None:
+    bench = StepModel(
+        {}, {}, {"llama.cpp|gddr|pp tok/s|1": (0.5, 2.5), "llama.cpp|gddr|tg tok/s|1": (0.9, 1.1)}
+    )
+    pricing = Pricing(Effective(1e12, 1e14), Provenance("corpus", "fit"), bench, "llamacpp", "gddr")
+    stats = LevelStats(Level.closed(1), ttft_ms=Distribution(p50=100.0), tpot_ms=Distribution(p50=10.0),
+                       per_stream_tok_s=Distribution(p50=100.0), output_tok_s=99.0)  # fmt: skip
+    figures = level_figures(stats, pricing)["figures"]
+    assert (
+        figures["ttft_ms_p50"]["band"] == pytest.approx([40.0, 200.0])
+        and figures["ttft_ms_p50"]["band_of"] == "pp tok/s"
+    )
+    assert figures["tpot_ms_p50"]["band"] == pytest.approx([10 / 1.1, 10 / 0.9])
+    assert figures["per_stream_tok_s_p50"]["band"] == pytest.approx([90.0, 110.0])
+    assert figures["output_tok_s"]["band"] is None and figures["output_tok_s"]["band_of"] is None
 
 
 def test_an_open_loop_level_takes_its_band_at_the_requests_in_flight() -> None:
