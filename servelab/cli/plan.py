@@ -142,7 +142,7 @@ def priced_plans(plans, spec, card, *, calibration: bool):
 
 def _calibrated_line(plans, spec, card) -> None:
     """A calibration profile for the best fitting plan's engine x format on this card: what its measured
-    figures give (stderr; the table stays the planner's sourced estimate)."""
+    figures give (stderr; the expected speeds are priced with them too: `priced_plans`)."""
     from servelab.predict.machine import roofline
     from servelab.predict.profiles import calibrated_speeds, find_profile
 

@@ -338,14 +338,15 @@ def _render(result, pricing, json_out: bool) -> None:
 def _ladder_table(target):
     """bench's ladder columns, each banded figure with its band."""
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
     from servelab.predict.bands import with_band
 
-    table = Table(title=f"{target.url} ({target.engine}, {target.model}) · predicted", box=box.SIMPLE_HEAD,
+    table = Table(title=escape(f"{target.url} ({target.engine}, {target.model}) · predicted"), box=box.SIMPLE_HEAD,
                   show_edge=False, pad_edge=False, collapse_padding=True)  # fmt: skip
     for column in ("level", "stream\ntok/s\np50", "output\ntok/s", "TTFT\np50 ms", "TTFT\np99 ms", "TPOT\np50 ms",
-                   "ITL\np50 ms", "ITL\np99 ms", "errors"):  # fmt: skip
+                   "ITL\np50 ms", "ITL\np99 ms", "errors", "evicted"):  # fmt: skip
         table.add_column(column, justify="right", overflow="fold")
     for lv in target.levels:
         s, banded = lv.stats, lv.predicted.get("figures", {})
@@ -356,6 +357,6 @@ def _ladder_table(target):
         table.add_row(
             s.level.label, cell("per_stream_tok_s_p50", s.per_stream_tok_s.p50), cell("output_tok_s", s.output_tok_s),
             cell("ttft_ms_p50", s.ttft_ms.p50), with_band(s.ttft_ms.p99, None), cell("tpot_ms_p50", s.tpot_ms.p50),
-            cell("itl_ms_p50", s.itl_ms.p50), with_band(s.itl_ms.p99, None), str(s.errors),
+            cell("itl_ms_p50", s.itl_ms.p50), with_band(s.itl_ms.p99, None), str(s.errors), str(s.evictions),
         )  # fmt: skip
     return table

@@ -93,7 +93,8 @@ def render_plan(console: Console, plan: Plan) -> None:
         f" {banded(e.short, bands.get('decode_short'))} / {banded(e.full_context, bands.get('decode_full'))} tok/s"
     )
     if plan.efficiency_source:
-        console.print(f"efficiency: {plan.efficiency_source}", markup=False)
+        aside = "" if sp.source == "plan" else f" (the planner's; the expected speeds are the {sp.source}'s)"
+        console.print(f"efficiency{aside}: {plan.efficiency_source}", markup=False)
     prefill = "" if sp.prefill_short_tok_s is None else (
         f"; expected ({sp.source}) {banded(sp.prefill_short_tok_s, bands.get('prefill_short'))} tok/s for"
         f" {c.short_context}"
