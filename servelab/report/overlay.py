@@ -81,6 +81,19 @@ def errors(pair: Pair) -> list[FigureError]:
     return out
 
 
+def provenance_line(engine: EngineSummary) -> str | None:
+    """Where a prediction's figures came from, as its stored levels say (`predicted`: source, detail, stale);
+    None for a measurement or a prediction stored before predictions kept it."""
+    kept = next((lv.predicted for lv in engine.levels if lv.predicted), None)
+    if kept is None or not isinstance(kept.get("source"), str):
+        return None
+    detail, stale = kept.get("detail"), kept.get("stale")
+    line = f"{engine.label}: figures from {kept['source']}" + (
+        f" ({detail})" if isinstance(detail, str) else ""
+    )
+    return line + (f"; stale: {stale}" if isinstance(stale, str) else "")
+
+
 def inside_count(found: list[FigureError], figure: str | None = None) -> tuple[int, int]:
     """(measured figures inside their band, figures with a band), of one figure (None: of all)."""
     banded = [e for e in found if e.inside is not None and (figure is None or e.figure == figure)]

@@ -130,7 +130,9 @@ def _prediction_section(bill: Bill) -> tuple[Section, ...]:
     )
     summary = Para("Error = (predicted − measured) / measured; median |error| over every figure and level: "
                    f"{'—' if median is None else f'{median:.1%}'}." + within)  # fmt: skip
-    return (Section("prediction", "Predicted vs measured", (summary, *found)),)
+    sources = {line for pair in overlay.pairs(bill) if (line := overlay.provenance_line(pair.predicted))}
+    notes = tuple(Para(line + ".", "note") for line in sorted(sources))
+    return (Section("prediction", "Predicted vs measured", (summary, *notes, *found)),)
 
 
 def _doctor_section(bill: Bill) -> Section:

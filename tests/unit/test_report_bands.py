@@ -66,6 +66,7 @@ def test_markdown_gives_each_predicted_figure_its_band_and_counts_the_measured_i
     inside = next(line for line in table.splitlines() if line.startswith("| measured inside the band"))
     assert re.search(r"\| \d / 3 \|", inside)
     assert HOSTILE not in markdown
+    assert "figures from corpus (the GPU step model fitted to the public corpus (test-made))" in markdown
 
 
 def test_html_shades_the_band_with_an_escaped_tooltip(tmp_path: Path) -> None:
@@ -83,3 +84,7 @@ def test_a_prediction_without_bands_draws_none(tmp_path: Path) -> None:
     measured, predicted = _runs(tmp_path, model=None)
     html, _ = render_report(assemble([measured, predicted], predicted_run=predicted.id), "html")
     assert 'data-role="band"' not in html and "measured figures fell inside" not in html
+    assert (
+        "figures from plan (the plan&#x27;s sourced efficiencies" in html
+        or "figures from plan (the plan's" in html
+    )
