@@ -44,6 +44,7 @@ LEVEL_KEYS = (
     "client",
     "server",
     "ci95",
+    "predicted",
 )  # fmt: skip  (the order of a level object in `bench --json` and in the store; docs/results-schema.md)
 
 
@@ -59,12 +60,17 @@ class LevelResult:
     server: dict[str, Any] = field(
         default_factory=dict
     )  # the server's /metrics over the level (server_metrics.py)
+    # a predicted level (servelab predict): where its figures' parameters came from and each figure's band
+    # (predict/bands.py `level_figures`); empty for a measured level
+    predicted: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         values = {**self.stats.to_json(), "valid": self.valid, "invalid_reason": self.invalid_reason,
                   "partial": self.partial, "client": self.client}  # fmt: skip
         if self.server:  # engines whose extras follow /metrics series (vLLM)
             values["server"] = self.server
+        if self.predicted:
+            values["predicted"] = self.predicted
         return {key: values[key] for key in LEVEL_KEYS if key in values}
 
 
