@@ -40,7 +40,7 @@ class StoredTarget:
 
 @dataclass(frozen=True)
 class StoredLevel:
-    """One repeat of one level as the bench stored it (its `LevelResult.to_json()`)."""
+    """One repeat of one level as the bench stored it (its `LevelSummary.to_json()`)."""
 
     target_index: int
     level: str  # "c=4" or "r=2.5" (the store's spelling of a `Level`)
