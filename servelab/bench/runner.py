@@ -54,7 +54,7 @@ from servelab.inert import inert_line
 from servelab.net import is_loopback_url, public_url
 from servelab.results.level_key import Level
 from servelab.results.records import RequestRecord
-from servelab.results.run import EdgeReport
+from servelab.results.run import EdgeReport, RunMeta, RunWorkload
 from servelab.results.stats import LevelSummary
 
 Progress = Callable[[LiveLevel], None]  # called at each level's start and end (result set), never per request
@@ -103,25 +103,25 @@ def _with_loop(coro):
     return uvloop.run(coro)
 
 
-def _run_meta(config: BenchConfig, edge: EdgeReport) -> dict[str, Any]:
+def _run_meta(config: BenchConfig, edge: EdgeReport) -> RunMeta:
     spec = config.workload
-    return {
-        "name": config.name,
-        "servelab_version": __version__,
-        "client_host": socket.gethostname(),
-        "workload": {
-            "kind": "trace" if config.trace is not None else spec.kind,
-            "input_tokens": spec.input_tokens,
-            "output_tokens": spec.output_tokens,
-            "seed": spec.seed,
-            "chat": config.chat,
-        },
-        "settings": config.settings(),
-        "targets": [public_url(u) for u in config.targets],  # never user:password@
-        "client_edge": edge.to_json(),  # aiohttp's internals or its public reader (bench/aiohttp_edge.py)
-        "wall_anchor_ns": time.time_ns(),
-        "mono_anchor_ns": time.perf_counter_ns(),
-    }
+    return RunMeta(
+        name=config.name,
+        servelab_version=__version__,
+        client_host=socket.gethostname(),
+        workload=RunWorkload(
+            kind="trace" if config.trace is not None else spec.kind,
+            input_tokens=spec.input_tokens,
+            output_tokens=spec.output_tokens,
+            seed=spec.seed,
+            chat=config.chat,
+        ),
+        settings=config.settings(),
+        targets=tuple(public_url(u) for u in config.targets),  # never user:password@
+        client_edge=edge,  # aiohttp's internals or its public reader (bench/aiohttp_edge.py)
+        wall_anchor_ns=time.time_ns(),
+        mono_anchor_ns=time.perf_counter_ns(),
+    )
 
 
 class _Runner:
@@ -259,8 +259,7 @@ class _Runner:
                              partial=self.stop_event.is_set() or (fleet is not None and fleet.lost_worker),
                              client=client_stats, server=server)  # fmt: skip
         if self.store is not None:
-            sink.later(functools.partial(self.store.add_level, self.run_id, target.index, level.label, rep,
-                                         result.to_json()))  # fmt: skip
+            sink.later(functools.partial(self.store.add_level, self.run_id, target.index, rep, result))
         live.result = result
         if self.progress:
             self.progress(live)

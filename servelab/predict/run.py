@@ -28,7 +28,7 @@ from servelab.predict.machine import EmulatedEngine
 from servelab.predict.words import WordTokenizer
 from servelab.results.level_key import Level
 from servelab.results.records import RequestRecord
-from servelab.results.run import PredictTarget
+from servelab.results.run import Prediction, PredictTarget, RunMeta, RunWorkload, TargetInfo
 from servelab.results.stats import LevelSummary
 
 Progress = Callable[[LiveLevel], None]
@@ -65,12 +65,12 @@ def predict(
         )
         return result
     run_id = store.create_run(run_meta(config, engine, target))
-    store.add_target(run_id, 0, target.url, engine.engine, {"model": target.model, "context_per_slot": engine.context,
-                                                            "predicted": True})  # fmt: skip
+    info = TargetInfo(model=target.model, context_per_slot=engine.context, predicted=True)
+    store.add_target(run_id, 0, target.url, engine.engine, info)
 
     def keep(records: list[RequestRecord], level: Level, repeat: int, result: LevelSummary) -> None:
         store.add_requests(run_id, records)
-        store.add_level(run_id, 0, level.label, repeat, result.to_json())
+        store.add_level(run_id, 0, repeat, result)
         report(records, level, repeat, result)
 
     try:
@@ -87,28 +87,26 @@ def predict(
     return result
 
 
-def run_meta(config: BenchConfig, engine: EmulatedEngine, target: PredictTarget) -> dict[str, Any]:
+def run_meta(config: BenchConfig, engine: EmulatedEngine, target: PredictTarget) -> RunMeta:
     """The bench's run meta (bench/runner.py) with `predicted` in place of the client's figures; virtual
     timestamps start at 0, anchored at the wall clock of the prediction."""
     spec = config.workload
-    figures = asdict(engine.roofline.effective)
-    return {
-        "name": config.name,
-        "servelab_version": __version__,
-        "workload": {
-            "kind": spec.kind,
-            "input_tokens": spec.input_tokens,
-            "output_tokens": spec.output_tokens,
-            "seed": spec.seed,
-            "chat": config.chat,
-        },
-        "settings": config.settings(),
-        "targets": [target.url],
-        "predicted": {
-            **asdict(target),
-            "effective": figures,
-            "speculation": None if engine.speculation is None else asdict(engine.speculation),
-        },
-        "wall_anchor_ns": time.time_ns(),
-        "mono_anchor_ns": 0,
-    }
+    speculation = None if engine.speculation is None else asdict(engine.speculation)
+    return RunMeta(
+        name=config.name,
+        servelab_version=__version__,
+        workload=RunWorkload(
+            kind=spec.kind,
+            input_tokens=spec.input_tokens,
+            output_tokens=spec.output_tokens,
+            seed=spec.seed,
+            chat=config.chat,
+        ),
+        settings=config.settings(),
+        targets=(target.url,),
+        predicted=Prediction(
+            target=target, effective=asdict(engine.roofline.effective), speculation=speculation
+        ),
+        wall_anchor_ns=time.time_ns(),
+        mono_anchor_ns=0,
+    )

@@ -143,15 +143,14 @@ def all_level_figures(run: StoredRun) -> list[LevelFigures]:
         groups.setdefault((r.target_index, _level(run, r.level)), []).append(r)
     keys = sorted(groups, key=lambda key: (key[0], key[1].sort_key))
     servers = _server_figures(run)
-    return [level_figures(t, lv, groups[(t, lv)], run.level_stats.get((t, lv)), servers.get((t, lv.label)))
+    return [level_figures(t, lv, groups[(t, lv)], run.level_stats.get((t, lv)), servers.get((t, lv)))
             for t, lv in keys]  # fmt: skip
 
 
-def _server_figures(run: StoredRun) -> dict[tuple[int, str], dict]:
+def _server_figures(run: StoredRun) -> dict[tuple[int, Level], dict]:
     """Each (target, level)'s stored server figures, its repeats pooled as the bench pools them."""
-    repeats: dict[tuple[int, str], list[dict]] = {}
+    repeats: dict[tuple[int, Level], list[dict]] = {}
     for stored in run.levels:
-        server = stored.summary.get("server")
-        if isinstance(server, dict) and server:
-            repeats.setdefault((stored.target_index, stored.level), []).append(server)
+        if stored.summary.server:
+            repeats.setdefault((stored.target_index, stored.level), []).append(stored.summary.server)
     return {key: pool_server_metrics(found) for key, found in repeats.items()}

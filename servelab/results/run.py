@@ -1,4 +1,4 @@
-"""A stored run's own documents as typed values: `RunMeta` (what was run, how, from where), its `Workload`, the
+"""A stored run's own documents as typed values: `RunMeta` (what was run, how, from where), its `RunWorkload`, the
 bench client's path through aiohttp (`EdgeReport`), what a prediction emulated (`Prediction` of a
 `PredictTarget`), and each target's `TargetInfo`. A level's document is `stats.LevelSummary`.
 
@@ -32,8 +32,12 @@ class EdgeReport:
         return self.body == "protocol-callback"
 
     def to_json(self) -> dict[str, Any]:
-        return {"aiohttp_version": self.aiohttp_version, "body": self.body, "stall_timer": self.stall_timer,
-                "missing": list(self.missing)}  # fmt: skip
+        return {
+            "aiohttp_version": self.aiohttp_version,
+            "body": self.body,
+            "stall_timer": self.stall_timer,
+            "missing": list(self.missing),
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> EdgeReport:
@@ -41,7 +45,7 @@ class EdgeReport:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Workload:
+class RunWorkload:
     """The prompts of a run: a preset, a file or "trace", their lengths where fixed, the seed, chat or not."""
 
     kind: str
@@ -51,13 +55,23 @@ class Workload:
     chat: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "seed": self.seed, "chat": self.chat}  # fmt: skip
+        return {
+            "kind": self.kind,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "seed": self.seed,
+            "chat": self.chat,
+        }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Workload:
-        return cls(kind=data["kind"], input_tokens=data["input_tokens"], output_tokens=data["output_tokens"],
-                   seed=data["seed"], chat=data["chat"])  # fmt: skip
+    def from_json(cls, data: dict[str, Any]) -> RunWorkload:
+        return cls(
+            kind=data["kind"],
+            input_tokens=data["input_tokens"],
+            output_tokens=data["output_tokens"],
+            seed=data["seed"],
+            chat=data["chat"],
+        )
 
 
 @dataclass(frozen=True)
@@ -108,7 +122,7 @@ class RunMeta:
     name: str | None = None
     servelab_version: str | None = None
     client_host: str | None = None  # None for a prediction (no client ran)
-    workload: Workload | None = None
+    workload: RunWorkload | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     targets: tuple[str, ...] = ()
     client_edge: EdgeReport | None = None
@@ -133,25 +147,34 @@ class RunMeta:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "name": self.name, "servelab_version": self.servelab_version, "client_host": self.client_host,
-            "workload": None if self.workload is None else self.workload.to_json(), "settings": self.settings,
+            "name": self.name,
+            "servelab_version": self.servelab_version,
+            "client_host": self.client_host,
+            "workload": None if self.workload is None else self.workload.to_json(),
+            "settings": self.settings,
             "targets": list(self.targets),
             "client_edge": None if self.client_edge is None else self.client_edge.to_json(),
-            "wall_anchor_ns": self.wall_anchor_ns, "mono_anchor_ns": self.mono_anchor_ns,
+            "wall_anchor_ns": self.wall_anchor_ns,
+            "mono_anchor_ns": self.mono_anchor_ns,
             "predicted": None if self.predicted is None else self.predicted.to_json(),
-        }  # fmt: skip
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunMeta:
         """Read what `to_json` wrote (a KeyError or TypeError for anything else)."""
         workload, edge, predicted = data["workload"], data["client_edge"], data["predicted"]
         return cls(
-            name=data["name"], servelab_version=data["servelab_version"], client_host=data["client_host"],
-            workload=None if workload is None else Workload.from_json(workload), settings=data["settings"],
-            targets=tuple(data["targets"]), client_edge=None if edge is None else EdgeReport.from_json(edge),
-            wall_anchor_ns=data["wall_anchor_ns"], mono_anchor_ns=data["mono_anchor_ns"],
+            name=data["name"],
+            servelab_version=data["servelab_version"],
+            client_host=data["client_host"],
+            workload=None if workload is None else RunWorkload.from_json(workload),
+            settings=data["settings"],
+            targets=tuple(data["targets"]),
+            client_edge=None if edge is None else EdgeReport.from_json(edge),
+            wall_anchor_ns=data["wall_anchor_ns"],
+            mono_anchor_ns=data["mono_anchor_ns"],
             predicted=None if predicted is None else Prediction.from_json(predicted),
-        )  # fmt: skip
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,5 +200,9 @@ class TargetInfo:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TargetInfo:
         """Read what `to_json` wrote (a KeyError or TypeError for anything else)."""
-        return cls(version=data["version"], model=data["model"], context_per_slot=data["context_per_slot"],
-                   predicted=data.get("predicted", False))  # fmt: skip
+        return cls(
+            version=data["version"],
+            model=data["model"],
+            context_per_slot=data["context_per_slot"],
+            predicted=data.get("predicted", False),
+        )

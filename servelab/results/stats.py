@@ -272,8 +272,13 @@ class LevelSummary:
     )  # the server's /metrics over the level (bench/server_metrics.py); written only when there is one
 
     def to_json(self) -> dict[str, Any]:
-        values = {**self.stats.to_json(), "valid": self.valid, "invalid_reason": self.invalid_reason,
-                  "partial": self.partial, "client": self.client}  # fmt: skip
+        values = {
+            **self.stats.to_json(),
+            "valid": self.valid,
+            "invalid_reason": self.invalid_reason,
+            "partial": self.partial,
+            "client": self.client,
+        }
         if self.server:  # engines whose extras follow /metrics series (vLLM)
             values["server"] = self.server
         return {key: values[key] for key in LEVEL_KEYS if key in values}
@@ -281,5 +286,11 @@ class LevelSummary:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LevelSummary:
         """Read what `to_json` wrote (a KeyError or TypeError for anything else)."""
-        return cls(LevelStats.from_json(data), valid=data["valid"], invalid_reason=data["invalid_reason"],
-                   partial=data["partial"], client=data["client"], server=data.get("server", {}))  # fmt: skip
+        return cls(
+            LevelStats.from_json(data),
+            valid=data["valid"],
+            invalid_reason=data["invalid_reason"],
+            partial=data["partial"],
+            client=data["client"],
+            server=data.get("server", {}),
+        )

@@ -7,8 +7,11 @@ no-op. Never edit a released migration: add the next one.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
+
+from servelab.store import legacy
 
 
 def m001_initial(db: sqlite3.Connection) -> None:
@@ -116,7 +119,35 @@ def m002_level_stats(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS = (m001_initial, m002_level_stats)
+def m003_typed_run_document(db: sqlite3.Connection) -> None:
+    """Every run's meta, target info and level summaries in the one shape `RunMeta`, `TargetInfo` and
+    `LevelSummary` read (`legacy.py` says what older rows hold), so readers have no second spelling to try."""
+    predicted_runs = set()
+    for run_id, meta in db.execute("SELECT id, meta FROM runs").fetchall():
+        normal = legacy.run_meta(_loads(meta))
+        if normal["predicted"] is not None:
+            predicted_runs.add(run_id)
+        db.execute("UPDATE runs SET meta = ? WHERE id = ?", (json.dumps(normal), run_id))
+    for run_id, index, info in db.execute("SELECT run_id, target_index, info FROM targets").fetchall():
+        normal = legacy.target_info(_loads(info), run_id in predicted_runs)
+        db.execute(
+            "UPDATE targets SET info = ? WHERE run_id = ? AND target_index = ?",
+            (json.dumps(normal), run_id, index),
+        )
+    rows = db.execute("SELECT rowid, level, repeat, summary FROM levels").fetchall()
+    for rowid, level, repeat, summary in rows:
+        normal = legacy.level_summary(_loads(summary), level, repeat)
+        db.execute("UPDATE levels SET summary = ? WHERE rowid = ?", (json.dumps(normal), rowid))
+
+
+def _loads(text: str) -> object:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None  # unreadable: the empty document
+
+
+MIGRATIONS = (m001_initial, m002_level_stats, m003_typed_run_document)
 
 
 def applied_migrations(db: sqlite3.Connection) -> list[str]:

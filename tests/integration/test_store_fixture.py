@@ -62,7 +62,18 @@ def test_old_store_reads_as_it_did(old_store: Path, tmp_path: Path, argv: list[s
     expected = (EXPECTED / name).read_text()
     if name == "report.md":  # the bill says when it was made
         text, expected = (_without_generated(t) for t in (text, expected))
+    if name == "export-predicted.json":  # the one change migration m003 makes that an output shows
+        assert json.loads(text) == _with_target_version(json.loads(expected))
+        return
     assert text == expected
+
+
+def _with_target_version(export: dict) -> dict:
+    """A prediction's target info gains the key every target info has: `version`, none for an emulated server."""
+    for target in export["targets"]:
+        assert "version" not in target["info"]
+        target["info"] = {"version": None, **target["info"]}
+    return export
 
 
 def _without_generated(text: str) -> str:

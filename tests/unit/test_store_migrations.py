@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from servelab.results.run import RunMeta
 from servelab.store import Store
 from servelab.store.migrations import MIGRATIONS, applied_migrations, migrate
 
@@ -117,7 +118,7 @@ def test_every_migration_is_recorded_once_and_reopening_is_a_no_op(tmp_path: Pat
     path = tmp_path / "runs.db"
     Store.open(path).close()
     with Store.open(path) as store:
-        run_id = store.create_run({"name": "kept"})
+        run_id = store.create_run(RunMeta(name="kept"))
     Store.open(path).close()
     db = sqlite3.connect(path, isolation_level=None)
     assert applied_migrations(db) == [fn.__name__ for fn in MIGRATIONS]
