@@ -36,7 +36,7 @@ class EngineSummary:
     partial: bool
     levels: tuple[LevelFigures, ...]
     usable_context: int | None  # context per request/slot (the target's, as the bench read it)
-    memory_used_bytes: int | None  # the memory its server log says it allocated (`report --server-log`)
+    memory_used_bytes: int | None  # its GPUs' peak (power samples), or what its server log says it allocated
     workload: str = ""  # the run's workload kind (a file's name for a file)
     predicted: bool = False  # a `servelab predict` run (meta.predicted): emulated, not measured
     plan: SavedPlan | None = None  # the plan entry of this engine (`plan_figures.plans_for`): its ceilings
@@ -166,6 +166,17 @@ def _usable_context(info: TargetInfo) -> int | None:
     return context if context is not None and context > 0 else None
 
 
+def _memory_used(run: StoredRun, target_index: int) -> int | None:
+    """The peak device memory in use on the GPUs that served this target (the bench's power samples taken
+    during its levels, `memory_used_bytes`; busy: some utilisation), per GPU as a plan counts it; every
+    process's memory on those GPUs. None without such samples (no NVIDIA GPU here, `--no-power`)."""
+    rows = [r for r in run.samples.get("gpu_power", ()) if r.get("target_index") == target_index]
+    busy = {r.get("gpu") for r in rows if (as_number(r.get("sm_util_pct")) or 0) > 0}
+    serving = [r for r in rows if not busy or r.get("gpu") in busy]
+    used = [int(value) for r in serving if (value := as_number(r.get("memory_used_bytes"))) is not None]
+    return max(used) if used else None
+
+
 def _log_memory(engine: str) -> LogMemory | None:
     found = registry.find_engine(engine)
     return found.log_memory if found else None
@@ -250,7 +261,7 @@ def engine_summaries(runs: list[StoredRun]) -> tuple[EngineSummary, ...]:
         label=label, run_id=run.id, target_index=target.index, engine=target.engine, model=model,
         url=target.url, partial=run.info.partial,
         levels=tuple(lv for lv in levels[run.id] if lv.target_index == target.index),
-        usable_context=_usable_context(target.info), memory_used_bytes=None,
+        usable_context=_usable_context(target.info), memory_used_bytes=_memory_used(run, target.index),
         workload=_workload_name(run), predicted=is_predicted(run),
     ) for (run, target), model, label in zip(found, models, labels, strict=True))  # fmt: skip
 
