@@ -133,8 +133,8 @@ def target_info(info: Any, predicted_run: bool) -> dict[str, Any]:
     return out
 
 
-def level_summary(summary: Any, label: str, repeat: int) -> dict[str, Any]:
-    """One `levels` row's summary; `label` and `repeat` are its columns ("c=4", 0)."""
+def level_summary(summary: Any, label: str) -> dict[str, Any]:
+    """One `levels` row's summary; `label` is its `level` column ("c=4")."""
     summary = _dict(summary)
     concurrency, rate = _level(label)
     reason = summary.get("invalid_reason") or summary.get("why")

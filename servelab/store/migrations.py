@@ -121,30 +121,39 @@ def m002_level_stats(db: sqlite3.Connection) -> None:
 
 def m003_typed_run_document(db: sqlite3.Connection) -> None:
     """Every run's meta, target info and level summaries in the one shape `RunMeta`, `TargetInfo` and
-    `LevelSummary` read (`legacy.py` says what older rows hold), so readers have no second spelling to try."""
+    `LevelSummary` read (`legacy.py` says what older rows hold), so readers have no second spelling to try.
+    A row that is not JSON is left as it is: reading its run says so (StoreError)."""
     predicted_runs = set()
-    for run_id, meta in db.execute("SELECT id, meta FROM runs").fetchall():
-        normal = legacy.run_meta(_loads(meta))
+    for run_id, text in db.execute("SELECT id, meta FROM runs").fetchall():
+        if (meta := _loads(text)) is _UNREADABLE:
+            continue
+        normal = legacy.run_meta(meta)
         if normal["predicted"] is not None:
             predicted_runs.add(run_id)
         db.execute("UPDATE runs SET meta = ? WHERE id = ?", (json.dumps(normal), run_id))
-    for run_id, index, info in db.execute("SELECT run_id, target_index, info FROM targets").fetchall():
-        normal = legacy.target_info(_loads(info), run_id in predicted_runs)
+    for run_id, index, text in db.execute("SELECT run_id, target_index, info FROM targets").fetchall():
+        if (info := _loads(text)) is _UNREADABLE:
+            continue
+        normal = legacy.target_info(info, run_id in predicted_runs)
         db.execute(
             "UPDATE targets SET info = ? WHERE run_id = ? AND target_index = ?",
             (json.dumps(normal), run_id, index),
         )
-    rows = db.execute("SELECT rowid, level, repeat, summary FROM levels").fetchall()
-    for rowid, level, repeat, summary in rows:
-        normal = legacy.level_summary(_loads(summary), level, repeat)
+    for rowid, level, text in db.execute("SELECT rowid, level, summary FROM levels").fetchall():
+        if (summary := _loads(text)) is _UNREADABLE:
+            continue
+        normal = legacy.level_summary(summary, level)
         db.execute("UPDATE levels SET summary = ? WHERE rowid = ?", (json.dumps(normal), rowid))
+
+
+_UNREADABLE = object()
 
 
 def _loads(text: str) -> object:
     try:
         return json.loads(text)
-    except (ValueError, RecursionError):
-        return None  # unreadable: the empty document
+    except (ValueError, RecursionError, TypeError):
+        return _UNREADABLE
 
 
 MIGRATIONS = (m001_initial, m002_level_stats, m003_typed_run_document)

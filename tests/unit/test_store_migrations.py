@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -266,3 +267,18 @@ def test_a_stored_document_that_cannot_be_read_is_one_store_error(tmp_path: Path
         pytest.raises(StoreError, match=r"stored meta cannot be read"),
     ):
         store.load_run(run_id)
+
+
+def test_a_row_m003_cannot_read_is_left_for_the_reader_to_name(tmp_path: Path) -> None:
+    db = _store_before_m003(tmp_path / "runs.db")
+    db.execute(
+        "INSERT INTO runs (id, created_ns, status, partial, meta) VALUES ('bad', 0, 'finished', 0, '{oops')"
+    )
+    db.close()
+    with (
+        Store.open(tmp_path / "runs.db") as store,
+        pytest.raises(StoreError, match=r"run bad: its stored meta"),
+    ):
+        store.load_run("bad")
+    with closing(sqlite3.connect(tmp_path / "runs.db")) as db:
+        assert db.execute("SELECT meta FROM runs").fetchone() == ("{oops",)
