@@ -39,15 +39,15 @@ def measured_setup(runs: Sequence[StoredRun], target: int | None = None) -> Meas
     versions: set[object] = set()
     records: list[RequestRecord] = []
     for run in runs:
-        if run.meta.get("predicted"):
+        if run.meta.predicted is not None:
             raise ConfigError(f"run {run.info.id} is a prediction; calibrate on measured runs")
         for t in run.targets:
             if target is not None and t.index != target:
                 continue
             engines.setdefault(t.engine, run.info.id)
-            models.add(t.info.get("model"))
-            versions.add(t.info.get("version"))
-            contexts.add(t.info.get("context_per_slot"))
+            models.add(t.info.model)
+            contexts.add(t.info.context_per_slot)
+            versions.add(t.info.version)
             slots.update(_slot_count(s.text) for s in run.snapshots if s.target_index == t.index
                          and s.moment == SLOTS_MOMENT)  # fmt: skip
             records.extend(r for r in run.requests if r.target_index == t.index)

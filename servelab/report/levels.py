@@ -186,26 +186,24 @@ def all_level_figures(run: StoredRun) -> list[LevelFigures]:
         groups.setdefault((r.target_index, _level(run, r.level)), []).append(r)
     keys = sorted(groups, key=lambda key: (key[0], key[1].sort_key))
     servers, predicted = _server_figures(run), _predicted_figures(run)
-    return [level_figures(t, lv, groups[(t, lv)], run.level_stats.get((t, lv)), servers.get((t, lv.label)),
-                          predicted.get((t, lv.label))) for t, lv in keys]  # fmt: skip
+    return [level_figures(t, lv, groups[(t, lv)], run.level_stats.get((t, lv)), servers.get((t, lv)),
+                          predicted.get((t, lv))) for t, lv in keys]  # fmt: skip
 
 
-def _predicted_figures(run: StoredRun) -> dict[tuple[int, str], dict]:
+def _predicted_figures(run: StoredRun) -> dict[tuple[int, Level], dict]:
     """Each predicted (target, level)'s stored bands and provenance (its first repeat's: a band's factors are
     its regime's, the same for every repeat)."""
-    found: dict[tuple[int, str], dict] = {}
+    found: dict[tuple[int, Level], dict] = {}
     for stored in sorted(run.levels, key=lambda s: s.repeat):
-        predicted = stored.summary.get("predicted")
-        if isinstance(predicted, dict) and predicted:
-            found.setdefault((stored.target_index, stored.level), predicted)
+        if stored.summary.predicted:
+            found.setdefault((stored.target_index, stored.level), stored.summary.predicted)
     return found
 
 
-def _server_figures(run: StoredRun) -> dict[tuple[int, str], dict]:
+def _server_figures(run: StoredRun) -> dict[tuple[int, Level], dict]:
     """Each (target, level)'s stored server figures, its repeats pooled as the bench pools them."""
-    repeats: dict[tuple[int, str], list[dict]] = {}
+    repeats: dict[tuple[int, Level], list[dict]] = {}
     for stored in run.levels:
-        server = stored.summary.get("server")
-        if isinstance(server, dict) and server:
-            repeats.setdefault((stored.target_index, stored.level), []).append(server)
+        if stored.summary.server:
+            repeats.setdefault((stored.target_index, stored.level), []).append(stored.summary.server)
     return {key: pool_server_metrics(found) for key, found in repeats.items()}

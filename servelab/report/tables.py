@@ -9,6 +9,7 @@ from servelab.predict.bands import band_number
 from servelab.report import overlay
 from servelab.report.data import Bill
 from servelab.report.levels import LevelFigures
+from servelab.results.run import RunWorkload
 
 GIB = 1024**3
 NUMERIC = re.compile(
@@ -120,11 +121,12 @@ def spec_table(spec: dict) -> TableData:
     return TableData("spec", "Speculative decoding", ("figure", "value"), rows)
 
 
-def _workload(workload: dict) -> str:
-    kind = str(workload.get("kind") or workload.get("name") or "?")
-    lengths = [f"{workload[k]} {label}" for k, label in (("input_tokens", "in"), ("output_tokens", "out"))
-               if workload.get(k) is not None]  # fmt: skip
-    return kind + (f" ({', '.join(lengths)} tokens)" if lengths else "")
+def _workload(workload: RunWorkload | None) -> str:
+    if workload is None:
+        return "?"
+    lengths = [f"{n} {label}" for n, label in ((workload.input_tokens, "in"), (workload.output_tokens, "out"))
+               if n is not None]  # fmt: skip
+    return workload.kind + (f" ({', '.join(lengths)} tokens)" if lengths else "")
 
 
 def runs_table(bill: Bill) -> TableData:

@@ -68,7 +68,9 @@ def test_calibrate_saves_a_profile_that_predict_uses(measured, capsys) -> None:
     assert f"calibration profile llamacpp/{profile['quant']}" in err and str(path) in err
     assert profile["created"][:10] in err and "effective figures: calibration" in err
     with Store.open(db, must_exist=True) as store:
-        predicted = store.load_run(json.loads(out)["run_id"]).meta["predicted"]["effective"]
+        prediction = store.load_run(json.loads(out)["run_id"]).meta.predicted
+        assert prediction is not None
+        predicted = prediction.effective
     assert predicted == {**profile["effective"], "source": "calibration"}
 
     assert main([*args, "--no-store", "--no-calibration"]) == 0
