@@ -1,21 +1,24 @@
-"""Fit vLLM's bytes per captured CUDA graph (servelab/engines/vllm/graphs.py GRAPH_BYTES_PER_LAYER) on every
-real-log case that prints "Estimated CUDA graph memory", and print each case's leave-one-case-out error.
+"""Fit vLLM's CUDA-graph estimate figures (servelab/engines/vllm/graphs.py: POOL_BYTES_PER_TOKEN_LAYER_HIDDEN,
+ATTENTION_LAYER_MIB, RECURRENT_LAYER_MIB) on every real-log case that prints "Estimated CUDA graph memory", and
+print each case's leave-one-case-out error.
 
     python benchmarks/fit_graph_bytes.py
 
 The procedure (docs/reference/memory.md §3 "CUDA-graph estimate"): vLLM's estimate is the largest first capture
-plus (graphs - 1) x the second capture in each mode (`profile_cudagraph_memory`); servelab counts the graphs
-exactly (graphs.graph_counts) and prices each as one figure per layer kind, so a case's estimate is
-first + graph-equivalents x (attention layers x a + recurrent layers x r), where first is what only the first
-capture allocates (graphs.FIRST_CAPTURE_BYTES) and graph-equivalents = 1 + sum over modes of (graphs - 1). The
-three unknowns are solved by least squares on the relative error (each case's row divided by its printed
-figure: a 0.13 GiB case weighs as much as a 1.32 GiB one). A case whose `left_out` names the estimate for a reason of its own (the GB10's
-unified memory) is not used. Leave-one-case-out: the fit without the case, applied to the case. Pure arithmetic
-on recorded text: no GPU, no network.
+plus (graphs - 1) x the second capture in each mode (`profile_cudagraph_memory`). servelab counts the graphs
+exactly (graphs.graph_counts, from the plan's batch limits, speculative tokens and the case's compilation config)
+and writes the estimate as
+    p x largest size x layers x hidden size + graph-equivalents x (attention layers x a + recurrent layers x r)
+(the first capture's pool activations at its size, then one graph per graph-equivalent, 1 + sum over modes of
+(graphs - 1)). The three unknowns are solved by least squares on the relative error (each case's row divided by
+its printed figure: a 0.08 GiB case weighs as much as a 1.32 GiB one). A case whose `left_out` names the estimate
+(the GB10's unified memory) is not used. Leave-one-case-out: the fit without the case, applied to the case. Pure
+arithmetic on recorded text: no GPU, no network.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 from dataclasses import dataclass
@@ -26,36 +29,60 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy
 
 from servelab.engines.vllm import graphs
+from servelab.engines.vllm.settings import VllmSettings, compilation
 from servelab.model.spec import LayerKind
 from tests.real_logs import Case, case_model, load_cases, run_plan
 
 FIGURE = "cuda_graph_estimated_gib"
 GIB = 1024**3
 MIB = 1024**2
+Coefficients = tuple[
+    float, float, float
+]  # bytes per token x layer x hidden unit, per attention layer, per recurrent
 
 
 @dataclass(frozen=True)
 class Row:
-    """One case: its graph-equivalents x layers of each kind, and the figure vLLM printed (bytes)."""
+    """One case: the estimate's three terms without their figures, and the figure vLLM printed (bytes)."""
 
     case: str
-    equivalents: int  # 1 + sum over modes of (graphs - 1)
+    counts: str  # as vLLM's "Profiling CUDA graph memory" line reads
+    pool: float  # largest size x layers x hidden size
     attention: float  # graph-equivalents x attention layers
     recurrent: float  # graph-equivalents x recurrent (Gated DeltaNet / Mamba) layers
     printed: float
 
 
-def layer_counts(case: Case) -> tuple[int, int]:
-    model = case_model(case)
-    recurrent = model.count(LayerKind.LINEAR_ATTENTION) + model.count(LayerKind.MAMBA)
-    return model.num_layers - recurrent, recurrent
-
-
-def graph_equivalents(case: Case) -> int:
-    """1 + sum over modes of (graphs - 1), read back from the plan's estimate (first + equivalents x one graph)."""
+def case_counts(case: Case) -> dict[str, tuple[int, int]]:
+    """The graphs the plan counts for the case (checked against the plan's own estimate)."""
     plan = run_plan(case)
-    per_graph = graphs.bytes_per_graph(case_model(case))
-    return round((int(str(plan.details["cuda_graph_bytes"])) - graphs.FIRST_CAPTURE_BYTES) / per_graph)
+    details = plan.details
+    config = (case.data.get("settings") or {}).get("compilation_config")
+    settings = VllmSettings(compilation_config=json.dumps(config) if config else None)
+    counts = graphs.graph_counts(
+        int(str(details["max_num_seqs"])),
+        int(str(details["max_num_batched_tokens"])),
+        int(str(details.get("speculative_tokens") or 0)),
+        compilation(settings),
+    )
+    if graphs.estimate_bytes(case_model(case), counts) != int(str(details["cuda_graph_bytes"])):
+        raise SystemExit(f"{case.name}: the counts here are not the plan's")
+    return counts
+
+
+def row(case: Case) -> Row:
+    model = case_model(case)
+    counts = case_counts(case)
+    recurrent = model.count(LayerKind.LINEAR_ATTENTION) + model.count(LayerKind.MAMBA)
+    equivalents = graphs.graph_equivalents(counts)
+    return Row(
+        case=case.name,
+        counts=graphs.counts_line(counts),
+        pool=float(graphs.largest_capture(counts) * model.num_layers * model.hidden_size),
+        attention=float(equivalents * (model.num_layers - recurrent)),
+        recurrent=float(equivalents * recurrent),
+        printed=float(case.data["expected"][FIGURE]) * GIB,
+    )
 
 
 def rows() -> list[Row]:
@@ -65,25 +92,28 @@ def rows() -> list[Row]:
             continue
         if FIGURE in (case.data.get("left_out") or {}):
             continue
-        equivalents = graph_equivalents(case)
-        attention, recurrent = layer_counts(case)
-        printed = float(case.data["expected"][FIGURE]) * GIB
-        found.append(Row(case.name, equivalents, equivalents * attention, equivalents * recurrent, printed))
+        found.append(row(case))
     return found
 
 
-def fit(data: list[Row]) -> tuple[float, float, float]:
-    """Least squares of the relative error: (first-capture bytes, bytes per attention layer, per recurrent layer).
-    numpy's lstsq gives the minimum-norm answer where the cases cannot tell two figures apart."""
-    matrix = numpy.array([[1.0, r.attention, r.recurrent] for r in data]) / numpy.array(
+def fit(data: list[Row]) -> Coefficients:
+    """Least squares of the relative error; numpy's lstsq gives the minimum-norm answer where the cases cannot
+    tell two figures apart."""
+    matrix = numpy.array([[r.pool, r.attention, r.recurrent] for r in data]) / numpy.array(
         [[r.printed] for r in data]
     )
     solution = numpy.linalg.lstsq(matrix, numpy.ones(len(data)), rcond=None)[0]
     return float(solution[0]), float(solution[1]), float(solution[2])
 
 
-def predict(row: Row, coefficients: tuple[float, float, float]) -> float:
-    return coefficients[0] + row.attention * coefficients[1] + row.recurrent * coefficients[2]
+def predict(row: Row, coefficients: Coefficients) -> float:
+    pool, attention, recurrent = coefficients
+    return row.pool * pool + row.attention * attention + row.recurrent * recurrent
+
+
+def held_out(data: list[Row]) -> list[float]:
+    """Each case's relative error under the fit without it."""
+    return [predict(r, fit([o for o in data if o.case != r.case])) / r.printed - 1 for r in data]
 
 
 def main() -> None:
@@ -91,20 +121,16 @@ def main() -> None:
     coefficients = fit(data)
     print(f"{len(data)} cases print the estimate (and are not left out for a reason of their own)")
     print(
-        f"fit: FIRST_CAPTURE_MIB = {coefficients[0] / MIB:.3f}, ATTENTION_LAYER_MIB = {coefficients[1] / MIB:.3f},"
-        f" RECURRENT_LAYER_MIB = {coefficients[2] / MIB:.3f}"
+        f"fit: POOL_BYTES_PER_TOKEN_LAYER_HIDDEN = {coefficients[0]:.3f},"
+        f" ATTENTION_LAYER_MIB = {coefficients[1] / MIB:.3f}, RECURRENT_LAYER_MIB = {coefficients[2] / MIB:.3f}"
     )
-    print("| case | graph-equivalents | printed GiB | in-sample % | leave-one-out % |\n|---|---|---|---|---|")
-    errors = []
-    for row in data:
-        rest = [r for r in data if r.case != row.case]
-        held_out = predict(row, fit(rest)) / row.printed - 1
-        in_sample = predict(row, coefficients) / row.printed - 1
-        errors.append(abs(held_out))
-        print(
-            f"| {row.case} | {row.equivalents} | {row.printed / GIB:.2f} | {in_sample:+.1%} | {held_out:+.1%} |"
-        )
-    print(f"\nmedian |leave-one-out error| {statistics.median(errors):.1%}, worst {max(errors):.1%}")
+    print("| case | graphs | printed GiB | in-sample % | leave-one-out % |\n|---|---|---|---|---|")
+    errors = held_out(data)
+    for r, error in zip(data, errors, strict=True):
+        in_sample = predict(r, coefficients) / r.printed - 1
+        print(f"| {r.case} | {r.counts} | {r.printed / GIB:.2f} | {in_sample:+.1%} | {error:+.1%} |")
+    absolute = [abs(e) for e in errors]
+    print(f"\nmedian |leave-one-out error| {statistics.median(absolute):.1%}, worst {max(absolute):.1%}")
 
 
 if __name__ == "__main__":

@@ -14,9 +14,8 @@ What the source fixes (read in vllm `vllm/config/vllm.py` `_set_cudagraph_sizes`
   first capture over the modes + the sum over modes of (graphs - 1) x max(second capture, 1 MiB).
 
 What it does not fix is the bytes of a capture: those are the kernels', the driver's and the caching allocator's.
-servelab prices the first capture's one-time allocations as one constant and one graph as a figure per layer
-kind, the three fitted on every real log that prints the estimate (FIRST_CAPTURE_MIB and the per-layer figures
-below; benchmarks/fit_graph_bytes.py).
+servelab prices the first capture's pool activations per token, layer and hidden unit and one graph as a figure
+per layer kind, the three fitted on every real log that prints the estimate (benchmarks/fit_graph_bytes.py).
 """
 
 from __future__ import annotations
@@ -29,20 +28,20 @@ from servelab.model.spec import LayerKind, ModelSpec
 MIB = 1024**2
 MAX_CAPTURE = 512  # _set_cudagraph_sizes: min(max_num_seqs x decode query length x 2, 512)
 PER_GRAPH_FLOOR = MIB  # profile_cudagraph_memory: "Use at least 1 MiB per graph for driver overhead"
-# benchmarks/fit_graph_bytes.py's output (MiB), rounded to 3 decimals:
-FIRST_CAPTURE_MIB = 27.464
-ATTENTION_LAYER_MIB = 0.165
-RECURRENT_LAYER_MIB = 0.384
+# benchmarks/fit_graph_bytes.py's output, rounded to 3 decimals (see the comment below):
+POOL_BYTES_PER_TOKEN_LAYER_HIDDEN = 3.297
+ATTENTION_LAYER_MIB = 0.096
+RECURRENT_LAYER_MIB = 0.388
 MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
 # The bytes of a capture, which vLLM measures (the free-memory drop around each capture) and does not state. The
-# estimate is first capture + sum over modes of (graphs - 1) x second capture; servelab writes the first capture
-# as one graph plus what only the first capture allocates (FIRST_CAPTURE_BYTES: the fresh profiling pool's first
-# segments and the capture stream's workspaces, allocated once), and one graph as a figure per layer kind (each
-# layer adds its kernels' nodes, and under PIECEWISE its own piece, to every graph). The three figures are fitted
-# by benchmarks/fit_graph_bytes.py (least squares of the relative error over every real-log case that prints
-# "Estimated CUDA graph memory", docs/reference/memory.md §3, which lists each case's leave-one-case-out error);
+# estimate is first capture + sum over modes of (graphs - 1) x second capture. The first capture is of the
+# largest size into a fresh profiling pool, so it holds the pool's activations at that size (each piece's output
+# stays in the pool for the next graph to reuse): written here as POOL_BYTES_PER_TOKEN_LAYER_HIDDEN x largest
+# size x layers x hidden size, plus one graph. One graph is a figure per layer kind (each layer adds its kernels'
+# nodes, and under PIECEWISE its own piece, to every graph). The three figures are fitted by
+# benchmarks/fit_graph_bytes.py (least squares of the relative error over every real-log case that prints
+# "Estimated CUDA graph memory"; docs/reference/memory.md §3 lists each case's leave-one-case-out error);
 # tests/unit/test_engines_vllm_graphs.py checks these are that fit's output, rounded.
-FIRST_CAPTURE_BYTES = int(FIRST_CAPTURE_MIB * MIB)
 GRAPH_BYTES_PER_LAYER = {
     "attention": int(ATTENTION_LAYER_MIB * MIB),
     "recurrent": int(RECURRENT_LAYER_MIB * MIB),
@@ -133,12 +132,23 @@ def graph_equivalents(counts: dict[str, tuple[int, int]]) -> int:
     return 1 + sum(graphs - 1 for graphs, _ in counts.values()) if counts else 0
 
 
+def largest_capture(counts: dict[str, tuple[int, int]]) -> int:
+    """The batch size of the first capture (the largest over the modes; 0 when nothing is captured)."""
+    return max((largest for _, largest in counts.values()), default=0)
+
+
+def first_capture_pool_bytes(model: ModelSpec, largest: int) -> int:
+    """What the first capture's activations leave in the fresh profiling pool at the largest size."""
+    return int(POOL_BYTES_PER_TOKEN_LAYER_HIDDEN * largest * model.num_layers * model.hidden_size)
+
+
 def estimate_bytes(model: ModelSpec, counts: dict[str, tuple[int, int]]) -> int:
-    """profile_cudagraph_memory's sum: the largest first capture over the modes (one graph plus what only the
-    first capture allocates) plus (graphs - 1) x one graph in each mode."""
+    """profile_cudagraph_memory's sum: the largest first capture over the modes (its pool activations plus one
+    graph) plus (graphs - 1) x one graph in each mode."""
     if not counts:
         return 0
-    return FIRST_CAPTURE_BYTES + graph_equivalents(counts) * bytes_per_graph(model)
+    pool = first_capture_pool_bytes(model, largest_capture(counts))
+    return pool + graph_equivalents(counts) * bytes_per_graph(model)
 
 
 def counts_line(counts: dict[str, tuple[int, int]]) -> str:
