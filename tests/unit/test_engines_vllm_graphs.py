@@ -3,6 +3,12 @@
 
 from __future__ import annotations
 
+import importlib.util
+import statistics
+import sys
+from pathlib import Path
+from types import ModuleType
+
 import pytest
 
 from servelab.engines.vllm import graphs
@@ -49,10 +55,39 @@ def test_the_estimate_is_one_first_capture_plus_the_later_graphs_of_each_mode() 
     model = catalog_model("Qwen/Qwen3-8B")
     per_graph = graphs.bytes_per_graph(model)
     counts = graph_counts(256, 2048)
-    assert graphs.estimate_bytes(model, counts) == per_graph * (1 + 50 + 34)
+    assert graphs.graph_equivalents(counts) == 1 + 50 + 34
+    assert graphs.largest_capture(counts) == 512
+    pool = graphs.first_capture_pool_bytes(model, 512)
+    assert pool == int(graphs.POOL_BYTES_PER_TOKEN_LAYER_HIDDEN * 512 * 36 * 4096)
+    assert graphs.estimate_bytes(model, counts) == pool + per_graph * (1 + 50 + 34)
     assert graphs.estimate_bytes(model, {}) == 0
-    # the fit's own log: 0.52 GiB for Qwen3-8B's 85 graph-equivalents
-    assert graphs.estimate_bytes(model, counts) / GIB == pytest.approx(0.52, abs=0.005)
+    # LMCache issue 3430: 0.52 GiB for Qwen3-8B's 85 graph-equivalents (one of the fit's cases)
+    assert graphs.estimate_bytes(model, counts) / GIB == pytest.approx(0.52, abs=0.01)
+
+
+def _fit_script() -> ModuleType:
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "fit_graph_bytes.py"
+    spec = importlib.util.spec_from_file_location("fit_graph_bytes", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_graph_figures_are_the_fit_over_every_case_that_prints_the_estimate() -> None:
+    fit = _fit_script()
+    rows = fit.rows()
+    assert len(rows) >= 8  # every plannable case printing "Estimated CUDA graph memory" but the GB10's
+    pool, attention, recurrent = fit.fit(rows)
+    assert pytest.approx(pool, abs=0.0006) == graphs.POOL_BYTES_PER_TOKEN_LAYER_HIDDEN
+    assert pytest.approx(attention / graphs.MIB, abs=0.0006) == graphs.ATTENTION_LAYER_MIB
+    assert pytest.approx(recurrent / graphs.MIB, abs=0.0006) == graphs.RECURRENT_LAYER_MIB
+    # in sample the median is within the issue's 5 %; held out one case at a time it is about twice that
+    # (docs/reference/memory.md §3 lists each case)
+    in_sample = [abs(fit.predict(r, (pool, attention, recurrent)) / r.printed - 1) for r in rows]
+    assert statistics.median(in_sample) <= 0.05
+    assert statistics.median(abs(e) for e in fit.held_out(rows)) < 0.10
 
 
 def test_a_hybrid_graph_costs_more_per_recurrent_layer() -> None:

@@ -13,9 +13,9 @@ What the source fixes (read in vllm `vllm/config/vllm.py` `_set_cudagraph_sizes`
 - the estimate: per mode, the first capture (the largest) and the second are measured; estimate = the largest
   first capture over the modes + the sum over modes of (graphs - 1) x max(second capture, 1 MiB).
 
-What it does not fix is the bytes of one capture: those are the kernels' and the driver's (a graph's nodes,
-the piecewise pieces' buffers). servelab prices one graph per layer kind, fitted (GRAPH_BYTES_PER_LAYER below)
-and takes the first capture as one such graph.
+What it does not fix is the bytes of a capture: those are the kernels', the driver's and the caching allocator's.
+servelab prices the first capture's pool activations per token, layer and hidden unit and one graph as a figure
+per layer kind, the three fitted on every real log that prints the estimate (benchmarks/fit_graph_bytes.py).
 """
 
 from __future__ import annotations
@@ -28,17 +28,24 @@ from servelab.model.spec import LayerKind, ModelSpec
 MIB = 1024**2
 MAX_CAPTURE = 512  # _set_cudagraph_sizes: min(max_num_seqs x decode query length x 2, 512)
 PER_GRAPH_FLOOR = MIB  # profile_cudagraph_memory: "Use at least 1 MiB per graph for driver overhead"
+# benchmarks/fit_graph_bytes.py's output, rounded to 3 decimals (see the comment below):
+POOL_BYTES_PER_TOKEN_LAYER_HIDDEN = 3.297
+ATTENTION_LAYER_MIB = 0.096
+RECURRENT_LAYER_MIB = 0.388
 MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
-# Bytes one captured graph holds per layer of each kind, fitted on the two logs that print the estimate of a
-# model with a single kind of layer change between them (least squares through the origin, one unknown each,
-# first capture counted as one graph): Qwen3-8B at 0.21.0 (36 attention layers; PIECEWISE 51 + FULL 35 graphs,
-# "Estimated CUDA graph memory: 0.52 GiB", LMCache issue 3430) gives 0.52 GiB / 85 / 36 = 0.174 MiB an
-# attention layer; a Qwen3.6-27B int4 at 0.27.1 (16 attention + 48 Gated DeltaNet layers; PIECEWISE 16,
-# 0.36 GiB, gpustack/runner PR 251) then gives (0.36 GiB / 16 - 16 x 0.174 MiB) / 48 = 0.422 MiB a recurrent
-# layer. Held-out checks in docs/reference/memory.md §3 (two-mode 0.09 GiB and TP4 0.17 GiB logs of the same
-# 27B, a TP4 Qwen3.5-35B-A3B at 0.26.0: within 8 %). Not TP-dependent: the 27B's TP2 and TP4 logs give 23 and
-# 25 MiB a graph.
-GRAPH_BYTES_PER_LAYER = {"attention": int(0.174 * MIB), "recurrent": int(0.422 * MIB)}
+# The bytes of a capture, which vLLM measures (the free-memory drop around each capture) and does not state. The
+# estimate is first capture + sum over modes of (graphs - 1) x second capture. The first capture is of the
+# largest size into a fresh profiling pool, so it holds the pool's activations at that size (each piece's output
+# stays in the pool for the next graph to reuse): written here as POOL_BYTES_PER_TOKEN_LAYER_HIDDEN x largest
+# size x layers x hidden size, plus one graph. One graph is a figure per layer kind (each layer adds its kernels'
+# nodes, and under PIECEWISE its own piece, to every graph). The three figures are fitted by
+# benchmarks/fit_graph_bytes.py (least squares of the relative error over every real-log case that prints
+# "Estimated CUDA graph memory"; docs/reference/memory.md §3 lists each case's leave-one-case-out error);
+# tests/unit/test_engines_vllm_graphs.py checks these are that fit's output, rounded.
+GRAPH_BYTES_PER_LAYER = {
+    "attention": int(ATTENTION_LAYER_MIB * MIB),
+    "recurrent": int(RECURRENT_LAYER_MIB * MIB),
+}
 
 
 @dataclass(frozen=True)
@@ -120,13 +127,28 @@ def bytes_per_graph(model: ModelSpec) -> int:
     return max(PER_GRAPH_FLOOR, per_graph)
 
 
+def graph_equivalents(counts: dict[str, tuple[int, int]]) -> int:
+    """The graphs the estimate charges: the first capture counted once plus (graphs - 1) in each mode."""
+    return 1 + sum(graphs - 1 for graphs, _ in counts.values()) if counts else 0
+
+
+def largest_capture(counts: dict[str, tuple[int, int]]) -> int:
+    """The batch size of the first capture (the largest over the modes; 0 when nothing is captured)."""
+    return max((largest for _, largest in counts.values()), default=0)
+
+
+def first_capture_pool_bytes(model: ModelSpec, largest: int) -> int:
+    """What the first capture's activations leave in the fresh profiling pool at the largest size."""
+    return int(POOL_BYTES_PER_TOKEN_LAYER_HIDDEN * largest * model.num_layers * model.hidden_size)
+
+
 def estimate_bytes(model: ModelSpec, counts: dict[str, tuple[int, int]]) -> int:
-    """profile_cudagraph_memory's sum: the largest first capture over the modes plus (graphs - 1) x one graph
-    in each mode."""
+    """profile_cudagraph_memory's sum: the largest first capture over the modes (its pool activations plus one
+    graph) plus (graphs - 1) x one graph in each mode."""
     if not counts:
         return 0
-    per_graph = bytes_per_graph(model)
-    return per_graph + sum((graphs - 1) * per_graph for graphs, _ in counts.values())
+    pool = first_capture_pool_bytes(model, largest_capture(counts))
+    return pool + graph_equivalents(counts) * bytes_per_graph(model)
 
 
 def counts_line(counts: dict[str, tuple[int, int]]) -> str:
