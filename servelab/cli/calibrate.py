@@ -106,6 +106,7 @@ def register(app: typer.Typer) -> None:
                 "gaps": result.gaps,
                 "prefills": result.prefills,
             },
+            engine_version=setup.engine_version,
         )
         path = None if no_save else save_profile(profile)
         _render(result, profile, path, json_out)

@@ -43,6 +43,7 @@ GPU_QUERIES = (
     "nvlink_active_links",
     "sm_util_pct",
     "mem_util_pct",
+    "memory_used_bytes",
 )
 PAIR_QUERIES = ("p2p_read", "p2p_write", "p2p_nvlink", "common_ancestor")
 
@@ -261,7 +262,7 @@ class RecordingProbe:
         answer = self._inner.gpu(index, query)
         self.gpu_count()
         if (
-            query not in ("power_usage_mw", "sm_util_pct", "mem_util_pct")
+            query not in ("power_usage_mw", "sm_util_pct", "mem_util_pct", "memory_used_bytes")
             or query not in self._nvml["gpus"][index]
         ):
             self._nvml["gpus"][index][query] = answer

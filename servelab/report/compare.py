@@ -8,7 +8,6 @@ gets no p-value. A warning is raised when the workloads (or settings) differ, or
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -65,10 +64,12 @@ def workload_warnings(runs: list[StoredRun]) -> list[str]:
     warnings = []
     first = runs[0]
     for other in runs[1:]:
-        for key in ("workload", "settings"):
-            if json.dumps(first.meta.get(key), sort_keys=True) != json.dumps(
-                other.meta.get(key), sort_keys=True
-            ):
+        differ = (
+            ("workload", first.meta.workload != other.meta.workload),
+            ("settings", first.meta.settings != other.meta.settings),
+        )
+        for key, different in differ:
+            if different:
                 warnings.append(
                     f"runs {first.id} and {other.id} used different {key}s: figures are not like for like"
                 )
@@ -86,15 +87,36 @@ def _level_rows(a: LevelFigures, b: LevelFigures) -> list[MetricComparison]:
         xa, xb = samples(a), samples(b)
         test = mann_whitney(xa, xb)
         ma, mb = _median(xa), _median(xb)
-        rows.append(MetricComparison(target_index=a.target_index, level=a.label, metric=name, a=ma, b=mb, change_pct=_change_pct(ma, mb),
-                                     p_value=test.p_value, significant=test.significant(), diff_ci=bootstrap_median_diff(xa, xb, rounds=1000)))  # fmt: skip
-    rows.append(MetricComparison(target_index=a.target_index, level=a.label, metric="output_tok_s", a=a.aggregate_tok_s, b=b.aggregate_tok_s,
-                                 change_pct=_change_pct(a.aggregate_tok_s, b.aggregate_tok_s), p_value=None, significant=False))  # fmt: skip
+        rows.append(
+            MetricComparison(
+                target_index=a.target_index,
+                level=a.label,
+                metric=name,
+                a=ma,
+                b=mb,
+                change_pct=_change_pct(ma, mb),
+                p_value=test.p_value,
+                significant=test.significant(),
+                diff_ci=bootstrap_median_diff(xa, xb, rounds=1000),
+            )
+        )
+    rows.append(
+        MetricComparison(
+            target_index=a.target_index,
+            level=a.label,
+            metric="output_tok_s",
+            a=a.aggregate_tok_s,
+            b=b.aggregate_tok_s,
+            change_pct=_change_pct(a.aggregate_tok_s, b.aggregate_tok_s),
+            p_value=None,
+            significant=False,
+        )
+    )
     return rows
 
 
 def _label(run: StoredRun) -> tuple[str, ...]:
-    return tuple(f"{t.engine} {t.info.get('model', '?')}" for t in run.targets)
+    return tuple(f"{t.engine} {t.info.model or '?'}" for t in run.targets)
 
 
 def compare_runs(run_a: StoredRun, run_b: StoredRun) -> Comparison:

@@ -6,13 +6,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from servelab.bench.result import LevelResult
 from servelab.cli.bench import _render
 from servelab.results.level_key import Level
-from servelab.results.stats import Distribution, LevelStats
+from servelab.results.stats import Distribution, LevelStats, LevelSummary
 
 
-def _level(level: str, tok_s: float, valid: bool = True, reason: str | None = None) -> LevelResult:
+def _level(level: str, tok_s: float, valid: bool = True, reason: str | None = None) -> LevelSummary:
     stats = LevelStats(
         level=Level.parse(level),
         per_stream_tok_s=Distribution(p50=99.95),
@@ -22,7 +21,7 @@ def _level(level: str, tok_s: float, valid: bool = True, reason: str | None = No
         errors=12,
         evictions=3,
     )
-    return LevelResult(stats, valid=valid, invalid_reason=reason)
+    return LevelSummary(stats, valid=valid, invalid_reason=reason)
 
 
 RESULT = SimpleNamespace(
