@@ -76,9 +76,9 @@ def test_predict_json_and_the_store_carry_band_and_source_per_figure(
     )  # batch 1's regime
     with Store.open(db, must_exist=True) as store:
         run = store.load_run(doc["run_id"])
-    stored = {lv.level: lv.summary["predicted"] for lv in run.levels}
+    stored = {lv.level.label: lv.summary.predicted for lv in run.levels}
     assert stored["c=4"]["figures"]["tpot_ms_p50"]["band"] == pytest.approx(tpot["band"])
-    assert run.meta["predicted"]["effective"]["source"] == "corpus"
+    assert run.meta.predicted is not None and run.meta.predicted.effective["source"] == "corpus"
 
 
 def test_without_a_step_model_the_plans_figures_have_no_band(monkeypatch, capsys) -> None:

@@ -20,10 +20,10 @@ GIB, MIB = 1024**3, 1024**2
 
 def test_vllm_default_max_num_seqs_beyond_the_mamba_blocks_does_not_fit() -> None:
     # before: fits true beside the warning "max_num_seqs (256) exceeds available Mamba cache blocks (49)"
-    # (4,096 tokens: the 86 CUDA graphs of 256 sequences take ~1.9 GiB from v0.21, so at 8,192 one request no
-    # longer fits either; the remedy's fewer sequences also capture fewer graphs)
+    # (512 tokens: the CUDA graphs of 256 sequences and the first capture's activations take ~2 GiB from v0.21,
+    # so from 1,024 tokens one request no longer fits either; the remedy's fewer sequences capture fewer graphs)
     qwen, card = load_model("Qwen/Qwen3.5-27B"), find_gpu("rtx4090")
-    plan = make_plan(qwen, card, engine="vllm", quant="awq", context=4096)
+    plan = make_plan(qwen, card, engine="vllm", quant="awq", context=512)
     blocks = plan.details["mamba_blocks"]
     assert isinstance(blocks, int) and 0 < blocks < 256
     assert not plan.fits and plan.remedy == {"max_num_seqs": blocks}
@@ -31,7 +31,7 @@ def test_vllm_default_max_num_seqs_beyond_the_mamba_blocks_does_not_fit() -> Non
         f"vLLM: max_num_seqs (256) exceeds available Mamba cache blocks ({blocks})"
     )
     assert f"pass --max-num-seqs {blocks}" in plan.refusals[0] and plan.warnings[0] == plan.refusals[0]
-    fixed = make_plan(qwen, card, engine="vllm", quant="awq", context=4096, max_num_seqs=blocks)
+    fixed = make_plan(qwen, card, engine="vllm", quant="awq", context=512, max_num_seqs=blocks)
     assert fixed.fits and ["--max-num-seqs", str(blocks)] == list(fixed.command[-2:])
 
 
