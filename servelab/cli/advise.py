@@ -8,13 +8,11 @@ from typing import Any
 
 import typer
 
-from servelab.cli.output import stderr_console
 from servelab.errors import ConfigError
 
 MAX_USERS = 65_536
 CONTEXT_STEP = 1024  # the planned context: the workload's longest request rounded up to this
 SHOWN_OTHERS = 12  # other candidates printed without --all
-PROGRESS_LINES = 10
 
 
 def register(app: typer.Typer) -> None:
@@ -76,6 +74,13 @@ def register(app: typer.Typer) -> None:
         spec_cost: float = typer.Option(
             0.05, "--spec-draft-cost", help="Speculative decoding: one draft step over one target step."
         ),
+        jobs: int = typer.Option(1, "--jobs", help="Emulate in this many local processes."),
+        ray_address: str | None = typer.Option(
+            None, "--ray", help="Emulate on a Ray cluster: auto, local or HOST:PORT (the ray extra)."
+        ),
+        no_screen: bool = typer.Option(
+            False, "--no-screen", help="Emulate every fitting candidate (no analytic screen first)."
+        ),
     ) -> None:
         """Rank engines, formats, KV dtypes, tensor parallelism and batch limits for a workload and SLOs: plan prunes,
         predict finds each one's highest load within the SLOs, the Pareto front and its launch commands."""
@@ -101,15 +106,18 @@ def register(app: typer.Typer) -> None:
         speculative, speculation = _speculative(spec_alpha, spec_method, spec_tokens, spec_cost)
         setting = Setting(spec, card, gpus, bounds, demand, prices, config,
                           None if no_calibration else _profile_figures(card), speculative, speculation)  # fmt: skip
-        err = stderr_console()
         planned = context or _longest(config)
+        from servelab.advise.spread import runner
+        from servelab.cli.advise_progress import progress_bar
 
-        def progress(done: int, total: int, name: str) -> None:
-            if done % max(1, total // PROGRESS_LINES) == 0:  # about PROGRESS_LINES lines in all
-                err.print(f"predicting {done + 1}/{total}: {name}", markup=False, highlight=False)
-
-        advice = advise(setting, context=planned, interconnect=interconnect, engines=tuple(engine) or None,
-                        variants=_variants(variant), progress=progress)  # fmt: skip
+        run = runner(jobs, ray_address)
+        try:
+            with progress_bar("advise") as progress:
+                advice = advise(setting, context=planned, interconnect=interconnect, engines=tuple(engine) or None,
+                                variants=_variants(variant), progress=progress, screen=not no_screen,
+                                runner=run)  # fmt: skip
+        finally:
+            run.close()
         if json_out:
             from servelab.cli.output import print_json
 
@@ -206,8 +214,9 @@ def lines(advice, show_all: bool = False) -> list[str]:
         f"advise {s.model.name} on {s.gpus} x {s.gpu.name}"
         + (f" ({advice.interconnect})" if advice.interconnect and s.gpus > 1 else "")
         + f", context {advice.context}: {demand}, SLO " + ", ".join(f"{b.key}<={b.limit_ms:g}" for b in s.bounds) + price,
-        f"{advice.candidates} candidates: {len(advice.pruned)} do not fit, {len(missed)} miss the SLO,"
-        f" {len(advice.order)} meet it; front of {len(v.front)} (predicted in {advice.seconds:.1f} s)",
+        f"{advice.candidates} candidates: {len(advice.pruned)} do not fit, {len(advice.screened)} screened out"
+        f" by their bounds, {len(missed)} miss the SLO, {len(advice.order)} meet it; front of {len(v.front)}"
+        f" (searched in {advice.seconds:.1f} s)",
     ]  # fmt: skip
     if not v.front:
         out.append("nothing meets the SLO: loosen --slo, lower the load, or add GPUs")
@@ -219,6 +228,7 @@ def lines(advice, show_all: bool = False) -> list[str]:
         f"  {loser.point.name}: dominated by {w.point.name}" for loser, w in v.dominated if not _tie(loser, w)
     ]
     others += [f"  {j.point.name}: {j.lost}" for j in missed]
+    others += [f"  {p.name}: screened out: {p.reason}" for p in advice.screened]
     others += [f"  {p.name}: does not fit: {p.reason}" for p in advice.pruned]
     others += ties  # the same figures as a front member (a batch limit the load never reaches): last
     if others:
