@@ -20,10 +20,17 @@ def register(app: typer.Typer) -> None:
 
     @app.command("advise")
     def advise_command(
-        model: str = typer.Argument(..., help="Catalog id, .gguf file or config.json."),
-        gpu: str = typer.Option(..., "--gpu", help="GPU from the catalog (servelab plan's names)."),
-        gpus: int = typer.Option(
-            1, "--gpus", help="GPUs to use: tensor parallelism within, replicas for the rest."
+        model: str | None = typer.Argument(
+            None,
+            help="Catalog id, .gguf file or config.json; none: rank the catalog's and this machine's models.",
+        ),
+        gpu: str = typer.Option(
+            ..., "--gpu", help="GPU from the catalog (servelab plan's names), cpu, or auto: this machine's."
+        ),
+        gpus: int | None = typer.Option(
+            None,
+            "--gpus",
+            help="GPUs to use: tensor parallelism within, replicas for the rest (default 1; auto: all).",
         ),
         interconnect: str | None = typer.Option(
             None, "--interconnect", help="nvlink, pcie-p2p or pcie-host-staged (default: the card's)."
@@ -81,14 +88,17 @@ def register(app: typer.Typer) -> None:
         no_screen: bool = typer.Option(
             False, "--no-screen", help="Emulate every fitting candidate (no analytic screen first)."
         ),
+        no_catalog: bool = typer.Option(
+            False, "--no-catalog", help="Without MODEL: only the models on disk, not the catalog's."
+        ),
     ) -> None:
         """Rank engines, formats, KV dtypes, tensor parallelism and batch limits for a workload and SLOs: plan prunes,
         predict finds each one's highest load within the SLOs, the Pareto front and its launch commands."""
         from servelab.advise.core import advise
         from servelab.advise.goal import Prices, parse_bounds
         from servelab.advise.judge import Setting
+        from servelab.cli.advise_machine import device, machine, offered_models
         from servelab.cli.bench import build_config
-        from servelab.hardware.gpus import card_for
         from servelab.model.load import load_model
         from servelab.plan.make import check_plan_numbers
         from servelab.ranges import count, number
@@ -96,13 +106,16 @@ def register(app: typer.Typer) -> None:
         bounds = parse_bounds(slo)
         prices = Prices(price, power_price)
         check_plan_numbers(context, None, gpus)
+        card, gpus, note = device(gpu, gpus)
         demand = _demand(users, rate, trace, count, number)
         options: dict[str, Any] = {
             "targets": ["advise"], "concurrency": "1", "workload": workload, "input_tokens": input_tokens,
             "output_tokens": output_tokens, "seed": seed, "chat": True,
         }  # fmt: skip
         config = build_config(options, None)
-        card, spec = card_for(gpu), load_model(model)
+        offered = offered_models(not no_catalog, True) if model is None else None
+        readable = [o.spec for o in offered or () if o.spec is not None]
+        spec = readable[0] if readable else load_model(model or "Qwen/Qwen3-8B")  # each model replaces it
         speculative, speculation = _speculative(spec_alpha, spec_method, spec_tokens, spec_cost)
         setting = Setting(spec, card, gpus, bounds, demand, prices, config,
                           None if no_calibration else _profile_figures(card), speculative, speculation)  # fmt: skip
@@ -112,6 +125,10 @@ def register(app: typer.Typer) -> None:
 
         run = runner(jobs, ray_address)
         try:
+            if offered is not None:  # no MODEL: which models fit this machine
+                machine(setting, context=planned, engines=tuple(engine) or None, runner=run, models=offered,
+                        note=note, json_out=json_out)  # fmt: skip
+                return
             with progress_bar("advise") as progress:
                 advice = advise(setting, context=planned, interconnect=interconnect, engines=tuple(engine) or None,
                                 variants=_variants(variant), progress=progress, screen=not no_screen,
