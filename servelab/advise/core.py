@@ -3,6 +3,7 @@ for its own run time; `servelab advise` (cli/advise.py) parses, calls it and ren
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from servelab.advise.judge import DEFAULT_MAX_USERS, Demand, Judged, PromptPool,
 from servelab.advise.rank import Verdict, objectives, pareto, ranked
 from servelab.advise.screen import Best, best_case, dominated, slo_floor_misses
 from servelab.advise.spread import Here, Runner, Task, chunked, with_figures
+from servelab.model.dtypes import storage_dtype
 from servelab.predict.machine import roofline
 from servelab.predict.roofline import Effective
 
@@ -104,8 +106,10 @@ def advise(
     finally:
         if runner is None:
             run.close()
-    index = {id(p): k for k, p in enumerate(fitting)}
-    judged = sorted(search.judged, key=lambda j: index[id(j.point)] if id(j.point) in index else len(index))
+    index: dict[str, int] = {}
+    for k, p in enumerate(fitting):
+        index.setdefault(p.name, k)
+    judged = sorted(search.judged, key=lambda j: index.get(j.point.name, len(index)))  # the grid's order
     order = ranked(judged)
     return Advice(setting, interconnect, context, len(fitting) + len(pruned), tuple(pruned), tuple(judged),
                   tuple(order), pareto(order), time.perf_counter() - started,
@@ -128,6 +132,26 @@ class _Search:
             self.progress(self.done, self.total, name)
 
     def run(self, tasks: list[Task], run: Runner, screen: bool) -> None:
+        """Screen, emulate in waves, then hand each twin (the same emulation) its original's verdict."""
+        originals: dict[tuple[object, ...], Task] = {}
+        twins: list[tuple[Task, Task]] = []
+        for task in tasks:
+            key = emulation_key(self.setting, *task)
+            if key in originals:
+                twins.append((task, originals[key]))
+            else:
+                originals[key] = task
+        self.emulate(list(originals.values()), run, screen)
+        verdicts = {j.point.name: j for j in self.judged}
+        reasons = {s.name: s.reason for s in self.screened}
+        for (twin, _), (original, _) in twins:
+            if original.name in verdicts:
+                self.judged.append(replace(verdicts[original.name], point=twin))
+            else:
+                self.screened.append(Screened(twin.name, reasons[original.name]))
+            self.tick(twin.name)
+
+    def emulate(self, tasks: list[Task], run: Runner, screen: bool) -> None:
         bests: dict[int, Best] = {}
         queue: list[Task] = []
         for task in tasks:
@@ -172,6 +196,17 @@ class _Search:
 
     def best(self, task: Task) -> Best | None:
         return candidate_best(self.setting, task[0], task[1], self.pool)
+
+
+def emulation_key(setting: Setting, point: Planned, effective: Effective | None) -> tuple[object, ...]:
+    """What `judge` reads of a candidate (predict/machine.py's roofline and scheduler, the speculation): two
+    candidates with the same key are the same emulation (vLLM's fp8 and fp8_e5m2 KV caches store alike)."""
+    plan = point.plan
+    return (plan.engine, plan.quant, storage_dtype(plan.kv_dtype, setting.model.dtype), plan.tensor_parallel,
+            plan.slots, plan.context_served or plan.context, plan.context,
+            json.dumps(plan.details, sort_keys=True, default=str), tuple(sorted(plan.efficiency.items())),
+            plan.parallel_cost.interconnect if plan.parallel_cost else None, plan.memory_bytes.recurrent_state > 0,
+            effective, point.speculative)  # fmt: skip
 
 
 def candidate_best(
