@@ -23,7 +23,15 @@ if "PYTHONPATH" not in os.environ:  # else the tree it names (e.g. the code befo
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 CLI = [sys.executable, "-c", "import sys; from servelab.cli.app import main; sys.exit(main())"]
-FIELD_REPORT = ["Qwen/Qwen3.5-27B", "--gpu", "rtx4090-48g", "--gpus", "2", "--interconnect", "pcie-host-staged"]
+FIELD_REPORT = [
+    "Qwen/Qwen3.5-27B",
+    "--gpu",
+    "rtx4090-48g",
+    "--gpus",
+    "2",
+    "--interconnect",
+    "pcie-host-staged",
+]
 SEARCHES = {
     # the field report's machine and its second goal: 16 users of mixed requests, TTFT p99 <= 5 s
     "27b-2gpu-16users": [*FIELD_REPORT, "--users", "16", "--workload", "mixed", "--slo", "ttft_p99_ms=5000"],
@@ -42,7 +50,9 @@ SEARCHES = {
 def run(args: list[str]) -> dict[str, float]:
     """One advise in a child: its JSON's counts, wall seconds and the child's CPU seconds."""
     started = time.perf_counter()
-    proc = subprocess.Popen([*CLI, "advise", *args, "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*CLI, "advise", *args, "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
     out = proc.stdout.read() if proc.stdout else b""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
@@ -52,7 +62,7 @@ def run(args: list[str]) -> dict[str, float]:
     fitting = len(data["ranked"]) + len(data["missed"]) + len(data["screened"])
     return {
         "candidates": data["candidates"], "fitting": fitting, "screened": len(data["screened"]),
-        "emulated": len(data["ranked"]) + len(data["missed"]), "wall_s": wall,
+        "emulated": data["emulated"], "twins": fitting - len(data["screened"]) - data["emulated"], "wall_s": wall,
         "cpu_s": usage.ru_utime + usage.ru_stime, "front": len(data["front"]),
     }  # fmt: skip
 
@@ -74,12 +84,22 @@ def main() -> None:
             variants.append((f"jobs {args.jobs}", ["--jobs", str(args.jobs)]))
         for how, extra in variants:
             rows.append((name, how, run([*search, *extra])))
-    head = ("search", "how", "candidates", "screened out", "emulated", "wall s", "CPU s", "CPU ms/candidate")
+    head = (
+        "search",
+        "how",
+        "candidates",
+        "screened out",
+        "twins",
+        "emulated",
+        "wall s",
+        "CPU s",
+        "CPU ms/candidate",
+    )
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for name, how, r in rows:
         per = 1000 * r["cpu_s"] / r["candidates"]
-        print(f"| {name} | {how} | {r['candidates']} | {r['screened']} | {r['emulated']} | {r['wall_s']:.1f} |"
+        print(f"| {name} | {how} | {r['candidates']} | {r['screened']} | {r['twins']} | {r['emulated']} | {r['wall_s']:.1f} |"
               f" {r['cpu_s']:.1f} | {per:.0f} |")  # fmt: skip
 
 

@@ -33,6 +33,7 @@ class Advice:
     verdict: Verdict
     seconds: float
     screened: tuple[Screened, ...] = ()  # fitting candidates the analytic screen left out (not emulated)
+    emulated: int = 0  # candidates the emulator searched (twins of one emulation count once)
 
     def to_json(self) -> dict[str, Any]:
         s = self.setting
@@ -43,7 +44,7 @@ class Advice:
             "context": self.context, "slo": {b.key: b.limit_ms for b in s.bounds},
             "demand": {"users": s.demand.users, "rate": s.demand.rate},
             "prices": {"usd_per_gpu_hour": s.prices.gpu_hour, "usd_per_kwh": s.prices.kwh},
-            "candidates": self.candidates, "seconds": round(self.seconds, 2),
+            "candidates": self.candidates, "emulated": self.emulated, "seconds": round(self.seconds, 2),
             "front": [judged_json(j) for j in self.verdict.front],
             "ranked": [{**judged_json(j), "on_front": id(j) in front,
                         "dominated_by": beaten[id(j)].point.name if id(j) in beaten else None} for j in self.order],
@@ -113,7 +114,7 @@ def advise(
     order = ranked(judged)
     return Advice(setting, interconnect, context, len(fitting) + len(pruned), tuple(pruned), tuple(judged),
                   tuple(order), pareto(order), time.perf_counter() - started,
-                  tuple(search.screened))  # fmt: skip
+                  tuple(search.screened), search.emulated)  # fmt: skip
 
 
 class _Search:
@@ -124,6 +125,7 @@ class _Search:
         self.judged: list[Judged] = []
         self.screened: list[Screened] = []
         self.done = 0
+        self.emulated = 0
         self.pool = PromptPool()
 
     def tick(self, name: str) -> None:
@@ -174,6 +176,7 @@ class _Search:
             for results in run.run(worker_setting, chunked(now, run.workers)):
                 for j in results:
                     self.judged.append(j)
+                    self.emulated += 1
                     self.tick(j.point.name)
             if bests:
                 queue = self.rescreen(queue, bests)
