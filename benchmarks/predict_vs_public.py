@@ -3,11 +3,16 @@
     python benchmarks/predict_vs_public.py                  # the shipped corpus (servelab/predict/corpus/data)
     python benchmarks/predict_vs_public.py --data DIR ...   # corpus files elsewhere (every *.json in DIR)
     python benchmarks/predict_vs_public.py --write          # also save the fit on every row as the shipped model
+    python benchmarks/predict_vs_public.py --engine llama.cpp --limit 200    # a quick slice
+
+Every row is replayed once through its engine's scheduler and recorded as what the step model's parameters
+multiply (predict/corpus/recorded.py); the folds are priced from those records, so the whole corpus takes
+minutes, not a replay per fold.
 
 Prints, for today's predictions (the plan's figures, nothing fitted), leave-one-source-out and
 leave-one-GPU-type-out: the median |error| per engine x figure x GPU class, the whole corpus's, and the worst
-rows. A left-out row is predicted by a full replay priced with parameters fitted without its source (GPU type):
-no row is predicted by parameters fitted on itself. The rows servelab cannot predict are counted with the reason.
+rows. A left-out row is predicted with parameters fitted without its source (GPU type): no row is predicted by
+parameters fitted on itself. The rows servelab cannot predict are counted with the reason.
 """
 
 from __future__ import annotations
@@ -18,8 +23,11 @@ import json
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
+from servelab.engines import registry
+from servelab.errors import ServelabError
 from servelab.predict.corpus import load_corpus
 from servelab.predict.corpus.crossval import (
     CrossValidation,
@@ -31,6 +39,7 @@ from servelab.predict.corpus.crossval import (
     table,
     uncalibrated,
 )
+from servelab.predict.corpus.schema import Measurement
 from servelab.predict.stepmodel import FIT_FILE, StepModel
 
 GROUPS = ("TTFT", "TPOT/ITL", "output tok/s", "pp tok/s", "tg tok/s", "all")
@@ -73,7 +82,7 @@ def corpus_counts(p: Prepared) -> None:
     classes = Counter(s.regime.memory for s in p.setups)
     gpus = Counter(s.gpu.name for s in p.setups)
     sources = Counter(s.row.source.id for s in p.setups)
-    figures = sum(len([k for k in s.row.figures if k in p.traces[s.row.label].figures]) for s in p.setups)
+    figures = sum(len([k for k in r.setup.row.figures if k in r.figures]) for r in p.recorded)
     print(f"rows predicted: {len(p.setups)} ({figures} figures), skipped: {len(p.skipped)}")
     print("  engines:", dict(engines))
     print("  GPU classes:", dict(classes))
@@ -84,10 +93,33 @@ def corpus_counts(p: Prepared) -> None:
         print(f"  skipped {n:4d}: {reason}")
 
 
+def select(rows: Sequence[Measurement], engines: list[str] | None, limit: int | None) -> list[Measurement]:
+    """The rows of `engines` (any spelling the registry knows), at most `limit` of them spread evenly."""
+    if engines:
+        try:
+            wanted = {registry.get_engine(e).name for e in engines}
+        except ServelabError as exc:
+            raise SystemExit(f"predict_vs_public: {exc}") from None
+        rows = [r for r in rows if registry.get_engine(r.engine).name in wanted]
+    if limit is not None:
+        if limit < 1:
+            raise SystemExit("predict_vs_public: --limit must be at least 1")
+        step = max(1.0, len(rows) / limit)
+        rows = [rows[int(i * step)] for i in range(min(limit, len(rows)))]
+    return rows
+
+
+def progress(done: int, total: int) -> None:
+    if done % 100 == 0:
+        print(f"  replayed {done}/{total} rows", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", action="append", type=Path, help="a directory of corpus files (repeatable)")
     ap.add_argument("--worst", type=int, default=12)
+    ap.add_argument("--engine", action="append", help="only this engine's rows (repeatable)")
+    ap.add_argument("--limit", type=int, help="at most this many rows, spread evenly over the corpus")
     ap.add_argument("--no-gpu-out", action="store_true", help="skip leave-one-GPU-type-out")
     ap.add_argument(
         "--write", action="store_true", help=f"save the fit on every row as servelab/predict/{FIT_FILE}"
@@ -95,8 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     paths = None if not args.data else [f for d in args.data for f in sorted(d.glob("*.json"))]
     started = time.monotonic()
-    rows = load_corpus(paths)
-    p = prepare(rows)
+    rows = select(load_corpus(paths), args.engine, args.limit)
+    p = prepare(rows, progress)
     corpus_counts(p)
     print(f"({time.monotonic() - started:.0f} s)", flush=True)
     steps = [(lambda: uncalibrated(p), "today's predictions (plan figures, nothing fitted)"),
@@ -123,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": "python benchmarks/predict_vs_public.py --write"
             + "".join(f" --data {d}" for d in args.data or []),
             "sources": sorted({s.row.source.id for s in p.setups}),
+            "files": sorted({f"servelab/predict/corpus/data/{s.row.source.id}.json" for s in p.setups}),
             "figures": whole.rows,
             "in_sample_median_relative": round(whole.median_relative, 4),
         }

@@ -20,6 +20,7 @@ from servelab.predict.corpus.harness import (
     step_times,
     trace,
 )
+from servelab.predict.corpus.recorded import record
 from servelab.predict.corpus.schema import Measurement, Source, Workload
 from servelab.predict.stepmodel import StepModel, prior, prior_model, regime
 
@@ -148,7 +149,7 @@ def test_the_fit_recovers_the_parameters_the_rows_were_made_with() -> None:
     for row in rows:
         s = setup(row)
         assert not isinstance(s, str)
-        data += targets(s, trace(s, prior_model()))
+        data += targets(record(s, trace(s, prior_model())))
     before = [abs(predicted(t, prior_model()) / t.measured - 1) for t in data]
     assert np.median(before) > 0.2
     # with the priors' pull near zero the fit explains every figure and returns what the rows pin down: the

@@ -1,8 +1,10 @@
 """Cross-validation of the step model on the corpus: fit on all rows but a group's, predict the group's.
 
-Groups are sources (leave-one-source-out) or GPU types (leave-one-GPU-type-out). A left-out row is predicted by a
-full replay priced with the parameters fitted without it (`harness.predict_row`), never with parameters fitted
-on itself. The replays the fits read are priced by the priors alone (no measurement in them).
+Groups are sources (leave-one-source-out) or GPU types (leave-one-GPU-type-out). Every row is replayed once,
+priced by the priors alone (no measurement in it), and recorded as what the parameters multiply
+(`recorded.record`); a fold fits on the other groups' rows and prices the left-out rows' recorded replays with
+that fit (each pass's side of its max chosen by it, the replay's steps held): no row is ever predicted by
+parameters fitted on itself.
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from statistics import median
 
-from servelab.predict.corpus.fit import FitResult, Target, fit_targets, targets
-from servelab.predict.corpus.harness import Setup, Trace, predict_row, setup, trace
+import numpy as np
+
+from servelab.predict.corpus.fit import Design, FitResult, Target, fit_design, targets
+from servelab.predict.corpus.harness import Setup, effective_for, figures, setup, trace
 from servelab.predict.corpus.load import gpu_class
+from servelab.predict.corpus.recorded import Recorded, record
 from servelab.predict.corpus.schema import Measurement
-from servelab.predict.stepmodel import StepModel, prior_model
+from servelab.predict.stepmodel import prior_model
 
 FIGURE_GROUPS = {
     "ttft_ms_median": "TTFT",
@@ -33,21 +38,38 @@ FIGURE_GROUPS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass
 class Prepared:
-    """The corpus rows servelab can predict, their prior replays, and those it cannot with the reason."""
+    """The corpus rows servelab can predict, recorded once (`recorded.record`), and those it cannot with the
+    reason."""
 
-    setups: tuple[Setup, ...]
-    traces: dict[str, Trace]  # row label -> replay at the priors
+    recorded: tuple[Recorded, ...]
     skipped: tuple[tuple[Measurement, str], ...]
+    _design: Design | None = None
+
+    @property
+    def setups(self) -> tuple[Setup, ...]:
+        return tuple(r.setup for r in self.recorded)
 
     def targets(self, keep: Callable[[Setup], bool] = lambda s: True) -> list[Target]:
-        return [t for s in self.setups if keep(s) for t in targets(s, self.traces[s.row.label])]
+        return [t for r in self.recorded if keep(r.setup) for t in targets(r)]
+
+    @property
+    def design(self) -> Design:
+        """Every target of every recorded row, built once for all folds."""
+        if self._design is None:
+            self._design = Design(self.targets())
+        return self._design
 
 
-def prepare(rows: Iterable[Measurement]) -> Prepared:
-    setups, traces, skipped = [], {}, []
-    for row in rows:
+def prepare(rows: Iterable[Measurement], progress: Callable[[int, int], None] | None = None) -> Prepared:
+    """Each row set up, replayed once at the priors and recorded (its figures from the plan alone kept as
+    today's); `progress(done, total)` after each row."""
+    rows = list(rows)
+    recorded, skipped = [], []
+    for i, row in enumerate(rows):
+        if progress is not None:
+            progress(i, len(rows))
         if row.excluded:
             skipped.append((row, f"excluded by the corpus: {row.excluded}"))
             continue
@@ -59,9 +81,9 @@ def prepare(rows: Iterable[Measurement]) -> Prepared:
         if not any(name in t.figures for name in row.figures):
             skipped.append((row, "none of its figures is one servelab predicts"))
             continue
-        setups.append(s)
-        traces[row.label] = t
-    return Prepared(tuple(setups), traces, tuple(skipped))
+        today = {k: v for k, v in figures(t, effective_for(s, None)).items() if k in row.figures}
+        recorded.append(record(s, t, today))
+    return Prepared(tuple(recorded), tuple(skipped))
 
 
 @dataclass(frozen=True)
@@ -101,38 +123,47 @@ class CrossValidation:
     fits: dict[str, FitResult] = field(default_factory=dict)
 
 
-def _predict(s: Setup, model: StepModel | None, fold: str) -> list[Prediction]:
-    got = predict_row(s, model)
-    return [Prediction(s, k, s.row.figures[k], v, fold) for k, v in got.items()]
-
-
 def uncalibrated(p: Prepared) -> CrossValidation:
     """Today's predictions: the plan's figures, no step model (nothing fitted, nothing to leave out)."""
     cv = CrossValidation("none")
-    for s in p.setups:
-        cv.predictions += _predict(s, None, "-")
+    for r in p.recorded:
+        s = r.setup
+        cv.predictions += [Prediction(s, k, s.row.figures[k], v, "-") for k, v in r.today.items()]
     return cv
 
 
+def fold_key(kind: str) -> Callable[[Setup], str]:
+    if kind == "source":
+        return lambda s: s.row.source.id
+    if kind == "gpu":
+        return lambda s: s.gpu.name
+    raise ValueError(f"unknown cross-validation {kind!r} (source or gpu)")
+
+
 def leave_one_out(p: Prepared, kind: str) -> CrossValidation:
-    """Fit without each group (`kind`: "source" or "gpu"), predict that group with that fit."""
-    key: Callable[[Setup], str] = (lambda s: s.row.source.id) if kind == "source" else (lambda s: s.gpu.name)
-    groups = sorted({key(s) for s in p.setups})
+    """Fit without each group (`kind`: "source" or "gpu"), predict that group's recorded rows with that fit."""
+    key = fold_key(kind)
+    design = p.design
+    keys = np.array([key(t.recorded.setup) for t in design.data])
     cv = CrossValidation(kind)
-    for g in groups:
-        train = p.targets(lambda s, g=g: key(s) != g)  # type: ignore[misc]
-        if not train:
+    for g in sorted(set(keys.tolist())):
+        out = keys == g
+        if out.all():
             continue
-        result = fit_targets(train, note=f"fitted without {kind} {g}")
+        result = fit_design(design, ~out, note=f"fitted without {kind} {g}")
         cv.fits[g] = result
-        for s in p.setups:
-            if key(s) == g:
-                cv.predictions += _predict(s, result.model, g)
+        seconds = design.seconds(result.model)
+        for i in np.nonzero(out)[0]:
+            t = design.data[i]
+            f = t.recorded.figures[t.figure]
+            cv.predictions.append(
+                Prediction(t.recorded.setup, t.figure, t.measured, f.of_seconds(seconds[i]), g)
+            )
     return cv
 
 
 def fit_all(p: Prepared) -> FitResult:
-    return fit_targets(p.targets(), note="fitted on every usable corpus row")
+    return fit_design(p.design, note="fitted on every usable corpus row")
 
 
 def med(values: Sequence[float]) -> float:
