@@ -6,10 +6,8 @@ engine, format, KV dtype and tensor parallelism (`plan/make.py`), the roofline o
 (`predict/machine.py`) and the step model's regime (`predict/stepmodel.py`). Then `trace(setup, model)` runs
 the workload the row measured:
 
-- a llama-bench row (`pp_tok_s` / `tg_tok_s`, one sequence): the prompt of ppN at depth d in passes of
-  n_ubatch tokens (a step per n_batch), or tgN one-token decode steps from depth d;
-- a llama-batched-bench row (workload `batch` B): B prompts of PP tokens in one batch, then TG steps of B
-  decodes;
+- a row of an engine's own benchmark tool (llama-bench, llama-batched-bench: `pp_tok_s` / `tg_tok_s`): the timed
+  steps the engine's `bench_replay` says the tool runs (engines/llamacpp/bench_replay.py);
 - a serving row (`vllm bench serve`, `sglang.bench_serving` …): the engine's emulated scheduler
   (`Engine.scheduler`) under the client's load: `concurrency` clients in a closed loop (a finished request's
   client sends the next after ladder.CLIENT_TURNAROUND_S), or arrivals at `request_rate` (Poisson, seeded),
@@ -37,6 +35,7 @@ from statistics import median
 import numpy as np
 
 from servelab.engines import registry
+from servelab.engines.base import BenchWorkload
 from servelab.errors import ServelabError
 from servelab.hardware.gpus import GPU, find_gpu
 from servelab.model.hf_config import spec_from_config
@@ -48,7 +47,7 @@ from servelab.predict.ladder import CLIENT_TURNAROUND_S
 from servelab.predict.machine import emulated_engine, roofline
 from servelab.predict.roofline import Effective, Roofline
 from servelab.predict.stepmodel import Regime, StepModel, regime
-from servelab.scheduling.core import Request, Sequence, Speculation, Step, Work
+from servelab.scheduling.core import Request, Sequence, Speculation, Step
 from servelab.sizing.types import Plan
 
 from .schema import Measurement
@@ -63,7 +62,6 @@ TIME_FIGURES = (
     "itl_ms_mean",
 )
 RATE_FIGURES = ("output_tok_s", "total_tok_s", "request_rate", "pp_tok_s", "tg_tok_s")
-BENCH_CLIENTS = ("llama-bench", "llama-batched-bench")
 # llama-bench prints a model's type by its main tensor type; the GGUF mixes those files are (servelab's names)
 GGUF_MIXES = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M", "Q3_K": "Q3_K_M", "Q2_K": "Q2_K", "MXFP4": "MXFP4_MOE"}
 DEFAULT_PROMPTS = 10  # x concurrency: a serving row that does not say how many prompts (InferenceX's rule)
@@ -124,8 +122,19 @@ def quant_name(row: Measurement) -> str:
     return row.weight_format.split(" (")[0].strip()
 
 
+def bench_clients() -> frozenset[str]:
+    """The engines' own benchmark tools whose runs are replayed as their steps (`Engine.bench_replay`)."""
+    return frozenset(
+        c for e in registry.engines() if e.bench_replay is not None for c in e.bench_replay.CLIENTS
+    )
+
+
+def _client(row: Measurement) -> str:
+    return row.workload.dataset if row.workload.dataset in bench_clients() else row.source.client
+
+
 def is_bench(row: Measurement) -> bool:
-    return row.source.client in BENCH_CLIENTS or row.workload.dataset in BENCH_CLIENTS
+    return _client(row) in bench_clients()
 
 
 def eager(row: Measurement, engine: str) -> bool:
@@ -310,66 +319,21 @@ def trace(s: Setup, model: StepModel | None) -> Trace:
 
 
 def _bench(s: Setup, rec: _Recorder) -> dict[str, Figure]:
-    """llama-bench / llama-batched-bench: the timed passes of one row, priced in order."""
-    w, flags, out = s.row.workload, s.row.flags, {}
-    n_batch = _int_flag(flags.get("n_batch"), 2048)
-    n_ubatch = min(n_batch, _int_flag(flags.get("n_ubatch"), 512))
-    batch = w.batch or 1
-    if "pp_tok_s" in s.row.figures and w.prompt_tokens:
-        first = len(rec.tokens)
-        seqs = [Sequence(Request(i, 0.0, tuple(range(w.depth + w.prompt_tokens)), 1)) for i in range(batch)]
-        chunks: list[Work] = []
-        for seq in seqs:  # llama-batched-bench: every prompt in one batch; llama-bench: one prompt
-            done = 0
-            while done < w.prompt_tokens:
-                n = min(n_ubatch, w.prompt_tokens - done)
-                chunks.append(Work(seq, n, w.depth + done))
-                done += n
-        _run_ubatches(rec, chunks, n_batch, n_ubatch)
-        count = float(batch * w.prompt_tokens)
-        out["pp_tok_s"] = _whole("pp_tok_s", first, len(rec.tokens), count)
-    if "tg_tok_s" in s.row.figures and w.output_tokens:
-        first = len(rec.tokens)
-        start = w.depth + (w.prompt_tokens if batch > 1 or w.dataset == "llama-batched-bench" else 0)
-        seqs = [Sequence(Request(i, 0.0, tuple(range(start + 1)), w.output_tokens)) for i in range(batch)]
-        for seq in seqs:
-            seq.computed, seq.generated = start, 1
-        for k in range(w.output_tokens):
-            rec.step_s(Step(((*(Work(seq, 1, start + k) for seq in seqs),),)))
-            for seq in seqs:
-                seq.computed += 1
-                seq.generated += 1
-        out["tg_tok_s"] = _whole("tg_tok_s", first, len(rec.tokens), float(batch * w.output_tokens))
+    """An engine's own benchmark tool (llama-bench, llama-batched-bench): the timed steps its `bench_replay`
+    says the tool runs, priced in order; each figure is its tokens over those steps."""
+    replay = registry.get_engine(s.row.engine).bench_replay
+    w, out = s.row.workload, dict[str, Figure]()
+    if replay is None:
+        return out
+    bench = BenchWorkload(_client(s.row), w.prompt_tokens, w.output_tokens, w.depth, w.batch or 1)
+    for name, steps, tokens in (("pp_tok_s", replay.prompt_steps, w.prompt_tokens),
+                                ("tg_tok_s", replay.decode_steps, w.output_tokens)):  # fmt: skip
+        if name in s.row.figures and tokens:
+            first = len(rec.tokens)
+            for step in steps(bench, s.row.flags):
+                rec.step_s(step)
+            out[name] = _whole(name, first, len(rec.tokens), float(bench.sequences * tokens))
     return out
-
-
-def _int_flag(value: object, default: int) -> int:
-    return (
-        int(value)
-        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0
-        else default
-    )
-
-
-def _run_ubatches(rec: _Recorder, chunks: list[Work], n_batch: int, n_ubatch: int) -> None:
-    """Prompt chunks as llama_decode runs them: a step per n_batch tokens, a pass per n_ubatch."""
-    step: list[tuple[Work, ...]] = []
-    ubatch: list[Work] = []
-    in_step = in_ubatch = 0
-    for c in chunks:
-        if in_ubatch + c.new > n_ubatch and ubatch:
-            step.append(tuple(ubatch))
-            ubatch, in_ubatch = [], 0
-        if in_step + c.new > n_batch and step:
-            rec.step_s(Step(tuple(step)))
-            step, in_step = [], 0
-        ubatch.append(c)
-        in_ubatch += c.new
-        in_step += c.new
-    if ubatch:
-        step.append(tuple(ubatch))
-    if step:
-        rec.step_s(Step(tuple(step)))
 
 
 def _serving(s: Setup, rec: _Recorder) -> tuple[dict[str, Figure], int]:
