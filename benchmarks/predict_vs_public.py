@@ -28,10 +28,12 @@ from pathlib import Path
 
 from servelab.engines import registry
 from servelab.errors import ServelabError
+from servelab.paths import cache_dir
 from servelab.predict.corpus import load_corpus
 from servelab.predict.corpus.crossval import (
     CrossValidation,
     Prepared,
+    band_coverage,
     bands,
     fit_all,
     leave_one_out,
@@ -109,9 +111,19 @@ def select(rows: Sequence[Measurement], engines: list[str] | None, limit: int | 
     return rows
 
 
-def progress(done: int, total: int) -> None:
-    if done % 100 == 0:
-        print(f"  replayed {done}/{total} rows", file=sys.stderr, flush=True)
+class Progress:
+    """A line every 100 rows, and the rows whose replay took over 10 s."""
+
+    def __init__(self) -> None:
+        self.last: tuple[float, str] | None = None
+
+    def __call__(self, done: int, total: int, row: Measurement) -> None:
+        now = time.monotonic()
+        if self.last is not None and now - self.last[0] > 10:
+            print(f"  {self.last[1]}: {now - self.last[0]:.0f} s", file=sys.stderr, flush=True)
+        self.last = (now, row.label)
+        if done % 100 == 0:
+            print(f"  replayed {done}/{total} rows", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,6 +132,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--worst", type=int, default=12)
     ap.add_argument("--engine", action="append", help="only this engine's rows (repeatable)")
     ap.add_argument("--limit", type=int, help="at most this many rows, spread evenly over the corpus")
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        default=cache_dir() / "corpus-replays",
+        help="where each row's replay is kept, keyed by the row and the code it depends on (default: %(default)s)",
+    )
+    ap.add_argument("--no-cache", action="store_true", help="replay every row, keep nothing")
+    ap.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=512,
+        help="leave out serving rows with more clients (their replay takes minutes; default %(default)s)",
+    )
     ap.add_argument("--no-gpu-out", action="store_true", help="skip leave-one-GPU-type-out")
     ap.add_argument(
         "--write", action="store_true", help=f"save the fit on every row as servelab/predict/{FIT_FILE}"
@@ -128,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = None if not args.data else [f for d in args.data for f in sorted(d.glob("*.json"))]
     started = time.monotonic()
     rows = select(load_corpus(paths), args.engine, args.limit)
-    p = prepare(rows, progress)
+    p = prepare(rows, Progress(), None if args.no_cache else args.cache, args.max_concurrency)
     corpus_counts(p)
     print(f"({time.monotonic() - started:.0f} s)", flush=True)
     steps = [(lambda: uncalibrated(p), "today's predictions (plan figures, nothing fitted)"),
@@ -141,6 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         runs.append((cv, title))
         print_table(cv, title)
         print_worst(cv, args.worst)
+        if cv.kind != "none":
+            covered = band_coverage(cv)
+            print("\nbands (10-90% of the other folds' residuals) holding the left-out figure: " + ", ".join(
+                f"{g} {i / n * 100:.0f}% of {n}" for g, (i, n) in sorted(covered.items())))  # fmt: skip
         print(f"({time.monotonic() - started:.0f} s)", flush=True)
     whole = fit_all(p)
     print(f"\nfit on every row: {whole.rows} figures, in-sample median |error| {whole.median_relative * 100:.1f}%,"

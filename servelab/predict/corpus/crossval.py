@@ -9,15 +9,18 @@ parameters fitted on itself.
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from statistics import median
 
 import numpy as np
 
 from servelab.predict.corpus.fit import Design, FitResult, Target, fit_design, targets
-from servelab.predict.corpus.harness import Setup, effective_for, figures, setup, trace
+from servelab.predict.corpus.harness import Setup, Trace, effective_for, figures, is_bench, setup, trace
 from servelab.predict.corpus.load import gpu_class
 from servelab.predict.corpus.recorded import Recorded, record
 from servelab.predict.corpus.schema import Measurement
@@ -62,28 +65,89 @@ class Prepared:
         return self._design
 
 
-def prepare(rows: Iterable[Measurement], progress: Callable[[int, int], None] | None = None) -> Prepared:
+def prepare(
+    rows: Iterable[Measurement],
+    progress: Callable[[int, int, Measurement], None] | None = None,
+    cache: Path | None = None,
+    max_concurrency: int | None = None,
+) -> Prepared:
     """Each row set up, replayed once at the priors and recorded (its figures from the plan alone kept as
-    today's); `progress(done, total)` after each row."""
+        today's); `progress(done, total, row)` before each row. With `cache`, a row's setup and replay are kept there under
+        a key of the row and of every servelab file but the fit's own (`replay_fingerprint`), so a second run, or one
+        after a change to the fit alone, replays nothing. Serving rows above `max_concurrency` clients are left out
+    (their replay takes minutes: the time budget of a quick run), said so."""
     rows = list(rows)
     recorded, skipped = [], []
+    fingerprint = replay_fingerprint() if cache is not None else ""
     for i, row in enumerate(rows):
         if progress is not None:
-            progress(i, len(rows))
+            progress(i, len(rows), row)
         if row.excluded:
             skipped.append((row, f"excluded by the corpus: {row.excluded}"))
             continue
-        s = setup(row)
-        if isinstance(s, str):
-            skipped.append((row, s))
+        c = row.workload.concurrency or 0
+        if max_concurrency is not None and c > max_concurrency and not is_bench(row):
+            skipped.append((row, f"concurrency above this run's replay budget ({max_concurrency})"))
             continue
-        t = trace(s, prior_model())
-        if not any(name in t.figures for name in row.figures):
-            skipped.append((row, "none of its figures is one servelab predicts"))
+        got = _replayed(row, cache, fingerprint)
+        if isinstance(got, str):
+            skipped.append((row, got))
             continue
-        today = {k: v for k, v in figures(t, effective_for(s, None)).items() if k in row.figures}
-        recorded.append(record(s, t, today))
+        recorded.append(record(*got))
     return Prepared(tuple(recorded), tuple(skipped))
+
+
+Replayed = tuple[Setup, Trace, dict[str, float]]
+
+
+def _replay(row: Measurement) -> Replayed | str:
+    s = setup(row)
+    if isinstance(s, str):
+        return s
+    t = trace(s, prior_model())
+    if not any(name in t.figures for name in row.figures):
+        return "none of its figures is one servelab predicts"
+    return s, t, {k: v for k, v in figures(t, effective_for(s, None)).items() if k in row.figures}
+
+
+def _replayed(row: Measurement, cache: Path | None, fingerprint: str) -> Replayed | str:
+    if cache is None:
+        return _replay(row)
+    key = hashlib.sha256((fingerprint + repr(row)).encode()).hexdigest()[:32]
+    path = cache / f"{key}.pickle"
+    if path.is_file():
+        try:
+            with path.open("rb") as fh:
+                got: Replayed | str = pickle.load(fh)  # written by this function, keyed by content
+            return got
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
+            pass
+    got = _replay(row)
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("wb") as fh:
+        pickle.dump(got, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    tmp.replace(path)
+    return got
+
+
+# the files whose change leaves every replay as it was (the fit and what reads its results)
+FIT_ONLY = ("predict/corpus/fit.py", "predict/corpus/crossval.py", "predict/corpus/recorded.py",
+            "predict/corpus/counts.py")  # fmt: skip
+
+
+def replay_fingerprint() -> str:
+    """A hash of every servelab source and data file a replay may read (the corpus rows are keyed apart)."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if not path.is_file() or path.suffix not in (".py", ".json", ".yaml") or rel in FIT_ONLY:
+            continue
+        if rel.startswith("predict/corpus/data/") or rel == "predict/stepmodel.json" or "__pycache__" in rel:
+            continue
+        h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -198,8 +262,7 @@ def bands(cv: CrossValidation, low: float = 0.1, high: float = 0.9, least: int =
         if pr.predicted <= 0:
             continue
         r = pr.measured / pr.predicted
-        for key in (f"{pr.engine}|{pr.gpu_class}|{pr.group}|{batch_range(pr.batch)}", f"{pr.engine}|*|{pr.group}|*",
-                    f"*|*|{pr.group}|*"):  # fmt: skip
+        for key in band_keys(pr):
             ratios[key].append(r)
     out = {}
     for key, values in ratios.items():
@@ -207,6 +270,44 @@ def bands(cv: CrossValidation, low: float = 0.1, high: float = 0.9, least: int =
             ordered = sorted(values)
             out[key] = [_quantile(ordered, low), _quantile(ordered, high)]
     return out
+
+
+def band_keys(pr: Prediction) -> tuple[str, str, str]:
+    """The regimes a prediction's band is looked up in, the narrowest first (StepModel.band's order)."""
+    return (f"{pr.engine}|{pr.gpu_class}|{pr.group}|{batch_range(pr.batch)}", f"{pr.engine}|*|{pr.group}|*",
+            f"*|*|{pr.group}|*")  # fmt: skip
+
+
+def band_coverage(
+    cv: CrossValidation, low: float = 0.1, high: float = 0.9, least: int = 5
+) -> dict[str, tuple[int, int]]:
+    """How honest the bands are: each left-out row's figure checked against the band its regime gets from the
+    *other* folds' residuals (the row's own fold left out of the band too); figure group -> (inside, rows)."""
+    ratios: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    for pr in cv.predictions:
+        if pr.predicted > 0:
+            for key in band_keys(pr):
+                ratios[key].append((pr.fold, pr.measured / pr.predicted))
+    bands_without: dict[tuple[str, str], tuple[float, float] | None] = {}
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for pr in cv.predictions:
+        if pr.predicted <= 0:
+            continue
+        band = None
+        for key in band_keys(pr):
+            if (key, pr.fold) not in bands_without:
+                others = sorted(r for f, r in ratios[key] if f != pr.fold)
+                bands_without[(key, pr.fold)] = (
+                    (_quantile(others, low), _quantile(others, high)) if len(others) >= least else None
+                )
+            band = bands_without[(key, pr.fold)]
+            if band is not None:
+                break
+        for group in (pr.group, "all"):
+            out[group][1] += 1
+            if band is not None and band[0] <= pr.measured / pr.predicted <= band[1]:
+                out[group][0] += 1
+    return {k: (v[0], v[1]) for k, v in out.items()}
 
 
 def _quantile(ordered: list[float], q: float) -> float:
