@@ -42,7 +42,7 @@ from servelab.predict.corpus.crossval import (
     uncalibrated,
 )
 from servelab.predict.corpus.schema import Measurement
-from servelab.predict.stepmodel import FIT_FILE, StepModel
+from servelab.predict.stepmodel import FIT_FILE, StepModel, prior
 
 GROUPS = ("TTFT", "TPOT/ITL", "output tok/s", "pp tok/s", "tg tok/s", "all")
 CLASSES = ("gddr", "hbm", "apple", "amd", "all")
@@ -126,6 +126,27 @@ class Progress:
             print(f"  replayed {done}/{total} rows", file=sys.stderr, flush=True)
 
 
+DOC = Path(__file__).resolve().parent.parent / "docs" / "predict.md"
+VALUES_BEGIN, VALUES_END = "<!-- generated: step model values -->", "<!-- end generated -->"
+
+
+def values_table(model: StepModel) -> str:
+    """The fitted values as docs/predict.md shows them: each parameter, its value, its prior."""
+    lines = ["| parameter | fitted | prior |", "|---|---|---|"]
+    for name, value in sorted(model.values.items()):
+        lines.append(f"| `{name}` | {value:.4g} | {prior(name)[0]:.4g} |")
+    return "\n".join(lines)
+
+
+def write_doc_table(model: StepModel) -> None:
+    text = DOC.read_text(encoding="utf-8")
+    if VALUES_BEGIN not in text:
+        return
+    head, rest = text.split(VALUES_BEGIN, 1)
+    _, tail = rest.split(VALUES_END, 1)
+    DOC.write_text(f"{head}{VALUES_BEGIN}\n{values_table(model)}\n{VALUES_END}{tail}", encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", action="append", type=Path, help="a directory of corpus files (repeatable)")
@@ -192,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         banded = {k: (v[0], v[1]) for k, v in bands(source_out).items()}
         doc = StepModel(whole.model.values, provenance, banded).to_json()
         out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {out}")
+        write_doc_table(whole.model)
+        print(f"wrote {out} and the values table of {DOC}")
     print(f"\n({time.monotonic() - started:.0f} s)")
     return 0
 

@@ -212,3 +212,24 @@ def test_a_fitted_model_round_trips_through_its_file(tmp_path) -> None:  # type:
     weights = prior("vllm.weights.16-bit")[0]
     assert e.step_overhead_s == 1e-3 and e.bandwidth_bytes_s == pytest.approx(4800e9 / (weights + 1.3))
     assert e.pass_overhead_s == 0.0 and e.source == "corpus"
+
+
+def test_decode_and_prompt_matmuls_run_at_their_own_compute() -> None:
+    """A batch of decodes multiplies at d[engine, backend], a prompt at c[engine, unit] + b[backend]: a slow
+    decode kernel slows batched decode and leaves prompt processing as it was."""
+    gpu = find_gpu("m2-ultra")
+    r = regime("llamacpp", gpu, "Q4_0", backend="metal")
+    slow = StepModel({"llamacpp.decode.metal": 40.0})
+    e = slow.effective(r, gpu, 34)
+    assert e.flops_s == pytest.approx(gpu.tensor_flops(r.unit) / 40)
+    c = prior("llamacpp.compute.fp16")[0] + prior("backend.metal")[0]
+    assert e.prefill_flops_s == pytest.approx(gpu.tensor_flops(r.unit) / c)
+    batched = _row(gpu="m2-ultra", backend="metal", weight_format="Q4_0", figures={"tg_tok_s": 1.0},
+                   workload=Workload(prompt_tokens=512, output_tokens=16, batch=16, dataset="llama-batched-bench"))  # fmt: skip
+    pp = _row(gpu="m2-ultra", backend="metal", weight_format="Q4_0")
+    for row, changes in ((batched, True), (pp, False)):
+        s = setup(row)
+        assert not isinstance(s, str)
+        (name,) = row.figures
+        before, after = predict_row(s, prior_model())[name], predict_row(s, slow)[name]
+        assert (after < before * 0.9) if changes else after == pytest.approx(before, rel=1e-9)

@@ -24,7 +24,7 @@ from servelab.predict.corpus.harness import Setup, Trace, effective_for, figures
 from servelab.predict.corpus.load import gpu_class
 from servelab.predict.corpus.recorded import Recorded, record
 from servelab.predict.corpus.schema import Measurement
-from servelab.predict.stepmodel import prior_model
+from servelab.predict.stepmodel import engine_key, prior_model
 
 FIGURE_GROUPS = {
     "ttft_ms_median": "TTFT",
@@ -274,8 +274,12 @@ def bands(cv: CrossValidation, low: float = 0.1, high: float = 0.9, least: int =
 
 def band_keys(pr: Prediction) -> tuple[str, str, str]:
     """The regimes a prediction's band is looked up in, the narrowest first (StepModel.band's order)."""
-    return (f"{pr.engine}|{pr.gpu_class}|{pr.group}|{batch_range(pr.batch)}", f"{pr.engine}|*|{pr.group}|*",
-            f"*|*|{pr.group}|*")  # fmt: skip
+    e = engine_key(pr.engine)
+    return (
+        f"{e}|{pr.gpu_class}|{pr.group}|{batch_range(pr.batch)}",
+        f"{e}|*|{pr.group}|*",
+        f"*|*|{pr.group}|*",
+    )
 
 
 def band_coverage(

@@ -23,7 +23,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from servelab.predict.corpus.recorded import ROLE_COLUMN, ROLE_MEMORY, ROLES, SIDED_ROLES, Recorded
+from servelab.predict.corpus.recorded import (
+    COLUMNS,
+    ROLE_COLUMN,
+    ROLE_MEMORY,
+    ROLES,
+    SIDED_ROLES,
+    Recorded,
+    memory_side,
+)
 from servelab.predict.stepmodel import StepModel, prior
 
 LAMBDA = 0.1  # the prior's pull, in units of one row's relative error
@@ -76,7 +84,7 @@ class Design:
         index = {n: i for i, n in enumerate(self.names)}
         self.param = np.array([[index[n] for n in r.names] for r in recs])  # (R, ROLES)
         offsets = np.cumsum([0] + [len(r.groups) for r in recs])
-        self.groups = np.concatenate([r.groups for r in recs]) if recs else np.zeros((0, 4))
+        self.groups = np.concatenate([r.groups for r in recs]) if recs else np.zeros((0, COLUMNS))
         self.group_row = np.repeat(np.arange(len(recs)), [len(r.groups) for r in recs])
         self.target_row = np.array([rows[id(t.recorded)] for t in data])
         entries_t, entries_g, entries_v, fixed, idle = [], [], [], [], []
@@ -101,12 +109,7 @@ class Design:
 
     def matrix(self, x: np.ndarray) -> np.ndarray:
         """(targets, parameters): `a` with every group's side chosen by the parameter values `x`."""
-        v = x[self.param]  # (R, ROLES)
-        g = self.groups
-        vr = v[self.group_row]
-        memory = g[:, 0] * (vr[:, 0] + vr[:, 1]) + g[:, 1] * vr[:, 2]
-        compute = g[:, 2] * (vr[:, 3] + vr[:, 4]) + g[:, 3] * vr[:, 5]
-        side = (memory >= compute)[self.entry_group]
+        side = memory_side(self.groups, x[self.param][self.group_row])[self.entry_group]
         n = len(self.data)
         a = np.zeros((n, len(self.names)))
         targets_at = np.arange(n)

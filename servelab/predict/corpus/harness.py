@@ -235,7 +235,9 @@ def _whole(name: str, first: int, last: int, count: float) -> Figure:
 class Trace:
     """Every pass of a row's replay and its figures."""
 
-    passes: np.ndarray  # (P, 5): weight bytes, KV + state bytes, matmul FLOPs, attention FLOPs, all-reduce s
+    # (P, 6): weight bytes, KV + state bytes, matmul FLOPs, attention FLOPs, all-reduce s, prompt matmul FLOPs (of
+    # the matmul FLOPs: those of prompt tokens, priced at the prefill compute)
+    passes: np.ndarray
     pass_step: np.ndarray  # (P,) the step of each pass
     step_tokens: np.ndarray  # (S,)
     figures: dict[str, Figure]
@@ -250,7 +252,7 @@ class Trace:
 class _Recorder(Roofline):
     """The roofline that lists each pass's raw quantities."""
 
-    rows: list[tuple[int, float, float, float, float, float]] = field(default_factory=list)
+    rows: list[tuple[int, float, float, float, float, float, float]] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     durations: list[float] = field(default_factory=list)
 
@@ -261,8 +263,8 @@ class _Recorder(Roofline):
                 n = sum(w.new + w.verify for w in p)
                 weights = self.weight_bytes(n)
                 attention = sum(self._attention_flops(w) for w in p)
-                self.rows.append((index, weights, self.pass_bytes(p) - weights,
-                                  self.pass_flops(p) - attention, attention, self.allreduce_s(n)))  # fmt: skip
+                self.rows.append((index, weights, self.pass_bytes(p) - weights, self.pass_flops(p) - attention,
+                                  attention, self.allreduce_s(n), self.prompt_matmul_flops(p)))  # fmt: skip
         self.tokens.append(step.tokens)
         seconds = super().step_s(step, speculation)
         self.durations.append(seconds)
@@ -283,7 +285,8 @@ class _Recorder(Roofline):
         attention = 4 * self.attention_width_full * (context + n * j + n / 2)
         first = len(self.tokens)
         self.rows.extend(
-            (first + i, weights, float(kv[i]), matmul, float(attention[i]), allreduce) for i in range(count)
+            (first + i, weights, float(kv[i]), matmul, float(attention[i]), allreduce, 0.0)
+            for i in range(count)
         )
         self.tokens.extend([n] * count)
         self.durations.extend(times)  # the emulator may stop early: `_drive` keeps the steps it ran
@@ -314,7 +317,7 @@ def trace(s: Setup, model: StepModel | None) -> Trace:
         refused = 0
     else:
         figures, refused = _serving(s, rec)
-    rows = np.array(rec.rows, dtype=float).reshape(-1, 6)
+    rows = np.array(rec.rows, dtype=float).reshape(-1, 7)
     return Trace(rows[:, 1:], rows[:, 0].astype(int), np.array(rec.tokens, dtype=float), figures, refused)
 
 
@@ -538,7 +541,8 @@ def step_times(t: Trace, e: Effective) -> np.ndarray:
         kv_bw = e.kv_bandwidth_bytes_s or e.bandwidth_bytes_s
         att = e.attention_flops_s or e.flops_s
         memory = p[:, 0] / e.bandwidth_bytes_s + p[:, 1] / kv_bw
-        compute = p[:, 2] / e.flops_s + p[:, 3] / att
+        prefill = e.prefill_flops_s or e.flops_s
+        compute = (p[:, 2] - p[:, 5]) / e.flops_s + p[:, 5] / prefill + p[:, 3] / att
         per_pass = np.maximum(memory, compute) + e.pass_overhead_s + p[:, 4] * e.allreduce_scale
     else:
         per_pass = (

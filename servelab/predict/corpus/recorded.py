@@ -3,12 +3,13 @@
 The step model is linear in its parameters once each pass's side of its max (memory or compute) is known
 (predict/stepmodel.py). So a replay (`harness.trace`, run once per row at the priors) is kept as:
 
-- its passes in *groups*: passes whose four times at the card's peaks (weight bytes, KV and state bytes, matmul
-  FLOPs, attention FLOPs) each agree within a factor e^GROUP_EPS fall in one group, and a group takes one side.
+- its passes in *groups*: passes whose five times at the card's peaks (weight bytes, KV and state bytes, decode
+  and prompt matmul FLOPs, attention FLOPs) each agree within a factor e^GROUP_EPS fall in one group, and a group
+  takes one side.
   Under any non-negative parameters the memory / compute ratio of two passes of a group differs by at most
   e^(2 GROUP_EPS), so a group's side is every pass's side except where the two sides are within 2% of each
   other, and there a pass's time is off by at most that;
-- for each figure the rows measured: the figure's share of each group's four times (`sided`), its share of the
+- for each figure the rows measured: the figure's share of each group's times (`sided`), its share of the
   side-free terms (layers x passes for the launch floor, all-reduce seconds, steps for the host time, tokens), its
   idle time, and its count or divisor.
 
@@ -26,12 +27,15 @@ import numpy as np
 from servelab.predict.corpus.harness import Setup, Trace
 from servelab.predict.stepmodel import ATTENTION_UNIT, StepModel
 
-# the parameters' roles (Regime.names()); the first six multiply a side of a pass, the last four do not
-ROLES = ("weights", "memory", "kv", "compute", "backend", "attention", "launch", "allreduce", "host", "token")
-SIDED_ROLES = 6
-# which of a group's four times each sided role multiplies, and on which side (True: memory)
-ROLE_COLUMN = (0, 0, 1, 2, 2, 3)
-ROLE_MEMORY = (True, True, True, False, False, False)
+# the parameters' roles (Regime.names()); the first seven multiply a side of a pass, the last four do not
+ROLES = ("weights", "memory", "kv", "compute", "backend", "attention", "decode", "launch", "allreduce", "host",
+         "token")  # fmt: skip
+SIDED_ROLES = 7
+# a pass's times at the peaks (`peak_seconds`): weights, KV + state, decode matmul, attention, prompt matmul
+COLUMNS = 5
+# which of a group's times each sided role multiplies, and on which side (True: memory)
+ROLE_COLUMN = (0, 0, 1, 4, 4, 3, 2)
+ROLE_MEMORY = (True, True, True, False, False, False, False)
 GROUP_EPS = 0.01
 
 
@@ -62,16 +66,13 @@ class Recorded:
 
     setup: Setup
     names: tuple[str, ...]  # the parameter of each role, ROLES order
-    groups: np.ndarray  # (G, 4) seconds at the peaks: weights, KV + state, matmul, attention
+    groups: np.ndarray  # (G, COLUMNS) seconds at the peaks (`peak_seconds`)
     figures: dict[str, RecordedFigure]
     today: dict[str, float]  # the figures the plan alone gives (no step model), on the same replay
 
     def memory_side(self, model: StepModel) -> np.ndarray:
         """Per group: True where memory is the longer side under `model`."""
-        v = [model.value(n) for n in self.names]
-        memory = self.groups[:, 0] * (v[0] + v[1]) + self.groups[:, 1] * v[2]
-        compute = self.groups[:, 2] * (v[3] + v[4]) + self.groups[:, 3] * v[5]
-        return memory >= compute
+        return memory_side(self.groups, np.array([[model.value(n) for n in self.names]]))
 
     def coefficients(self, figure: str, memory: np.ndarray) -> np.ndarray:
         """(ROLES,) the seconds each role's parameter multiplies in `figure`, with the groups' sides `memory`."""
@@ -90,13 +91,27 @@ class Recorded:
         return self.figures[figure].of_seconds(seconds)
 
 
+def memory_side(groups: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per group: True where memory is the longer side, `values` (one row of ROLES values, or one per group)."""
+    memory = np.zeros(len(groups))
+    compute = np.zeros(len(groups))
+    for j in range(SIDED_ROLES):
+        part = groups[:, ROLE_COLUMN[j]] * values[:, j]
+        if ROLE_MEMORY[j]:
+            memory += part
+        else:
+            compute += part
+    return memory >= compute
+
+
 def peak_seconds(s: Setup, t: Trace) -> np.ndarray:
-    """(P, 4) each pass's weight and KV bytes over the card's bandwidth, matmul FLOPs over its math units' peak,
-    attention FLOPs over its 16-bit peak."""
+    """(P, COLUMNS) each pass's weight and KV bytes over the card's bandwidth, decode and prompt matmul FLOPs over
+    its math units' peak, attention FLOPs over its 16-bit peak."""
     bw = s.gpu.bandwidth_bytes_s
+    unit = s.gpu.tensor_flops(s.regime.unit)
     p = t.passes
-    return np.column_stack([p[:, 0] / bw, p[:, 1] / bw, p[:, 2] / s.gpu.tensor_flops(s.regime.unit),
-                            p[:, 3] / s.gpu.tensor_flops(ATTENTION_UNIT)])  # fmt: skip
+    return np.column_stack([p[:, 0] / bw, p[:, 1] / bw, (p[:, 2] - p[:, 5]) / unit,
+                            p[:, 3] / s.gpu.tensor_flops(ATTENTION_UNIT), p[:, 5] / unit])  # fmt: skip
 
 
 def _group_of(seconds: np.ndarray) -> tuple[np.ndarray, int]:
@@ -115,14 +130,14 @@ def record(s: Setup, t: Trace, today: dict[str, float] | None = None) -> Recorde
     """The row's replay `t` reduced to its groups and figures."""
     seconds = peak_seconds(s, t)
     group, count = _group_of(seconds)
-    groups = np.zeros((count, 4))
+    groups = np.zeros((count, COLUMNS))
     np.add.at(groups, group, seconds)
     figures = {}
     for name, f in t.figures.items():
         per_step = np.zeros(t.steps)
         np.add.at(per_step, f.steps, f.shares)
         per_pass = per_step[t.pass_step] if len(t.pass_step) else np.zeros(0)
-        sided = np.zeros((count, 4))
+        sided = np.zeros((count, COLUMNS))
         np.add.at(sided, group, seconds * per_pass[:, None])
         fixed = np.array([
             s.layers * per_pass.sum(),
