@@ -201,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(__file__).resolve().parent.parent / "servelab" / "predict" / FIT_FILE
         provenance = {
             "fitted": datetime.date.today().isoformat(),
-            "procedure": "servelab/predict/corpus/fit.py fit_targets (bounded least squares, priors at LAMBDA)",
+            "procedure": "servelab/predict/corpus/fit.py fit_design (non-negative least squares on relative error, "
+            "each source weighted 1/sqrt(figures), priors' pull LAMBDA; docs/predict.md 'The fit')",
             "command": "python benchmarks/predict_vs_public.py --write"
             + "".join(f" --data {d}" for d in args.data or []),
             "sources": sorted({s.row.source.id for s in p.setups}),
