@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from servelab.scheduling.core import Speculation, Step, Work
 
 
@@ -245,21 +247,25 @@ class Roofline:
         ]
 
     def _repeated_split(self, works: Sequence[Work], count: int) -> list[float]:
-        """`repeated_decode_s` under the step model: the same sums as `pass_s`, one step at a time."""
+        """`repeated_decode_s` under the step model: `Effective._split_pass`'s sums for every step at once, in
+        its order of operations (the same floats as pricing each step alone)."""
         e, n = self.effective, len(works)
         context = sum(w.context for w in works)
         weights = self.weight_bytes(n)
         state = 2 * self.state_bytes * n
         fixed = self.allreduce_s(n) * e.allreduce_scale + e.step_overhead_s + e.token_overhead_s * n
         flops = n * self.flops_per_token
-        out = []
-        for j in range(1, count + 1):
-            kv_b = self.kv_full_bytes_per_token * (context + n * (j + 1)) + state
-            attention = 4 * self.attention_width_full * (context + n * j + n / 2)
-            out.append(
-                e.pass_time(n, weights + kv_b, flops + attention, 0.0, 0.0, 0.0, kv_b, attention) + fixed
-            )
-        return out
+        j = np.arange(1, count + 1, dtype=float)
+        kv_b = self.kv_full_bytes_per_token * (context + n * (j + 1)) + state
+        attention = 4 * self.attention_width_full * (context + n * j + n / 2)
+        memory_b = weights + kv_b
+        kv_bw = e.kv_bandwidth_bytes_s or e.bandwidth_bytes_s
+        attention_fl = e.attention_flops_s or e.flops_s
+        memory_s = (memory_b - kv_b) / e.bandwidth_bytes_s + kv_b / kv_bw
+        decode = (flops + attention) - attention - 0.0
+        compute_s = decode / e.flops_s + attention / attention_fl
+        seconds: list[float] = ((np.maximum(memory_s, compute_s) + e.pass_overhead_s) + fixed).tolist()
+        return seconds
 
     def step_s(self, step: Step, speculation: Speculation | None = None) -> float:
         """A whole iteration: its passes, the draft model's steps when it verifies drafts, the overheads."""
