@@ -3,11 +3,16 @@
     python benchmarks/predict_vs_public.py                  # the shipped corpus (servelab/predict/corpus/data)
     python benchmarks/predict_vs_public.py --data DIR ...   # corpus files elsewhere (every *.json in DIR)
     python benchmarks/predict_vs_public.py --write          # also save the fit on every row as the shipped model
+    python benchmarks/predict_vs_public.py --engine llama.cpp --limit 200    # a quick slice
+
+Every row is replayed once through its engine's scheduler and recorded as what the step model's parameters
+multiply (predict/corpus/recorded.py); the folds are priced from those records, so the whole corpus takes
+minutes, not a replay per fold.
 
 Prints, for today's predictions (the plan's figures, nothing fitted), leave-one-source-out and
 leave-one-GPU-type-out: the median |error| per engine x figure x GPU class, the whole corpus's, and the worst
-rows. A left-out row is predicted by a full replay priced with parameters fitted without its source (GPU type):
-no row is predicted by parameters fitted on itself. The rows servelab cannot predict are counted with the reason.
+rows. A left-out row is predicted with parameters fitted without its source (GPU type): no row is predicted by
+parameters fitted on itself. The rows servelab cannot predict are counted with the reason.
 """
 
 from __future__ import annotations
@@ -18,12 +23,17 @@ import json
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
+from servelab.engines import registry
+from servelab.errors import ServelabError
+from servelab.paths import cache_dir
 from servelab.predict.corpus import load_corpus
 from servelab.predict.corpus.crossval import (
     CrossValidation,
     Prepared,
+    band_coverage,
     bands,
     fit_all,
     leave_one_out,
@@ -31,7 +41,8 @@ from servelab.predict.corpus.crossval import (
     table,
     uncalibrated,
 )
-from servelab.predict.stepmodel import FIT_FILE, StepModel
+from servelab.predict.corpus.schema import Measurement
+from servelab.predict.stepmodel import FIT_FILE, StepModel, prior
 
 GROUPS = ("TTFT", "TPOT/ITL", "output tok/s", "pp tok/s", "tg tok/s", "all")
 CLASSES = ("gddr", "hbm", "apple", "amd", "all")
@@ -73,7 +84,7 @@ def corpus_counts(p: Prepared) -> None:
     classes = Counter(s.regime.memory for s in p.setups)
     gpus = Counter(s.gpu.name for s in p.setups)
     sources = Counter(s.row.source.id for s in p.setups)
-    figures = sum(len([k for k in s.row.figures if k in p.traces[s.row.label].figures]) for s in p.setups)
+    figures = sum(len([k for k in r.setup.row.figures if k in r.figures]) for r in p.recorded)
     print(f"rows predicted: {len(p.setups)} ({figures} figures), skipped: {len(p.skipped)}")
     print("  engines:", dict(engines))
     print("  GPU classes:", dict(classes))
@@ -84,10 +95,77 @@ def corpus_counts(p: Prepared) -> None:
         print(f"  skipped {n:4d}: {reason}")
 
 
+def select(rows: Sequence[Measurement], engines: list[str] | None, limit: int | None) -> list[Measurement]:
+    """The rows of `engines` (any spelling the registry knows), at most `limit` of them spread evenly."""
+    if engines:
+        try:
+            wanted = {registry.get_engine(e).name for e in engines}
+        except ServelabError as exc:
+            raise SystemExit(f"predict_vs_public: {exc}") from None
+        rows = [r for r in rows if registry.get_engine(r.engine).name in wanted]
+    if limit is not None:
+        if limit < 1:
+            raise SystemExit("predict_vs_public: --limit must be at least 1")
+        step = max(1.0, len(rows) / limit)
+        rows = [rows[int(i * step)] for i in range(min(limit, len(rows)))]
+    return rows
+
+
+class Progress:
+    """A line every 100 rows, and the rows whose replay took over 10 s."""
+
+    def __init__(self) -> None:
+        self.last: tuple[float, str] | None = None
+
+    def __call__(self, done: int, total: int, row: Measurement) -> None:
+        now = time.monotonic()
+        if self.last is not None and now - self.last[0] > 10:
+            print(f"  {self.last[1]}: {now - self.last[0]:.0f} s", file=sys.stderr, flush=True)
+        self.last = (now, row.label)
+        if done % 100 == 0:
+            print(f"  replayed {done}/{total} rows", file=sys.stderr, flush=True)
+
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "predict.md"
+VALUES_BEGIN, VALUES_END = "<!-- generated: step model values -->", "<!-- end generated -->"
+
+
+def values_table(model: StepModel) -> str:
+    """The fitted values as docs/predict.md shows them: each parameter, its value, its prior."""
+    lines = ["| parameter | fitted | prior |", "|---|---|---|"]
+    for name, value in sorted(model.values.items()):
+        lines.append(f"| `{name}` | {value:.4g} | {prior(name)[0]:.4g} |")
+    return "\n".join(lines)
+
+
+def write_doc_table(model: StepModel) -> None:
+    text = DOC.read_text(encoding="utf-8")
+    if VALUES_BEGIN not in text:
+        return
+    head, rest = text.split(VALUES_BEGIN, 1)
+    _, tail = rest.split(VALUES_END, 1)
+    DOC.write_text(f"{head}{VALUES_BEGIN}\n{values_table(model)}\n{VALUES_END}{tail}", encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", action="append", type=Path, help="a directory of corpus files (repeatable)")
     ap.add_argument("--worst", type=int, default=12)
+    ap.add_argument("--engine", action="append", help="only this engine's rows (repeatable)")
+    ap.add_argument("--limit", type=int, help="at most this many rows, spread evenly over the corpus")
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        default=cache_dir() / "corpus-replays",
+        help="where each row's replay is kept, keyed by the row and the code it depends on (default: %(default)s)",
+    )
+    ap.add_argument("--no-cache", action="store_true", help="replay every row, keep nothing")
+    ap.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=512,
+        help="leave out serving rows with more clients (their replay takes minutes; default %(default)s)",
+    )
     ap.add_argument("--no-gpu-out", action="store_true", help="skip leave-one-GPU-type-out")
     ap.add_argument(
         "--write", action="store_true", help=f"save the fit on every row as servelab/predict/{FIT_FILE}"
@@ -95,12 +173,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     paths = None if not args.data else [f for d in args.data for f in sorted(d.glob("*.json"))]
     started = time.monotonic()
-    rows = load_corpus(paths)
-    p = prepare(rows)
+    rows = select(load_corpus(paths), args.engine, args.limit)
+    p = prepare(rows, Progress(), None if args.no_cache else args.cache, args.max_concurrency)
     corpus_counts(p)
     print(f"({time.monotonic() - started:.0f} s)", flush=True)
-    steps = [(lambda: uncalibrated(p), "today's predictions (plan figures, nothing fitted)"),
-             (lambda: leave_one_out(p, "source"), "leave-one-source-out")]  # fmt: skip
+    steps = [
+        (lambda: uncalibrated(p), "today's predictions (plan figures, nothing fitted)"),
+        (lambda: leave_one_out(p, "source"), "leave-one-source-out"),
+    ]
     if not args.no_gpu_out:
         steps.append((lambda: leave_one_out(p, "gpu"), "leave-one-GPU-type-out"))
     runs = []
@@ -109,20 +189,30 @@ def main(argv: list[str] | None = None) -> int:
         runs.append((cv, title))
         print_table(cv, title)
         print_worst(cv, args.worst)
+        if cv.kind != "none":
+            covered = band_coverage(cv)
+            print(
+                "\nbands (10-90% of the other folds' residuals) holding the left-out figure: "
+                + ", ".join(f"{g} {i / n * 100:.0f}% of {n}" for g, (i, n) in sorted(covered.items()))
+            )
         print(f"({time.monotonic() - started:.0f} s)", flush=True)
     whole = fit_all(p)
-    print(f"\nfit on every row: {whole.rows} figures, in-sample median |error| {whole.median_relative * 100:.1f}%,"
-          f" {whole.trimmed} trimmed, {whole.rounds} rounds")  # fmt: skip
+    print(
+        f"\nfit on every row: {whole.rows} figures, in-sample median |error| {whole.median_relative * 100:.1f}%,"
+        f" {whole.trimmed} trimmed, {whole.rounds} rounds"
+    )
     for name, value in sorted(whole.model.values.items()):
         print(f"  {name:32s} {value:.4g}")
     if args.write:
         out = Path(__file__).resolve().parent.parent / "servelab" / "predict" / FIT_FILE
         provenance = {
             "fitted": datetime.date.today().isoformat(),
-            "procedure": "servelab/predict/corpus/fit.py fit_targets (bounded least squares, priors at LAMBDA)",
+            "procedure": "servelab/predict/corpus/fit.py fit_design (non-negative least squares on relative error, "
+            "each source weighted 1/sqrt(figures), priors' pull LAMBDA; docs/predict.md 'The fit')",
             "command": "python benchmarks/predict_vs_public.py --write"
             + "".join(f" --data {d}" for d in args.data or []),
             "sources": sorted({s.row.source.id for s in p.setups}),
+            "files": sorted({f"servelab/predict/corpus/data/{s.row.source.id}.json" for s in p.setups}),
             "figures": whole.rows,
             "in_sample_median_relative": round(whole.median_relative, 4),
         }
@@ -130,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         banded = {k: (v[0], v[1]) for k, v in bands(source_out).items()}
         doc = StepModel(whole.model.values, provenance, banded).to_json()
         out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {out}")
+        write_doc_table(whole.model)
+        print(f"wrote {out} and the values table of {DOC}")
     print(f"\n({time.monotonic() - started:.0f} s)")
     return 0
 

@@ -32,11 +32,13 @@ Optional capabilities are ``None`` when the engine lacks them (never discovered 
                     the compute figure: the emulator's ``Roofline.decode_attention_ratio`` (None: inside the max)
     reported_type   what only it reports of its effective configuration (a frozen dataclass): verify's
                     ``EffectiveConfig.own``
+    bench_replay    ``BenchReplay``: its own benchmark tools (llama-bench …) as the steps they run, for replaying a
+                    published row of theirs (predict/corpus/harness.py)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
     from servelab.model.spec import ModelSpec
     from servelab.results.configs import Asked, EffectiveConfig
     from servelab.results.observation import SpecObservation
-    from servelab.scheduling.core import EngineSetup, Scheduler
+    from servelab.scheduling.core import EngineSetup, Scheduler, Step
     from servelab.sizing.efficiency import EfficiencyTable
     from servelab.sizing.fit import EngineFit, PlanSettings
 
@@ -232,6 +234,29 @@ class Planner:
 
 
 @dataclass(frozen=True)
+class BenchWorkload:
+    """One published run of an engine's own benchmark tool: `sequences` prompts of `prompt_tokens` after `depth`
+    tokens of context, then `output_tokens` decode steps; `client` the tool's name."""
+
+    client: str
+    prompt_tokens: int
+    output_tokens: int
+    depth: int = 0
+    sequences: int = 1
+
+
+class BenchReplay(Protocol):
+    """An engine's own benchmark tools as steps (the timed ones; their figures are tokens over those steps'
+    time). `flags` are the row's stated flags (its batch sizes)."""
+
+    CLIENTS: tuple[str, ...]  # the tools' names as the corpus writes them
+
+    def prompt_steps(self, w: BenchWorkload, flags: Mapping[str, object]) -> Iterator[Step]: ...
+
+    def decode_steps(self, w: BenchWorkload, flags: Mapping[str, object]) -> Iterator[Step]: ...
+
+
+@dataclass(frozen=True)
 class LogMemory:
     """How much memory the engine's own log says it allocated (the bill's 'memory used' from a log)."""
 
@@ -273,6 +298,7 @@ class Engine:
     # what only this engine reports of its effective configuration (a frozen dataclass; read_effective's keys beyond
     # EffectiveConfig's): verify's `EffectiveConfig.own`
     reported_type: type | None = None
+    bench_replay: BenchReplay | None = None
 
     def spellings(self) -> tuple[str, ...]:
         """Every name a user may type for this engine, normalised."""

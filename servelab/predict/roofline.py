@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from servelab.scheduling.core import Speculation, Step, Work
 
 
@@ -71,11 +73,13 @@ class AchievedRates:
         """One pass of `tokens` tokens reading `memory_b` bytes and doing `flops` FLOPs (`prompt_flops` of
         them for prompt tokens; `apart_flops` of them decode attention run after the rest at compute x
         `apart_ratio`, Roofline.decode_attention_ratio). `kv_b` of the bytes (KV, state) and `attention_flops`
-        of the FLOPs are priced at their own figures where the step model sets them; its per-pass overhead is
-        added."""
+        of the FLOPs are priced at their own figures where the step model sets them (and there `prompt_flops` is
+        the prompt tokens' matmul FLOPs, at the prefill compute); its per-pass overhead is added."""
         rest = flops - apart_flops
         if self.split:
-            return self._split_pass(memory_b, rest, kv_b, attention_flops) + self.pass_overhead_s
+            return (
+                self._split_pass(memory_b, rest, kv_b, attention_flops, prompt_flops) + self.pass_overhead_s
+            )
         if self.batched_bandwidth_bytes_s is not None and tokens >= 2:
             seconds = memory_b / self.batched_bandwidth_bytes_s + self.compute_s(rest, prompt_flops)
         else:
@@ -83,13 +87,19 @@ class AchievedRates:
         seconds += self.pass_overhead_s
         return seconds + (apart_flops / (self.flops_s * apart_ratio) if apart_flops else 0.0)
 
-    def _split_pass(self, memory_b: float, flops: float, kv_b: float, attention_flops: float) -> float:
-        """max(weights / bandwidth + KV / KV bandwidth, matmul FLOPs / compute + attention / attention
-        compute): the step model's pass on a GPU (no CPU kernel paths, no prefill compute of its own)."""
+    def _split_pass(
+        self, memory_b: float, flops: float, kv_b: float, attention_flops: float, prompt_matmul: float = 0.0
+    ) -> float:
+        """max(weights / bandwidth + KV / KV bandwidth, decode matmul FLOPs / compute + prompt matmul FLOPs /
+        prefill compute + attention / attention compute): the step model's pass on a GPU (no CPU kernel paths).
+        Here `prompt_matmul` is the prompt tokens' matmul FLOPs, their attention left out (Roofline.pass_s)."""
         kv_bw = self.kv_bandwidth_bytes_s or self.bandwidth_bytes_s
         attention_fl = self.attention_flops_s or self.flops_s
         memory_s = (memory_b - kv_b) / self.bandwidth_bytes_s + kv_b / kv_bw
-        compute_s = (flops - attention_flops) / self.flops_s + attention_flops / attention_fl
+        decode = flops - attention_flops - prompt_matmul
+        compute_s = decode / self.flops_s + attention_flops / attention_fl
+        if prompt_matmul:
+            compute_s += prompt_matmul / (self.prefill_flops_s or self.flops_s)
         return max(memory_s, compute_s)
 
 
@@ -148,6 +158,11 @@ class Roofline:
         """The share of `pass_flops` that computes prompt tokens (`Work.prompt`)."""
         return self.pass_flops([w for w in works if w.prompt])
 
+    def prompt_matmul_flops(self, works: Sequence[Work]) -> float:
+        """The prompt tokens' FLOPs of a pass without their attention (the step model prices them apart)."""
+        prompts = [w for w in works if w.prompt]
+        return self.pass_flops(prompts) - sum(self._attention_flops(w) for w in prompts) if prompts else 0.0
+
     def pass_s(self, works: Sequence[Work]) -> float:
         """One forward pass: the longer of its memory and compute time, plus its all-reduces."""
         if not works:
@@ -177,9 +192,10 @@ class Roofline:
                     sum(map(_logits, prompts)),
                 )
         apart = self.decode_attention_flops(works)
-        if e.split:  # the step model: KV bytes and attention FLOPs at their own figures
+        if e.split:  # the step model: KV bytes, attention and prompt matmul FLOPs at their own figures
             kv_b = memory_b - self.weight_bytes(tokens)
             attention = sum(self._attention_flops(w) for w in works)
+            prompt = self.prompt_matmul_flops(works) if e.prefill_flops_s is not None else 0.0
             seconds = e.pass_time(
                 tokens, memory_b, flops, prompt, apart, self.decode_attention_ratio, kv_b, attention
             )
@@ -235,21 +251,25 @@ class Roofline:
         ]
 
     def _repeated_split(self, works: Sequence[Work], count: int) -> list[float]:
-        """`repeated_decode_s` under the step model: the same sums as `pass_s`, one step at a time."""
+        """`repeated_decode_s` under the step model: `AchievedRates._split_pass`'s sums for every step at once, in
+        its order of operations (the same floats as pricing each step alone)."""
         e, n = self.rates, len(works)
         context = sum(w.context for w in works)
         weights = self.weight_bytes(n)
         state = 2 * self.state_bytes * n
         fixed = self.allreduce_s(n) * e.allreduce_scale + e.step_overhead_s + e.token_overhead_s * n
         flops = n * self.flops_per_token
-        out = []
-        for j in range(1, count + 1):
-            kv_b = self.kv_full_bytes_per_token * (context + n * (j + 1)) + state
-            attention = 4 * self.attention_width_full * (context + n * j + n / 2)
-            out.append(
-                e.pass_time(n, weights + kv_b, flops + attention, 0.0, 0.0, 0.0, kv_b, attention) + fixed
-            )
-        return out
+        j = np.arange(1, count + 1, dtype=float)
+        kv_b = self.kv_full_bytes_per_token * (context + n * (j + 1)) + state
+        attention = 4 * self.attention_width_full * (context + n * j + n / 2)
+        memory_b = weights + kv_b
+        kv_bw = e.kv_bandwidth_bytes_s or e.bandwidth_bytes_s
+        attention_fl = e.attention_flops_s or e.flops_s
+        memory_s = (memory_b - kv_b) / e.bandwidth_bytes_s + kv_b / kv_bw
+        decode = (flops + attention) - attention - 0.0
+        compute_s = decode / e.flops_s + attention / attention_fl
+        seconds: list[float] = ((np.maximum(memory_s, compute_s) + e.pass_overhead_s) + fixed).tolist()
+        return seconds
 
     def step_s(self, step: Step, speculation: Speculation | None = None) -> float:
         """A whole iteration: its passes, the draft model's steps when it verifies drafts, the overheads."""

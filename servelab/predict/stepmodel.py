@@ -4,7 +4,8 @@ One forward pass of an engine on a GPU (docs/predict.md "The GPU step model"):
 
     memory  = weight bytes / peak bandwidth x (w[engine, kernel family] + m[memory class])
               + KV and state bytes / peak bandwidth x kv[engine]
-    compute = matmul FLOPs / peak of its math units x (c[engine, unit] + b[backend])
+    compute = prompt matmul FLOPs / peak of its math units x (c[engine, unit] + b[backend])
+              + decode matmul FLOPs / peak of its math units x d[engine, backend]
               + attention FLOPs / peak 16-bit x a[engine]
     pass    = max(memory, compute) + layers x launch[engine, graphs or eager]
     step    = Σ passes + all-reduces x r + host[engine] + per-token[engine] x tokens
@@ -68,6 +69,7 @@ class Regime:
             "kv": f"{e}.kv",
             "compute": f"{e}.compute.{self.unit}",
             "backend": f"backend.{self.backend}",
+            "decode": f"{e}.decode.{self.backend}",
             "attention": f"{e}.attention",
             "launch": f"{e}.launch.{'eager' if self.eager else 'graphs'}",
             "host": f"{e}.host",
@@ -121,7 +123,7 @@ def prior(name: str) -> tuple[float, float]:
         return 1 / eff, 1 / eff
     if role == "compute":
         return 1 / _prefill(head) - 1, 1.0
-    if role == "attention":
+    if role == "attention" or role == "decode":
         return 1 / _prefill(head), 1 / _prefill(head)
     if role == "launch":
         return 0.0, LAUNCH_SCALE_S * (4 if key == "eager" else 1)
@@ -145,28 +147,32 @@ class StepModel:
     def band(self, engine: str, gpu_class: str, figure: str, batch: int) -> tuple[float, float] | None:
         """The (lo, hi) factors a predicted `figure` ("TTFT", "TPOT/ITL", "output tok/s", "pp tok/s",
         "tg tok/s") is expected within: its regime's, else the engine's for that figure, else the figure's;
-        None when cross-validation left too few rows of it."""
+        None when cross-validation left too few rows of it. `engine` in any spelling the registry knows."""
         from servelab.predict.corpus.crossval import batch_range
 
-        engine = _engine_name(engine)
-        bands = {_band_key(k): v for k, v in self.bands.items()}  # the corpus spells engines its own way
-        for key in (f"{engine}|{gpu_class}|{figure}|{batch_range(batch)}", f"{engine}|*|{figure}|*",
-                    f"*|*|{figure}|*"):  # fmt: skip
-            if key in bands:
-                return bands[key]
+        engine = engine_key(engine)
+        for key in (
+            f"{engine}|{gpu_class}|{figure}|{batch_range(batch)}",
+            f"{engine}|*|{figure}|*",
+            f"*|*|{figure}|*",
+        ):
+            if key in self.bands:
+                return self.bands[key]
         return None
 
     def value(self, name: str) -> float:
         return self.values[name] if name in self.values else prior(name)[0]
 
     def rates(self, r: Regime, gpu: GPU, layers: int, *, source: str = "corpus") -> AchievedRates:
-        """The `AchievedRates` of one pass's regime on `gpu` (per GPU: the roofline's figures are per rank)."""
+        """The `AchievedRates` of one pass's regime on `gpu` (per GPU: the roofline's figures are per rank): the
+        decodes' matmuls at `flops_s`, the prompts' at `prefill_flops_s`."""
         n = r.names()
         bw = gpu.bandwidth_bytes_s
         unit = gpu.tensor_flops(r.unit)
         return AchievedRates(
             bandwidth_bytes_s=bw / _positive(self.value(n["weights"]) + self.value(n["memory"])),
-            flops_s=unit / _positive(self.value(n["compute"]) + self.value(n["backend"])),
+            flops_s=unit / _positive(self.value(n["decode"])),
+            prefill_flops_s=unit / _positive(self.value(n["compute"]) + self.value(n["backend"])),
             step_overhead_s=self.value(n["host"]),
             token_overhead_s=self.value(n["token"]),
             source=source,
@@ -182,6 +188,12 @@ class StepModel:
             "bands": {k: list(v) for k, v in sorted(self.bands.items())},
             "provenance": self.provenance,
         }
+
+
+def engine_key(engine: str) -> str:
+    """The engine as band keys name it: its registry name (`llama.cpp` -> `llamacpp`), else as given."""
+    found = registry.find_engine(engine)
+    return found.name if found is not None else engine
 
 
 def _positive(x: float) -> float:

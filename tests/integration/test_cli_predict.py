@@ -24,8 +24,9 @@ def test_predict_stores_a_run_runs_export_and_report_read(tmp_path: Path, capsys
     assert "predicting vllm bf16" in err
     with Store.open(db, must_exist=True) as store:
         run = store.load_run(run_id)
+    # a GPU is priced by the step model fitted to the public corpus that ships (servelab/predict/stepmodel.json)
     assert run.meta.predicted is not None
-    assert run.meta.predicted.target.engine == "vllm" and run.meta.predicted.effective["source"] == "plan"
+    assert run.meta.predicted.target.engine == "vllm" and run.meta.predicted.effective["source"] == "corpus"
     assert len([r for r in run.requests if r.phase == "measure"]) == 16
 
     assert main(["runs", "--db", str(db), "--json"]) == 0

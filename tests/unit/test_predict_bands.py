@@ -40,7 +40,7 @@ FIXTURE = StepModel(
     {"note": "test fixture"},
     {
         "vllm|hbm|TPOT/ITL|2-16": (0.8, 1.5),
-        "llama.cpp|*|TTFT|*": (0.6, 1.4),
+        "llamacpp|*|TTFT|*": (0.6, 1.4),
         "*|*|output tok/s|*": (0.7, 1.2),
     },
 )
@@ -106,7 +106,7 @@ def test_only_the_corpus_fit_gives_a_band_its_regimes_first_then_coarser() -> No
         "llamacpp",
         "gddr",
     )
-    assert llama.band("TTFT", 1) == (0.6, 1.4)  # the corpus's "llama.cpp" is the registry's "llamacpp"
+    assert llama.band("TTFT", 1) == (0.6, 1.4)  # bands are keyed by the registry name; asked as "llama.cpp" or "llamacpp"
     calibrated = Pricing(
         AchievedRates(bandwidth_bytes_s=1e12, flops_s=1e14),
         Provenance("calibration", "mine"),
@@ -154,7 +154,7 @@ def test_a_level_keeps_each_banded_figure_with_its_source() -> None:
 
 def test_without_serving_rows_a_time_takes_its_llama_bench_rates_band_inverted() -> None:
     bench = StepModel(
-        {}, {}, {"llama.cpp|gddr|pp tok/s|1": (0.5, 2.5), "llama.cpp|gddr|tg tok/s|1": (0.9, 1.1)}
+        {}, {}, {"llamacpp|gddr|pp tok/s|1": (0.5, 2.5), "llamacpp|gddr|tg tok/s|1": (0.9, 1.1)}
     )
     pricing = Pricing(
         AchievedRates(bandwidth_bytes_s=1e12, flops_s=1e14),

@@ -1,4 +1,5 @@
-"""The emulator fed by the planner alone (no calibration): the field report's qualitative findings."""
+"""The emulator fed by the planner alone (no calibration, not the fitted GPU step model): the field report's
+qualitative findings, which turn on the schedulers and the plan, not on fitted efficiencies."""
 
 from __future__ import annotations
 
@@ -7,12 +8,23 @@ import pytest
 from servelab.cli.bench import build_config
 from servelab.hardware.gpus import card_for
 from servelab.model.load import load_model
-from servelab.plan.make import search_plan
-from servelab.predict.machine import emulated_engine
+from servelab.plan.make import compute_dtype, search_plan
+from servelab.predict import machine
+from servelab.predict.roofline import AchievedRates
 from servelab.predict.run import PredictTarget, predict
 from servelab.results.level_key import Level
 from servelab.scheduling.core import Speculation
 from servelab.speculative.theory import expected_tokens_per_step, predicted_speedup
+
+
+def emulated_engine(plan, model, gpu, **options):  # type: ignore[no-untyped-def]
+    """The plan's own figures (peak x its decode and prefill efficiencies), as before a step model shipped."""
+    decode, prefill = plan.efficiency.get("decode", 1.0), plan.efficiency.get("prefill", 1.0)
+    flops = gpu.tensor_flops(compute_dtype(model, gpu))
+    effective = AchievedRates(
+        bandwidth_bytes_s=gpu.bandwidth_bytes_s * decode, flops_s=flops * prefill, source="plan"
+    )
+    return machine.emulated_engine(plan, model, gpu, rates=effective, **options)
 
 
 def ladder(engine, workload: str, concurrency: str, requests: int = 16):

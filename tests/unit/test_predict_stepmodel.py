@@ -20,6 +20,7 @@ from servelab.predict.corpus.harness import (
     step_times,
     trace,
 )
+from servelab.predict.corpus.recorded import record
 from servelab.predict.corpus.schema import Measurement, Source, Workload
 from servelab.predict.stepmodel import StepModel, prior, prior_model, regime
 
@@ -31,12 +32,24 @@ SERVING = Source(
 
 def _row(i: int = 0, source: Source = SOURCE, **over: object) -> Measurement:
     values: dict[str, object] = dict(
-        source=source, index=i, engine="llama.cpp", engine_release="b6100", backend="cuda",
-        model="meta-llama/Llama-3.1-8B", model_kind="dense", params_b=8.0, active_params_b=8.0,
-        weight_format="Q4_K", kv_dtype="f16", gpu="rtx4090", gpu_label="RTX 4090", gpu_count=1,
+        source=source,
+        index=i,
+        engine="llama.cpp",
+        engine_release="b6100",
+        backend="cuda",
+        model="meta-llama/Llama-3.1-8B",
+        model_kind="dense",
+        params_b=8.0,
+        active_params_b=8.0,
+        weight_format="Q4_K",
+        kv_dtype="f16",
+        gpu="rtx4090",
+        gpu_label="RTX 4090",
+        gpu_count=1,
         workload=Workload(prompt_tokens=512, output_tokens=0, concurrency=1, dataset="llama-bench"),
-        figures={"pp_tok_s": 1000.0}, verbatim=("| x |",),
-    )  # fmt: skip
+        figures={"pp_tok_s": 1000.0},
+        verbatim=("| x |",),
+    )
     values.update(over)
     return Measurement(**values)  # type: ignore[arg-type]
 
@@ -73,8 +86,12 @@ def test_llama_bench_rows_replay_one_sequence() -> None:
     pp = setup(
         _row(workload=Workload(prompt_tokens=2048, output_tokens=0, depth=4096, dataset="llama-bench"))
     )
-    tg = setup(_row(workload=Workload(prompt_tokens=0, output_tokens=128, depth=4096, dataset="llama-bench"),
-                    figures={"tg_tok_s": 100.0}))  # fmt: skip
+    tg = setup(
+        _row(
+            workload=Workload(prompt_tokens=0, output_tokens=128, depth=4096, dataset="llama-bench"),
+            figures={"tg_tok_s": 100.0},
+        )
+    )
     assert not isinstance(pp, str) and not isinstance(tg, str)
     t = trace(pp, prior_model())
     assert t.steps == 1 and len(t.passes) == 4  # n_batch 2048 per step, n_ubatch 512 per pass
@@ -88,10 +105,14 @@ def test_a_trace_prices_as_the_emulator_did() -> None:
     """Replayed steps priced again under the same figures give the figures the replay produced; under the
     step model the serving row's figures come from the emulated scheduler."""
     row = _row(
-        source=SERVING, engine="vllm", weight_format="bf16", model="Qwen/Qwen3-8B", gpu="h100-sxm",
+        source=SERVING,
+        engine="vllm",
+        weight_format="bf16",
+        model="Qwen/Qwen3-8B",
+        gpu="h100-sxm",
         workload=Workload(prompt_tokens=512, output_tokens=64, concurrency=4, num_prompts=12),
         figures={"ttft_ms_median": 50.0, "tpot_ms_median": 10.0, "output_tok_s": 300.0},
-    )  # fmt: skip
+    )
     s = setup(row)
     assert not isinstance(s, str)
     model = StepModel({"vllm.host": 2e-3, "vllm.launch.graphs": 1e-5})
@@ -111,12 +132,23 @@ def _synthetic(truth: StepModel) -> list[Measurement]:
     on two cards."""
     rows, i = [], 0
     for gpu, backend in (("rtx4090", "cuda"), ("m2-ultra", "metal")):
-        for model, fmt, depth in itertools.product(("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.2-1B"),
-                                                   ("Q4_0", "Q8_0"), (0, 8192)):  # fmt: skip
-            for w, fig in ((Workload(prompt_tokens=512, output_tokens=0, depth=depth), "pp_tok_s"),
-                           (Workload(prompt_tokens=0, output_tokens=64, depth=depth), "tg_tok_s"),
-                           (Workload(prompt_tokens=512, output_tokens=32, batch=8, depth=depth,
-                                     dataset="llama-batched-bench"), "tg_tok_s")):  # fmt: skip
+        for model, fmt, depth in itertools.product(
+            ("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.2-1B"), ("Q4_0", "Q8_0"), (0, 8192)
+        ):
+            for w, fig in (
+                (Workload(prompt_tokens=512, output_tokens=0, depth=depth), "pp_tok_s"),
+                (Workload(prompt_tokens=0, output_tokens=64, depth=depth), "tg_tok_s"),
+                (
+                    Workload(
+                        prompt_tokens=512,
+                        output_tokens=32,
+                        batch=8,
+                        depth=depth,
+                        dataset="llama-batched-bench",
+                    ),
+                    "tg_tok_s",
+                ),
+            ):
                 src = dataclasses.replace(SOURCE, id=f"synthetic-{gpu}")
                 row = _row(
                     i,
@@ -137,18 +169,29 @@ def _synthetic(truth: StepModel) -> list[Measurement]:
 
 
 def test_the_fit_recovers_the_parameters_the_rows_were_made_with() -> None:
-    truth = StepModel({
-        "llamacpp.weights.q4_0": 0.5, "llamacpp.weights.q8_0": 0.3, "memory.gddr": 1.1,
-        "memory.apple": 1.2, "llamacpp.kv": 1.5, "llamacpp.compute.int8": 3.0, "llamacpp.compute.fp16": 1.0,
-        "backend.cuda": 1.0, "backend.metal": 1.0, "llamacpp.attention": 4.0, "llamacpp.launch.graphs": 8e-6,
-        "llamacpp.host": 3e-4, "llamacpp.token": 0.0,
-    })  # fmt: skip
+    truth = StepModel(
+        {
+            "llamacpp.weights.q4_0": 0.5,
+            "llamacpp.weights.q8_0": 0.3,
+            "memory.gddr": 1.1,
+            "memory.apple": 1.2,
+            "llamacpp.kv": 1.5,
+            "llamacpp.compute.int8": 3.0,
+            "llamacpp.compute.fp16": 1.0,
+            "backend.cuda": 1.0,
+            "backend.metal": 1.0,
+            "llamacpp.attention": 4.0,
+            "llamacpp.launch.graphs": 8e-6,
+            "llamacpp.host": 3e-4,
+            "llamacpp.token": 0.0,
+        }
+    )
     rows = _synthetic(truth)
     data = []
     for row in rows:
         s = setup(row)
         assert not isinstance(s, str)
-        data += targets(s, trace(s, prior_model()))
+        data += targets(record(s, trace(s, prior_model())))
     before = [abs(predicted(t, prior_model()) / t.measured - 1) for t in data]
     assert np.median(before) > 0.2
     # with the priors' pull near zero the fit explains every figure and returns what the rows pin down: the
@@ -185,8 +228,13 @@ def test_bands_come_from_the_left_out_rows_of_their_regime() -> None:
     row = _row(figures={"tg_tok_s": 100.0}, workload=Workload(prompt_tokens=0, output_tokens=64))
     s = setup(row)
     assert not isinstance(s, str)
-    cv = CrossValidation("source", [Prediction(s, "tg_tok_s", 100.0, 100.0 / r, "x") for r in
-                                    (0.8, 0.9, 1.0, 1.0, 1.1, 1.2, 1.3, 0.7, 1.0, 1.05, 0.95)])  # fmt: skip
+    cv = CrossValidation(
+        "source",
+        [
+            Prediction(s, "tg_tok_s", 100.0, 100.0 / r, "x")
+            for r in (0.8, 0.9, 1.0, 1.0, 1.1, 1.2, 1.3, 0.7, 1.0, 1.05, 0.95)
+        ],
+    )
     table = bands(cv)
     model = StepModel({}, {}, {k: (v[0], v[1]) for k, v in table.items()})
     lo, hi = model.band("llama.cpp", "gddr", "tg tok/s", 1) or (0.0, 0.0)
@@ -211,3 +259,29 @@ def test_a_fitted_model_round_trips_through_its_file(tmp_path) -> None:  # type:
     weights = prior("vllm.weights.16-bit")[0]
     assert e.step_overhead_s == 1e-3 and e.bandwidth_bytes_s == pytest.approx(4800e9 / (weights + 1.3))
     assert e.pass_overhead_s == 0.0 and e.source == "corpus"
+
+
+def test_decode_and_prompt_matmuls_run_at_their_own_compute() -> None:
+    """A batch of decodes multiplies at d[engine, backend], a prompt at c[engine, unit] + b[backend]: a slow
+    decode kernel slows batched decode and leaves prompt processing as it was."""
+    gpu = find_gpu("m2-ultra")
+    r = regime("llamacpp", gpu, "Q4_0", backend="metal")
+    slow = StepModel({"llamacpp.decode.metal": 40.0})
+    e = slow.rates(r, gpu, 34)
+    assert e.flops_s == pytest.approx(gpu.tensor_flops(r.unit) / 40)
+    c = prior("llamacpp.compute.fp16")[0] + prior("backend.metal")[0]
+    assert e.prefill_flops_s == pytest.approx(gpu.tensor_flops(r.unit) / c)
+    batched = _row(
+        gpu="m2-ultra",
+        backend="metal",
+        weight_format="Q4_0",
+        figures={"tg_tok_s": 1.0},
+        workload=Workload(prompt_tokens=512, output_tokens=16, batch=16, dataset="llama-batched-bench"),
+    )
+    pp = _row(gpu="m2-ultra", backend="metal", weight_format="Q4_0")
+    for row, changes in ((batched, True), (pp, False)):
+        s = setup(row)
+        assert not isinstance(s, str)
+        (name,) = row.figures
+        before, after = predict_row(s, prior_model())[name], predict_row(s, slow)[name]
+        assert (after < before * 0.9) if changes else after == pytest.approx(before, rel=1e-9)

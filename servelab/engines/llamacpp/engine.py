@@ -8,6 +8,7 @@ from servelab.engines.llamacpp import (
     HEALTH_PATH,
     IMAGE,
     bench_extras,
+    bench_replay,
     cmdline,
     efficiency,
     endpoints,
@@ -73,4 +74,5 @@ ENGINE = Engine(
     log_memory=LogMemory(logparse.log_memory_bytes, "start llama-server with -lv 4 to log them"),
     source_build=fork.source_build,
     reported_type=LlamaCppReported,
+    bench_replay=bench_replay,
 )

@@ -1,22 +1,30 @@
 """Cross-validation of the step model on the corpus: fit on all rows but a group's, predict the group's.
 
-Groups are sources (leave-one-source-out) or GPU types (leave-one-GPU-type-out). A left-out row is predicted by a
-full replay priced with the parameters fitted without it (`harness.predict_row`), never with parameters fitted
-on itself. The replays the fits read are priced by the priors alone (no measurement in them).
+Groups are sources (leave-one-source-out) or GPU types (leave-one-GPU-type-out). Every row is replayed once,
+priced by the priors alone (no measurement in it), and recorded as what the parameters multiply
+(`recorded.record`); a fold fits on the other groups' rows and prices the left-out rows' recorded replays with
+that fit (each pass's side of its max chosen by it, the replay's steps held): no row is ever predicted by
+parameters fitted on itself.
 """
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from statistics import median
 
-from servelab.predict.corpus.fit import FitResult, Target, fit_targets, targets
-from servelab.predict.corpus.harness import Setup, Trace, predict_row, setup, trace
+import numpy as np
+
+from servelab.predict.corpus.fit import Design, FitResult, Target, fit_design, targets
+from servelab.predict.corpus.harness import Setup, Trace, figures, is_bench, rates_for, setup, trace
 from servelab.predict.corpus.load import gpu_class
+from servelab.predict.corpus.recorded import Recorded, record
 from servelab.predict.corpus.schema import Measurement
-from servelab.predict.stepmodel import StepModel, prior_model
+from servelab.predict.stepmodel import engine_key, prior_model
 
 FIGURE_GROUPS = {
     "ttft_ms_median": "TTFT",
@@ -33,35 +41,117 @@ FIGURE_GROUPS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass
 class Prepared:
-    """The corpus rows servelab can predict, their prior replays, and those it cannot with the reason."""
+    """The corpus rows servelab can predict, recorded once (`recorded.record`), and those it cannot with the
+    reason."""
 
-    setups: tuple[Setup, ...]
-    traces: dict[str, Trace]  # row label -> replay at the priors
+    recorded: tuple[Recorded, ...]
     skipped: tuple[tuple[Measurement, str], ...]
+    _design: Design | None = None
+
+    @property
+    def setups(self) -> tuple[Setup, ...]:
+        return tuple(r.setup for r in self.recorded)
 
     def targets(self, keep: Callable[[Setup], bool] = lambda s: True) -> list[Target]:
-        return [t for s in self.setups if keep(s) for t in targets(s, self.traces[s.row.label])]
+        return [t for r in self.recorded if keep(r.setup) for t in targets(r)]
+
+    @property
+    def design(self) -> Design:
+        """Every target of every recorded row, built once for all folds."""
+        if self._design is None:
+            self._design = Design(self.targets())
+        return self._design
 
 
-def prepare(rows: Iterable[Measurement]) -> Prepared:
-    setups, traces, skipped = [], {}, []
-    for row in rows:
+def prepare(
+    rows: Iterable[Measurement],
+    progress: Callable[[int, int, Measurement], None] | None = None,
+    cache: Path | None = None,
+    max_concurrency: int | None = None,
+) -> Prepared:
+    """Each row set up, replayed once at the priors and recorded (its figures from the plan alone kept as
+        today's); `progress(done, total, row)` before each row. With `cache`, a row's setup and replay are kept there under
+        a key of the row and of every servelab file but the fit's own (`replay_fingerprint`), so a second run, or one
+        after a change to the fit alone, replays nothing. Serving rows above `max_concurrency` clients are left out
+    (their replay takes minutes: the time budget of a quick run), said so."""
+    rows = list(rows)
+    recorded, skipped = [], []
+    fingerprint = replay_fingerprint() if cache is not None else ""
+    for i, row in enumerate(rows):
+        if progress is not None:
+            progress(i, len(rows), row)
         if row.excluded:
             skipped.append((row, f"excluded by the corpus: {row.excluded}"))
             continue
-        s = setup(row)
-        if isinstance(s, str):
-            skipped.append((row, s))
+        c = row.workload.concurrency or 0
+        if max_concurrency is not None and c > max_concurrency and not is_bench(row):
+            skipped.append((row, f"concurrency above this run's replay budget ({max_concurrency})"))
             continue
-        t = trace(s, prior_model())
-        if not any(name in t.figures for name in row.figures):
-            skipped.append((row, "none of its figures is one servelab predicts"))
+        got = _replayed(row, cache, fingerprint)
+        if isinstance(got, str):
+            skipped.append((row, got))
             continue
-        setups.append(s)
-        traces[row.label] = t
-    return Prepared(tuple(setups), traces, tuple(skipped))
+        recorded.append(record(*got))
+    return Prepared(tuple(recorded), tuple(skipped))
+
+
+Replayed = tuple[Setup, Trace, dict[str, float]]
+
+
+def _replay(row: Measurement) -> Replayed | str:
+    s = setup(row)
+    if isinstance(s, str):
+        return s
+    t = trace(s, prior_model())
+    if not any(name in t.figures for name in row.figures):
+        return "none of its figures is one servelab predicts"
+    return s, t, {k: v for k, v in figures(t, rates_for(s, None)).items() if k in row.figures}
+
+
+def _replayed(row: Measurement, cache: Path | None, fingerprint: str) -> Replayed | str:
+    if cache is None:
+        return _replay(row)
+    key = hashlib.sha256((fingerprint + repr(row)).encode()).hexdigest()[:32]
+    path = cache / f"{key}.pickle"
+    if path.is_file():
+        try:
+            with path.open("rb") as fh:
+                got: Replayed | str = pickle.load(fh)  # written by this function, keyed by content
+            return got
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
+            pass
+    got = _replay(row)
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("wb") as fh:
+        pickle.dump(got, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    tmp.replace(path)
+    return got
+
+
+# the files whose change leaves every replay as it was (the fit and what reads its results)
+FIT_ONLY = (
+    "predict/corpus/fit.py",
+    "predict/corpus/crossval.py",
+    "predict/corpus/recorded.py",
+    "predict/corpus/counts.py",
+)
+
+
+def replay_fingerprint() -> str:
+    """A hash of every servelab source and data file a replay may read (the corpus rows are keyed apart)."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if not path.is_file() or path.suffix not in (".py", ".json", ".yaml") or rel in FIT_ONLY:
+            continue
+        if rel.startswith("predict/corpus/data/") or rel == "predict/stepmodel.json" or "__pycache__" in rel:
+            continue
+        h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -101,38 +191,47 @@ class CrossValidation:
     fits: dict[str, FitResult] = field(default_factory=dict)
 
 
-def _predict(s: Setup, model: StepModel | None, fold: str) -> list[Prediction]:
-    got = predict_row(s, model)
-    return [Prediction(s, k, s.row.figures[k], v, fold) for k, v in got.items()]
-
-
 def uncalibrated(p: Prepared) -> CrossValidation:
     """Today's predictions: the plan's figures, no step model (nothing fitted, nothing to leave out)."""
     cv = CrossValidation("none")
-    for s in p.setups:
-        cv.predictions += _predict(s, None, "-")
+    for r in p.recorded:
+        s = r.setup
+        cv.predictions += [Prediction(s, k, s.row.figures[k], v, "-") for k, v in r.today.items()]
     return cv
 
 
+def fold_key(kind: str) -> Callable[[Setup], str]:
+    if kind == "source":
+        return lambda s: s.row.source.id
+    if kind == "gpu":
+        return lambda s: s.gpu.name
+    raise ValueError(f"unknown cross-validation {kind!r} (source or gpu)")
+
+
 def leave_one_out(p: Prepared, kind: str) -> CrossValidation:
-    """Fit without each group (`kind`: "source" or "gpu"), predict that group with that fit."""
-    key: Callable[[Setup], str] = (lambda s: s.row.source.id) if kind == "source" else (lambda s: s.gpu.name)
-    groups = sorted({key(s) for s in p.setups})
+    """Fit without each group (`kind`: "source" or "gpu"), predict that group's recorded rows with that fit."""
+    key = fold_key(kind)
+    design = p.design
+    keys = np.array([key(t.recorded.setup) for t in design.data])
     cv = CrossValidation(kind)
-    for g in groups:
-        train = p.targets(lambda s, g=g: key(s) != g)  # type: ignore[misc]
-        if not train:
+    for g in sorted(set(keys.tolist())):
+        out = keys == g
+        if out.all():
             continue
-        result = fit_targets(train, note=f"fitted without {kind} {g}")
+        result = fit_design(design, ~out, note=f"fitted without {kind} {g}")
         cv.fits[g] = result
-        for s in p.setups:
-            if key(s) == g:
-                cv.predictions += _predict(s, result.model, g)
+        seconds = design.seconds(result.model)
+        for i in np.nonzero(out)[0]:
+            t = design.data[i]
+            f = t.recorded.figures[t.figure]
+            cv.predictions.append(
+                Prediction(t.recorded.setup, t.figure, t.measured, f.of_seconds(seconds[i]), g)
+            )
     return cv
 
 
 def fit_all(p: Prepared) -> FitResult:
-    return fit_targets(p.targets(), note="fitted on every usable corpus row")
+    return fit_design(p.design, note="fitted on every usable corpus row")
 
 
 def med(values: Sequence[float]) -> float:
@@ -167,8 +266,7 @@ def bands(cv: CrossValidation, low: float = 0.1, high: float = 0.9, least: int =
         if pr.predicted <= 0:
             continue
         r = pr.measured / pr.predicted
-        for key in (f"{pr.engine}|{pr.gpu_class}|{pr.group}|{batch_range(pr.batch)}", f"{pr.engine}|*|{pr.group}|*",
-                    f"*|*|{pr.group}|*"):  # fmt: skip
+        for key in band_keys(pr):
             ratios[key].append(r)
     out = {}
     for key, values in ratios.items():
@@ -176,6 +274,48 @@ def bands(cv: CrossValidation, low: float = 0.1, high: float = 0.9, least: int =
             ordered = sorted(values)
             out[key] = [_quantile(ordered, low), _quantile(ordered, high)]
     return out
+
+
+def band_keys(pr: Prediction) -> tuple[str, str, str]:
+    """The regimes a prediction's band is looked up in, the narrowest first (StepModel.band's order)."""
+    e = engine_key(pr.engine)
+    return (
+        f"{e}|{pr.gpu_class}|{pr.group}|{batch_range(pr.batch)}",
+        f"{e}|*|{pr.group}|*",
+        f"*|*|{pr.group}|*",
+    )
+
+
+def band_coverage(
+    cv: CrossValidation, low: float = 0.1, high: float = 0.9, least: int = 5
+) -> dict[str, tuple[int, int]]:
+    """How honest the bands are: each left-out row's figure checked against the band its regime gets from the
+    *other* folds' residuals (the row's own fold left out of the band too); figure group -> (inside, rows)."""
+    ratios: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    for pr in cv.predictions:
+        if pr.predicted > 0:
+            for key in band_keys(pr):
+                ratios[key].append((pr.fold, pr.measured / pr.predicted))
+    bands_without: dict[tuple[str, str], tuple[float, float] | None] = {}
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for pr in cv.predictions:
+        if pr.predicted <= 0:
+            continue
+        band = None
+        for key in band_keys(pr):
+            if (key, pr.fold) not in bands_without:
+                others = sorted(r for f, r in ratios[key] if f != pr.fold)
+                bands_without[(key, pr.fold)] = (
+                    (_quantile(others, low), _quantile(others, high)) if len(others) >= least else None
+                )
+            band = bands_without[(key, pr.fold)]
+            if band is not None:
+                break
+        for group in (pr.group, "all"):
+            out[group][1] += 1
+            if band is not None and band[0] <= pr.measured / pr.predicted <= band[1]:
+                out[group][0] += 1
+    return {k: (v[0], v[1]) for k, v in out.items()}
 
 
 def _quantile(ordered: list[float], q: float) -> float:

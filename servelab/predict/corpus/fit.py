@@ -1,9 +1,9 @@
 """Fit the step model's parameters to corpus rows: one procedure, the sibling of `calibrate`'s.
 
-Each row is replayed once (`harness.trace`, priced by a given model: the priors for cross-validation, so the
-replay knows nothing of any measurement) and every figure it measured is a weighted sum of the replayed steps'
-times plus idle time. With each pass on the memory or the compute side of its max, a step's time is linear in the
-parameters (predict/stepmodel.py), so every figure is `a · θ + idle`. The fit solves
+Each row is replayed once (`harness.trace`, priced by the priors, so the replay knows nothing of any measurement)
+and reduced to what the parameters multiply (`recorded.record`). With each pass on the memory or the compute
+side of its max, a step's time is linear in the parameters (predict/stepmodel.py), so every figure is
+`a · θ + idle`. The fit solves
 
     min Σ_rows w_row ((a · θ + idle - y) / y)^2  +  λ^2 Σ_params ((θ_i - prior_i) / scale_i)^2,   θ >= 0
 
@@ -17,17 +17,23 @@ out the later rounds (a row the model cannot explain does not bend the rest), as
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from servelab.predict.corpus.harness import Setup, Trace
-from servelab.predict.stepmodel import ATTENTION_UNIT, StepModel, prior
+from servelab.predict.corpus.recorded import (
+    COLUMNS,
+    ROLE_COLUMN,
+    ROLE_MEMORY,
+    ROLES,
+    SIDED_ROLES,
+    Recorded,
+    memory_side,
+)
+from servelab.predict.stepmodel import StepModel, prior
 
-ROLES = ("weights", "memory", "kv", "compute", "backend", "attention", "launch", "allreduce", "host", "token")
 LAMBDA = 0.1  # the prior's pull, in units of one row's relative error
 TRIM = 1.0  # rows missed by more than this (relative) sit out later rounds
 ROUNDS = 12
@@ -35,92 +41,103 @@ ROUNDS = 12
 
 @dataclass(frozen=True)
 class Target:
-    """One measured figure of one row, with the replay that prices it."""
+    """One measured figure of one row, with the recorded replay that prices it."""
 
-    setup: Setup
-    trace: Trace
+    recorded: Recorded
     figure: str
     measured: float
 
     @property
     def y_s(self) -> float:
-        """The measured figure as seconds of steps: a time as is, a rate as its count over the rate."""
-        f = self.trace.figures[self.figure]
-        if f.count:
-            return f.count / self.measured
-        return self.measured / 1e3 * f.divisor
+        return self.recorded.figures[self.figure].seconds_of(self.measured)
 
 
-def targets(setup: Setup, trace: Trace) -> list[Target]:
+def targets(recorded: Recorded) -> list[Target]:
     return [
-        Target(setup, trace, name, value)
-        for name, value in setup.row.figures.items()
-        if name in trace.figures
+        Target(recorded, name, value)
+        for name, value in recorded.setup.row.figures.items()
+        if name in recorded.figures
     ]
 
 
-def _pass_sides(s: Setup, t: Trace, model: StepModel) -> np.ndarray:
-    """Per pass: True where memory is the longer side under `model`."""
-    n = s.regime.names()
-    v = {role: model.value(name) for role, name in n.items()}
-    bw = s.gpu.bandwidth_bytes_s
-    unit = s.gpu.tensor_flops(s.regime.unit)
-    att = s.gpu.tensor_flops(ATTENTION_UNIT)
-    p = t.passes
-    memory = p[:, 0] / bw * (v["weights"] + v["memory"]) + p[:, 1] / bw * v["kv"]
-    compute = p[:, 2] / unit * (v["compute"] + v["backend"]) + p[:, 3] / att * v["attention"]
-    return memory >= compute
-
-
-def step_coefficients(s: Setup, t: Trace, model: StepModel) -> np.ndarray:
-    """(steps, ROLES) coefficients: a step's seconds = its row · the roles' parameter values."""
-    memory = _pass_sides(s, t, model)
-    bw = s.gpu.bandwidth_bytes_s
-    unit = s.gpu.tensor_flops(s.regime.unit)
-    att = s.gpu.tensor_flops(ATTENTION_UNIT)
-    p = t.passes
-    per_pass = np.zeros((len(p), len(ROLES)))
-    weights = np.where(memory, p[:, 0] / bw, 0.0)
-    per_pass[:, 0] = weights
-    per_pass[:, 1] = weights
-    per_pass[:, 2] = np.where(memory, p[:, 1] / bw, 0.0)
-    matmul = np.where(memory, 0.0, p[:, 2] / unit)
-    per_pass[:, 3] = matmul
-    per_pass[:, 4] = matmul
-    per_pass[:, 5] = np.where(memory, 0.0, p[:, 3] / att)
-    per_pass[:, 6] = s.layers
-    per_pass[:, 7] = p[:, 4]
-    steps = np.zeros((t.steps, len(ROLES)))
-    for j in range(8):
-        steps[:, j] = np.bincount(t.pass_step, weights=per_pass[:, j], minlength=t.steps)
-    steps[:, 8] = 1.0
-    steps[:, 9] = t.step_tokens
-    return steps
-
-
-def _figure_row(target: Target, steps: np.ndarray) -> tuple[np.ndarray, float]:
-    f = target.trace.figures[target.figure]
-    idx = np.fromiter(f.weights.keys(), dtype=int, count=len(f.weights))
-    w = np.fromiter(f.weights.values(), dtype=float, count=len(f.weights))
-    return (w @ steps[idx] if len(idx) else np.zeros(len(ROLES))), f.idle_s
-
-
 def predicted(target: Target, model: StepModel) -> float:
-    """The figure `model` gives on the target's replay (its step structure held)."""
-    steps = step_coefficients(target.setup, target.trace, model)
-    row, idle = _figure_row(target, steps)
-    names = target.setup.regime.names()
-    seconds = float(row @ np.array([model.value(names[r]) for r in ROLES])) + idle
-    f = target.trace.figures[target.figure]
-    if f.count:
-        return f.count / seconds if seconds > 0 else math.inf
-    return seconds / f.divisor * 1e3
+    """The figure `model` gives on the target's replay (its steps held, each pass's side chosen by `model`)."""
+    return target.recorded.predict(target.figure, model)
+
+
+class Design:
+    """Every target's figure as `a(sides) · θ + idle`, for all targets at once: the recorded rows' groups and
+    the targets' shares of them in flat arrays, so a model's sides and the matrix `a` are a few array
+    operations (what makes a cross-validation fold cheap)."""
+
+    def __init__(self, data: Sequence[Target]) -> None:
+        if not data:
+            raise ValueError("no corpus rows to fit")
+        self.data = list(data)
+        rows: dict[int, int] = {}
+        recs: list[Recorded] = []
+        for t in data:
+            if id(t.recorded) not in rows:
+                rows[id(t.recorded)] = len(recs)
+                recs.append(t.recorded)
+        self.names = sorted({n for r in recs for n in r.names})
+        index = {n: i for i, n in enumerate(self.names)}
+        self.param = np.array([[index[n] for n in r.names] for r in recs])  # (R, ROLES)
+        offsets = np.cumsum([0] + [len(r.groups) for r in recs])
+        self.groups = np.concatenate([r.groups for r in recs]) if recs else np.zeros((0, COLUMNS))
+        self.group_row = np.repeat(np.arange(len(recs)), [len(r.groups) for r in recs])
+        self.target_row = np.array([rows[id(t.recorded)] for t in data])
+        entries_t, entries_g, entries_v, fixed, idle = [], [], [], [], []
+        for i, t in enumerate(data):
+            f = t.recorded.figures[t.figure]
+            r = self.target_row[i]
+            entries_t.append(np.full(len(f.sided), i))
+            entries_g.append(offsets[r] + np.arange(len(f.sided)))
+            entries_v.append(f.sided)
+            fixed.append(f.fixed)
+            idle.append(f.idle_s)
+        self.entry_target = np.concatenate(entries_t)
+        self.entry_group = np.concatenate(entries_g)
+        self.entry_values = np.concatenate(entries_v)
+        self.fixed = np.array(fixed)
+        self.idle = np.array(idle)
+        self.y = np.array([t.y_s for t in data])
+        self.sources = np.array([t.recorded.setup.row.source.id for t in data])
+
+    def values(self, model: StepModel) -> np.ndarray:
+        return np.array([model.value(n) for n in self.names])
+
+    def matrix(self, x: np.ndarray) -> np.ndarray:
+        """(targets, parameters): `a` with every group's side chosen by the parameter values `x`."""
+        side = memory_side(self.groups, x[self.param][self.group_row])[self.entry_group]
+        n = len(self.data)
+        a = np.zeros((n, len(self.names)))
+        targets_at = np.arange(n)
+        params = self.param[self.target_row]  # (T, ROLES)
+        for j in range(SIDED_ROLES):
+            mask = side if ROLE_MEMORY[j] else ~side
+            coef = np.bincount(
+                self.entry_target, weights=self.entry_values[:, ROLE_COLUMN[j]] * mask, minlength=n
+            )
+            np.add.at(a, (targets_at, params[:, j]), coef)
+        for j in range(SIDED_ROLES, len(ROLES)):
+            np.add.at(a, (targets_at, params[:, j]), self.fixed[:, j - SIDED_ROLES])
+        return a
+
+    def seconds(self, model: StepModel) -> np.ndarray:
+        """Every target's predicted seconds under `model`."""
+        x = self.values(model)
+        return self.matrix(x) @ x + self.idle
 
 
 def nnls(a: np.ndarray, b: np.ndarray, iterations: int = 500) -> np.ndarray:
     """min ||a x - b|| with x >= 0: Lawson and Hanson's active-set method (Solving Least Squares Problems,
     1974, ch. 23): free the variable whose gradient most wants to grow, solve on the free set, step back to
-    the boundary where a free variable would turn negative."""
+    the boundary where a free variable would turn negative. A tall `a` is first reduced to its QR triangle (the
+    same minimiser, a system of its columns' size)."""
+    if a.shape[0] > a.shape[1]:
+        q, r = np.linalg.qr(a)
+        a, b = r, q.T @ b
     n = a.shape[1]
     x = np.zeros(n)
     free = np.zeros(n, dtype=bool)
@@ -154,56 +171,65 @@ class FitResult:
     median_relative: float  # over the fitted targets, in-sample
 
 
-def fit_targets(
-    data: Sequence[Target], start: StepModel | None = None, *, note: str = "", pull: float = LAMBDA
+def fit_design(
+    design: Design,
+    train: np.ndarray | None = None,
+    start: StepModel | None = None,
+    *,
+    note: str = "",
+    pull: float = LAMBDA,
 ) -> FitResult:
-    """The parameter values that best explain `data` (module docstring; `pull`: the priors' weight λ);
-    parameters no target touches are left out of the result (they keep their prior)."""
-    if not data:
+    """The parameter values that best explain the design's targets where `train` is True (module docstring;
+    `pull`: the priors' weight λ); parameters no training target touches keep their prior (left out)."""
+    train = np.ones(len(design.data), dtype=bool) if train is None else train
+    if not train.any():
         raise ValueError("no corpus rows to fit")
-    names = sorted({n for t in data for n in t.setup.regime.names().values()})
-    index = {n: i for i, n in enumerate(names)}
+    used = np.unique(design.param[design.target_row[train]])
+    names = [design.names[i] for i in used]
     priors = np.array([prior(n)[0] for n in names])
     scales = np.array([prior(n)[1] for n in names])
     per_source: dict[str, int] = defaultdict(int)
-    for t in data:
-        per_source[t.setup.row.source.id] += 1
-    row_w = np.array([1.0 / (t.y_s * math.sqrt(per_source[t.setup.row.source.id])) for t in data])
-    model = start or StepModel({})
-    keep = np.ones(len(data), dtype=bool)
-    x = np.array([model.value(n) for n in names])
+    for src in design.sources[train]:
+        per_source[str(src)] += 1
+    y = design.y[train]
+    row_w = 1.0 / (y * np.sqrt([per_source[str(src)] for src in design.sources[train]]))
+    full = design.values(start or StepModel({}))
+    x = full[used]
+    keep = np.ones(len(y), dtype=bool)
     rounds = 0
-    cache: dict[int, tuple[Setup, Trace]] = {}
     for rounds in range(1, ROUNDS + 1):
-        a = np.zeros((len(data), len(names)))
-        fixed = np.zeros(len(data))
-        steps_of: dict[int, np.ndarray] = {}
-        for i, t in enumerate(data):
-            key = id(t.trace)
-            if key not in steps_of:
-                cache[key] = (t.setup, t.trace)
-                steps_of[key] = step_coefficients(t.setup, t.trace, model)
-            row, idle = _figure_row(t, steps_of[key])
-            roles = t.setup.regime.names()
-            for j, role in enumerate(ROLES):
-                a[i, index[roles[role]]] += row[j]
-            fixed[i] = idle
-        y = np.array([t.y_s for t in data]) - fixed
+        full[used] = x
+        a = design.matrix(full)[np.ix_(train, used)]
+        b = y - design.idle[train]
         w = row_w * keep
         lhs = np.vstack([a * w[:, None], np.diag(pull / scales)])
-        rhs = np.concatenate([y * w, pull * priors / scales])
+        rhs = np.concatenate([b * w, pull * priors / scales])
         col = np.linalg.norm(lhs, axis=0)
         col[col == 0] = 1.0
         sol = nnls(lhs / col, rhs) / col
-        rel = np.abs((a @ sol + fixed) / np.array([t.y_s for t in data]) - 1)
+        rel = np.abs((a @ sol + design.idle[train]) / y - 1)
         moved = float(np.max(np.abs(sol - x) / np.maximum(np.abs(x), 1e-12)))
         x = sol
-        model = StepModel({n: float(v) for n, v in zip(names, x, strict=True)}, {"note": note})
         if rounds >= 2:
             keep = rel <= TRIM
-            if keep.sum() < len(data) // 2:
+            if keep.sum() < len(y) // 2:
                 keep[:] = True
         if moved < 1e-6 and rounds >= 3:
             break
-    rel = np.array([abs(predicted(t, model) / t.measured - 1) for t in data])
-    return FitResult(model, rounds, len(data), int((~keep).sum()), float(np.median(rel)))
+    model = StepModel({n: float(v) for n, v in zip(names, x, strict=True)}, {"note": note})
+    got = design.seconds(model)
+    rel = np.array(
+        [abs(_figure(design.data[i], got[i]) / design.data[i].measured - 1) for i in np.nonzero(train)[0]]
+    )
+    return FitResult(model, rounds, int(train.sum()), int((~keep).sum()), float(np.median(rel)))
+
+
+def _figure(t: Target, seconds: float) -> float:
+    return t.recorded.figures[t.figure].of_seconds(float(seconds))
+
+
+def fit_targets(
+    data: Sequence[Target], start: StepModel | None = None, *, note: str = "", pull: float = LAMBDA
+) -> FitResult:
+    """`fit_design` on every target of `data`."""
+    return fit_design(Design(data), start=start, note=note, pull=pull)

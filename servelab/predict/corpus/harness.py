@@ -6,13 +6,11 @@ engine, format, KV dtype and tensor parallelism (`plan/make.py`), the roofline o
 (`predict/machine.py`) and the step model's regime (`predict/stepmodel.py`). Then `trace(setup, model)` runs
 the workload the row measured:
 
-- a llama-bench row (`pp_tok_s` / `tg_tok_s`, one sequence): the prompt of ppN at depth d in passes of
-  n_ubatch tokens (a step per n_batch), or tgN one-token decode steps from depth d;
-- a llama-batched-bench row (workload `batch` B): B prompts of PP tokens in one batch, then TG steps of B
-  decodes;
+- a row of an engine's own benchmark tool (llama-bench, llama-batched-bench: `pp_tok_s` / `tg_tok_s`): the timed
+  steps the engine's `bench_replay` says the tool runs (engines/llamacpp/bench_replay.py);
 - a serving row (`vllm bench serve`, `sglang.bench_serving` …): the engine's emulated scheduler
   (`Engine.scheduler`) under the client's load: `concurrency` clients in a closed loop (a finished request's
-  client sends the next after ladder.CLIENT_TURNAROUND_S), or arrivals at `request_rate` (Poisson, seeded),
+  client sends the next after virtual_ladder.CLIENT_TURNAROUND_S), or arrivals at `request_rate` (Poisson, seeded),
   `num_prompts` requests of the row's prompt / output lengths, no shared prefixes (the random dataset).
 
 A `Trace` lists every pass's bytes (weights, KV) and FLOPs (matmul, attention), its all-reduce time, each step's
@@ -37,6 +35,7 @@ from statistics import median
 import numpy as np
 
 from servelab.engines import registry
+from servelab.engines.base import BenchWorkload
 from servelab.errors import ServelabError
 from servelab.hardware.gpus import GPU, find_gpu
 from servelab.model.hf_config import spec_from_config
@@ -48,7 +47,7 @@ from servelab.predict.machine import emulated_engine, roofline
 from servelab.predict.roofline import AchievedRates, Roofline
 from servelab.predict.stepmodel import Regime, StepModel, regime
 from servelab.predict.virtual_ladder import CLIENT_TURNAROUND_S
-from servelab.scheduling.core import Request, Sequence, Speculation, Step, Work
+from servelab.scheduling.core import Request, Sequence, Speculation, Step
 from servelab.sizing.types import Plan
 
 from .schema import Measurement
@@ -63,7 +62,6 @@ TIME_FIGURES = (
     "itl_ms_mean",
 )
 RATE_FIGURES = ("output_tok_s", "total_tok_s", "request_rate", "pp_tok_s", "tg_tok_s")
-BENCH_CLIENTS = ("llama-bench", "llama-batched-bench")
 # llama-bench prints a model's type by its main tensor type; the GGUF mixes those files are (servelab's names)
 GGUF_MIXES = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M", "Q3_K": "Q3_K_M", "Q2_K": "Q2_K", "MXFP4": "MXFP4_MOE"}
 DEFAULT_PROMPTS = 10  # x concurrency: a serving row that does not say how many prompts (InferenceX's rule)
@@ -124,8 +122,19 @@ def quant_name(row: Measurement) -> str:
     return row.weight_format.split(" (")[0].strip()
 
 
+def bench_clients() -> frozenset[str]:
+    """The engines' own benchmark tools whose runs are replayed as their steps (`Engine.bench_replay`)."""
+    return frozenset(
+        c for e in registry.engines() if e.bench_replay is not None for c in e.bench_replay.CLIENTS
+    )
+
+
+def _client(row: Measurement) -> str:
+    return row.workload.dataset if row.workload.dataset in bench_clients() else row.source.client
+
+
 def is_bench(row: Measurement) -> bool:
-    return row.source.client in BENCH_CLIENTS or row.workload.dataset in BENCH_CLIENTS
+    return _client(row) in bench_clients()
 
 
 def eager(row: Measurement, engine: str) -> bool:
@@ -138,6 +147,10 @@ def setup(row: Measurement) -> Setup | str:
     """The servelab inputs that predict `row`, or why there are none (kept out, the reason reported)."""
     if row.gpu is None:
         return f"GPU {row.gpu_label!r} is not in the catalog"
+    if any("speculative" in k and v not in (None, False, 0, "", "none") for k, v in row.flags.items()):
+        return "speculative decoding: the harness does not replay drafts (no acceptance rate stated)"
+    if not is_bench(row) and not row.workload.prompt_tokens:
+        return "no prompt length stated (a dataset's lengths)"
     model = resolve_model(row)
     if isinstance(model, str):
         return model
@@ -150,10 +163,15 @@ def setup(row: Measurement) -> Setup | str:
     context = max(need, min(context, model.max_context or context))
     try:
         plan = make_plan(
-            model, gpu, engine=engine, quant=quant_name(row), context=context,
+            model,
+            gpu,
+            engine=engine,
+            quant=quant_name(row),
+            context=context,
             kv_dtype=None if row.kv_dtype in ("f16", "bf16", "auto") else row.kv_dtype,
-            gpus=_gpus(row, engine), **_plan_flags(row, engine),  # type: ignore[arg-type]
-        )  # fmt: skip
+            gpus=_gpus(row, engine),
+            **_plan_flags(row, engine),  # type: ignore[arg-type]
+        )
     except ServelabError as exc:
         return f"no plan: {exc}"
     if not is_bench(row) and (row.workload.concurrency or 0) > MAX_CONCURRENCY:
@@ -191,26 +209,40 @@ def _plan_flags(row: Measurement, engine: str) -> dict[str, object]:
 
 @dataclass
 class Figure:
-    """One figure as the steps give it: time = steps · weights + idle; a rate is count / time."""
+    """One figure as the steps give it: time = Σ shares x step times + idle; a rate is count / time."""
 
     name: str
-    weights: dict[int, float]  # step index -> share of its time in the figure
+    steps: np.ndarray  # (K,) step indices
+    shares: np.ndarray  # (K,) each step's share of its time in the figure
     idle_s: float
     count: float = 0.0  # a rate's numerator (tokens, requests); 0 for a time figure (ms)
     divisor: float = 1.0  # a time figure's per-token divisor (TPOT)
 
-    def value(self, step_s: np.ndarray) -> float:
-        seconds = sum(step_s[k] * w for k, w in self.weights.items()) + self.idle_s
+    def seconds(self, step_s: np.ndarray) -> float:
+        return float(self.shares @ step_s[self.steps]) + self.idle_s
+
+    def of_seconds(self, seconds: float) -> float:
+        """The figure for `seconds` of its steps and idle time."""
         if self.count:
             return self.count / seconds if seconds > 0 else math.inf
         return seconds / self.divisor * 1e3
+
+    def value(self, step_s: np.ndarray) -> float:
+        return self.of_seconds(self.seconds(step_s))
+
+
+def _whole(name: str, first: int, last: int, count: float) -> Figure:
+    """A figure of every step in [first, last) at full share and no idle time (llama-bench's timed passes)."""
+    return Figure(name, np.arange(first, last), np.ones(last - first), 0.0, count)
 
 
 @dataclass
 class Trace:
     """Every pass of a row's replay and its figures."""
 
-    passes: np.ndarray  # (P, 5): weight bytes, KV + state bytes, matmul FLOPs, attention FLOPs, all-reduce s
+    # (P, 6): weight bytes, KV + state bytes, matmul FLOPs, attention FLOPs, all-reduce s, prompt matmul FLOPs (of
+    # the matmul FLOPs: those of prompt tokens, priced at the prefill compute)
+    passes: np.ndarray
     pass_step: np.ndarray  # (P,) the step of each pass
     step_tokens: np.ndarray  # (S,)
     figures: dict[str, Figure]
@@ -225,7 +257,7 @@ class Trace:
 class _Recorder(Roofline):
     """The roofline that lists each pass's raw quantities."""
 
-    rows: list[tuple[int, float, float, float, float, float]] = field(default_factory=list)
+    rows: list[tuple[int, float, float, float, float, float, float]] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     durations: list[float] = field(default_factory=list)
 
@@ -236,8 +268,17 @@ class _Recorder(Roofline):
                 n = sum(w.new + w.verify for w in p)
                 weights = self.weight_bytes(n)
                 attention = sum(self._attention_flops(w) for w in p)
-                self.rows.append((index, weights, self.pass_bytes(p) - weights,
-                                  self.pass_flops(p) - attention, attention, self.allreduce_s(n)))  # fmt: skip
+                self.rows.append(
+                    (
+                        index,
+                        weights,
+                        self.pass_bytes(p) - weights,
+                        self.pass_flops(p) - attention,
+                        attention,
+                        self.allreduce_s(n),
+                        self.prompt_matmul_flops(p),
+                    )
+                )
         self.tokens.append(step.tokens)
         seconds = super().step_s(step, speculation)
         self.durations.append(seconds)
@@ -253,11 +294,15 @@ class _Recorder(Roofline):
         n, context = len(works), sum(w.context for w in works)
         weights, state = self.weight_bytes(n), 2 * self.state_bytes * n
         matmul, allreduce = n * self.flops_per_token, self.allreduce_s(n)
-        for j in range(1, count + 1):
-            kv = self.kv_full_bytes_per_token * (context + n * (j + 1)) + state
-            attention = 4 * self.attention_width_full * (context + n * j + n / 2)
-            self.rows.append((len(self.tokens), weights, kv, matmul, attention, allreduce))
-            self.tokens.append(n)
+        j = np.arange(1, count + 1, dtype=float)
+        kv = self.kv_full_bytes_per_token * (context + n * (j + 1)) + state
+        attention = 4 * self.attention_width_full * (context + n * j + n / 2)
+        first = len(self.tokens)
+        self.rows.extend(
+            (first + i, weights, float(kv[i]), matmul, float(attention[i]), allreduce, 0.0)
+            for i in range(count)
+        )
+        self.tokens.extend([n] * count)
         self.durations.extend(times)  # the emulator may stop early: `_drive` keeps the steps it ran
         return times
 
@@ -288,78 +333,28 @@ def trace(s: Setup, model: StepModel | None) -> Trace:
         refused = 0
     else:
         figures, refused = _serving(s, rec)
-    rows = np.array(rec.rows, dtype=float).reshape(-1, 6)
+    rows = np.array(rec.rows, dtype=float).reshape(-1, 7)
     return Trace(rows[:, 1:], rows[:, 0].astype(int), np.array(rec.tokens, dtype=float), figures, refused)
 
 
 def _bench(s: Setup, rec: _Recorder) -> dict[str, Figure]:
-    """llama-bench / llama-batched-bench: the timed passes of one row, priced in order."""
-    w, flags, out = s.row.workload, s.row.flags, {}
-    n_batch = _int_flag(flags.get("n_batch"), 2048)
-    n_ubatch = min(n_batch, _int_flag(flags.get("n_ubatch"), 512))
-    batch = w.batch or 1
-    if "pp_tok_s" in s.row.figures and w.prompt_tokens:
-        first = len(rec.tokens)
-        seqs = [
-            Sequence(request=Request(i, 0.0, tuple(range(w.depth + w.prompt_tokens)), 1))
-            for i in range(batch)
-        ]
-        chunks: list[Work] = []
-        for seq in seqs:  # llama-batched-bench: every prompt in one batch; llama-bench: one prompt
-            done = 0
-            while done < w.prompt_tokens:
-                n = min(n_ubatch, w.prompt_tokens - done)
-                chunks.append(Work(seq, n, w.depth + done))
-                done += n
-        _run_ubatches(rec, chunks, n_batch, n_ubatch)
-        count = float(batch * w.prompt_tokens)
-        out["pp_tok_s"] = Figure("pp_tok_s", dict.fromkeys(range(first, len(rec.tokens)), 1.0), 0.0, count)
-    if "tg_tok_s" in s.row.figures and w.output_tokens:
-        first = len(rec.tokens)
-        start = w.depth + (w.prompt_tokens if batch > 1 or w.dataset == "llama-batched-bench" else 0)
-        seqs = [
-            Sequence(request=Request(i, 0.0, tuple(range(start + 1)), w.output_tokens)) for i in range(batch)
-        ]
-        for seq in seqs:
-            seq.computed, seq.generated = start, 1
-        for k in range(w.output_tokens):
-            rec.step_s(Step(((*(Work(seq, 1, start + k) for seq in seqs),),)))
-            for seq in seqs:
-                seq.computed += 1
-                seq.generated += 1
-        out["tg_tok_s"] = Figure(
-            "tg_tok_s", dict.fromkeys(range(first, len(rec.tokens)), 1.0), 0.0, float(batch * w.output_tokens)
-        )
+    """An engine's own benchmark tool (llama-bench, llama-batched-bench): the timed steps its `bench_replay`
+    says the tool runs, priced in order; each figure is its tokens over those steps."""
+    replay = registry.get_engine(s.row.engine).bench_replay
+    w, out = s.row.workload, dict[str, Figure]()
+    if replay is None:
+        return out
+    bench = BenchWorkload(_client(s.row), w.prompt_tokens, w.output_tokens, w.depth, w.batch or 1)
+    for name, steps, tokens in (
+        ("pp_tok_s", replay.prompt_steps, w.prompt_tokens),
+        ("tg_tok_s", replay.decode_steps, w.output_tokens),
+    ):
+        if name in s.row.figures and tokens:
+            first = len(rec.tokens)
+            for step in steps(bench, s.row.flags):
+                rec.step_s(step)
+            out[name] = _whole(name, first, len(rec.tokens), float(bench.sequences * tokens))
     return out
-
-
-def _int_flag(value: object, default: int) -> int:
-    return (
-        int(value)
-        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0
-        else default
-    )
-
-
-def _run_ubatches(rec: _Recorder, chunks: list[Work], n_batch: int, n_ubatch: int) -> None:
-    """Prompt chunks as llama_decode runs them: a step per n_batch tokens, a pass per n_ubatch."""
-    step: list[tuple[Work, ...]] = []
-    ubatch: list[Work] = []
-    in_step = in_ubatch = 0
-    for c in chunks:
-        if in_ubatch + c.new > n_ubatch and ubatch:
-            step.append(tuple(ubatch))
-            ubatch, in_ubatch = [], 0
-        if in_step + c.new > n_batch and step:
-            rec.step_s(Step(tuple(step)))
-            step, in_step = [], 0
-        ubatch.append(c)
-        in_ubatch += c.new
-        in_step += c.new
-    if ubatch:
-        step.append(tuple(ubatch))
-    if step:
-        rec.step_s(Step(tuple(step)))
 
 
 def _serving(s: Setup, rec: _Recorder) -> tuple[dict[str, Figure], int]:
@@ -390,7 +385,10 @@ def requests_emulated(row: Measurement) -> int:
     n = w.num_prompts or DEFAULT_PROMPTS * (w.concurrency or 20)
     c = w.concurrency or n
     n = min(n, max(WAVES * c, MIN_REQUESTS))
-    return max(1, min(n, max(c, OUTPUT_BUDGET // max(1, w.output_tokens))))
+    least = (
+        c if w.concurrency else MIN_REQUESTS
+    )  # a closed loop's clients each send one; arrivals need no wave
+    return max(1, min(n, max(least, OUTPUT_BUDGET // max(1, w.output_tokens))))
 
 
 def _drive(
@@ -455,21 +453,42 @@ def _keep_ran(rec: _Recorder, first: int, start: float, end: float, spans: list[
         t += rec.durations[k]
 
 
-def _overlap(
-    spans: list[tuple[float, float]], starts: np.ndarray, t0: float, t1: float
-) -> tuple[dict[int, float], float]:
-    """Steps overlapping [t0, t1], each weighted by the share of it inside, and the idle time left."""
-    first = max(0, int(np.searchsorted(starts, t0, side="right")) - 1)
-    weights, covered = {}, 0.0
-    for k in range(first, len(spans)):
-        a, b = spans[k]
-        if a >= t1:
-            break
-        inside = min(b, t1) - max(a, t0)
-        if inside > 0 and b > a:
-            weights[k] = inside / (b - a)
-            covered += inside
-    return weights, max(0.0, (t1 - t0) - covered)
+class _Spans:
+    """The replayed steps' (start, end) times, for the figures' overlap sums."""
+
+    def __init__(self, spans: list[tuple[float, float]]) -> None:
+        a = np.array(spans, dtype=float).reshape(-1, 2)
+        self.starts, self.ends = a[:, 0], a[:, 1]
+        self.durations = self.ends - self.starts
+
+    def overlap(
+        self, name: str, t0: np.ndarray, t1: np.ndarray, factors: np.ndarray, divisor: float = 1.0
+    ) -> Figure:
+        """Σ_i factors[i] x (the steps overlapping [t0[i], t1[i]], each weighted by the share of it inside, and
+        the idle time left) as one figure."""
+        t0, t1, factors = np.atleast_1d(t0), np.atleast_1d(t1), np.atleast_1d(factors)
+        n = len(self.starts)
+        first = np.searchsorted(self.ends, t0, side="right")  # the first step ending after t0
+        stop = np.searchsorted(self.starts, t1, side="left")  # past the last step starting before t1
+        some = stop > first
+        lo, hi, f = first[some], stop[some] - 1, factors[some]
+        weights = np.zeros(n + 1)
+        np.add.at(weights, lo, f)
+        np.add.at(weights, hi + 1, -f)
+        weights = np.cumsum(weights)[:n]  # every overlapping step at full share; then each edge at its share
+        np.add.at(weights, lo, f * (self._share(lo, t0[some], t1[some]) - 1))
+        two = hi > lo
+        np.add.at(weights, hi[two], f[two] * (self._share(hi[two], t0[some][two], t1[some][two]) - 1))
+        steps = np.nonzero(weights > 1e-15)[0]
+        shares = weights[steps]
+        idle = float(factors @ (t1 - t0)) - float(shares @ self.durations[steps])
+        return Figure(name, steps, shares, max(0.0, idle), divisor=divisor)
+
+    def _share(self, k: np.ndarray, t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
+        """The share of steps `k` inside [t0, t1]."""
+        a, d = self.starts[k], self.durations[k]
+        inside = np.clip(np.minimum(self.ends[k], t1) - np.maximum(a, t0), 0.0, None)
+        return np.where(d > 0, inside / np.where(d > 0, d, 1.0), 0.0)
 
 
 def _mid(values: list[tuple[float, int]]) -> list[int]:
@@ -479,59 +498,57 @@ def _mid(values: list[tuple[float, int]]) -> list[int]:
     return [ordered[n // 2][1]] if n % 2 else [ordered[n // 2 - 1][1], ordered[n // 2][1]]
 
 
-def _combine(name: str, parts: list[tuple[dict[int, float], float]], divisor: float = 1.0) -> Figure:
-    weights: dict[int, float] = {}
-    idle = 0.0
-    for w, i in parts:
-        for k, v in w.items():
-            weights[k] = weights.get(k, 0.0) + v / len(parts)
-        idle += i / len(parts)
-    return Figure(name, weights, idle, divisor=divisor)
-
-
 def _serving_figures(
     spans: list[tuple[float, float]], done: list[Sequence], n: int, prompt: int
 ) -> dict[str, Figure]:
     if not done or not spans:
         return {}
-    starts = np.array([a for a, _ in spans])
-    ttft = [(seq.token_times[0] - seq.request.arrival_s, i) for i, seq in enumerate(done) if seq.token_times]
-    span = lambda i: _overlap(spans, starts, done[i].request.arrival_s, done[i].token_times[0])  # noqa: E731
-    out = {"ttft_ms_median": _combine("ttft_ms_median", [span(i) for i in _mid(ttft)])}
-    out["ttft_ms_mean"] = _combine("ttft_ms_mean", [span(i) for _, i in ttft])
-    decoding = [(i, s) for i, s in enumerate(done) if len(s.token_times) > 1]
+    sp = _Spans(spans)
+    arrival = np.array([seq.request.arrival_s for seq in done])
+    first = np.array([seq.token_times[0] if seq.token_times else math.nan for seq in done])
+    ttft = [(first[i] - arrival[i], i) for i in range(len(done)) if not math.isnan(first[i])]
+    mid = np.array(_mid(ttft))
+    out = {
+        "ttft_ms_median": sp.overlap(
+            "ttft_ms_median", arrival[mid], first[mid], np.full(len(mid), 1 / len(mid))
+        )
+    }
+    every = np.array([i for _, i in ttft])
+    out["ttft_ms_mean"] = sp.overlap(
+        "ttft_ms_mean", arrival[every], first[every], np.full(len(every), 1 / len(every))
+    )
+    decoding = [i for i, s in enumerate(done) if len(s.token_times) > 1]
     if decoding:
-        tpot = [((s.token_times[-1] - s.token_times[0]) / (s.generated - 1), i) for i, s in decoding]
-        per = {i: s for i, s in decoding}
-
-        def decode(i: int) -> tuple[dict[int, float], float]:
-            s = per[i]
-            w, idle = _overlap(spans, starts, s.token_times[0], s.token_times[-1])
-            return {k: v / (s.generated - 1) for k, v in w.items()}, idle / (s.generated - 1)
-
-        out["tpot_ms_median"] = _combine("tpot_ms_median", [decode(i) for i in _mid(tpot)])
-        out["tpot_ms_mean"] = _combine("tpot_ms_mean", [decode(i) for _, i in tpot])
-        gaps = [
-            (b - a, (i, k))
-            for i, s in decoding
-            for k, (a, b) in enumerate(zip(s.token_times, s.token_times[1:], strict=False))
-        ]
-        ordered = sorted(gaps)
-        m = len(ordered)
-        middle = [ordered[m // 2]] if m % 2 else [ordered[m // 2 - 1], ordered[m // 2]]
-        parts = []
-        for _, (i, k) in middle:
-            tt = done[i].token_times
-            parts.append(_overlap(spans, starts, tt[k], tt[k + 1]))
-        out["itl_ms_median"] = _combine("itl_ms_median", parts)
-        mean_parts = [(w, i) for w, i in (decode(j) for j, _ in decoding)]
-        out["itl_ms_mean"] = _combine("itl_ms_mean", mean_parts)  # ≈ the mean TPOT (one token per gap)
+        last = np.array([done[i].token_times[-1] for i in decoding])
+        begin = np.array([done[i].token_times[0] for i in decoding])
+        per = np.array([done[i].generated - 1 for i in decoding], dtype=float)
+        tpot = [((last[j] - begin[j]) / per[j], j) for j in range(len(decoding))]
+        mid = np.array(_mid(tpot))
+        out["tpot_ms_median"] = sp.overlap("tpot_ms_median", begin[mid], last[mid], 1 / (len(mid) * per[mid]))
+        whole = 1 / (len(decoding) * per)
+        out["tpot_ms_mean"] = sp.overlap("tpot_ms_mean", begin, last, whole)
+        out["itl_ms_mean"] = sp.overlap(
+            "itl_ms_mean", begin, last, whole
+        )  # ≈ the mean TPOT (one token per gap)
+        times = [np.asarray(done[i].token_times) for i in decoding]
+        gap_a = np.concatenate([t[:-1] for t in times])
+        gap_b = np.concatenate([t[1:] for t in times])
+        order = np.argsort(gap_b - gap_a, kind="stable")
+        m = len(order)
+        middle = order[[m // 2]] if m % 2 else order[[m // 2 - 1, m // 2]]
+        out["itl_ms_median"] = sp.overlap(
+            "itl_ms_median", gap_a[middle], gap_b[middle], np.full(len(middle), 1 / len(middle))
+        )
     end = max(s.token_times[-1] for s in done if s.token_times)
-    whole = _overlap(spans, starts, 0.0, end)
     tokens = float(sum(s.generated for s in done))
-    for name, count in (("output_tok_s", tokens), ("total_tok_s", tokens + prompt * len(done)),
-                        ("request_rate", float(len(done)))):  # fmt: skip
-        out[name] = Figure(name, whole[0], whole[1], count)
+    for name, count in (
+        ("output_tok_s", tokens),
+        ("total_tok_s", tokens + prompt * len(done)),
+        ("request_rate", float(len(done))),
+    ):
+        f = sp.overlap(name, np.array([0.0]), np.array([end]), np.array([1.0]))
+        f.count = count
+        out[name] = f
     return out
 
 
@@ -545,7 +562,8 @@ def step_times(t: Trace, e: AchievedRates) -> np.ndarray:
         kv_bw = e.kv_bandwidth_bytes_s or e.bandwidth_bytes_s
         att = e.attention_flops_s or e.flops_s
         memory = p[:, 0] / e.bandwidth_bytes_s + p[:, 1] / kv_bw
-        compute = p[:, 2] / e.flops_s + p[:, 3] / att
+        prefill = e.prefill_flops_s or e.flops_s
+        compute = (p[:, 2] - p[:, 5]) / e.flops_s + p[:, 5] / prefill + p[:, 3] / att
         per_pass = np.maximum(memory, compute) + e.pass_overhead_s + p[:, 4] * e.allreduce_scale
     else:
         per_pass = (
