@@ -106,7 +106,10 @@ def test_only_the_corpus_fit_gives_a_band_its_regimes_first_then_coarser() -> No
         "llamacpp",
         "gddr",
     )
-    assert llama.band("TTFT", 1) == (0.6, 1.4)  # bands are keyed by the registry name; asked as "llama.cpp" or "llamacpp"
+    assert llama.band("TTFT", 1) == (
+        0.6,
+        1.4,
+    )  # bands are keyed by the registry name; asked as "llama.cpp" or "llamacpp"
     calibrated = Pricing(
         AchievedRates(bandwidth_bytes_s=1e12, flops_s=1e14),
         Provenance("calibration", "mine"),

@@ -38,7 +38,10 @@ def prompt_steps(w: BenchWorkload, flags: Mapping[str, object]) -> Iterator[Step
     """The timed steps of the prompt test: every sequence's prompt after its depth, n_batch tokens a call, each
     call in ubatches."""
     n_batch, n_ubatch = batches(flags)
-    seqs = [Sequence(request=Request(i, 0.0, tuple(range(w.depth + w.prompt_tokens)), 1)) for i in range(w.sequences)]
+    seqs = [
+        Sequence(request=Request(i, 0.0, tuple(range(w.depth + w.prompt_tokens)), 1))
+        for i in range(w.sequences)
+    ]
     pending = [(seq, w.depth, w.prompt_tokens) for seq in seqs]  # (sequence, next position, tokens left)
     while pending:
         works, room = [], n_batch
@@ -58,7 +61,10 @@ def decode_steps(w: BenchWorkload, flags: Mapping[str, object]) -> Iterator[Step
     """The timed steps of the generation test: output_tokens steps of one token per sequence, from its depth
     (llama-batched-bench, or a batch: the prompt stays in the context)."""
     start = w.depth + (w.prompt_tokens if w.client == "llama-batched-bench" or w.sequences > 1 else 0)
-    seqs = [Sequence(request=Request(i, 0.0, tuple(range(start + 1)), w.output_tokens)) for i in range(w.sequences)]
+    seqs = [
+        Sequence(request=Request(i, 0.0, tuple(range(start + 1)), w.output_tokens))
+        for i in range(w.sequences)
+    ]
     for seq in seqs:
         seq.computed, seq.generated = start, 1
     for k in range(w.output_tokens):
