@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from servelab.demo_cpus import CpuSplit, cpu_split, on_cpus
 from servelab.demo_pair import ModelPair, make_pair
 from servelab.engines import registry
 from servelab.engines.base import Engine
 from servelab.engines.process import EngineServer, free_port
 from servelab.errors import ConfigError, EngineError, ServelabError
+from servelab.hardware.pinning import CpuSplit, cpu_split, on_cpus
 
 Say = Callable[[str], None]
 

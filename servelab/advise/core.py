@@ -26,7 +26,9 @@ class Advice:
     verdict: Verdict
     seconds: float
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, confirmation: Any = None) -> dict[str, Any]:
+        """The advice as `--json` prints it (and `servelab report --advice` reads it); `confirmation`: what
+        `--confirm` measured (advise/confirm.py `Confirmation`)."""
         s = self.setting
         front = {id(j) for j in self.verdict.front}
         beaten = {id(loser): winner for loser, winner in self.verdict.dominated}
@@ -36,11 +38,13 @@ class Advice:
             "demand": {"users": s.demand.users, "rate": s.demand.rate},
             "prices": {"usd_per_gpu_hour": s.prices.gpu_hour, "usd_per_kwh": s.prices.kwh},
             "candidates": self.candidates, "seconds": round(self.seconds, 2),
-            "front": [judged_json(j) for j in self.verdict.front],
+            "front": [{**judged_json(j), "compose": _compose(j, s), "bands": figure_bands(j, s.gpu)}
+                      for j in self.verdict.front],
             "ranked": [{**judged_json(j), "on_front": id(j) in front,
                         "dominated_by": beaten[id(j)].point.name if id(j) in beaten else None} for j in self.order],
             "missed": [judged_json(j) for j in self.judged if not j.meets],
             "pruned": [{"candidate": p.name, "reason": p.reason} for p in self.pruned],
+            "confirmation": None if confirmation is None else confirmation.to_json(),
         }  # fmt: skip
 
 
@@ -57,6 +61,36 @@ def judged_json(j: Judged) -> dict[str, Any]:
         "usd_per_million_output_tokens": j.cost_per_mtok, "misses_beyond": list(j.failing_misses),
         "effective_figures": j.effective_source, "lost": j.lost or None, "command": plan.command_line,
     }  # fmt: skip
+
+
+BAND_FIGURES = {"ttft_p99_ms": "TTFT", "tpot_p99_ms": "TPOT/ITL", "output_tok_s_per_gpu": "output tok/s"}
+
+
+def figure_bands(j: Judged, gpu: Any) -> dict[str, list[float]] | None:
+    """Each figure's error band (lo, hi) from the fitted step model's cross-validation (`StepModel.band`: the
+    left-out rows' measured / predicted), where one ships for this GPU's class; None where none does (no fitted
+    model ships yet, and the CPU has no corpus rows), so the figures stand without a band."""
+    from servelab.predict.corpus.load import gpu_class
+    from servelab.predict.stepmodel import load_step_model
+
+    model = None if gpu.is_cpu else load_step_model()
+    if model is None:
+        return None
+    figures = judged_json(j)
+    out = {}
+    for key, group in BAND_FIGURES.items():
+        band, value = model.band(j.point.plan.engine, gpu_class(gpu), group, int(j.load or 1)), figures[key]
+        if band is not None and isinstance(value, int | float):
+            out[key] = [round(value * band[0], 2), round(value * band[1], 2)]
+    return out or None
+
+
+def _compose(j: Judged, s: Setting) -> str:
+    """The front member's compose service, as `servelab plan --emit compose` writes it."""
+    from servelab.plan.emit import plan_compose
+
+    plan = j.point.plan
+    return plan_compose(plan, gpus=plan.tensor_parallel, compute_capability=s.gpu.compute_capability)
 
 
 Progress = Callable[[int, int, str], None]  # (done, total, candidate name)

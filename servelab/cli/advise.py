@@ -76,6 +76,14 @@ def register(app: typer.Typer) -> None:
         spec_cost: float = typer.Option(
             0.05, "--spec-draft-cost", help="Speculative decoding: one draft step over one target step."
         ),
+        confirm: bool = typer.Option(
+            False,
+            "--confirm",
+            help="Launch the winner here (CPU engines), verify, bench, calibrate, re-predict; else print the commands.",
+        ),
+        db: Path | None = typer.Option(
+            None, "--db", help="--confirm: the result store for its runs (default: the user data directory)."
+        ),
     ) -> None:
         """Rank engines, formats, KV dtypes, tensor parallelism and batch limits for a workload and SLOs: plan prunes,
         predict finds each one's highest load within the SLOs, the Pareto front and its launch commands."""
@@ -110,13 +118,63 @@ def register(app: typer.Typer) -> None:
 
         advice = advise(setting, context=planned, interconnect=interconnect, engines=tuple(engine) or None,
                         variants=_variants(variant), progress=progress)  # fmt: skip
+        checked = _confirm(advice, model, db, err) if confirm else None
         if json_out:
             from servelab.cli.output import print_json
 
-            print_json(advice.to_json())
+            print_json(advice.to_json(checked))
             return
         for line in lines(advice, show_all):
             typer.echo(line)
+        for line in confirmation_lines(checked):
+            typer.echo(line)
+
+
+def _confirm(advice, model: str, db: Path | None, err):
+    """`--confirm`: the first front member measured here, or the commands that would measure it."""
+    from servelab.advise.confirm import confirm
+    from servelab.paths import data_dir
+    from servelab.store import Store
+
+    if not advice.verdict.front:
+        raise ConfigError("--confirm: nothing meets the SLO, so there is no advice to confirm")
+
+    def say(line: str) -> None:
+        err.print(line, markup=False, highlight=False)
+
+    with Store.open(db) as store:
+        folder = data_dir() / "logs"
+        folder.mkdir(parents=True, exist_ok=True)
+        return confirm(advice.verdict.front[0], advice.setting, model, store=store, log_dir=folder, say=say)
+
+
+def confirmation_lines(checked) -> list[str]:
+    """Advice vs measurement per figure, for a person."""
+    if checked is None:
+        return []
+    out = [f"confirm {checked.candidate}: {checked.verdict()}"]
+    if not checked.ran:
+        out += ["  to confirm it where it runs:"] + [f"   $ {c}" for c in checked.commands]
+        return out
+    out += [f"   $ {c}" for c in checked.commands]
+    out += [f"  verify: {m}" for m in checked.mismatches]
+    out.append("  figure          advised   re-predicted   measured   (advised-measured)/measured")
+    for f in checked.figures:
+        err = f.error(f.advised, f.measured)
+        out.append(f"  {f.name:<14} {_num(f.advised):>9} {_num(f.repredicted):>14} {_num(f.measured):>10}   "
+                   + ("-" if err is None else f"{err:+.1%}"))  # fmt: skip
+    for lv in checked.levels:
+        state = "meets the SLO" if not lv.misses else "misses: " + "; ".join(lv.misses)
+        out.append(f"  measured {lv.load:g}: {lv.goodput_tok_s:.1f} tok/s, p99 TTFT {_num(lv.ttft_p99_ms)} ms,"
+                   f" TPOT {_num(lv.tpot_p99_ms)} ms; {state}")  # fmt: skip
+    out += [f"  note: {n}" for n in checked.notes]
+    if checked.profile:
+        out.append(f"  calibration profile saved: {checked.profile} (advise and predict use it from now on)")
+    return out
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
 
 
 def _demand(users, rate, trace, count, number):

@@ -32,6 +32,8 @@ Optional capabilities are ``None`` when the engine lacks them (never discovered 
                     the compute figure: the emulator's ``Roofline.decode_attention_ratio`` (None: inside the max)
     reported_type   what only it reports of its effective configuration (a frozen dataclass): verify's
                     ``EffectiveConfig.own``
+    cpu_threads     n -> its flags for n compute threads on a CPU (llama.cpp ``-t n``), so a server pinned to n CPUs
+                    runs n threads (the demo, ``advise --confirm``); None: it takes the CPUs it is given
 """
 
 from __future__ import annotations
@@ -273,6 +275,7 @@ class Engine:
     # what only this engine reports of its effective configuration (a frozen dataclass; read_effective's keys beyond
     # EffectiveConfig's): verify's `EffectiveConfig.own`
     reported_type: type | None = None
+    cpu_threads: Callable[[int], tuple[str, ...]] | None = None  # n -> its flags for n threads on a CPU
 
     def spellings(self) -> tuple[str, ...]:
         """Every name a user may type for this engine, normalised."""

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.report import glance, overlay, pareto, plots, tables
+from servelab.report import advice, glance, overlay, pareto, plots, tables
+from servelab.report.advice import AdviceDoc
 from servelab.report.bound import bound_sentence, bound_table, level_power_table, power_bounds
 from servelab.report.data import Bill
 from servelab.report.plan_figures import PlanFigures
@@ -166,7 +167,26 @@ def _glance_section(bill: Bill) -> Section:
                                               *_ceiling_paras(bill)))  # fmt: skip
 
 
-def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
+def advice_section(doc: AdviceDoc | None, *, with_plots: bool = True) -> tuple[Section, ...]:
+    """`servelab advise --json` (`--advice FILE`): the ask, the front and its plot, advice vs measurement."""
+    if doc is None:
+        return ()
+    blocks: list[Block] = [Para(f"Asked: {doc.ask}. {doc.tally}."), advice.front_table(doc)]
+    if with_plots:
+        plot = advice.front_plot(doc)
+        blocks += [plot] if plot.svg is not None else [Para(f"{plot.title}: {plot.note}.", "note")]
+    c = doc.confirmation
+    if c is not None:
+        kind = "text" if c.ran and c.meets_slo else "warning"
+        blocks.append(Para(f"Confirmation of {c.candidate}: {c.verdict}.", kind))
+        blocks += [advice.confirmation_table(c)] if c.figures else []
+        blocks += [Items(tuple(f"`{cmd}`" for cmd in c.commands))] if c.commands else []
+    return (Section("advice", "Advice", tuple(blocks)),)
+
+
+def build_page(
+    bill: Bill, *, with_plots: bool = True, advised: AdviceDoc | None = None
+) -> tuple[Section, ...]:
     """All sections of the bill in reading order. Without plots the plot sections keep only their notes."""
     made = {p.key: p for p in (*plots.all_plots(bill), pareto.pareto(bill))} if with_plots else {}
 
@@ -175,6 +195,7 @@ def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
 
     return (
         _glance_section(bill),
+        *advice_section(advised, with_plots=with_plots),
         _runs_section(bill),
         Section(
             "ladder",

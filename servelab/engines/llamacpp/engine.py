@@ -73,4 +73,8 @@ ENGINE = Engine(
     log_memory=LogMemory(logparse.log_memory_bytes, "start llama-server with -lv 4 to log them"),
     source_build=fork.source_build,
     reported_type=LlamaCppReported,
+    cpu_threads=lambda n: (
+        "-t",
+        str(n),
+    ),  # its default is the machine's physical cores, not the CPUs it may use
 )
