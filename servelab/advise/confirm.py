@@ -27,6 +27,7 @@ from servelab.engines import registry
 from servelab.engines.base import Engine
 from servelab.errors import ServelabError
 from servelab.hardware.pinning import CpuSplit, cpu_split, on_cpus
+from servelab.model.quant import quant_name_for
 from servelab.results.stats import LevelStats
 
 Say = Callable[[str], None]
@@ -168,7 +169,7 @@ def where_it_runs(winner: Judged, setting: Setting, model_ref: str) -> tuple[Eng
     if not path.exists() or (setting.model.source == "gguf") != (wanted == "gguf"):
         form = "a .gguf file" if wanted == "gguf" else "a Hugging Face folder (config.json and safetensors)"
         return None, f"{engine.label} loads {form}; give that as MODEL to confirm {winner.point.name}"
-    if not plan.native_quant:
+    if quant_name_for(plan.quant, "hf").lower() != quant_name_for(setting.model.quant, "hf").lower():
         return None, f"the advice converts the weights to {plan.quant}; give that file as MODEL to confirm it"
     return engine, ""
 

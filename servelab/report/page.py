@@ -6,6 +6,7 @@ say the same things. Every sentence comes from the data; a section whose input i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from servelab.report import advice, glance, overlay, pareto, plots, tables
@@ -103,11 +104,36 @@ def _failures(bill: Bill) -> tuple[Block, ...]:
     return (Para("No request failed."),) if table is None else (table,)
 
 
+NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
 def _invalid(bill: Bill) -> tuple[Block, ...]:
+    """One box per kind of reason (the same sentence but for its figures), listing the levels it struck; each
+    figure that differs between them shown as its range."""
     labels = {(e.run_id, e.target_index): e.label for e in bill.engines}
-    return tuple(Para(f"Level {level} of {labels.get((run, target), run)} is not trustworthy: "
-                      f"{why or 'the bench marked it invalid'}.", "warning")
-                 for (run, target, level), why in bill.invalid_levels.items())  # fmt: skip
+    kinds: dict[str, list[tuple[str, str]]] = {}
+    for (run, target, level), why in bill.invalid_levels.items():
+        text = why or "the bench marked it invalid"
+        kinds.setdefault(NUMBER.sub("\0", text), []).append(
+            (f"{level} of {labels.get((run, target), run)}", text)
+        )
+    blocks: list[Block] = []
+    for template, struck in kinds.items():
+        values = [[float(x) for x in NUMBER.findall(text)] for _, text in struck]
+        pieces = template.split("\0")
+        spans = [_span([v[i] for v in values]) for i in range(len(pieces) - 1)]
+        reason = "".join(p + s for p, s in zip(pieces, [*spans, ""], strict=True))
+        many = len(struck) > 1
+        blocks.append(Para(f"{'These levels are' if many else 'Level ' + struck[0][0] + ' is'} not trustworthy: "
+                           f"{reason}.", "warning"))  # fmt: skip
+        if many:
+            blocks.append(Items(tuple(name for name, _ in struck)))
+    return tuple(blocks)
+
+
+def _span(values: list[float]) -> str:
+    low, high = min(values), max(values)
+    return f"{low:g}" if low == high else f"{low:g}–{high:g}"
 
 
 def _prediction_section(bill: Bill) -> tuple[Section, ...]:
