@@ -115,6 +115,25 @@ class Confirmed:
 
 
 @dataclass(frozen=True)
+class Check:
+    """One figure of a measured level beside its prediction with the calibration made from the same runs (the
+    demo's `predicted_vs_measured`)."""
+
+    engine: str
+    workload: str
+    level: str
+    figure: str
+    predicted: float | None
+    measured: float | None
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> Check:
+        d = _object(value, where)
+        return cls(_text(d, "engine", where), _text(d, "workload", where), _text(d, "level", where),
+                   _text(d, "figure", where), _num(d, "predicted", where), _num(d, "measured", where))  # fmt: skip
+
+
+@dataclass(frozen=True)
 class AdviceDoc:
     """`servelab advise --json`, as the bill reads it."""
 
@@ -123,6 +142,7 @@ class AdviceDoc:
     front: tuple[Member, ...]
     others: tuple[Member, ...]  # meeting the demand, off the front
     confirmation: Confirmed | None
+    checks: tuple[Check, ...] = ()
 
     @classmethod
     def from_json(cls, value: Any, where: str = "--advice") -> AdviceDoc:
@@ -147,8 +167,11 @@ class AdviceDoc:
         tally = (f"{fmt(_num(d, 'candidates', where), 0)} candidates, {len(_list(d, 'pruned', where))} do not fit, "
                  f"{len(_list(d, 'missed', where))} miss the SLO, {len(ranked)} meet it; front of {len(front)}")  # fmt: skip
         confirmed = d.get("confirmation")
+        checks = tuple(Check.from_json(c, f"{where}.predicted_vs_measured[{i}]")
+                       for i, c in enumerate(_list(d, "predicted_vs_measured", where)))  # fmt: skip
         return cls(ask, tally, front, tuple(m for m in ranked if m.candidate not in names),
-                   None if confirmed is None else Confirmed.from_json(confirmed, f"{where}.confirmation"))  # fmt: skip
+                   None if confirmed is None else Confirmed.from_json(confirmed, f"{where}.confirmation"),
+                   checks)  # fmt: skip
 
 
 def _band(m: Member, key: str, value: float | None, digits: int) -> str:
@@ -176,11 +199,8 @@ def front_table(doc: AdviceDoc) -> TableData:
 
 
 def confirmation_table(c: Confirmed) -> TableData:
-    def err(p: float | None, m: float | None) -> str:
-        return "—" if p is None or m is None or m == 0 else f"{(p - m) / m:+.1%}"
-
-    rows = tuple((f.figure, fmt(f.advised), fmt(f.repredicted), fmt(f.measured), err(f.advised, f.measured),
-                  err(f.repredicted, f.measured)) for f in c.figures)  # fmt: skip
+    rows = tuple((f.figure, fmt(f.advised), fmt(f.repredicted), fmt(f.measured), _error(f.advised, f.measured),
+                  _error(f.repredicted, f.measured)) for f in c.figures)  # fmt: skip
     headers = (
         "figure",
         "advised",
@@ -190,6 +210,34 @@ def confirmation_table(c: Confirmed) -> TableData:
         "re-predicted error",
     )
     return TableData("advice-confirm", f"Advice vs measurement: {c.candidate}", headers, rows)
+
+
+def _error(p: float | None, m: float | None) -> str:
+    return "—" if p is None or m is None or m == 0 else f"{(p - m) / m:+.1%}"
+
+
+def checks_table(doc: AdviceDoc) -> TableData | None:
+    """Each measured level beside its prediction with the calibration the runs made, a column pair per figure."""
+    if not doc.checks:
+        return None
+    figures = list(dict.fromkeys(c.figure for c in doc.checks))
+    rows: dict[tuple[str, str, str], dict[str, Check]] = {}
+    for c in doc.checks:
+        rows.setdefault((c.engine, c.workload, c.level), {})[c.figure] = c
+    body = tuple(
+        (*key, *(cell for f in figures for cell in _check_cells(got.get(f))))
+        for key, got in rows.items()
+    )  # fmt: skip
+    headers = ("engine", "workload", "level",
+               *(h for f in figures for h in (f"{f} measured", "predicted", "error")))  # fmt: skip
+    return TableData("advice-checks", "Predicted with the calibration vs measured (the launched configurations)",
+                     headers, body)  # fmt: skip
+
+
+def _check_cells(c: Check | None) -> tuple[str, str, str]:
+    if c is None:
+        return ("—", "—", "—")
+    return (fmt(c.measured), fmt(c.predicted), _error(c.predicted, c.measured))
 
 
 def front_plot(doc: AdviceDoc) -> Plot:

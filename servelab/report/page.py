@@ -201,6 +201,8 @@ def advice_section(doc: AdviceDoc | None, *, with_plots: bool = True) -> tuple[S
     if with_plots:
         plot = advice.front_plot(doc)
         blocks += [plot] if plot.svg is not None else [Para(f"{plot.title}: {plot.note}.", "note")]
+    checks = advice.checks_table(doc)
+    blocks += [] if checks is None else [checks]
     c = doc.confirmation
     if c is not None:
         kind = "text" if c.ran and c.meets_slo else "warning"
