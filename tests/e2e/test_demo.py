@@ -42,11 +42,12 @@ def test_demo_runs_both_engines_catches_the_divided_context_and_bills_them_side_
     report = workdir / "report.html"
     assert report.is_file() and "<html" in report.read_text()[:500].lower()
     _check_bill_of_two_engines(steps, workdir, report.read_text())
+    _check_advice(steps, workdir, report.read_text())
     _check_layout_in_chromium(report, tmp_path)
 
     narration = captured.err
     for step in ("1. engines", "2. model", "3. plan", "4. launch", "5. relaunch right", "6. bench llamacpp",
-                 "7. launch vLLM", "8. bench vllm", "9. report"):  # fmt: skip
+                 "7. launch vLLM", "8. bench vllm", "9. advise", "10. report"):  # fmt: skip
         assert step in narration
     assert "MISMATCH: context per slot is 4096" in narration
     left = [p for p in psutil.Process().children(recursive=True) if p.is_running()]
@@ -110,6 +111,24 @@ def test_demo_workdir_that_is_a_file_is_a_usage_error(tmp_path, capsys):
     assert (
         out == ""
         and err == f"servelab: error: --workdir {blocker}: cannot make it a directory (File exists)\n"
+    )
+
+
+def _check_advice(steps: dict, workdir, html: str) -> None:
+    """The advice for the demo's goal, made with the calibration of these runs, beside predicted vs measured;
+    memory used is each server's resident peak."""
+    advice = steps["advice"]
+    assert advice["available"] and advice["file"] == str(workdir / "advice.json")
+    doc = json.loads((workdir / "advice.json").read_text())
+    engines = {r["engine"] for r in doc["ranked"]} | {p["candidate"].split()[0] for p in doc["pruned"]}
+    assert {"llamacpp", "vllm"} <= engines
+    checks = doc["predicted_vs_measured"]
+    assert {(c["engine"], c["workload"]) for c in checks} == {(e, w) for e in ("llamacpp", "vllm")
+                                                             for w in ("short", "mixed")}  # fmt: skip
+    assert all(c["measured"] is not None and c["predicted"] is not None for c in checks)
+    assert 'id="advice"' in html and "Predicted with the calibration vs measured" in html
+    assert all(
+        row["memory_used_bytes"] and row["memory_used_bytes"] > 1 << 20 for row in steps["bench"]["levels"]
     )
 
 
