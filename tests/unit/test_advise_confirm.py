@@ -55,3 +55,18 @@ def test_the_verdict_says_within_or_not_and_flags_a_missed_slo() -> None:
     not_here = Confirmation("x", "vllm", 4, False, reason="no GPU here")
     assert not_here.verdict() == "not measured here: no GPU here" and not_here.meets_slo is None
     assert Figure.error(1.0, 0.0) is None and Figure.error(None, 1.0) is None
+
+
+def test_the_lines_for_a_person_hold_advice_beside_measurement() -> None:
+    from servelab.cli.advise import confirmation_lines
+
+    lines = confirmation_lines(_confirmed(50.0, ("ttft_p99_ms 2400 > 2000",)))
+    assert lines[0].startswith(
+        "confirm llamacpp F16 kv=f16 tp=1 slots=4: measured at 4 users: MISSES the SLO"
+    )
+    row = next(line for line in lines if line.lstrip().startswith("goodput_tok_s"))
+    assert row.split() == ["goodput_tok_s", "100.0", "95.0", "50.0", "+100.0%"]
+    assert (
+        "  measured 4: 50.0 tok/s, p99 TTFT 100.0 ms, TPOT 10.0 ms; misses: ttft_p99_ms 2400 > 2000" in lines
+    )
+    assert confirmation_lines(None) == []
