@@ -136,6 +136,20 @@ def _span(values: list[float]) -> str:
     return f"{low:g}" if low == high else f"{low:g}–{high:g}"
 
 
+TAIL_REQUESTS = 100  # fewer measured requests than this and a level's p99 is (near) its largest value
+
+
+def _thin_tails(bill: Bill) -> tuple[Block, ...]:
+    """One note when some levels have too few requests for their p99 to be more than their largest value."""
+    thin = sorted({lv.completed for e in bill.engines for lv in e.levels if 0 < lv.completed < TAIL_REQUESTS})
+    if not thin:
+        return ()
+    counts = ", ".join(map(str, thin))
+    return (Para(f"Some levels completed only {counts} requests: their p99 is (close to) their largest value, "
+                 f"noise rather than a tail; bench at least {TAIL_REQUESTS} requests per level (--requests) to "
+                 "read p99.", "note"),)  # fmt: skip
+
+
 def _prediction_section(bill: Bill) -> tuple[Section, ...]:
     """With a prediction in the bill: its error per figure per level against each measured target it is held
     to (the ladder plots draw it dashed); none without a prediction."""
@@ -228,7 +242,13 @@ def build_page(
         Section(
             "ladder",
             "Concurrency ladder",
-            (*_invalid(bill), *tables.ladder_tables(bill), *tables.server_tables(bill), *_failures(bill)),
+            (
+                *_invalid(bill),
+                *tables.ladder_tables(bill),
+                *tables.server_tables(bill),
+                *_thin_tails(bill),
+                *_failures(bill),
+            ),
         ),
         *_prediction_section(bill),
         _plot_section("throughput", "Throughput", pick("aggregate-throughput", "per-stream", "pareto")),

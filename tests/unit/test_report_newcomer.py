@@ -71,3 +71,14 @@ def test_runs_not_like_for_like_are_one_box_per_kind(tmp_path: Path) -> None:
     assert len(workloads) == 1 and len(settings) == 1, bill.warnings
     assert all(r in workloads[0] for r in others) and f"from run {first}" in workloads[0]
     assert not any("settingss" in w for w in bill.warnings)
+
+
+def test_levels_too_short_for_a_p99_get_one_note(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    run = store_run(db)
+    (ladder,) = [s for s in build_page(assemble(_load(db, [run])), with_plots=False) if s.key == "ladder"]
+    notes = [b.text for b in ladder.blocks if isinstance(b, Para) and b.kind == "note"]
+    completed = sorted({lv.completed for lv in assemble(_load(db, [run])).engines[0].levels})
+    assert notes == [f"Some levels completed only {', '.join(map(str, completed))} requests: their p99 is (close "
+                     "to) their largest value, noise rather than a tail; bench at least 100 requests per level "
+                     "(--requests) to read p99."]  # fmt: skip
