@@ -60,6 +60,8 @@ EXPRESSED = {
         "language_model_only",
         "limit_mm_per_prompt",
         "speculative",
+        "enforce_eager",
+        "compilation_config",
     },
     "sglang": {
         "tensor_parallel",
@@ -253,6 +255,10 @@ def plan_inputs(case: Case) -> dict[str, Any]:
             "language_model_only": _text_only(s) or None,
             "speculative": _mtp(s.get("speculative")),
             "use_v1": _use_v1(case),
+            "enforce_eager": s.get("enforce_eager") or None,
+            "compilation_config": json.dumps(s["compilation_config"])
+            if s.get("compilation_config")
+            else None,
         }
     elif case.engine == "sglang":
         inputs = {
@@ -357,6 +363,7 @@ PLAN_FIGURES: dict[str, dict[str, Callable[[Plan], float | None]]] = {
         "max_concurrency": _detail("max_concurrency"),
         "mamba_cache_blocks": _detail("mamba_blocks"),
         "estimated_max_model_len": _detail("estimated_max_model_len"),
+        "cuda_graph_estimated_gib": _detail("cuda_graph_bytes", GIB),
     },
     "sglang": {
         "weights_gib": _memory("weights", GIB),

@@ -8,7 +8,11 @@ from __future__ import annotations
 from array import array
 from pathlib import Path
 
+from servelab.bench.summary import summarize_level
+from servelab.results.level_key import Level
 from servelab.results.records import RequestRecord
+from servelab.results.run import RunMeta, RunWorkload, TargetInfo
+from servelab.results.stats import LevelSummary
 from servelab.store import Store
 
 MS = 1_000_000
@@ -90,19 +94,22 @@ def store_run(
     model: str = "tiny-test-model",
     ladder: tuple[int, ...] = (1, 2, 4),
     itl_ms: float = 10.0,
-    workload: dict | None = None,
+    workload: RunWorkload | None = None,
     finish: bool = True,
     failure: str | None = None,
     invalid: dict[str, str] | None = None,
 ) -> str:
     """Write a whole run (targets, records, level summaries) and return its id; `failure`: one failed request
     with that message is added to each target's first level; `invalid`: level -> why the bench distrusts it."""
-    workload = workload or {"name": "short", "input_tokens": 32, "output_tokens": 16}
+    workload = workload or RunWorkload(kind="short", input_tokens=32, output_tokens=16)
+    settings = {"concurrency": list(ladder)}
+    meta = RunMeta(
+        name=name, servelab_version="0.1.0", client_host="test", workload=workload, settings=settings
+    )
     with Store.open(db) as store:
-        run_id = store.create_run({"name": name, "servelab_version": "0.1.0", "client_host": "test",
-                                   "workload": workload, "settings": {"concurrency": list(ladder)}})  # fmt: skip
+        run_id = store.create_run(meta)
         for t, engine in enumerate(engines):
-            info = {"model": model, "version": "b1234", "effective": {"context_per_slot": 2048, "slots": 4}}
+            info = TargetInfo(model=model, version="b1234", context_per_slot=2048)
             store.add_target(run_id, t, f"http://127.0.0.1:{8000 + t}/v1", engine, info)
             if failure is not None:
                 store.add_request(run_id, make_record(t, f"c={ladder[0]}", 999, start_ns=10_000 * MS, ttft_ms=1,
@@ -111,7 +118,8 @@ def store_run(
                 records = level_records(t, c, ttft_ms=50.0 + 5 * c, itl_ms=itl_ms * (1 + t))
                 store.add_requests(run_id, records)
                 why = (invalid or {}).get(f"c={c}")
-                store.add_level(run_id, t, f"c={c}", 0, {"valid": why is None, "invalid_reason": why})
+                stats = summarize_level(records, Level.closed(c))
+                store.add_level(run_id, t, 0, LevelSummary(stats, valid=why is None, invalid_reason=why))
         if finish:
             store.finish_run(run_id, partial=False)
     return run_id

@@ -38,7 +38,7 @@ class Advice:
             "demand": {"users": s.demand.users, "rate": s.demand.rate},
             "prices": {"usd_per_gpu_hour": s.prices.gpu_hour, "usd_per_kwh": s.prices.kwh},
             "candidates": self.candidates, "seconds": round(self.seconds, 2),
-            "front": [{**judged_json(j), "compose": _compose(j, s), "bands": figure_bands(j, s.gpu)}
+            "front": [{**judged_json(j), "compose": _compose(j, s), "bands": figure_bands(j, s)}
                       for j in self.verdict.front],
             "ranked": [{**judged_json(j), "on_front": id(j) in front,
                         "dominated_by": beaten[id(j)].point.name if id(j) in beaten else None} for j in self.order],
@@ -63,26 +63,21 @@ def judged_json(j: Judged) -> dict[str, Any]:
     }  # fmt: skip
 
 
-BAND_FIGURES = {"ttft_p99_ms": "TTFT", "tpot_p99_ms": "TPOT/ITL", "output_tok_s_per_gpu": "output tok/s"}
-
-
-def figure_bands(j: Judged, gpu: Any) -> dict[str, list[float]] | None:
-    """Each figure's error band (lo, hi) from the fitted step model's cross-validation (`StepModel.band`: the
-    left-out rows' measured / predicted), where one ships for this GPU's class; None where none does (no fitted
-    model ships yet, and the CPU has no corpus rows), so the figures stand without a band."""
-    from servelab.predict.corpus.load import gpu_class
+def figure_bands(j: Judged, setting: Setting) -> dict[str, list[float]] | None:
+    """The goodput's error band (low, high) where its figures came from the corpus-fitted step model
+    (predict/bands.py: `Pricing.band`, the cross-validation residuals of its regime at the load's batch); None
+    for a calibration or the plan's figures, which carry no band. The corpus holds medians and throughputs, so
+    the p99 latencies get none (as predict's levels)."""
+    from servelab.predict.bands import scaled
+    from servelab.predict.machine import price
     from servelab.predict.stepmodel import load_step_model
 
-    model = None if gpu.is_cpu else load_step_model()
-    if model is None:
+    if j.effective_source != "corpus" or j.load is None:
         return None
-    figures = judged_json(j)
-    out = {}
-    for key, group in BAND_FIGURES.items():
-        band, value = model.band(j.point.plan.engine, gpu_class(gpu), group, int(j.load or 1)), figures[key]
-        if band is not None and isinstance(value, int | float):
-            out[key] = [round(value * band[0], 2), round(value * band[1], 2)]
-    return out or None
+    pricing = price(j.point.plan, setting.gpu, setting.model, step_model=load_step_model())
+    batch = int(j.load) if setting.demand.closed else j.point.plan.slots
+    band = scaled(j.per_gpu_tok_s, pricing.band("output tok/s", max(1, batch)))
+    return None if band is None else {"output_tok_s_per_gpu": [round(band[0], 2), round(band[1], 2)]}
 
 
 def _compose(j: Judged, s: Setting) -> str:

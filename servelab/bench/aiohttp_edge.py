@@ -26,15 +26,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Protocol, cast
 
 import aiohttp
 
 from servelab.bench.stamps import BodyStamps
-
-BodyPath = Literal["protocol-callback", "public-reader"]
-StallTimer = Literal["servelab", "aiohttp"]
+from servelab.results.run import EdgeReport
 
 
 class BodySink(Protocol):
@@ -45,28 +42,6 @@ class BodySink(Protocol):
     def arrived(self, data: bytes, t_ns: int) -> None: ...
 
     def closed(self, exc: BaseException | None) -> None: ...
-
-
-@dataclass(frozen=True)
-class EdgeReport:
-    """Which path the client takes through aiohttp, and why (the internals not found)."""
-
-    aiohttp_version: str
-    body: BodyPath
-    stall_timer: StallTimer
-    missing: tuple[str, ...] = ()
-
-    @property
-    def fast_body(self) -> bool:
-        return self.body == "protocol-callback"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "aiohttp_version": self.aiohttp_version,
-            "body": self.body,
-            "stall_timer": self.stall_timer,
-            "missing": list(self.missing),
-        }
 
 
 def check_edge() -> EdgeReport:

@@ -46,7 +46,7 @@ from typing import Any
 import aiohttp
 import yarl
 
-from servelab.bench.aiohttp_edge import ArrivalLog, EdgeReport, check_edge, drop_read_timeout, stall_error
+from servelab.bench.aiohttp_edge import ArrivalLog, check_edge, drop_read_timeout, stall_error
 from servelab.bench.collector import QuietCollector
 from servelab.bench.events import MalformedEvent, StreamTally, count_tokens
 from servelab.bench.limits import DEFAULT_DEADLINE_S, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_LINE_BYTES
@@ -55,6 +55,7 @@ from servelab.bench.sse import SseParser, SseTooLarge
 from servelab.bench.stamps import StallWatch
 from servelab.redact import redact_text
 from servelab.results.records import RequestRecord, storable_text
+from servelab.results.run import EdgeReport
 from servelab.sync_http import redirect_refused, same_origin
 
 STALE_PREFIX = "stale keep-alive connection: "  # the request never reached the server; sent again

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 from servelab.bench.config import BenchConfig
 from servelab.bench.rate_search import MaxRate, RateSearch
-from servelab.bench.result import LevelResult
 from servelab.results.level_key import Level
+from servelab.results.stats import LevelSummary
 
 
 class Ladder:
@@ -27,7 +27,7 @@ class Ladder:
         while (rate := self.search.next_rate()) is not None:
             yield Level.open(rate)
 
-    def judge(self, result: LevelResult) -> None:
+    def judge(self, result: LevelSummary) -> None:
         """The pooled result of the level just run (repeats together)."""
         rate = result.stats.level.rate_rps
         if self.search is not None and rate is not None and not result.partial:

@@ -38,7 +38,7 @@ class LiveLevel:
     state: LevelState
     records: list[RequestRecord]
     monitor: LoopMonitor
-    result: Any = None  # the LevelResult, set when the level ends
+    result: Any = None  # the LevelSummary, set when the level ends
 
 
 class RunningMedian:

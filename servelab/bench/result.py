@@ -1,4 +1,4 @@
-"""What a benchmark run returns: per target, per level, its `LevelStats` and whether to trust them."""
+"""What a benchmark run returns: per target, per level, its `LevelSummary` (statistics and whether to trust them)."""
 
 from __future__ import annotations
 
@@ -6,66 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servelab.bench.rate_search import MaxRate
-from servelab.results.stats import LevelStats
-
-LEVEL_KEYS = (
-    "level",
-    "concurrency",
-    "rate",
-    "repeats",
-    "requests",
-    "completed",
-    "errors",
-    "errors_by_kind",
-    "error_examples",
-    "evictions",
-    "valid",
-    "invalid_reason",
-    "partial",
-    "ttft_ms",
-    "itl_ms",
-    "chunk_gap_ms",
-    "tpot_ms",
-    "e2e_ms",
-    "per_stream_tok_s",
-    "prefill_tok_s",
-    "output_tok_s",
-    "total_tok_s",
-    "request_s",
-    "goodput_req_s",
-    "slo_attainment",
-    "lateness_ms",
-    "ttft_sched_ms",
-    "tokens",
-    "window",
-    "ramp",
-    "duration_s",
-    "first_send_ns",
-    "client",
-    "server",
-    "ci95",
-)  # fmt: skip  (the order of a level object in `bench --json` and in the store; docs/results-schema.md)
-
-
-@dataclass(frozen=True)
-class LevelResult:
-    """One level (one repeat, or all repeats pooled): its figures and the bench's verdict on them."""
-
-    stats: LevelStats
-    valid: bool = True  # False when the client could not keep up (event-loop lag, CPU)
-    invalid_reason: str | None = None
-    partial: bool = False  # the run was interrupted during this level
-    client: dict[str, Any] = field(default_factory=dict)  # the client's event-loop lag and CPU
-    server: dict[str, Any] = field(
-        default_factory=dict
-    )  # the server's /metrics over the level (server_metrics.py)
-
-    def to_json(self) -> dict[str, Any]:
-        values = {**self.stats.to_json(), "valid": self.valid, "invalid_reason": self.invalid_reason,
-                  "partial": self.partial, "client": self.client}  # fmt: skip
-        if self.server:  # engines whose extras follow /metrics series (vLLM)
-            values["server"] = self.server
-        return {key: values[key] for key in LEVEL_KEYS if key in values}
+from servelab.results.stats import LevelSummary
 
 
 @dataclass
@@ -74,7 +15,7 @@ class TargetResult:
     engine: str
     model: str
     context_per_slot: int | None = None
-    levels: list[LevelResult] = field(default_factory=list)
+    levels: list[LevelSummary] = field(default_factory=list)
     max_rate: MaxRate | None = None  # --find-max-rate: the answer and its bracket
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from servelab import __version__
-from servelab.bench.aiohttp_edge import EdgeReport, check_edge
+from servelab.bench.aiohttp_edge import check_edge
 from servelab.bench.client import StreamClient
 from servelab.bench.config import BenchConfig
 from servelab.bench.ladder import Ladder, most_levels
@@ -40,7 +40,7 @@ from servelab.bench.maker import PromptSlot, RequestMaker
 from servelab.bench.metrics import mark_eviction
 from servelab.bench.monitor import LoopMonitor, client_pinned, validity
 from servelab.bench.ramp import ramped_arrival_offsets_ns
-from servelab.bench.result import BenchResult, LevelResult, TargetResult
+from servelab.bench.result import BenchResult, TargetResult
 from servelab.bench.schedule import arrival_offsets_ns
 from servelab.bench.server_metrics import GaugeSampler, level_server_metrics, pool_server_metrics
 from servelab.bench.sink import RecordSink
@@ -54,6 +54,8 @@ from servelab.inert import inert_line
 from servelab.net import is_loopback_url, public_url
 from servelab.results.level_key import Level
 from servelab.results.records import RequestRecord
+from servelab.results.run import EdgeReport, RunMeta, RunWorkload
+from servelab.results.stats import LevelSummary
 
 Progress = Callable[[LiveLevel], None]  # called at each level's start and end (result set), never per request
 STORE_BLOCKED_LIMIT_S = 1.0  # a level whose store writer waited longer than this is not valid
@@ -101,25 +103,25 @@ def _with_loop(coro):
     return uvloop.run(coro)
 
 
-def _run_meta(config: BenchConfig, edge: EdgeReport) -> dict[str, Any]:
+def _run_meta(config: BenchConfig, edge: EdgeReport) -> RunMeta:
     spec = config.workload
-    return {
-        "name": config.name,
-        "servelab_version": __version__,
-        "client_host": socket.gethostname(),
-        "workload": {
-            "kind": "trace" if config.trace is not None else spec.kind,
-            "input_tokens": spec.input_tokens,
-            "output_tokens": spec.output_tokens,
-            "seed": spec.seed,
-            "chat": config.chat,
-        },
-        "settings": config.settings(),
-        "targets": [public_url(u) for u in config.targets],  # never user:password@
-        "client_edge": edge.to_json(),  # aiohttp's internals or its public reader (bench/aiohttp_edge.py)
-        "wall_anchor_ns": time.time_ns(),
-        "mono_anchor_ns": time.perf_counter_ns(),
-    }
+    return RunMeta(
+        name=config.name,
+        servelab_version=__version__,
+        client_host=socket.gethostname(),
+        workload=RunWorkload(
+            kind="trace" if config.trace is not None else spec.kind,
+            input_tokens=spec.input_tokens,
+            output_tokens=spec.output_tokens,
+            seed=spec.seed,
+            chat=config.chat,
+        ),
+        settings=config.settings(),
+        targets=tuple(public_url(u) for u in config.targets),  # never user:password@
+        client_edge=edge,  # aiohttp's internals or its public reader (bench/aiohttp_edge.py)
+        wall_anchor_ns=time.time_ns(),
+        mono_anchor_ns=time.perf_counter_ns(),
+    )
 
 
 class _Runner:
@@ -175,7 +177,7 @@ class _Runner:
             ladder = Ladder(self.config)
             for level in ladder:
                 slots = level.concurrency or 1
-                repeats: list[tuple[list[RequestRecord], LevelResult]] = []
+                repeats: list[tuple[list[RequestRecord], LevelSummary]] = []
                 for rep in range(self.config.repeat):
                     count = level_prompts(self.config, slots)
                     records, result = await self._level(
@@ -199,7 +201,7 @@ class _Runner:
 
     async def _level(
         self, client, target: Target, level: Level, slots: int, rep: int, prompts: list[Prompt], sink
-    ) -> tuple[list[RequestRecord], LevelResult]:
+    ) -> tuple[list[RequestRecord], LevelSummary]:
         config = self.config
         state = LevelState(warmup=warmup_requests(config, slots), stop=config.stop)
         self.state = state
@@ -255,12 +257,11 @@ class _Runner:
         else:
             valid, why = fleet.valid, fleet.invalid_reason
         valid, why = _store_validity(valid, why, client_stats["store_blocked_s"])
-        result = LevelResult(summarize_level(records, level, config.slo, config.ramp_s), valid, why,
+        result = LevelSummary(summarize_level(records, level, config.slo, config.ramp_s), valid, why,
                              partial=self.stop_event.is_set() or (fleet is not None and fleet.lost_worker),
                              client=client_stats, server=server)  # fmt: skip
         if self.store is not None:
-            sink.later(functools.partial(self.store.add_level, self.run_id, target.index, level.label, rep,
-                                         result.to_json()))  # fmt: skip
+            sink.later(functools.partial(self.store.add_level, self.run_id, target.index, rep, result))
         live.result = result
         if self.progress:
             self.progress(live)
@@ -342,14 +343,14 @@ def _maker(
 
 
 def _combine(
-    level: Level, config: BenchConfig, repeats: list[tuple[list[RequestRecord], LevelResult]]
-) -> LevelResult:
+    level: Level, config: BenchConfig, repeats: list[tuple[list[RequestRecord], LevelSummary]]
+) -> LevelSummary:
     """One level across repeats: its pooled stats; valid only when every repeat was."""
     results = [result for _, result in repeats]
     stats = pool_repeats(
         [(records, result.stats) for records, result in repeats], level, config.slo, config.ramp_s
     )
-    return LevelResult(
+    return LevelSummary(
         stats, valid=all(r.valid for r in results),
         invalid_reason=next((r.invalid_reason for r in results if r.invalid_reason), None),
         partial=any(r.partial for r in results), client=results[-1].client,

@@ -14,6 +14,7 @@ from servelab.engines.base import BenchExtras
 from servelab.engines.detect import detect_engine
 from servelab.engines.http import HttpProbe, public_url
 from servelab.errors import ConfigError
+from servelab.results.run import TargetInfo
 
 
 @dataclass(frozen=True)
@@ -27,9 +28,9 @@ class Target:
     extras: BenchExtras
     probe: HttpProbe
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> TargetInfo:
         """What the store keeps about the target (never the API key)."""
-        return {"version": self.version, "model": self.model, "context_per_slot": self.context}
+        return TargetInfo(version=self.version, model=self.model, context_per_slot=self.context)
 
     def request_body(self, prompt: Prompt, chat: bool, temperature: float | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, **prompt.body(), "max_tokens": prompt.output_tokens}

@@ -85,6 +85,7 @@ def register(app: typer.Typer) -> None:
             dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), setup.run_ids, spec.name,
             {"r2": result.r2, "rms_relative": result.rms_relative, "median_relative": result.median_relative,
              "intervals": result.intervals, "gaps": result.gaps, "prefills": result.prefills},
+            setup.engine_version,
         )  # fmt: skip
         path = None if no_save else save_profile(profile)
         _render(result, profile, path, json_out)

@@ -107,12 +107,32 @@ def register(app: typer.Typer) -> None:
             stderr_console().print(gpu_note, markup=False)
         if not no_calibration:
             _calibrated_line(plans, spec, card)
+        plans = priced_plans(plans, spec, card, calibration=not no_calibration)
         _output(plans, json_out=json_out, emit=emit, host=host, save=save, card=card)
+
+
+def priced_plans(plans, spec, card, *, calibration: bool):
+    """Each plan with its expected speeds priced as `servelab predict` prices its steps (`machine.price`: this
+    machine's calibration profile, else the corpus-fitted step model on a GPU, else the plan's own figures)."""
+    import dataclasses
+
+    from servelab.predict.machine import price
+    from servelab.predict.profiles import find_profile
+    from servelab.predict.speeds import priced_plan
+    from servelab.predict.stepmodel import load_step_model
+
+    model = load_step_model()
+    priced = []
+    for plan in plans.plans:
+        found = find_profile(card, plan.engine, plan.quant) if calibration else None
+        pricing = price(plan, card, spec, profile=None if found is None else found[0], step_model=model)
+        priced.append(priced_plan(plan, spec, card, pricing))
+    return dataclasses.replace(plans, plans=tuple(priced))
 
 
 def _calibrated_line(plans, spec, card) -> None:
     """A calibration profile for the best fitting plan's engine x format on this card: what its measured
-    figures give (stderr; the table stays the planner's sourced estimate)."""
+    figures give (stderr; the expected speeds are priced with them too: `priced_plans`)."""
     from servelab.predict.machine import roofline
     from servelab.predict.profiles import calibrated_speeds, find_profile
 
@@ -125,7 +145,7 @@ def _calibrated_line(plans, spec, card) -> None:
     stderr_console().print(
         f"calibration profile {profile.name}, {profile.created[:10]} ({path}): measured figures give "
         f"{decode:.1f} tok/s single-stream decode, {prefill:.0f} tok/s prefill (1,024-token prompt); "
-        "the table is the planner's estimate; --no-calibration hides this",
+        "the expected speeds below are priced with it; --no-calibration ignores it",
         markup=False,
     )
 

@@ -113,7 +113,7 @@ def register(app: typer.Typer) -> None:
         """Predict the benchmark ladder of an engine that is not running yet (virtual time, from the plan; engine
         flags after --)."""
         from servelab.bench.config import load_experiment
-        from servelab.cli.bench import _merge_yaml, _render, build_config
+        from servelab.cli.bench import _merge_yaml, build_config
 
         options: dict[str, Any] = {
             "targets": ["predict"], "concurrency": concurrency, "workload": workload, "input_tokens": input_tokens,
@@ -138,9 +138,9 @@ def register(app: typer.Typer) -> None:
                 " give --spec-acceptance P to price it (without it every step decodes one token)",
                 markup=False,
             )
-        result = _predict(config, plan, spec, card, plan_file, speculation, None if no_store else db,
-                          store=not no_store, calibration=not no_calibration)  # fmt: skip
-        _render(result, json_out)
+        result, pricing = _predict(config, plan, spec, card, plan_file, speculation, None if no_store else db,
+                                   store=not no_store, calibration=not no_calibration)  # fmt: skip
+        _render(result, pricing, json_out)
 
 
 def _cold_start(options: dict[str, Any], cold: bool) -> dict[str, Any]:
@@ -244,28 +244,50 @@ def emulated_target(model, plan_file, gpu, engine, quant, context, kv_dtype, par
     return emulated_engine(plan, spec, card), plan.model or spec.name
 
 
-def calibration_effective(plan, card, use: bool):
-    """The matching calibration profile's figures (None: none, or --no-calibration), said on stderr."""
+def calibration_profile(plan, card, use: bool):
+    """The matching calibration profile (None: none, or --no-calibration), said on stderr."""
     from servelab.predict.profiles import find_profile
 
     found = find_profile(card, plan.engine, plan.quant) if use else None
     if found is None:
         return None
     profile, path = found
+    release = "" if profile.engine_version is None else f", {profile.engine} {profile.engine_version}"
     stderr_console().print(
         f"calibration profile {profile.name}, {profile.created[:10]} (fit R2 {profile.fit.get('r2', float('nan')):.3f}, "
-        f"runs {', '.join(profile.runs)}): {path}; --no-calibration ignores it",
+        f"runs {', '.join(profile.runs)}{release}): {path}; --no-calibration ignores it",
         markup=False,
     )
-    return profile.effective
+    return profile
+
+
+def pricing_for(plan, spec, card, calibration: bool):
+    """`machine.price` with what this machine has: its calibration profile (unless --no-calibration) and the
+    shipped (or $SERVELAB_STEP_MODEL) step model."""
+    from servelab.predict.machine import price
+    from servelab.predict.stepmodel import load_step_model
+
+    profile = calibration_profile(plan, card, calibration)
+    return price(plan, card, spec, profile=profile, step_model=None if profile else load_step_model())
+
+
+def provenance_lines(pricing) -> list[str]:
+    """What a user reads about where the figures came from: the source, and a stale profile's warning."""
+    p = pricing.provenance
+    lines = [f"figures from: {p.source} ({p.detail})"]
+    if p.source != "corpus":
+        lines[0] += "; no band (only the corpus fit is cross-validated: docs/predict.md)"
+    if p.stale is not None:
+        lines.append(f"stale: {p.stale}")
+    return lines
 
 
 def _predict(config, plan, spec, card, plan_file, speculation, db, *, store: bool, calibration: bool = True):
     from servelab.predict.machine import emulated_engine
     from servelab.predict.run import PredictTarget, predict
 
-    effective = calibration_effective(plan, card, calibration)
-    engine = emulated_engine(plan, spec, card, effective=effective, speculation=speculation)
+    pricing = pricing_for(plan, spec, card, calibration)
+    engine = emulated_engine(plan, spec, card, speculation=speculation, pricing=pricing)
     link = plan.parallel_cost.interconnect if plan.parallel_cost else None
     version = plan.details.get("engine_version")
     target = PredictTarget(plan.engine, plan.model or spec.name, plan.gpu or card.name, plan.quant,
@@ -281,10 +303,60 @@ def _predict(config, plan, spec, card, plan_file, speculation, db, *, store: boo
     view = LadderView(stderr_console(), config.lag_limit_ms, predicted=True)
     try:
         if not store:
-            return predict(config, engine, target, progress=view.update)
+            return predict(config, engine, target, progress=view.update), pricing
         from servelab.store import Store
 
         with Store.open(db) as opened:
-            return predict(config, engine, target, opened, progress=view.update)
+            return predict(config, engine, target, opened, progress=view.update), pricing
     finally:
         view.close()
+
+
+def _render(result, pricing, json_out: bool) -> None:
+    """The ladder with each figure's band (`21.3 (17-26)`), where the figures came from; --json: the bench's
+    document with `pricing` (source, detail, stale) and each level's `predicted` figures."""
+    from servelab.cli.output import print_json, stdout_console
+
+    if json_out:
+        if pricing.provenance.stale is not None:
+            stderr_console().print(f"stale: {pricing.provenance.stale}", markup=False)
+        print_json({**result.to_json(), "pricing": pricing.provenance.to_json()})
+        return
+    console = stdout_console()
+    for target in result.targets:
+        console.print(_ladder_table(target))
+    for line in provenance_lines(pricing):
+        console.print(line, markup=False)
+    if any(f.get("band") for t in result.targets for lv in t.levels
+           for f in lv.predicted.get("figures", {}).values()):  # fmt: skip
+        console.print("(lo-hi): the figure's band, the 10th-90th percentile of measured / predicted over the rows"
+                      " of its regime cross-validation left out (docs/predict.md)", markup=False)  # fmt: skip
+    state = "partial (interrupted)" if result.partial else "complete"
+    console.print(f"run {result.run_id}: {state}", markup=False)
+
+
+def _ladder_table(target):
+    """bench's ladder columns, each banded figure with its band."""
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    from servelab.predict.bands import with_band
+
+    table = Table(title=escape(f"{target.url} ({target.engine}, {target.model}) · predicted"), box=box.SIMPLE_HEAD,
+                  show_edge=False, pad_edge=False, collapse_padding=True)  # fmt: skip
+    for column in ("level", "stream\ntok/s\np50", "output\ntok/s", "TTFT\np50 ms", "TTFT\np99 ms", "TPOT\np50 ms",
+                   "ITL\np50 ms", "ITL\np99 ms", "errors", "evicted"):  # fmt: skip
+        table.add_column(column, justify="right", overflow="fold")
+    for lv in target.levels:
+        s, banded = lv.stats, lv.predicted.get("figures", {})
+
+        def cell(key: str, value: float | None, banded: dict = banded) -> str:
+            return with_band(value, banded.get(key, {}).get("band"))
+
+        table.add_row(
+            s.level.label, cell("per_stream_tok_s_p50", s.per_stream_tok_s.p50), cell("output_tok_s", s.output_tok_s),
+            cell("ttft_ms_p50", s.ttft_ms.p50), with_band(s.ttft_ms.p99, None), cell("tpot_ms_p50", s.tpot_ms.p50),
+            cell("itl_ms_p50", s.itl_ms.p50), with_band(s.itl_ms.p99, None), str(s.errors), str(s.evictions),
+        )  # fmt: skip
+    return table

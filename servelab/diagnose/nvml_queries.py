@@ -40,6 +40,7 @@ def _gpu_calls(nv: Any) -> dict[str, Callable[[Any], Any]]:
         "uuid": lambda h: _text(nv.nvmlDeviceGetUUID(h)),
         "bus_id": lambda h: _text(nv.nvmlDeviceGetPciInfo(h).busId),
         "memory_total_bytes": lambda h: int(nv.nvmlDeviceGetMemoryInfo(h).total),
+        "memory_used_bytes": lambda h: int(nv.nvmlDeviceGetMemoryInfo(h).used),
         "driver_version": lambda h: _text(nv.nvmlSystemGetDriverVersion()),
         "cuda_driver_version": lambda h: _cuda_version(nv.nvmlSystemGetCudaDriverVersion()),
         "power_limit_mw": lambda h: int(nv.nvmlDeviceGetEnforcedPowerLimit(h)),

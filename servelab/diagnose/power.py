@@ -1,7 +1,8 @@
 """`PowerSampler`: NVML power, utilisation and clocks per GPU, sampled at 1–10 Hz on a background thread.
 
 Rows are plain dicts (``t_ns`` from ``time.monotonic_ns``, ``gpu``, ``power_w``, ``sm_util_pct``,
-``mem_util_pct``, ``sm_clock_mhz``, ``mem_clock_mhz``), ready for ``Store.add_samples(run_id, "gpu_power",
+``mem_util_pct``, ``sm_clock_mhz``, ``mem_clock_mhz``, ``memory_used_bytes``: the device memory in use, every
+process's), ready for ``Store.add_samples(run_id, "gpu_power",
 rows)``. One sample is taken at `start()` and one at `stop()`, so even a short window yields data; a sampler
 can run many windows (the bench runner starts and stops it around each concurrency level).
 
@@ -19,8 +20,17 @@ from statistics import fmean
 from servelab.diagnose.probe import Probe, RealProbe
 from servelab.errors import ConfigError
 
-POWER_FIELDS = ("t_ns", "gpu", "power_w", "sm_util_pct", "mem_util_pct", "sm_clock_mhz", "mem_clock_mhz")
-_QUERIES = ("sm_util_pct", "mem_util_pct", "sm_clock_mhz", "mem_clock_mhz")  # named as the row fields
+POWER_FIELDS = (
+    "t_ns",
+    "gpu",
+    "power_w",
+    "sm_util_pct",
+    "mem_util_pct",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "memory_used_bytes",
+)
+_QUERIES = POWER_FIELDS[3:]  # named as the row fields
 
 
 class PowerSampler:

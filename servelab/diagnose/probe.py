@@ -26,6 +26,7 @@ GPU_QUERIES = (
     "power_limit_mw", "power_default_limit_mw", "power_usage_mw", "sm_clock_mhz", "mem_clock_mhz",
     "max_sm_clock_mhz", "max_mem_clock_mhz", "pcie_gen_current", "pcie_gen_max", "pcie_width_current",
     "pcie_width_max", "virtualization_mode", "nvlink_active_links", "sm_util_pct", "mem_util_pct",
+    "memory_used_bytes",
 )  # fmt: skip
 PAIR_QUERIES = ("p2p_read", "p2p_write", "p2p_nvlink", "common_ancestor")
 
@@ -244,7 +245,7 @@ class RecordingProbe:
         answer = self._inner.gpu(index, query)
         self.gpu_count()
         if (
-            query not in ("power_usage_mw", "sm_util_pct", "mem_util_pct")
+            query not in ("power_usage_mw", "sm_util_pct", "mem_util_pct", "memory_used_bytes")
             or query not in self._nvml["gpus"][index]
         ):
             self._nvml["gpus"][index][query] = answer

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from servelab.plan.emit import shell_line
-from servelab.sizing.types import Plan, PlanSet
+from servelab.sizing.types import Plan, PlanSet, PricedSpeeds
 
 GIB = 1024**3
 MIB = 1024**2
@@ -53,6 +53,30 @@ def memory_table(plan: Plan) -> Table:
     return table
 
 
+def banded(value: float, band: tuple[float, ...] | None) -> str:
+    """`142.3 (120-170)`: an expected figure and its band (low-high); the figure alone without one."""
+    if not band:
+        return f"{value}"
+    low, high = band
+    return f"{value} ({low:.0f}-{high:.0f})" if low >= 10 else f"{value} ({low:.2g}-{high:.2g})"
+
+
+def speed_source_lines(sp: PricedSpeeds) -> list[str]:
+    """Where the expected speeds came from, what a band is, and a stale calibration's warning."""
+    lines = [
+        f"expected speeds from: {sp.source} ({sp.detail})"
+        if sp.detail
+        else f"expected speeds from: {sp.source}"
+    ]
+    if sp.bands:
+        lines.append(
+            "(low-high): the band, the 10th-90th percentile of measured / predicted in cross-validation"
+        )
+    if sp.stale is not None:
+        lines.append(f"stale: {sp.stale}")
+    return lines
+
+
 def render_plan(console: Console, plan: Plan) -> None:
     console.print(memory_table(plan))
     verdict = "fits" if plan.fits else "does NOT fit"
@@ -60,27 +84,40 @@ def render_plan(console: Console, plan: Plan) -> None:
         f"{verdict}: context {plan.context} tokens asked, {plan.context_served} served; "
         f"KV {plan.kv_dtype}; {plan.slots} concurrent sequence{'' if plan.slots == 1 else 's'}; tensor parallel {plan.tensor_parallel}"
     )
-    c, e = plan.decode_ceiling_tok_s, plan.decode_expected_tok_s
+    c, e, sp = plan.decode_ceiling_tok_s, plan.decode_expected_tok_s, plan.speeds
+    bands = sp.bands
+    how = f"at {plan.efficiency['decode']:.0%} efficiency" if sp.source == "plan" else f"({sp.source})"
     console.print(
         f"decode ceiling (batch 1): {c.short} tok/s at {c.short_context} tokens, {c.full_context} tok/s at"
-        f" {plan.context_served or plan.context} ({c.bound}-bound); expected at {plan.efficiency['decode']:.0%}"
-        f" efficiency: {e.short} / {e.full_context} tok/s"
+        f" {plan.context_served or plan.context} ({c.bound}-bound); expected {how}:"
+        f" {banded(e.short, bands.get('decode_short'))} / {banded(e.full_context, bands.get('decode_full'))} tok/s"
     )
     if plan.efficiency_source:
-        console.print(f"efficiency: {plan.efficiency_source}", markup=False)
+        aside = "" if sp.source == "plan" else f" (the planner's; the expected speeds are the {sp.source}'s)"
+        console.print(f"efficiency{aside}: {plan.efficiency_source}", markup=False)
+    prefill = "" if sp.prefill_short_tok_s is None else (
+        f"; expected ({sp.source}) {banded(sp.prefill_short_tok_s, bands.get('prefill_short'))} tok/s for"
+        f" {c.short_context}"
+    )  # fmt: skip
     console.print(
         f"prefill ceiling: {plan.prefill_ceiling_tok_s} tok/s for a {plan.context_served or plan.context}"
         f"-token prompt, {plan.prefill_short_tok_s} tok/s for {c.short_context} ({plan.prefill_bound}-bound)"
+        + prefill
     )
+    for line in speed_source_lines(sp):
+        console.print(line, markup=False)
     if plan.single_gpu_decode_tok_s is not None:
         console.print(f"one GPU alone: {plan.single_gpu_decode_tok_s} tok/s at the full context")
     if plan.decode_batch_tok_s:
-        for points in (plan.decode_batch_tok_s, plan.decode_batch_full_context_tok_s):
+        for kind, points in (("batch_short", plan.decode_batch_tok_s),
+                             ("batch_full", plan.decode_batch_full_context_tok_s)):  # fmt: skip
             if points:
                 console.print(
                     f"aggregate decode ceiling (expected) at {points[0].context} tokens: "
                     + ", ".join(
-                        f"B={p.batch}: {p.aggregate_tok_s} ({p.expected_aggregate_tok_s})" for p in points
+                        f"B={p.batch}: {p.aggregate_tok_s} "
+                        f"({banded(p.expected_aggregate_tok_s, bands.get(f'{kind}:{p.batch}'))})"
+                        for p in points
                     )
                 )
     if plan.device_note:

@@ -17,15 +17,17 @@ from typing import Any
 from servelab.bench.config import BenchConfig
 from servelab.bench.level_counts import level_prompts, level_slots, open_loop_arrivals, warmup_requests
 from servelab.bench.metrics import mark_eviction
-from servelab.bench.result import BenchResult, LevelResult, TargetResult
+from servelab.bench.result import BenchResult, TargetResult
 from servelab.bench.schedule import arrival_offsets_ns
 from servelab.bench.summary import pool_repeats, summarize_level
 from servelab.bench.workloads import Prompt
+from servelab.predict.bands import level_figures
 from servelab.predict.emulator import Outcome, emulate
 from servelab.predict.machine import EmulatedEngine
 from servelab.predict.words import WordTokenizer
 from servelab.results.level_key import Level
 from servelab.results.records import RequestRecord
+from servelab.results.stats import LevelStats, LevelSummary
 from servelab.scheduling.core import Request
 
 LEVEL_GAP_NS = 1_000_000_000
@@ -38,10 +40,10 @@ CLIENT_TURNAROUND_S = 0.001
 
 @dataclass
 class PredictedLevel:
-    """One level-repeat: its records and its `LevelResult` (always valid: no client to fall behind)."""
+    """One level-repeat: its records and its `LevelSummary` (always valid: no client to fall behind)."""
 
     records: list[RequestRecord]
-    result: LevelResult
+    result: LevelSummary
 
 
 @dataclass
@@ -138,7 +140,13 @@ def predict_level(
     records = sorted((_record(o, load.jobs[o.seq.request.rid], level, repeat, base_ns) for o in outcomes),
                      key=lambda r: (r.sent_ns, r.request_index))  # fmt: skip
     stats = summarize_level(records, level, config.slo)
-    return PredictedLevel(records, LevelResult(stats, valid=True, client={}))
+    return PredictedLevel(records, _result(engine, stats))
+
+
+def _result(engine: EmulatedEngine, stats: LevelStats) -> LevelSummary:
+    """A predicted level's result, its figures' bands and provenance kept with it where the pricing is known."""
+    banded = {} if engine.pricing is None else level_figures(stats, engine.pricing)
+    return LevelSummary(stats, valid=True, client={}, predicted=banded)
 
 
 def _record(outcome: Outcome, job: _Job, level: Level, repeat: int, base_ns: int) -> RequestRecord:
@@ -184,5 +192,5 @@ def predict_ladder(
             if on_level is not None:
                 on_level(done.records, level, rep, done.result)
         stats = pool_repeats([(d.records, d.result.stats) for d in repeats], level, config.slo)
-        target.levels.append(LevelResult(stats, valid=True, client={}))
+        target.levels.append(_result(engine, stats))
     return BenchResult(None, partial=False, targets=[target]), every

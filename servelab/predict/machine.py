@@ -18,8 +18,10 @@ from servelab.hardware.gpus import GPU, default_interconnect
 from servelab.model.dtypes import storage_dtype
 from servelab.model.spec import ModelSpec
 from servelab.plan.make import all_reduces, compute_dtype, planner_engine, sequence_state_bytes, with_quant
+from servelab.predict.bands import Pricing, Provenance
+from servelab.predict.profiles import Profile, stale_reason
 from servelab.predict.roofline import Effective, Roofline
-from servelab.predict.stepmodel import load_step_model, regime
+from servelab.predict.stepmodel import StepModel, load_step_model, regime
 from servelab.scheduling.core import EngineSetup, Scheduler, Speculation
 from servelab.sizing import speed
 from servelab.sizing.kv import kv_layout
@@ -37,17 +39,53 @@ class EmulatedEngine:
     roofline: Roofline
     context: int
     speculation: Speculation | None = None
+    pricing: Pricing | None = None  # where the step prices came from and their bands (None: given figures)
 
 
 def plan_effective(plan: Plan, gpu: GPU, model: ModelSpec) -> Effective:
-    """The GPU step model's figures where a fit ships (servelab/predict/stepmodel.json); else the planner's:
-    peak bandwidth x decode efficiency, peak tensor FLOP/s x prefill efficiency; on a CPU, for an engine whose batched passes take another path, those passes at the same bandwidth (until a
-    calibration measures theirs)."""
-    fitted = None if gpu.is_cpu else load_step_model()
-    if fitted is not None:  # the GPU step model fitted to the public corpus (docs/predict.md), when one ships
-        return fitted.effective(
-            regime(plan.engine, gpu, plan.quant), gpu, _priced(model, plan.quant).num_layers
-        )
+    """The figures a step is priced with, the calibration aside: the GPU step model's where a fit ships
+    (servelab/predict/stepmodel.json, or $SERVELAB_STEP_MODEL), else the planner's (`price`)."""
+    return price(plan, gpu, model, step_model=load_step_model()).effective
+
+
+def price(
+    plan: Plan,
+    gpu: GPU,
+    model: ModelSpec,
+    *,
+    profile: Profile | None = None,
+    step_model: StepModel | None = None,
+) -> Pricing:
+    """One truth for `predict` and `plan`: the figures a plan's steps are priced with and where they came from,
+    first found of: this machine's calibration `profile` (stale when it measured another release than the
+    plan's), the corpus-fitted `step_model` (GPUs only: the CPU device is this machine's to calibrate), the
+    plan's own sourced efficiencies."""
+    version = plan.details.get("engine_version")
+    if profile is not None:
+        detail = f"{profile.name}, {profile.created[:10]} (fit R2 {profile.fit.get('r2', float('nan')):.3f})"
+        stale = stale_reason(profile, version if isinstance(version, str) else None)
+        return Pricing(profile.effective, Provenance("calibration", detail, stale), None, plan.engine)
+    if step_model is not None and not gpu.is_cpu:
+        from servelab.predict.corpus.load import gpu_class
+
+        layers = _priced(model, plan.quant).num_layers
+        note = step_model.provenance.get("note") or step_model.provenance.get("source")
+        detail = "the GPU step model fitted to the public corpus" + (f" ({note})" if note else "")
+        return Pricing(step_model.effective(regime(plan.engine, gpu, plan.quant), gpu, layers),
+                       Provenance("corpus", detail), step_model, plan.engine, gpu_class(gpu))  # fmt: skip
+    why = (
+        "this CPU has no calibration profile; the corpus fit is for GPUs"
+        if gpu.is_cpu
+        else "no step model fitted"
+    )
+    detail = f"the plan's sourced efficiencies ({why})"
+    return Pricing(planner_effective(plan, gpu, model), Provenance("plan", detail), None, plan.engine)
+
+
+def planner_effective(plan: Plan, gpu: GPU, model: ModelSpec) -> Effective:
+    """Peak bandwidth x the plan's decode efficiency, peak tensor FLOP/s x its prefill efficiency; on a CPU, for
+    an engine whose batched passes take another path, those passes at the same bandwidth (until a calibration
+    measures theirs)."""
     decode, prefill = plan.efficiency.get("decode", 1.0), plan.efficiency.get("prefill", 1.0)
     flops = gpu.tensor_flops(compute_dtype(model, gpu))
     bandwidth = gpu.bandwidth_bytes_s * decode
@@ -99,8 +137,10 @@ def emulated_engine(
     *,
     effective: Effective | None = None,
     speculation: Speculation | None = None,
+    pricing: Pricing | None = None,
 ) -> EmulatedEngine:
-    """The engine of `plan` as the emulator runs it; ConfigError when servelab has no model of its scheduler."""
+    """The engine of `plan` as the emulator runs it, its steps priced by `pricing` (else `effective`, else
+    `plan_effective`); ConfigError when servelab has no model of its scheduler."""
     engine = registry.get_engine(plan.engine)
     if engine.scheduler is None:
         emulated = ", ".join(e.name for e in registry.engines() if e.scheduler is not None)
@@ -116,9 +156,10 @@ def emulated_engine(
     return EmulatedEngine(
         engine.name,
         functools.partial(make, setup),
-        roofline(plan, model, gpu, effective),
+        roofline(plan, model, gpu, pricing.effective if pricing is not None else effective),
         context,
         speculation,
+        pricing,
     )
 
 

@@ -25,6 +25,9 @@ class MeasuredSetup:
     context_per_slot: int | None
     records: tuple[RequestRecord, ...]
     run_ids: tuple[str, ...]
+    engine_version: str | None = (
+        None  # the release the server reported (its one release; None: unknown or several)
+    )
 
 
 def measured_setup(runs: Sequence[StoredRun], target: int | None = None) -> MeasuredSetup:
@@ -33,16 +36,18 @@ def measured_setup(runs: Sequence[StoredRun], target: int | None = None) -> Meas
     models: set[object] = set()
     contexts: set[object] = set()
     slots: set[int | None] = set()
+    versions: set[object] = set()
     records: list[RequestRecord] = []
     for run in runs:
-        if run.meta.get("predicted"):
+        if run.meta.predicted is not None:
             raise ConfigError(f"run {run.info.id} is a prediction; calibrate on measured runs")
         for t in run.targets:
             if target is not None and t.index != target:
                 continue
             engines.setdefault(t.engine, run.info.id)
-            models.add(t.info.get("model"))
-            contexts.add(t.info.get("context_per_slot"))
+            models.add(t.info.model)
+            contexts.add(t.info.context_per_slot)
+            versions.add(t.info.version)
             slots.update(_slot_count(s.text) for s in run.snapshots if s.target_index == t.index
                          and s.moment == SLOTS_MOMENT)  # fmt: skip
             records.extend(r for r in run.requests if r.target_index == t.index)
@@ -52,7 +57,7 @@ def measured_setup(runs: Sequence[StoredRun], target: int | None = None) -> Meas
     if not engines:
         raise ConfigError("the runs have no target to calibrate on (check --target)")
     counts = [n for n in slots if n is not None]
-    model, context = _one(models), _one(contexts)
+    model, context, version = _one(models), _one(contexts), _one(versions)
     return MeasuredSetup(
         engine=next(iter(engines)),
         model=model if isinstance(model, str) else None,
@@ -60,6 +65,7 @@ def measured_setup(runs: Sequence[StoredRun], target: int | None = None) -> Meas
         context_per_slot=context if isinstance(context, int) else None,
         records=tuple(records),
         run_ids=tuple(r.info.id for r in runs),
+        engine_version=version if isinstance(version, str) else None,
     )
 
 

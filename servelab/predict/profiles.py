@@ -36,6 +36,9 @@ class Profile:
     runs: tuple[str, ...]
     model: str
     fit: dict[str, Any]  # r2, rms_relative, median_relative, intervals, levels
+    engine_version: str | None = (
+        None  # the release the runs measured, as the server reported it (None: unknown)
+    )
 
     @property
     def name(self) -> str:
@@ -104,11 +107,36 @@ def read_profile(path: Path) -> Profile:
         return Profile(
             str(data["machine"]), str(data["machine_label"]), str(data["engine"]), str(data["quant"]), effective,
             str(data["created"]), tuple(str(r) for r in data["runs"]), str(data["model"]), dict(data["fit"]),
+            None if data.get("engine_version") is None else str(data["engine_version"]),
         )  # fmt: skip
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(
             f"calibration profile {path} is unreadable ({exc}); run `servelab calibrate` again or delete it"
         ) from exc
+
+
+def _release_words(version: str) -> list[str]:
+    return re.findall(r"[0-9a-z]+", version.lower().removeprefix("v"))
+
+
+def same_release(a: str, b: str) -> bool:
+    """Whether two spellings name one release: the words of one begin the other's ("b4567" and
+    "b4567 (1a2b3c)", "0.8.5" and "v0.8.5"), so a build's extra detail does not make it another release."""
+    x, y = _release_words(a), _release_words(b)
+    n = min(len(x), len(y))
+    return n > 0 and x[:n] == y[:n]
+
+
+def stale_reason(profile: Profile, predicted_version: str | None) -> str | None:
+    """Why `profile` may not describe the release predicted: it measured another one. None when they are
+    the same, or when either is unknown (nothing to compare)."""
+    made = profile.engine_version
+    if made is None or predicted_version is None or same_release(made, predicted_version):
+        return None
+    return (
+        f"calibration profile {profile.name} was measured on {profile.engine} {made}, not the {predicted_version}"
+        " predicted: its figures may be stale (calibrate again on that release, or --no-calibration)"
+    )
 
 
 def calibrated_speeds(roofline: Roofline, prompt_tokens: int = 1024) -> tuple[float, float]:

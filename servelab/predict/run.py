@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from servelab import __version__
@@ -21,34 +21,15 @@ from servelab.bench.level import LevelState
 from servelab.bench.level_counts import prompt_count
 from servelab.bench.live import LiveLevel
 from servelab.bench.monitor import LoopMonitor
-from servelab.bench.result import BenchResult, LevelResult
+from servelab.bench.result import BenchResult
 from servelab.bench.workloads import build_prompts
 from servelab.predict.ladder import predict_ladder
 from servelab.predict.machine import EmulatedEngine
 from servelab.predict.words import WordTokenizer
 from servelab.results.level_key import Level
 from servelab.results.records import RequestRecord
-
-PREDICTED_URL = "predict://{engine}/{gpu}"  # the target "URL" of a predicted run (never contacted)
-
-
-@dataclass(frozen=True)
-class PredictTarget:
-    """What is emulated, as the run's meta records it."""
-
-    engine: str
-    model: str
-    gpu: str
-    quant: str
-    tensor_parallel: int = 1
-    interconnect: str | None = None
-    plan_file: str | None = None
-    engine_version: str | None = None  # the release whose rules were planned (None: the current one)
-
-    @property
-    def url(self) -> str:
-        return PREDICTED_URL.format(engine=self.engine, gpu=self.gpu)
-
+from servelab.results.run import Prediction, PredictTarget, RunMeta, RunWorkload, TargetInfo
+from servelab.results.stats import LevelSummary
 
 Progress = Callable[[LiveLevel], None]
 
@@ -57,7 +38,7 @@ def _reporter(config: BenchConfig, engine: EmulatedEngine, target: PredictTarget
     """An `on_level` that hands each predicted level-repeat to `progress` as a finished `LiveLevel`."""
     total, position = len(config.levels) * config.repeat, 0
 
-    def report(records: list[RequestRecord], level: Level, repeat: int, result: LevelResult) -> None:
+    def report(records: list[RequestRecord], level: Level, repeat: int, result: LevelSummary) -> None:
         nonlocal position
         if progress is None:
             return
@@ -84,12 +65,12 @@ def predict(
         )
         return result
     run_id = store.create_run(run_meta(config, engine, target))
-    store.add_target(run_id, 0, target.url, engine.engine, {"model": target.model, "context_per_slot": engine.context,
-                                                            "predicted": True})  # fmt: skip
+    info = TargetInfo(model=target.model, context_per_slot=engine.context, predicted=True)
+    store.add_target(run_id, 0, target.url, engine.engine, info)
 
-    def keep(records: list[RequestRecord], level: Level, repeat: int, result: LevelResult) -> None:
+    def keep(records: list[RequestRecord], level: Level, repeat: int, result: LevelSummary) -> None:
         store.add_requests(run_id, records)
-        store.add_level(run_id, 0, level.label, repeat, result.to_json())
+        store.add_level(run_id, 0, repeat, result)
         report(records, level, repeat, result)
 
     try:
@@ -106,28 +87,26 @@ def predict(
     return result
 
 
-def run_meta(config: BenchConfig, engine: EmulatedEngine, target: PredictTarget) -> dict[str, Any]:
+def run_meta(config: BenchConfig, engine: EmulatedEngine, target: PredictTarget) -> RunMeta:
     """The bench's run meta (bench/runner.py) with `predicted` in place of the client's figures; virtual
     timestamps start at 0, anchored at the wall clock of the prediction."""
     spec = config.workload
-    figures = asdict(engine.roofline.effective)
-    return {
-        "name": config.name,
-        "servelab_version": __version__,
-        "workload": {
-            "kind": spec.kind,
-            "input_tokens": spec.input_tokens,
-            "output_tokens": spec.output_tokens,
-            "seed": spec.seed,
-            "chat": config.chat,
-        },
-        "settings": config.settings(),
-        "targets": [target.url],
-        "predicted": {
-            **asdict(target),
-            "effective": figures,
-            "speculation": None if engine.speculation is None else asdict(engine.speculation),
-        },
-        "wall_anchor_ns": time.time_ns(),
-        "mono_anchor_ns": 0,
-    }
+    speculation = None if engine.speculation is None else asdict(engine.speculation)
+    return RunMeta(
+        name=config.name,
+        servelab_version=__version__,
+        workload=RunWorkload(
+            kind=spec.kind,
+            input_tokens=spec.input_tokens,
+            output_tokens=spec.output_tokens,
+            seed=spec.seed,
+            chat=config.chat,
+        ),
+        settings=config.settings(),
+        targets=(target.url,),
+        predicted=Prediction(
+            target=target, effective=asdict(engine.roofline.effective), speculation=speculation
+        ),
+        wall_anchor_ns=time.time_ns(),
+        mono_anchor_ns=0,
+    )

@@ -24,18 +24,22 @@ from; `load_step_model()` reads them.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from servelab.engines import registry
+from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.quant import decode_family
 from servelab.predict.roofline import Effective
 from servelab.sizing.efficiency import KV_FAMILY, EfficiencyTable, decode_efficiency
 
 FIT_FILE = "stepmodel.json"
+# a step model file to use instead of the shipped one (tests, a fit of one's own: docs/predict.md)
+STEP_MODEL_ENV = "SERVELAB_STEP_MODEL"
 # prior scales of the parameters whose prior is 0 (the regularisation's unit; docs/predict.md)
 LAUNCH_SCALE_S = 5e-6  # per layer per pass (a few kernels of ~1-5 us each)
 HOST_SCALE_S = 1e-3  # per step (scheduling, sampling, the step's Python)
@@ -144,10 +148,12 @@ class StepModel:
         None when cross-validation left too few rows of it."""
         from servelab.predict.corpus.crossval import batch_range
 
+        engine = _engine_name(engine)
+        bands = {_band_key(k): v for k, v in self.bands.items()}  # the corpus spells engines its own way
         for key in (f"{engine}|{gpu_class}|{figure}|{batch_range(batch)}", f"{engine}|*|{figure}|*",
                     f"*|*|{figure}|*"):  # fmt: skip
-            if key in self.bands:
-                return self.bands[key]
+            if key in bands:
+                return bands[key]
         return None
 
     def value(self, name: str) -> float:
@@ -187,8 +193,37 @@ def prior_model() -> StepModel:
     return StepModel({}, {"source": "priors"})
 
 
+def _engine_name(name: str) -> str:
+    """The registry's name of a corpus engine ("llama.cpp" -> "llamacpp"); "*" and unknown names as they are."""
+    if name == "*":
+        return name
+    found = registry.find_engine(name)
+    return name if found is None else found.name
+
+
+def _band_key(key: str) -> str:
+    engine, _, rest = key.partition("|")
+    return f"{_engine_name(engine)}|{rest}"
+
+
 def load_step_model(path: Path | None = None) -> StepModel | None:
-    """The fitted model shipped with servelab (or at `path`); None when none has been fitted."""
+    """The fitted model at `path`, else at $SERVELAB_STEP_MODEL, else the one shipped with servelab; None when
+    none has been fitted or $SERVELAB_STEP_MODEL is `none`. A file that cannot be read is one ConfigError."""
+    chosen = os.environ.get(STEP_MODEL_ENV, "")
+    if path is None and chosen.lower() == "none":
+        return None  # the plan's figures alone, even where a fit ships
+    if path is None and chosen:
+        path = Path(chosen)
+    try:
+        return _load(path)
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        where = path or FIT_FILE
+        raise ConfigError(
+            f"step model {where} is unreadable ({exc}); fit it again or unset {STEP_MODEL_ENV}"
+        ) from exc
+
+
+def _load(path: Path | None) -> StepModel | None:
     if path is None:
         resource = resources.files("servelab.predict").joinpath(FIT_FILE)
         if not resource.is_file():
@@ -197,5 +232,5 @@ def load_step_model(path: Path | None = None) -> StepModel | None:
     else:
         text = path.read_text(encoding="utf-8")
     doc = json.loads(text)
-    bands = {k: (float(v[0]), float(v[1])) for k, v in doc.get("bands", {}).items()}
+    bands = {_band_key(k): (float(v[0]), float(v[1])) for k, v in doc.get("bands", {}).items()}
     return StepModel({k: float(v) for k, v in doc["values"].items()}, dict(doc.get("provenance", {})), bands)

@@ -8,7 +8,6 @@ gets no p-value. A warning is raised when the workloads (or settings) differ, or
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -69,8 +68,7 @@ def workload_warnings(runs: list[StoredRun]) -> list[str]:
     warnings = []
     first = runs[0]
     for key, nouns in NOT_LIKE.items():
-        mine = json.dumps(first.meta.get(key), sort_keys=True)
-        others = [r.id for r in runs[1:] if json.dumps(r.meta.get(key), sort_keys=True) != mine]
+        others = [r.id for r in runs[1:] if getattr(r.meta, key) != getattr(first.meta, key)]
         if others:
             warnings.append(f"run{'s' if len(others) > 1 else ''} {', '.join(others)} used different {nouns} from "
                             f"run {first.id}: figures are not like for like")  # fmt: skip
@@ -97,7 +95,7 @@ def _level_rows(a: LevelFigures, b: LevelFigures) -> list[MetricComparison]:
 
 
 def _label(run: StoredRun) -> tuple[str, ...]:
-    return tuple(f"{t.engine} {t.info.get('model', '?')}" for t in run.targets)
+    return tuple(f"{t.engine} {t.info.model or '?'}" for t in run.targets)
 
 
 def compare_runs(run_a: StoredRun, run_b: StoredRun) -> Comparison:

@@ -19,6 +19,7 @@ from servelab.plan.saved import PlanDocument, SavedCeilings, SavedMemory, SavedP
 from servelab.report.compare import workload_warnings
 from servelab.report.levels import LevelFigures, all_level_figures
 from servelab.report.plan_figures import PlanFigures, pick_plan, plans_for
+from servelab.results.run import RunWorkload, TargetInfo
 from servelab.store import RunInfo, StoredRun
 
 
@@ -34,8 +35,8 @@ class EngineSummary:
     url: str
     partial: bool
     levels: tuple[LevelFigures, ...]
-    usable_context: int | None  # verified context per request/slot (the target's effective config)
-    memory_used_bytes: int | None
+    usable_context: int | None  # context per request/slot (the target's, as the bench read it)
+    memory_used_bytes: int | None  # its GPUs' peak (power samples), or what its server log says it allocated
     workload: str = ""  # the run's workload kind (a file's name for a file)
     predicted: bool = False  # a `servelab predict` run (meta.predicted): emulated, not measured
     plan: SavedPlan | None = None  # the plan entry of this engine (`plan_figures.plans_for`): its ceilings
@@ -82,11 +83,9 @@ class Bill:
     )  # (run, target, level) -> why
     partial_runs: tuple[str, ...] = ()
     run_infos: tuple[RunInfo, ...] = ()
-    workloads: tuple[dict, ...] = ()  # each run's meta["workload"], in run order
+    workloads: tuple[RunWorkload | None, ...] = ()  # each run's workload, in run order
     power_rows: dict[str, tuple[dict, ...]] = field(default_factory=dict)  # run id -> its "gpu_power" samples
-    settings: tuple[
-        dict, ...
-    ] = ()  # each run's meta["settings"] (the bench's options, its "slo"), in run order
+    slos: tuple[dict[str, float], ...] = ()  # each run's `--slo` limits, in run order
     predicted_run: str | None = (
         None  # `report --predicted RUN`: the prediction every measured target is held to
     )
@@ -94,11 +93,7 @@ class Bill:
     @property
     def slo(self) -> dict[str, float]:
         """The `--slo` limits (ms) the runs were benched with: the first run's that has one."""
-        for settings in self.settings:
-            limits = {k: v for k, v in as_dict(settings.get("slo")).items() if as_number(v)}
-            if limits:
-                return limits
-        return {}
+        return next((limits for limits in self.slos if limits), {})
 
     @property
     def planned(self) -> PlanFigures:
@@ -166,22 +161,20 @@ def read_json_file(path: Path, what: str) -> dict:
     return read_json_object(path, f"--{what}", f"expected the output of `servelab {what} --json`")
 
 
-def _effective_context(info: dict) -> int | None:
-    effective = as_dict(info.get("effective"))
-    for value in (effective.get("context_per_slot"), info.get("context_per_slot"), effective.get("context")):
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
+def _usable_context(info: TargetInfo) -> int | None:
+    context = info.context_per_slot
+    return context if context is not None and context > 0 else None
 
 
-def _memory_used(run: StoredRun, info: dict) -> int | None:
-    """The peak device memory the run recorded (GPU samples), or what the target reported."""
-    peaks = [value for rows in run.samples.values() for row in rows
-             for key in ("memory_used_bytes", "mem_used_bytes") if isinstance(value := row.get(key), int)]  # fmt: skip
-    if peaks:
-        return max(peaks)
-    value = info.get("memory_used_bytes")
-    return value if isinstance(value, int) else None
+def _memory_used(run: StoredRun, target_index: int) -> int | None:
+    """The peak device memory in use on the GPUs that served this target (the bench's power samples taken
+    during its levels, `memory_used_bytes`; busy: some utilisation), per GPU as a plan counts it; every
+    process's memory on those GPUs. None without such samples (no NVIDIA GPU here, `--no-power`)."""
+    rows = [r for r in run.samples.get("gpu_power", ()) if r.get("target_index") == target_index]
+    busy = {r.get("gpu") for r in rows if (as_number(r.get("sm_util_pct")) or 0) > 0}
+    serving = [r for r in rows if not busy or r.get("gpu") in busy]
+    used = [int(value) for r in serving if (value := as_number(r.get("memory_used_bytes"))) is not None]
+    return max(used) if used else None
 
 
 def _log_memory(engine: str) -> LogMemory | None:
@@ -249,13 +242,13 @@ def series_labels(parts: list[tuple[str, str, str, str]]) -> list[str]:
 
 
 def _workload_name(run: StoredRun) -> str:
-    workload = as_dict(run.meta.get("workload"))
-    return model_name(str(workload.get("kind") or workload.get("name") or ""))
+    workload = run.meta.workload
+    return "" if workload is None else model_name(workload.kind)
 
 
 def engine_summaries(runs: list[StoredRun]) -> tuple[EngineSummary, ...]:
     found = [(run, target) for run in runs for target in run.targets]
-    models = [str(t.info.get("model") or "unknown model") for _, t in found]
+    models = [t.info.model or "unknown model" for _, t in found]
     labels = series_labels(
         [(t.engine, m, _workload_name(r), r.id) for (r, t), m in zip(found, models, strict=True)]
     )
@@ -268,7 +261,7 @@ def engine_summaries(runs: list[StoredRun]) -> tuple[EngineSummary, ...]:
         label=label, run_id=run.id, target_index=target.index, engine=target.engine, model=model,
         url=target.url, partial=run.info.partial,
         levels=tuple(lv for lv in levels[run.id] if lv.target_index == target.index),
-        usable_context=_effective_context(target.info), memory_used_bytes=_memory_used(run, target.info),
+        usable_context=_usable_context(target.info), memory_used_bytes=_memory_used(run, target.index),
         workload=_workload_name(run), predicted=is_predicted(run),
     ) for (run, target), model, label in zip(found, models, labels, strict=True))  # fmt: skip
 
@@ -278,7 +271,7 @@ PREDICTED_TAG = " · predicted"
 
 def is_predicted(run: StoredRun) -> bool:
     """A run `servelab predict` stored (its meta says what was emulated), not a measurement."""
-    return bool(as_dict(run.meta.get("predicted")))
+    return run.meta.predicted is not None
 
 
 def assemble(
@@ -300,11 +293,11 @@ def assemble(
     )
     model, gpu = (plan_doc.model, plan_doc.gpu) if plan_doc else (None, None)
     warnings = tuple(workload_warnings(runs)) if runs else ()
-    invalid = {(run.id, lv.target_index, lv.level): lv.invalid_reason or ""
-               for run in runs for lv in run.levels if not lv.valid}  # fmt: skip
+    invalid = {(run.id, lv.target_index, lv.level.label): lv.summary.invalid_reason or ""
+               for run in runs for lv in run.levels if not lv.summary.valid}  # fmt: skip
     partial = tuple(run.id for run in runs if run.info.partial)
-    workloads = tuple(as_dict(r.meta.get("workload")) for r in runs)
+    workloads = tuple(r.meta.workload for r in runs)
     power = {r.id: tuple(r.samples.get("gpu_power", ())) for r in runs}
-    settings = tuple(as_dict(r.meta.get("settings")) for r in runs)
+    slos = tuple(r.meta.slo for r in runs)
     return Bill(tuple(r.id for r in runs), engines, warnings, plan, model, gpu, doctor, spec, invalid, partial,
-                tuple(r.info for r in runs), workloads, power, settings, predicted_run)  # fmt: skip
+                tuple(r.info for r in runs), workloads, power, slos, predicted_run)  # fmt: skip

@@ -14,7 +14,6 @@ import io
 import time
 
 from servelab.errors import ConfigError
-from servelab.report.data import as_dict
 from servelab.report.levels import LevelFigures, all_level_figures, request_figures
 from servelab.results.level_key import Level
 from servelab.results.records import RequestRecord
@@ -33,8 +32,8 @@ def _distribution_fields(name: str, dist: Distribution) -> dict:
 
 def level_validity(run: StoredRun, target_index: int, level: Level) -> tuple[bool, str]:
     """Whether the bench marked every repeat of a level valid, and why not."""
-    reasons = [lv.invalid_reason or "marked invalid" for lv in run.levels
-               if lv.target_index == target_index and lv.level == level.label and not lv.valid]  # fmt: skip
+    reasons = [lv.summary.invalid_reason or "marked invalid" for lv in run.levels
+               if lv.target_index == target_index and lv.level == level and not lv.summary.valid]  # fmt: skip
     return not reasons, "; ".join(reasons)
 
 
@@ -82,17 +81,17 @@ def run_json(run: StoredRun) -> dict:
         "created": run.info.created_iso,
         "status": run.info.status,
         "partial": run.info.partial,
-        "servelab_version": run.meta.get("servelab_version"),
-        "client_host": run.meta.get("client_host"),
-        "workload": run.meta.get("workload"),
-        "settings": run.meta.get("settings"),
+        "servelab_version": run.meta.servelab_version,
+        "client_host": run.meta.client_host,
+        "workload": None if run.meta.workload is None else run.meta.workload.to_json(),
+        "settings": run.meta.settings,
         "targets": [
             {
                 "index": t.index,
                 "url": t.url,
                 "engine": t.engine,
-                "model": t.info.get("model"),
-                "info": t.info,
+                "model": t.info.model,
+                "info": t.info.to_json(),
                 "levels": [level_json(run, lv) for lv in levels if lv.target_index == t.index],
             }
             for t in run.targets
@@ -111,15 +110,14 @@ def vllm_level_json(run: StoredRun, target_index: int, level: Level) -> dict:
     if found is None:
         raise ConfigError(f"target {target_index} of run {run.id} has no level {level.label!r}; levels: "
                           f"{', '.join(lv.label for lv in levels) or 'none'}")  # fmt: skip
-    settings = as_dict(run.meta.get("settings"))
     head = {
         "date": time.strftime("%Y%m%d-%H%M%S", time.gmtime(run.info.created_ns // 1_000_000_000)),
         "backend": target.engine,
-        "model_id": target.info.get("model"),
-        "tokenizer_id": target.info.get("model"),
+        "model_id": target.info.model,
+        "tokenizer_id": target.info.model,
         "num_prompts": found.completed + found.failed,
         "request_rate": found.rate_rps if found.rate_rps is not None else "inf",
-        "burstiness": settings.get("burstiness", 1.0),
+        "burstiness": run.meta.burstiness,
         "servelab_run_id": run.id,
         "servelab_target_url": target.url,
     }

@@ -9,13 +9,16 @@ themselves, in seconds. Only ``phase == "measure"`` records count.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from servelab.bench import metrics
 from servelab.bench.server_metrics import pool_server_metrics
 from servelab.bench.summary import summarize_records
 from servelab.errors import StoreError
+from servelab.predict.bands import LEVEL_FIGURES
 from servelab.results.level_key import Level
 from servelab.results.records import RequestRecord
 from servelab.results.stats import LevelStats
@@ -46,6 +49,8 @@ class LevelFigures:
         default=(), repr=False
     )  # sent, end, ok, evicted
     server: dict = field(default_factory=dict)  # the server's /metrics over the level, repeats pooled
+    # a predicted level's `predicted` (predict/bands.py level_figures): each figure's band and source
+    predicted: dict = field(default_factory=dict)
 
     @property
     def level(self) -> Level:
@@ -88,6 +93,42 @@ class LevelFigures:
         """What the report calls aggregate throughput: the bench's steady-window output tok/s."""
         return self.stats.output_tok_s
 
+    def band(self, key: str) -> tuple[float, float] | None:
+        """The prediction's band (low, high) of figure `key` (predict/bands.py LEVEL_FIGURES: ttft_ms_p50,
+        tpot_ms_p50, itl_ms_p50, per_stream_tok_s_p50, output_tok_s) around this level's value, repeats pooled;
+        None for a measured level, a figure without a band, or a stored band that is not two numbers."""
+        factors = _band_factors(self.predicted, key)
+        spec = next((f for f in LEVEL_FIGURES if f.key == key), None)
+        value = None if spec is None or factors is None else spec.value(self.stats)
+        if value is None or factors is None:
+            return None
+        return value * factors[0], value * factors[1]
+
+    @property
+    def band_source(self) -> str | None:
+        """Where a predicted level's parameters came from (corpus, calibration, plan); None when measured."""
+        source = self.predicted.get("source")
+        return source if isinstance(source, str) else None
+
+
+def _number(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _band_factors(predicted: dict, key: str) -> tuple[float, float] | None:
+    """(lo, hi) of a stored band over the value it was stored with (the store is outside data: checked)."""
+    figures = predicted.get("figures")
+    entry = figures.get(key) if isinstance(figures, dict) else None
+    if not isinstance(entry, dict):
+        return None
+    value, band = entry.get("value"), entry.get("band")
+    if not isinstance(band, list) or len(band) != 2 or not all(map(_number, (value, *band))):
+        return None
+    low, high, at = float(band[0]), float(band[1]), float(cast(float, value))
+    if at <= 0 or low < 0 or low > high:
+        return None
+    return low / at, high / at
+
 
 def _s(ms: float | None) -> float | None:
     return None if ms is None else ms / 1e3
@@ -117,6 +158,7 @@ def level_figures(
     records: Sequence[RequestRecord],
     stats: LevelStats | None = None,
     server: dict | None = None,
+    predicted: dict | None = None,
 ) -> LevelFigures:
     """One (target, level): its `stats` (computed from `records` when the store had none) and its samples."""
     measured = [r for r in records if r.phase == "measure"]
@@ -126,6 +168,7 @@ def level_figures(
         requests=tuple(f for f in map(request_figures, measured) if f is not None),
         timeline=tuple((r.sent_ns, r.end_ns, r.status == "ok", r.evicted) for r in measured),
         server=server or {},
+        predicted=predicted or {},
     )
 
 
@@ -142,16 +185,25 @@ def all_level_figures(run: StoredRun) -> list[LevelFigures]:
     for r in run.requests:
         groups.setdefault((r.target_index, _level(run, r.level)), []).append(r)
     keys = sorted(groups, key=lambda key: (key[0], key[1].sort_key))
-    servers = _server_figures(run)
-    return [level_figures(t, lv, groups[(t, lv)], run.level_stats.get((t, lv)), servers.get((t, lv.label)))
-            for t, lv in keys]  # fmt: skip
+    servers, predicted = _server_figures(run), _predicted_figures(run)
+    return [level_figures(t, lv, groups[(t, lv)], run.level_stats.get((t, lv)), servers.get((t, lv)),
+                          predicted.get((t, lv))) for t, lv in keys]  # fmt: skip
 
 
-def _server_figures(run: StoredRun) -> dict[tuple[int, str], dict]:
+def _predicted_figures(run: StoredRun) -> dict[tuple[int, Level], dict]:
+    """Each predicted (target, level)'s stored bands and provenance (its first repeat's: a band's factors are
+    its regime's, the same for every repeat)."""
+    found: dict[tuple[int, Level], dict] = {}
+    for stored in sorted(run.levels, key=lambda s: s.repeat):
+        if stored.summary.predicted:
+            found.setdefault((stored.target_index, stored.level), stored.summary.predicted)
+    return found
+
+
+def _server_figures(run: StoredRun) -> dict[tuple[int, Level], dict]:
     """Each (target, level)'s stored server figures, its repeats pooled as the bench pools them."""
-    repeats: dict[tuple[int, str], list[dict]] = {}
+    repeats: dict[tuple[int, Level], list[dict]] = {}
     for stored in run.levels:
-        server = stored.summary.get("server")
-        if isinstance(server, dict) and server:
-            repeats.setdefault((stored.target_index, stored.level), []).append(server)
+        if stored.summary.server:
+            repeats.setdefault((stored.target_index, stored.level), []).append(stored.summary.server)
     return {key: pool_server_metrics(found) for key, found in repeats.items()}

@@ -162,9 +162,18 @@ def _prediction_section(bill: Bill) -> tuple[Section, ...]:
         return (Section("prediction", "Predicted vs measured", (Para(why, "note"),)),)
     every = [e for pair in overlay.pairs(bill) for e in overlay.errors(pair)]
     median = overlay.median_abs_error(every)
+    inside, banded = overlay.inside_count(every)
+    within = (
+        f" {inside} of {banded} measured figures fell inside the prediction's band (the 10th-90th percentile"
+        " of measured / predicted in its regime's cross-validation: 8 in 10 expected)."
+        if banded
+        else ""
+    )
     summary = Para("Error = (predicted − measured) / measured; median |error| over every figure and level: "
-                   f"{'—' if median is None else f'{median:.1%}'}.")  # fmt: skip
-    return (Section("prediction", "Predicted vs measured", (summary, *found)),)
+                   f"{'—' if median is None else f'{median:.1%}'}." + within)  # fmt: skip
+    sources = {line for pair in overlay.pairs(bill) if (line := overlay.provenance_line(pair.predicted))}
+    notes = tuple(Para(line + ".", "note") for line in sorted(sources))
+    return (Section("prediction", "Predicted vs measured", (summary, *notes, *found)),)
 
 
 def _doctor_section(bill: Bill) -> Section:

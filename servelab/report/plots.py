@@ -92,9 +92,11 @@ def ladder_plot(
     ylabel: str,
     value: Callable[[LevelFigures], float | None],
     ceilings: Ceilings | None = None,
+    band: str | None = None,
 ) -> Plot:
-    """One line per engine over the closed-loop levels; each plan's `ceilings` (concurrency → value) drawn
-    dashed, or as a band at the top edge when far above the data."""
+    """One line per engine over the closed-loop levels, a prediction's `band` (its figure's key in
+    predict/bands.py LEVEL_FIGURES) shaded around its dashed line; each plan's `ceilings` (concurrency → value)
+    drawn dashed, or as a band at the top edge when far above the data."""
     if _no_ladder(bill):
         return Plot(key, title, None, "no closed-loop levels in these runs")
     if not any(_ladder(engine, value)[0] for engine in bill.engines):
@@ -114,6 +116,8 @@ def ladder_plot(
                 line, [f"{engine.label}\nc={x:g}: {y:,.3f} {unit}" for x, y in zip(xs, ys, strict=True)]
             )
             peak = max([peak, *ys])
+            if engine.predicted and band is not None:
+                peak = max(peak, _band_area(ax, marks, engine, band, colours[engine.label], unit))
         peak = peak or 1.0
         top = peak * 1.25
         named = [(whose, c) for whose, c in ceilings or [] if c]
@@ -136,10 +140,25 @@ def ladder_plot(
         return Plot(key, title, figure_svg(figure, key, title, marks))
 
 
+def _band_area(ax, marks: Marks, engine: EngineSummary, key: str, colour: str, unit: str) -> float:
+    """A prediction's band of figure `key` shaded over its closed-loop levels (a tooltip per level); the
+    band's top, 0 without one."""
+    points = [(lv.concurrency, b) for lv in engine.closed_loop if (b := lv.band(key)) is not None]
+    if not points:
+        return 0.0
+    xs = [c for c, _ in points]
+    area = ax.fill_between(xs, [b[0] for _, b in points], [b[1] for _, b in points], color=colour, alpha=0.15,
+                           linewidth=0, label=plain(f"{engine.label} band"))  # fmt: skip
+    tips = "\n".join(f"c={c:g}: {b[0]:,.3f}–{b[1]:,.3f} {unit}" for c, b in points)
+    marks.tag(area, "band", [f"{engine.label} band (10th-90th percentile of measured / predicted)\n{tips}"])
+    return max(b[1] for _, b in points)
+
+
 def aggregate_throughput(bill: Bill) -> Plot:
     return ladder_plot(bill, "aggregate-throughput", "Aggregate output throughput vs concurrency",
                        "aggregate output (tokens/s)", lambda lv: lv.aggregate_tok_s,
-                       ceilings=[(_whose(p), PlanFigures(p).batch_ceilings_tok_s) for p in bill.plans])  # fmt: skip
+                       ceilings=[(_whose(p), PlanFigures(p).batch_ceilings_tok_s) for p in bill.plans],
+                       band="output_tok_s")  # fmt: skip
 
 
 def _whose(plan: SavedPlan) -> str:
@@ -148,7 +167,8 @@ def _whose(plan: SavedPlan) -> str:
 
 def per_stream(bill: Bill) -> Plot:
     return ladder_plot(bill, "per-stream", "Per-stream decode speed vs concurrency",
-                       "per-stream decode, median (tokens/s)", lambda lv: lv.stats.per_stream_tok_s.median)  # fmt: skip
+                       "per-stream decode, median (tokens/s)", lambda lv: lv.stats.per_stream_tok_s.median,
+                       band="per_stream_tok_s_p50")  # fmt: skip
 
 
 def latency_percentiles(bill: Bill) -> Plot:

@@ -5,12 +5,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from servelab.predict.bands import band_number
 from servelab.report import overlay
 from servelab.report.data import Bill
 from servelab.report.levels import LevelFigures
+from servelab.results.run import RunWorkload
 
 GIB = 1024**3
-NUMERIC = re.compile(r"^([\d,.\s/%—×+-]|GiB|MiB)*$")  # numbers, "55 / 60", "83%", "—": right-aligned
+NUMERIC = re.compile(
+    r"^([\d,.\s/%—×+()–-]|GiB|MiB)*$"
+)  # numbers, "55 / 60", "83%", "—", "7.4 (1.9–30)": right
 
 
 def is_numeric(cell: str) -> bool:
@@ -117,11 +121,12 @@ def spec_table(spec: dict) -> TableData:
     return TableData("spec", "Speculative decoding", ("figure", "value"), rows)
 
 
-def _workload(workload: dict) -> str:
-    kind = str(workload.get("kind") or workload.get("name") or "?")
-    lengths = [f"{workload[k]} {label}" for k, label in (("input_tokens", "in"), ("output_tokens", "out"))
-               if workload.get(k) is not None]  # fmt: skip
-    return kind + (f" ({', '.join(lengths)} tokens)" if lengths else "")
+def _workload(workload: RunWorkload | None) -> str:
+    if workload is None:
+        return "?"
+    lengths = [f"{n} {label}" for n, label in ((workload.input_tokens, "in"), (workload.output_tokens, "out"))
+               if n is not None]  # fmt: skip
+    return workload.kind + (f" ({', '.join(lengths)} tokens)" if lengths else "")
 
 
 def runs_table(bill: Bill) -> TableData:
@@ -155,9 +160,17 @@ def signed_share(fraction: float | None) -> str:
     return "—" if fraction is None else f"{fraction:+.1%}"
 
 
+def banded(got: overlay.FigureError) -> str:
+    """A predicted figure with its band: `21.3 (17–26)`."""
+    if got.band is None:
+        return fmt(got.predicted)
+    return f"{fmt(got.predicted)} ({band_number(got.band[0])}–{band_number(got.band[1])})"
+
+
 def prediction_tables(bill: Bill) -> list[TableData]:
-    """Per measured target held to a prediction: each level's figures predicted, measured and the error, then
-    the median |error| of each figure over the levels."""
+    """Per measured target held to a prediction: each level's figures predicted (with its band), measured and
+    the error, then the median |error| of each figure over the levels and, with bands, how many measured
+    figures fell inside them."""
     out = []
     for i, pair in enumerate(overlay.pairs(bill)):
         found = overlay.errors(pair)
@@ -169,7 +182,7 @@ def prediction_tables(bill: Bill) -> list[TableData]:
             cells: list[str] = [level]
             for name, _ in overlay.FIGURES:
                 got = figures.get(name)
-                cells += [fmt(None), fmt(None), "—"] if got is None else [fmt(got.predicted), fmt(got.measured),
+                cells += [fmt(None), fmt(None), "—"] if got is None else [banded(got), fmt(got.measured),
                                                                           signed_share(got.error)]  # fmt: skip
             rows.append(tuple(cells))
         median = ["median |error|"]
@@ -177,6 +190,12 @@ def prediction_tables(bill: Bill) -> list[TableData]:
             value = overlay.median_abs_error(found, name)
             median += ["", "", "—" if value is None else f"{value:.1%}"]
         rows.append(tuple(median))
+        if overlay.inside_count(found)[1]:
+            inside = ["measured inside the band (levels)"]
+            for name, _ in overlay.FIGURES:
+                n, of = overlay.inside_count(found, name)
+                inside += ["", "", f"{n} / {of}" if of else "—"]
+            rows.append(tuple(inside))
         headers = ("level", *(f"{name} {part}" for name, _ in overlay.FIGURES
                               for part in ("predicted", "measured", "error")))  # fmt: skip
         title = f"Predicted vs measured: {pair.measured.label} against {pair.predicted.label}"

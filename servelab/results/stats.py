@@ -1,4 +1,5 @@
-"""The statistics of one level as typed values: `Distribution`, `TokenCounts`, `LevelStats`.
+"""The statistics of one level as typed values: `Distribution`, `TokenCounts`, `LevelStats`, and the level's
+document `LevelSummary` (its statistics and the bench's verdict on them).
 
 bench computes them once (`bench.summary`), the store keeps them with the level, and report, compare,
 export and demo read them back; nobody recomputes a figure. Dicts exist only at the JSON edge
@@ -213,3 +214,90 @@ class LevelStats:
 
 def _window_json(window: Window) -> dict[str, Any]:
     return {"t0_ns": window.t0_ns, "t1_ns": window.t1_ns, "seconds": window.seconds, "steady": window.steady}
+
+
+LEVEL_KEYS = (
+    "level",
+    "concurrency",
+    "rate",
+    "repeats",
+    "requests",
+    "completed",
+    "errors",
+    "errors_by_kind",
+    "error_examples",
+    "evictions",
+    "valid",
+    "invalid_reason",
+    "partial",
+    "ttft_ms",
+    "itl_ms",
+    "chunk_gap_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "per_stream_tok_s",
+    "prefill_tok_s",
+    "output_tok_s",
+    "total_tok_s",
+    "request_s",
+    "goodput_req_s",
+    "slo_attainment",
+    "lateness_ms",
+    "ttft_sched_ms",
+    "tokens",
+    "window",
+    "ramp",
+    "duration_s",
+    "first_send_ns",
+    "client",
+    "server",
+    "ci95",
+    "predicted",
+)  # fmt: skip  (the order of a level object in `bench --json` and in the store; docs/results-schema.md)
+
+
+@dataclass(frozen=True)
+class LevelSummary:
+    """One level (one repeat, or all repeats pooled): its figures and the bench's verdict on them; the store's
+    `levels` row of one repeat."""
+
+    stats: LevelStats
+    valid: bool = True  # False when the client could not keep up (event-loop lag, CPU)
+    invalid_reason: str | None = None
+    partial: bool = False  # the run was interrupted during this level
+    client: dict[str, Any] = field(
+        default_factory=dict
+    )  # the client's event-loop lag and CPU (bench/monitor.py)
+    server: dict[str, Any] = field(
+        default_factory=dict
+    )  # the server's /metrics over the level (bench/server_metrics.py); written only when there is one
+    # a predicted level (servelab predict): where its figures' parameters came from and each figure's band
+    # (predict/bands.py `level_figures`); written only for a predicted level
+    predicted: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        values = {
+            **self.stats.to_json(),
+            "valid": self.valid,
+            "invalid_reason": self.invalid_reason,
+            "partial": self.partial,
+            "client": self.client,
+        }
+        if self.server:  # engines whose extras follow /metrics series (vLLM)
+            values["server"] = self.server
+        if self.predicted:
+            values["predicted"] = self.predicted
+        return {key: values[key] for key in LEVEL_KEYS if key in values}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LevelSummary:
+        """Read what `to_json` wrote (a KeyError or TypeError for anything else)."""
+        return cls(
+            LevelStats.from_json(data),
+            valid=data["valid"],
+            invalid_reason=data["invalid_reason"],
+            partial=data["partial"],
+            client=data["client"],
+            server=data.get("server", {}),
+            predicted=data.get("predicted", {}),
+        )

@@ -49,6 +49,22 @@ class BatchPoint:
 
 
 @dataclass(frozen=True)
+class PricedSpeeds:
+    """Where a plan's expected speeds came from and how far they may be off (docs/predict.md "Bands and
+    provenance"). `source`: `plan` (the engine's sourced efficiencies: the figures as planned), `corpus` (the GPU
+    step model fitted to the public corpus) or `calibration` (this machine's profile); with the last two the
+    expected figures are the step model's (`predict/speeds.py`), the same `servelab predict` prices steps with.
+    `bands`: (low, high) tok/s of an expected figure, keyed `decode_short`, `decode_full`, `prefill_short`,
+    `batch_short:B`, `batch_full:B` (absent: no band; only the corpus fit has been cross-validated)."""
+
+    source: str = "plan"
+    detail: str = ""
+    stale: str | None = None  # a calibration profile measured on another release than the one planned: why
+    prefill_short_tok_s: float | None = None  # expected prefill of a short prompt (None: not priced)
+    bands: dict[str, tuple[float, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class PlannedCard:
     """The figures of the card a plan was made for, as planned (its --vram/--bandwidth/--tflops applied), so that
     `predict --plan` prices the same card and not the catalog entry of its name."""
@@ -99,6 +115,7 @@ class Plan:
     fits_with: tuple[str, ...] = ()
     card: PlannedCard | None = None  # None: a plan saved before plans recorded their card
     device_note: str = ""  # the CPU device: its measured bandwidth (when) and how its peak was estimated
+    speeds: PricedSpeeds = field(default_factory=PricedSpeeds)  # where the expected speeds came from, bands
 
     @classmethod
     def from_json(cls, data: Mapping[str, object], where: str = "plan") -> Plan:

@@ -7,8 +7,11 @@ no-op. Never edit a released migration: add the next one.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
+
+from servelab.store import legacy
 
 
 def m001_initial(db: sqlite3.Connection) -> None:
@@ -116,7 +119,44 @@ def m002_level_stats(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS = (m001_initial, m002_level_stats)
+def m003_typed_run_document(db: sqlite3.Connection) -> None:
+    """Every run's meta, target info and level summaries in the one shape `RunMeta`, `TargetInfo` and
+    `LevelSummary` read (`legacy.py` says what older rows hold), so readers have no second spelling to try.
+    A row that is not JSON is left as it is: reading its run says so (StoreError)."""
+    predicted_runs = set()
+    for run_id, text in db.execute("SELECT id, meta FROM runs").fetchall():
+        if (meta := _loads(text)) is _UNREADABLE:
+            continue
+        normal = legacy.run_meta(meta)
+        if normal["predicted"] is not None:
+            predicted_runs.add(run_id)
+        db.execute("UPDATE runs SET meta = ? WHERE id = ?", (json.dumps(normal), run_id))
+    for run_id, index, text in db.execute("SELECT run_id, target_index, info FROM targets").fetchall():
+        if (info := _loads(text)) is _UNREADABLE:
+            continue
+        normal = legacy.target_info(info, run_id in predicted_runs)
+        db.execute(
+            "UPDATE targets SET info = ? WHERE run_id = ? AND target_index = ?",
+            (json.dumps(normal), run_id, index),
+        )
+    for rowid, level, text in db.execute("SELECT rowid, level, summary FROM levels").fetchall():
+        if (summary := _loads(text)) is _UNREADABLE:
+            continue
+        normal = legacy.level_summary(summary, level)
+        db.execute("UPDATE levels SET summary = ? WHERE rowid = ?", (json.dumps(normal), rowid))
+
+
+_UNREADABLE = object()
+
+
+def _loads(text: str) -> object:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError, TypeError):
+        return _UNREADABLE
+
+
+MIGRATIONS = (m001_initial, m002_level_stats, m003_typed_run_document)
 
 
 def applied_migrations(db: sqlite3.Connection) -> list[str]:

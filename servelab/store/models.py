@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 from servelab.results.level_key import Level
 from servelab.results.records import RequestRecord
-from servelab.results.stats import LevelStats
+from servelab.results.run import RunMeta, TargetInfo
+from servelab.results.stats import LevelStats, LevelSummary
 
 
 @dataclass(frozen=True)
@@ -35,27 +36,20 @@ class StoredTarget:
     index: int
     url: str
     engine: str
-    info: dict  # version, model, effective config: never an API key
+    info: TargetInfo
 
 
 @dataclass(frozen=True)
 class StoredLevel:
-    """One repeat of one level as the bench stored it (its `LevelResult.to_json()`)."""
+    """One repeat of one level as the bench stored it."""
 
     target_index: int
-    level: str  # "c=4" or "r=2.5" (the store's spelling of a `Level`)
     repeat: int
-    summary: dict
+    summary: LevelSummary
 
     @property
-    def valid(self) -> bool:
-        return self.summary.get("valid") is not False
-
-    @property
-    def invalid_reason(self) -> str | None:
-        """Why the bench marked this repeat invalid (older runs spelt the key "why")."""
-        reason = self.summary.get("invalid_reason") or self.summary.get("why")
-        return None if reason is None else str(reason)
+    def level(self) -> Level:
+        return self.summary.stats.level
 
 
 @dataclass(frozen=True)
@@ -71,8 +65,8 @@ class MetricsSnapshot:
 @dataclass(frozen=True)
 class StoredRun:
     info: RunInfo
-    meta: dict  # name, servelab_version, client_host, workload, settings, targets, client_edge, *_anchor_ns
-    summary: dict | None
+    meta: RunMeta
+    summary: dict | None  # what `bench --json` printed (`BenchResult.to_json`); None until finished
     targets: tuple[StoredTarget, ...]
     levels: tuple[StoredLevel, ...]
     requests: tuple[RequestRecord, ...]

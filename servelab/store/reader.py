@@ -6,16 +6,19 @@ import json
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from servelab.errors import StoreError
 from servelab.results.level_key import Level
-from servelab.results.stats import LevelStats
+from servelab.results.run import RunMeta, TargetInfo
+from servelab.results.stats import LevelStats, LevelSummary
 from servelab.store import codec
 from servelab.store.ids import like_prefix
 from servelab.store.models import MetricsSnapshot, RunInfo, StoredLevel, StoredRun, StoredTarget
 
 RUN_COLUMNS = "id, name, created_ns, finished_ns, status, partial, pid, host, meta"
 AliveCheck = Callable[[int | None, str | None], bool]
+T = TypeVar("T")
 
 
 def _status(status: str, pid: int | None, host: str | None, alive: AliveCheck) -> str:
@@ -34,10 +37,7 @@ def _run_info(db: sqlite3.Connection, row: tuple, alive: AliveCheck) -> RunInfo:
         "SELECT COUNT(*), COALESCE(SUM(status != 'ok'), 0) FROM requests WHERE run_id = ? AND phase = 'measure'",
         (run_id,),
     ).fetchone()
-    workload = json.loads(meta).get("workload") or {}
-    workload_name = (
-        (workload.get("name") or workload.get("kind")) if isinstance(workload, dict) else str(workload)
-    )
+    workload = _document(run_id, "meta", meta, RunMeta.from_json).workload
     return RunInfo(
         id=run_id,
         name=name,
@@ -48,7 +48,7 @@ def _run_info(db: sqlite3.Connection, row: tuple, alive: AliveCheck) -> RunInfo:
         engines=engines,
         request_count=total,
         error_count=errors,
-        workload=workload_name,
+        workload=None if workload is None else workload.kind,
     )
 
 
@@ -76,7 +76,7 @@ def load_run(db: sqlite3.Connection, run_id: str, alive: AliveCheck) -> StoredRu
     (summary,) = db.execute("SELECT summary FROM runs WHERE id = ?", (run_id,)).fetchone()
     return StoredRun(
         info=_run_info(db, row, alive),
-        meta=json.loads(row[-1]),
+        meta=_document(run_id, "meta", row[-1], RunMeta.from_json),
         summary=None if summary is None else json.loads(summary),
         targets=_targets(db, run_id),
         levels=_levels(db, run_id),
@@ -92,14 +92,20 @@ def _targets(db: sqlite3.Connection, run_id: str) -> tuple[StoredTarget, ...]:
         "SELECT target_index, url, engine, info FROM targets WHERE run_id = ? ORDER BY target_index",
         (run_id,),
     )
-    return tuple(StoredTarget(i, url, engine, json.loads(info)) for i, url, engine, info in rows)
+    return tuple(
+        StoredTarget(i, url, engine, _document(run_id, "target info", info, TargetInfo.from_json))
+        for i, url, engine, info in rows
+    )
 
 
 def _levels(db: sqlite3.Connection, run_id: str) -> tuple[StoredLevel, ...]:
     rows = db.execute(
         "SELECT target_index, level, repeat, summary FROM levels WHERE run_id = ? ORDER BY rowid", (run_id,)
     )
-    return tuple(StoredLevel(t, level, rep, json.loads(s)) for t, level, rep, s in rows)
+    return tuple(
+        StoredLevel(t, rep, _document(run_id, f"level {level}", s, LevelSummary.from_json))
+        for t, level, rep, s in rows
+    )
 
 
 def _level_stats(db: sqlite3.Connection, run_id: str) -> dict[tuple[int, Level], LevelStats]:
@@ -108,12 +114,17 @@ def _level_stats(db: sqlite3.Connection, run_id: str) -> dict[tuple[int, Level],
     )
     out = {}
     for target_index, text in rows:
-        try:
-            stats = LevelStats.from_json(json.loads(text))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StoreError(f"run {run_id}: a stored level's statistics cannot be read ({exc!r})") from exc
+        stats = _document(run_id, "level statistics", text, LevelStats.from_json)
         out[(target_index, stats.level)] = stats
     return out
+
+
+def _document(run_id: str, what: str, text: str, read: Callable[[dict[str, Any]], T]) -> T:
+    """A stored JSON document as its type (the shape migration m003 left every row in); StoreError if not."""
+    try:
+        return read(json.loads(text))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise StoreError(f"run {run_id}: its stored {what} cannot be read ({exc!r})") from exc
 
 
 def _samples(db: sqlite3.Connection, run_id: str) -> dict[str, list[dict]]:

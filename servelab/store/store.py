@@ -29,7 +29,8 @@ from servelab import paths
 from servelab.errors import StoreError
 from servelab.redact import is_secret_name
 from servelab.results.records import RequestRecord
-from servelab.results.stats import LevelStats
+from servelab.results.run import RunMeta, TargetInfo
+from servelab.results.stats import LevelStats, LevelSummary
 from servelab.store import codec, journal, reader
 from servelab.store.ids import new_run_id
 from servelab.store.migrations import migrate
@@ -141,25 +142,27 @@ class Store:
                     ) from exc
 
     # -- writing ----------------------------------------------------------------------------------------
-    def create_run(self, meta: dict) -> str:
+    def create_run(self, meta: RunMeta) -> str:
         """Start a run (status running, partial until finished); return its time-sortable id."""
-        _check_no_secret("run meta", meta)
+        document = meta.to_json()
+        _check_no_secret("run meta", document)
         created_ns = time.time_ns()
         run_id = new_run_id(created_ns)
         with self._write("create run") as db:
             db.execute(
                 "INSERT INTO runs (id, name, created_ns, status, partial, pid, host, meta)"
                 " VALUES (?, ?, ?, 'running', 1, ?, ?, ?)",
-                (run_id, meta.get("name"), created_ns, os.getpid(), socket.gethostname(), _dumps(meta)),
+                (run_id, meta.name, created_ns, os.getpid(), socket.gethostname(), _dumps(document)),
             )
         return run_id
 
-    def add_target(self, run_id: str, index: int, url: str, engine: str, info: dict) -> None:
-        _check_no_secret("target info", info)
+    def add_target(self, run_id: str, index: int, url: str, engine: str, info: TargetInfo) -> None:
+        document = info.to_json()
+        _check_no_secret("target info", document)
         with self._write("add target") as db:
             db.execute(
                 "INSERT OR REPLACE INTO targets (run_id, target_index, url, engine, info) VALUES (?, ?, ?, ?, ?)",
-                (run_id, index, url, engine, _dumps(info)),
+                (run_id, index, url, engine, _dumps(document)),
             )
 
     def add_request(self, run_id: str, record: RequestRecord) -> None:
@@ -205,12 +208,14 @@ class Store:
         journal.remove_folder_if_empty(self.path)
         return added
 
-    def add_level(self, run_id: str, target_index: int, level: str, repeat: int, summary: dict) -> None:
-        _check_no_secret("level summary", summary)
+    def add_level(self, run_id: str, target_index: int, repeat: int, summary: LevelSummary) -> None:
+        """Keep one repeat of a level: its statistics and the bench's verdict on them."""
+        document = summary.to_json()
+        _check_no_secret("level summary", document)
         with self._write("add level") as db:
             db.execute(
                 "INSERT OR REPLACE INTO levels (run_id, target_index, level, repeat, summary) VALUES (?, ?, ?, ?, ?)",
-                (run_id, target_index, level, repeat, _dumps(summary)),
+                (run_id, target_index, summary.stats.level.label, repeat, _dumps(document)),
             )
 
     def add_level_stats(self, run_id: str, target_index: int, stats: LevelStats) -> None:

@@ -57,6 +57,9 @@ def test_calibrate_saves_a_profile_that_predict_uses(measured, capsys) -> None:
     assert fit["median_relative"] >= 0 and fit["r2"] <= 1
     assert [lv["level"] for lv in fitted["levels"]] == ["c=1", "c=2"]
     assert "calibrating llamacpp" in err
+    with Store.open(db, must_exist=True) as store:  # the release the runs measured, as the server reported it
+        assert profile["engine_version"] == store.load_run(run_id).targets[0].info["version"]
+    assert profile["engine_version"]
 
     args = ["predict", str(model), "--gpu", "cpu", "--engine", "llamacpp", "--parallel", "2", "--context", "512",
             "--concurrency", "1,2", "--requests", "4", "--completions"]  # fmt: skip
@@ -65,7 +68,9 @@ def test_calibrate_saves_a_profile_that_predict_uses(measured, capsys) -> None:
     assert f"calibration profile llamacpp/{profile['quant']}" in err and str(path) in err
     assert profile["created"][:10] in err and "effective figures: calibration" in err
     with Store.open(db, must_exist=True) as store:
-        predicted = store.load_run(json.loads(out)["run_id"]).meta["predicted"]["effective"]
+        prediction = store.load_run(json.loads(out)["run_id"]).meta.predicted
+        assert prediction is not None
+        predicted = prediction.effective
     assert predicted == {**profile["effective"], "source": "calibration"}
 
     assert main([*args, "--no-store", "--no-calibration"]) == 0

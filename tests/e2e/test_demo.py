@@ -149,7 +149,7 @@ def _check_bill_of_two_engines(steps: dict, workdir, html: str) -> None:
     assert doc.gpu == "cpu" and sorted(own) == ["llamacpp", "vllm"] and own["vllm"].quant == "bf16"
     with Store.open(workdir / "runs.db", must_exist=True) as store:
         runs = [store.load_run(run_id) for run_id in steps["bench"]["run_ids"]]
-    assert sorted((r.targets[0].engine, r.meta["workload"]["kind"]) for r in runs) == [
+    assert sorted((r.targets[0].engine, r.meta.workload.kind) for r in runs) == [
         ("llamacpp", "mixed"), ("llamacpp", "short"), ("vllm", "mixed"), ("vllm", "short")]  # fmt: skip
     bill = assemble(runs, doc)
     assert "No plan given" not in html

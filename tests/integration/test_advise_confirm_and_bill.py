@@ -100,3 +100,26 @@ def test_a_wrong_advice_file_is_one_line(doc: dict, says: str, tmp_path: Path, c
     assert main(["report", "--advice", str(path), "-o", str(tmp_path / "b.html")]) == 2
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1
+
+
+def test_with_a_fitted_step_model_the_goodput_carries_its_band(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The corpus fit's cross-validation band of "output tok/s" scales the front's goodput; the p99 latencies
+    get none (the corpus holds medians); the bill writes the band beside the figure."""
+    from servelab.predict.stepmodel import STEP_MODEL_ENV, StepModel
+
+    model = StepModel({}, {"note": "test-made"}, {"*|*|output tok/s|*": (0.7, 1.2)})
+    path = tmp_path / "stepmodel.json"
+    path.write_text(json.dumps(model.to_json()), encoding="utf-8")
+    monkeypatch.setenv(STEP_MODEL_ENV, str(path))
+    assert main([*QWEN3_8B, "--engine", "vllm", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    best = doc["front"][0]
+    assert best["effective_figures"] == "corpus"
+    goodput = best["output_tok_s_per_gpu"]
+    low, high = best["bands"]["output_tok_s_per_gpu"]
+    assert low == pytest.approx(goodput * 0.7, abs=0.02) and high == pytest.approx(goodput * 1.2, abs=0.02)
+    assert set(best["bands"]) == {"output_tok_s_per_gpu"}
+    advice = tmp_path / "advice.json"
+    advice.write_text(json.dumps(doc), encoding="utf-8")
+    assert main(["report", "--advice", str(advice), "--terminal"]) == 0
+    assert f"{goodput:,.1f} ({low:,.1f}–{high:,.1f})" in capsys.readouterr().out

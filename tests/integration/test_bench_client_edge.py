@@ -48,23 +48,24 @@ def test_the_public_reader_measures_the_sim_like_the_fast_path_and_the_meta_says
         fast = store.load_run(_bench(url, store))
         monkeypatch.delattr(aiohttp, "StreamReader")  # the export the fast path needs; aiohttp itself runs on
         plain = store.load_run(_bench(url, store))
-    assert fast.meta["client_edge"]["body"] == "protocol-callback"
-    edge = plain.meta["client_edge"]
-    assert (edge["aiohttp_version"], edge["body"], edge["stall_timer"]) == (
+    assert fast.meta.client_edge is not None and fast.meta.client_edge.body == "protocol-callback"
+    edge = plain.meta.client_edge
+    assert edge is not None
+    assert (edge.aiohttp_version, edge.body, edge.stall_timer) == (
         aiohttp.__version__,
         "public-reader",
         "aiohttp",
     )
-    assert edge["missing"][0] == "aiohttp.StreamReader"
+    assert edge.missing[0] == "aiohttp.StreamReader"
     assert [_shape(r) for r in plain.requests] == [_shape(r) for r in fast.requests]
     for stored in (fast, plain):
         (level,) = (lv.summary for lv in stored.levels)
-        assert (level["completed"], level["errors"]) == (8, 0)
-        assert level["ttft_ms"]["min"] >= TTFT_MS
-        if level["valid"]:  # a client starved of CPU by a busy shared host says so instead
-            assert level["itl_ms"]["p50"] == pytest.approx(ITL_MS, abs=TOL_MS)
-            assert level["tpot_ms"]["p50"] == pytest.approx(ITL_MS, abs=TOL_MS)
-        assert level["tokens"]["output"] == 8 * OUT
+        assert (level.stats.completed, level.stats.errors) == (8, 0)
+        assert (level.stats.ttft_ms.min or 0) >= TTFT_MS
+        if level.valid:  # a client starved of CPU by a busy shared host says so instead
+            assert level.stats.itl_ms.p50 == pytest.approx(ITL_MS, abs=TOL_MS)
+            assert level.stats.tpot_ms.p50 == pytest.approx(ITL_MS, abs=TOL_MS)
+        assert level.stats.tokens.output == 8 * OUT
 
 
 @pytest.mark.parametrize(
@@ -77,7 +78,7 @@ def test_the_public_reader_gives_the_same_error_kinds(fault, kind, tmp_path, mon
         Store.open(tmp_path / "r.db") as store,
     ):
         stored = store.load_run(_bench(url, store, levels=(2,), requests=4, warmup=0, stall_timeout_s=0.5))
-    assert stored.meta["client_edge"]["body"] == "public-reader"
-    (level,) = (lv.summary for lv in stored.levels)
-    assert (level["requests"], level["completed"], level["errors"]) == (4, 2, 2)
-    assert level["errors_by_kind"] == {kind: 2}
+    assert stored.meta.client_edge is not None and stored.meta.client_edge.body == "public-reader"
+    (level,) = (lv.summary.stats for lv in stored.levels)
+    assert (level.requests, level.completed, level.errors) == (4, 2, 2)
+    assert level.errors_by_kind == {kind: 2}

@@ -64,7 +64,8 @@ def test_replay_sends_at_the_traced_times_with_the_traced_lengths(tmp_path, writ
     assert min(late_ms) >= 0 and statistics.median(late_ms) < 5.0
     # the server's own counts: prompt tokens (the sim's tokenizer, chat template included) and answer tokens
     assert [(r.prompt_tokens, r.output_tokens) for r in measured] == LENGTHS
-    assert stored.meta["workload"]["kind"] == "trace" and stored.meta["settings"]["trace"]["speed"] == 2.0
+    assert stored.meta.workload is not None and stored.meta.workload.kind == "trace"
+    assert stored.meta.settings["trace"]["speed"] == 2.0
 
 
 def test_a_bad_trace_row_is_one_line_before_any_load(tmp_path, capsys):

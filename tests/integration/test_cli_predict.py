@@ -24,9 +24,8 @@ def test_predict_stores_a_run_runs_export_and_report_read(tmp_path: Path, capsys
     assert "predicting vllm bf16" in err
     with Store.open(db, must_exist=True) as store:
         run = store.load_run(run_id)
-    assert (
-        run.meta["predicted"]["engine"] == "vllm" and run.meta["predicted"]["effective"]["source"] == "plan"
-    )
+    assert run.meta.predicted is not None
+    assert run.meta.predicted.target.engine == "vllm" and run.meta.predicted.effective["source"] == "plan"
     assert len([r for r in run.requests if r.phase == "measure"]) == 16
 
     assert main(["runs", "--db", str(db), "--json"]) == 0
@@ -80,7 +79,8 @@ def _predicted(capsys, args: list[str], db: Path) -> tuple[dict, str]:
     out, err = capsys.readouterr()
     with Store.open(db, must_exist=True) as store:
         run = store.load_run(json.loads(out)["run_id"])
-    return run.meta["predicted"], err
+    assert run.meta.predicted is not None
+    return run.meta.predicted.to_json(), err
 
 
 def _output_tok_s(capsys, args: list[str]) -> float:
@@ -149,7 +149,7 @@ def test_predict_cold_start_runs_no_warm_up_requests(tmp_path: Path, capsys) -> 
         with Store.open(db, must_exist=True) as store:
             run = store.load_run(run_id)
         phases[cold] = sorted({r.phase for r in run.requests})
-        assert run.meta["settings"]["warmup"] == (0 if cold else None)
+        assert run.meta.settings["warmup"] == (0 if cold else None)
     assert phases == {False: ["measure", "warmup"], True: ["measure"]}
     assert main(["predict", *PLAN_ARGS, "--cold-start", "--warmup", "2", "--no-store"]) == 2
     out, err = capsys.readouterr()

@@ -9,6 +9,7 @@ import pytest
 
 from servelab.cli.app import main
 from servelab.report.significance import bootstrap_median_diff, mann_whitney
+from servelab.results.run import RunWorkload
 from tests.runs_factory import store_run
 
 
@@ -51,7 +52,7 @@ def test_the_table_fits_80_columns_with_every_figure_whole(tmp_path: Path, capsy
 def test_different_workloads_and_partial_runs_warn(tmp_path: Path, capsys) -> None:
     db = tmp_path / "runs.db"
     a = store_run(db)
-    b = store_run(db, workload={"name": "long", "input_tokens": 4096, "output_tokens": 16}, finish=False)
+    b = store_run(db, workload=RunWorkload(kind="long", input_tokens=4096, output_tokens=16), finish=False)
     assert main(["compare", a, b, "--db", str(db)]) == 0
     out, err = capsys.readouterr()
     assert "different workloads" in err and "partial" in err

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from servelab.cli.app import main
+from servelab.results.run import RunWorkload
 from tests.runs_factory import store_run
 
 PLAN = {"model": "tiny", "gpu": "cpu", "plans": [{"engine": "llamacpp", "quant": "q8_0", "context": 4096,
@@ -55,7 +56,7 @@ def test_markdown_twin_writes_its_plots_beside_it(tmp_path: Path, capsys) -> Non
 def test_two_runs_with_different_workloads_warn_in_the_report(tmp_path: Path, capsys) -> None:
     db = tmp_path / "runs.db"
     a = store_run(db)
-    b = store_run(db, workload={"name": "long", "input_tokens": 2048, "output_tokens": 16}, finish=False)
+    b = store_run(db, workload=RunWorkload(kind="long", input_tokens=2048, output_tokens=16), finish=False)
     assert main(["report", a, b, "--db", str(db), "--format", "md", "-o", str(tmp_path / "x.md")]) == 0
     text = (tmp_path / "x.md").read_text()
     assert "different workloads" in text

@@ -91,8 +91,8 @@ def test_vllm_emulated_server_agrees_with_predict_and_looks_like_an_openai_serve
     with Store.open(tmp_path / "r.db", must_exist=True) as store:
         run = store.load_run(run_id)
     target = run.targets[0]
-    assert target.engine == "openai" and target.info["model"] == "Qwen/Qwen3-8B"
-    assert target.info["context_per_slot"] == 8192  # /v1/models max_model_len: the plan's served context
+    assert target.engine == "openai" and target.info.model == "Qwen/Qwen3-8B"
+    assert target.info.context_per_slot == 8192  # /v1/models max_model_len: the plan's served context
     ok = [r for r in run.requests if r.phase == "measure"]
     assert {
         (r.status, r.output_tokens, r.finish_reason, r.tokens_source, r.chunk_tokens_source) for r in ok

@@ -11,6 +11,7 @@ import sqlite3
 import traceback
 from pathlib import Path
 
+from servelab.results.run import RunMeta
 from servelab.store import Store
 from servelab.store.migrations import MIGRATIONS, applied_migrations
 
@@ -23,7 +24,7 @@ def _open_each_round(root: str, worker: int, barrier, results) -> None:  # runs 
         barrier.wait(timeout=120)
         try:
             with Store.open(Path(root) / f"round-{round_index}" / "runs.db") as store:
-                store.create_run({"name": f"worker-{worker}"})
+                store.create_run(RunMeta(name=f"worker-{worker}"))
             results.put((round_index, worker, None))
         except Exception:
             results.put((round_index, worker, traceback.format_exc()))

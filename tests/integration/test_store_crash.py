@@ -14,12 +14,13 @@ from servelab.store import Store
 WRITER = textwrap.dedent(
     """
     import sys, time
+    from servelab.results.run import RunMeta, RunWorkload, TargetInfo
     from servelab.store import Store
     from tests.runs_factory import make_record
 
     store = Store.open(sys.argv[1])
-    run_id = store.create_run({"name": "doomed", "workload": {"name": "short"}})
-    store.add_target(run_id, 0, "http://127.0.0.1:9/v1", "llamacpp", {"model": "m"})
+    run_id = store.create_run(RunMeta(name="doomed", workload=RunWorkload(kind="short")))
+    store.add_target(run_id, 0, "http://127.0.0.1:9/v1", "llamacpp", TargetInfo(model="m"))
     for i in range(3):
         store.add_request(run_id, make_record(0, "c=1", i, start_ns=i, ttft_ms=1, itl_ms=1, output_tokens=4))
     print(run_id, flush=True)

@@ -6,17 +6,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from servelab.bench.result import LevelResult
 from servelab.cli.bench import _render
 from servelab.results.level_key import Level
-from servelab.results.stats import Distribution, LevelStats
+from servelab.results.stats import Distribution, LevelStats, LevelSummary
 
 
-def _level(level: str, tok_s: float, valid: bool = True, reason: str | None = None) -> LevelResult:
+def _level(level: str, tok_s: float, valid: bool = True, reason: str | None = None) -> LevelSummary:
     stats = LevelStats(Level.parse(level), per_stream_tok_s=Distribution(p50=99.95), output_tok_s=tok_s,
                        ttft_ms=Distribution(p50=1234.5, p99=98765.4), itl_ms=Distribution(p50=10.04, p99=11.96),
                        errors=12, evictions=3)  # fmt: skip
-    return LevelResult(stats, valid=valid, invalid_reason=reason)
+    return LevelSummary(stats, valid=valid, invalid_reason=reason)
 
 
 RESULT = SimpleNamespace(run_id="r1", partial=False, targets=[SimpleNamespace(

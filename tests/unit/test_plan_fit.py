@@ -20,9 +20,10 @@ GIB, MIB = 1024**3, 1024**2
 
 def test_vllm_default_max_num_seqs_beyond_the_mamba_blocks_does_not_fit() -> None:
     # before: fits true beside the warning "max_num_seqs (256) exceeds available Mamba cache blocks (49)"
-    # (24,576 tokens: at 32,768 one request no longer fits beside the vision encoder's profile either)
+    # (4,096 tokens: the 86 CUDA graphs of 256 sequences take ~1.9 GiB from v0.21, so at 8,192 one request no
+    # longer fits either; the remedy's fewer sequences also capture fewer graphs)
     qwen, card = load_model("Qwen/Qwen3.5-27B"), find_gpu("rtx4090")
-    plan = make_plan(qwen, card, engine="vllm", quant="awq", context=24576)
+    plan = make_plan(qwen, card, engine="vllm", quant="awq", context=4096)
     blocks = plan.details["mamba_blocks"]
     assert isinstance(blocks, int) and 0 < blocks < 256
     assert not plan.fits and plan.remedy == {"max_num_seqs": blocks}
@@ -30,7 +31,7 @@ def test_vllm_default_max_num_seqs_beyond_the_mamba_blocks_does_not_fit() -> Non
         f"vLLM: max_num_seqs (256) exceeds available Mamba cache blocks ({blocks})"
     )
     assert f"pass --max-num-seqs {blocks}" in plan.refusals[0] and plan.warnings[0] == plan.refusals[0]
-    fixed = make_plan(qwen, card, engine="vllm", quant="awq", context=24576, max_num_seqs=blocks)
+    fixed = make_plan(qwen, card, engine="vllm", quant="awq", context=4096, max_num_seqs=blocks)
     assert fixed.fits and ["--max-num-seqs", str(blocks)] == list(fixed.command[-2:])
 
 
@@ -89,7 +90,7 @@ def test_vllm_kv_cache_memory_bytes_sizes_the_pool_and_must_fit() -> None:
     assert m.kv_tokens == 1024 * 16 and m.fits
     big = vllm_memory(dense_gqa(), kv_cache_memory_bytes=8 * GIB, **kw)  # type: ignore[arg-type]
     room = 23 * GIB - 16 * GIB - activation_peak_bytes(dense_gqa(), 2048, 256, 1) - NON_TORCH_BYTES
-    room -= cuda_graph_bytes(dense_gqa(), 256)
+    room -= cuda_graph_bytes(dense_gqa(), 256, 2048)
     assert [r.message for r in big.refusals] == [
         "vLLM: --kv-cache-memory-bytes 8589934592 does not fit beside the weights and activations (CUDA out of"
         f" memory); pass --kv-cache-memory-bytes {room} or less"

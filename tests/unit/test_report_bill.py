@@ -118,6 +118,25 @@ LLAMA_SERVER_LOG = """0.00.024.562 I load_tensors:   CPU_Mapped model buffer siz
 """
 
 
+def test_memory_used_is_the_peak_of_the_gpus_that_served_each_target(tmp_path: Path) -> None:
+    run_id = store_run(tmp_path / "r.db", engines=("llamacpp", "vllm"))
+
+    def row(
+        target: int, gpu: int, t_ns: int, util: int, used: int
+    ) -> dict:  # as PowerSampler + bench label it
+        return {"t_ns": t_ns, "gpu": gpu, "power_w": 100.0, "sm_util_pct": util, "memory_used_bytes": used,
+                "target_index": target, "level": "c=1", "repeat": 0}  # fmt: skip
+
+    rows = [row(0, 0, 1, 90, 5 * GIB), row(0, 0, 2, 95, 6 * GIB), row(0, 1, 1, 0, 30 * GIB),  # GPU 1 idle: another
+            row(1, 1, 3, 80, 20 * GIB), row(1, 0, 3, 0, 6 * GIB)]  # fmt: skip
+    with Store.open(tmp_path / "r.db") as store:
+        store.add_samples(run_id, "gpu_power", rows)
+        run = store.load_run(run_id)
+    bill = assemble([run], plan_document(PLAN))
+    assert [e.memory_used_bytes for e in bill.engines] == [6 * GIB, 20 * GIB]
+    assert assemble([_run(tmp_path / "plain")]).engines[0].memory_used_bytes is None  # no samples: unknown
+
+
 def test_a_server_log_gives_the_memory_really_allocated(tmp_path: Path) -> None:
     bill = assemble([_run(tmp_path)], plan_document(PLAN), server_logs=[("server.log", LLAMA_SERVER_LOG)])
     assert bill.engines[0].memory_used_bytes == round(2.75 * 2**20) + 2 * 2**20 + round(3.26 * 2**20)

@@ -9,6 +9,7 @@ from servelab.bench.monitor import validity
 from servelab.report import assemble
 from servelab.report.page import Items, Para, build_page
 from servelab.report.verdict import engine_verdict
+from servelab.results.run import RunWorkload
 from servelab.store import Store
 from tests.runs_factory import store_run
 
@@ -63,7 +64,7 @@ def test_the_host_is_judged_apart_from_the_server(tmp_path: Path) -> None:
 def test_runs_not_like_for_like_are_one_box_per_kind(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     first = store_run(db)
-    others = [store_run(db, ladder=(1, 2), workload={"name": "mixed", "input_tokens": 8, "output_tokens": 4})
+    others = [store_run(db, ladder=(1, 2), workload=RunWorkload(kind="mixed", input_tokens=8, output_tokens=4))
               for _ in range(4)]  # fmt: skip
     bill = assemble(_load(db, [first, *others]))
     workloads = [w for w in bill.warnings if "different workloads" in w]

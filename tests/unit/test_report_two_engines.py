@@ -13,6 +13,7 @@ from servelab.report.glance import faster_per_scenario, glance_table, tail_table
 from servelab.report.page import build_page
 from servelab.report.plan_figures import plans_for
 from servelab.report.verdict import single_user
+from servelab.results.run import RunWorkload
 from servelab.store import Store
 from tests.runs_factory import MS, make_record, store_run
 
@@ -27,7 +28,7 @@ TWO_PLANS = {"model": "servelab-llama", "gpu": "cpu", "plans": [
      "decode_ceiling_tok_s": {"short": 250.0, "full_context": 125.0},
      "decode_batch_tok_s": [{"batch": 4, "aggregate_tok_s": 1000.0}]},
 ]}  # fmt: skip
-MIXED = {"name": "mixed", "input_tokens": 32, "output_tokens": 16}
+MIXED = RunWorkload(kind="mixed", input_tokens=32, output_tokens=16)
 
 
 def _bill(tmp_path: Path, *, evicted_in_mixed: int = 0):

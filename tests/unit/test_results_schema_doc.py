@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servelab.bench.result import LEVEL_KEYS, LevelResult
 from servelab.results.level_key import Level
-from servelab.results.stats import Distribution, LevelStats
+from servelab.results.stats import LEVEL_KEYS, Distribution, LevelStats, LevelSummary
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "results-schema.md").read_text()
 
@@ -20,7 +19,7 @@ def test_a_level_written_and_read_back_is_the_same_value() -> None:
     stats = LevelStats(Level.open(2.5), completed=3, ttft_ms=Distribution.of([1.0, 2.0, 4.0]),
                        lateness_ms=Distribution.of([0.1]), ci95={"output_tok_s": (10.0, 1.5), "request_s": None})  # fmt: skip
     assert LevelStats.from_json(stats.to_json()) == stats
-    assert set(LevelResult(stats).to_json()) <= set(LEVEL_KEYS)
+    assert set(LevelSummary(stats).to_json()) <= set(LEVEL_KEYS)
     assert list(Distribution().to_json()) == [
         "p50",
         "p90",

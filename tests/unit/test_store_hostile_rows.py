@@ -16,6 +16,7 @@ import pytest
 
 from servelab.bench.sink import RecordSink
 from servelab.errors import StoreError
+from servelab.results.run import RunMeta
 from servelab.store import Store, codec
 from servelab.store import journal as journal_module
 from servelab.store.journal import encode_row, journal_dir, journal_path, rejected_path
@@ -45,7 +46,7 @@ def _record(i: int, **changes):
 def test_a_value_sqlite_would_refuse_never_stops_the_writer(tmp_path: Path, changes):
     db = tmp_path / "runs.db"
     with Store.open(db) as store:
-        run_id = store.create_run({"name": "hostile"})
+        run_id = store.create_run(RunMeta(name="hostile"))
         sink = RecordSink(store, run_id)
         sink.add(_record(0, **changes))
         sink.add(_record(1))
@@ -58,7 +59,7 @@ def test_a_value_sqlite_would_refuse_never_stops_the_writer(tmp_path: Path, chan
 def test_a_writer_that_fails_anyway_keeps_the_journal_and_says_so(tmp_path: Path, monkeypatch):
     db = tmp_path / "runs.db"
     with Store.open(db) as store:
-        run_id = store.create_run({"name": "bug"})
+        run_id = store.create_run(RunMeta(name="bug"))
 
         def broken(rows):
             raise RuntimeError("a bug in the writer")
@@ -108,7 +109,7 @@ def _bad_lines(run_id: str) -> dict[str, bytes]:
 def test_replay_keeps_every_good_line_around_a_bad_one(tmp_path: Path, caplog, bad: str, stored: int):
     db = tmp_path / "runs.db"
     with Store.open(db) as store:
-        run_id = store.create_run({"name": "damaged"})
+        run_id = store.create_run(RunMeta(name="damaged"))
         good = _good_lines(run_id, 5)
         store.add_rows([codec.record_to_row(run_id, _record(i)) for i in range(stored)])
     path = journal_path(db, run_id)
@@ -130,7 +131,7 @@ def test_a_journal_of_rows_with_unstorable_text_replays(tmp_path: Path):
     """A journal written before this guard (or by hand) holding a lone surrogate and a 2**63: stored escaped."""
     db = tmp_path / "runs.db"
     with Store.open(db) as store:
-        run_id = store.create_run({"name": "old"})
+        run_id = store.create_run(RunMeta(name="old"))
     row = list(codec.record_to_row(run_id, _record(0)))
     row[1 + codec.COLUMNS.index("finish_reason")] = "\ud800"
     row[1 + codec.COLUMNS.index("max_tokens")] = 2**63
@@ -148,7 +149,7 @@ def test_a_journal_of_rows_with_unstorable_text_replays(tmp_path: Path):
 def test_the_store_opens_with_a_journal_that_is_all_garbage(tmp_path: Path):
     db = tmp_path / "runs.db"
     with Store.open(db) as store:
-        run_id = store.create_run({"name": "garbage"})
+        run_id = store.create_run(RunMeta(name="garbage"))
     path = journal_path(db, run_id)
     path.parent.mkdir()
     path.write_bytes(b"\xff\xfe\x00" * 100 + b"\n[]\n{}\nnull\n")
@@ -162,7 +163,7 @@ def test_the_store_opens_with_a_journal_that_is_all_garbage(tmp_path: Path):
 def test_a_fifo_named_like_a_journal_never_holds_the_open(tmp_path: Path, caplog):
     db = tmp_path / "runs.db"
     with Store.open(db) as store:
-        run_id = store.create_run({"name": "fifo"})
+        run_id = store.create_run(RunMeta(name="fifo"))
     journal_dir(db).mkdir()
     os.mkfifo(journal_path(db, run_id))
     opened: list[int] = []
@@ -183,7 +184,7 @@ def test_an_overlong_line_is_kept_aside_and_the_lines_after_it_replay(tmp_path: 
     monkeypatch.setattr(journal_module, "MAX_LINE_BYTES", 4096)
     db = tmp_path / "runs.db"
     with Store.open(db) as store:
-        run_id = store.create_run({"name": "long line"})
+        run_id = store.create_run(RunMeta(name="long line"))
     good = _good_lines(run_id, 3)
     assert all(len(line) < 4096 for line in good)
     path = journal_path(db, run_id)
@@ -206,7 +207,7 @@ def test_a_store_path_that_is_not_a_regular_file_is_one_clear_error(tmp_path: Pa
 def test_a_record_with_a_bool_for_a_count_replays_from_its_journal(tmp_path: Path):
     db = tmp_path / "runs.db"
     with Store.open(db) as store:
-        run_id = store.create_run({"name": "bool"})
+        run_id = store.create_run(RunMeta(name="bool"))
     path = journal_path(db, run_id)
     path.parent.mkdir()
     path.write_bytes(encode_row(codec.record_to_row(run_id, _record(0, max_tokens=True))))

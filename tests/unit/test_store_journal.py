@@ -11,6 +11,7 @@ from pathlib import Path
 
 from servelab.bench import sink as sink_module
 from servelab.bench.sink import RecordSink
+from servelab.results.run import RunMeta, TargetInfo
 from servelab.store import Store, codec
 from servelab.store.journal import Journal, decode_line, encode_row, journal_dir, journal_path
 from tests.runs_factory import make_record
@@ -31,8 +32,8 @@ def test_a_row_comes_back_from_its_line_blobs_included():
 def test_replay_adds_only_the_lines_past_what_is_stored_and_removes_the_journal(tmp_path: Path):
     db = tmp_path / "runs.db"
     with Store.open(db) as store:
-        run_id = store.create_run({"name": "killed"})
-        store.add_target(run_id, 0, "http://127.0.0.1:9/v1", "sim", {})
+        run_id = store.create_run(RunMeta(name="killed"))
+        store.add_target(run_id, 0, "http://127.0.0.1:9/v1", "sim", TargetInfo())
         rows = _rows(run_id, 5)
         store.add_rows(rows[:2])  # the writer thread got this far
     path = journal_path(db, run_id)
@@ -51,7 +52,7 @@ def test_replay_adds_only_the_lines_past_what_is_stored_and_removes_the_journal(
 def test_a_journal_whose_writer_still_holds_it_is_not_replayed(tmp_path: Path):
     db = tmp_path / "runs.db"
     with Store.open(db) as store:
-        run_id = store.create_run({"name": "live"})
+        run_id = store.create_run(RunMeta(name="live"))
         live = Journal(journal_path(db, run_id))
         live.append(_rows(run_id, 1)[0])
         assert store.replay_journals() == 0
@@ -67,7 +68,7 @@ def test_a_journal_that_cannot_be_written_stops_the_run_but_the_writer_still_sto
 ):
     db = tmp_path / "runs.db"
     with Store.open(db) as store:
-        run_id = store.create_run({"name": "disk full"})
+        run_id = store.create_run(RunMeta(name="disk full"))
         sink = RecordSink(store, run_id)
         assert sink.journal is not None
         sink.journal._file.close()
@@ -85,7 +86,7 @@ def test_the_run_end_taken_with_a_batch_ends_the_writer(tmp_path: Path):
     its load and never returned)."""
     db = tmp_path / "runs.db"
     with Store.open(db) as store:
-        run_id = store.create_run({"name": "behind"})
+        run_id = store.create_run(RunMeta(name="behind"))
         sink = RecordSink(store, run_id)
         holder = sqlite3.connect(db, isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")  # another process's write lock: the writer's first batch waits

@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from servelab.errors import StoreError
+from servelab.results.level_key import Level
 from servelab.results.records import RequestRecord
+from servelab.results.run import RunMeta
+from servelab.results.stats import LevelStats, LevelSummary
 from servelab.store import Store
 from tests.runs_factory import make_record, store_run
 
@@ -20,7 +23,7 @@ def test_a_record_reads_back_field_for_field(tmp_path: Path) -> None:
     record = dataclasses.replace(record, server_timings={"cache_n": 3, "predicted_per_second": 41.5},
                                  chunk_tokens=array("i", [1, 2, 1, 0, 1]))  # fmt: skip
     with Store.open(tmp_path / "r.db") as store:
-        run_id = store.create_run({"name": "one"})
+        run_id = store.create_run(RunMeta(name="one"))
         store.add_request(run_id, record)
         (back,) = store.load_run(run_id).requests
     assert back == record
@@ -30,7 +33,7 @@ def test_a_record_reads_back_field_for_field(tmp_path: Path) -> None:
 def test_chunk_arrays_are_stored_as_compact_blobs(tmp_path: Path) -> None:
     record = make_record(0, "c=1", 0, start_ns=0, ttft_ms=1, itl_ms=1, output_tokens=100)
     with Store.open(tmp_path / "r.db") as store:
-        store.add_request(store.create_run({}), record)
+        store.add_request(store.create_run(RunMeta()), record)
     (size,) = sqlite3.connect(tmp_path / "r.db").execute("SELECT length(chunk_ns) FROM requests").fetchone()
     assert size == 100 * 8
 
@@ -44,8 +47,8 @@ def test_a_whole_run_reads_back(tmp_path: Path) -> None:
         store.add_metrics_snapshot(run_id, 0, "c=1", 0, "before", "vllm:num_requests_running 0\n", t_ns=5)
         run = store.load_run(run_id)
     assert [t.engine for t in run.targets] == ["llamacpp", "sglang"]
-    assert run.targets[1].info["model"] == "tiny-test-model"
-    assert [(lv.target_index, lv.level) for lv in run.levels] == [
+    assert run.targets[1].info.model == "tiny-test-model"
+    assert [(lv.target_index, lv.level.label) for lv in run.levels] == [
         (0, "c=1"),
         (0, "c=2"),
         (1, "c=1"),
@@ -54,7 +57,7 @@ def test_a_whole_run_reads_back(tmp_path: Path) -> None:
     assert len(run.requests) == 2 * (3 + 6)
     assert run.samples["gpu_power"][0] == {"t_ns": 1, "gpu": 0, "power_w": 120.5}
     assert run.snapshots[0].text.startswith("vllm:num_requests_running")
-    assert run.meta["workload"]["name"] == "short"
+    assert run.meta.workload is not None and run.meta.workload.kind == "short"
     assert run.info.status == "finished" and run.info.partial is False
     assert run.info.engines == ("llamacpp", "sglang") and run.info.request_count == 18
 
@@ -92,11 +95,13 @@ def test_a_run_not_finished_is_partial_and_finish_records_the_outcome(tmp_path: 
 
 def test_credentials_never_reach_the_store(tmp_path: Path) -> None:
     with Store.open(tmp_path / "r.db") as store:
-        run_id = store.create_run({"name": "x", "settings": {"max_tokens": 16, "prompt_tokens": 3}})
+        run_id = store.create_run(RunMeta(name="x", settings={"max_tokens": 16, "prompt_tokens": 3}))
         with pytest.raises(StoreError, match=r"x-api-key.*credential"):
-            store.add_target(run_id, 0, "http://127.0.0.1:1", "openai", {"headers": {"x-api-key": "s3cret"}})
+            store.add_level(
+                run_id, 0, 0, LevelSummary(LevelStats(Level.closed(1)), client={"x-api-key": "s3cret"})
+            )
         with pytest.raises(StoreError, match="'api_key'"):
-            store.create_run({"settings": {"api_key": "sk-123"}})
+            store.create_run(RunMeta(settings={"api_key": "sk-123"}))
     assert b"s3cret" not in (tmp_path / "r.db").read_bytes()
 
 
@@ -108,7 +113,7 @@ def test_fields_added_to_requestrecord_later_survive(tmp_path: Path, monkeypatch
     monkeypatch.setattr("servelab.store.codec.RequestRecord", Newer)
     record = Newer(0, "c=1", 0, 0, "measure", "ok", 1, 2, queue_ns=42)
     with Store.open(tmp_path / "r.db") as store:
-        run_id = store.create_run({})
+        run_id = store.create_run(RunMeta())
         store.add_request(run_id, record)
         (back,) = store.load_run(run_id).requests
     assert back.queue_ns == 42
@@ -130,7 +135,7 @@ def test_sqlite_failures_become_store_errors(tmp_path: Path) -> None:
             store.add_request(
                 "missing", make_record(0, "c=1", 0, start_ns=0, ttft_ms=1, itl_ms=1, output_tokens=2)
             )
-        run_id = store.create_run({})  # the failed writes left no transaction open
+        run_id = store.create_run(RunMeta())  # the failed writes left no transaction open
         assert store.load_run(run_id).requests == ()
 
 
@@ -147,7 +152,7 @@ def test_the_default_store_lives_in_the_data_directory(tmp_path: Path) -> None:
     from servelab import paths
 
     with Store.open() as store:
-        run_id = store.create_run({"name": "default"})
+        run_id = store.create_run(RunMeta(name="default"))
     assert store.path == paths.default_db_path() and store.path.is_file()
     assert str(store.path).startswith(str(paths.data_dir()))  # isolated by tests/conftest.py
     with Store.open() as store:

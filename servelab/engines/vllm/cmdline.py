@@ -44,6 +44,7 @@ FLAGS = (
     Flag(("--gpu-memory-utilization",), "gpu_memory_utilization"),
     Flag(("--quantization", "-q"), "quantization"),
     Flag(("--speculative-config", "--speculative_config"), "speculative_config"),
+    Flag(("--compilation-config", "-cc"), "compilation_config"),
     Flag(("--enable-prefix-caching",), "enable_prefix_caching", value=True),
     Flag(("--no-enable-prefix-caching",), "enable_prefix_caching", value=False),
     Flag(("--language-model-only",), "language_model_only", value=True),
@@ -79,6 +80,7 @@ class VllmLaunch:
     tp_size: int | None = None
     gpu_memory_utilization: float | None = None
     speculative_config: dict[str, Any] | None = None
+    compilation_config: dict[str, Any] | None = None
     quantization: str | None = None
     enable_prefix_caching: bool | None = None
     language_model_only: bool | None = None
@@ -122,6 +124,7 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> VllmLau
         tp_size=to_int(found, "tp_size", "-tp/--tensor-parallel-size"),
         gpu_memory_utilization=to_float(found, "gpu_memory_utilization", "--gpu-memory-utilization"),
         speculative_config=_json_or_none(found.get("speculative_config")),
+        compilation_config=_json_or_none(found.get("compilation_config")),
         quantization=found.get("quantization"),
         enable_prefix_caching=_switch(found.get("enable_prefix_caching")),
         language_model_only=_switch(found.get("language_model_only")),
@@ -170,7 +173,13 @@ def engine_settings(launch: VllmLaunch, *, speculative: bool = True) -> VllmSett
         enforce_eager=bool(launch.enforce_eager),
         enable_expert_parallel=bool(launch.enable_expert_parallel),
         speculative_config=None if config is None else config.get("raw") or json.dumps(config),
+        compilation_config=_json_text(launch.compilation_config),
     )
+
+
+def _json_text(value: dict[str, Any] | None) -> str | None:
+    """A JSON flag's value as text again (its raw text when it did not parse)."""
+    return None if value is None else value.get("raw") or json.dumps(value)
 
 
 def settings(argv: list[str], environment: dict[str, str] | None = None) -> VllmSettings:
@@ -280,6 +289,7 @@ def command(
     language_model_only: bool = False,
     enforce_eager: bool = False,
     enable_expert_parallel: bool = False,
+    compilation_config: str | None = None,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
 ) -> list[str]:
@@ -320,6 +330,8 @@ def command(
         argv.append("--enforce-eager")
     if enable_expert_parallel:
         argv.append("--enable-expert-parallel")
+    if compilation_config is not None:
+        argv += ["--compilation-config", compilation_config]
     return argv
 
 

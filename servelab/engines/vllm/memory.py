@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from servelab.engines.vllm import profile
+from servelab.engines.vllm import graphs, profile
 from servelab.errors import ConfigError
 from servelab.model.dtypes import AUTO, engine_spelling, find_dtype, storage_dtype
 from servelab.model.spec import LayerKind, ModelSpec
@@ -222,9 +222,20 @@ def activation_peak_bytes(
     )
 
 
-def cuda_graph_bytes(model: ModelSpec, max_num_seqs: int) -> int:
-    """CUDA graph pool (estimate): ~0.45 GiB for a 27B hybrid at 256 seqs (docs/reference/memory.md §9 V4), scaled by batch."""
-    return int(0.45 * GIB * min(max_num_seqs, 512) / 256)
+def cuda_graph_bytes(
+    model: ModelSpec,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    spec_tokens: int = 0,
+    compilation: graphs.Compilation | None = None,
+    enforce_eager: bool = False,
+) -> int:
+    """The CUDA graphs' memory as vLLM's profile_cudagraph_memory estimates it (graphs.py): the graphs the
+    compilation config captures, one graph's bytes per layer kind."""
+    counts = graphs.graph_counts(
+        max_num_seqs, max_num_batched_tokens, spec_tokens, compilation, enforce_eager
+    )
+    return graphs.estimate_bytes(model, counts)
 
 
 def _largest_length(num_blocks: int, request: _RequestBlocks, cap: int) -> int:
@@ -358,6 +369,7 @@ def vllm_memory(
     kv_cache_dtype: str = "auto",
     enforce_eager: bool = False,
     cudagraph_mode: str | None = None,
+    compilation: graphs.Compilation | None = None,
     speculative_tokens: int = 0,
     draft_layers: int = 0,
     block_align: int = KERNEL_BLOCK_ALIGNMENT,
@@ -373,8 +385,9 @@ def vllm_memory(
     profiling, --gpu-memory-utilization ignored. `block_align` is kernel_block_alignment's; prefix caching on
     puts a hybrid's mamba layers in mamba_cache_mode 'align' (opt-in for hybrids, so off by default).
     `device_name` is the card's name, which picks the default batch (profile.default_batch). `multimodal` False
-    is --language-model-only (no vision-encoder profile). `enforce_eager` / `cudagraph_mode` (the compilation
-    config's, None: the default FULL_AND_PIECEWISE) decide whether graphs are captured and, for hybrids, whether
+    is --language-model-only (no vision-encoder profile). `enforce_eager` / `compilation` (the compilation
+    config's CUDA-graph knobs; `cudagraph_mode` alone as a shortcut; None: the default FULL_AND_PIECEWISE) decide
+    which graphs are captured (their estimate, graphs.py) and, for hybrids, whether
     max_num_seqs above the Mamba blocks is refused (profile.mamba_seqs_rule). `use_v1` is VLLM_USE_V1 (None: the
     release's default engine; True on 0.7.x plans the opt-in V1's defaults and profile run)."""
     if not 0 < gpu_memory_utilization <= 1:
@@ -391,9 +404,9 @@ def vllm_memory(
         model, batched, seqs, tp, release, max_model_len=length, multimodal=multimodal, use_v1=use_v1
     )
     in_budget = profile.graphs_in_budget(release)
-    no_graphs = enforce_eager or (cudagraph_mode or "").upper() == "NONE"
-    graphs = 0 if no_graphs else cuda_graph_bytes(model, seqs)
-    graphs_taken = graphs if in_budget else 0  # before v0.21 captured after the KV cache is sized
+    compilation = compilation or graphs.Compilation(cudagraph_mode)
+    graph_bytes = cuda_graph_bytes(model, seqs, batched, speculative_tokens, compilation, enforce_eager)
+    graphs_taken = graph_bytes if in_budget else 0  # before v0.21 captured after the KV cache is sized
     budget = max(0, requested - weights_bytes - activation - NON_TORCH_BYTES - graphs_taken)
     if kv_cache_memory_bytes is not None:
         budget = kv_cache_memory_bytes
@@ -418,7 +431,9 @@ def vllm_memory(
     estimated = _largest_length(num_blocks, request, length)
     mamba_blocks = num_blocks if "mamba" in groups else 0
     warnings = _padding_warnings(padding if "mamba" in groups else 0, waste, model.num_layers + draft_layers)
-    mamba_rule = profile.mamba_seqs_rule(release, profile.full_cuda_graphs(enforce_eager, cudagraph_mode))
+    mamba_rule = profile.mamba_seqs_rule(
+        release, profile.full_cuda_graphs(enforce_eager, compilation.cudagraph_mode)
+    )
     if mamba_blocks and seqs > mamba_blocks and mamba_rule == "capped":
         warnings.append(
             f"vLLM: caps the CUDA-graph capture sizes to the {mamba_blocks} Mamba cache blocks (max_num_seqs"
@@ -450,7 +465,7 @@ def vllm_memory(
         weights_bytes=weights_bytes,
         activation_bytes=activation,
         non_torch_bytes=NON_TORCH_BYTES,
-        cuda_graph_bytes=graphs,
+        cuda_graph_bytes=graph_bytes,
         kv_budget_bytes=budget,
         block_size=block,
         page_bytes=page,

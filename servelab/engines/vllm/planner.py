@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from servelab.engines.vllm import DEFAULT_PORT, cmdline, cpu_planner, profile
 from servelab.engines.vllm.memory import engine_kv_dtype, kernel_block_alignment, vllm_memory
-from servelab.engines.vllm.settings import VllmFigures, VllmSettings
+from servelab.engines.vllm.settings import VllmFigures, VllmSettings, compilation
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import LayerKind, ModelSpec
@@ -47,6 +47,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[VllmSettings]) -> EngineFit
         draft_layers=spec.draft_attention_layers(model) if spec else 0,
         enable_prefix_caching=bool(s.engine.enable_prefix_caching),
         enforce_eager=s.engine.enforce_eager,
+        compilation=compilation(s.engine),
         version=s.engine_version,
         device_name=gpu.label,
         multimodal=not s.engine.language_model_only,
@@ -83,6 +84,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[VllmSettings]) -> EngineFit
         language_model_only=s.engine.language_model_only,
         enforce_eager=s.engine.enforce_eager,
         enable_expert_parallel=s.engine.enable_expert_parallel,
+        compilation_config=s.engine.compilation_config,
         host=s.host,
         port=s.port or DEFAULT_PORT,
     )
@@ -99,6 +101,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[VllmSettings]) -> EngineFit
         estimated_max_model_len=m.estimated_max_model_len,
         mamba_blocks=m.mamba_blocks,
         enforce_eager=s.engine.enforce_eager or None,
+        cuda_graph_bytes=m.cuda_graph_bytes,
         enable_expert_parallel=s.engine.enable_expert_parallel or None,
     )
     return EngineFit(

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from servelab.engines.vllm.graphs import Compilation
 from servelab.errors import ConfigError
 from servelab.sizing.typed import (
     MAX_CONTEXT,
@@ -70,6 +71,11 @@ class VllmSettings:
         "--speculative-config",
         "JSON: method (mtp, eagle, eagle3, ngram, draft_model), num_speculative_tokens, model (the draft)",
     )
+    compilation_config: str | None = setting(
+        "--compilation-config",
+        "JSON: cudagraph_mode (NONE, PIECEWISE, FULL, FULL_DECODE_ONLY, FULL_AND_PIECEWISE),"
+        " cudagraph_capture_sizes, max_cudagraph_capture_size: the CUDA graphs captured and their memory",
+    )
 
     def __post_init__(self) -> None:
         util = self.gpu_memory_utilization
@@ -89,6 +95,7 @@ class VllmSettings:
                 raise ConfigError(f"{flag} is a switch, got {switch!r}")
         if self.speculative_config is not None:
             speculative_words(self)  # one line naming the flag when the JSON is not one servelab plans
+        compilation(self)  # one line naming the flag when the JSON is not one servelab reads
 
 
 def speculative_words(settings: VllmSettings) -> SpeculativeWords | None:
@@ -115,15 +122,36 @@ def speculative_words(settings: VllmSettings) -> SpeculativeWords | None:
     return SpeculativeWords(kind, tokens, draft if isinstance(draft, str) else "")
 
 
-def _config_object(text: str) -> dict[str, Any]:
+def compilation(settings: VllmSettings) -> Compilation:
+    """--compilation-config's CUDA-graph knobs (the others are not priced); a value of the wrong kind is one line."""
+    if settings.compilation_config is None:
+        return Compilation()
+    config = _config_object(settings.compilation_config, "--compilation-config")
+    mode = config.get("cudagraph_mode")
+    sizes = config.get("cudagraph_capture_sizes")
+    largest = config.get("max_cudagraph_capture_size")
+    if mode is not None and not isinstance(mode, str):
+        raise ConfigError(f"vLLM --compilation-config cudagraph_mode must be a name, got {mode!r}")
+    if sizes is not None and not (
+        isinstance(sizes, list) and all(isinstance(n, int) and not isinstance(n, bool) for n in sizes)
+    ):
+        raise ConfigError(
+            f"vLLM --compilation-config cudagraph_capture_sizes must list whole numbers, got {sizes!r}"
+        )
+    if largest is not None and (isinstance(largest, bool) or not isinstance(largest, int)):
+        raise ConfigError(
+            f"vLLM --compilation-config max_cudagraph_capture_size must be whole, got {largest!r}"
+        )
+    return Compilation(mode, None if sizes is None else tuple(sizes), largest)
+
+
+def _config_object(text: str, flag: str = "--speculative-config") -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"vLLM --speculative-config is not JSON ({exc.msg}): give '{{\"method\": …}}'"
-        ) from None
+        raise ConfigError(f"vLLM {flag} is not JSON ({exc.msg}): give a JSON object") from None
     if not isinstance(value, dict):
-        raise ConfigError('vLLM --speculative-config must be a JSON object ({"method": …})')
+        raise ConfigError(f"vLLM {flag} must be a JSON object")
     return value
 
 
@@ -148,4 +176,5 @@ class VllmFigures(Figures):
     estimated_max_model_len: int
     mamba_blocks: int
     enforce_eager: bool | None = None  # True: no CUDA graphs (asked); None: graphs, as vLLM's default
+    cuda_graph_bytes: int | None = None  # the graph estimate (taken out of the pool from v0.21.0); GPU plans
     enable_expert_parallel: bool | None = None  # True: asked (carried for the step model; not priced yet)

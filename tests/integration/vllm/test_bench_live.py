@@ -26,12 +26,13 @@ def test_a_ladders_server_counters_are_the_records_sums(vllm_live, tmp_path, cap
     run_id = _bench(vllm_live, db, capsys)
     with Store.open(db, must_exist=True) as store:
         run = store.load_run(run_id)
-    assert {lv.level for lv in run.levels} == set(LEVELS)
+    assert {lv.level.label for lv in run.levels} == set(LEVELS)
     seen: set[int] = set()  # prompts sent earlier in the c=1 level
-    for stored in sorted(run.levels, key=lambda lv: LEVELS.index(lv.level)):
-        records = sorted((r for r in run.requests if r.level == stored.level), key=lambda r: r.sent_ns)
-        assert records and all(r.status == "ok" for r in records), stored.level
-        server = stored.summary["server"]
+    for stored in sorted(run.levels, key=lambda lv: LEVELS.index(lv.level.label)):
+        label = stored.level.label
+        records = sorted((r for r in run.requests if r.level == label), key=lambda r: r.sent_ns)
+        assert records and all(r.status == "ok" for r in records), label
+        server = stored.summary.server
         counters = server["counters"]
         assert counters["request_success"] == len(records)  # warm-up requests included
         assert counters["prompt_tokens"] == sum(r.prompt_tokens for r in records)
@@ -40,19 +41,19 @@ def test_a_ladders_server_counters_are_the_records_sums(vllm_live, tmp_path, cap
         assert counters["prefix_cache_queries"] == counters["prompt_tokens"]  # each prompt looked up once
         assert counters["prefix_cache_hits"] % BLOCK == 0  # only full blocks are shared
         assert counters["prefix_cache_hits"] <= counters["prefix_cache_queries"]
-        if stored.level == "c=1":  # one at a time: a prompt whose group's earlier prompt ran finds its prefix
+        if label == "c=1":  # one at a time: a prompt whose group's earlier prompt ran finds its prefix
             followers = 0
             for r in records:
                 followers += bool(r.request_index % GROUP and r.request_index - 1 in seen)
                 seen.add(r.request_index)
             assert followers and counters["prefix_cache_hits"] >= 3 * BLOCK * followers
         gauges = server["gauges"]
-        concurrency = int(stored.level.removeprefix("c="))
+        concurrency = stored.level.concurrency or 0
         assert gauges["requests_running"]["samples"] >= 1
         assert 0 <= gauges["requests_running"]["max"] <= concurrency
         assert 0 <= gauges["requests_waiting"]["max"] <= concurrency
         assert 0.0 <= gauges["kv_cache_usage"]["max"] <= 1.0
-    c2 = next(lv for lv in run.levels if lv.level == "c=2").summary["server"]["counters"]
+    c2 = next(lv for lv in run.levels if lv.level.label == "c=2").summary.server["counters"]
 
     bill = tmp_path / "bill.md"
     assert main(["report", run_id, "--db", str(db), "-o", str(bill)]) == 0

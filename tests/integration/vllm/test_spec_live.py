@@ -57,6 +57,6 @@ def test_ngram_acceptance_is_read_from_the_servers_counters(vllm_program, vllm_m
 
     with Store.open(db, must_exist=True) as store:
         (level,) = store.load_run(run_id).levels
-    counters = level.summary["server"]["counters"]  # the level sent every request this fresh server answered
+    counters = level.summary.server["counters"]  # the level sent every request this fresh server answered
     assert (counters["spec_accepted_tokens"], counters["spec_draft_tokens"], counters["spec_drafts"]) == (
         accepted, drafted, drafts)  # fmt: skip

@@ -1,0 +1,156 @@
+"""vLLM's CUDA graphs: which it captures, and the memory estimate it takes out of the KV budget from v0.21.0
+(docs/reference/memory.md §3 "CUDA-graph estimate").
+
+What the source fixes (read in vllm `vllm/config/vllm.py` `_set_cudagraph_sizes`, `vllm/config/compilation.py`
+`adjust_cudagraph_sizes_for_spec_decode`, `vllm/v1/worker/gpu_model_runner.py` `profile_cudagraph_memory`):
+- capture sizes: max_cudagraph_capture_size = min(max_num_seqs x (1 + speculative tokens) x 2, 512), never above
+  max_num_batched_tokens; sizes [1, 2, 4] + multiples of 8 below 256 + multiples of 16 from 256, up to it
+  (or the compilation config's own list, cut at max_num_batched_tokens). With speculative decoding and full
+  graphs each size is rounded up to a multiple of 1 + speculative tokens, those above the largest dropped.
+- graphs per mode: PIECEWISE one per capture size; FULL (uniform decode) one per size up to max_num_seqs x
+  (1 + speculative tokens); FULL_AND_PIECEWISE (the V1 default) both; FULL and FULL_DECODE_ONLY only the FULL
+  set (FULL over every size); NONE and --enforce-eager none.
+- the estimate: per mode, the first capture (the largest) and the second are measured; estimate = the largest
+  first capture over the modes + the sum over modes of (graphs - 1) x max(second capture, 1 MiB).
+
+What it does not fix is the bytes of a capture: those are the kernels', the driver's and the caching allocator's.
+servelab prices the first capture's pool activations per token, layer and hidden unit and one graph as a figure
+per layer kind, the three fitted on every real log that prints the estimate (benchmarks/fit_graph_bytes.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servelab.errors import ConfigError
+from servelab.model.spec import LayerKind, ModelSpec
+
+MIB = 1024**2
+MAX_CAPTURE = 512  # _set_cudagraph_sizes: min(max_num_seqs x decode query length x 2, 512)
+PER_GRAPH_FLOOR = MIB  # profile_cudagraph_memory: "Use at least 1 MiB per graph for driver overhead"
+# benchmarks/fit_graph_bytes.py's output, rounded to 3 decimals (see the comment below):
+POOL_BYTES_PER_TOKEN_LAYER_HIDDEN = 3.297
+ATTENTION_LAYER_MIB = 0.096
+RECURRENT_LAYER_MIB = 0.388
+MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+# The bytes of a capture, which vLLM measures (the free-memory drop around each capture) and does not state. The
+# estimate is first capture + sum over modes of (graphs - 1) x second capture. The first capture is of the
+# largest size into a fresh profiling pool, so it holds the pool's activations at that size (each piece's output
+# stays in the pool for the next graph to reuse): written here as POOL_BYTES_PER_TOKEN_LAYER_HIDDEN x largest
+# size x layers x hidden size, plus one graph. One graph is a figure per layer kind (each layer adds its kernels'
+# nodes, and under PIECEWISE its own piece, to every graph). The three figures are fitted by
+# benchmarks/fit_graph_bytes.py (least squares of the relative error over every real-log case that prints
+# "Estimated CUDA graph memory"; docs/reference/memory.md §3 lists each case's leave-one-case-out error);
+# tests/unit/test_engines_vllm_graphs.py checks these are that fit's output, rounded.
+GRAPH_BYTES_PER_LAYER = {
+    "attention": int(ATTENTION_LAYER_MIB * MIB),
+    "recurrent": int(RECURRENT_LAYER_MIB * MIB),
+}
+
+
+@dataclass(frozen=True)
+class Compilation:
+    """The compilation config's CUDA-graph knobs as a launch gives them (None: vLLM's default)."""
+
+    cudagraph_mode: str | None = None
+    cudagraph_capture_sizes: tuple[int, ...] | None = None
+    max_cudagraph_capture_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.cudagraph_mode is not None and self.cudagraph_mode.upper() not in MODES:
+            raise ConfigError(
+                f"vLLM cudagraph_mode {self.cudagraph_mode!r} is not one of: {', '.join(MODES)}"
+            )
+        sizes = self.cudagraph_capture_sizes
+        if sizes is not None and (not sizes or any(s < 1 for s in sizes)):
+            raise ConfigError("vLLM cudagraph_capture_sizes must list whole batch sizes of 1 or more")
+        if self.max_cudagraph_capture_size is not None and self.max_cudagraph_capture_size < 1:
+            raise ConfigError("vLLM max_cudagraph_capture_size must be 1 or more")
+
+    def mode(self, enforce_eager: bool) -> str:
+        """The mode vLLM runs: NONE under --enforce-eager, FULL_AND_PIECEWISE unless the config names one."""
+        if enforce_eager:
+            return "NONE"
+        return (self.cudagraph_mode or "FULL_AND_PIECEWISE").upper()
+
+
+def capture_sizes(
+    max_num_seqs: int, batched: int, spec_tokens: int, compilation: Compilation, full: bool
+) -> list[int]:
+    """The batch sizes captured (ascending), as _set_cudagraph_sizes and the spec-decode rounding leave them."""
+    query = 1 + spec_tokens
+    largest = compilation.max_cudagraph_capture_size or min(max_num_seqs * query * 2, MAX_CAPTURE)
+    largest = min(largest, batched)
+    if compilation.cudagraph_capture_sizes is not None:
+        sizes = sorted({s for s in compilation.cudagraph_capture_sizes if s <= batched})
+    else:
+        sizes = [s for s in (1, 2, 4) if s <= largest]
+        sizes += list(range(8, min(largest + 1, 256), 8)) + list(range(256, largest + 1, 16))
+    if spec_tokens and full and sizes:
+        rounded = sorted({up for up in (-(-s // query) * query for s in sizes) if up <= largest})
+        sizes = rounded or ([query] if query <= largest else [])
+    return sizes
+
+
+def graph_counts(
+    max_num_seqs: int,
+    batched: int,
+    spec_tokens: int = 0,
+    compilation: Compilation | None = None,
+    enforce_eager: bool = False,
+) -> dict[str, tuple[int, int]]:
+    """{mode: (graphs, largest size)} as vLLM's "Profiling CUDA graph memory: PIECEWISE=n (largest=s), FULL=..."
+    line reads; empty when no graph is captured."""
+    compilation = compilation or Compilation()
+    mode = compilation.mode(enforce_eager)
+    if mode == "NONE":
+        return {}
+    full = "FULL" in mode
+    sizes = capture_sizes(max_num_seqs, batched, spec_tokens, compilation, full)
+    decode = [s for s in sizes if s <= max_num_seqs * (1 + spec_tokens)]
+    sets = {
+        "FULL_AND_PIECEWISE": {"PIECEWISE": sizes, "FULL": decode},
+        "PIECEWISE": {"PIECEWISE": sizes},
+        "FULL": {"FULL": sizes},
+        "FULL_DECODE_ONLY": {"FULL": decode},
+    }[mode]
+    return {name: (len(s), s[-1]) for name, s in sets.items() if s}
+
+
+def bytes_per_graph(model: ModelSpec) -> int:
+    """One captured graph (GRAPH_BYTES_PER_LAYER over the model's layers), at least vLLM's 1 MiB floor."""
+    recurrent = model.count(LayerKind.LINEAR_ATTENTION) + model.count(LayerKind.MAMBA)
+    attention = model.num_layers - recurrent
+    per_graph = (
+        attention * GRAPH_BYTES_PER_LAYER["attention"] + recurrent * GRAPH_BYTES_PER_LAYER["recurrent"]
+    )
+    return max(PER_GRAPH_FLOOR, per_graph)
+
+
+def graph_equivalents(counts: dict[str, tuple[int, int]]) -> int:
+    """The graphs the estimate charges: the first capture counted once plus (graphs - 1) in each mode."""
+    return 1 + sum(graphs - 1 for graphs, _ in counts.values()) if counts else 0
+
+
+def largest_capture(counts: dict[str, tuple[int, int]]) -> int:
+    """The batch size of the first capture (the largest over the modes; 0 when nothing is captured)."""
+    return max((largest for _, largest in counts.values()), default=0)
+
+
+def first_capture_pool_bytes(model: ModelSpec, largest: int) -> int:
+    """What the first capture's activations leave in the fresh profiling pool at the largest size."""
+    return int(POOL_BYTES_PER_TOKEN_LAYER_HIDDEN * largest * model.num_layers * model.hidden_size)
+
+
+def estimate_bytes(model: ModelSpec, counts: dict[str, tuple[int, int]]) -> int:
+    """profile_cudagraph_memory's sum: the largest first capture over the modes (its pool activations plus one
+    graph) plus (graphs - 1) x one graph in each mode."""
+    if not counts:
+        return 0
+    pool = first_capture_pool_bytes(model, largest_capture(counts))
+    return pool + graph_equivalents(counts) * bytes_per_graph(model)
+
+
+def counts_line(counts: dict[str, tuple[int, int]]) -> str:
+    """The counts as vLLM logs them ("PIECEWISE=51 (largest=512), FULL=35 (largest=256)")."""
+    return ", ".join(f"{mode}={n} (largest={largest})" for mode, (n, largest) in counts.items())

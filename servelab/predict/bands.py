@@ -1,0 +1,141 @@
+"""Where a predicted figure's parameters came from, and the band it is expected within (docs/predict.md
+"Reading a prediction: bands and provenance").
+
+Three sources, one per prediction: `corpus` (the GPU step model fitted to the public corpus, shipped as
+`stepmodel.json`), `calibration` (this machine's own profile, predict/profiles.py) or `plan` (the plan's sourced
+efficiencies alone). Only the corpus fit has been cross-validated, so only its figures carry a band: the
+`StepModel.band` of the figure's regime (engine x GPU class x figure x batch range), the 10th-90th percentile of
+measured / predicted over the rows cross-validation left out. A band is (lo, hi) factors: a prediction p is
+expected in (p x lo, p x hi). Pure: values in, values out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from servelab.predict.roofline import Effective
+from servelab.predict.stepmodel import StepModel
+from servelab.results.stats import LevelStats
+
+SOURCES = ("corpus", "calibration", "plan")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where the step prices came from: `source` (one of SOURCES), what exactly (`detail`: the fit's note, the
+    profile's name and date), and `stale`: why a calibration profile may not describe the release predicted
+    (None: not stale)."""
+
+    source: str
+    detail: str
+    stale: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "detail": self.detail, "stale": self.stale}
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """The figures a prediction's steps are priced with, where they came from, and the model whose
+    cross-validation bands apply (the corpus fit; None for a calibration or the plan alone)."""
+
+    effective: Effective
+    provenance: Provenance
+    model: StepModel | None = None
+    engine: str = ""  # registry name
+    gpu_class: str = ""  # gddr, hbm, apple, amd (predict/corpus/load.py gpu_class); "" on the CPU
+
+    def band(self, group: str, batch: int) -> tuple[float, float] | None:
+        """The (lo, hi) factors of a figure group ("TTFT", "TPOT/ITL", "output tok/s") at `batch` sequences."""
+        if self.model is None or self.provenance.source != "corpus":
+            return None
+        return self.model.band(self.engine, self.gpu_class, group, batch)
+
+
+@dataclass(frozen=True)
+class LevelFigure:
+    """A predicted figure of a level: its key in the level (`key`), its label and unit for people, and the
+    cross-validation groups whose band it takes, first found (group, inverse: the figure is the inverse of that
+    group's, a per-stream rate against a per-token time, so the band's factors swap and invert)."""
+
+    key: str
+    label: str
+    unit: str
+    groups: tuple[tuple[str, bool], ...]
+    value: Callable[[LevelStats], float | None]
+
+
+# the figures a level's band covers: the corpus's figures are medians and throughputs, so tails (p99) get none.
+# A serving figure the corpus has no serving rows for takes its llama-bench counterpart's band: a prompt's
+# prefill rate for TTFT, the decode rate for TPOT/ITL (inverted)
+LEVEL_FIGURES: tuple[LevelFigure, ...] = (
+    LevelFigure("ttft_ms_p50", "TTFT p50", "ms", (("TTFT", False), ("pp tok/s", True)), lambda s: s.ttft_ms.p50),
+    LevelFigure("tpot_ms_p50", "TPOT p50", "ms", (("TPOT/ITL", False), ("tg tok/s", True)), lambda s: s.tpot_ms.p50),
+    LevelFigure("itl_ms_p50", "ITL p50", "ms", (("TPOT/ITL", False), ("tg tok/s", True)), lambda s: s.itl_ms.p50),
+    LevelFigure("per_stream_tok_s_p50", "stream tok/s p50", "tok/s", (("TPOT/ITL", True), ("tg tok/s", False)),
+                lambda s: s.per_stream_tok_s.p50),
+    LevelFigure("output_tok_s", "output tok/s", "tok/s", (("output tok/s", False),), lambda s: s.output_tok_s or None),
+)  # fmt: skip
+
+
+def level_batch(stats: LevelStats) -> int:
+    """The sequences in flight a level's band is taken at: its concurrency, or for an open-loop level the mean
+    in flight by Little's law (completed requests per second x mean latency)."""
+    if stats.level.concurrency is not None:
+        return stats.level.concurrency
+    latency = stats.e2e_ms.mean
+    if not stats.request_s or latency is None:
+        return 1
+    return max(1, round(stats.request_s * latency / 1e3))
+
+
+def scaled(
+    value: float, factors: tuple[float, float] | None, inverse: bool = False
+) -> tuple[float, float] | None:
+    """(low, high) of a figure `value` for band `factors` (lo, hi) of measured / predicted."""
+    if factors is None:
+        return None
+    lo, hi = factors
+    if inverse:
+        lo, hi = (1 / hi if hi > 0 else 0.0), (1 / lo if lo > 0 else float("inf"))
+    return value * lo, value * hi
+
+
+def level_figures(stats: LevelStats, pricing: Pricing) -> dict[str, Any]:
+    """A predicted level's figures with their bands and provenance, as the level keeps them (`predicted`)."""
+    batch = level_batch(stats)
+    figures: dict[str, Any] = {}
+    for f in LEVEL_FIGURES:
+        value = f.value(stats)
+        if value is None:
+            continue
+        band, of = None, None
+        for group, inverse in f.groups:
+            band = scaled(value, pricing.band(group, batch), inverse)
+            if band is not None:
+                of = group
+                break
+        figures[f.key] = {"value": value, "band": None if band is None else list(band), "band_of": of,
+                          "source": pricing.provenance.source}  # fmt: skip
+    return {**pricing.provenance.to_json(), "batch": batch, "figures": figures}
+
+
+def band_number(x: float) -> str:
+    """A band's end, to the digits a band deserves (it is a 10-90% range, not a measurement)."""
+    if x >= 10:
+        return f"{x:.0f}"
+    if x >= 1:
+        return f"{x:.1f}"
+    return f"{x:.2g}"
+
+
+def with_band(value: float | None, band: tuple[float, float] | list[float] | None, digits: int = 1) -> str:
+    """`21.3 (17-26)`: the figure and its band; the figure alone without one; '-' without a figure."""
+    if value is None:
+        return "-"
+    text = f"{value:.{digits}f}"
+    if band is None:
+        return text
+    return f"{text} ({band_number(band[0])}-{band_number(band[1])})"

@@ -1,0 +1,124 @@
+"""vLLM's CUDA graphs (servelab/engines/vllm/graphs.py): the graphs a launch captures, read against the
+"Profiling CUDA graph memory" lines of real logs, and the estimate's sum as profile_cudagraph_memory makes it."""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from servelab.engines.vllm import graphs
+from servelab.engines.vllm.graphs import Compilation, counts_line, graph_counts
+from servelab.engines.vllm.memory import vllm_memory
+from servelab.engines.vllm.settings import VllmSettings, compilation
+from servelab.errors import ConfigError
+from servelab.model.catalog import catalog_model
+
+GIB = 1024**3
+
+
+@pytest.mark.parametrize(
+    ("seqs", "batched", "spec", "mode", "line"),
+    [
+        # LMCache issue 3430 (0.21.0, Qwen3-8B, default 256 sequences, 2048 tokens)
+        (256, 2048, 0, None, "PIECEWISE=51 (largest=512), FULL=35 (largest=256)"),
+        # club-3090 issue 434 (two sequences, MTP 3: sizes rounded to multiples of 4)
+        (2, 8192, 3, None, "PIECEWISE=3 (largest=16), FULL=2 (largest=8)"),
+        # club-3090 PR 44 and issue 584 (FlashInfer with spec decode falls back to PIECEWISE: no rounding)
+        (4, 8192, 3, "PIECEWISE", "PIECEWISE=7 (largest=32)"),
+        (2, 8192, 3, "PIECEWISE", "PIECEWISE=5 (largest=16)"),
+    ],
+)
+def test_the_graph_counts_are_those_the_logs_print(
+    seqs: int, batched: int, spec: int, mode: str | None, line: str
+) -> None:
+    assert counts_line(graph_counts(seqs, batched, spec, Compilation(mode))) == line
+
+
+def test_the_capture_sizes_stop_at_the_batched_tokens_and_follow_an_explicit_list() -> None:
+    assert graph_counts(1024, 300) == {
+        "PIECEWISE": (37, 288),
+        "FULL": (37, 288),
+    }  # 3 + 31 below 256, then 256, 272, 288
+    explicit = Compilation(cudagraph_capture_sizes=(1, 2, 4, 8, 16, 8192))
+    assert graph_counts(256, 2048, compilation=explicit) == {"PIECEWISE": (5, 16), "FULL": (5, 16)}
+    assert graph_counts(256, 2048, compilation=Compilation("FULL_DECODE_ONLY")) == {"FULL": (35, 256)}
+    assert graph_counts(256, 2048, compilation=Compilation("NONE")) == {}
+    assert graph_counts(256, 2048, enforce_eager=True) == {}
+
+
+def test_the_estimate_is_one_first_capture_plus_the_later_graphs_of_each_mode() -> None:
+    model = catalog_model("Qwen/Qwen3-8B")
+    per_graph = graphs.bytes_per_graph(model)
+    counts = graph_counts(256, 2048)
+    assert graphs.graph_equivalents(counts) == 1 + 50 + 34
+    assert graphs.largest_capture(counts) == 512
+    pool = graphs.first_capture_pool_bytes(model, 512)
+    assert pool == int(graphs.POOL_BYTES_PER_TOKEN_LAYER_HIDDEN * 512 * 36 * 4096)
+    assert graphs.estimate_bytes(model, counts) == pool + per_graph * (1 + 50 + 34)
+    assert graphs.estimate_bytes(model, {}) == 0
+    # LMCache issue 3430: 0.52 GiB for Qwen3-8B's 85 graph-equivalents (one of the fit's cases)
+    assert graphs.estimate_bytes(model, counts) / GIB == pytest.approx(0.52, abs=0.01)
+
+
+def _fit_script() -> ModuleType:
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "fit_graph_bytes.py"
+    spec = importlib.util.spec_from_file_location("fit_graph_bytes", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_graph_figures_are_the_fit_over_every_case_that_prints_the_estimate() -> None:
+    fit = _fit_script()
+    rows = fit.rows()
+    assert len(rows) >= 8  # every plannable case printing "Estimated CUDA graph memory" but the GB10's
+    pool, attention, recurrent = fit.fit(rows)
+    assert pytest.approx(pool, abs=0.0006) == graphs.POOL_BYTES_PER_TOKEN_LAYER_HIDDEN
+    assert pytest.approx(attention / graphs.MIB, abs=0.0006) == graphs.ATTENTION_LAYER_MIB
+    assert pytest.approx(recurrent / graphs.MIB, abs=0.0006) == graphs.RECURRENT_LAYER_MIB
+    # in sample the median is within the issue's 5 %; held out one case at a time it is about twice that
+    # (docs/reference/memory.md §3 lists each case)
+    in_sample = [abs(fit.predict(r, (pool, attention, recurrent)) / r.printed - 1) for r in rows]
+    assert statistics.median(in_sample) <= 0.05
+    assert statistics.median(abs(e) for e in fit.held_out(rows)) < 0.10
+
+
+def test_a_hybrid_graph_costs_more_per_recurrent_layer() -> None:
+    dense = catalog_model("Qwen/Qwen3-8B")  # 36 attention layers
+    hybrid = catalog_model("Qwen/Qwen3.5-27B")  # 16 attention + 48 Gated DeltaNet layers
+    assert graphs.bytes_per_graph(hybrid) > 2 * graphs.bytes_per_graph(dense)
+
+
+def test_eager_and_the_mode_change_what_the_budget_loses_from_v0_21() -> None:
+    model = catalog_model("Qwen/Qwen3-8B")
+    kw = {"gpu_memory_bytes": 24 * GIB, "weights_bytes": 16 * GIB, "max_model_len": 16384}
+    default = vllm_memory(model, version="0.21.0", **kw)  # type: ignore[arg-type]
+    eager = vllm_memory(model, version="0.21.0", enforce_eager=True, **kw)  # type: ignore[arg-type]
+    piecewise = vllm_memory(model, version="0.21.0", compilation=Compilation("PIECEWISE"), **kw)  # type: ignore[arg-type]
+    before = vllm_memory(model, version="0.20.0", **kw)  # type: ignore[arg-type]
+    assert eager.cuda_graph_bytes == 0 < piecewise.cuda_graph_bytes < default.cuda_graph_bytes
+    assert eager.kv_budget_bytes - default.kv_budget_bytes == default.cuda_graph_bytes
+    assert before.kv_budget_bytes == eager.kv_budget_bytes  # before v0.21 graphs are captured after sizing
+
+
+def test_the_compilation_config_flag_is_read_and_checked() -> None:
+    settings = VllmSettings(
+        compilation_config='{"cudagraph_mode": "PIECEWISE", "cudagraph_capture_sizes": [1, 8]}'
+    )
+    assert compilation(settings) == Compilation("PIECEWISE", (1, 8), None)
+    assert compilation(VllmSettings()) == Compilation()
+    for bad, words in (
+        ('{"cudagraph_mode": "SOMETIMES"}', "cudagraph_mode 'SOMETIMES'"),
+        ('{"cudagraph_capture_sizes": [1, "8"]}', "cudagraph_capture_sizes"),
+        ("[1]", "--compilation-config must be a JSON object"),
+        ("{mode", "--compilation-config is not JSON"),
+    ):
+        with pytest.raises(ConfigError, match=words):
+            VllmSettings(compilation_config=bad)
