@@ -85,7 +85,7 @@ async def streams(
             await asyncio.sleep(stagger_s * w / count)
             out = []
             for r in range(rounds):
-                req = ClientRequest("/v1/chat/completions", body(tokens), request_index=w, serial=r)
+                req = ClientRequest(path="/v1/chat/completions", body=body(tokens), request_index=w, serial=r)
                 out.append(await client.send(req))
             return out
 

@@ -3,7 +3,7 @@
 Why: ggml's CPU backend multiplies a one-token pass with vector dot products and a pass of two or more tokens with
 llamafile's tinyBLAS (ggml-cpu/llamafile/sgemm.cpp, `llamafile_sgemm`: n < 2 returns false), so a step of two
 sequences costs well over twice a step of one. The emulator prices the two paths apart
-(servelab/predict/roofline.py, `Effective.batched_bandwidth_bytes_s`); this prints what the server does.
+(servelab/predict/roofline.py, `AchievedRates.batched_bandwidth_bytes_s`); this prints what the server does.
 
 A self-made Llama GGUF (the same shape as benchmarks/predict_vs_measured.py: hidden 1024, 8 layers, f16, ~190 MB,
 larger than the CPU's caches) is served by servelab's llama-server build pinned to CPU 0 with one thread; the

@@ -47,7 +47,11 @@ def main() -> None:
             best, result = float("inf"), None
             for _ in range(args.tries):
                 start = time.perf_counter()
-                result = predict(config, engine, PredictTarget(engine_name, model.name, card.name, quant))
+                result = predict(
+                    config,
+                    engine,
+                    PredictTarget(engine=engine_name, model=model.name, gpu=card.name, quant=quant),
+                )
                 best = min(best, time.perf_counter() - start)
             virtual = virtual_s(result)
             print(f"{engine_name:9} {workload:14} {virtual:10.1f} {best * 1e3:8.0f} {virtual / best:8.0f}x")

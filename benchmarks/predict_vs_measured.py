@@ -34,9 +34,9 @@ from servelab.model.load import load_model
 from servelab.modelmake import make_model
 from servelab.modelmake.shapes import shape_for
 from servelab.plan.make import search_plan
-from servelab.predict.calibrate import fit, with_effective
-from servelab.predict.ladder import predict_ladder
+from servelab.predict.calibrate import fit, with_rates
 from servelab.predict.machine import emulated_engine
+from servelab.predict.virtual_ladder import predict_ladder
 from servelab.predict.words import WordTokenizer
 from servelab.store import Store
 
@@ -146,7 +146,7 @@ def main() -> None:
     plan = search_plan(spec_model, card, engine=args.engine, context=context_per_slot, **options)
     engine = emulated_engine(plan, spec_model, card)
     calibration = fit(engine, records["short"])
-    e = calibration.effective
+    e = calibration.rates
     print(
         f"model {model_path.name}: {SHAPE} ({'f16 GGUF' if args.engine == 'llamacpp' else 'bf16 HF'}); "
         f"{args.engine} ({slots} sequences, 1 thread) on CPU {SERVER_CPU}, client CPU {CLIENT_CPU}; "
@@ -161,7 +161,7 @@ def main() -> None:
     print(f"calibrated on short: {e.bandwidth_bytes_s / 1e9:.2f} GB/s, {e.flops_s / 1e9:.1f} GFLOP/s{extra}, step "
           f"{e.step_overhead_s * 1e3:.3f} ms, token {e.token_overhead_s * 1e6:.1f} us; fit R2 {calibration.r2:.3f}, "
           f"median |res| {calibration.median_relative:.1%}")  # fmt: skip
-    calibrated = with_effective(engine, e)
+    calibrated = with_rates(engine, e)
     header = f"{'workload':14} {'level':6} {'TTFT p50 ms pred/meas':>24} {'err':>7} {'TPOT p50 ms pred/meas':>24} {'err':>7} {'tok/s pred/meas':>18} {'err':>7}"
     print(header)
     held_out: dict[str, list[float]] = {"ttft": [], "tpot": [], "tok_s": []}

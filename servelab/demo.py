@@ -43,7 +43,7 @@ DEMO_ENGINES = (DEMO_ENGINE, SECOND_ENGINE)
 VLLM_START_TIMEOUT_S = 600.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DemoConfig:
     workdir: Path
     ctx: int = 16384  # -c / --max-model-len for every launch; the models' n_ctx_train is the same
@@ -81,12 +81,14 @@ def parse_engines(text: str) -> tuple[str, ...]:
     found = [registry.find_engine(n) for n in names]
     wrong = [n for n, e in zip(names, found, strict=True) if e is None or e.name not in allowed]
     if wrong or not names:
-        raise ConfigError(f"--engines {text!r}: the demo runs {', '.join(DEMO_ENGINES)} (one or both, "
-                          f"comma-separated){'; not ' + ', '.join(wrong) if wrong else ''}")  # fmt: skip
+        raise ConfigError(
+            f"--engines {text!r}: the demo runs {', '.join(DEMO_ENGINES)} (one or both, "
+            f"comma-separated){'; not ' + ', '.join(wrong) if wrong else ''}"
+        )
     return tuple(dict.fromkeys(e.name for e in found if e is not None))
 
 
-def find_engine(cfg: DemoConfig, say: Say) -> Path:
+def ensure_llama_server(cfg: DemoConfig, say: Say) -> Path:
     """Step 1: llama.cpp's server, built from source if this machine has none yet."""
     engine = demo_engine()
     if engine.installer is None:
@@ -127,10 +129,14 @@ def make_models(cfg: DemoConfig, say: Say) -> ModelPair:
     """Step 2: one tiny Llama, as a GGUF for llama.cpp and a Hugging Face folder for vLLM."""
     say("2. model: one small Llama (4 layers, hidden 256, GQA 4/2, vocab 4096), written twice from one seed:")
     pair = make_pair(cfg.workdir, cfg.ctx)
-    say(f"   {pair.gguf} (f16, for llama.cpp) and {pair.hf}/ (bf16, for vLLM): {pair.params:,} parameters, "
-        f"n_ctx_train {cfg.ctx}, random weights")  # fmt: skip
-    say(f"   {pair.same_weights}; one tokenizer (the vocabulary servelab trains); different: the storage type "
-        "and the q/k rotary layout, so the same work per token, not the same tokens out")  # fmt: skip
+    say(
+        f"   {pair.gguf} (f16, for llama.cpp) and {pair.hf}/ (bf16, for vLLM): {pair.params:,} parameters, "
+        f"n_ctx_train {cfg.ctx}, random weights"
+    )
+    say(
+        f"   {pair.same_weights}; one tokenizer (the vocabulary servelab trains); different: the storage type "
+        "and the q/k rotary layout, so the same work per token, not the same tokens out"
+    )
     return pair
 
 
@@ -169,8 +175,10 @@ def plan_launch(pair: ModelPair, cfg: DemoConfig, say: Say) -> dict[str, Any]:
     for entry in plans:
         ceiling = entry.decode_ceiling_tok_s
         ceilings[entry.engine] = ceiling.short
-        say(f"   {entry.engine} decode ceiling on this machine: {ceiling.short} tok/s per stream at "
-            f"{ceiling.short_context} tokens ({entry.quant} weights)")  # fmt: skip
+        say(
+            f"   {entry.engine} decode ceiling on this machine: {ceiling.short} tok/s per stream at "
+            f"{ceiling.short_context} tokens ({entry.quant} weights)"
+        )
     path = _save_plan(PlanSet(right.model, right.gpu, 1, None, tuple(plans)), cfg.workdir / "plan.json")
     return {
         "available": True,
@@ -193,12 +201,28 @@ def launched_plans(pair: ModelPair, cfg: DemoConfig) -> dict[str, tuple[Any, Any
 
     cpu, gguf = find_gpu(CPU_DEVICE), load_model(str(pair.gguf))
     name = demo_engine().name
-    out = {name: (make_plan(gguf, cpu, engine=name, context=cfg.ctx, parallel=cfg.slots, kv_unified=True,
-                            model_path=str(pair.gguf)), gguf)}  # fmt: skip
+    out = {
+        name: (
+            make_plan(
+                gguf,
+                cpu,
+                engine=name,
+                context=cfg.ctx,
+                parallel=cfg.slots,
+                kv_unified=True,
+                model_path=str(pair.gguf),
+            ),
+            gguf,
+        )
+    }
     if SECOND_ENGINE in cfg.engines:
         hf = load_model(str(pair.hf))
-        out[SECOND_ENGINE] = (make_plan(hf, cpu, engine=SECOND_ENGINE, context=cfg.ctx, parallel=cfg.slots,
-                                        model_path=str(pair.hf)), hf)  # fmt: skip
+        out[SECOND_ENGINE] = (
+            make_plan(
+                hf, cpu, engine=SECOND_ENGINE, context=cfg.ctx, parallel=cfg.slots, model_path=str(pair.hf)
+            ),
+            hf,
+        )
     return out
 
 
@@ -211,15 +235,28 @@ def _save_plan(plans: Any, path: Path) -> Path:
     return path
 
 
-def launch(engine: Engine, model: Path, args: list[str], cfg: DemoConfig, name: str,
-           cpus: CpuSplit | None, timeout_s: float | None = None) -> EngineServer:  # fmt: skip
+def launch(
+    engine: Engine,
+    model: Path,
+    args: list[str],
+    cfg: DemoConfig,
+    name: str,
+    cpus: CpuSplit | None,
+    timeout_s: float | None = None,
+) -> EngineServer:
     """An engine on loopback, on a free port, its log in the demo's folder, started on the server's CPUs."""
     launcher = engine.launcher
     if launcher is None:
         raise EngineError(f"servelab cannot start {engine.label}, so the demo cannot run it")
     with on_cpus(cpus.server if cpus else None):
-        return launcher.start(str(model), args, host="127.0.0.1", port=free_port(),
-                              log_path=cfg.workdir / f"{name}.log", timeout_s=timeout_s or launcher.HEALTH_TIMEOUT_S)  # fmt: skip
+        return launcher.start(
+            str(model),
+            args,
+            host="127.0.0.1",
+            port=free_port(),
+            log_path=cfg.workdir / f"{name}.log",
+            timeout_s=timeout_s or launcher.HEALTH_TIMEOUT_S,
+        )
 
 
 def verify_launch(engine: Engine, server: EngineServer, say: Say) -> dict[str, Any]:
@@ -243,8 +280,12 @@ def verify_launch(engine: Engine, server: EngineServer, say: Say) -> dict[str, A
 def reported_line(eff: Any) -> str:
     """What the server said of its context and concurrency, naming only what it reports (vLLM has no slots: its
     KV pool in tokens instead)."""
-    said = [(eff.context_per_slot, "context per request {}"), (eff.slots, "slots {}"),
-            (eff.max_total_tokens, "KV pool {:,} tokens"), (eff.kv_cache_dtype, "KV cache {}")]  # fmt: skip
+    said = [
+        (eff.context_per_slot, "context per request {}"),
+        (eff.slots, "slots {}"),
+        (eff.max_total_tokens, "KV pool {:,} tokens"),
+        (eff.kv_cache_dtype, "KV cache {}"),
+    ]
     words = [form.format(value) for value, form in said if value is not None]
     return ", ".join(words) or "nothing about its context or slots"
 
@@ -274,8 +315,15 @@ def vllm_args(cfg: DemoConfig) -> list[str]:
     return ["--max-model-len", str(cfg.ctx), "--max-num-seqs", str(cfg.slots), "--enforce-eager"]
 
 
-def bench_ladder(label: str, server: EngineServer, cfg: DemoConfig, say: Say, step: int,
-                 cpus: CpuSplit | None, watch: Watch | None = None) -> tuple[list[str], list[dict[str, Any]]]:  # fmt: skip
+def bench_ladder(
+    label: str,
+    server: EngineServer,
+    cfg: DemoConfig,
+    say: Say,
+    step: int,
+    cpus: CpuSplit | None,
+    watch: Watch | None = None,
+) -> tuple[list[str], list[dict[str, Any]]]:
     """The concurrency ladder with short and mixed prompts through servelab's bench library, on the client's
     CPU. Returns the stored run ids and one row per workload and level."""
     from servelab.bench.config import BenchConfig
@@ -287,8 +335,10 @@ def bench_ladder(label: str, server: EngineServer, cfg: DemoConfig, say: Say, st
     run_ids, rows = [], []
     with Store.open(cfg.workdir / "runs.db") as store, on_cpus(cpus.client if cpus else None):
         for kind in cfg.workloads:
-            say(f"{step}. bench {label}: {kind} prompts at concurrency {', '.join(map(str, cfg.concurrency))} "
-                f"({cfg.requests_per_level} requests per level)")  # fmt: skip
+            say(
+                f"{step}. bench {label}: {kind} prompts at concurrency {', '.join(map(str, cfg.concurrency))} "
+                f"({cfg.requests_per_level} requests per level)"
+            )
             config = (
                 BenchConfig(  # token-id prompts: exact lengths whatever the tiny vocabulary makes of words
                     targets=(server.url,),
@@ -311,15 +361,26 @@ def bench_ladder(label: str, server: EngineServer, cfg: DemoConfig, say: Say, st
             resident = server.resident_peak_bytes()  # a CPU engine's memory used: its processes' peak RSS
             for level in result.targets[0].levels:
                 stats = level.stats
-                row = {"engine": label, "workload": kind, "run_id": result.run_id, "memory_used_bytes": resident,
-                       "level": stats.level.label, "completed": stats.completed,
-                       "errors": stats.errors, "evictions": stats.evictions, "output_tok_s": stats.output_tok_s,
-                       "ttft_p50_ms": stats.ttft_ms.p50, "ttft_p99_ms": stats.ttft_ms.p99,
-                       "tpot_p99_ms": stats.tpot_ms.p99}  # fmt: skip
+                row = {
+                    "engine": label,
+                    "workload": kind,
+                    "run_id": result.run_id,
+                    "memory_used_bytes": resident,
+                    "level": stats.level.label,
+                    "completed": stats.completed,
+                    "errors": stats.errors,
+                    "evictions": stats.evictions,
+                    "output_tok_s": stats.output_tok_s,
+                    "ttft_p50_ms": stats.ttft_ms.p50,
+                    "ttft_p99_ms": stats.ttft_ms.p99,
+                    "tpot_p99_ms": stats.tpot_ms.p99,
+                }
                 rows.append(row)
-                say(f"   {row['level']}: {_fmt(row['output_tok_s'])} tok/s in total, TTFT p50 "
+                say(
+                    f"   {row['level']}: {_fmt(row['output_tok_s'])} tok/s in total, TTFT p50 "
                     f"{_fmt(row['ttft_p50_ms'])} ms, p99 {_fmt(row['ttft_p99_ms'])} ms, evicted {row['evictions']}, "
-                    f"errors {row['errors']}")  # fmt: skip
+                    f"errors {row['errors']}"
+                )
     return [r for r in run_ids if r], rows
 
 
@@ -327,8 +388,14 @@ def _fmt(value: Any) -> str:
     return f"{value:.1f}" if isinstance(value, int | float) else "-"
 
 
-def right_launch_and_bench(binary: Path, pair: ModelPair, cfg: DemoConfig, say: Say, cpus: CpuSplit | None,
-                           watch: Watch | None = None) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:  # fmt: skip
+def right_launch_and_bench(
+    binary: Path,
+    pair: ModelPair,
+    cfg: DemoConfig,
+    say: Say,
+    cpus: CpuSplit | None,
+    watch: Watch | None = None,
+) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:
     """Step 5 and 6: relaunch with a unified KV cache (every slot may use the whole -c), verify, benchmark."""
     args = right_args(cfg)
     say(
@@ -340,8 +407,9 @@ def right_launch_and_bench(binary: Path, pair: ModelPair, cfg: DemoConfig, say: 
     return verified, run_ids, rows
 
 
-def second_launch_and_bench(pair: ModelPair, cfg: DemoConfig, say: Say, cpus: CpuSplit | None,
-                            watch: Watch | None = None) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:  # fmt: skip
+def second_launch_and_bench(
+    pair: ModelPair, cfg: DemoConfig, say: Say, cpus: CpuSplit | None, watch: Watch | None = None
+) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:
     """Step 7 and 8: vLLM on the same model (its folder), verified, under the same ladder and workloads."""
     engine = demo_engine(SECOND_ENGINE)
     args = vllm_args(cfg)
@@ -359,9 +427,14 @@ def second_launch_and_bench(pair: ModelPair, cfg: DemoConfig, say: Say, cpus: Cp
     return verified, run_ids, rows
 
 
-def write_report(cfg: DemoConfig, run_ids: list[str], say: Say, plan_file: str | None = None,
-                 advice: dict[str, Any] | None = None,
-                 memory: dict[str, int] | None = None) -> tuple[Path | None, dict[str, Any]]:  # fmt: skip
+def write_report(
+    cfg: DemoConfig,
+    run_ids: list[str],
+    say: Say,
+    plan_file: str | None = None,
+    advice: dict[str, Any] | None = None,
+    memory: dict[str, int] | None = None,
+) -> tuple[Path | None, dict[str, Any]]:
     """Step 10: the bill, as a self-contained HTML page rendered from the stored runs, each engine held against
     its own plan for this machine (step 3), the advice (step 9) and the summary it opens with; `memory`: run id
     -> the server's peak resident memory, the memory a CPU engine used."""
@@ -417,14 +490,16 @@ def run_demo(cfg: DemoConfig, say: Say, watch: Watch | None = None) -> DemoResul
         ) from exc
     cpus = cpu_split() if cfg.pin else None
     with_llama, with_vllm = demo_engine().name in cfg.engines, SECOND_ENGINE in cfg.engines
-    binary = find_engine(cfg, say) if with_llama else None
+    binary = ensure_llama_server(cfg, say) if with_llama else None
     second = find_second(say) if with_vllm else {"skipped": "not asked (--engines)"}
     pair = make_models(cfg, say)
     say(f"   {cpus.line} (pinned: the machine is shared and noisy)" if cpus else "   one CPU: not pinned")
     planned = plan_launch(pair, cfg, say)
-    steps = [DemoStep("engine", {"llama_server": str(binary) if binary else None, "vllm": second}),
-             DemoStep("model", {"path": str(pair.gguf), "hf": str(pair.hf), "weights": pair.same_weights}),
-             DemoStep("plan", planned)]  # fmt: skip
+    steps = [
+        DemoStep("engine", {"llama_server": str(binary) if binary else None, "vllm": second}),
+        DemoStep("model", {"path": str(pair.gguf), "hf": str(pair.hf), "weights": pair.same_weights}),
+        DemoStep("plan", planned),
+    ]
     run_ids: list[str] = []
     levels: list[dict[str, Any]] = []
     if binary is not None:
@@ -441,8 +516,10 @@ def run_demo(cfg: DemoConfig, say: Say, watch: Watch | None = None) -> DemoResul
     report, glance = write_report(cfg, run_ids, say, planned.get("plan_file"), advice, memory)
     seconds = time.monotonic() - start
     say(f"done in {seconds:.0f} s; everything is in {cfg.workdir}")
-    steps += [DemoStep("vllm", second),
-              DemoStep("bench", {"run_ids": run_ids, "db": str(cfg.workdir / "runs.db"), "levels": levels}),
-              DemoStep("advice", advice_outcome(advice, cfg.workdir)),
-              DemoStep("summary", {**glance, "wall_s": round(seconds)})]  # fmt: skip
+    steps += [
+        DemoStep("vllm", second),
+        DemoStep("bench", {"run_ids": run_ids, "db": str(cfg.workdir / "runs.db"), "levels": levels}),
+        DemoStep("advice", advice_outcome(advice, cfg.workdir)),
+        DemoStep("summary", {**glance, "wall_s": round(seconds)}),
+    ]
     return DemoResult(cfg.workdir, tuple(steps), report)

@@ -19,8 +19,13 @@ DEMO_SLO = (
 )
 
 
-def advise_step(cfg: Any, benched: Mapping[str, Sequence[tuple[str, str]]], plans: Mapping[str, tuple[Any, Any]],
-                say: Say, step: int = 9) -> dict[str, Any] | None:  # fmt: skip
+def advise_step(
+    cfg: Any,
+    benched: Mapping[str, Sequence[tuple[str, str]]],
+    plans: Mapping[str, tuple[Any, Any]],
+    say: Say,
+    step: int = 9,
+) -> dict[str, Any] | None:
     """`benched`: engine -> its stored (run id, workload) pairs; `plans`: engine -> (its plan as launched, the
     model spec) (demo.py `launched_plans`). The advice as `servelab advise --json` writes it, with the
     calibrated predictions of the launched configurations against the measured levels
@@ -34,8 +39,10 @@ def advise_step(cfg: Any, benched: Mapping[str, Sequence[tuple[str, str]]], plan
         return None
     workload = cfg.workloads[-1]
     users = max(cfg.concurrency)
-    say(f"{step}. advise: what to run here for the {workload} workload, {users} users, SLO {DEMO_SLO}, with the "
-        "calibration these runs make")  # fmt: skip
+    say(
+        f"{step}. advise: what to run here for the {workload} workload, {users} users, SLO {DEMO_SLO}, with the "
+        "calibration these runs make"
+    )
     checks: list[dict[str, Any]] = []
     advices: list[Advice] = []
     with Store.open(cfg.workdir / "runs.db", must_exist=True) as store:
@@ -51,17 +58,30 @@ def advise_step(cfg: Any, benched: Mapping[str, Sequence[tuple[str, str]]], plan
     judged = tuple(j for a in advices for j in a.judged)
     order = tuple(ranked(judged))
     first = advices[0]
-    merged = Advice(first.setting, None, first.context, sum(a.candidates for a in advices),
-                    tuple(p for a in advices for p in a.pruned), judged, order, pareto(order),
-                    sum(a.seconds for a in advices))  # fmt: skip
+    merged = Advice(
+        setting=first.setting,
+        interconnect=None,
+        context=first.context,
+        candidates=sum(a.candidates for a in advices),
+        pruned=tuple(p for a in advices for p in a.pruned),
+        judged=judged,
+        order=order,
+        verdict=pareto(order),
+        seconds=sum(a.seconds for a in advices),
+    )
     doc = {**merged.to_json(), "predicted_vs_measured": checks}
     front = merged.verdict.front
-    say(f"   advice: {front[0].point.name} ({front[0].per_gpu_tok_s:.1f} tok/s at {users} users)"
-        if front else "   advice: nothing meets the SLO here")  # fmt: skip
+    say(
+        f"   advice: {front[0].point.name} ({front[0].per_gpu_tok_s:.1f} tok/s at {users} users)"
+        if front
+        else "   advice: nothing meets the SLO here"
+    )
     errors = [abs(c["error"]) for c in checks if c["error"] is not None]
     if errors:
-        say(f"   the calibration predicts the measured levels within {sorted(errors)[len(errors) // 2]:.0%} "
-            f"(median |error| over {len(errors)} figures)")  # fmt: skip
+        say(
+            f"   the calibration predicts the measured levels within {sorted(errors)[len(errors) // 2]:.0%} "
+            f"(median |error| over {len(errors)} figures)"
+        )
     path = cfg.workdir / "advice.json"
     path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     return doc
@@ -75,7 +95,7 @@ def _calibrated(plan: Any, spec: Any, runs: list[Any]) -> Any:
     from servelab.predict.measured import measured_setup
 
     setup = measured_setup(runs)
-    return fit(emulated_engine(plan, spec, find_gpu(CPU_DEVICE)), setup.records).effective
+    return fit(emulated_engine(plan, spec, find_gpu(CPU_DEVICE)), setup.records).rates
 
 
 def _workload_config(cfg: Any, kind: str, levels: tuple[int, ...]) -> Any:
@@ -84,25 +104,31 @@ def _workload_config(cfg: Any, kind: str, levels: tuple[int, ...]) -> Any:
     from servelab.bench.workloads import WorkloadSpec
 
     spec = WorkloadSpec(kind=kind, output_tokens=cfg.output_tokens, chat=False, use_token_ids=True)
-    return BenchConfig(targets=("demo",), concurrency=levels, workload=spec, chat=False,
-                       stop=StopRule(requests=cfg.requests_per_level))  # fmt: skip
+    return BenchConfig(
+        targets=("demo",),
+        concurrency=levels,
+        workload=spec,
+        chat=False,
+        stop=StopRule(requests=cfg.requests_per_level),
+    )
 
 
 FIGURES = (("output tok/s", "output_tok_s"), ("TTFT p99 ms", "ttft_p99"), ("TPOT p99 ms", "tpot_p99"))
 
 
-def _held_to_measured(plan: Any, spec: Any, effective: Any, runs: list[tuple[Any, str]],
-                      cfg: Any) -> list[dict[str, Any]]:  # fmt: skip
+def _held_to_measured(
+    plan: Any, spec: Any, effective: Any, runs: list[tuple[Any, str]], cfg: Any
+) -> list[dict[str, Any]]:
     """Each measured level of the launched configuration beside its calibrated prediction, per figure."""
     from servelab.bench.level_counts import prompt_count
     from servelab.bench.workloads import build_prompts
     from servelab.hardware.gpus import CPU_DEVICE, find_gpu
-    from servelab.predict.ladder import predict_ladder
     from servelab.predict.machine import emulated_engine
+    from servelab.predict.virtual_ladder import predict_ladder
     from servelab.predict.words import WordTokenizer
     from servelab.report.levels import all_level_figures
 
-    engine = emulated_engine(plan, spec, find_gpu(CPU_DEVICE), effective=effective)
+    engine = emulated_engine(plan, spec, find_gpu(CPU_DEVICE), rates=effective)
     tokenizer, rows = WordTokenizer(), []
     for run, kind in runs:
         config = _workload_config(cfg, kind, cfg.concurrency)
@@ -115,9 +141,17 @@ def _held_to_measured(plan: Any, spec: Any, effective: Any, runs: list[tuple[Any
                 continue
             for name, key in FIGURES:
                 got, want = _figure(measured.stats, key), _figure(other, key)
-                rows.append({"engine": plan.engine, "workload": kind, "level": measured.label, "figure": name,
-                             "predicted": want, "measured": got,
-                             "error": None if got in (None, 0) or want is None else (want - got) / got})  # fmt: skip
+                rows.append(
+                    {
+                        "engine": plan.engine,
+                        "workload": kind,
+                        "level": measured.label,
+                        "figure": name,
+                        "predicted": want,
+                        "measured": got,
+                        "error": None if got in (None, 0) or want is None else (want - got) / got,
+                    }
+                )
     return rows
 
 
@@ -127,8 +161,9 @@ def _figure(stats: Any, key: str) -> float | None:
     return getattr(stats, f"{key[:4]}_ms").p99
 
 
-def _advise(plan: Any, spec: Any, effective: Any, cfg: Any, workload: str, users: int, bounds: Any,
-            engine: str) -> Any:  # fmt: skip
+def _advise(
+    plan: Any, spec: Any, effective: Any, cfg: Any, workload: str, users: int, bounds: Any, engine: str
+) -> Any:
     """This engine's grid for the demo's goal, each point of the launched weight format priced with the
     calibration (others: the plans' figures)."""
     from servelab.advise.core import advise
@@ -137,8 +172,16 @@ def _advise(plan: Any, spec: Any, effective: Any, cfg: Any, workload: str, users
     from servelab.hardware.gpus import CPU_DEVICE, find_gpu
 
     config = replace(_workload_config(cfg, workload, (users,)), targets=("advise",))
-    setting = Setting(spec, find_gpu(CPU_DEVICE), 1, bounds, Demand(users=users), Prices(), config,
-                      lambda p: effective if p.engine == plan.engine and p.quant == plan.quant else None)  # fmt: skip
+    setting = Setting(
+        model=spec,
+        gpu=find_gpu(CPU_DEVICE),
+        gpus=1,
+        bounds=bounds,
+        demand=Demand(users=users),
+        prices=Prices(),
+        config=config,
+        rates=lambda p: effective if p.engine == plan.engine and p.quant == plan.quant else None,
+    )
     return advise(setting, context=cfg.ctx, engines=(engine,))
 
 
@@ -158,7 +201,10 @@ def advice_outcome(advice: dict[str, Any] | None, workdir: Path) -> dict[str, An
         return {"available": False}
     front = advice["front"]
     checks = [abs(c["error"]) for c in advice["predicted_vs_measured"] if c["error"] is not None]
-    return {"available": True, "file": str(workdir / "advice.json"),
-            "advised": front[0]["candidate"] if front else None,
-            "advised_output_tok_s": front[0]["output_tok_s"] if front else None,
-            "median_abs_error": sorted(checks)[len(checks) // 2] if checks else None}  # fmt: skip
+    return {
+        "available": True,
+        "file": str(workdir / "advice.json"),
+        "advised": front[0]["candidate"] if front else None,
+        "advised_output_tok_s": front[0]["output_tok_s"] if front else None,
+        "median_abs_error": sorted(checks)[len(checks) // 2] if checks else None,
+    }

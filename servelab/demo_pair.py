@@ -50,10 +50,17 @@ def make_pair(workdir: Path, ctx: int) -> ModelPair:
 
 
 GGUF_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output.weight": "lm_head.weight"}
-GGUF_LAYER = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
-              "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-              "ffn_down": "mlp.down_proj", "attn_norm": "input_layernorm",
-              "ffn_norm": "post_attention_layernorm"}  # fmt: skip
+GGUF_LAYER = {
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+}
 
 
 def hf_name(gguf_name: str) -> str:
@@ -103,5 +110,7 @@ def compare_weights(gguf_path: Path, hf_dir: Path) -> str:
         count += 1
     if worst > 2**-8:
         return f"the weights differ: up to {worst:.1e} of a tensor's largest value"
-    return (f"the same weights: all {count} tensors equal to within bf16 rounding "
-            f"(at most {worst:.1e} of a tensor's largest value)")  # fmt: skip
+    return (
+        f"the same weights: all {count} tensors equal to within bf16 rounding "
+        f"(at most {worst:.1e} of a tensor's largest value)"
+    )

@@ -53,6 +53,10 @@ def with_memory(bill: Any, memory: dict[str, int]) -> Any:
     record one (a CPU engine has no GPU memory samples)."""
     from dataclasses import replace
 
-    engines = tuple(e if e.memory_used_bytes is not None or e.run_id not in memory
-                    else replace(e, memory_used_bytes=memory[e.run_id]) for e in bill.engines)  # fmt: skip
+    engines = tuple(
+        e
+        if e.memory_used_bytes is not None or e.run_id not in memory
+        else replace(e, memory_used_bytes=memory[e.run_id])
+        for e in bill.engines
+    )
     return replace(bill, engines=engines)

@@ -28,8 +28,12 @@ def env(**extra: str) -> dict[str, str]:
 def bench(url: str, db: Path, *args: str, environ: dict[str, str] | None = None, **popen) -> subprocess.Popen:
     return subprocess.Popen(
         [*CLI, "bench", url, "--db", str(db), "--input-tokens", "16", "--json", "--no-power", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ or env(), **popen,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environ or env(),
+        **popen,
+    )
 
 
 def stored_count(db: Path) -> int:

@@ -15,9 +15,20 @@ import json
 from tests.answer_server import http_answer, sse_head
 
 STREAM_FIELDS = (
-    "role", "content", "reasoning_content", "tool_calls", "text", "finish_reason", "id", "model",
-    "usage_key", "usage_value", "timings_key", "timings_value", "stream_error",
-)  # fmt: skip
+    "role",
+    "content",
+    "reasoning_content",
+    "tool_calls",
+    "text",
+    "finish_reason",
+    "id",
+    "model",
+    "usage_key",
+    "usage_value",
+    "timings_key",
+    "timings_value",
+    "stream_error",
+)
 ERROR_FIELDS = ("error_json", "error_text", "error_reason", "retry_after")
 FIELDS = STREAM_FIELDS + ERROR_FIELDS
 VALUES = (

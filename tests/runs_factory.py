@@ -36,9 +36,19 @@ def make_record(
     """A streamed request: first token after `ttft_ms`, then one token every `itl_ms`."""
     if status != "ok":
         return RequestRecord(
-            target_index, level, 0, request_index, phase, status, start_ns, start_ns + int(ttft_ms * MS),
-            error_kind="http_5xx", error=error, http_status=500, prompt_tokens=prompt_tokens,
-        )  # fmt: skip
+            target_index=target_index,
+            level=level,
+            repeat=0,
+            request_index=request_index,
+            phase=phase,
+            status=status,
+            sent_ns=start_ns,
+            end_ns=start_ns + int(ttft_ms * MS),
+            error_kind="http_5xx",
+            error=error,
+            http_status=500,
+            prompt_tokens=prompt_tokens,
+        )
     first = start_ns + int(ttft_ms * MS)
     chunks = array("q", (first + int(i * itl_ms * MS) for i in range(output_tokens)))
     return RequestRecord(
@@ -80,9 +90,16 @@ def level_records(
             index = wave * concurrency + slot
             start = 10_000 * MS + wave * (duration_ns + MS) + slot * 1000
             records.append(
-                make_record(target_index, f"c={concurrency}", index, start_ns=start, ttft_ms=ttft_ms,
-                            itl_ms=itl_ms * (1 + 0.1 * (concurrency - 1)), output_tokens=output_tokens)
-            )  # fmt: skip
+                make_record(
+                    target_index,
+                    f"c={concurrency}",
+                    index,
+                    start_ns=start,
+                    ttft_ms=ttft_ms,
+                    itl_ms=itl_ms * (1 + 0.1 * (concurrency - 1)),
+                    output_tokens=output_tokens,
+                )
+            )
     return records
 
 
@@ -112,8 +129,20 @@ def store_run(
             info = TargetInfo(model=model, version="b1234", context_per_slot=2048)
             store.add_target(run_id, t, f"http://127.0.0.1:{8000 + t}/v1", engine, info)
             if failure is not None:
-                store.add_request(run_id, make_record(t, f"c={ladder[0]}", 999, start_ns=10_000 * MS, ttft_ms=1,
-                                                      itl_ms=1, output_tokens=0, status="error", error=failure))  # fmt: skip
+                store.add_request(
+                    run_id,
+                    make_record(
+                        t,
+                        f"c={ladder[0]}",
+                        999,
+                        start_ns=10_000 * MS,
+                        ttft_ms=1,
+                        itl_ms=1,
+                        output_tokens=0,
+                        status="error",
+                        error=failure,
+                    ),
+                )
             for c in ladder:
                 records = level_records(t, c, ttft_ms=50.0 + 5 * c, itl_ms=itl_ms * (1 + t))
                 store.add_requests(run_id, records)

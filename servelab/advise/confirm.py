@@ -52,12 +52,17 @@ class Figure:
         return (predicted - measured) / measured
 
     def to_json(self) -> dict[str, Any]:
-        return {"figure": self.name, "advised": _round(self.advised), "repredicted": _round(self.repredicted),
-                "measured": _round(self.measured), "advised_error": _round(self.error(self.advised, self.measured), 4),
-                "repredicted_error": _round(self.error(self.repredicted, self.measured), 4)}  # fmt: skip
+        return {
+            "figure": self.name,
+            "advised": _round(self.advised),
+            "repredicted": _round(self.repredicted),
+            "measured": _round(self.measured),
+            "advised_error": _round(self.error(self.advised, self.measured), 4),
+            "repredicted_error": _round(self.error(self.repredicted, self.measured), 4),
+        }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MeasuredLevel:
     load: float
     goodput_tok_s: float
@@ -68,7 +73,7 @@ class MeasuredLevel:
     invalid_reason: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Confirmation:
     """What `--confirm` did for the advice's first front member."""
 
@@ -111,26 +116,50 @@ class Confirmation:
             return "the advised load was not measured"
         advised, again = self.goodput_error(), self.goodput_error("repredicted")
         slo = "meets the SLO" if not at.misses else f"MISSES the SLO ({'; '.join(at.misses)})"
-        within = "" if advised is None else (
-            f"goodput {'within' if abs(advised) <= WITHIN else 'NOT within'} {WITHIN:.0%} of the advice "
-            f"({advised:+.1%})"
-        )  # fmt: skip
+        within = (
+            ""
+            if advised is None
+            else (
+                f"goodput {'within' if abs(advised) <= WITHIN else 'NOT within'} {WITHIN:.0%} of the advice "
+                f"({advised:+.1%})"
+            )
+        )
         recal = "" if again is None else f", {again:+.1%} re-predicted with the calibration"
         return f"measured at {_load(self.load, self.closed)}: {slo}; {within}{recal}"
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "candidate": self.candidate, "engine": self.engine, "load": self.load, "closed_loop": self.closed, "ran": self.ran,
-            "reason": self.reason or None, "commands": list(self.commands), "mismatches": list(self.mismatches),
-            "run_ids": list(self.run_ids), "profile": self.profile, "fit_median_relative": self.fit_median_relative,
-            "levels": [{"load": lv.load, "goodput_tok_s": _round(lv.goodput_tok_s), "ttft_p99_ms": _round(lv.ttft_p99_ms),
-                        "tpot_p99_ms": _round(lv.tpot_p99_ms), "misses": list(lv.misses), "valid": lv.valid,
-                        "invalid_reason": lv.invalid_reason} for lv in self.levels],
-            "figures": [f.to_json() for f in self.figures], "meets_slo": self.meets_slo,
+            "candidate": self.candidate,
+            "engine": self.engine,
+            "load": self.load,
+            "closed_loop": self.closed,
+            "ran": self.ran,
+            "reason": self.reason or None,
+            "commands": list(self.commands),
+            "mismatches": list(self.mismatches),
+            "run_ids": list(self.run_ids),
+            "profile": self.profile,
+            "fit_median_relative": self.fit_median_relative,
+            "levels": [
+                {
+                    "load": lv.load,
+                    "goodput_tok_s": _round(lv.goodput_tok_s),
+                    "ttft_p99_ms": _round(lv.ttft_p99_ms),
+                    "tpot_p99_ms": _round(lv.tpot_p99_ms),
+                    "misses": list(lv.misses),
+                    "valid": lv.valid,
+                    "invalid_reason": lv.invalid_reason,
+                }
+                for lv in self.levels
+            ],
+            "figures": [f.to_json() for f in self.figures],
+            "meets_slo": self.meets_slo,
             "goodput_error": _round(self.goodput_error(), 4),
             "goodput_error_repredicted": _round(self.goodput_error("repredicted"), 4),
-            "within": WITHIN, "verdict": self.verdict(), "notes": list(self.notes),
-        }  # fmt: skip
+            "within": WITHIN,
+            "verdict": self.verdict(),
+            "notes": list(self.notes),
+        }
 
 
 def _round(x: float | None, digits: int = 2) -> float | None:
@@ -155,8 +184,10 @@ def where_it_runs(winner: Judged, setting: Setting, model_ref: str) -> tuple[Eng
     plan = winner.point.plan
     engine = registry.get_engine(plan.engine)
     if not setting.gpu.is_cpu:
-        return None, (f"the advice is for {setting.gpus} x {setting.gpu.name}; this command confirms on this "
-                      "machine's CPU (--gpu cpu) only")  # fmt: skip
+        return None, (
+            f"the advice is for {setting.gpus} x {setting.gpu.name}; this command confirms on this "
+            "machine's CPU (--gpu cpu) only"
+        )
     if engine.launcher is None or engine.installer is None:
         return None, f"servelab cannot start {engine.label} here"
     try:
@@ -200,14 +231,22 @@ def bench_line(config: BenchConfig, loads: tuple[float, ...], closed: bool, url:
     )
 
 
-def confirm(winner: Judged, setting: Setting, model_ref: str, *, store: Any, log_dir: Path, say: Say,
-            save_profile: bool = True) -> Confirmation:  # fmt: skip
+def confirm(
+    winner: Judged,
+    setting: Setting,
+    model_ref: str,
+    *,
+    store: Any,
+    log_dir: Path,
+    say: Say,
+    save_profile: bool = True,
+) -> Confirmation:
     """Launch, verify, bench, calibrate, re-predict (module docstring); `store` keeps the measured runs."""
     plan, closed = winner.point.plan, setting.demand.closed
     load = winner.load or 1.0
     loads = ladder_around(load, winner.capacity.failing, closed)
     config = _bench_config(setting.config, loads, closed)
-    base = Confirmation(winner.point.name, plan.engine, load, False, closed)
+    base = Confirmation(candidate=winner.point.name, engine=plan.engine, load=load, ran=False, closed=closed)
     engine, why = where_it_runs(winner, setting, model_ref)
     if engine is None:
         return replace(base, reason=why, commands=(plan.command_line, bench_line(config, loads, closed)))
@@ -218,12 +257,19 @@ def confirm(winner: Judged, setting: Setting, model_ref: str, *, store: Any, log
         return replace(base, reason=f"servelab cannot start {engine.label} here")
     cpus = cpu_split()  # server and client apart, where there are two CPUs or more (hardware/pinning.py)
     args = engine_args(plan.command) + _threads(engine, cpus)
-    say(f"confirm: launching {engine.label} on {model_ref} {shlex.join(args)}"
-        + (f" ({cpus.line})" if cpus else ""))  # fmt: skip
+    say(
+        f"confirm: launching {engine.label} on {model_ref} {shlex.join(args)}"
+        + (f" ({cpus.line})" if cpus else "")
+    )
     with on_cpus(cpus.server if cpus else None):
-        server = launcher.start(_served(model_ref, setting), args, host="127.0.0.1", port=free_port(),
-                                log_path=log_dir / f"confirm-{engine.name}.log",
-                                timeout_s=launcher.HEALTH_TIMEOUT_S)  # fmt: skip
+        server = launcher.start(
+            _served(model_ref, setting),
+            args,
+            host="127.0.0.1",
+            port=free_port(),
+            log_path=log_dir / f"confirm-{engine.name}.log",
+            timeout_s=launcher.HEALTH_TIMEOUT_S,
+        )
     with server:
         mismatches = _verify(engine, server, say)
         say(
@@ -240,25 +286,47 @@ def confirm(winner: Judged, setting: Setting, model_ref: str, *, store: Any, log
     notes = tuple(
         f"level {_load(m.load, closed)} not trustworthy: {m.invalid_reason}" for m in measured if not m.valid
     )
-    return replace(base, ran=True, commands=commands, mismatches=mismatches, run_ids=run_ids, levels=measured,
-                   figures=figures, profile=path, fit_median_relative=median, notes=notes)  # fmt: skip
+    return replace(
+        base,
+        ran=True,
+        commands=commands,
+        mismatches=mismatches,
+        run_ids=run_ids,
+        levels=measured,
+        figures=figures,
+        profile=path,
+        fit_median_relative=median,
+        notes=notes,
+    )
 
 
-def _figures(winner: Judged, again: LevelStats | None, at: MeasuredLevel | None, load: float,
-             closed: bool) -> tuple[Figure, ...]:  # fmt: skip
+def _figures(
+    winner: Judged, again: LevelStats | None, at: MeasuredLevel | None, load: float, closed: bool
+) -> tuple[Figure, ...]:
     def p99(stats: LevelStats | None, metric: str) -> float | None:
         return None if stats is None else getattr(stats, metric).p99
 
     replicas = max(winner.replicas or 1, 1)
     return (
-        Figure("goodput_tok_s", winner.output_tok_s / replicas,
-               None if again is None else level_output_tok_s(again, load, closed),
-               None if at is None else at.goodput_tok_s),
-        Figure("ttft_p99_ms", p99(winner.stats, "ttft_ms"), p99(again, "ttft_ms"),
-               None if at is None else at.ttft_p99_ms),
-        Figure("tpot_p99_ms", p99(winner.stats, "tpot_ms"), p99(again, "tpot_ms"),
-               None if at is None else at.tpot_p99_ms),
-    )  # fmt: skip
+        Figure(
+            "goodput_tok_s",
+            winner.output_tok_s / replicas,
+            None if again is None else level_output_tok_s(again, load, closed),
+            None if at is None else at.goodput_tok_s,
+        ),
+        Figure(
+            "ttft_p99_ms",
+            p99(winner.stats, "ttft_ms"),
+            p99(again, "ttft_ms"),
+            None if at is None else at.ttft_p99_ms,
+        ),
+        Figure(
+            "tpot_p99_ms",
+            p99(winner.stats, "tpot_ms"),
+            p99(again, "tpot_ms"),
+            None if at is None else at.tpot_p99_ms,
+        ),
+    )
 
 
 def _threads(engine: Engine, cpus: CpuSplit | None) -> list[str]:
@@ -279,8 +347,13 @@ def _bench_config(config: BenchConfig, loads: tuple[float, ...], closed: bool) -
     counts them), each level as many requests as the largest probe."""
     probe = probe_config(config, max(loads), closed)
     workload = replace(config.workload, chat=False)
-    return replace(probe, workload=workload, chat=False, concurrency=tuple(int(x) for x in loads) if closed
-                   else probe.concurrency, name="advise-confirm")  # fmt: skip
+    return replace(
+        probe,
+        workload=workload,
+        chat=False,
+        concurrency=tuple(int(x) for x in loads) if closed else probe.concurrency,
+        name="advise-confirm",
+    )
 
 
 def _verify(engine: Engine, server: Any, say: Say) -> tuple[str, ...]:
@@ -295,13 +368,16 @@ def _verify(engine: Engine, server: Any, say: Say) -> tuple[str, ...]:
     return lines
 
 
-def _bench(url: str, config: BenchConfig, loads: tuple[float, ...], closed: bool, store: Any,
-           setting: Setting) -> tuple[tuple[str, ...], tuple[MeasuredLevel, ...]]:  # fmt: skip
+def _bench(
+    url: str, config: BenchConfig, loads: tuple[float, ...], closed: bool, store: Any, setting: Setting
+) -> tuple[tuple[str, ...], tuple[MeasuredLevel, ...]]:
     from servelab.bench.runner import run
 
-    configs = [replace(config, targets=(url,))] if closed else [
-        replace(config, targets=(url,), rate=x) for x in loads
-    ]  # fmt: skip
+    configs = (
+        [replace(config, targets=(url,))]
+        if closed
+        else [replace(config, targets=(url,), rate=x) for x in loads]
+    )
     run_ids: list[str] = []
     levels: list[MeasuredLevel] = []
     for cfg in configs:
@@ -313,14 +389,23 @@ def _bench(url: str, config: BenchConfig, loads: tuple[float, ...], closed: bool
     return tuple(run_ids), tuple(levels)
 
 
-def _measured(stats: LevelStats, load: float, closed: bool, setting: Setting, valid: bool,
-              reason: str | None) -> MeasuredLevel:  # fmt: skip
-    return MeasuredLevel(load, level_output_tok_s(stats, load, closed), stats.ttft_ms.p99, stats.tpot_ms.p99,
-                         misses(setting.bounds, stats), valid, reason)  # fmt: skip
+def _measured(
+    stats: LevelStats, load: float, closed: bool, setting: Setting, valid: bool, reason: str | None
+) -> MeasuredLevel:
+    return MeasuredLevel(
+        load=load,
+        goodput_tok_s=level_output_tok_s(stats, load, closed),
+        ttft_p99_ms=stats.ttft_ms.p99,
+        tpot_p99_ms=stats.tpot_ms.p99,
+        misses=misses(setting.bounds, stats),
+        valid=valid,
+        invalid_reason=reason,
+    )
 
 
-def _calibrate(winner: Judged, setting: Setting, store: Any, run_ids: tuple[str, ...],
-               save: bool) -> tuple[Any, str, str | None, float]:  # fmt: skip
+def _calibrate(
+    winner: Judged, setting: Setting, store: Any, run_ids: tuple[str, ...], save: bool
+) -> tuple[Any, str, str | None, float]:
     """The fitted `Effective` of the measured runs (as `servelab calibrate`), a line about the fit, the profile."""
     from servelab.predict.calibrate import fit
     from servelab.predict.machine import emulated_engine
@@ -331,15 +416,30 @@ def _calibrate(winner: Judged, setting: Setting, store: Any, run_ids: tuple[str,
     setup = measured_setup([store.load_run(r) for r in run_ids])
     result = fit(emulated_engine(plan, setting.model, setting.gpu), setup.records)
     profile = Profile(
-        machine_key(setting.gpu), setting.gpu.label, plan.engine, plan.quant, result.effective,
-        dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), setup.run_ids, setting.model.name,
-        {"r2": result.r2, "rms_relative": result.rms_relative, "median_relative": result.median_relative,
-         "intervals": result.intervals, "gaps": result.gaps, "prefills": result.prefills},
-    )  # fmt: skip
+        machine=machine_key(setting.gpu),
+        machine_label=setting.gpu.label,
+        engine=plan.engine,
+        quant=plan.quant,
+        rates=result.rates,
+        created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        runs=setup.run_ids,
+        model=setting.model.name,
+        fit={
+            "r2": result.r2,
+            "rms_relative": result.rms_relative,
+            "median_relative": result.median_relative,
+            "intervals": result.intervals,
+            "gaps": result.gaps,
+            "prefills": result.prefills,
+        },
+        engine_version=setup.engine_version,
+    )
     path = str(save_profile(profile)) if save else None
-    note = (f"calibrated {profile.name} from {len(setup.records)} requests: |residual| median "
-            f"{result.median_relative:.1%}" + (f", saved to {path}" if path else ""))  # fmt: skip
-    return result.effective, note, path, result.median_relative
+    note = (
+        f"calibrated {profile.name} from {len(setup.records)} requests: |residual| median "
+        f"{result.median_relative:.1%}" + (f", saved to {path}" if path else "")
+    )
+    return result.rates, note, path, result.median_relative
 
 
 def _repredict(winner: Judged, setting: Setting, load: float, effective: Any) -> LevelStats | None:
@@ -348,6 +448,6 @@ def _repredict(winner: Judged, setting: Setting, load: float, effective: Any) ->
 
     plan = winner.point.plan
     speculation = setting.speculation if winner.point.speculative is not None else None
-    engine = emulated_engine(plan, setting.model, setting.gpu, effective=effective, speculation=speculation)
+    engine = emulated_engine(plan, setting.model, setting.gpu, rates=effective, speculation=speculation)
     config = probe_config(setting.config, load, setting.demand.closed)
     return run_level(engine, config, setting.model.name, PromptPool())

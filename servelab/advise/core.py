@@ -14,7 +14,7 @@ from servelab.advise.judge import Demand, Judged, PromptPool, Setting, judge
 from servelab.advise.rank import Verdict, pareto, ranked
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Advice:
     setting: Setting
     interconnect: str | None
@@ -112,8 +112,8 @@ def advise(
             progress(done, len(fitting), point.name)
         judged.append(judge(point, setting, pool))
     order = ranked(judged)
-    return Advice(setting, interconnect, context, len(fitting) + len(pruned), tuple(pruned), tuple(judged),
-                  tuple(order), pareto(order), time.perf_counter() - started)  # fmt: skip
+    return Advice(setting=setting, interconnect=interconnect, context=context, candidates=len(fitting) + len(pruned), pruned=tuple(pruned), judged=tuple(judged),
+                  order=tuple(order), verdict=pareto(order), seconds=time.perf_counter() - started)  # fmt: skip
 
 
 __all__ = ["Advice", "Bound", "Demand", "Setting", "advise"]

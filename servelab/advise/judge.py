@@ -1,7 +1,7 @@
 """Each fitting configuration judged in virtual time: its highest load within the SLOs, the replicas the demand
 needs, and the goodput and cost there.
 
-A probe is one `predict` level (predict/ladder.py, the same emulator and statistics as `servelab predict`) at a
+A probe is one `predict` level (predict/virtual_ladder.py, the same emulator and statistics as `servelab predict`) at a
 load per replica: `users` closed-loop clients, or `rate` requests/s open loop. The demand (`--users N` /
 `--rate R`) bounds the search: at most all of it on one replica, at least its share over every replica the GPUs
 hold (each `tp` GPUs; failing that share, the configuration misses). The replicas used are the fewest that carry
@@ -24,9 +24,9 @@ from servelab.bench.schedule import StopRule
 from servelab.bench.workloads import Prompt, build_prompts
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
-from servelab.predict.ladder import predict_ladder
 from servelab.predict.machine import EmulatedEngine, emulated_engine
-from servelab.predict.roofline import Effective
+from servelab.predict.roofline import AchievedRates
+from servelab.predict.virtual_ladder import predict_ladder
 from servelab.predict.words import WordTokenizer
 from servelab.results.stats import LevelStats
 from servelab.scheduling.core import Speculation
@@ -56,7 +56,7 @@ class Demand:
         return "users" if self.closed else "req/s"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Judged:
     """One fitting configuration after the search. `capacity` per replica; `replicas` used (None: the demand needs
     more than the GPUs hold, or nothing passed); `stats` the level at `load` per replica; `failing_misses` the
@@ -86,7 +86,7 @@ class Judged:
         return None if self.stats is None else getattr(self.stats, metric).p99
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Setting:
     """What every judgement shares."""
 
@@ -97,7 +97,7 @@ class Setting:
     demand: Demand
     prices: Prices
     config: BenchConfig  # the workload and its options; levels, rate and stop are set per probe
-    effective: Callable[[Plan], Effective | None] | None = None  # a calibration profile's figures, if any
+    rates: Callable[[Plan], AchievedRates | None] | None = None  # a calibration profile's figures, if any
     speculative: Speculative | None = (
         None  # speculative decoding to plan as well (the user gave an acceptance)
     )
@@ -140,7 +140,7 @@ def judge(point: Planned, setting: Setting, pool: PromptPool | None = None) -> J
     plan = point.plan
     speculation = setting.speculation if point.speculative is not None else None
     engine = emulated_engine(
-        plan, setting.model, setting.gpu, effective=_effective(setting, plan), speculation=speculation
+        plan, setting.model, setting.gpu, rates=_rates(setting, plan), speculation=speculation
     )
     demand, tp = setting.demand, plan.tensor_parallel
     levels: dict[float, LevelStats] = {}
@@ -165,7 +165,13 @@ def judge(point: Planned, setting: Setting, pool: PromptPool | None = None) -> J
         capacity = highest_passing(cap / most, cap, passes, whole=False)
     broken = misses(setting.bounds, at(capacity.failing)) if capacity.failing is not None else ()
     base = Judged(
-        point, capacity, None, None, None, broken, effective_source=engine.roofline.effective.source
+        point=point,
+        capacity=capacity,
+        replicas=None,
+        load=None,
+        stats=None,
+        failing_misses=broken,
+        effective_source=engine.roofline.rates.source,
     )
     if capacity.load is None:
         spread = f" per replica (the demand over all {most} replicas)" if most > 1 else ""
@@ -193,8 +199,8 @@ def level_output_tok_s(stats: LevelStats, load: float, closed: bool) -> float:
     return load * stats.tokens.output / stats.completed if stats.completed else 0.0
 
 
-def _effective(setting: Setting, plan: Plan) -> Effective | None:
-    return None if setting.effective is None else setting.effective(plan)
+def _rates(setting: Setting, plan: Plan) -> AchievedRates | None:
+    return None if setting.rates is None else setting.rates(plan)
 
 
 def _share(total: float, replicas: int, demand: Demand) -> float:

@@ -60,8 +60,10 @@ from servelab.sync_http import redirect_refused, same_origin
 
 STALE_PREFIX = "stale keep-alive connection: "  # the request never reached the server; sent again
 STALE_RETRIES = 3
-_COMPRESSED = ("the answer is {}-encoded although the client asked for Accept-Encoding: identity; "
-               "compressed answers are not inflated (they could grow past --max-body-bytes)")  # fmt: skip
+_COMPRESSED = (
+    "the answer is {}-encoded although the client asked for Accept-Encoding: identity; "
+    "compressed answers are not inflated (they could grow past --max-body-bytes)"
+)
 # --follow-redirects: hops to the same host and port before the request is a `redirect` error
 MAX_REDIRECTS = 5
 # json's C scanner: stateless between calls, shared by every stream. JSONDecoder.__init__ sets scan_once;
@@ -81,7 +83,7 @@ FAST_MAX_BYTES = 1024
 READ_BUFSIZE = 1 << 20  # aiohttp's 64 KiB default collapses throughput at long contexts (vLLM #39963)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ClientRequest:
     """One request to send, and where it belongs in the run."""
 
@@ -229,9 +231,12 @@ class StreamClient:
             async with asyncio.timeout(self._deadline_s) as deadline:
                 for _ in range(MAX_REDIRECTS + 1):
                     post = session.post(
-                        url, data=request.encoded_body(), headers=headers, trace_request_ctx=stamp,
+                        url,
+                        data=request.encoded_body(),
+                        headers=headers,
+                        trace_request_ctx=stamp,
                         allow_redirects=False,
-                    )  # fmt: skip
+                    )
                     async with post as response:
                         stamp["answered"] = True
                         if 300 <= response.status < 400:
@@ -316,15 +321,28 @@ class StreamClient:
         if kind is None and tally.bad_text is not None:
             kind, message = "malformed", self._clean(tally.bad_text)
         record = RequestRecord(
-            target_index=request.target_index, level=request.level, repeat=request.repeat,
-            request_index=request.request_index, phase=request.phase,
-            status="ok" if kind is None else "error", sent_ns=sent_ns, end_ns=time.perf_counter_ns(),
-            intended_ns=request.intended_ns, first_token_ns=tally.first_token_ns, error_kind=kind,
-            error=message, max_tokens=request.max_tokens, finish_reason=tally.finish_reason,
-            chunk_ns=tally.chunk_ns, chunk_tokens=tally.chunk_tokens, server_timings=tally.timings,
-            chunk_tokens_source=tally.chunk_tokens_source, expected_prompt_tokens=request.expected_prompt_tokens,
-            expected_cached_tokens=request.expected_cached_tokens, request_id=request.request_id,
-        )  # fmt: skip
+            target_index=request.target_index,
+            level=request.level,
+            repeat=request.repeat,
+            request_index=request.request_index,
+            phase=request.phase,
+            status="ok" if kind is None else "error",
+            sent_ns=sent_ns,
+            end_ns=time.perf_counter_ns(),
+            intended_ns=request.intended_ns,
+            first_token_ns=tally.first_token_ns,
+            error_kind=kind,
+            error=message,
+            max_tokens=request.max_tokens,
+            finish_reason=tally.finish_reason,
+            chunk_ns=tally.chunk_ns,
+            chunk_tokens=tally.chunk_tokens,
+            server_timings=tally.timings,
+            chunk_tokens_source=tally.chunk_tokens_source,
+            expected_prompt_tokens=request.expected_prompt_tokens,
+            expected_cached_tokens=request.expected_cached_tokens,
+            request_id=request.request_id,
+        )
         try:
             count_tokens(record, tally, request.ignore_eos)
         except MalformedEvent as exc:  # a count out of range: the streamed chunks are all there is
@@ -356,11 +374,13 @@ class _Stream:
     """One answer being parsed: SSE events into the tally, and how the answer ended once that is known."""
 
     def __init__(
-        self, tally: StreamTally, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        self,
+        tally: StreamTally,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         authorization: str | None = None,
         secrets: tuple[str, ...] = (),
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.tally = tally
         self.parser = SseParser(max_line_bytes)
         self.body_left = max_body_bytes  # bytes this answer may still send

@@ -31,7 +31,7 @@ MAX_WORKERS = 4096  # --workers
 MAX_TEMPERATURE = 100.0  # OpenAI's API stops at 2; servers differ, none needs more than this
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BenchConfig:
     targets: tuple[str, ...]
     concurrency: tuple[int, ...] = DEFAULT_LADDER
@@ -88,8 +88,11 @@ class BenchConfig:
             count(self.workers, "--workers", 1, MAX_WORKERS, "worker processes")
         if self.ray is not None and not self.ray.strip():
             raise ConfigError("--ray needs an address: auto (the cluster Ray finds), local, or HOST:PORT")
-        for flag, value in (("--max-line-bytes", self.max_line_bytes), ("--max-body-bytes", self.max_body_bytes),
-                            ("--max-endpoint-bytes", self.max_endpoint_bytes)):  # fmt: skip
+        for flag, value in (
+            ("--max-line-bytes", self.max_line_bytes),
+            ("--max-body-bytes", self.max_body_bytes),
+            ("--max-endpoint-bytes", self.max_endpoint_bytes),
+        ):
             count(value, flag, 1, 2**40, "bytes")
 
     def _check_ramp(self) -> None:
@@ -157,10 +160,32 @@ class BenchConfig:
 
 
 YAML_KEYS = {
-    "targets", "concurrency", "workload", "input_tokens", "output_tokens", "requests", "duration", "rate",
-    "burstiness", "repeat", "warmup", "model", "chat", "name", "seed", "temperature", "max_errors", "slo", "ramp",
-    "find_max_rate", "max_rate", "probes", "attainment", "trace", "trace_speed",
-}  # fmt: skip
+    "targets",
+    "concurrency",
+    "workload",
+    "input_tokens",
+    "output_tokens",
+    "requests",
+    "duration",
+    "rate",
+    "burstiness",
+    "repeat",
+    "warmup",
+    "model",
+    "chat",
+    "name",
+    "seed",
+    "temperature",
+    "max_errors",
+    "slo",
+    "ramp",
+    "find_max_rate",
+    "max_rate",
+    "probes",
+    "attainment",
+    "trace",
+    "trace_speed",
+}
 
 
 def load_experiment(path: Path) -> dict[str, Any]:
@@ -176,8 +201,12 @@ def load_experiment(path: Path) -> dict[str, Any]:
             f"unknown key(s) {', '.join(unknown)} in {path}; valid: {', '.join(sorted(YAML_KEYS))}"
         )
     data["targets"] = _yaml_targets(data.get("targets"), path)
-    for key, kind, words in (("model", str, "a string"), ("name", str, "a string"), ("workload", str, "a string"),
-                             ("chat", bool, "true or false")):  # fmt: skip
+    for key, kind, words in (
+        ("model", str, "a string"),
+        ("name", str, "a string"),
+        ("workload", str, "a string"),
+        ("chat", bool, "true or false"),
+    ):
         if data.get(key) is not None and not isinstance(data[key], kind):
             raise ConfigError(f"{key} in {path} must be {words}, got {_shown(data[key])}")
     return data

@@ -27,7 +27,7 @@ class MalformedEvent(ValueError):
     """A server value of the wrong type, range or size: the request ends as ``malformed``."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class StreamTally:
     """Running state of one streamed answer."""
 

@@ -55,7 +55,7 @@ class Link(Protocol):
     def kill(self) -> None: ...
 
 
-@dataclass
+@dataclass(kw_only=True)
 class WorkerReport:
     """One worker's part of one level."""
 
@@ -78,11 +78,18 @@ class WorkerReport:
 
     def to_json(self, valid: bool, why: str | None) -> dict[str, Any]:
         return {
-            "worker": self.index, **self.info, "records": self.records, **self.stats,
-            "clock_offset_ns": self.clock_before.offset_ns, "clock_bound_ms": self.bound_ns / 1e6,
-            "clock_source": self.clock_before.source, "valid": valid, "invalid_reason": why,
-            "error": self.error, "died": self.died,
-        }  # fmt: skip
+            "worker": self.index,
+            **self.info,
+            "records": self.records,
+            **self.stats,
+            "clock_offset_ns": self.clock_before.offset_ns,
+            "clock_bound_ms": self.bound_ns / 1e6,
+            "clock_source": self.clock_before.source,
+            "valid": valid,
+            "invalid_reason": why,
+            "error": self.error,
+            "died": self.died,
+        }
 
 
 @dataclass(frozen=True)
@@ -125,12 +132,20 @@ class Merge:
 
 
 async def run_level(
-    links: list[Link], spec: ClientSpec, make: RequestMaker, shares: list[Share], state: LevelState,
-    on_record: Callable[[RequestRecord], None], stop_event: asyncio.Event,
-) -> list[WorkerReport]:  # fmt: skip
+    links: list[Link],
+    spec: ClientSpec,
+    make: RequestMaker,
+    shares: list[Share],
+    state: LevelState,
+    on_record: Callable[[RequestRecord], None],
+    stop_event: asyncio.Event,
+) -> list[WorkerReport]:
     """One level across ``links`` (one share each); returns each worker's report."""
     clocks = await asyncio.gather(*(link.clock() for link in links))
-    reports = [WorkerReport(link.index, link.info(), c) for link, c in zip(links, clocks, strict=True)]
+    reports = [
+        WorkerReport(index=link.index, info=link.info(), clock_before=c)
+        for link, c in zip(links, clocks, strict=True)
+    ]
     merge = Merge(state, on_record)
     drained = False
 
@@ -256,8 +271,12 @@ def outcome(
         if why:
             reasons.append(why if why.startswith("worker") else f"worker {report.index}: {why}")
         workers.append(report.to_json(valid, why))
-    client = {**_worst(reports), "workers": workers, "clock_bound_ms": max(r.bound_ns for r in reports) / 1e6,
-              "clock_source": _source(reports)}  # fmt: skip
+    client = {
+        **_worst(reports),
+        "workers": workers,
+        "clock_bound_ms": max(r.bound_ns for r in reports) / 1e6,
+        "clock_source": _source(reports),
+    }
     return FleetOutcome(client, not reasons, "; ".join(reasons) or None, any(r.died for r in reports))
 
 

@@ -20,7 +20,7 @@ from servelab.bench.schedule import StopRule
 from servelab.results.records import RequestRecord
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LevelState:
     """Counters of a running level (shared by its workers and the progress display)."""
 
@@ -68,9 +68,14 @@ MakeRequest = Callable[[int, str, int | None], ClientRequest]  # (index, phase, 
 
 
 async def run_closed(
-    client: StreamClient, concurrency: int, state: LevelState, make: MakeRequest,
-    on_record: Callable[[RequestRecord], None], stop_event: asyncio.Event, ramp_s: float = 0.0,
-) -> None:  # fmt: skip
+    client: StreamClient,
+    concurrency: int,
+    state: LevelState,
+    make: MakeRequest,
+    on_record: Callable[[RequestRecord], None],
+    stop_event: asyncio.Event,
+    ramp_s: float = 0.0,
+) -> None:
     """With ``ramp_s`` the workers start one after another (`ramp.closed_start_offsets_ns`), else all at once."""
     t0 = time.perf_counter_ns()
     starts_ns = closed_start_offsets_ns(concurrency, ramp_s) if ramp_s > 0 else []
@@ -92,9 +97,14 @@ async def run_closed(
 
 
 async def run_open(
-    client: StreamClient, offsets_ns: Sequence[int], state: LevelState, make: MakeRequest,
-    on_record: Callable[[RequestRecord], None], stop_event: asyncio.Event, ramp_count: int = 0,
-) -> None:  # fmt: skip
+    client: StreamClient,
+    offsets_ns: Sequence[int],
+    state: LevelState,
+    make: MakeRequest,
+    on_record: Callable[[RequestRecord], None],
+    stop_event: asyncio.Event,
+    ramp_count: int = 0,
+) -> None:
     """Warm-up first (one at a time), then each request at t0 + offset, absolute; the first ``ramp_count``
     arrivals are the ramp's."""
     while state.next_index < state.warmup and not stop_event.is_set():

@@ -25,7 +25,7 @@ from servelab.results.records import RequestRecord
 RECENT_LAG_SAMPLES = 2000  # the client's lag so far: p99 of its last ~2 s of 1 ms ticks
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LiveLevel:
     url: str
     engine: str
@@ -63,7 +63,7 @@ class RunningMedian:
         return (-self._low[0] + self._high[0]) / 2
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LiveFigures:
     done: int
     planned: int | None
@@ -104,11 +104,17 @@ class LiveTally:
                 self.itl.add(gap)
         elapsed = state.elapsed_ns() / 1e9
         return LiveFigures(
-            done=state.done, planned=live.planned, elapsed_s=elapsed, fraction=_fraction(live, elapsed),
-            tok_s=state.output_tokens / elapsed if elapsed > 0 else 0.0, ttft_p50_ms=self.ttft.value,
-            itl_p50_ms=self.itl.value, errors=dict(self.errors),
-            lag_p99_ms=_p99_ms(live.monitor.lags_ns), wake_late_p99_ms=_p99_ms(live.monitor.oversleep_ns),
-        )  # fmt: skip
+            done=state.done,
+            planned=live.planned,
+            elapsed_s=elapsed,
+            fraction=_fraction(live, elapsed),
+            tok_s=state.output_tokens / elapsed if elapsed > 0 else 0.0,
+            ttft_p50_ms=self.ttft.value,
+            itl_p50_ms=self.itl.value,
+            errors=dict(self.errors),
+            lag_p99_ms=_p99_ms(live.monitor.lags_ns),
+            wake_late_p99_ms=_p99_ms(live.monitor.oversleep_ns),
+        )
 
 
 def _fraction(live: LiveLevel, elapsed_s: float) -> float:

@@ -40,8 +40,16 @@ class RequestMaker:
         at = serial if serial < self.warmup else self.warmup + (serial - self.warmup) % pool
         prompt = self.prompts[at]
         return ClientRequest(
-            self.path, prompt.body, target_index=self.target_index, level=self.level, repeat=self.repeat,
-            payload=prompt.payload, request_index=prompt.request_index, phase=phase, intended_ns=intended_ns,
-            serial=serial, expected_prompt_tokens=prompt.expected_prompt_tokens,
+            path=self.path,
+            body=prompt.body,
+            target_index=self.target_index,
+            level=self.level,
+            repeat=self.repeat,
+            payload=prompt.payload,
+            request_index=prompt.request_index,
+            phase=phase,
+            intended_ns=intended_ns,
+            serial=serial,
+            expected_prompt_tokens=prompt.expected_prompt_tokens,
             expected_cached_tokens=prompt.expected_cached_tokens,
-        )  # fmt: skip
+        )

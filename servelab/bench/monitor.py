@@ -83,8 +83,10 @@ def validity(
     late = client.get("wake_late_p99_ms")
     if late is not None and late > lag_limit_ms + TIMER_RESOLUTION_MS:
         if server_here and not pinned:
-            todo = ("the server runs on this machine: pin the two to different CPUs (taskset -c) or bench from "
-                    "another machine")  # fmt: skip
+            todo = (
+                "the server runs on this machine: pin the two to different CPUs (taskset -c) or bench from "
+                "another machine"
+            )
         else:
             todo = "other work ran on its CPU: rerun when the host is quieter, with more requests per level"
         return False, f"client wake-ups p99 {late:.2f} ms late: {HOST_TOOK_CPU} ({todo})"

@@ -40,15 +40,19 @@ class SearchSpec:
 
 
 @dataclass(frozen=True)
-class Probe:
+class RateProbe:
     rate_rps: float
     attainment: float | None  # None: no request was measured
     passed: bool
     valid: bool = True  # the client kept up (bench/monitor.py); an invalid probe is judged all the same
 
     def to_json(self) -> dict[str, Any]:
-        return {"rate": self.rate_rps, "slo_attainment": self.attainment, "passed": self.passed,
-                "valid": self.valid}  # fmt: skip
+        return {
+            "rate": self.rate_rps,
+            "slo_attainment": self.attainment,
+            "passed": self.passed,
+            "valid": self.valid,
+        }
 
 
 @dataclass
@@ -57,7 +61,7 @@ class RateSearch:
 
     start_rps: float
     spec: SearchSpec
-    probes: list[Probe] = field(default_factory=list)
+    probes: list[RateProbe] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.start_rps > self.spec.cap_rps:
@@ -81,9 +85,9 @@ class RateSearch:
         middle = _round(math.sqrt(passing * failing))
         return middle if passing < middle < failing else None
 
-    def record(self, rate_rps: float, attainment: float | None, valid: bool = True) -> Probe:
+    def record(self, rate_rps: float, attainment: float | None, valid: bool = True) -> RateProbe:
         passed = attainment is not None and attainment >= self.spec.attainment
-        probe = Probe(rate_rps, attainment, passed, valid)
+        probe = RateProbe(rate_rps, attainment, passed, valid)
         self.probes.append(probe)
         return probe
 
@@ -115,34 +119,48 @@ class MaxRate:
     outcome: str
     passing_rps: float | None  # the answer: the highest rate that met the SLOs
     failing_rps: float | None  # the lowest rate that did not
-    probes: tuple[Probe, ...]
+    probes: tuple[RateProbe, ...]
     spec: SearchSpec
     start_rps: float
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "outcome": self.outcome, "max_rate": self.passing_rps, "highest_passing": self.passing_rps,
-            "lowest_failing": self.failing_rps, "attainment_target": self.spec.attainment,
-            "rate_floor": self.start_rps, "rate_cap": self.spec.cap_rps, "probes_allowed": self.spec.probes,
-            "tolerance": self.spec.tolerance, "probes": [p.to_json() for p in self.probes],
-        }  # fmt: skip
+            "outcome": self.outcome,
+            "max_rate": self.passing_rps,
+            "highest_passing": self.passing_rps,
+            "lowest_failing": self.failing_rps,
+            "attainment_target": self.spec.attainment,
+            "rate_floor": self.start_rps,
+            "rate_cap": self.spec.cap_rps,
+            "probes_allowed": self.spec.probes,
+            "tolerance": self.spec.tolerance,
+            "probes": [p.to_json() for p in self.probes],
+        }
 
     def line(self, slo_text: str) -> str:
         """One line for the person: the answer and its bracket, or why there is none."""
         target = f"{self.spec.attainment:.0%} of requests meeting {slo_text}"
         if self.outcome == "found":
-            return (f"max rate with {target}: {self.passing_rps:g} req/s (highest passing {self.passing_rps:g}, "
-                    f"lowest failing {self.failing_rps:g}; {len(self.probes)} probes)")  # fmt: skip
+            return (
+                f"max rate with {target}: {self.passing_rps:g} req/s (highest passing {self.passing_rps:g}, "
+                f"lowest failing {self.failing_rps:g}; {len(self.probes)} probes)"
+            )
         if self.outcome == "none_passed":
             low = min(self.probes, key=lambda p: p.rate_rps)
             got = "no request measured" if low.attainment is None else f"{low.attainment:.0%}"
-            return (f"no rate tried had {target}: the lowest, {low.rate_rps:g} req/s, got {got}; "
-                    "lower --rate (the first probe) or loosen --slo")  # fmt: skip
+            return (
+                f"no rate tried had {target}: the lowest, {low.rate_rps:g} req/s, got {got}; "
+                "lower --rate (the first probe) or loosen --slo"
+            )
         if self.outcome == "all_passed":
-            return (f"every rate tried up to the cap had {target} ({self.spec.cap_rps:g} req/s passed); "
-                    "raise --max-rate")  # fmt: skip
-        return (f"every rate tried had {target} (up to {self.passing_rps:g} req/s) and the {len(self.probes)} "
-                "probes ran out below --max-rate; raise --probes or --rate")  # fmt: skip
+            return (
+                f"every rate tried up to the cap had {target} ({self.spec.cap_rps:g} req/s passed); "
+                "raise --max-rate"
+            )
+        return (
+            f"every rate tried had {target} (up to {self.passing_rps:g} req/s) and the {len(self.probes)} "
+            "probes ran out below --max-rate; raise --probes or --rate"
+        )
 
 
 def _round(rate: float) -> float:

@@ -185,8 +185,10 @@ async def _place(indexes: list[int]) -> list[RayLink]:
     except (TimeoutError, RayError) as exc:
         for actor in actors:
             ray.kill(actor)
-        raise ConfigError(f"the Ray cluster could not place {len(indexes)} bench worker(s) of 1 CPU each within "
-                          f"{PLACE_TIMEOUT_S:g} s ({type(exc).__name__}): ask for fewer --workers or add nodes") from None  # fmt: skip
+        raise ConfigError(
+            f"the Ray cluster could not place {len(indexes)} bench worker(s) of 1 CPU each within "
+            f"{PLACE_TIMEOUT_S:g} s ({type(exc).__name__}): ask for fewer --workers or add nodes"
+        ) from None
     return [RayLink(k, actor, info) for k, actor, info in zip(indexes, actors, infos, strict=True)]
 
 
@@ -205,16 +207,22 @@ def check_address(address: str) -> None:
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"no Ray head answers at --ray {address} ({type(exc).__name__}: {exc}); start one with "
-                          "`ray start --head` or give its address") from None  # fmt: skip
+        raise ConfigError(
+            f"no Ray head answers at --ray {address} ({type(exc).__name__}: {exc}); start one with "
+            "`ray start --head` or give its address"
+        ) from None
 
 
 async def open_ray_fleet(address: str, workers: int) -> RayFleet:
     """Connect to (or, for ``local``, start) Ray and place ``workers`` actors."""
     if not ray.is_initialized():
         try:
-            ray.init(address=None if address == "local" else address, include_dashboard=False,
-                     log_to_driver=False, configure_logging=False)  # fmt: skip
+            ray.init(
+                address=None if address == "local" else address,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
         except (ConnectionError, RuntimeError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ConfigError(f"cannot reach Ray at --ray {address}: {first}") from None

@@ -169,11 +169,18 @@ class _Runner:
         stall_s = self.config.stall_timeout_s
         config = self.config
         async with StreamClient(
-            target.url, config.api_key, stall_timeout_s=stall_s, keep_alive=keep_alive, edge=self.edge,
-            deadline_s=config.deadline_s, max_line_bytes=config.max_line_bytes,
-            max_body_bytes=config.max_body_bytes, authorization=target.probe.authorization,
-            secrets=target.probe.secrets, follow_redirects=config.follow_redirects,
-        ) as client:  # fmt: skip
+            target.url,
+            config.api_key,
+            stall_timeout_s=stall_s,
+            keep_alive=keep_alive,
+            edge=self.edge,
+            deadline_s=config.deadline_s,
+            max_line_bytes=config.max_line_bytes,
+            max_body_bytes=config.max_body_bytes,
+            authorization=target.probe.authorization,
+            secrets=target.probe.secrets,
+            follow_redirects=config.follow_redirects,
+        ) as client:
             ladder = Ladder(self.config)
             for level in ladder:
                 slots = level.concurrency or 1
@@ -215,9 +222,19 @@ class _Runner:
                 self._interrupt()  # the store failed for good: stop sending, keep what finished
 
         monitor = LoopMonitor()
-        live = LiveLevel(public_url(target.url), target.engine, level.label, rep, self.position, self.total,
-                         len(prompts) if config.stop.requests is not None else None, config.stop.duration_s,
-                         state, records, monitor)  # fmt: skip
+        live = LiveLevel(
+            url=public_url(target.url),
+            engine=target.engine,
+            level=level.label,
+            repeat=rep,
+            position=self.position,
+            total=self.total,
+            planned=len(prompts) if config.stop.requests is not None else None,
+            duration_s=config.stop.duration_s,
+            state=state,
+            records=records,
+            monitor=monitor,
+        )
         self.position += 1
         if self.progress:
             self.progress(live)
@@ -234,8 +251,18 @@ class _Runner:
         here = is_loopback_url(target.url)
         fleet = None
         if self.fleet is not None:
-            fleet = await self.fleet.level(config, _client_spec(target, config), make, slots, offsets, state,
-                                           on_record, self.stop_event, here, ramp_count)  # fmt: skip
+            fleet = await self.fleet.level(
+                config,
+                _client_spec(target, config),
+                make,
+                slots,
+                offsets,
+                state,
+                on_record,
+                self.stop_event,
+                here,
+                ramp_count,
+            )
         elif offsets is None:
             await run_closed(client, slots, state, make, on_record, self.stop_event, config.ramp_s or 0.0)
         else:
@@ -257,9 +284,14 @@ class _Runner:
         else:
             valid, why = fleet.valid, fleet.invalid_reason
         valid, why = _store_validity(valid, why, client_stats["store_blocked_s"])
-        result = LevelSummary(summarize_level(records, level, config.slo, config.ramp_s), valid, why,
-                             partial=self.stop_event.is_set() or (fleet is not None and fleet.lost_worker),
-                             client=client_stats, server=server)  # fmt: skip
+        result = LevelSummary(
+            summarize_level(records, level, config.slo, config.ramp_s),
+            valid,
+            why,
+            partial=self.stop_event.is_set() or (fleet is not None and fleet.lost_worker),
+            client=client_stats,
+            server=server,
+        )
         if self.store is not None:
             sink.later(functools.partial(self.store.add_level, self.run_id, target.index, rep, result))
         live.result = result
@@ -322,10 +354,17 @@ def _arrivals(config: BenchConfig, rate: float) -> tuple[list[int], int]:
 def _client_spec(target: Target, config: BenchConfig) -> ClientSpec:
     """How each worker's client reaches ``target`` (the same settings as the in-process client)."""
     return ClientSpec(
-        target.url, config.api_key, target.probe.authorization, tuple(target.probe.secrets),
-        config.stall_timeout_s, target.extras.KEEP_ALIVE, config.deadline_s, config.max_line_bytes,
-        config.max_body_bytes, config.follow_redirects,
-    )  # fmt: skip
+        url=target.url,
+        api_key=config.api_key,
+        authorization=target.probe.authorization,
+        secrets=tuple(target.probe.secrets),
+        stall_timeout_s=config.stall_timeout_s,
+        keep_alive=target.extras.KEEP_ALIVE,
+        deadline_s=config.deadline_s,
+        max_line_bytes=config.max_line_bytes,
+        max_body_bytes=config.max_body_bytes,
+        follow_redirects=config.follow_redirects,
+    )
 
 
 def _maker(
@@ -335,10 +374,15 @@ def _maker(
     slots = []
     for prompt in prompts:  # encoded before the level, not while it runs
         body = target.request_body(prompt, config.chat, config.temperature)
-        slots.append(PromptSlot(
-            body, json.dumps(body).encode(), prompt.index,
-            prompt.input_tokens if prompt.verified else None, prompt.expected_cached_tokens or None,
-        ))  # fmt: skip
+        slots.append(
+            PromptSlot(
+                body,
+                json.dumps(body).encode(),
+                prompt.index,
+                prompt.input_tokens if prompt.verified else None,
+                prompt.expected_cached_tokens or None,
+            )
+        )
     return RequestMaker(path, target.index, level.label, rep, warmup, tuple(slots))
 
 
@@ -351,11 +395,13 @@ def _combine(
         [(records, result.stats) for records, result in repeats], level, config.slo, config.ramp_s
     )
     return LevelSummary(
-        stats, valid=all(r.valid for r in results),
+        stats,
+        valid=all(r.valid for r in results),
         invalid_reason=next((r.invalid_reason for r in results if r.invalid_reason), None),
-        partial=any(r.partial for r in results), client=results[-1].client,
+        partial=any(r.partial for r in results),
+        client=results[-1].client,
         server=pool_server_metrics([r.server for r in results]),
-    )  # fmt: skip
+    )
 
 
 def _store_validity(valid: bool, why: str | None, blocked_s: float) -> tuple[bool, str | None]:
@@ -363,8 +409,10 @@ def _store_validity(valid: bool, why: str | None, blocked_s: float) -> tuple[boo
     that reason comes first, any other after it."""
     if blocked_s <= STORE_BLOCKED_LIMIT_S:
         return valid, why
-    store = (f"result store blocked for {blocked_s:.1f} s during the level (another process held its write "
-             "lock): records waited in the journal while the level was measured")  # fmt: skip
+    store = (
+        f"result store blocked for {blocked_s:.1f} s during the level (another process held its write "
+        "lock): records waited in the journal while the level was measured"
+    )
     return False, store if why is None else f"{store}; {why}"
 
 

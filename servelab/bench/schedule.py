@@ -22,9 +22,38 @@ MAX_CONCURRENCY = 10_000  # requests in flight from one client process
 MAX_REQUESTS = 1_000_000  # measured requests per level
 MAX_LEVEL_SECONDS = 86_400.0  # a level (--duration, or an open-loop schedule) lasts at most a day
 # two-sided 95% t quantiles for 1..30 degrees of freedom; beyond 30 the normal 1.96 is within 2%
-_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-        2.045, 2.042)  # fmt: skip
+_T95 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
 
 
 def parse_concurrency(text: str) -> tuple[int, ...]:

@@ -52,8 +52,10 @@ def pool_server_metrics(levels: list[dict[str, Any]]) -> dict[str, Any]:
             seen["sum"] += g["mean"] * g["samples"]
             seen["samples"] += g["samples"]
     if gauges:
-        out["gauges"] = {k: {"max": g["max"], "mean": round(g["sum"] / g["samples"], 4),
-                             "samples": int(g["samples"])} for k, g in gauges.items()}  # fmt: skip
+        out["gauges"] = {
+            k: {"max": g["max"], "mean": round(g["sum"] / g["samples"], 4), "samples": int(g["samples"])}
+            for k, g in gauges.items()
+        }
     return out
 
 

@@ -27,7 +27,7 @@ NS_PER_S = 1_000_000_000
 RAMP, MEASURE = "ramp", "measure"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Share:
     """What one worker sends in a level. ``count`` None: measured requests until ``duration_s`` has passed."""
 
@@ -73,9 +73,13 @@ def _even(total: int, parts: int) -> list[int]:
 
 
 def split_closed(
-    concurrency: int, workers: int, warmup: int, requests: int | None, duration_s: float | None,
+    concurrency: int,
+    workers: int,
+    warmup: int,
+    requests: int | None,
+    duration_s: float | None,
     ramp_s: float | None = None,
-) -> list[Share]:  # fmt: skip
+) -> list[Share]:
     """Shares of a closed-loop level; a worker left without a slot (c < n) gets an idle share."""
     shares = _split_closed(concurrency, workers, warmup, requests, duration_s)
     if not ramp_s:
@@ -84,11 +88,17 @@ def split_closed(
     active = [s.worker for s in shares if s.slots]
     after = warmup + (requests or 0)
     return [
-        replace(s, starts_ns=tuple(starts[s.worker :: workers]), ramp_ns=round(ramp_s * NS_PER_S),
-                ramp_first=after + active.index(s.worker), ramp_step=len(active))
-        if s.slots else s
+        replace(
+            s,
+            starts_ns=tuple(starts[s.worker :: workers]),
+            ramp_ns=round(ramp_s * NS_PER_S),
+            ramp_first=after + active.index(s.worker),
+            ramp_step=len(active),
+        )
+        if s.slots
+        else s
         for s in shares
-    ]  # fmt: skip
+    ]
 
 
 def _split_closed(
@@ -101,13 +111,23 @@ def _split_closed(
     counts = _by_slots(requests, slots) if requests is not None else None
     for k in range(workers):
         if not slots[k]:
-            shares.append(Share(k, 0, (), count=0))
+            shares.append(Share(worker=k, slots=0, warmup=(), count=0))
             continue
         if counts is None:
             rank = active.index(k)
-            shares.append(Share(k, slots[k], deal[k], warmup + rank, len(active), None, duration_s))
+            shares.append(
+                Share(
+                    worker=k,
+                    slots=slots[k],
+                    warmup=deal[k],
+                    first=warmup + rank,
+                    step=len(active),
+                    count=None,
+                    duration_s=duration_s,
+                )
+            )
             continue
-        shares.append(Share(k, slots[k], deal[k], first, 1, counts[k]))
+        shares.append(Share(worker=k, slots=slots[k], warmup=deal[k], first=first, step=1, count=counts[k]))
         first += counts[k]
     return shares
 
@@ -128,4 +148,7 @@ def split_open(offsets_ns: Sequence[int], workers: int, warmup: int, ramp_count:
     dealt: list[list[tuple[int, int, str]]] = [[] for _ in range(workers)]
     for i, offset in enumerate(offsets_ns):
         dealt[i % workers].append((warmup + i, offset, RAMP if i < ramp_count else MEASURE))
-    return [Share(k, 0, tuple(range(k, warmup, workers)), arrivals=tuple(dealt[k])) for k in range(workers)]
+    return [
+        Share(worker=k, slots=0, warmup=tuple(range(k, warmup, workers)), arrivals=tuple(dealt[k]))
+        for k in range(workers)
+    ]

@@ -156,5 +156,7 @@ class RecordSink:
             if isinstance(exc, StoreError)
             else f"the store's writer failed ({type(exc).__name__}: {exc})"
         )
-        self.error = StoreError(f"{what}; the finished requests not yet stored are kept in {where} "
-                                f"(`servelab runs --db {self.store.path}` stores them)")  # fmt: skip
+        self.error = StoreError(
+            f"{what}; the finished requests not yet stored are kept in {where} "
+            f"(`servelab runs --db {self.store.path}` stores them)"
+        )

@@ -39,8 +39,12 @@ def summarize_level(
     slots = level.concurrency or max(1, _peak_inflight(measured))
     window = steady_window([(r.sent_ns, r.end_ns) for r in measured], slots)
     stats = LevelStats(
-        level=level, requests=len(measured), completed=len(ok), errors=len(failed),
-        errors_by_kind=dict(sorted(errors.items())), error_examples=examples,
+        level=level,
+        requests=len(measured),
+        completed=len(ok),
+        errors=len(failed),
+        errors_by_kind=dict(sorted(errors.items())),
+        error_examples=examples,
         evictions=sum(1 for r in ok if r.evicted),
         ttft_ms=Distribution.of(_values(ok, m.ttft_ms)),
         itl_ms=Distribution.of([x for r in ok for x in m.itl_samples_ms(r)]),
@@ -49,10 +53,15 @@ def summarize_level(
         e2e_ms=Distribution.of(_values(ok, m.e2e_ms)),
         per_stream_tok_s=Distribution.of(_values(ok, m.decode_tok_s)),
         prefill_tok_s=Distribution.of(_values(ok, m.prefill_tok_s)),
-        tokens=_token_counts(ok), window=window, **_throughput(ok, window),
-        duration_s=_span_s(measured), first_send_ns=min((r.sent_ns for r in measured), default=None),
-        **_open_loop(measured, ok), ramp_s=ramp_s, ramp_requests=sum(1 for r in records if r.phase == "ramp"),
-    )  # fmt: skip
+        tokens=_token_counts(ok),
+        window=window,
+        **_throughput(ok, window),
+        duration_s=_span_s(measured),
+        first_send_ns=min((r.sent_ns for r in measured), default=None),
+        **_open_loop(measured, ok),
+        ramp_s=ramp_s,
+        ramp_requests=sum(1 for r in records if r.phase == "ramp"),
+    )
     if slo is not None and not slo.empty:
         good = [r for r in measured if slo.met_by(r)]
         goodput = _in_window(good, window) / window.seconds if window else 0.0

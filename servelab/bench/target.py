@@ -17,7 +17,7 @@ from servelab.errors import ConfigError
 from servelab.results.run import TargetInfo
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Target:
     index: int
     url: str
@@ -79,14 +79,14 @@ def connect_target(index: int, url: str, config: BenchConfig) -> Target:
     if type(context) is not int or context < 1:  # a server value of any other type or size: unknown
         context = None
     return Target(
-        index,
-        probe.base_url,
-        detected.name,
-        model,
-        context,
-        detected.version,
-        engine.bench_extras,
-        probe,
+        index=index,
+        url=probe.base_url,
+        engine=detected.name,
+        model=model,
+        context=context,
+        version=detected.version,
+        extras=engine.bench_extras,
+        probe=probe,
     )
 
 

@@ -68,12 +68,18 @@ class Trace:
 
     def describe(self) -> dict[str, Any]:
         """What the run's meta keeps about the trace."""
-        return {"path": self.path, "layout": self.layout, "speed": self.speed, "requests": len(self.requests),
-                "span_s": self.span_s}  # fmt: skip
+        return {
+            "path": self.path,
+            "layout": self.layout,
+            "speed": self.speed,
+            "requests": len(self.requests),
+            "span_s": self.span_s,
+        }
 
 
-def load_trace(path: Path, *, speed: float = 1.0, max_rows: int | None = None,
-               max_seconds: float | None = None) -> Trace:  # fmt: skip
+def load_trace(
+    path: Path, *, speed: float = 1.0, max_rows: int | None = None, max_seconds: float | None = None
+) -> Trace:
     """The first ``max_rows`` rows (or those within ``max_seconds`` after speed-up) of a trace file."""
     if not (isinstance(speed, int | float) and math.isfinite(speed) and 0 < speed <= MAX_SPEED):
         raise ConfigError(f"--trace-speed must be a number above 0 and at most {MAX_SPEED:,.0f}, got {speed}")
@@ -133,8 +139,10 @@ class _Reader:
                 break
             self.tokens += request.input_tokens
             if self.tokens > MAX_TRACE_INPUT_TOKENS:
-                raise self.fail(f"the rows so far need over {MAX_TRACE_INPUT_TOKENS:,} prompt tokens in all; "
-                                "replay a part with --requests N or --duration S")  # fmt: skip
+                raise self.fail(
+                    f"the rows so far need over {MAX_TRACE_INPUT_TOKENS:,} prompt tokens in all; "
+                    "replay a part with --requests N or --duration S"
+                )
             out.append(request)
         return out
 
@@ -150,8 +158,10 @@ class _Reader:
         lower = [c.lower() for c in header]
         missing = [c for c in AZURE_COLUMNS if c.lower() not in lower]
         if missing:
-            raise self.fail(f"not a trace: JSONL rows or a CSV header with {', '.join(AZURE_COLUMNS)} "
-                            f"(missing {', '.join(missing)})")  # fmt: skip
+            raise self.fail(
+                f"not a trace: JSONL rows or a CSV header with {', '.join(AZURE_COLUMNS)} "
+                f"(missing {', '.join(missing)})"
+            )
         self.columns = {c: lower.index(c.lower()) for c in AZURE_COLUMNS}
         return "azure"
 
@@ -233,8 +243,9 @@ class _Reader:
         return value
 
     def _hash_ids(self, ids: object) -> tuple[int, ...]:
-        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
-                                                for i in ids):  # fmt: skip
+        if not isinstance(ids, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids
+        ):
             raise self.fail("hash_ids must be a list of whole numbers >= 0")
         return tuple(ids)
 

@@ -32,7 +32,7 @@ from servelab.results.records import RequestRecord
 Emit = Callable[[tuple], None]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ClientSpec:
     """How a worker's StreamClient talks to the target (the credential travels to the worker, never stored)."""
 
@@ -49,10 +49,17 @@ class ClientSpec:
 
     def client(self) -> StreamClient:
         return StreamClient(
-            self.url, self.api_key, stall_timeout_s=self.stall_timeout_s, keep_alive=self.keep_alive,
-            deadline_s=self.deadline_s, max_line_bytes=self.max_line_bytes, max_body_bytes=self.max_body_bytes,
-            authorization=self.authorization, secrets=self.secrets, follow_redirects=self.follow_redirects,
-        )  # fmt: skip
+            self.url,
+            self.api_key,
+            stall_timeout_s=self.stall_timeout_s,
+            keep_alive=self.keep_alive,
+            deadline_s=self.deadline_s,
+            max_line_bytes=self.max_line_bytes,
+            max_body_bytes=self.max_body_bytes,
+            authorization=self.authorization,
+            secrets=self.secrets,
+            follow_redirects=self.follow_redirects,
+        )
 
 
 class WorkerCore:
@@ -118,8 +125,11 @@ class WorkerCore:
                 if t0 is not None and not share.idle:  # an idle share (c < N) is not judged
                     monitor = LoopMonitor()
                     monitor.start()
-                    await (self._open(client, make, share, t0) if share.open_loop
-                           else self._closed(client, make, share, t0))  # fmt: skip
+                    await (
+                        self._open(client, make, share, t0)
+                        if share.open_loop
+                        else self._closed(client, make, share, t0)
+                    )
                     stats = await monitor.stop()
         except Exception as exc:  # a bug: said to the coordinator, which marks the level
             error = f"{type(exc).__name__}: {exc}"
@@ -135,8 +145,9 @@ class WorkerCore:
                 return None
             raise
 
-    async def _send(self, client: StreamClient, make: RequestMaker, serial: int, phase: str,
-                    intended_ns: int | None) -> None:  # fmt: skip
+    async def _send(
+        self, client: StreamClient, make: RequestMaker, serial: int, phase: str, intended_ns: int | None
+    ) -> None:
         task = asyncio.ensure_future(client.send(make(serial, phase, intended_ns)))
         self._inflight.add(task)
         try:

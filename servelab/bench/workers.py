@@ -65,8 +65,10 @@ class LocalLink:
             hello = await asyncio.wait_for(frames.read(reader), HELLO_TIMEOUT_S)
         except (TimeoutError, asyncio.IncompleteReadError) as exc:
             self.kill()
-            raise ServelabError(f"bench worker {self.index} did not start ({type(exc).__name__}); "
-                                f"run `{sys.executable} -m servelab.bench.worker_main` to see why") from None  # fmt: skip
+            raise ServelabError(
+                f"bench worker {self.index} did not start ({type(exc).__name__}); "
+                f"run `{sys.executable} -m servelab.bench.worker_main` to see why"
+            ) from None
         self.pid, self.nice = hello[1], hello[3]
         self._pump = asyncio.ensure_future(self._read(reader))
 
@@ -150,17 +152,26 @@ class Fleet:
         await asyncio.gather(*(link.close() for link in self.links), return_exceptions=True)
 
     async def level(
-        self, config: BenchConfig, spec: ClientSpec, make: RequestMaker, slots: int, offsets: list[int] | None,
-        state: LevelState, on_record: Callable[[RequestRecord], None], stop_event: asyncio.Event,
-        server_here: bool, ramp_count: int = 0,
-    ) -> FleetOutcome:  # fmt: skip
+        self,
+        config: BenchConfig,
+        spec: ClientSpec,
+        make: RequestMaker,
+        slots: int,
+        offsets: list[int] | None,
+        state: LevelState,
+        on_record: Callable[[RequestRecord], None],
+        stop_event: asyncio.Event,
+        server_here: bool,
+        ramp_count: int = 0,
+    ) -> FleetOutcome:
         """One level: closed loop at ``slots`` (ramped over ``config.ramp_s``), or open loop on ``offsets`` (the
         run's one seeded schedule, its first ``ramp_count`` arrivals the ramp's)."""
         await self.ensure_running()
         workers = len(self.links)
         if offsets is None:
-            shares = split_closed(slots, workers, state.warmup, config.stop.requests, config.stop.duration_s,
-                                  config.ramp_s)  # fmt: skip
+            shares = split_closed(
+                slots, workers, state.warmup, config.stop.requests, config.stop.duration_s, config.ramp_s
+            )
         else:
             shares = split_open(offsets, workers, state.warmup, ramp_count)
         links: list[Link] = self.links

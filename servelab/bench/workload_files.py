@@ -24,9 +24,13 @@ def load_file_prompts(path: Path, count: int, default_output: int, chat: bool) -
         messages, output = entries[i % len(entries)]
         out = output or default_output
         if chat:
-            prompts.append(Prompt(i, out, messages=tuple(messages)))
+            prompts.append(Prompt(index=i, output_tokens=out, messages=tuple(messages)))
         else:
-            prompts.append(Prompt(i, out, text="\n".join(str(m.get("content", "")) for m in messages)))
+            prompts.append(
+                Prompt(
+                    index=i, output_tokens=out, text="\n".join(str(m.get("content", "")) for m in messages)
+                )
+            )
     return prompts
 
 

@@ -114,7 +114,7 @@ class Tokenizer(Protocol):
     def count_chat(self, messages: list[dict]) -> int | None: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Prompt:
     index: int
     output_tokens: int
@@ -281,8 +281,14 @@ class _Builder:
         if not self.spec.chat and self.spec.use_token_ids and self.tokenizer is not None:
             ids = self.tokenizer.ids(" ".join(fixed + pool))
             if ids is not None and len(ids) >= n_in:
-                return Prompt(i, n_out, token_ids=tuple(ids[:n_in]), input_tokens=n_in, verified=True,
-                              expected_cached_tokens=cached)  # fmt: skip
+                return Prompt(
+                    index=i,
+                    output_tokens=n_out,
+                    token_ids=tuple(ids[:n_in]),
+                    input_tokens=n_in,
+                    verified=True,
+                    expected_cached_tokens=cached,
+                )
         words = max(1, min(len(pool), self._words_for(n_in) - len(fixed)))
         text, measured = self._measured(fixed, pool, words)
         fixed_tokens = measured - words * (self._tokens_per_word or 1.0) if measured else 0.0
@@ -321,10 +327,22 @@ class _Builder:
         tokens = measured if measured is not None else len(text.split())
         if self.spec.chat:
             messages = ({"role": "user", "content": text},)
-            return Prompt(i, n_out, messages=messages, input_tokens=tokens, verified=measured is not None,
-                          expected_cached_tokens=cached)  # fmt: skip
-        return Prompt(i, n_out, text=text, input_tokens=tokens, verified=measured is not None,
-                      expected_cached_tokens=cached)  # fmt: skip
+            return Prompt(
+                index=i,
+                output_tokens=n_out,
+                messages=messages,
+                input_tokens=tokens,
+                verified=measured is not None,
+                expected_cached_tokens=cached,
+            )
+        return Prompt(
+            index=i,
+            output_tokens=n_out,
+            text=text,
+            input_tokens=tokens,
+            verified=measured is not None,
+            expected_cached_tokens=cached,
+        )
 
 
 # _words draws what `rng.choice(_WORDS)` would, `count` times, in bulk: CPython's choice over 62 words takes the

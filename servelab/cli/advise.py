@@ -107,8 +107,8 @@ def register(app: typer.Typer) -> None:
         config = build_config(options, None)
         card, spec = card_for(gpu), load_model(model)
         speculative, speculation = _speculative(spec_alpha, spec_method, spec_tokens, spec_cost)
-        setting = Setting(spec, card, gpus, bounds, demand, prices, config,
-                          None if no_calibration else _profile_figures(card), speculative, speculation)  # fmt: skip
+        setting = Setting(model=spec, gpu=card, gpus=gpus, bounds=bounds, demand=demand, prices=prices, config=config,
+                          rates=None if no_calibration else _profile_figures(card), speculative=speculative, speculation=speculation)  # fmt: skip
         err = stderr_console()
         planned = context or _longest(config)
 
@@ -184,7 +184,7 @@ def _demand(users, rate, trace, count, number):
         raise ConfigError("give --users (closed loop) or --rate (open loop), not both")
     if (
         trace is not None
-    ):  # predict/ladder.py takes the workload's prompts and a seeded schedule, not a trace's
+    ):  # predict/virtual_ladder.py takes the workload's prompts and a seeded schedule, not a trace's
         raise ConfigError(
             f"--trace {trace}: servelab predict does not replay a trace's arrivals and lengths yet; give its shape"
             " as --workload/--input-tokens/--output-tokens and its mean rate as --rate"
@@ -243,7 +243,7 @@ def _profile_figures(card):
 
     def figures(plan):
         found = find_profile(card, plan.engine, plan.quant)
-        return None if found is None else found[0].effective
+        return None if found is None else found[0].rates
 
     return figures
 

@@ -138,16 +138,40 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the concurrency ladder (or an open-loop rate) and store every request as it completes."""
         options = {
-            "targets": list(urls or []), "concurrency": concurrency, "workload": workload,
-            "input_tokens": input_tokens, "output_tokens": output_tokens, "requests": requests, "duration": duration,
-            "rate": rate, "burstiness": burstiness, "repeat": repeat, "warmup": warmup, "max_errors": max_errors,
-            "slo": slo, "seed": seed, "name": name, "model": model, "chat": chat, "deadline_s": deadline,
-            "stall_timeout_s": stall_timeout, "max_line_bytes": max_line_bytes, "max_body_bytes": max_body_bytes,
-            "max_endpoint_bytes": max_endpoint_bytes, "ramp": ramp, "find_max_rate": find_max_rate,
-            "max_rate": max_rate, "probes": probes, "attainment": attainment, "trace": trace,
-            "trace_speed": trace_speed, "workers": workers, "ray": ray, "temperature": temperature,
+            "targets": list(urls or []),
+            "concurrency": concurrency,
+            "workload": workload,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "requests": requests,
+            "duration": duration,
+            "rate": rate,
+            "burstiness": burstiness,
+            "repeat": repeat,
+            "warmup": warmup,
+            "max_errors": max_errors,
+            "slo": slo,
+            "seed": seed,
+            "name": name,
+            "model": model,
+            "chat": chat,
+            "deadline_s": deadline,
+            "stall_timeout_s": stall_timeout,
+            "max_line_bytes": max_line_bytes,
+            "max_body_bytes": max_body_bytes,
+            "max_endpoint_bytes": max_endpoint_bytes,
+            "ramp": ramp,
+            "find_max_rate": find_max_rate,
+            "max_rate": max_rate,
+            "probes": probes,
+            "attainment": attainment,
+            "trace": trace,
+            "trace_speed": trace_speed,
+            "workers": workers,
+            "ray": ray,
+            "temperature": temperature,
             "follow_redirects": follow_redirects,
-        }  # fmt: skip
+        }
         if config_path is not None:
             options = _merge_yaml(options, load_experiment(config_path))
         key = api_key or os.environ.get("SERVELAB_API_KEY") or os.environ.get("OPENAI_API_KEY")
@@ -192,12 +216,26 @@ def build_config(o: dict[str, Any], api_key: str | None) -> BenchConfig:
         str(o["workload"]), o.get("input_tokens"), o.get("output_tokens"), o.get("seed") or 0, o["chat"]
     )
     return BenchConfig(
-        targets=tuple(o["targets"]), concurrency=levels, workload=spec, stop=stop, rate=rate, search=search, trace=trace,
-        burstiness=1.0 if o.get("burstiness") is None else o["burstiness"], repeat=1 if o.get("repeat") is None else o["repeat"], warmup=o.get("warmup"),
-        api_key=api_key, model=o.get("model"), chat=o["chat"], slo=parse_slo(o.get("slo")), name=o.get("name"),
-        seed=count(o.get("seed") or 0, "--seed", 0, 2**32 - 1), ramp_s=o.get("ramp"), temperature=o.get("temperature"),
+        targets=tuple(o["targets"]),
+        concurrency=levels,
+        workload=spec,
+        stop=stop,
+        rate=rate,
+        search=search,
+        trace=trace,
+        burstiness=1.0 if o.get("burstiness") is None else o["burstiness"],
+        repeat=1 if o.get("repeat") is None else o["repeat"],
+        warmup=o.get("warmup"),
+        api_key=api_key,
+        model=o.get("model"),
+        chat=o["chat"],
+        slo=parse_slo(o.get("slo")),
+        name=o.get("name"),
+        seed=count(o.get("seed") or 0, "--seed", 0, 2**32 - 1),
+        ramp_s=o.get("ramp"),
+        temperature=o.get("temperature"),
         **{k: o[k] for k in LIMIT_KEYS if o.get(k) is not None},
-    )  # fmt: skip
+    )
 
 
 def _trace(o: dict[str, Any]) -> Trace | None:
@@ -206,8 +244,11 @@ def _trace(o: dict[str, Any]) -> Trace | None:
         if o.get("trace_speed") is not None:
             raise ConfigError("--trace-speed only goes with --trace FILE")
         return None
-    given = [flag for key, flag in (("rate", "--rate"), ("find_max_rate", "--find-max-rate"), ("ramp", "--ramp"))
-             if o.get(key)]  # fmt: skip
+    given = [
+        flag
+        for key, flag in (("rate", "--rate"), ("find_max_rate", "--find-max-rate"), ("ramp", "--ramp"))
+        if o.get(key)
+    ]
     if given:
         raise ConfigError(f"--trace replays the trace's own arrivals: drop {', '.join(given)}")
     speed = 1.0 if o.get("trace_speed") is None else o["trace_speed"]
@@ -231,8 +272,16 @@ def slo_text(slo: Slo) -> str:
     return ", ".join(f"{k}<={getattr(slo, k):g}" for k in SLO_KEYS if getattr(slo, k) is not None)
 
 
-LIMIT_KEYS = ("deadline_s", "stall_timeout_s", "max_line_bytes", "max_body_bytes", "max_endpoint_bytes", "workers",
-              "ray", "follow_redirects")  # fmt: skip
+LIMIT_KEYS = (
+    "deadline_s",
+    "stall_timeout_s",
+    "max_line_bytes",
+    "max_body_bytes",
+    "max_endpoint_bytes",
+    "workers",
+    "ray",
+    "follow_redirects",
+)
 
 
 def _merge_yaml(cli: dict[str, Any], yaml_values: dict[str, Any]) -> dict[str, Any]:
@@ -330,17 +379,35 @@ def _ladder_table(target) -> Table:
     title = f"{target.url} ({target.engine}, {target.model})"
     table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     # short stacked headers and no vertical rules: the ladder fits an 80-column terminal
-    for column in ("level", "stream\ntok/s\np50", "output\ntok/s", "TTFT\np50 ms", "TTFT\np99 ms", "ITL\np50 ms",
-                   "ITL\np99 ms", "errors", "evicted", "valid"):  # fmt: skip
+    for column in (
+        "level",
+        "stream\ntok/s\np50",
+        "output\ntok/s",
+        "TTFT\np50 ms",
+        "TTFT\np99 ms",
+        "ITL\np50 ms",
+        "ITL\np99 ms",
+        "errors",
+        "evicted",
+        "valid",
+    ):
         table.add_column(
             column, justify="right", overflow="fold"
         )  # a narrow terminal wraps digits, never hides them
     for lv in target.levels:
         s = lv.stats
         table.add_row(
-            s.level.label, _f(s.per_stream_tok_s.p50), _f(s.output_tok_s), _f(s.ttft_ms.p50), _f(s.ttft_ms.p99),
-            _f(s.itl_ms.p50), _f(s.itl_ms.p99), str(s.errors), str(s.evictions), "yes" if lv.valid else "NO",
-        )  # fmt: skip
+            s.level.label,
+            _f(s.per_stream_tok_s.p50),
+            _f(s.output_tok_s),
+            _f(s.ttft_ms.p50),
+            _f(s.ttft_ms.p99),
+            _f(s.itl_ms.p50),
+            _f(s.itl_ms.p99),
+            str(s.errors),
+            str(s.evictions),
+            "yes" if lv.valid else "NO",
+        )
     return table
 
 
@@ -348,8 +415,11 @@ def _fleet_line(lv) -> str:
     """Beside the timing figures of a level sent by workers: how many, and the bound on their clock alignment."""
     client = lv.client
     bound = client.get("clock_bound_ms") or 0.0
-    where = ("one clock (shared CLOCK_MONOTONIC)" if bound == 0 and str(client.get("clock_source", "")).startswith("shared")
-             else f"timings ±{bound:.3f} ms (worker clocks aligned by {client.get('clock_source')})")  # fmt: skip
+    where = (
+        "one clock (shared CLOCK_MONOTONIC)"
+        if bound == 0 and str(client.get("clock_source", "")).startswith("shared")
+        else f"timings ±{bound:.3f} ms (worker clocks aligned by {client.get('clock_source')})"
+    )
     return f"{lv.stats.level}: {len(client['workers'])} workers, {where}"
 
 

@@ -70,7 +70,16 @@ def register(app: typer.Typer) -> None:
             context or setup.context_per_slot
         )  # the longest request: llama.cpp n_ctx per slot, vLLM max_model_len
         asked = PlanningInputs(
-            ref, setup.engine, quant, served, None, slots, 1, None, gpu, words=tuple(words)
+            model=ref,
+            engine=setup.engine,
+            quant=quant,
+            context=served,
+            kv_dtype=None,
+            parallel=slots,
+            gpus=1,
+            interconnect=None,
+            gpu=gpu,
+            words=tuple(words),
         )
         plan, spec, card = _plan(None, asked)
         engine = emulated_engine(plan, spec, card)
@@ -81,12 +90,24 @@ def register(app: typer.Typer) -> None:
         )
         result = fit(engine, setup.records)
         profile = Profile(
-            machine_key(card), card.label, plan.engine, plan.quant, result.effective,
-            dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), setup.run_ids, spec.name,
-            {"r2": result.r2, "rms_relative": result.rms_relative, "median_relative": result.median_relative,
-             "intervals": result.intervals, "gaps": result.gaps, "prefills": result.prefills},
-            setup.engine_version,
-        )  # fmt: skip
+            machine=machine_key(card),
+            machine_label=card.label,
+            engine=plan.engine,
+            quant=plan.quant,
+            rates=result.rates,
+            created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            runs=setup.run_ids,
+            model=spec.name,
+            fit={
+                "r2": result.r2,
+                "rms_relative": result.rms_relative,
+                "median_relative": result.median_relative,
+                "intervals": result.intervals,
+                "gaps": result.gaps,
+                "prefills": result.prefills,
+            },
+            engine_version=setup.engine_version,
+        )
         path = None if no_save else save_profile(profile)
         _render(result, profile, path, json_out)
 
@@ -95,19 +116,27 @@ def _render(result, profile, path: Path | None, json_out: bool) -> None:
     from dataclasses import asdict
 
     if json_out:
-        print_json({"profile": profile.to_json(), "path": None if path is None else str(path),
-                    "levels": [asdict(lv) for lv in result.levels]})  # fmt: skip
+        print_json(
+            {
+                "profile": profile.to_json(),
+                "path": None if path is None else str(path),
+                "levels": [asdict(lv) for lv in result.levels],
+            }
+        )
         return
-    e, out = result.effective, stdout_console()
+    e, out = result.rates, stdout_console()
     out.print(f"profile: {profile.name}", markup=False)
     out.print(
         f"effective bandwidth {e.bandwidth_bytes_s / 1e9:.2f} GB/s, compute {e.flops_s / 1e9:.1f} GFLOP/s, "
         f"step overhead {e.step_overhead_s * 1e3:.3f} ms, token overhead {e.token_overhead_s * 1e6:.2f} us"
-        + ("" if e.batched_bandwidth_bytes_s is None
-           else f", batched passes {e.batched_bandwidth_bytes_s / 1e9:.2f} GB/s + compute")
+        + (
+            ""
+            if e.batched_bandwidth_bytes_s is None
+            else f", batched passes {e.batched_bandwidth_bytes_s / 1e9:.2f} GB/s + compute"
+        )
         + ("" if e.prefill_flops_s is None else f", prompt tokens {e.prefill_flops_s / 1e9:.1f} GFLOP/s"),
         markup=False,
-    )  # fmt: skip
+    )
     out.print(
         f"fit: R2 {result.r2:.4f} over {result.intervals} intervals ({result.gaps} token gaps, "
         f"{result.prefills} prefills); |residual| median {result.median_relative:.1%}, "
@@ -123,15 +152,32 @@ def _level_table(levels):
     from rich.table import Table
 
     table = Table(title="measured vs replayed with the fitted figures", title_justify="left")
-    for name in ("level", "requests", "TTFT p50 ms", "fit", "err", "TPOT p50 ms", "fit", "err", "gap |res|",
-                 "prefill |res|"):  # fmt: skip
+    for name in (
+        "level",
+        "requests",
+        "TTFT p50 ms",
+        "fit",
+        "err",
+        "TPOT p50 ms",
+        "fit",
+        "err",
+        "gap |res|",
+        "prefill |res|",
+    ):
         table.add_column(name, justify="right")
     for lv in levels:
         table.add_row(
-            lv.level, str(lv.requests), _ms(lv.ttft_p50_s), _ms(lv.ttft_p50_fit_s),
-            _err(lv.ttft_p50_fit_s, lv.ttft_p50_s), _ms(lv.tpot_p50_s), _ms(lv.tpot_p50_fit_s),
-            _err(lv.tpot_p50_fit_s, lv.tpot_p50_s), _pct(lv.gap_error), _pct(lv.prefill_error),
-        )  # fmt: skip
+            lv.level,
+            str(lv.requests),
+            _ms(lv.ttft_p50_s),
+            _ms(lv.ttft_p50_fit_s),
+            _err(lv.ttft_p50_fit_s, lv.ttft_p50_s),
+            _ms(lv.tpot_p50_s),
+            _ms(lv.tpot_p50_fit_s),
+            _err(lv.tpot_p50_fit_s, lv.tpot_p50_s),
+            _pct(lv.gap_error),
+            _pct(lv.prefill_error),
+        )
     return table
 
 

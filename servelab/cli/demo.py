@@ -22,10 +22,12 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     for row in summary.get("engines", []):
         share = row.get("single_of_ceiling")
         of = f" ({share:.0%} of its plan's {_num(row['ceiling_tok_s'])})" if isinstance(share, float) else ""
-        lines.append(f"{row['label']}: single user {_num(row['single_tok_s'])} tok/s{of}, best aggregate "
-                     f"{_num(row['best_aggregate_tok_s'])} tok/s @ {row['best_at'] or '—'}, at {row['top_level'] or '—'} "
-                     f"TTFT p99 {_num(row['ttft_p99_ms'], 0)} ms, TPOT p99 {_num(row['tpot_p99_ms'])} ms, "
-                     f"evicted/stalled {row['evictions']}")  # fmt: skip
+        lines.append(
+            f"{row['label']}: single user {_num(row['single_tok_s'])} tok/s{of}, best aggregate "
+            f"{_num(row['best_aggregate_tok_s'])} tok/s @ {row['best_at'] or '—'}, at {row['top_level'] or '—'} "
+            f"TTFT p99 {_num(row['ttft_p99_ms'], 0)} ms, TPOT p99 {_num(row['tpot_p99_ms'])} ms, "
+            f"evicted/stalled {row['evictions']}"
+        )
     lines += [f"faster for {v['scenario']}: {v['sentence']}" for v in summary.get("faster", [])]
     return lines
 
@@ -50,9 +52,16 @@ def render(result: DemoResult) -> None:
     advice = steps.get("advice") or {}
     if advice.get("available"):
         error = advice.get("median_abs_error")
-        out.print(f"advice for the demo's goal: {advice.get('advised') or 'nothing meets the SLO'}"
-                  + ("" if error is None else f"; the calibration predicts the measured levels within {error:.0%} "
-                     "(median |error|)") + f"; {advice['file']}", markup=False)  # fmt: skip
+        out.print(
+            f"advice for the demo's goal: {advice.get('advised') or 'nothing meets the SLO'}"
+            + (
+                ""
+                if error is None
+                else f"; the calibration predicts the measured levels within {error:.0%} (median |error|)"
+            )
+            + f"; {advice['file']}",
+            markup=False,
+        )
     out.print(f"benchmark runs: {', '.join(steps['bench']['run_ids']) or '(none)'} in {steps['bench']['db']}")
     out.print(f"report: {result.report_path or '(none)'}")
     if "summary" in steps and "wall_s" in steps["summary"]:

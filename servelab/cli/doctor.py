@@ -47,13 +47,16 @@ def _gpu_table(report: DoctorReport) -> Table:
         table.add_column(column)
     for g in report.gpus:
         table.add_row(
-            str(g.index), g.name, _na(g.memory_total_mib, " MiB"), _na(g.bandwidth_gb_s, " GB/s"),
+            str(g.index),
+            g.name,
+            _na(g.memory_total_mib, " MiB"),
+            _na(g.bandwidth_gb_s, " GB/s"),
             f"{_na(g.driver_version)} / {_na(g.cuda_version)}",
             _watts(g.power_limit_w, g.power_default_limit_w),
             f"{_na(g.sm_clock_mhz)} / {_na(g.mem_clock_mhz)} MHz",
             f"gen{_na(g.pcie_gen_current)} x{_na(g.pcie_width_current)} / gen{_na(g.pcie_gen_max)} x{_na(g.pcie_width_max)}",
             _na(g.virtualization_mode),
-        )  # fmt: skip
+        )
     return table
 
 
@@ -69,8 +72,14 @@ def _pair_table(report: DoctorReport) -> Table:
     ):
         table.add_column(column)
     for p in report.pairs:
-        table.add_row(p.label, _na(p.interconnect), f"{_na(p.p2p_read)} / {_na(p.p2p_write)} / {_na(p.p2p_nvlink)}",
-                      _na(p.common_ancestor), _na(p.topo_link), _na(p.topo_p2p_read))  # fmt: skip
+        table.add_row(
+            p.label,
+            _na(p.interconnect),
+            f"{_na(p.p2p_read)} / {_na(p.p2p_write)} / {_na(p.p2p_nvlink)}",
+            _na(p.common_ancestor),
+            _na(p.topo_link),
+            _na(p.topo_p2p_read),
+        )
     return table
 
 

@@ -51,8 +51,10 @@ def level_line(live: LiveLevel, predicted: bool = False) -> str:
     valid = "valid" if live.result.valid else f"NOT valid: {live.result.invalid_reason}"
     if predicted:
         valid = "predicted (virtual time)"
-    return (f"[{live.position + 1}/{live.total}] {live.url} {live.level}: {s.completed} ok, {s.errors} errors, "
-            f"{s.output_tok_s:,.1f} tok/s, TTFT p50 {_ms(s.ttft_ms.p50)} ms, ITL p50 {_ms(s.itl_ms.p50, 2)} ms, {valid}")  # fmt: skip
+    return (
+        f"[{live.position + 1}/{live.total}] {live.url} {live.level}: {s.completed} ok, {s.errors} errors, "
+        f"{s.output_tok_s:,.1f} tok/s, TTFT p50 {_ms(s.ttft_ms.p50)} ms, ITL p50 {_ms(s.itl_ms.p50, 2)} ms, {valid}"
+    )
 
 
 class LadderView:
@@ -77,15 +79,22 @@ class LadderView:
             return
         self.tally = LiveTally(live)
         if not self.terminal:
-            self.console.print(f"[{live.position + 1}/{live.total}] {live.url} {live.level} repeat {live.repeat}…",
-                               markup=False, highlight=False)  # fmt: skip
+            self.console.print(
+                f"[{live.position + 1}/{live.total}] {live.url} {live.level} repeat {live.repeat}…",
+                markup=False,
+                highlight=False,
+            )
         else:
             self._start()
 
     def _start(self) -> Live:
         if self.live_display is None:
-            self.live_display = Live(console=self.console, get_renderable=self.render,
-                                     refresh_per_second=REFRESH_HZ, transient=False)  # fmt: skip
+            self.live_display = Live(
+                console=self.console,
+                get_renderable=self.render,
+                refresh_per_second=REFRESH_HZ,
+                transient=False,
+            )
             self.live_display.start()
         return self.live_display
 
@@ -102,8 +111,13 @@ class LadderView:
     def _bar(self, live: LiveLevel, done: float, label: str) -> Table:
         elapsed = time.monotonic() - self.started
         bar = Table.grid(padding=(0, 1))
-        bar.add_row(Text(f"{label} {live.position + 1}/{live.total}"), ProgressBar(total=1.0, completed=done, width=40),
-                    Text(f"{done:.0%} · {int(elapsed // 60)}:{int(elapsed % 60):02d} elapsed · {_eta(elapsed, done)}"))  # fmt: skip
+        bar.add_row(
+            Text(f"{label} {live.position + 1}/{live.total}"),
+            ProgressBar(total=1.0, completed=done, width=40),
+            Text(
+                f"{done:.0%} · {int(elapsed // 60)}:{int(elapsed % 60):02d} elapsed · {_eta(elapsed, done)}"
+            ),
+        )
         return bar
 
     def _predicted(self, live: LiveLevel) -> RenderableType:
@@ -136,9 +150,17 @@ class LadderView:
             table.add_column(column, justify="left" if column in ("target", "level") else "right")
         for live in self.done_rows:
             s = live.result.stats
-            table.add_row(str(live.position + 1), live.url, live.level, str(s.completed), str(s.errors),
-                          f"{s.output_tok_s:,.1f}", _ms(s.ttft_ms.p50), _ms(s.itl_ms.p50, 2),
-                          "predicted" if self.predicted else "yes" if live.result.valid else "NO")  # fmt: skip
+            table.add_row(
+                str(live.position + 1),
+                live.url,
+                live.level,
+                str(s.completed),
+                str(s.errors),
+                f"{s.output_tok_s:,.1f}",
+                _ms(s.ttft_ms.p50),
+                _ms(s.itl_ms.p50, 2),
+                "predicted" if self.predicted else "yes" if live.result.valid else "NO",
+            )
         return table
 
     def close(self) -> None:

@@ -98,9 +98,29 @@ def register(app: typer.Typer) -> None:
         check_emit(emit)
         model, words = split_model(model, ctx.args)
         asked = planning.PlanningInputs(
-            model, engine, quant, context, kv_dtype, parallel, gpus, interconnect, gpu, vram, bandwidth, tflops,
-            engine_version, speculative, draft_model, hf, tuple(words), cmd, compose, service, host, remeasure,
-        )  # fmt: skip
+            model=model,
+            engine=engine,
+            quant=quant,
+            context=context,
+            kv_dtype=kv_dtype,
+            parallel=parallel,
+            gpus=gpus,
+            interconnect=interconnect,
+            gpu=gpu,
+            vram=vram,
+            bandwidth=bandwidth,
+            tflops=tflops,
+            engine_version=engine_version,
+            speculative=speculative,
+            draft_model=draft_model,
+            hf=hf,
+            words=tuple(words),
+            cmd=cmd,
+            compose=compose,
+            service=service,
+            host=host,
+            remeasure=remeasure,
+        )
         planned = planning.make_plans(asked)
         plans, spec, card, gpu_note = planned.plans, planned.model, planned.card, planned.note
         if gpu_note is not None:  # after every check, so that bad input stays one line
@@ -141,7 +161,7 @@ def _calibrated_line(plans, spec, card) -> None:
     if best is None or found is None:
         return
     profile, path = found
-    decode, prefill = calibrated_speeds(roofline(best, spec, card, profile.effective))
+    decode, prefill = calibrated_speeds(roofline(best, spec, card, profile.rates))
     stderr_console().print(
         f"calibration profile {profile.name}, {profile.created[:10]} ({path}): measured figures give "
         f"{decode:.1f} tok/s single-stream decode, {prefill:.0f} tok/s prefill (1,024-token prompt); "

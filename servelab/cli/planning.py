@@ -207,7 +207,7 @@ def service_option() -> Any:
     return typer.Option(None, "--service", help="The --compose service to plan.")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PlanningInputs:
     """What `plan` and `predict` were asked, as given (None: not given; engine and quant None or "all": every
     one); `words`: the engine's own flags after --."""
@@ -288,9 +288,16 @@ def make_plans(asked: PlanningInputs, *, as_asked: bool = True) -> Planned:
     drafted = speculative_asked(engine, own, asked.speculative, asked.draft_model, asked.hf)
     if drafted is not None:
         flags["speculative"] = drafted
-    common: dict[str, Any] = dict(context=asked.context, kv_dtype=asked.kv_dtype, parallel=asked.parallel,
-                                  gpus=gpus, interconnect=asked.interconnect, model_path=launch_path(model),
-                                  host=asked.host, **flags)  # fmt: skip
+    common: dict[str, Any] = dict(
+        context=asked.context,
+        kv_dtype=asked.kv_dtype,
+        parallel=asked.parallel,
+        gpus=gpus,
+        interconnect=asked.interconnect,
+        model_path=launch_path(model),
+        host=asked.host,
+        **flags,
+    )
     quant = None if asked.quant is None or asked.quant.lower() == "all" else asked.quant
     link = asked.interconnect or default_interconnect(card_)
     if launch is not None:  # exactly that launch: its engine, its settings, its (or the model's) format

@@ -116,20 +116,50 @@ def register(app: typer.Typer) -> None:
         from servelab.cli.bench import _merge_yaml, build_config
 
         options: dict[str, Any] = {
-            "targets": ["predict"], "concurrency": concurrency, "workload": workload, "input_tokens": input_tokens,
-            "output_tokens": output_tokens, "requests": requests, "duration": duration, "rate": rate,
-            "burstiness": burstiness, "repeat": repeat, "warmup": warmup, "slo": slo, "seed": seed, "name": name,
+            "targets": ["predict"],
+            "concurrency": concurrency,
+            "workload": workload,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "requests": requests,
+            "duration": duration,
+            "rate": rate,
+            "burstiness": burstiness,
+            "repeat": repeat,
+            "warmup": warmup,
+            "slo": slo,
+            "seed": seed,
+            "name": name,
             "chat": chat,
-        }  # fmt: skip
+        }
         if config_path is not None:
             options = {**_merge_yaml(options, load_experiment(config_path)), "targets": ["predict"]}
         options = _cold_start(options, cold_start)
         config = build_config(options, None)
         model, words = split_model(model, ctx.args)
         inputs = planning.PlanningInputs(
-            model, engine, quant, context, kv_dtype, parallel, gpus, interconnect, gpu, vram, bandwidth, tflops,
-            engine_version, speculative, draft_model, hf, tuple(words), cmd, compose, service, remeasure=remeasure,
-        )  # fmt: skip
+            model=model,
+            engine=engine,
+            quant=quant,
+            context=context,
+            kv_dtype=kv_dtype,
+            parallel=parallel,
+            gpus=gpus,
+            interconnect=interconnect,
+            gpu=gpu,
+            vram=vram,
+            bandwidth=bandwidth,
+            tflops=tflops,
+            engine_version=engine_version,
+            speculative=speculative,
+            draft_model=draft_model,
+            hf=hf,
+            words=tuple(words),
+            cmd=cmd,
+            compose=compose,
+            service=service,
+            remeasure=remeasure,
+        )
         plan, spec, card = _plan(plan_file, inputs)
         speculation = _speculation(spec_alpha, spec_tokens or planned_tokens(plan) or 4, spec_cost)
         if speculation is None and planned_tokens(plan):
@@ -138,8 +168,17 @@ def register(app: typer.Typer) -> None:
                 " give --spec-acceptance P to price it (without it every step decodes one token)",
                 markup=False,
             )
-        result, pricing = _predict(config, plan, spec, card, plan_file, speculation, None if no_store else db,
-                                   store=not no_store, calibration=not no_calibration)  # fmt: skip
+        result, pricing = _predict(
+            config,
+            plan,
+            spec,
+            card,
+            plan_file,
+            speculation,
+            None if no_store else db,
+            store=not no_store,
+            calibration=not no_calibration,
+        )
         _render(result, pricing, json_out)
 
 
@@ -191,8 +230,14 @@ def _plan(plan_file: Path | None, asked: planning.PlanningInputs):
 
 
 # what a saved plan fixes: the options that would re-plan it (--bandwidth/--tflops only re-price its steps)
-_FIXED_BY_PLAN = (("--vram", "vram"), ("--engine-version", "engine_version"), ("--speculative", "speculative"),
-                  ("--draft-model", "draft_model"), ("--cmd", "cmd"), ("--compose", "compose"))  # fmt: skip
+_FIXED_BY_PLAN = (
+    ("--vram", "vram"),
+    ("--engine-version", "engine_version"),
+    ("--speculative", "speculative"),
+    ("--draft-model", "draft_model"),
+    ("--cmd", "cmd"),
+    ("--compose", "compose"),
+)
 
 
 def _from_saved(plan_file: Path, asked: planning.PlanningInputs):
@@ -238,7 +283,15 @@ def emulated_target(model, plan_file, gpu, engine, quant, context, kv_dtype, par
     from servelab.predict.machine import emulated_engine
 
     inputs = planning.PlanningInputs(
-        model, engine, quant, context, kv_dtype, parallel, gpus, interconnect, gpu
+        model=model,
+        engine=engine,
+        quant=quant,
+        context=context,
+        kv_dtype=kv_dtype,
+        parallel=parallel,
+        gpus=gpus,
+        interconnect=interconnect,
+        gpu=gpu,
     )
     plan, spec, card = _plan(plan_file, inputs)
     return emulated_engine(plan, spec, card), plan.model or spec.name
@@ -290,12 +343,19 @@ def _predict(config, plan, spec, card, plan_file, speculation, db, *, store: boo
     engine = emulated_engine(plan, spec, card, speculation=speculation, pricing=pricing)
     link = plan.parallel_cost.interconnect if plan.parallel_cost else None
     version = plan.details.get("engine_version")
-    target = PredictTarget(plan.engine, plan.model or spec.name, plan.gpu or card.name, plan.quant,
-                           plan.tensor_parallel, link, None if plan_file is None else str(plan_file),
-                           version if isinstance(version, str) else None)  # fmt: skip
+    target = PredictTarget(
+        engine=plan.engine,
+        model=plan.model or spec.name,
+        gpu=plan.gpu or card.name,
+        quant=plan.quant,
+        tensor_parallel=plan.tensor_parallel,
+        interconnect=link,
+        plan_file=None if plan_file is None else str(plan_file),
+        engine_version=version if isinstance(version, str) else None,
+    )
     stderr_console().print(
         f"predicting {plan.engine} {plan.quant} on {plan.tensor_parallel} x {card.name} "
-        f"(effective figures: {engine.roofline.effective.source}; virtual time)",
+        f"(effective figures: {engine.roofline.rates.source}; virtual time)",
         markup=False,
     )
     from servelab.cli.live_view import LadderView
@@ -327,10 +387,17 @@ def _render(result, pricing, json_out: bool) -> None:
         console.print(_ladder_table(target))
     for line in provenance_lines(pricing):
         console.print(line, markup=False)
-    if any(f.get("band") for t in result.targets for lv in t.levels
-           for f in lv.predicted.get("figures", {}).values()):  # fmt: skip
-        console.print("(lo-hi): the figure's band, the 10th-90th percentile of measured / predicted over the rows"
-                      " of its regime cross-validation left out (docs/predict.md)", markup=False)  # fmt: skip
+    if any(
+        f.get("band")
+        for t in result.targets
+        for lv in t.levels
+        for f in lv.predicted.get("figures", {}).values()
+    ):
+        console.print(
+            "(lo-hi): the figure's band, the 10th-90th percentile of measured / predicted over the rows"
+            " of its regime cross-validation left out (docs/predict.md)",
+            markup=False,
+        )
     state = "partial (interrupted)" if result.partial else "complete"
     console.print(f"run {result.run_id}: {state}", markup=False)
 
@@ -343,10 +410,25 @@ def _ladder_table(target):
 
     from servelab.predict.bands import with_band
 
-    table = Table(title=escape(f"{target.url} ({target.engine}, {target.model}) · predicted"), box=box.SIMPLE_HEAD,
-                  show_edge=False, pad_edge=False, collapse_padding=True)  # fmt: skip
-    for column in ("level", "stream\ntok/s\np50", "output\ntok/s", "TTFT\np50 ms", "TTFT\np99 ms", "TPOT\np50 ms",
-                   "ITL\np50 ms", "ITL\np99 ms", "errors", "evicted"):  # fmt: skip
+    table = Table(
+        title=escape(f"{target.url} ({target.engine}, {target.model}) · predicted"),
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for column in (
+        "level",
+        "stream\ntok/s\np50",
+        "output\ntok/s",
+        "TTFT\np50 ms",
+        "TTFT\np99 ms",
+        "TPOT\np50 ms",
+        "ITL\np50 ms",
+        "ITL\np99 ms",
+        "errors",
+        "evicted",
+    ):
         table.add_column(column, justify="right", overflow="fold")
     for lv in target.levels:
         s, banded = lv.stats, lv.predicted.get("figures", {})
@@ -355,8 +437,15 @@ def _ladder_table(target):
             return with_band(value, banded.get(key, {}).get("band"))
 
         table.add_row(
-            s.level.label, cell("per_stream_tok_s_p50", s.per_stream_tok_s.p50), cell("output_tok_s", s.output_tok_s),
-            cell("ttft_ms_p50", s.ttft_ms.p50), with_band(s.ttft_ms.p99, None), cell("tpot_ms_p50", s.tpot_ms.p50),
-            cell("itl_ms_p50", s.itl_ms.p50), with_band(s.itl_ms.p99, None), str(s.errors), str(s.evictions),
-        )  # fmt: skip
+            s.level.label,
+            cell("per_stream_tok_s_p50", s.per_stream_tok_s.p50),
+            cell("output_tok_s", s.output_tok_s),
+            cell("ttft_ms_p50", s.ttft_ms.p50),
+            with_band(s.ttft_ms.p99, None),
+            cell("tpot_ms_p50", s.tpot_ms.p50),
+            cell("itl_ms_p50", s.itl_ms.p50),
+            with_band(s.itl_ms.p99, None),
+            str(s.errors),
+            str(s.evictions),
+        )
     return table

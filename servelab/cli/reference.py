@@ -41,9 +41,13 @@ def engine_flags() -> list[str]:
     from servelab.engines import registry
     from servelab.sizing.typed import settings_flags
 
-    parts = ["## Engine flags after `--`", "",
-             "`servelab plan MODEL --engine ENGINE -- FLAGS…` (also `predict`, `calibrate`): each engine's own flags, in"
-             " its own spelling, read by its command-line reader; `NAME=value` words are its environment.", ""]  # fmt: skip
+    parts = [
+        "## Engine flags after `--`",
+        "",
+        "`servelab plan MODEL --engine ENGINE -- FLAGS…` (also `predict`, `calibrate`): each engine's own flags, in"
+        " its own spelling, read by its command-line reader; `NAME=value` words are its environment.",
+        "",
+    ]
     for engine in registry.planned():
         if engine.planner is None or engine.planner.settings is None:
             continue

@@ -73,8 +73,14 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("--terminal and --json both claim standard output; choose one")
         plan_doc = None if plan is None else load_plan(plan, flag="--plan", required=(), bare_entry=True)
         optional = (plan_doc, _optional(doctor, "doctor"), _optional(spec, "spec"))
-        advised = None if advice is None else AdviceDoc.from_json(read_json_object(
-            advice, "--advice", "expected the output of `servelab advise --json`"), "--advice")  # fmt: skip
+        advised = (
+            None
+            if advice is None
+            else AdviceDoc.from_json(
+                read_json_object(advice, "--advice", "expected the output of `servelab advise --json`"),
+                "--advice",
+            )
+        )
         loaded = [] if advised is not None and not runs else load_runs(db, runs or [])
         predicted_id = None
         if predicted is not None:
@@ -130,8 +136,10 @@ def load_prediction(db: Path | None, run_id: str) -> StoredRun:
     with Store.open(db, must_exist=True) as store:
         run = store.load_run(run_id)
     if not is_predicted(run):
-        raise ConfigError(f"--predicted {run_id}: run {run.id} was measured, not predicted; "
-                          "give a run stored by `servelab predict`")  # fmt: skip
+        raise ConfigError(
+            f"--predicted {run_id}: run {run.id} was measured, not predicted; "
+            "give a run stored by `servelab predict`"
+        )
     return run
 
 
@@ -161,5 +169,11 @@ def _bound_json(bound) -> dict:
     """One engine's bound: the verdict's numbers, the samples and level its serving power is from, and the
     power and energy per output token of each level with samples."""
     levels = [{**asdict(lv), "joules_per_token": lv.joules_per_token} for lv in bound.levels]
-    return {"engine": bound.label, **asdict(bound.analysis), "power_samples": bound.samples,
-            "power_level": bound.power_level, "power_gpus": list(bound.gpus), "levels": levels}  # fmt: skip
+    return {
+        "engine": bound.label,
+        **asdict(bound.analysis),
+        "power_samples": bound.samples,
+        "power_level": bound.power_level,
+        "power_gpus": list(bound.gpus),
+        "levels": levels,
+    }

@@ -142,8 +142,14 @@ def render_runs(runs: list[RunInfo]) -> None:
         status = r.status + (", partial" if r.partial and r.status == "finished" else "")
         status = "interrupted, partial" if r.status == "interrupted" else status
         status = "running, partial" if r.status == "running" else status
-        cells = (r.id, r.name or "", status, ", ".join(r.engines), r.workload or "",
-                 f"{r.request_count - r.error_count}/{r.error_count}")  # fmt: skip
+        cells = (
+            r.id,
+            r.name or "",
+            status,
+            ", ".join(r.engines),
+            r.workload or "",
+            f"{r.request_count - r.error_count}/{r.error_count}",
+        )
         table.add_row(*(Text(inert_line(cell)) for cell in cells))
     console.print(table)
 

@@ -82,17 +82,29 @@ def register(app: typer.Typer) -> None:
             from servelab.cli.predict import emulated_target
 
             _check_emulated_faults(fault)
-            emulated, planned_model = emulated_target(emulate_model, plan_file, gpu, engine, quant, context,
-                                                      kv_dtype, parallel, gpus, interconnect)  # fmt: skip
+            emulated, planned_model = emulated_target(
+                emulate_model, plan_file, gpu, engine, quant, context, kv_dtype, parallel, gpus, interconnect
+            )
             model, context = model or planned_model, emulated.context
         elif emulate_model is not None or plan_file is not None:
             raise ConfigError("MODEL and --plan describe an engine to emulate; add --emulate")
         config = SimConfig(
-            host=host, port=port, model=model or "sim-model", ttft_ms=ttft_ms, itl_ms=itl_ms, tokens_per_chunk=tokens_per_chunk,
-            max_tokens=max_tokens, role_chunk=role_chunk, usage=usage, honour_ignore_eos=ignore_eos,
-            eos_after=eos_after or None, keepalive_ms=keepalive_ms or None,
-            faults=tuple(parse_fault(f) for f in fault), context=context or 32768, slots=slots or None,
-        )  # fmt: skip
+            host=host,
+            port=port,
+            model=model or "sim-model",
+            ttft_ms=ttft_ms,
+            itl_ms=itl_ms,
+            tokens_per_chunk=tokens_per_chunk,
+            max_tokens=max_tokens,
+            role_chunk=role_chunk,
+            usage=usage,
+            honour_ignore_eos=ignore_eos,
+            eos_after=eos_after or None,
+            keepalive_ms=keepalive_ms or None,
+            faults=tuple(parse_fault(f) for f in fault),
+            context=context or 32768,
+            slots=slots or None,
+        )
         try:
             _run_loop(_serve(config, json_out, emulated))
         except KeyboardInterrupt:
@@ -127,7 +139,9 @@ async def _serve(config: SimConfig, json_out: bool, emulated=None) -> None:
         if emulated is None:
             timing = f"ttft {config.ttft_ms} ms, itl {config.itl_ms} ms"
         else:
-            effective = emulated.roofline.effective
-            timing = f"emulating {emulated.engine} (effective figures: {effective.source}), context {config.context}"
+            rates = emulated.roofline.rates
+            timing = (
+                f"emulating {emulated.engine} (effective figures: {rates.source}), context {config.context}"
+            )
         print(f"model {inert_line(config.model)}: {timing}", file=sys.stderr)
         await asyncio.Event().wait()

@@ -77,9 +77,9 @@ def _acceptance(
             "give exactly one source of acceptance: LOG files, --metrics-url, or --accept-length/--accept-rate"
         )
     if logs:
-        return sources.resolve(sources.observations_from_logs(logs, sys.stdin), "logs", gamma)
+        return sources.pool_acceptance(sources.observations_from_logs(logs, sys.stdin), "logs", gamma)
     if url:
-        return sources.resolve(sources.observations_from_metrics(url), "metrics", gamma)
+        return sources.pool_acceptance(sources.observations_from_metrics(url), "metrics", gamma)
     if gamma is None:
         raise ConfigError("--accept-length/--accept-rate need --draft-tokens N (draft tokens per step)")
     return sources.from_numbers(gamma, length, rate)

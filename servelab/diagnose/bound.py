@@ -48,10 +48,22 @@ def bound_verdict(bandwidth_fraction: float | None, power_fraction: float | None
 
 
 def _why(verdict: str, a: BoundAnalysis) -> str:
-    bw = (f"decode moved {a.achieved_bandwidth_gb_s:.0f} GB/s of the card's {a.bandwidth_gb_s:.0f} GB/s "
-          f"({a.bandwidth_fraction:.0%})") if a.bandwidth_fraction is not None else "bandwidth unknown"  # fmt: skip
-    pw = (f"serving drew {a.serving_power_w:.0f} W of the burn's {a.burn_power_w:.0f} W "
-          f"({a.power_fraction:.0%})") if a.power_fraction is not None else "power fraction unknown"  # fmt: skip
+    bw = (
+        (
+            f"decode moved {a.achieved_bandwidth_gb_s:.0f} GB/s of the card's {a.bandwidth_gb_s:.0f} GB/s "
+            f"({a.bandwidth_fraction:.0%})"
+        )
+        if a.bandwidth_fraction is not None
+        else "bandwidth unknown"
+    )
+    pw = (
+        (
+            f"serving drew {a.serving_power_w:.0f} W of the burn's {a.burn_power_w:.0f} W "
+            f"({a.power_fraction:.0%})"
+        )
+        if a.power_fraction is not None
+        else "power fraction unknown"
+    )
     tail = {
         "bandwidth-bound": "memory bandwidth is the limit; more power or compute would not help — fewer bytes "
         "per token would (lower-bit weights, FP8 KV, shorter context).",
@@ -76,9 +88,14 @@ def analyse_bound(
     achieved = None if bytes_per_token is None or tok_s is None else bytes_per_token * tok_s / 1e9
     serving = mean_power_w(serving_rows)
     numbers = BoundAnalysis(
-        verdict="undetermined", why="", serving_power_w=serving, burn_power_w=burn_power_w,
-        power_fraction=_ratio(serving, burn_power_w), achieved_bandwidth_gb_s=achieved,
-        bandwidth_gb_s=bandwidth_gb_s, bandwidth_fraction=_ratio(achieved, bandwidth_gb_s),
-    )  # fmt: skip
+        verdict="undetermined",
+        why="",
+        serving_power_w=serving,
+        burn_power_w=burn_power_w,
+        power_fraction=_ratio(serving, burn_power_w),
+        achieved_bandwidth_gb_s=achieved,
+        bandwidth_gb_s=bandwidth_gb_s,
+        bandwidth_fraction=_ratio(achieved, bandwidth_gb_s),
+    )
     verdict = bound_verdict(numbers.bandwidth_fraction, numbers.power_fraction)
     return BoundAnalysis(**{**numbers.__dict__, "verdict": verdict, "why": _why(verdict, numbers)})

@@ -21,7 +21,7 @@ BURN_SIZE = 16384
 BURN_SECONDS = 20.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BurnResult:
     status: str  # ok | skipped | failed
     reason: str = ""
@@ -96,8 +96,14 @@ def _settled_power(rows: list[dict]) -> tuple[float | None, float | None]:
     return (median(watts[len(watts) // 2 :]), max(watts)) if watts else (None, None)
 
 
-def run_burn(probe: Probe, gpu: int = 0, seconds: float = BURN_SECONDS, size: int = BURN_SIZE,
-             backends: tuple[str, ...] = tuple(BACKENDS), hz: float = 5.0) -> BurnResult:  # fmt: skip
+def run_burn(
+    probe: Probe,
+    gpu: int = 0,
+    seconds: float = BURN_SECONDS,
+    size: int = BURN_SIZE,
+    backends: tuple[str, ...] = tuple(BACKENDS),
+    hz: float = 5.0,
+) -> BurnResult:
     """Burn GPU `gpu` for `seconds` with `size`² FP16 matmuls, sampling power; skipped without torch/cupy."""
     backend = find_backend(backends)
     if backend is None:
@@ -119,30 +125,45 @@ def run_burn(probe: Probe, gpu: int = 0, seconds: float = BURN_SECONDS, size: in
     power, peak = _settled_power(rows)
     limit = probe.gpu(gpu, "power_limit_mw")
     return BurnResult(
-        status="ok", backend=backend, gpu=gpu, size=size, seconds=elapsed, iterations=iterations,
-        tflops=2 * size**3 * iterations / elapsed / 1e12, power_w=power, max_power_w=peak,
-        power_limit_w=None if limit is None else limit / 1000, pcie_gen_under_load=gen,
-        pcie_width_under_load=width, samples=len(rows),
-    )  # fmt: skip
+        status="ok",
+        backend=backend,
+        gpu=gpu,
+        size=size,
+        seconds=elapsed,
+        iterations=iterations,
+        tflops=2 * size**3 * iterations / elapsed / 1e12,
+        power_w=power,
+        max_power_w=peak,
+        power_limit_w=None if limit is None else limit / 1000,
+        pcie_gen_under_load=gen,
+        pcie_width_under_load=width,
+        samples=len(rows),
+    )
 
 
 def burn_finding(result: BurnResult) -> Finding:
     """What the burn measured (info), or why it did not run."""
     if result.status != "ok":
         return Finding(
-            id=f"burn-{result.status}", severity="info", title=f"Matmul burn {result.status}: {result.reason}",
+            id=f"burn-{result.status}",
+            severity="info",
+            title=f"Matmul burn {result.status}: {result.reason}",
             evidence=f"backend: {result.backend or 'none'}",
             consequence="No full-compute power reference: the bandwidth-vs-power verdict cannot be made.",
             fix="pip install torch (with CUDA) or cupy, then run servelab doctor --burn on the GPU machine.",
-        )  # fmt: skip
-    share = f" ({result.power_w / result.power_limit_w:.0%} of the {result.power_limit_w:.0f} W limit)" if (
-        result.power_w and result.power_limit_w) else ""  # fmt: skip
+        )
+    share = (
+        f" ({result.power_w / result.power_limit_w:.0%} of the {result.power_limit_w:.0f} W limit)"
+        if (result.power_w and result.power_limit_w)
+        else ""
+    )
     return Finding(
-        id="burn", severity="info",
+        id="burn",
+        severity="info",
         title=f"GPU{result.gpu} at full FP16 compute: {result.tflops:.1f} TFLOPS, {result.power_w or 0:.0f} W{share}",
         evidence=f"{result.backend} {result.size}×{result.size} FP16 matmul, {result.iterations} iterations in "
         f"{result.seconds:.1f} s, {result.samples} power samples, peak {result.max_power_w or 0:.0f} W",
         consequence="This is the power reference: serving that draws far less while decode runs near the "
         "bandwidth ceiling is bandwidth-bound.",
         fix="Nothing to fix; compare serving power against it (servelab bench samples power on NVIDIA GPUs).",
-    )  # fmt: skip
+    )

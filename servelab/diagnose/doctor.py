@@ -35,9 +35,12 @@ class DoctorReport:
             "gpus": [dataclasses.asdict(g) for g in self.gpus],
             "pairs": pairs,
             "findings": [dataclasses.asdict(f) for f in self.findings],
-            "virtualization": {**dataclasses.asdict(self.virtualization), "in_vm": self.virtualization.in_vm,
-                               "in_container": self.virtualization.in_container},
-        }  # fmt: skip
+            "virtualization": {
+                **dataclasses.asdict(self.virtualization),
+                "in_vm": self.virtualization.in_vm,
+                "in_container": self.virtualization.in_container,
+            },
+        }
         if self.burn is not None:
             doc["burn"] = dataclasses.asdict(self.burn)
         if self.p2p_test:
@@ -49,9 +52,16 @@ def _under_load(gpus: list[GpuInfo], burn: BurnResult | None) -> tuple[list[GpuI
     """GPUs with the PCIe link read during the burn (idle links downclock), and whether that happened."""
     if burn is None or burn.status != "ok" or burn.pcie_gen_under_load is None:
         return gpus, False
-    changed = [dataclasses.replace(g, pcie_gen_current=burn.pcie_gen_under_load,
-                                   pcie_width_current=burn.pcie_width_under_load or g.pcie_width_current)
-               if g.index == burn.gpu else g for g in gpus]  # fmt: skip
+    changed = [
+        dataclasses.replace(
+            g,
+            pcie_gen_current=burn.pcie_gen_under_load,
+            pcie_width_current=burn.pcie_width_under_load or g.pcie_width_current,
+        )
+        if g.index == burn.gpu
+        else g
+        for g in gpus
+    ]
     return [g for g in changed if g.index == burn.gpu], True
 
 
@@ -85,6 +95,10 @@ def run_doctor(
         + p2p_test_findings(p2p_test or [])
     )
     return DoctorReport(
-        gpus=tuple(gpus), pairs=tuple(pairs), findings=tuple(rank(findings)), virtualization=virt,
-        burn=burn, p2p_test=tuple(p2p_test or ()),
-    )  # fmt: skip
+        gpus=tuple(gpus),
+        pairs=tuple(pairs),
+        findings=tuple(rank(findings)),
+        virtualization=virt,
+        burn=burn,
+        p2p_test=tuple(p2p_test or ()),
+    )

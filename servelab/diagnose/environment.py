@@ -24,8 +24,17 @@ NCCL_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
 LEGACY_LEVELS = {"0": "LOC", "1": "PIX", "2": "PXB", "3": "PHB", "4": "SYS", "5": "SYS"}
 PATH_RANK = {"INTERNAL": 2, "PIX": 2, "PXB": 3, "PHB": 4, "NODE": 5, "SYS": 5}  # index into NCCL_LEVELS
 TRUE = ("1", "true", "yes", "on")
-NCCL_TUNING = ("NCCL_NVLS_ENABLE", "NCCL_CUMEM_ENABLE", "NCCL_ALGO", "NCCL_PROTO", "NCCL_MAX_NCHANNELS",
-               "NCCL_MIN_NCHANNELS", "NCCL_NET", "NCCL_SOCKET_IFNAME", "NCCL_IGNORE_DISABLED_P2P")  # fmt: skip
+NCCL_TUNING = (
+    "NCCL_NVLS_ENABLE",
+    "NCCL_CUMEM_ENABLE",
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "NCCL_MAX_NCHANNELS",
+    "NCCL_MIN_NCHANNELS",
+    "NCCL_NET",
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_IGNORE_DISABLED_P2P",
+)
 # Engines whose environment switches and P2P cache files doctor checks (each engine's knowledge in its package).
 
 
@@ -40,7 +49,7 @@ def engine_switches() -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Setting:
+class EnvSetting:
     name: str
     value: str
     source: str  # "environment", "~/.nccl.conf" path, "/etc/nccl.conf"
@@ -64,17 +73,17 @@ def _home(env: Mapping[str, str]) -> str:
     return env.get("HOME") or "~"
 
 
-def nccl_settings(probe: Probe) -> dict[str, Setting]:
+def nccl_settings(probe: Probe) -> dict[str, EnvSetting]:
     """NCCL_* settings with NCCL's precedence: environment > ~/.nccl.conf > /etc/nccl.conf."""
     env = probe.environ()
-    merged: dict[str, Setting] = {}
+    merged: dict[str, EnvSetting] = {}
     user_conf = f"{_home(env)}/.nccl.conf"
     for path in ("/etc/nccl.conf", user_conf):
         for key, value in parse_nccl_conf(probe.read_text(path) or "").items():
-            merged[key] = Setting(key, value, path)
+            merged[key] = EnvSetting(key, value, path)
     for key, value in env.items():
         if key.startswith("NCCL_"):
-            merged[key] = Setting(key, value, "environment")
+            merged[key] = EnvSetting(key, value, "environment")
     return merged
 
 
@@ -86,16 +95,19 @@ def _p2p_capable(pairs: list[PairInfo]) -> list[PairInfo]:
     return [p for p in pairs if p.interconnect in ("nvlink", "pcie-p2p")]
 
 
-def _p2p_disable(setting: Setting, gpu_count: int, pairs: list[PairInfo]) -> Finding:
+def _p2p_disable(setting: EnvSetting, gpu_count: int, pairs: list[PairInfo]) -> Finding:
     capable = _p2p_capable(pairs)
     severity = "critical" if capable else "warning" if gpu_count >= 2 else "info"
     lost = f" ({', '.join(p.label + ' ' + str(p.interconnect) for p in capable)} unused)" if capable else ""
     return _finding(
-        "env-nccl-p2p-disable", severity, f"NCCL peer-to-peer is switched off{lost}", str(setting),
+        "env-nccl-p2p-disable",
+        severity,
+        f"NCCL peer-to-peer is switched off{lost}",
+        str(setting),
         "NCCL moves every all-reduce through host shared memory (or sockets) instead of NVLink/PCIe P2P; "
         "NCCL logs 'NCCL_P2P_DISABLE set by environment to 1'.",
         f"Remove it: unset NCCL_P2P_DISABLE{'' if setting.source == 'environment' else ' and delete the line in ' + setting.source}.",
-    )  # fmt: skip
+    )
 
 
 def _level(value: str) -> str | None:
@@ -103,11 +115,17 @@ def _level(value: str) -> str | None:
     return level if level in NCCL_LEVELS or level == "DIS" else None
 
 
-def _p2p_level(setting: Setting, pairs: list[PairInfo]) -> Finding:
+def _p2p_level(setting: EnvSetting, pairs: list[PairInfo]) -> Finding:
     level = _level(setting.value)
     if level is None:
-        return _finding("env-nccl-p2p-level", "warning", f"NCCL_P2P_LEVEL={setting.value} is not a level NCCL knows",
-                        str(setting), "NCCL ignores or rejects it.", f"Use one of {', '.join(NCCL_LEVELS)} or unset it.")  # fmt: skip
+        return _finding(
+            "env-nccl-p2p-level",
+            "warning",
+            f"NCCL_P2P_LEVEL={setting.value} is not a level NCCL knows",
+            str(setting),
+            "NCCL ignores or rejects it.",
+            f"Use one of {', '.join(NCCL_LEVELS)} or unset it.",
+        )
     cut = len(NCCL_LEVELS) if level == "SYS" else NCCL_LEVELS.index(level) if level != "DIS" else 0
     refused = [
         p
@@ -116,11 +134,22 @@ def _p2p_level(setting: Setting, pairs: list[PairInfo]) -> Finding:
     ]
     if level in ("LOC", "DIS") or refused:
         where = ", ".join(f"{p.label} ({p.common_ancestor})" for p in refused) or "every GPU pair"
-        return _finding("env-nccl-p2p-level", "warning", f"NCCL_P2P_LEVEL={setting.value} keeps NCCL off P2P for {where}",
-                        str(setting), "Those pairs are staged through host memory although P2P works on them.",
-                        "Raise it to the pairs' path (e.g. NCCL_P2P_LEVEL=PHB or SYS) or unset it.")  # fmt: skip
-    return _finding("env-nccl-p2p-level", "info", f"NCCL_P2P_LEVEL={setting.value} is set", str(setting),
-                    "NCCL uses P2P only on paths up to this level.", "Nothing to do unless multi-GPU runs are slow.")  # fmt: skip
+        return _finding(
+            "env-nccl-p2p-level",
+            "warning",
+            f"NCCL_P2P_LEVEL={setting.value} keeps NCCL off P2P for {where}",
+            str(setting),
+            "Those pairs are staged through host memory although P2P works on them.",
+            "Raise it to the pairs' path (e.g. NCCL_P2P_LEVEL=PHB or SYS) or unset it.",
+        )
+    return _finding(
+        "env-nccl-p2p-level",
+        "info",
+        f"NCCL_P2P_LEVEL={setting.value} is set",
+        str(setting),
+        "NCCL uses P2P only on paths up to this level.",
+        "Nothing to do unless multi-GPU runs are slow.",
+    )
 
 
 def _default_level(pairs: list[PairInfo]) -> Finding | None:
@@ -130,25 +159,30 @@ def _default_level(pairs: list[PairInfo]) -> Finding | None:
     if not far:
         return None
     return _finding(
-        "nccl-p2p-level-default", "info", "P2P works across the CPU host bridge, but NCCL's default level stops short of it",
+        "nccl-p2p-level-default",
+        "info",
+        "P2P works across the CPU host bridge, but NCCL's default level stops short of it",
         "; ".join(f"{p.label}: P2P {p.p2p_read}, path {p.common_ancestor}" for p in far),
         "NCCL's default NCCL_P2P_LEVEL is PXB (SYS on AMD CPUs with two GPUs), so on Intel hosts these pairs use "
         "shared memory ('via SHM') even though P2P is available.",
         "Measure both: NCCL_P2P_LEVEL=PHB (or SYS) against the default, with the engine you serve.",
-    )  # fmt: skip
+    )
 
 
-def _shm_disable(setting: Setting, gpu_count: int, pairs: list[PairInfo]) -> Finding:
+def _shm_disable(setting: EnvSetting, gpu_count: int, pairs: list[PairInfo]) -> Finding:
     staged = [p for p in pairs if p.interconnect == "pcie-host-staged"]
     return _finding(
-        "env-nccl-shm-disable", "warning" if staged else "info", "NCCL shared-memory transport is switched off",
-        str(setting), "Where P2P is unavailable NCCL falls back to sockets on loopback ('via NET/Socket'), the "
+        "env-nccl-shm-disable",
+        "warning" if staged else "info",
+        "NCCL shared-memory transport is switched off",
+        str(setting),
+        "Where P2P is unavailable NCCL falls back to sockets on loopback ('via NET/Socket'), the "
         "slowest path" + (f" — this affects {', '.join(p.label for p in staged)}." if staged else "."),
         "Unset NCCL_SHM_DISABLE; in containers give ranks a shared /dev/shm (--ipc=host) instead.",
-    )  # fmt: skip
+    )
 
 
-def nccl_findings(settings: dict[str, Setting], gpu_count: int, pairs: list[PairInfo]) -> list[Finding]:
+def nccl_findings(settings: dict[str, EnvSetting], gpu_count: int, pairs: list[PairInfo]) -> list[Finding]:
     """Findings for the NCCL variables that are set (or for the default level where it bites)."""
     findings = []
     if (s := settings.get("NCCL_P2P_DISABLE")) and s.value.strip().lower() in TRUE:
@@ -160,14 +194,28 @@ def nccl_findings(settings: dict[str, Setting], gpu_count: int, pairs: list[Pair
     if (s := settings.get("NCCL_SHM_DISABLE")) and s.value.strip().lower() in TRUE:
         findings.append(_shm_disable(s, gpu_count, pairs))
     if (s := settings.get("NCCL_IB_DISABLE")) and s.value.strip().lower() in TRUE:
-        findings.append(_finding("env-nccl-ib-disable", "info", "NCCL InfiniBand is switched off", str(s),
-                                 "Only multi-node runs are affected: they fall back to TCP sockets.",
-                                 "Unset NCCL_IB_DISABLE if you serve across nodes over InfiniBand/RoCE."))  # fmt: skip
+        findings.append(
+            _finding(
+                "env-nccl-ib-disable",
+                "info",
+                "NCCL InfiniBand is switched off",
+                str(s),
+                "Only multi-node runs are affected: they fall back to TCP sockets.",
+                "Unset NCCL_IB_DISABLE if you serve across nodes over InfiniBand/RoCE.",
+            )
+        )
     tuned = [settings[name] for name in NCCL_TUNING if name in settings]
     if tuned:
-        findings.append(_finding("env-nccl-overrides", "info", "NCCL tuning variables override its defaults",
-                                 "; ".join(map(str, tuned)), "NCCL's own topology-based choices are replaced.",
-                                 "Keep them only if a measurement showed they help."))  # fmt: skip
+        findings.append(
+            _finding(
+                "env-nccl-overrides",
+                "info",
+                "NCCL tuning variables override its defaults",
+                "; ".join(map(str, tuned)),
+                "NCCL's own topology-based choices are replaced.",
+                "Keep them only if a measurement showed they help.",
+            )
+        )
     return findings
 
 
@@ -178,30 +226,55 @@ def _visible_devices(env: Mapping[str, str], gpus: list[GpuInfo]) -> list[Findin
     shown = f"CUDA_VISIBLE_DEVICES={value!r}"
     entries = [e.strip() for e in value.split(",") if e.strip()]
     if not entries:
-        return [_finding("env-cuda-visible-empty", "warning", "CUDA_VISIBLE_DEVICES hides every GPU", shown,
-                         "CUDA programs (every engine) see no GPU and fail or run on the CPU.",
-                         "Unset it or list the GPUs to use (e.g. 0,1).")]  # fmt: skip
+        return [
+            _finding(
+                "env-cuda-visible-empty",
+                "warning",
+                "CUDA_VISIBLE_DEVICES hides every GPU",
+                shown,
+                "CUDA programs (every engine) see no GPU and fail or run on the CPU.",
+                "Unset it or list the GPUs to use (e.g. 0,1).",
+            )
+        ]
     findings = []
     indexes = [int(e) for e in entries if e.isdigit()]
     if gpus and any(i >= len(gpus) for i in indexes):
-        findings.append(_finding("env-cuda-visible-range", "warning", "CUDA_VISIBLE_DEVICES names a GPU that does not exist",
-                                 f"{shown}; NVML sees {len(gpus)} GPU(s)", "CUDA ignores the list from the bad entry on.",
-                                 f"Use indexes 0–{len(gpus) - 1}."))  # fmt: skip
+        findings.append(
+            _finding(
+                "env-cuda-visible-range",
+                "warning",
+                "CUDA_VISIBLE_DEVICES names a GPU that does not exist",
+                f"{shown}; NVML sees {len(gpus)} GPU(s)",
+                "CUDA ignores the list from the bad entry on.",
+                f"Use indexes 0–{len(gpus) - 1}.",
+            )
+        )
     if len(indexes) < len(entries):
-        findings.append(_finding("env-cuda-visible-uuid", "info", "CUDA_VISIBLE_DEVICES uses UUIDs or MIG names",
-                                 shown, "Older vLLM/sglang code parses it with int() to map ranks to NVML GPUs and fails.",
-                                 "Use numeric indexes with CUDA_DEVICE_ORDER=PCI_BUS_ID if an engine complains."))  # fmt: skip
+        findings.append(
+            _finding(
+                "env-cuda-visible-uuid",
+                "info",
+                "CUDA_VISIBLE_DEVICES uses UUIDs or MIG names",
+                shown,
+                "Older vLLM/sglang code parses it with int() to map ranks to NVML GPUs and fails.",
+                "Use numeric indexes with CUDA_DEVICE_ORDER=PCI_BUS_ID if an engine complains.",
+            )
+        )
     order = env.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
     if len(entries) >= 2 and order != "PCI_BUS_ID":
         mixed = len({g.name for g in gpus}) > 1
-        findings.append(_finding(
-            "env-cuda-device-order", "warning" if mixed else "info",
-            "CUDA_VISIBLE_DEVICES is read in CUDA's order, not nvidia-smi's (CUDA_DEVICE_ORDER is not PCI_BUS_ID)",
-            f"{shown}; CUDA_DEVICE_ORDER={order}" + ("; GPUs differ: " + ", ".join(g.name for g in gpus) if mixed else ""),
-            "CUDA numbers the fastest GPU first, NVML and nvidia-smi by PCI bus: engines then check NVLink/P2P on "
-            "the wrong physical GPUs and you may put the TP group on other cards than intended.",
-            "export CUDA_DEVICE_ORDER=PCI_BUS_ID",
-        ))  # fmt: skip
+        findings.append(
+            _finding(
+                "env-cuda-device-order",
+                "warning" if mixed else "info",
+                "CUDA_VISIBLE_DEVICES is read in CUDA's order, not nvidia-smi's (CUDA_DEVICE_ORDER is not PCI_BUS_ID)",
+                f"{shown}; CUDA_DEVICE_ORDER={order}"
+                + ("; GPUs differ: " + ", ".join(g.name for g in gpus) if mixed else ""),
+                "CUDA numbers the fastest GPU first, NVML and nvidia-smi by PCI bus: engines then check NVLink/P2P on "
+                "the wrong physical GPUs and you may put the TP group on other cards than intended.",
+                "export CUDA_DEVICE_ORDER=PCI_BUS_ID",
+            )
+        )
     return findings
 
 
@@ -209,9 +282,16 @@ def _engine_switches(env: Mapping[str, str]) -> list[Finding]:
     findings = []
     for name, (active, meaning) in engine_switches().items():
         if env.get(name, "").strip().lower() in ((active,) if active == "0" else TRUE):
-            findings.append(_finding(f"env-{name.lower().replace('_', '-')}", "info", f"{name}={env[name]} is set",
-                                     f"{name}={env[name]} (environment)", f"Meaning: {meaning}.",
-                                     f"Unset {name} unless you set it on purpose."))  # fmt: skip
+            findings.append(
+                _finding(
+                    f"env-{name.lower().replace('_', '-')}",
+                    "info",
+                    f"{name}={env[name]} is set",
+                    f"{name}={env[name]} (environment)",
+                    f"Meaning: {meaning}.",
+                    f"Unset {name} unless you set it on purpose.",
+                )
+            )
     return findings
 
 
@@ -225,20 +305,42 @@ def _cache_finding(path: str, text: str | None, pairs: list[PairInfo]) -> Findin
         entries = json.loads(text or "")
         denied = sorted(k for k, v in entries.items() if v is False)
     except (ValueError, AttributeError):
-        return _finding("stale-p2p-cache", "warning", "An engine's GPU P2P cache file is unreadable", path,
-                        "The engine may fail or skip its P2P test.", f"Delete it: rm {path}")  # fmt: skip
+        return _finding(
+            "stale-p2p-cache",
+            "warning",
+            "An engine's GPU P2P cache file is unreadable",
+            path,
+            "The engine may fail or skip its P2P test.",
+            f"Delete it: rm {path}",
+        )
     staged = [p for p in pairs if p.interconnect == "pcie-host-staged"]
     if denied:
-        return _finding("stale-p2p-cache", "warning", f"A cached P2P test says no for {', '.join(denied)}", path,
-                        "vLLM/sglang reuse this file and keep custom all-reduce off without testing again, even "
-                        "after P2P is fixed (new driver, BIOS, clique).", f"Delete it to force a fresh test: rm {path}")  # fmt: skip
+        return _finding(
+            "stale-p2p-cache",
+            "warning",
+            f"A cached P2P test says no for {', '.join(denied)}",
+            path,
+            "vLLM/sglang reuse this file and keep custom all-reduce off without testing again, even "
+            "after P2P is fixed (new driver, BIOS, clique).",
+            f"Delete it to force a fresh test: rm {path}",
+        )
     if staged and entries:
-        return _finding("stale-p2p-cache", "warning", "A cached P2P test says yes, but the driver now reports P2P blocked",
-                        f"{path}; " + "; ".join(p.label for p in staged),
-                        "The engine may enable custom all-reduce on a path that no longer works (hangs or garbage).",
-                        f"Delete it: rm {path}")  # fmt: skip
-    return _finding("p2p-cache", "info", "An engine's GPU P2P cache records working P2P", path,
-                    "The engine skips its P2P test and trusts this file.", f"Delete it after hardware or driver changes: rm {path}")  # fmt: skip
+        return _finding(
+            "stale-p2p-cache",
+            "warning",
+            "A cached P2P test says yes, but the driver now reports P2P blocked",
+            f"{path}; " + "; ".join(p.label for p in staged),
+            "The engine may enable custom all-reduce on a path that no longer works (hangs or garbage).",
+            f"Delete it: rm {path}",
+        )
+    return _finding(
+        "p2p-cache",
+        "info",
+        "An engine's GPU P2P cache records working P2P",
+        path,
+        "The engine skips its P2P test and trusts this file.",
+        f"Delete it after hardware or driver changes: rm {path}",
+    )
 
 
 def cache_findings(probe: Probe, pairs: list[PairInfo]) -> list[Finding]:

@@ -17,7 +17,7 @@ MIB = 1024**2
 VIRTUALIZATION_MODES = {0: "none", 1: "passthrough", 2: "vgpu", 3: "host_vgpu", 4: "host_vsga"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GpuInfo:
     index: int
     name: str
@@ -69,17 +69,28 @@ def read_gpu(probe: Probe, index: int) -> GpuInfo:
     catalog_name, bandwidth = _catalog(name)
     memory = q("memory_total_bytes")
     return GpuInfo(
-        index=index, name=name, uuid=q("uuid"), bus_id=q("bus_id"),
+        index=index,
+        name=name,
+        uuid=q("uuid"),
+        bus_id=q("bus_id"),
         memory_total_mib=None if memory is None else memory // MIB,
-        driver_version=q("driver_version"), cuda_version=q("cuda_driver_version"),
-        power_limit_w=_watts(q("power_limit_mw")), power_default_limit_w=_watts(q("power_default_limit_mw")),
-        sm_clock_mhz=q("sm_clock_mhz"), mem_clock_mhz=q("mem_clock_mhz"),
-        max_sm_clock_mhz=q("max_sm_clock_mhz"), max_mem_clock_mhz=q("max_mem_clock_mhz"),
-        pcie_gen_current=q("pcie_gen_current"), pcie_gen_max=q("pcie_gen_max"),
-        pcie_width_current=q("pcie_width_current"), pcie_width_max=q("pcie_width_max"),
+        driver_version=q("driver_version"),
+        cuda_version=q("cuda_driver_version"),
+        power_limit_w=_watts(q("power_limit_mw")),
+        power_default_limit_w=_watts(q("power_default_limit_mw")),
+        sm_clock_mhz=q("sm_clock_mhz"),
+        mem_clock_mhz=q("mem_clock_mhz"),
+        max_sm_clock_mhz=q("max_sm_clock_mhz"),
+        max_mem_clock_mhz=q("max_mem_clock_mhz"),
+        pcie_gen_current=q("pcie_gen_current"),
+        pcie_gen_max=q("pcie_gen_max"),
+        pcie_width_current=q("pcie_width_current"),
+        pcie_width_max=q("pcie_width_max"),
         virtualization_mode=VIRTUALIZATION_MODES.get(q("virtualization_mode")),
-        nvlink_active_links=q("nvlink_active_links"), bandwidth_gb_s=bandwidth, catalog_name=catalog_name,
-    )  # fmt: skip
+        nvlink_active_links=q("nvlink_active_links"),
+        bandwidth_gb_s=bandwidth,
+        catalog_name=catalog_name,
+    )
 
 
 def read_gpus(probe: Probe) -> list[GpuInfo]:

@@ -23,7 +23,7 @@ MAX_TEXT_CHARS = 500  # how much of a matching line a finding quotes
 _READ_CHUNK_CHARS = 64 * 1024
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LogFinding:
     """A signature seen in one log: where first, how often, what it means and what to do."""
 

@@ -147,20 +147,39 @@ def p2p_test_findings(results: list[P2PTestResult]) -> list[Finding]:
     """Skipped → info; failed → critical (engines would hang or compute garbage with custom all-reduce)."""
     skipped = [r for r in results if r.status == "skipped"]
     failed = [r for r in results if r.status == "failed"]
-    findings = [Finding(id="p2p-test-skipped", severity="info", title=f"Real P2P test skipped: {r.detail}",
-                        evidence="servelab doctor --p2p-test", consequence="Only the driver's P2P report was checked.",
-                        fix="Run it on a machine with two GPUs and torch with CUDA.") for r in skipped]  # fmt: skip
+    findings = [
+        Finding(
+            id="p2p-test-skipped",
+            severity="info",
+            title=f"Real P2P test skipped: {r.detail}",
+            evidence="servelab doctor --p2p-test",
+            consequence="Only the driver's P2P report was checked.",
+            fix="Run it on a machine with two GPUs and torch with CUDA.",
+        )
+        for r in skipped
+    ]
     if failed:
-        findings.append(Finding(
-            id="p2p-test-failed", severity="critical", title="A real CUDA IPC peer copy failed",
-            evidence="; ".join(f"GPU{r.gpu_a}→GPU{r.gpu_b}: {r.detail}" for r in failed),
-            consequence="Custom all-reduce over this path hangs or returns wrong data; NCCL P2P may hang.",
-            fix="Disable custom all-reduce (--disable-custom-all-reduce) and set NCCL_P2P_DISABLE=1 until the "
-            "driver/BIOS/hypervisor issue is fixed; delete the engines' gpu_p2p_access_cache files afterwards.",
-        ))  # fmt: skip
+        findings.append(
+            Finding(
+                id="p2p-test-failed",
+                severity="critical",
+                title="A real CUDA IPC peer copy failed",
+                evidence="; ".join(f"GPU{r.gpu_a}→GPU{r.gpu_b}: {r.detail}" for r in failed),
+                consequence="Custom all-reduce over this path hangs or returns wrong data; NCCL P2P may hang.",
+                fix="Disable custom all-reduce (--disable-custom-all-reduce) and set NCCL_P2P_DISABLE=1 until the "
+                "driver/BIOS/hypervisor issue is fixed; delete the engines' gpu_p2p_access_cache files afterwards.",
+            )
+        )
     passed = [r for r in results if r.status == "ok"]
     if passed:
-        findings.append(Finding(id="p2p-test-ok", severity="info", title=f"Real CUDA IPC peer copies passed ({len(passed)})",
-                                evidence="; ".join(f"GPU{r.gpu_a}→GPU{r.gpu_b}" for r in passed),
-                                consequence="The engines' own P2P test should pass too.", fix="Nothing to do."))  # fmt: skip
+        findings.append(
+            Finding(
+                id="p2p-test-ok",
+                severity="info",
+                title=f"Real CUDA IPC peer copies passed ({len(passed)})",
+                evidence="; ".join(f"GPU{r.gpu_a}→GPU{r.gpu_b}" for r in passed),
+                consequence="The engines' own P2P test should pass too.",
+                fix="Nothing to do.",
+            )
+        )
     return findings

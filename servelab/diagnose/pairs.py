@@ -34,7 +34,7 @@ CAUSES = {
 ANCESTOR: dict[int | None, str] = {0: "INTERNAL", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PairInfo:
     gpu_a: int
     gpu_b: int
@@ -126,25 +126,34 @@ def _nvlink(pairs: list[PairInfo]) -> list[Finding]:
     findings = []
     broken = [p for p in linked if p.nvlink_links and p.p2p_nvlink not in ("ok", None)]
     if broken:
-        findings.append(Finding(
-            id="nvlink-p2p-off",
-            severity="critical",
-            title="NVLink is wired but the driver reports NVLink P2P unusable",
-            evidence="; ".join(f"{p.label}: NV{p.nvlink_links}, NVML NVLink P2P {p.p2p_nvlink}" for p in broken),
-            consequence="NCCL refuses to start ('P2P is disabled between NVLINK connected GPUs') or falls back "
-            "to PCIe/host memory.",
-            fix="Check nvidia-smi nvlink --status and the bridge seating; reboot; with fabric-managed systems "
-            "check nvidia-fabricmanager is running.",
-        ))  # fmt: skip
+        findings.append(
+            Finding(
+                id="nvlink-p2p-off",
+                severity="critical",
+                title="NVLink is wired but the driver reports NVLink P2P unusable",
+                evidence="; ".join(
+                    f"{p.label}: NV{p.nvlink_links}, NVML NVLink P2P {p.p2p_nvlink}" for p in broken
+                ),
+                consequence="NCCL refuses to start ('P2P is disabled between NVLINK connected GPUs') or falls back "
+                "to PCIe/host memory.",
+                fix="Check nvidia-smi nvlink --status and the bridge seating; reboot; with fabric-managed systems "
+                "check nvidia-fabricmanager is running.",
+            )
+        )
     if linked:
-        findings.append(Finding(
-            id="nvlink",
-            severity="info",
-            title=f"NVLink connects {len(linked)} GPU pair(s)",
-            evidence="; ".join(f"{p.label}: {p.topo_link or 'NVLink'} (NVML NVLink P2P {p.p2p_nvlink}, P2P read {p.p2p_read})" for p in linked),
-            consequence="Tensor parallelism over these pairs uses NVLink, the fastest path.",
-            fix="Keep each tensor-parallel group inside NVLink-connected GPUs (CUDA_VISIBLE_DEVICES).",
-        ))  # fmt: skip
+        findings.append(
+            Finding(
+                id="nvlink",
+                severity="info",
+                title=f"NVLink connects {len(linked)} GPU pair(s)",
+                evidence="; ".join(
+                    f"{p.label}: {p.topo_link or 'NVLink'} (NVML NVLink P2P {p.p2p_nvlink}, P2P read {p.p2p_read})"
+                    for p in linked
+                ),
+                consequence="Tensor parallelism over these pairs uses NVLink, the fastest path.",
+                fix="Keep each tensor-parallel group inside NVLink-connected GPUs (CUDA_VISIBLE_DEVICES).",
+            )
+        )
     return findings
 
 

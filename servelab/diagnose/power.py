@@ -83,8 +83,9 @@ class PowerSampler:
         if self._thread is not None:
             raise RuntimeError("PowerSampler.start() called while already sampling")
         self._rows, self._stop = self.sample_once(), threading.Event()
-        self._thread = threading.Thread(target=self._loop, args=(self._stop, self._rows), name="servelab-power",
-                                        daemon=True)  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._loop, args=(self._stop, self._rows), name="servelab-power", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> list[dict]:
@@ -132,7 +133,11 @@ def summarize(rows: Sequence[dict]) -> dict[int, dict[str, float | int | None]]:
             return fmean(values) if values else None
 
         powers = [r["power_w"] for r in mine if r.get("power_w") is not None]
-        summary[gpu] = {"samples": len(mine), "mean_power_w": mean("power_w"),
-                        "max_power_w": max(powers) if powers else None,
-                        "mean_sm_util_pct": mean("sm_util_pct"), "mean_mem_util_pct": mean("mem_util_pct")}  # fmt: skip
+        summary[gpu] = {
+            "samples": len(mine),
+            "mean_power_w": mean("power_w"),
+            "max_power_w": max(powers) if powers else None,
+            "mean_sm_util_pct": mean("sm_util_pct"),
+            "mean_mem_util_pct": mean("mem_util_pct"),
+        }
     return summary

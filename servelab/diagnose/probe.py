@@ -22,12 +22,29 @@ from typing import Any, Protocol
 from servelab.errors import ConfigError
 
 GPU_QUERIES = (
-    "name", "uuid", "bus_id", "memory_total_bytes", "driver_version", "cuda_driver_version",
-    "power_limit_mw", "power_default_limit_mw", "power_usage_mw", "sm_clock_mhz", "mem_clock_mhz",
-    "max_sm_clock_mhz", "max_mem_clock_mhz", "pcie_gen_current", "pcie_gen_max", "pcie_width_current",
-    "pcie_width_max", "virtualization_mode", "nvlink_active_links", "sm_util_pct", "mem_util_pct",
+    "name",
+    "uuid",
+    "bus_id",
+    "memory_total_bytes",
+    "driver_version",
+    "cuda_driver_version",
+    "power_limit_mw",
+    "power_default_limit_mw",
+    "power_usage_mw",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "max_sm_clock_mhz",
+    "max_mem_clock_mhz",
+    "pcie_gen_current",
+    "pcie_gen_max",
+    "pcie_width_current",
+    "pcie_width_max",
+    "virtualization_mode",
+    "nvlink_active_links",
+    "sm_util_pct",
+    "mem_util_pct",
     "memory_used_bytes",
-)  # fmt: skip
+)
 PAIR_QUERIES = ("p2p_read", "p2p_write", "p2p_nvlink", "common_ancestor")
 
 
@@ -285,8 +302,12 @@ class RecordingProbe:
         """Write nvml.json, commands.json, files.json and env.json into `directory` (created)."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        for name, value in (("nvml", self._nvml), ("commands", self._commands), ("files", self._files),
-                            ("env", self._safe_env())):  # fmt: skip
+        for name, value in (
+            ("nvml", self._nvml),
+            ("commands", self._commands),
+            ("files", self._files),
+            ("env", self._safe_env()),
+        ):
             (out / f"{name}.json").write_text(
                 json.dumps(value, indent=2, sort_keys=True) + "\n", encoding="utf-8"
             )

@@ -115,24 +115,28 @@ def virt_findings(virt: VirtInfo, gpu_count: int) -> list[Finding]:
     """A VM (warning with two or more GPUs, info otherwise); a container (info)."""
     findings = []
     if virt.in_vm:
-        findings.append(Finding(
-            id="virtual-machine",
-            severity="warning" if gpu_count >= 2 else "info",
-            title="This is a virtual machine: suspect GPU peer-to-peer first",
-            evidence=virt.evidence(),
-            consequence="Hypervisors hide PCIe peer-to-peer unless told otherwise, so multi-GPU tensor "
-            "parallelism is staged through host memory; BAR sizes seen in the guest are not the card's.",
-            fix="Prefer one GPU per model when it fits; for multi-GPU, give the GPUs a P2P clique on the host "
-            "(QEMU x-nv-gpudirect-clique) and verify with nvidia-smi topo -p2p r.",
-        ))  # fmt: skip
+        findings.append(
+            Finding(
+                id="virtual-machine",
+                severity="warning" if gpu_count >= 2 else "info",
+                title="This is a virtual machine: suspect GPU peer-to-peer first",
+                evidence=virt.evidence(),
+                consequence="Hypervisors hide PCIe peer-to-peer unless told otherwise, so multi-GPU tensor "
+                "parallelism is staged through host memory; BAR sizes seen in the guest are not the card's.",
+                fix="Prefer one GPU per model when it fits; for multi-GPU, give the GPUs a P2P clique on the host "
+                "(QEMU x-nv-gpudirect-clique) and verify with nvidia-smi topo -p2p r.",
+            )
+        )
     if virt.in_container:
-        findings.append(Finding(
-            id="container",
-            severity="info",
-            title=f"Running inside a container ({virt.detect_virt})",
-            evidence=virt.evidence(),
-            consequence="Ranks in different containers cannot share /dev/shm: NCCL then falls back to sockets "
-            "('via NET/Socket').",
-            fix="Run all ranks of one server in one container, with --ipc=host or a large --shm-size.",
-        ))  # fmt: skip
+        findings.append(
+            Finding(
+                id="container",
+                severity="info",
+                title=f"Running inside a container ({virt.detect_virt})",
+                evidence=virt.evidence(),
+                consequence="Ranks in different containers cannot share /dev/shm: NCCL then falls back to sockets "
+                "('via NET/Socket').",
+                fix="Run all ranks of one server in one container, with --ipc=host or a large --shm-size.",
+            )
+        )
     return findings

@@ -27,7 +27,7 @@ Optional capabilities are ``None`` when the engine lacks them (never discovered 
     scheduler       ``EngineSetup`` (the plan's typed engine figures) -> the emulator's ``Scheduler`` for `servelab
                     predict` (servelab/scheduling/core.py; continuous batching or llama.cpp's slots)
     cpu_batched_path  True when its CPU backend prices a pass of >= 2 tokens as weights streamed, then computed
-                    (llama.cpp's tinyBLAS): the emulator's ``Effective.batched_bandwidth_bytes_s``
+                    (llama.cpp's tinyBLAS): the emulator's ``AchievedRates.batched_bandwidth_bytes_s``
     cpu_decode_attention  on a CPU, the rate its decode attention runs at after the matmuls, as a fraction of
                     the compute figure: the emulator's ``Roofline.decode_attention_ratio`` (None: inside the max)
     reported_type   what only it reports of its effective configuration (a frozen dataclass): verify's
@@ -163,7 +163,7 @@ class Environment(Protocol):
     def p2p_cache_glob(self, env: Mapping[str, str], cache_home: str) -> str: ...
 
 
-class Speculative(Protocol):
+class SpeculativeReader(Protocol):
     """Acceptance figures from the engine's log lines and /metrics."""
 
     def parse_log(self, lines: Iterable[str], where: str) -> SpecObservation | None: ...
@@ -202,7 +202,7 @@ class LaunchSettings:
     notes: tuple[str, ...] = ()  # what the launch does that its author may not expect
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Planner:
     """What ``servelab plan`` needs from an engine: its allocation rules behind one adapter, and its figures."""
 
@@ -241,7 +241,7 @@ class LogMemory:
     hint: str  # what to do when it names none: "start llama-server with -lv 4 to log them"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Engine:
     """One engine, as every layer of servelab sees it."""
 
@@ -264,7 +264,7 @@ class Engine:
     planner: Planner | None = None
     signatures: str | None = None  # the package whose signatures.yaml lists its known log lines
     environment: Environment | None = None
-    speculative: Speculative | None = None
+    speculative: SpeculativeReader | None = None
     log_memory: LogMemory | None = None
     source_build: Callable[[str], SourceBuild | None] | None = None  # quant -> the fork that loads it
     scheduler: Callable[[EngineSetup], Scheduler] | None = None  # the emulator's model of its scheduler

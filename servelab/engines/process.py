@@ -395,8 +395,16 @@ def start_program(
     and wait until GET ``health_path`` answers 200."""
     check_port_free(host, port)
     log = log_path or default_log_path(name, port)
-    return start_server(argv, host=host, port=port, model=Path(model), log_path=log, health_path=health_path,
-                        timeout_s=timeout_s, name=name)  # fmt: skip
+    return start_server(
+        argv,
+        host=host,
+        port=port,
+        model=Path(model),
+        log_path=log,
+        health_path=health_path,
+        timeout_s=timeout_s,
+        name=name,
+    )
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

@@ -27,7 +27,7 @@ KIB = 1024
 VECTOR_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CPU:
     model: str
     vendor: str

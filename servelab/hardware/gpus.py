@@ -48,7 +48,7 @@ FIGURES = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GPU:
     name: str
     label: str

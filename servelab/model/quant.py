@@ -35,7 +35,7 @@ _ALIASES = {  # dtype spellings (bfloat16, float16, half …) resolve through se
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class QuantFormat:
     """How weights are stored: bits for the quantized matrices and for everything the format leaves alone."""
 
@@ -54,7 +54,17 @@ class QuantFormat:
 
 def float_format(name: str) -> QuantFormat:
     bits = _FLOAT_BITS[name]
-    return QuantFormat(name, "float", bits, LINEAR_ROLES, bits, bits, bits, bits, bits)
+    return QuantFormat(
+        name=name,
+        family="float",
+        bits_per_weight=bits,
+        quantized_roles=LINEAR_ROLES,
+        embedding_bits=bits,
+        lm_head_bits=bits,
+        small_bits=bits,
+        vision_bits=bits,
+        mtp_bits=bits,
+    )
 
 
 def int_group_format(family: str, bits: int, group: int, *, zero_point: bool = True) -> QuantFormat:
@@ -70,14 +80,21 @@ def int_group_format(family: str, bits: int, group: int, *, zero_point: bool = T
     zero_point = zero_point or family == "gptq"  # GPTQ checkpoints store qzeros even when symmetric
     overhead = 0.0 if group == -1 else (16 + (bits if zero_point else 0)) / group
     suffix = "" if zero_point else "-sym"
-    return QuantFormat(f"{family}-w{bits}g{group}{suffix}", family, bits + overhead)
+    return QuantFormat(
+        name=f"{family}-w{bits}g{group}{suffix}", family=family, bits_per_weight=bits + overhead
+    )
 
 
 def fp8_format(scaling: str = "tensor") -> QuantFormat:
     bits = (
         8 + 32 / (128 * 128) if scaling == "block" else 8.0
     )  # fp8 checkpoints ship the MTP layer in fp8 too
-    return QuantFormat("fp8" if scaling == "tensor" else f"fp8-{scaling}", "fp8", bits, mtp_bits=bits)
+    return QuantFormat(
+        name="fp8" if scaling == "tensor" else f"fp8-{scaling}",
+        family="fp8",
+        bits_per_weight=bits,
+        mtp_bits=bits,
+    )
 
 
 def gguf_format(mix: GGUFMix) -> QuantFormat:
@@ -85,16 +102,16 @@ def gguf_format(mix: GGUFMix) -> QuantFormat:
     types = gguf_types()
     embd = types[mix.token_embd or mix.base].bits_per_weight
     return QuantFormat(
-        mix.name,
-        "gguf",
-        types[mix.base].bits_per_weight,
-        LINEAR_ROLES,
-        embd,
-        types[mix.output].bits_per_weight,
-        32.0,
-        16.0,
-        types[mix.base].bits_per_weight,
-        mix,
+        name=mix.name,
+        family="gguf",
+        bits_per_weight=types[mix.base].bits_per_weight,
+        quantized_roles=LINEAR_ROLES,
+        embedding_bits=embd,
+        lm_head_bits=types[mix.output].bits_per_weight,
+        small_bits=32.0,
+        vision_bits=16.0,
+        mtp_bits=types[mix.base].bits_per_weight,
+        mix=mix,
     )
 
 
@@ -105,13 +122,17 @@ def _named_formats() -> dict[str, QuantFormat]:
     )
     formats["awq"] = int_group_format("awq", 4, 128)
     formats["gptq"] = int_group_format("gptq", 4, 128)
-    formats["bnb-nf4"] = QuantFormat("bnb-nf4", "bnb", 4 + 32 / 64)  # fp32 absmax per 64
+    formats["bnb-nf4"] = QuantFormat(
+        name="bnb-nf4", family="bnb", bits_per_weight=4 + 32 / 64
+    )  # fp32 absmax per 64
     formats["bnb-nf4-dq"] = QuantFormat(
-        "bnb-nf4-dq", "bnb", 4 + 8 / 64 + 32 / (64 * 256)
+        name="bnb-nf4-dq", family="bnb", bits_per_weight=4 + 8 / 64 + 32 / (64 * 256)
     )  # 8-bit absmax, fp32 per 256
-    formats["bnb-int8"] = QuantFormat("bnb-int8", "bnb", 8.0)  # + one fp32 scale per row
-    formats["nvfp4"] = QuantFormat("nvfp4", "nvfp4", 4.5)
-    formats["mxfp4"] = QuantFormat("mxfp4", "mxfp4", 4.25)
+    formats["bnb-int8"] = QuantFormat(
+        name="bnb-int8", family="bnb", bits_per_weight=8.0
+    )  # + one fp32 scale per row
+    formats["nvfp4"] = QuantFormat(name="nvfp4", family="nvfp4", bits_per_weight=4.5)
+    formats["mxfp4"] = QuantFormat(name="mxfp4", family="mxfp4", bits_per_weight=4.25)
     return formats
 
 
@@ -186,7 +207,13 @@ def quant_from_config(qc: dict[str, Any]) -> QuantFormat:
         scaling = "block" if qc.get("weight_block_size") else "tensor"
         return replace(fp8_format(scaling), unquantized_modules=ignore)
     if method == "mxfp4":  # transformers' Mxfp4HfQuantizer converts the MoE experts only
-        return QuantFormat("mxfp4", "mxfp4", 4.25, frozenset({"experts"}), unquantized_modules=ignore)
+        return QuantFormat(
+            name="mxfp4",
+            family="mxfp4",
+            bits_per_weight=4.25,
+            quantized_roles=frozenset({"experts"}),
+            unquantized_modules=ignore,
+        )
     if method == "modelopt":
         algo = str(qc.get("quant_algo") or qc.get("quantization", {}).get("quant_algo", "")).upper()
         return replace(get_quant("nvfp4" if "FP4" in algo else "fp8"), unquantized_modules=ignore)

@@ -154,7 +154,7 @@ class MoESpec:
             )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VisionSpec:
     """A vision tower's shape (config.json `vision_config`), for what an engine's start-up profile runs through
     it. `merge` > 1 is a dynamic-resolution tower whose patches are merged `merge` x `merge` into one LLM token
@@ -200,7 +200,7 @@ class WeightGroup:
                 raise ModelFormatError(f"weight group {self.name!r} has {value} {name}; it must be >= 0")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     name: str
     architecture: str  # e.g. "qwen3_5", "llama", "deepseek_v3", "qwen35" (GGUF)

@@ -48,7 +48,15 @@ def make_hf_model(kind: str, path: Path | str, shape: ModelShape | None = None) 
             f"cannot write model to {path}: {exc.strerror or exc}; choose a writable -o directory"
         ) from exc
     size = sum(f.stat().st_size for f in path.iterdir())
-    return MadeModel(path, kind, arch.ARCHITECTURE, shape.weight_type, n_params, size, shape)
+    return MadeModel(
+        path=path,
+        kind=kind,
+        architecture=arch.ARCHITECTURE,
+        weight_type=shape.weight_type,
+        n_params=n_params,
+        file_bytes=size,
+        shape=shape,
+    )
 
 
 def _check_target(path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from servelab.modelmake.shapes import ModelShape
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MadeModel:
     path: Path  # the .gguf file, or the Hugging Face model directory
     kind: str

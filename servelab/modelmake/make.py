@@ -40,7 +40,15 @@ def make_model(kind: str, path: Path | str, shape: ModelShape | None = None, fmt
         raise ConfigError(
             f"cannot write model to {path}: {exc.strerror or exc}; choose a writable -o path"
         ) from exc
-    return MadeModel(path, kind, arch.ARCH, shape.weight_type, n_params, path.stat().st_size, shape)
+    return MadeModel(
+        path=path,
+        kind=kind,
+        architecture=arch.ARCH,
+        weight_type=shape.weight_type,
+        n_params=n_params,
+        file_bytes=path.stat().st_size,
+        shape=shape,
+    )
 
 
 def _write(path: Path, kind: str, arch: ModuleType, shape: ModelShape) -> int:

@@ -15,7 +15,7 @@ QUANT_BLOCK = 32  # Q8_0 / Q4_0 quantize rows in blocks of 32 values
 MAX_PARAMS = 1_000_000_000  # random weights are drawn in memory first
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelShape:
     """Sizes of a self-made model.
 

@@ -165,6 +165,13 @@ def plan_compose(
         engine.source_build(plan.quant) if engine.source_build else None
     )  # the official image cannot load it
     return compose_service(
-        plan.engine, list(plan.command), image=engine.image or "", port=port, health_path=engine.health_path,
-        host=host, gpus=gpus, build=build, compute_capability=compute_capability,
-    ).rstrip("\n")  # fmt: skip
+        plan.engine,
+        list(plan.command),
+        image=engine.image or "",
+        port=port,
+        health_path=engine.health_path,
+        host=host,
+        gpus=gpus,
+        build=build,
+        compute_capability=compute_capability,
+    ).rstrip("\n")

@@ -95,10 +95,14 @@ def render_plan(console: Console, plan: Plan) -> None:
     if plan.efficiency_source:
         aside = "" if sp.source == "plan" else f" (the planner's; the expected speeds are the {sp.source}'s)"
         console.print(f"efficiency{aside}: {plan.efficiency_source}", markup=False)
-    prefill = "" if sp.prefill_short_tok_s is None else (
-        f"; expected ({sp.source}) {banded(sp.prefill_short_tok_s, bands.get('prefill_short'))} tok/s for"
-        f" {c.short_context}"
-    )  # fmt: skip
+    prefill = (
+        ""
+        if sp.prefill_short_tok_s is None
+        else (
+            f"; expected ({sp.source}) {banded(sp.prefill_short_tok_s, bands.get('prefill_short'))} tok/s for"
+            f" {c.short_context}"
+        )
+    )
     console.print(
         f"prefill ceiling: {plan.prefill_ceiling_tok_s} tok/s for a {plan.context_served or plan.context}"
         f"-token prompt, {plan.prefill_short_tok_s} tok/s for {c.short_context} ({plan.prefill_bound}-bound)"
@@ -109,8 +113,10 @@ def render_plan(console: Console, plan: Plan) -> None:
     if plan.single_gpu_decode_tok_s is not None:
         console.print(f"one GPU alone: {plan.single_gpu_decode_tok_s} tok/s at the full context")
     if plan.decode_batch_tok_s:
-        for kind, points in (("batch_short", plan.decode_batch_tok_s),
-                             ("batch_full", plan.decode_batch_full_context_tok_s)):  # fmt: skip
+        for kind, points in (
+            ("batch_short", plan.decode_batch_tok_s),
+            ("batch_full", plan.decode_batch_full_context_tok_s),
+        ):
             if points:
                 console.print(
                     f"aggregate decode ceiling (expected) at {points[0].context} tokens: "
@@ -169,10 +175,20 @@ def comparison_table(plans: PlanSet) -> Table:
     table = Table(
         title=f"{plans.model} on {plans.gpus} x {plans.gpu}", box=box.SIMPLE_HEAD, collapse_padding=True
     )
-    for name, justify in (("engine", "left"), ("quant", "left"), ("KV", "left"), ("fits", "left"),
-                          ("context\nserved", "right"), ("weights\nGiB", "right"), ("KV\nGiB", "right"),
-                          ("state\nGiB", "right"), ("total\nGiB", "right"), ("decode\nshort\ntok/s", "right"),
-                          ("decode\nfull\ntok/s", "right"), ("prefill\ntok/s", "right")):  # fmt: skip
+    for name, justify in (
+        ("engine", "left"),
+        ("quant", "left"),
+        ("KV", "left"),
+        ("fits", "left"),
+        ("context\nserved", "right"),
+        ("weights\nGiB", "right"),
+        ("KV\nGiB", "right"),
+        ("state\nGiB", "right"),
+        ("total\nGiB", "right"),
+        ("decode\nshort\ntok/s", "right"),
+        ("decode\nfull\ntok/s", "right"),
+        ("prefill\ntok/s", "right"),
+    ):
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for p in plans.plans:
         m = p.memory_bytes

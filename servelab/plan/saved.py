@@ -15,7 +15,7 @@ from servelab.sizing.typed_json import from_json
 from servelab.sizing.types import Plan, PlannedCard
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SavedMemory:
     """`memory_bytes` of a plan entry, per GPU in bytes (see `MemoryBytes`)."""
 
@@ -48,7 +48,7 @@ class SavedBatchPoint:
     aggregate_tok_s: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SavedPlan:
     engine: str | None = None
     quant: str | None = None

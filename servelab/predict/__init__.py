@@ -1,6 +1,6 @@
 """`servelab predict`: an engine emulator in virtual time, driven by the planner (docs/predict.md).
 
-`core` (the emulator's value types), `continuous` and `blocks` (continuous batching and its KV block pool)
-are leaves that engine packages import for their schedulers (`engines/<e>/scheduler.py`); `roofline` prices a
-step; `emulator` runs the discrete-event loop; `machine` builds the figures from a plan; `run` is the ladder.
+`roofline` prices a step at the machine's `AchievedRates`; `emulator` runs the discrete-event loop over an
+engine's scheduler (`scheduling/`, `engines/<e>/scheduler.py`); `machine` builds the figures from a plan;
+`virtual_ladder` is bench's load in virtual time; `run` stores it as a run marked predicted.
 """

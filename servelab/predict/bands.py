@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from servelab.predict.roofline import Effective
+from servelab.predict.roofline import AchievedRates
 from servelab.predict.stepmodel import StepModel
 from servelab.results.stats import LevelStats
 
@@ -41,7 +41,7 @@ class Pricing:
     """The figures a prediction's steps are priced with, where they came from, and the model whose
     cross-validation bands apply (the corpus fit; None for a calibration or the plan alone)."""
 
-    effective: Effective
+    rates: AchievedRates
     provenance: Provenance
     model: StepModel | None = None
     engine: str = ""  # registry name
@@ -71,13 +71,26 @@ class LevelFigure:
 # A serving figure the corpus has no serving rows for takes its llama-bench counterpart's band: a prompt's
 # prefill rate for TTFT, the decode rate for TPOT/ITL (inverted)
 LEVEL_FIGURES: tuple[LevelFigure, ...] = (
-    LevelFigure("ttft_ms_p50", "TTFT p50", "ms", (("TTFT", False), ("pp tok/s", True)), lambda s: s.ttft_ms.p50),
-    LevelFigure("tpot_ms_p50", "TPOT p50", "ms", (("TPOT/ITL", False), ("tg tok/s", True)), lambda s: s.tpot_ms.p50),
-    LevelFigure("itl_ms_p50", "ITL p50", "ms", (("TPOT/ITL", False), ("tg tok/s", True)), lambda s: s.itl_ms.p50),
-    LevelFigure("per_stream_tok_s_p50", "stream tok/s p50", "tok/s", (("TPOT/ITL", True), ("tg tok/s", False)),
-                lambda s: s.per_stream_tok_s.p50),
-    LevelFigure("output_tok_s", "output tok/s", "tok/s", (("output tok/s", False),), lambda s: s.output_tok_s or None),
-)  # fmt: skip
+    LevelFigure(
+        "ttft_ms_p50", "TTFT p50", "ms", (("TTFT", False), ("pp tok/s", True)), lambda s: s.ttft_ms.p50
+    ),
+    LevelFigure(
+        "tpot_ms_p50", "TPOT p50", "ms", (("TPOT/ITL", False), ("tg tok/s", True)), lambda s: s.tpot_ms.p50
+    ),
+    LevelFigure(
+        "itl_ms_p50", "ITL p50", "ms", (("TPOT/ITL", False), ("tg tok/s", True)), lambda s: s.itl_ms.p50
+    ),
+    LevelFigure(
+        "per_stream_tok_s_p50",
+        "stream tok/s p50",
+        "tok/s",
+        (("TPOT/ITL", True), ("tg tok/s", False)),
+        lambda s: s.per_stream_tok_s.p50,
+    ),
+    LevelFigure(
+        "output_tok_s", "output tok/s", "tok/s", (("output tok/s", False),), lambda s: s.output_tok_s or None
+    ),
+)
 
 
 def level_batch(stats: LevelStats) -> int:
@@ -117,8 +130,12 @@ def level_figures(stats: LevelStats, pricing: Pricing) -> dict[str, Any]:
             if band is not None:
                 of = group
                 break
-        figures[f.key] = {"value": value, "band": None if band is None else list(band), "band_of": of,
-                          "source": pricing.provenance.source}  # fmt: skip
+        figures[f.key] = {
+            "value": value,
+            "band": None if band is None else list(band),
+            "band_of": of,
+            "source": pricing.provenance.source,
+        }
     return {**pricing.provenance.to_json(), "batch": batch, "figures": figures}
 
 

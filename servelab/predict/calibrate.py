@@ -1,4 +1,4 @@
-"""Fit the emulator's `Effective` figures to measured runs (pure: records in, figures and residuals out).
+"""Fit the emulator's `AchievedRates` figures to measured runs (pure: records in, figures and residuals out).
 
 The roofline prices a step as  Σ passes max(bytes / bandwidth, FLOPs / compute) + all-reduces
 + per-step overhead + per-token overhead x tokens  (servelab/predict/roofline.py). Which steps a real server ran
@@ -13,7 +13,7 @@ With each pass on the memory or the compute side of its max, every interval is l
 interval weighted equally in total) gives the four figures; the sides are re-chosen and the replay re-run with
 the new figures until they stop moving. On records the emulator made itself the fit returns its figures.
 Where the engine's CPU backend prices passes of >= 2 tokens as bytes / batched bandwidth + FLOPs / compute
-(`Effective.batched_bandwidth_bytes_s`, llama.cpp), that pass is linear in (1/batched bandwidth, 1/compute) and
+(`AchievedRates.batched_bandwidth_bytes_s`, llama.cpp), that pass is linear in (1/batched bandwidth, 1/compute) and
 the fit has a fifth figure.
 
 Requests the server found in its prompt cache (cached tokens reported, or a shared prefix in the workload)
@@ -34,7 +34,7 @@ import numpy as np
 from servelab.errors import ConfigError
 from servelab.predict.emulator import Outcome, emulate
 from servelab.predict.machine import EmulatedEngine
-from servelab.predict.roofline import Effective, Roofline
+from servelab.predict.roofline import AchievedRates, Roofline
 from servelab.results.records import RequestRecord
 from servelab.scheduling.core import Request, Speculation, Step
 
@@ -52,7 +52,7 @@ TRIM = 1.0  # intervals the replay misses by more than this (relative) sit out t
 BATCHED, PREFILL = 4, 5
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LevelFit:
     """How the fitted figures explain one level of the runs: medians measured vs replayed."""
 
@@ -66,9 +66,9 @@ class LevelFit:
     prefill_error: float | None  # the same of its prefills (None: none measured)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Calibration:
-    effective: Effective
+    rates: AchievedRates
     intervals: int  # measured intervals fitted
     gaps: int
     prefills: int
@@ -79,7 +79,7 @@ class Calibration:
     rounds: int
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Pass:
     bytes: float
     flops: float
@@ -96,7 +96,7 @@ class _StepRow:
     tokens: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Recorder(Roofline):
     """The roofline that also lists each step and which sequences it emits a token for."""
 
@@ -110,9 +110,17 @@ class _Recorder(Roofline):
         for p in step.passes:
             if p:
                 tokens = sum(w.new + w.verify for w in p)
-                passes.append(_Pass(self.pass_bytes(p), self.pass_flops(p), self.allreduce_s(tokens), tokens,
-                                    self.prompt_flops(p), self.decode_attention_flops(p),
-                                    self.decode_attention_ratio))  # fmt: skip
+                passes.append(
+                    _Pass(
+                        bytes=self.pass_bytes(p),
+                        flops=self.pass_flops(p),
+                        fixed_s=self.allreduce_s(tokens),
+                        tokens=tokens,
+                        prompt_flops=self.prompt_flops(p),
+                        apart_flops=self.decode_attention_flops(p),
+                        ratio=self.decode_attention_ratio,
+                    )
+                )
         self.log.append(_StepRow(passes, step.tokens))
         for w in step.works:
             rid = w.seq.request.rid
@@ -122,12 +130,12 @@ class _Recorder(Roofline):
         return super().step_s(step, speculation)
 
 
-def _recorder(roofline: Roofline, effective: Effective) -> _Recorder:
+def _recorder(roofline: Roofline, rates: AchievedRates) -> _Recorder:
     values = {f.name: getattr(roofline, f.name) for f in fields(Roofline)}
-    return _Recorder(**{**values, "effective": effective})
+    return _Recorder(**{**values, "rates": rates})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Interval:
     group: int
     level: str
@@ -158,11 +166,11 @@ def group_records(records: Iterable[RequestRecord]) -> dict[tuple[int, str, int]
 
 
 def _replay(
-    engine: EmulatedEngine, level: str, records: list[RequestRecord], effective: Effective
+    engine: EmulatedEngine, level: str, records: list[RequestRecord], rates: AchievedRates
 ) -> _Replay:
     """`records` through the scheduler: a request sent as another's stream ended (a closed-loop client's next
     one) follows that request's replayed end by the same delay; any other enters at its send time."""
-    rec = _recorder(engine.roofline, effective)
+    rec = _recorder(engine.roofline, rates)
     t0 = records[0].sent_ns
     sent = [(r.sent_ns - t0) / 1e9 for r in records]
     requests, base = [], 0
@@ -219,7 +227,13 @@ def _intervals(group: int, replay: _Replay) -> list[_Interval]:
             if prefill is not None:
                 out.append(
                     _Interval(
-                        group, replay.level, "prefill", prefill, replay.rec.admitted[rid], steps[0], rid
+                        group=group,
+                        level=replay.level,
+                        kind="prefill",
+                        measured_s=prefill,
+                        first=replay.rec.admitted[rid],
+                        last=steps[0],
+                        rid=rid,
                     )
                 )
         counts = list(r.chunk_tokens) if len(r.chunk_tokens) == len(r.chunk_ns) else [1] * len(r.chunk_ns)
@@ -239,7 +253,17 @@ def _intervals(group: int, replay: _Replay) -> list[_Interval]:
             first, last = steps[start_token - 1] + 1, steps[token - 1]
             gap = (r.chunk_ns[k] - r.chunk_ns[start]) / 1e9
             if gap > 0 and last >= first:
-                out.append(_Interval(group, replay.level, "gap", gap, first, last, rid))
+                out.append(
+                    _Interval(
+                        group=group,
+                        level=replay.level,
+                        kind="gap",
+                        measured_s=gap,
+                        first=first,
+                        last=last,
+                        rid=rid,
+                    )
+                )
             start, start_token = k, token
     return out
 
@@ -305,9 +329,12 @@ def _weights(intervals: list[_Interval]) -> np.ndarray:
 
 
 def nonnegative_lstsq(
-    a: np.ndarray, y: np.ndarray, held: np.ndarray, positive: tuple[int, ...] = (0, 1, BATCHED),
+    a: np.ndarray,
+    y: np.ndarray,
+    held: np.ndarray,
+    positive: tuple[int, ...] = (0, 1, BATCHED),
     signed: tuple[int, ...] = (PREFILL,),
-) -> np.ndarray:  # fmt: skip
+) -> np.ndarray:
     """min ||a x - y|| with x >= 0 (entries in `signed` of any sign), by trying each set of free entries (6
     unknowns: 64 sets); columns scaled to unit norm first. An entry left out is 0, except those in `positive`
     (1/bandwidth, 1/compute, 1/batched bandwidth), which keep their `held` value: a column the data never
@@ -340,28 +367,36 @@ def nonnegative_lstsq(
     return best / scale
 
 
-def _to_x(e: Effective) -> np.ndarray:
+def _to_x(e: AchievedRates) -> np.ndarray:
     batched = 0.0 if e.batched_bandwidth_bytes_s is None else 1 / e.batched_bandwidth_bytes_s
     prefill = 0.0 if e.prefill_flops_s is None else 1 / e.prefill_flops_s - 1 / e.flops_s
-    return np.array([1 / e.bandwidth_bytes_s, 1 / e.flops_s, e.step_overhead_s, e.token_overhead_s, batched,
-                     prefill])  # fmt: skip
+    return np.array(
+        [1 / e.bandwidth_bytes_s, 1 / e.flops_s, e.step_overhead_s, e.token_overhead_s, batched, prefill]
+    )
 
 
-def _to_effective(x: np.ndarray, source: str) -> Effective:
+def _to_rates(x: np.ndarray, source: str) -> AchievedRates:
     batched = float(1 / x[BATCHED]) if _has_batched(x) else None
     prefill = float(1 / (x[1] + x[PREFILL])) if x[PREFILL] != 0 else None
-    return Effective(float(1 / x[0]), float(1 / x[1]), float(x[2]), float(x[3]), source=source,
-                     batched_bandwidth_bytes_s=batched, prefill_flops_s=prefill)  # fmt: skip
+    return AchievedRates(
+        bandwidth_bytes_s=float(1 / x[0]),
+        flops_s=float(1 / x[1]),
+        step_overhead_s=float(x[2]),
+        token_overhead_s=float(x[3]),
+        source=source,
+        batched_bandwidth_bytes_s=batched,
+        prefill_flops_s=prefill,
+    )
 
 
 def _fill_ttft_prefills(
-    replays: list[_Replay], intervals: list[_Interval], effective: Effective
+    replays: list[_Replay], intervals: list[_Interval], rates: AchievedRates
 ) -> list[_Interval]:
     """Prefill intervals from TTFT where the server gave no prompt time: TTFT less the replay's wait."""
     out = list(intervals)
     seen = {(iv.group, iv.rid) for iv in intervals if iv.kind == "prefill"}
     for g, replay in enumerate(replays):
-        times = _step_times(replay, effective)
+        times = _step_times(replay, rates)
         for rid, r in enumerate(replay.records):
             steps, first_s = replay.rec.emitted.get(rid), replay.end_s.get(rid)
             if (g, rid) in seen or not steps or not first_s or rid not in replay.rec.admitted:
@@ -372,12 +407,22 @@ def _fill_ttft_prefills(
             wait = first_s[0] - replay.arrival_s[rid] - float(sum(times[start : steps[0] + 1]))
             ttft = (r.first_token_ns - r.sent_ns) / 1e9 - max(0.0, wait)
             if ttft > 0:
-                out.append(_Interval(g, replay.level, "prefill", ttft, start, steps[0], rid))
+                out.append(
+                    _Interval(
+                        group=g,
+                        level=replay.level,
+                        kind="prefill",
+                        measured_s=ttft,
+                        first=start,
+                        last=steps[0],
+                        rid=rid,
+                    )
+                )
     return out
 
 
-def _step_times(replay: _Replay, effective: Effective) -> list[float]:
-    e = effective
+def _step_times(replay: _Replay, rates: AchievedRates) -> list[float]:
+    e = rates
     return [
         sum(
             e.pass_time(p.tokens, p.bytes, p.flops, p.prompt_flops, p.apart_flops, p.ratio) + p.fixed_s
@@ -392,17 +437,17 @@ def _step_times(replay: _Replay, effective: Effective) -> list[float]:
 def fit(
     engine: EmulatedEngine, records: Sequence[RequestRecord], *, source: str = "calibration"
 ) -> Calibration:
-    """The `Effective` figures that best explain `records` (one engine's runs) on `engine`'s scheduler."""
+    """The `AchievedRates` figures that best explain `records` (one engine's runs) on `engine`'s scheduler."""
     groups = group_records(records)
     if not groups:
         raise ConfigError("the runs hold no successful streamed requests to calibrate on")
-    effective = engine.roofline.effective
-    x = _to_x(effective)
+    rates = engine.roofline.rates
+    x = _to_x(rates)
     rounds = 0
     for rounds in range(1, OUTER_ROUNDS + 1):
-        replays = [_replay(engine, k[1], v, effective) for k, v in groups.items()]
+        replays = [_replay(engine, k[1], v, rates) for k, v in groups.items()]
         intervals = [iv for g, r in enumerate(replays) for iv in _intervals(g, r)]
-        intervals = _fill_ttft_prefills(replays, intervals, effective)
+        intervals = _fill_ttft_prefills(replays, intervals, rates)
         if len(intervals) < MIN_INTERVALS:
             raise ConfigError(
                 f"the runs give {len(intervals)} measured intervals (at least {MIN_INTERVALS} needed); "
@@ -410,18 +455,18 @@ def fit(
             )
         if rounds == 1:
             x = _initial(replays, intervals, x)
-            effective = _to_effective(x, source)
+            rates = _to_rates(x, source)
             continue
         new_x = _fit_sides(replays, intervals, x)
         moved = float(np.max(np.abs(new_x - x) / np.maximum(np.abs(x), 1e-30)))
-        x, effective = new_x, _to_effective(new_x, source)
+        x, rates = new_x, _to_rates(new_x, source)
         if moved < CONVERGED:
             break
-    return _explained(engine, groups, effective, x, rounds)
+    return _explained(engine, groups, rates, x, rounds)
 
 
 def explain(
-    engine: EmulatedEngine, records: Sequence[RequestRecord], effective: Effective | None = None
+    engine: EmulatedEngine, records: Sequence[RequestRecord], rates: AchievedRates | None = None
 ) -> Calibration:
     """How well given figures (the engine's own when None) explain `records`, nothing fitted: each level-repeat
     replayed at its measured send times, so clients that did not send in step (a loaded host) are replayed as
@@ -429,17 +474,17 @@ def explain(
     groups = group_records(records)
     if not groups:
         raise ConfigError("the runs hold no successful streamed requests to compare with")
-    effective = effective or engine.roofline.effective
-    return _explained(engine, groups, effective, _to_x(effective), 0)
+    rates = rates or engine.roofline.rates
+    return _explained(engine, groups, rates, _to_x(rates), 0)
 
 
 def _explained(
-    engine: EmulatedEngine, groups: dict, effective: Effective, x: np.ndarray, rounds: int
+    engine: EmulatedEngine, groups: dict, rates: AchievedRates, x: np.ndarray, rounds: int
 ) -> Calibration:
     """The report of `effective` on every level-repeat replayed with it."""
-    replays = [_replay(engine, k[1], v, effective) for k, v in groups.items()]
+    replays = [_replay(engine, k[1], v, rates) for k, v in groups.items()]
     intervals = [iv for g, r in enumerate(replays) for iv in _intervals(g, r)]
-    return _report(replays, _fill_ttft_prefills(replays, intervals, effective), x, effective, rounds)
+    return _report(replays, _fill_ttft_prefills(replays, intervals, rates), x, rates, rounds)
 
 
 def _fit_sides(replays: list[_Replay], intervals: list[_Interval], x: np.ndarray) -> np.ndarray:
@@ -482,7 +527,7 @@ def _initial(replays: list[_Replay], intervals: list[_Interval], x: np.ndarray) 
 
 
 def _report(
-    replays: list[_Replay], intervals: list[_Interval], x: np.ndarray, effective: Effective, rounds: int
+    replays: list[_Replay], intervals: list[_Interval], x: np.ndarray, rates: AchievedRates, rounds: int
 ) -> Calibration:
     a, y = _system(replays, intervals, x)
     fitted = a @ x
@@ -493,7 +538,7 @@ def _report(
     r2 = 1.0 - float(np.sum((fitted_s - measured) ** 2)) / ss_tot if ss_tot > 0 else 1.0
     kinds = [iv.kind for iv in intervals]
     return Calibration(
-        effective=effective,
+        rates=rates,
         intervals=len(intervals),
         gaps=kinds.count("gap"),
         prefills=kinds.count("prefill"),
@@ -522,10 +567,18 @@ def _levels(replays: list[_Replay], intervals: list[_Interval], rel: np.ndarray)
         fit_ttft = [t[0] - at for _, at, t in rows]
         fit_tpot = [(t[-1] - t[0]) / (len(t) - 1) for _, _, t in rows if len(t) > 1]
         prefill = errors.get((level, "prefill"))
-        out.append(LevelFit(
-            level, len(rows), _med(ttft), _med(fit_ttft), _med(tpot), _med(fit_tpot),
-            _med(errors.get((level, "gap"), [])), None if not prefill else _med(prefill),
-        ))  # fmt: skip
+        out.append(
+            LevelFit(
+                level=level,
+                requests=len(rows),
+                ttft_p50_s=_med(ttft),
+                ttft_p50_fit_s=_med(fit_ttft),
+                tpot_p50_s=_med(tpot),
+                tpot_p50_fit_s=_med(fit_tpot),
+                gap_error=_med(errors.get((level, "gap"), [])),
+                prefill_error=None if not prefill else _med(prefill),
+            )
+        )
     return tuple(out)
 
 
@@ -538,6 +591,6 @@ def _med(values: list[float]) -> float:
     return float(median(values)) if values else math.nan
 
 
-def with_effective(engine: EmulatedEngine, effective: Effective) -> EmulatedEngine:
+def with_rates(engine: EmulatedEngine, rates: AchievedRates) -> EmulatedEngine:
     """`engine` priced with other effective figures (a calibration profile's)."""
-    return replace(engine, roofline=replace(engine.roofline, effective=effective))
+    return replace(engine, roofline=replace(engine.roofline, rates=rates))

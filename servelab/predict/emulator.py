@@ -40,8 +40,14 @@ class StepResult:
 class EngineLoop:
     """An engine's scheduler on a clock: `arrive` adds a request, `step` runs the next iteration from `now`."""
 
-    def __init__(self, scheduler: Scheduler, roofline: Roofline, speculation: Speculation | None = None,
-                 *, fast: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        roofline: Roofline,
+        speculation: Speculation | None = None,
+        *,
+        fast: bool = True,
+    ) -> None:
         self.scheduler, self.roofline, self.speculation = scheduler, roofline, speculation
         self.fast = fast and speculation is None
         self.now = 0.0
@@ -50,7 +56,7 @@ class EngineLoop:
     def arrive(self, request: Request) -> Outcome:
         """`request` joins the scheduler (it is considered at the next step boundary); refused when the
         engine can never serve it."""
-        seq = Sequence(request)
+        seq = Sequence(request=request)
         return Outcome(seq, self.scheduler.add(seq))
 
     def busy(self) -> bool:

@@ -2,8 +2,8 @@
 planner arithmetic `servelab plan` uses (sizing/speed.py, kv.py, state.py, parallel.py) and the plan's figures
 (efficiency, KV pool, slots, batch sizes: `Plan.details`, read back as the engine's own typed `Figures`).
 
-`Effective` starts as the card's peak x the plan's sourced efficiency (decode: bandwidth, prefill: compute);
-a calibration profile passes its own `Effective` instead (docs/predict.md).
+`AchievedRates` starts as the card's peak x the plan's sourced efficiency (decode: bandwidth, prefill: compute);
+a calibration profile passes its own `AchievedRates` instead (docs/predict.md).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from servelab.model.spec import ModelSpec
 from servelab.plan.make import all_reduces, compute_dtype, planner_engine, sequence_state_bytes, with_quant
 from servelab.predict.bands import Pricing, Provenance
 from servelab.predict.profiles import Profile, stale_reason
-from servelab.predict.roofline import Effective, Roofline
+from servelab.predict.roofline import AchievedRates, Roofline
 from servelab.predict.stepmodel import StepModel, load_step_model, regime
 from servelab.scheduling.core import EngineSetup, Scheduler, Speculation
 from servelab.sizing import speed
@@ -42,10 +42,10 @@ class EmulatedEngine:
     pricing: Pricing | None = None  # where the step prices came from and their bands (None: given figures)
 
 
-def plan_effective(plan: Plan, gpu: GPU, model: ModelSpec) -> Effective:
+def plan_rates(plan: Plan, gpu: GPU, model: ModelSpec) -> AchievedRates:
     """The figures a step is priced with, the calibration aside: the GPU step model's where a fit ships
     (servelab/predict/stepmodel.json, or $SERVELAB_STEP_MODEL), else the planner's (`price`)."""
-    return price(plan, gpu, model, step_model=load_step_model()).effective
+    return price(plan, gpu, model, step_model=load_step_model()).rates
 
 
 def price(
@@ -64,25 +64,30 @@ def price(
     if profile is not None:
         detail = f"{profile.name}, {profile.created[:10]} (fit R2 {profile.fit.get('r2', float('nan')):.3f})"
         stale = stale_reason(profile, version if isinstance(version, str) else None)
-        return Pricing(profile.effective, Provenance("calibration", detail, stale), None, plan.engine)
+        return Pricing(profile.rates, Provenance("calibration", detail, stale), None, plan.engine)
     if step_model is not None and not gpu.is_cpu:
         from servelab.predict.corpus.load import gpu_class
 
         layers = _priced(model, plan.quant).num_layers
         note = step_model.provenance.get("note") or step_model.provenance.get("source")
         detail = "the GPU step model fitted to the public corpus" + (f" ({note})" if note else "")
-        return Pricing(step_model.effective(regime(plan.engine, gpu, plan.quant), gpu, layers),
-                       Provenance("corpus", detail), step_model, plan.engine, gpu_class(gpu))  # fmt: skip
+        return Pricing(
+            step_model.rates(regime(plan.engine, gpu, plan.quant), gpu, layers),
+            Provenance("corpus", detail),
+            step_model,
+            plan.engine,
+            gpu_class(gpu),
+        )
     why = (
         "this CPU has no calibration profile; the corpus fit is for GPUs"
         if gpu.is_cpu
         else "no step model fitted"
     )
     detail = f"the plan's sourced efficiencies ({why})"
-    return Pricing(planner_effective(plan, gpu, model), Provenance("plan", detail), None, plan.engine)
+    return Pricing(planner_rates(plan, gpu, model), Provenance("plan", detail), None, plan.engine)
 
 
-def planner_effective(plan: Plan, gpu: GPU, model: ModelSpec) -> Effective:
+def planner_rates(plan: Plan, gpu: GPU, model: ModelSpec) -> AchievedRates:
     """Peak bandwidth x the plan's decode efficiency, peak tensor FLOP/s x its prefill efficiency; on a CPU, for
     an engine whose batched passes take another path, those passes at the same bandwidth (until a calibration
     measures theirs)."""
@@ -90,10 +95,12 @@ def planner_effective(plan: Plan, gpu: GPU, model: ModelSpec) -> Effective:
     flops = gpu.tensor_flops(compute_dtype(model, gpu))
     bandwidth = gpu.bandwidth_bytes_s * decode
     batched = bandwidth if gpu.is_cpu and registry.get_engine(plan.engine).cpu_batched_path else None
-    return Effective(bandwidth, flops * prefill, source="plan", batched_bandwidth_bytes_s=batched)
+    return AchievedRates(
+        bandwidth_bytes_s=bandwidth, flops_s=flops * prefill, source="plan", batched_bandwidth_bytes_s=batched
+    )
 
 
-def roofline(plan: Plan, model: ModelSpec, gpu: GPU, effective: Effective | None = None) -> Roofline:
+def roofline(plan: Plan, model: ModelSpec, gpu: GPU, rates: AchievedRates | None = None) -> Roofline:
     """One tensor-parallel rank's figures: engines that all-reduce split weights, KV heads and state by the
     GPUs and pay the all-reduces (sizing/parallel.py); llama.cpp's layer split runs the layers one GPU after
     another, so a step costs what it would on one card."""
@@ -124,7 +131,7 @@ def roofline(plan: Plan, model: ModelSpec, gpu: GPU, effective: Effective | None
         head_flops_per_token=2 * output_head_params(model) * share,
         attention_width_full=full * share,
         attention_width_sliding=sliding * share,
-        effective=effective or plan_effective(plan, gpu, model),
+        rates=rates or plan_rates(plan, gpu, model),
         allreduce_s=allreduce,
         decode_attention_ratio=attention_apart,
     )
@@ -135,12 +142,12 @@ def emulated_engine(
     model: ModelSpec,
     gpu: GPU,
     *,
-    effective: Effective | None = None,
+    rates: AchievedRates | None = None,
     speculation: Speculation | None = None,
     pricing: Pricing | None = None,
 ) -> EmulatedEngine:
-    """The engine of `plan` as the emulator runs it, its steps priced by `pricing` (else `effective`, else
-    `plan_effective`); ConfigError when servelab has no model of its scheduler."""
+    """The engine of `plan` as the emulator runs it, its steps priced by `pricing` (else `rates`, else
+    `plan_rates`); ConfigError when servelab has no model of its scheduler."""
     engine = registry.get_engine(plan.engine)
     if engine.scheduler is None:
         emulated = ", ".join(e.name for e in registry.engines() if e.scheduler is not None)
@@ -156,7 +163,7 @@ def emulated_engine(
     return EmulatedEngine(
         engine.name,
         functools.partial(make, setup),
-        roofline(plan, model, gpu, pricing.effective if pricing is not None else effective),
+        roofline(plan, model, gpu, pricing.rates if pricing is not None else rates),
         context,
         speculation,
         pricing,

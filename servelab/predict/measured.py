@@ -48,8 +48,11 @@ def measured_setup(runs: Sequence[StoredRun], target: int | None = None) -> Meas
             models.add(t.info.model)
             contexts.add(t.info.context_per_slot)
             versions.add(t.info.version)
-            slots.update(_slot_count(s.text) for s in run.snapshots if s.target_index == t.index
-                         and s.moment == SLOTS_MOMENT)  # fmt: skip
+            slots.update(
+                _slot_count(s.text)
+                for s in run.snapshots
+                if s.target_index == t.index and s.moment == SLOTS_MOMENT
+            )
             records.extend(r for r in run.requests if r.target_index == t.index)
     if len(engines) > 1:
         shown = ", ".join(f"{e} (run {r})" for e, r in engines.items())

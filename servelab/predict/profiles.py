@@ -1,4 +1,4 @@
-"""Calibration profiles: the fitted `Effective` of one machine x engine x weight format, kept as one JSON file
+"""Calibration profiles: the fitted `AchievedRates` of one machine x engine x weight format, kept as one JSON file
 each in the user config dir (`<config>/calibration/`, servelab/paths.py).
 
 The machine is the GPU's catalog name, or for the CPU device (`--gpu cpu`) its key in servelab/hardware/cpu.py
@@ -18,20 +18,20 @@ from typing import Any
 from servelab import paths
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
-from servelab.predict.roofline import Effective, Roofline
+from servelab.predict.roofline import AchievedRates, Roofline
 from servelab.scheduling.core import Request, Sequence, Step, Work
 
 SCHEMA = 1
 FOLDER = "calibration"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Profile:
     machine: str  # machine_key(gpu)
     machine_label: str
     engine: str
     quant: str
-    effective: Effective
+    rates: AchievedRates
     created: str  # ISO date and time (UTC)
     runs: tuple[str, ...]
     model: str
@@ -47,6 +47,7 @@ class Profile:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["runs"] = list(self.runs)
+        data["effective"] = data.pop("rates")  # the file's key since schema 1
         return {"schema": SCHEMA, **data}
 
 
@@ -94,21 +95,35 @@ def read_profile(path: Path) -> Profile:
         e = data["effective"]
         batched = e.get("batched_bandwidth_bytes_s")  # profiles before it was fitted have none
         prefill = e.get("prefill_flops_s")  # nor this one
-        effective = Effective(
-            float(e["bandwidth_bytes_s"]), float(e["flops_s"]), float(e["step_overhead_s"]),
-            float(e["token_overhead_s"]), source="calibration",
+        rates = AchievedRates(
+            bandwidth_bytes_s=float(e["bandwidth_bytes_s"]),
+            flops_s=float(e["flops_s"]),
+            step_overhead_s=float(e["step_overhead_s"]),
+            token_overhead_s=float(e["token_overhead_s"]),
+            source="calibration",
             batched_bandwidth_bytes_s=None if batched is None else float(batched),
             prefill_flops_s=None if prefill is None else float(prefill),
-        )  # fmt: skip
-        figures = (effective.bandwidth_bytes_s, effective.flops_s, effective.batched_bandwidth_bytes_s or 1,
-                   effective.prefill_flops_s or 1)  # fmt: skip
+        )
+        figures = (
+            rates.bandwidth_bytes_s,
+            rates.flops_s,
+            rates.batched_bandwidth_bytes_s or 1,
+            rates.prefill_flops_s or 1,
+        )
         if min(figures) <= 0:
             raise ValueError("bandwidth and compute must be positive")
         return Profile(
-            str(data["machine"]), str(data["machine_label"]), str(data["engine"]), str(data["quant"]), effective,
-            str(data["created"]), tuple(str(r) for r in data["runs"]), str(data["model"]), dict(data["fit"]),
-            None if data.get("engine_version") is None else str(data["engine_version"]),
-        )  # fmt: skip
+            machine=str(data["machine"]),
+            machine_label=str(data["machine_label"]),
+            engine=str(data["engine"]),
+            quant=str(data["quant"]),
+            rates=rates,
+            created=str(data["created"]),
+            runs=tuple(str(r) for r in data["runs"]),
+            model=str(data["model"]),
+            fit=dict(data["fit"]),
+            engine_version=None if data.get("engine_version") is None else str(data["engine_version"]),
+        )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(
             f"calibration profile {path} is unreadable ({exc}); run `servelab calibrate` again or delete it"
@@ -142,7 +157,10 @@ def stale_reason(profile: Profile, predicted_version: str | None) -> str | None:
 def calibrated_speeds(roofline: Roofline, prompt_tokens: int = 1024) -> tuple[float, float]:
     """(single-stream decode tok/s after a `prompt_tokens` prompt, prefill tok/s of that prompt) at the
     roofline's figures: what `servelab plan` says a calibration profile measured."""
-    seq, decoding = Sequence(Request(0, 0.0, (), 1)), Sequence(Request(0, 0.0, (), 2), generated=1)
+    seq, decoding = (
+        Sequence(request=Request(0, 0.0, (), 1)),
+        Sequence(request=Request(0, 0.0, (), 2), generated=1),
+    )
     decode = roofline.step_s(Step(((Work(decoding, 1, prompt_tokens),),)))
     prefill = roofline.step_s(Step(((Work(seq, prompt_tokens, 0),),)))
     return 1 / decode, prompt_tokens / prefill

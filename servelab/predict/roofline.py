@@ -9,10 +9,10 @@ FLOPs of a pass = tokens x 2 x (active params - output head) + logits x 2 x outp
                   a token is sampled: a prompt's last position, each decoded token, every verified draft
                   (vLLM `logits_indices`, llama.cpp `batch.logits`, sglang's LogitsProcessor on the last token)
 The figures are per GPU (`Roofline` is built for one tensor-parallel rank, servelab/predict/machine.py).
-`Effective` holds what a calibration replaces: bandwidth, compute and the two overheads, and where a calibration
+`AchievedRates` holds what a calibration replaces: bandwidth, compute and the two overheads, and where a calibration
 found prompts faster per FLOP than decodes, a prefill compute for prompt tokens' FLOPs (`Work.prompt`).
 
-Batched passes on a CPU (`Effective.batched_bandwidth_bytes_s`, set for engines whose CPU kernels switch path at
+Batched passes on a CPU (`AchievedRates.batched_bandwidth_bytes_s`, set for engines whose CPU kernels switch path at
 two tokens, `Engine.cpu_batched_path`): a one-token pass is the max above, a pass of two or more tokens streams
 the weights and computes in turn: bytes / batched bandwidth + FLOPs / compute (llama.cpp's paths, with their
 source, in engines/llamacpp/engine.py and docs/predict.md). A CPU engine's decode attention
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from servelab.scheduling.core import Speculation, Step, Work
 
 
-@dataclass(frozen=True)
-class Effective:
+@dataclass(frozen=True, kw_only=True)
+class AchievedRates:
     """Achieved figures of one machine x engine x weight format: the planner's peak x its sourced efficiency
     until a calibration profile gives measured ones (`source` says which)."""
 
@@ -93,7 +93,7 @@ class Effective:
         return max(memory_s, compute_s)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Roofline:
     weight_bytes: Callable[[int], float]  # weights one pass of N tokens reads (per GPU)
     kv_full_bytes_per_token: float  # per GPU
@@ -103,7 +103,7 @@ class Roofline:
     flops_per_token: float  # 2 x active params (per GPU), the output head included
     attention_width_full: float  # query heads x head dim over full layers (per GPU)
     attention_width_sliding: float
-    effective: Effective
+    rates: AchievedRates
     allreduce_s: Callable[[int], float] = lambda tokens: 0.0  # tensor parallel: all-reduces of one pass
     head_flops_per_token: float = 0.0  # 2 x output head params (per GPU): paid by positions that give logits
     # a CPU engine's decode attention: run after the pass's matmuls at this fraction of the compute figure, its
@@ -152,7 +152,7 @@ class Roofline:
         """One forward pass: the longer of its memory and compute time, plus its all-reduces."""
         if not works:
             return 0.0
-        e = self.effective
+        e = self.rates
         if self.sliding_window:  # per sequence: the window caps each one's KV and attention
             tokens = sum(w.new + w.verify for w in works)
             memory_b, flops = self.pass_bytes(works), self.pass_flops(works)
@@ -171,14 +171,18 @@ class Roofline:
             prompt = 0.0
             if e.prefill_flops_s is not None:
                 prompts = [w for w in works if w.prompt]
-                prompt = self._flops(sum(w.new for w in prompts), sum(w.new * (w.context + w.new / 2) for w in prompts),
-                                     sum(map(_logits, prompts)))  # fmt: skip
+                prompt = self._flops(
+                    sum(w.new for w in prompts),
+                    sum(w.new * (w.context + w.new / 2) for w in prompts),
+                    sum(map(_logits, prompts)),
+                )
         apart = self.decode_attention_flops(works)
         if e.split:  # the step model: KV bytes and attention FLOPs at their own figures
             kv_b = memory_b - self.weight_bytes(tokens)
             attention = sum(self._attention_flops(w) for w in works)
-            seconds = e.pass_time(tokens, memory_b, flops, prompt, apart, self.decode_attention_ratio, kv_b,
-                                  attention)  # fmt: skip
+            seconds = e.pass_time(
+                tokens, memory_b, flops, prompt, apart, self.decode_attention_ratio, kv_b, attention
+            )
             return seconds + self.allreduce_s(tokens) * e.allreduce_scale
         return e.pass_time(
             tokens, memory_b, flops, prompt, apart, self.decode_attention_ratio
@@ -201,7 +205,7 @@ class Roofline:
         works = step.passes[0]
         if any(w.new != 1 or w.verify for w in works):
             return None
-        e, n = self.effective, len(works)
+        e, n = self.rates, len(works)
         if e.split:
             return self._repeated_split(works, count)
         context = sum(w.context for w in works)
@@ -232,7 +236,7 @@ class Roofline:
 
     def _repeated_split(self, works: Sequence[Work], count: int) -> list[float]:
         """`repeated_decode_s` under the step model: the same sums as `pass_s`, one step at a time."""
-        e, n = self.effective, len(works)
+        e, n = self.rates, len(works)
         context = sum(w.context for w in works)
         weights = self.weight_bytes(n)
         state = 2 * self.state_bytes * n
@@ -254,7 +258,7 @@ class Roofline:
         if drafting and speculation is not None:
             one_token = [Work(w.seq, 1, w.context) for w in drafting]
             seconds += speculation.gamma * speculation.draft_cost * self.pass_s(one_token)
-        e = self.effective
+        e = self.rates
         return seconds + e.step_overhead_s + e.token_overhead_s * step.tokens
 
 

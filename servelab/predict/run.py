@@ -23,8 +23,8 @@ from servelab.bench.live import LiveLevel
 from servelab.bench.monitor import LoopMonitor
 from servelab.bench.result import BenchResult
 from servelab.bench.workloads import build_prompts
-from servelab.predict.ladder import predict_ladder
 from servelab.predict.machine import EmulatedEngine
+from servelab.predict.virtual_ladder import predict_ladder
 from servelab.predict.words import WordTokenizer
 from servelab.results.level_key import Level
 from servelab.results.records import RequestRecord
@@ -43,8 +43,20 @@ def _reporter(config: BenchConfig, engine: EmulatedEngine, target: PredictTarget
         if progress is None:
             return
         state = LevelState(warmup=0, stop=config.stop, done=len(records))
-        live = LiveLevel(target.url, engine.engine, level.label, repeat, position, total, result.stats.requests,
-                         None, state, records, LoopMonitor(), result)  # fmt: skip
+        live = LiveLevel(
+            url=target.url,
+            engine=engine.engine,
+            level=level.label,
+            repeat=repeat,
+            position=position,
+            total=total,
+            planned=result.stats.requests,
+            duration_s=None,
+            state=state,
+            records=records,
+            monitor=LoopMonitor(),
+            result=result,
+        )
         position += 1
         progress(live)
 
@@ -52,9 +64,12 @@ def _reporter(config: BenchConfig, engine: EmulatedEngine, target: PredictTarget
 
 
 def predict(
-    config: BenchConfig, engine: EmulatedEngine, target: PredictTarget, store: Any | None = None,
+    config: BenchConfig,
+    engine: EmulatedEngine,
+    target: PredictTarget,
+    store: Any | None = None,
     progress: Progress | None = None,
-) -> BenchResult:  # fmt: skip
+) -> BenchResult:
     """Emulate every level of `config`; with a `store`, keep it as a run whose meta says `predicted`."""
     tokenizer = WordTokenizer()
     prompts = build_prompts(config.workload, prompt_count(config), tokenizer, engine.context)
@@ -104,9 +119,7 @@ def run_meta(config: BenchConfig, engine: EmulatedEngine, target: PredictTarget)
         ),
         settings=config.settings(),
         targets=(target.url,),
-        predicted=Prediction(
-            target=target, effective=asdict(engine.roofline.effective), speculation=speculation
-        ),
+        predicted=Prediction(target=target, effective=asdict(engine.roofline.rates), speculation=speculation),
         wall_anchor_ns=time.time_ns(),
         mono_anchor_ns=0,
     )

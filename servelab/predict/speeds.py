@@ -30,13 +30,15 @@ PREFILL_BANDS = (("pp tok/s", False), ("TTFT", True))
 
 def decode_tok_s(r: Roofline, context: int, batch: int = 1) -> float:
     """Aggregate decode tok/s of `batch` sequences each `context` tokens deep: one step, one token each."""
-    works = tuple(Work(Sequence(Request(i, 0.0, (), 2), generated=1), 1, context) for i in range(batch))
+    works = tuple(
+        Work(Sequence(request=Request(i, 0.0, (), 2), generated=1), 1, context) for i in range(batch)
+    )
     return batch / r.step_s(Step((works,)))
 
 
 def prefill_tok_s(r: Roofline, tokens: int) -> float:
     """Prefill tok/s of one `tokens`-token prompt in one pass (nothing cached)."""
-    return tokens / r.step_s(Step(((Work(Sequence(Request(0, 0.0, (), 1)), tokens, 0),),)))
+    return tokens / r.step_s(Step(((Work(Sequence(request=Request(0, 0.0, (), 1)), tokens, 0),),)))
 
 
 def _band(
@@ -55,14 +57,16 @@ def priced_plan(plan: Plan, model: ModelSpec, gpu: GPU, pricing: Pricing) -> Pla
     p = pricing.provenance
     if p.source == "plan":
         return dataclasses.replace(plan, speeds=PricedSpeeds("plan", p.detail, p.stale))
-    r = roofline(plan, model, gpu, pricing.effective)
+    r = roofline(plan, model, gpu, pricing.rates)
     e = plan.decode_expected_tok_s
     full = plan.context_served or plan.context
     short_tok_s, full_tok_s = decode_tok_s(r, e.short_context), decode_tok_s(r, full)
     prefill = prefill_tok_s(r, e.short_context)
-    bands = {"decode_short": _band(pricing, short_tok_s, 1, DECODE_BANDS),
-             "decode_full": _band(pricing, full_tok_s, 1, DECODE_BANDS),
-             "prefill_short": _band(pricing, prefill, 1, PREFILL_BANDS)}  # fmt: skip
+    bands = {
+        "decode_short": _band(pricing, short_tok_s, 1, DECODE_BANDS),
+        "decode_full": _band(pricing, full_tok_s, 1, DECODE_BANDS),
+        "prefill_short": _band(pricing, prefill, 1, PREFILL_BANDS),
+    }
 
     def batch_points(points: tuple[BatchPoint, ...], kind: str) -> tuple[BatchPoint, ...]:
         out = []

@@ -34,7 +34,7 @@ from servelab.engines import registry
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import GPU
 from servelab.model.quant import decode_family
-from servelab.predict.roofline import Effective
+from servelab.predict.roofline import AchievedRates
 from servelab.sizing.efficiency import KV_FAMILY, EfficiencyTable, decode_efficiency
 
 FIT_FILE = "stepmodel.json"
@@ -159,12 +159,12 @@ class StepModel:
     def value(self, name: str) -> float:
         return self.values[name] if name in self.values else prior(name)[0]
 
-    def effective(self, r: Regime, gpu: GPU, layers: int, *, source: str = "corpus") -> Effective:
-        """The `Effective` of one pass's regime on `gpu` (per GPU: the roofline's figures are per rank)."""
+    def rates(self, r: Regime, gpu: GPU, layers: int, *, source: str = "corpus") -> AchievedRates:
+        """The `AchievedRates` of one pass's regime on `gpu` (per GPU: the roofline's figures are per rank)."""
         n = r.names()
         bw = gpu.bandwidth_bytes_s
         unit = gpu.tensor_flops(r.unit)
-        return Effective(
+        return AchievedRates(
             bandwidth_bytes_s=bw / _positive(self.value(n["weights"]) + self.value(n["memory"])),
             flops_s=unit / _positive(self.value(n["compute"]) + self.value(n["backend"])),
             step_overhead_s=self.value(n["host"]),

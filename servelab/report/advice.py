@@ -50,7 +50,7 @@ def _object(value: Any, where: str) -> Mapping[str, Any]:
     return value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Member:
     """One configuration that meets the demand (the front, or the rest of the ranking)."""
 
@@ -75,11 +75,17 @@ class Member:
             bands[str(k)] = (float(v[0]), float(v[1]))
         replicas = _num(d, "replicas", where)
         return cls(
-            _text(d, "candidate", where), _num(d, "output_tok_s_per_gpu", where), _num(d, "ttft_p99_ms", where),
-            _num(d, "tpot_p99_ms", where), _num(d, "usd_per_million_output_tokens", where),
-            None if replicas is None else int(replicas), _num(d, "load_per_replica", where),
-            _text(d, "command", where), on_front or bool(d.get("on_front")), bands,
-        )  # fmt: skip
+            candidate=_text(d, "candidate", where),
+            per_gpu_tok_s=_num(d, "output_tok_s_per_gpu", where),
+            ttft_p99_ms=_num(d, "ttft_p99_ms", where),
+            tpot_p99_ms=_num(d, "tpot_p99_ms", where),
+            cost=_num(d, "usd_per_million_output_tokens", where),
+            replicas=None if replicas is None else int(replicas),
+            load=_num(d, "load_per_replica", where),
+            command=_text(d, "command", where),
+            on_front=on_front or bool(d.get("on_front")),
+            bands=bands,
+        )
 
 
 @dataclass(frozen=True)
@@ -103,15 +109,26 @@ class Confirmed:
     def from_json(cls, value: Any, where: str) -> Confirmed:
         d = _object(value, where)
         figures = tuple(
-            ConfirmedFigure(_text(f, "figure", w), _num(f, "advised", w), _num(f, "repredicted", w),
-                            _num(f, "measured", w))
-            for i, f in enumerate(_list(d, "figures", where)) for w in (f"{where}.figures[{i}]",)
+            ConfirmedFigure(
+                _text(f, "figure", w),
+                _num(f, "advised", w),
+                _num(f, "repredicted", w),
+                _num(f, "measured", w),
+            )
+            for i, f in enumerate(_list(d, "figures", where))
+            for w in (f"{where}.figures[{i}]",)
             if _object(f, w)
-        )  # fmt: skip
+        )
         commands = tuple(str(c) for c in _list(d, "commands", where))
         meets = d.get("meets_slo")
-        return cls(_text(d, "candidate", where), bool(d.get("ran")), _text(d, "verdict", where), commands, figures,
-                   meets if isinstance(meets, bool) else None)  # fmt: skip
+        return cls(
+            _text(d, "candidate", where),
+            bool(d.get("ran")),
+            _text(d, "verdict", where),
+            commands,
+            figures,
+            meets if isinstance(meets, bool) else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -129,8 +146,14 @@ class Check:
     @classmethod
     def from_json(cls, value: Any, where: str) -> Check:
         d = _object(value, where)
-        return cls(_text(d, "engine", where), _text(d, "workload", where), _text(d, "level", where),
-                   _text(d, "figure", where), _num(d, "predicted", where), _num(d, "measured", where))  # fmt: skip
+        return cls(
+            _text(d, "engine", where),
+            _text(d, "workload", where),
+            _text(d, "level", where),
+            _text(d, "figure", where),
+            _num(d, "predicted", where),
+            _num(d, "measured", where),
+        )
 
 
 @dataclass(frozen=True)
@@ -162,16 +185,27 @@ class AdviceDoc:
         users, rate = _num(demand, "users", where), _num(demand, "rate", where)
         load = f"{users:g} users" if users else f"{rate:g} req/s" if rate else "as many users as fit"
         bounds = ", ".join(f"{k} ≤ {v:g}" for k, v in slo.items() if isinstance(v, int | float))
-        ask = (f"{_text(d, 'model', where)} on {fmt(_num(d, 'gpus', where), 0)} x {_text(d, 'gpu', where)}: "
-               f"{load}, SLO {bounds or 'none'}")  # fmt: skip
-        tally = (f"{fmt(_num(d, 'candidates', where), 0)} candidates, {len(_list(d, 'pruned', where))} do not fit, "
-                 f"{len(_list(d, 'missed', where))} miss the SLO, {len(ranked)} meet it; front of {len(front)}")  # fmt: skip
+        ask = (
+            f"{_text(d, 'model', where)} on {fmt(_num(d, 'gpus', where), 0)} x {_text(d, 'gpu', where)}: "
+            f"{load}, SLO {bounds or 'none'}"
+        )
+        tally = (
+            f"{fmt(_num(d, 'candidates', where), 0)} candidates, {len(_list(d, 'pruned', where))} do not fit, "
+            f"{len(_list(d, 'missed', where))} miss the SLO, {len(ranked)} meet it; front of {len(front)}"
+        )
         confirmed = d.get("confirmation")
-        checks = tuple(Check.from_json(c, f"{where}.predicted_vs_measured[{i}]")
-                       for i, c in enumerate(_list(d, "predicted_vs_measured", where)))  # fmt: skip
-        return cls(ask, tally, front, tuple(m for m in ranked if m.candidate not in names),
-                   None if confirmed is None else Confirmed.from_json(confirmed, f"{where}.confirmation"),
-                   checks)  # fmt: skip
+        checks = tuple(
+            Check.from_json(c, f"{where}.predicted_vs_measured[{i}]")
+            for i, c in enumerate(_list(d, "predicted_vs_measured", where))
+        )
+        return cls(
+            ask,
+            tally,
+            front,
+            tuple(m for m in ranked if m.candidate not in names),
+            None if confirmed is None else Confirmed.from_json(confirmed, f"{where}.confirmation"),
+            checks,
+        )
 
 
 def _band(m: Member, key: str, value: float | None, digits: int) -> str:
@@ -185,22 +219,45 @@ def _band(m: Member, key: str, value: float | None, digits: int) -> str:
 
 def front_table(doc: AdviceDoc) -> TableData:
     rows = tuple(
-        (str(i), m.candidate, _band(m, "output_tok_s_per_gpu", m.per_gpu_tok_s, 1),
-         f"{fmt(m.replicas, 0) if m.replicas is not None else '—'} x {fmt(m.load, 3 if m.load and m.load % 1 else 0)}",
-         _band(m, "ttft_p99_ms", m.ttft_p99_ms, 0), _band(m, "tpot_p99_ms", m.tpot_p99_ms, 1), fmt(m.cost, 3),
-         m.command)
+        (
+            str(i),
+            m.candidate,
+            _band(m, "output_tok_s_per_gpu", m.per_gpu_tok_s, 1),
+            f"{fmt(m.replicas, 0) if m.replicas is not None else '—'} x {fmt(m.load, 3 if m.load and m.load % 1 else 0)}",
+            _band(m, "ttft_p99_ms", m.ttft_p99_ms, 0),
+            _band(m, "tpot_p99_ms", m.tpot_p99_ms, 1),
+            fmt(m.cost, 3),
+            m.command,
+        )
         for i, m in enumerate(doc.front, 1)
-    )  # fmt: skip
-    headers = ("rank", "configuration", "goodput tok/s per GPU", "replicas x load", "TTFT p99 ms", "TPOT p99 ms",
-               "USD / M output tokens", "launch command")  # fmt: skip
+    )
+    headers = (
+        "rank",
+        "configuration",
+        "goodput tok/s per GPU",
+        "replicas x load",
+        "TTFT p99 ms",
+        "TPOT p99 ms",
+        "USD / M output tokens",
+        "launch command",
+    )
     return TableData(
         "advice-front", "The Pareto front (error band in brackets where one ships)", headers, rows
     )
 
 
 def confirmation_table(c: Confirmed) -> TableData:
-    rows = tuple((f.figure, fmt(f.advised), fmt(f.repredicted), fmt(f.measured), _error(f.advised, f.measured),
-                  _error(f.repredicted, f.measured)) for f in c.figures)  # fmt: skip
+    rows = tuple(
+        (
+            f.figure,
+            fmt(f.advised),
+            fmt(f.repredicted),
+            fmt(f.measured),
+            _error(f.advised, f.measured),
+            _error(f.repredicted, f.measured),
+        )
+        for f in c.figures
+    )
     headers = (
         "figure",
         "advised",
@@ -225,13 +282,20 @@ def checks_table(doc: AdviceDoc) -> TableData | None:
     for c in doc.checks:
         rows.setdefault((c.engine, c.workload, c.level), {})[c.figure] = c
     body = tuple(
-        (*key, *(cell for f in figures for cell in _check_cells(got.get(f))))
-        for key, got in rows.items()
-    )  # fmt: skip
-    headers = ("engine", "workload", "level",
-               *(h for f in figures for h in (f"{f} measured", "predicted", "error")))  # fmt: skip
-    return TableData("advice-checks", "Predicted with the calibration vs measured (the launched configurations)",
-                     headers, body)  # fmt: skip
+        (*key, *(cell for f in figures for cell in _check_cells(got.get(f)))) for key, got in rows.items()
+    )
+    headers = (
+        "engine",
+        "workload",
+        "level",
+        *(h for f in figures for h in (f"{f} measured", "predicted", "error")),
+    )
+    return TableData(
+        "advice-checks",
+        "Predicted with the calibration vs measured (the launched configurations)",
+        headers,
+        body,
+    )
 
 
 def _check_cells(c: Check | None) -> tuple[str, str, str]:
@@ -251,8 +315,10 @@ def front_plot(doc: AdviceDoc) -> Plot:
     with styled():
         figure = new_figure()
         ax = figure.add_subplot()
-        for group, style, label in ((doc.others, {"alpha": 0.35, "marker": "o", "linestyle": "none"}, "dominated"),
-                                    (doc.front, {"marker": "D", "linestyle": "-"}, "the front")):  # fmt: skip
+        for group, style, label in (
+            (doc.others, {"alpha": 0.35, "marker": "o", "linestyle": "none"}, "dominated"),
+            (doc.front, {"marker": "D", "linestyle": "-"}, "the front"),
+        ):
             shown = [m for m in group if m in members]
             if not shown:
                 continue
@@ -260,13 +326,24 @@ def front_plot(doc: AdviceDoc) -> Plot:
             xs = [m.tpot_p99_ms or 0.0 for m in shown]
             ys = [m.per_gpu_tok_s or 0.0 for m in shown]
             (line,) = ax.plot(xs, ys, label=label, **style)
-            marks.points(line, [f"{plain(m.candidate)}\n{y:,.1f} tok/s per GPU, p99 TPOT {x:,.1f} ms"
-                                for m, x, y in zip(shown, xs, ys, strict=True)])  # fmt: skip
+            marks.points(
+                line,
+                [
+                    f"{plain(m.candidate)}\n{y:,.1f} tok/s per GPU, p99 TPOT {x:,.1f} ms"
+                    for m, x, y in zip(shown, xs, ys, strict=True)
+                ],
+            )
         c = doc.confirmation
         measured = _measured_point(c) if c is not None else None
         if measured is not None:
-            (point,) = ax.plot([measured[0]], [measured[1]], marker="*", markersize=12, linestyle="none",
-                               label="measured (--confirm)")  # fmt: skip
+            (point,) = ax.plot(
+                [measured[0]],
+                [measured[1]],
+                marker="*",
+                markersize=12,
+                linestyle="none",
+                label="measured (--confirm)",
+            )
             marks.points(point, [f"measured: {measured[1]:,.1f} tok/s, p99 TPOT {measured[0]:,.1f} ms"])
         marks.tag(ax.set_xlabel("p99 TPOT ms (lower is better)"), "axis-label")
         marks.tag(ax.set_ylabel("goodput: output tok/s per GPU"), "axis-label")

@@ -33,7 +33,7 @@ class BoundInputs:
     notes: tuple[str, ...]  # what is missing and which flag supplies it
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EngineBound:
     label: str
     analysis: BoundAnalysis
@@ -82,8 +82,10 @@ def card_bandwidth(bill: Bill) -> tuple[float | None, str | None]:
             return value, None
     if bill.plan is None:
         return None, None  # the missing plan's own note says to pass --plan
-    return None, (f"The plan's GPU {name!r} is not in the hardware catalog, so its bandwidth is unknown: plan with "
-                  "--gpu NAME from the catalog, or pass --doctor FILE from the GPU machine.")  # fmt: skip
+    return None, (
+        f"The plan's GPU {name!r} is not in the hardware catalog, so its bandwidth is unknown: plan with "
+        "--gpu NAME from the catalog, or pass --doctor FILE from the GPU machine."
+    )
 
 
 def plan_bytes_per_token(
@@ -114,14 +116,18 @@ def bound_inputs(bill: Bill) -> BoundInputs:
 
 def _power_notes(bill: Bill, engine: EngineSummary, power: ServingPower) -> list[str]:
     if not power.rows and not power.labelled:
-        return [f"Run {engine.run_id} has no GPU power samples: `servelab bench` records them on NVIDIA machines "
-                "(without --no-power)."]  # fmt: skip
+        return [
+            f"Run {engine.run_id} has no GPU power samples: `servelab bench` records them on NVIDIA machines "
+            "(without --no-power)."
+        ]
     if not power.rows:
         return [f"Run {engine.run_id} has no GPU power samples of {engine.label}, only of its other targets."]
     if not power.labelled:
         several = sum(1 for e in bill.engines if e.run_id == engine.run_id) > 1
-        return [f"Run {engine.run_id}'s power samples do not say their level (stored before the bench labelled "
-                f"them): serving power is the mean over all levels{' and targets' if several else ''}."]  # fmt: skip
+        return [
+            f"Run {engine.run_id}'s power samples do not say their level (stored before the bench labelled "
+            f"them): serving power is the mean over all levels{' and targets' if several else ''}."
+        ]
     if power.level is None:
         return [
             f"{engine.label} has no power samples at concurrency 1: serving power is the mean over all its levels."
@@ -144,11 +150,24 @@ def engine_bound(bill: Bill, engine: EngineSummary, inputs: BoundInputs) -> Engi
     per_token = inputs.bytes_per_token
     if engine.plan is not None and engine.plan is not bill.plan:  # its own plan's bytes per token
         per_token = plan_bytes_per_token(engine.plan, inputs.bandwidth_gb_s)[0]
-    analysis = analyse_bound(power.rows, burn_power_w=inputs.burn_power_w, bytes_per_token=per_token,
-                             tok_s=engine.single_stream_tok_s, bandwidth_gb_s=inputs.bandwidth_gb_s)  # fmt: skip
+    analysis = analyse_bound(
+        power.rows,
+        burn_power_w=inputs.burn_power_w,
+        bytes_per_token=per_token,
+        tok_s=engine.single_stream_tok_s,
+        bandwidth_gb_s=inputs.bandwidth_gb_s,
+    )
     gpus = tuple(sorted({r["gpu"] for r in power.rows if isinstance(r.get("gpu"), int)}))
     notes = _engine_notes(bill, engine, power)
-    return EngineBound(engine.label, analysis, readings(power.rows), gpus, notes, power.level, power.levels)
+    return EngineBound(
+        label=engine.label,
+        analysis=analysis,
+        samples=readings(power.rows),
+        gpus=gpus,
+        notes=notes,
+        power_level=power.level,
+        levels=power.levels,
+    )
 
 
 def power_bounds(bill: Bill) -> tuple[BoundInputs, tuple[EngineBound, ...]]:
@@ -166,12 +185,33 @@ def _power_at(bound: EngineBound) -> str:
 
 
 def bound_table(bounds: Sequence[EngineBound]) -> TableData:
-    headers = ("engine / configuration", "verdict", "serving W (mean)", "power at", "power samples", "burn W",
-               "of the burn", "decode GB/s", "card GB/s", "of the bandwidth")  # fmt: skip
-    rows = tuple((b.label, b.analysis.verdict, fmt(b.analysis.serving_power_w, 0), _power_at(b), fmt(b.samples),
-                  fmt(b.analysis.burn_power_w, 0), _pct(b.analysis.power_fraction),
-                  fmt(b.analysis.achieved_bandwidth_gb_s, 0), fmt(b.analysis.bandwidth_gb_s, 0),
-                  _pct(b.analysis.bandwidth_fraction)) for b in bounds)  # fmt: skip
+    headers = (
+        "engine / configuration",
+        "verdict",
+        "serving W (mean)",
+        "power at",
+        "power samples",
+        "burn W",
+        "of the burn",
+        "decode GB/s",
+        "card GB/s",
+        "of the bandwidth",
+    )
+    rows = tuple(
+        (
+            b.label,
+            b.analysis.verdict,
+            fmt(b.analysis.serving_power_w, 0),
+            _power_at(b),
+            fmt(b.samples),
+            fmt(b.analysis.burn_power_w, 0),
+            _pct(b.analysis.power_fraction),
+            fmt(b.analysis.achieved_bandwidth_gb_s, 0),
+            fmt(b.analysis.bandwidth_gb_s, 0),
+            _pct(b.analysis.bandwidth_fraction),
+        )
+        for b in bounds
+    )
     return TableData(
         "power-bound", "Serving against the burn's power and the card's bandwidth", headers, rows
     )
@@ -191,8 +231,26 @@ def bound_sentence(bound: EngineBound) -> str:
 def level_power_table(bounds: Sequence[EngineBound]) -> TableData | None:
     """Per level: the serving GPUs' mean draw and the energy per output token (all serving GPUs' draw / the
     level's aggregate output tok/s); None when no run's samples say their level."""
-    headers = ("engine / configuration", "level", "serving W (mean per GPU)", "GPUs", "power samples",
-               "output tok/s", "J / output token")  # fmt: skip
-    rows = tuple((b.label, p.level, fmt(p.mean_power_w, 0), fmt(p.gpus), fmt(p.samples), fmt(p.output_tok_s, 1),
-                  fmt(p.joules_per_token, 2)) for b in bounds for p in b.levels)  # fmt: skip
+    headers = (
+        "engine / configuration",
+        "level",
+        "serving W (mean per GPU)",
+        "GPUs",
+        "power samples",
+        "output tok/s",
+        "J / output token",
+    )
+    rows = tuple(
+        (
+            b.label,
+            p.level,
+            fmt(p.mean_power_w, 0),
+            fmt(p.gpus),
+            fmt(p.samples),
+            fmt(p.output_tok_s, 1),
+            fmt(p.joules_per_token, 2),
+        )
+        for b in bounds
+        for p in b.levels
+    )
     return TableData("power-levels", "Serving power and energy per level", headers, rows) if rows else None

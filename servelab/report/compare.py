@@ -24,7 +24,7 @@ METRICS: tuple[tuple[str, Samples], ...] = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MetricComparison:
     target_index: int
     level: str  # the level's label, "c=4" (this is what --json prints)
@@ -70,14 +70,18 @@ def workload_warnings(runs: list[StoredRun]) -> list[str]:
     for key, nouns in NOT_LIKE.items():
         others = [r.id for r in runs[1:] if getattr(r.meta, key) != getattr(first.meta, key)]
         if others:
-            warnings.append(f"run{'s' if len(others) > 1 else ''} {', '.join(others)} used different {nouns} from "
-                            f"run {first.id}: figures are not like for like")  # fmt: skip
+            warnings.append(
+                f"run{'s' if len(others) > 1 else ''} {', '.join(others)} used different {nouns} from "
+                f"run {first.id}: figures are not like for like"
+            )
     partial = [run.id for run in runs if run.info.partial]
     if partial:
         many = len(partial) > 1
-        warnings.append(f"run{'s' if many else ''} {', '.join(partial)} {'are' if many else 'is'} partial: "
-                        f"{'they' if many else 'it'} did not finish, {'their' if many else 'its'} levels may be "
-                        "incomplete")  # fmt: skip
+        warnings.append(
+            f"run{'s' if many else ''} {', '.join(partial)} {'are' if many else 'is'} partial: "
+            f"{'they' if many else 'it'} did not finish, {'their' if many else 'its'} levels may be "
+            "incomplete"
+        )
     return warnings
 
 
@@ -87,10 +91,31 @@ def _level_rows(a: LevelFigures, b: LevelFigures) -> list[MetricComparison]:
         xa, xb = samples(a), samples(b)
         test = mann_whitney(xa, xb)
         ma, mb = _median(xa), _median(xb)
-        rows.append(MetricComparison(a.target_index, a.label, name, ma, mb, _change_pct(ma, mb),
-                                     test.p_value, test.significant(), bootstrap_median_diff(xa, xb, rounds=1000)))  # fmt: skip
-    rows.append(MetricComparison(a.target_index, a.label, "output_tok_s", a.aggregate_tok_s, b.aggregate_tok_s,
-                                 _change_pct(a.aggregate_tok_s, b.aggregate_tok_s), None, False))  # fmt: skip
+        rows.append(
+            MetricComparison(
+                target_index=a.target_index,
+                level=a.label,
+                metric=name,
+                a=ma,
+                b=mb,
+                change_pct=_change_pct(ma, mb),
+                p_value=test.p_value,
+                significant=test.significant(),
+                diff_ci=bootstrap_median_diff(xa, xb, rounds=1000),
+            )
+        )
+    rows.append(
+        MetricComparison(
+            target_index=a.target_index,
+            level=a.label,
+            metric="output_tok_s",
+            a=a.aggregate_tok_s,
+            b=b.aggregate_tok_s,
+            change_pct=_change_pct(a.aggregate_tok_s, b.aggregate_tok_s),
+            p_value=None,
+            significant=False,
+        )
+    )
     return rows
 
 

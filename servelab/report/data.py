@@ -23,7 +23,7 @@ from servelab.results.run import RunWorkload, TargetInfo
 from servelab.store import RunInfo, StoredRun
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EngineSummary:
     """One engine/configuration: a target of a stored run, with its ladder."""
 
@@ -68,7 +68,7 @@ class EngineSummary:
         return sum(lv.evictions for lv in self.levels)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Bill:
     run_ids: tuple[str, ...]
     engines: tuple[EngineSummary, ...]
@@ -196,8 +196,10 @@ def memory_from_logs(
         reader = _log_memory(engines[i].engine)
         if reader is None:
             readable = ", ".join(e.name for e in registry.engines() if e.log_memory)
-            raise ConfigError(f"cannot read memory from {name}: target {i} is {engines[i].engine}; "
-                              f"server logs are read for: {readable}")  # fmt: skip
+            raise ConfigError(
+                f"cannot read memory from {name}: target {i} is {engines[i].engine}; "
+                f"server logs are read for: {readable}"
+            )
         used = reader.read(text)
         if used is None:
             raise ConfigError(f"{name} reports no buffer sizes; {reader.hint}")
@@ -257,13 +259,23 @@ def engine_summaries(runs: list[StoredRun]) -> tuple[EngineSummary, ...]:
         for (r, _), label in zip(found, labels, strict=True)
     ]
     levels = {run.id: all_level_figures(run) for run in runs}
-    return tuple(EngineSummary(
-        label=label, run_id=run.id, target_index=target.index, engine=target.engine, model=model,
-        url=target.url, partial=run.info.partial,
-        levels=tuple(lv for lv in levels[run.id] if lv.target_index == target.index),
-        usable_context=_usable_context(target.info), memory_used_bytes=_memory_used(run, target.index),
-        workload=_workload_name(run), predicted=is_predicted(run),
-    ) for (run, target), model, label in zip(found, models, labels, strict=True))  # fmt: skip
+    return tuple(
+        EngineSummary(
+            label=label,
+            run_id=run.id,
+            target_index=target.index,
+            engine=target.engine,
+            model=model,
+            url=target.url,
+            partial=run.info.partial,
+            levels=tuple(lv for lv in levels[run.id] if lv.target_index == target.index),
+            usable_context=_usable_context(target.info),
+            memory_used_bytes=_memory_used(run, target.index),
+            workload=_workload_name(run),
+            predicted=is_predicted(run),
+        )
+        for (run, target), model, label in zip(found, models, labels, strict=True)
+    )
 
 
 PREDICTED_TAG = " · predicted"
@@ -293,11 +305,30 @@ def assemble(
     )
     model, gpu = (plan_doc.model, plan_doc.gpu) if plan_doc else (None, None)
     warnings = tuple(workload_warnings(runs)) if runs else ()
-    invalid = {(run.id, lv.target_index, lv.level.label): lv.summary.invalid_reason or ""
-               for run in runs for lv in run.levels if not lv.summary.valid}  # fmt: skip
+    invalid = {
+        (run.id, lv.target_index, lv.level.label): lv.summary.invalid_reason or ""
+        for run in runs
+        for lv in run.levels
+        if not lv.summary.valid
+    }
     partial = tuple(run.id for run in runs if run.info.partial)
     workloads = tuple(r.meta.workload for r in runs)
     power = {r.id: tuple(r.samples.get("gpu_power", ())) for r in runs}
     slos = tuple(r.meta.slo for r in runs)
-    return Bill(tuple(r.id for r in runs), engines, warnings, plan, model, gpu, doctor, spec, invalid, partial,
-                tuple(r.info for r in runs), workloads, power, slos, predicted_run)  # fmt: skip
+    return Bill(
+        run_ids=tuple(r.id for r in runs),
+        engines=engines,
+        warnings=warnings,
+        plan=plan,
+        plan_model=model,
+        plan_gpu=gpu,
+        doctor=doctor,
+        spec=spec,
+        invalid_levels=invalid,
+        partial_runs=partial,
+        run_infos=tuple(r.info for r in runs),
+        workloads=workloads,
+        power_rows=power,
+        slos=slos,
+        predicted_run=predicted_run,
+    )

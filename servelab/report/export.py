@@ -32,15 +32,21 @@ def _distribution_fields(name: str, dist: Distribution) -> dict:
 
 def level_validity(run: StoredRun, target_index: int, level: Level) -> tuple[bool, str]:
     """Whether the bench marked every repeat of a level valid, and why not."""
-    reasons = [lv.summary.invalid_reason or "marked invalid" for lv in run.levels
-               if lv.target_index == target_index and lv.level == level and not lv.summary.valid]  # fmt: skip
+    reasons = [
+        lv.summary.invalid_reason or "marked invalid"
+        for lv in run.levels
+        if lv.target_index == target_index and lv.level == level and not lv.summary.valid
+    ]
     return not reasons, "; ".join(reasons)
 
 
 def level_json(run: StoredRun, lv: LevelFigures) -> dict:
     valid, why = level_validity(run, lv.target_index, lv.level)
-    errors = [r.error for r in run.requests
-              if r.target_index == lv.target_index and r.level == lv.label and r.phase == "measure" and r.error]  # fmt: skip
+    errors = [
+        r.error
+        for r in run.requests
+        if r.target_index == lv.target_index and r.level == lv.label and r.phase == "measure" and r.error
+    ]
     s = lv.stats
     out = {
         "level": lv.label,
@@ -103,13 +109,17 @@ def vllm_level_json(run: StoredRun, target_index: int, level: Level) -> dict:
     """One level of one target as a flat vLLM ``--save-result`` document (its top-level fields first)."""
     target = next((t for t in run.targets if t.index == target_index), None)
     if target is None:
-        raise ConfigError(f"run {run.id} has no target {target_index}; targets: "
-                          f"{', '.join(str(t.index) for t in run.targets) or 'none'}")  # fmt: skip
+        raise ConfigError(
+            f"run {run.id} has no target {target_index}; targets: "
+            f"{', '.join(str(t.index) for t in run.targets) or 'none'}"
+        )
     levels = [lv for lv in all_level_figures(run) if lv.target_index == target_index]
     found = next((lv for lv in levels if lv.level == level), None)
     if found is None:
-        raise ConfigError(f"target {target_index} of run {run.id} has no level {level.label!r}; levels: "
-                          f"{', '.join(lv.label for lv in levels) or 'none'}")  # fmt: skip
+        raise ConfigError(
+            f"target {target_index} of run {run.id} has no level {level.label!r}; levels: "
+            f"{', '.join(lv.label for lv in levels) or 'none'}"
+        )
     head = {
         "date": time.strftime("%Y%m%d-%H%M%S", time.gmtime(run.info.created_ns // 1_000_000_000)),
         "backend": target.engine,

@@ -12,9 +12,14 @@ from servelab.report.levels import LevelFigures
 from servelab.report.tables import TableData, fmt, fmt_bytes, share
 from servelab.report.verdict import Verdict, engine_verdict
 
-GLANCE_HEADERS = ("engine · model · workload", "single-user decode tok/s (of ceiling)",
-                  "best aggregate tok/s @ concurrency (of ceiling)", "usable context / request (of planned)",
-                  "memory used / planned", "verdict")  # fmt: skip
+GLANCE_HEADERS = (
+    "engine · model · workload",
+    "single-user decode tok/s (of ceiling)",
+    "best aggregate tok/s @ concurrency (of ceiling)",
+    "usable context / request (of planned)",
+    "memory used / planned",
+    "verdict",
+)
 
 
 def _of(value: float | None, ceiling: float | None) -> str:
@@ -46,9 +51,17 @@ def memory_cell(bill: Bill, engine: EngineSummary) -> str:
 def glance_table(bill: Bill) -> TableData:
     """Per engine/configuration: value and share of the plan's ceiling, and the one-sentence verdict."""
     bounds = {b.label: b for b in power_bounds(bill)[1]}
-    rows = tuple((e.label + (" (partial run)" if e.partial else ""), single_cell(bill, e), aggregate_cell(bill, e),
-                  context_cell(bill, e), memory_cell(bill, e), engine_verdict(bill, e, bounds.get(e.label)))
-                 for e in bill.engines)  # fmt: skip
+    rows = tuple(
+        (
+            e.label + (" (partial run)" if e.partial else ""),
+            single_cell(bill, e),
+            aggregate_cell(bill, e),
+            context_cell(bill, e),
+            memory_cell(bill, e),
+            engine_verdict(bill, e, bounds.get(e.label)),
+        )
+        for e in bill.engines
+    )
     return TableData("summary", "At a glance, per engine / configuration", GLANCE_HEADERS, rows)
 
 
@@ -87,8 +100,12 @@ def _faster_aggregate(bill: Bill) -> Verdict | None:
     best = max(tops, key=lambda k: tops[k].aggregate_tok_s)
     others = [lv.aggregate_tok_s for k, lv in tops.items() if k != best and lv]
     level = tops[best]
-    return Verdict("aggregate", best, f"{best} ({_versus(level.aggregate_tok_s if level else 0.0, others, 'tok/s')} "
-                   f"at their best concurrency)")  # fmt: skip
+    return Verdict(
+        "aggregate",
+        best,
+        f"{best} ({_versus(level.aggregate_tok_s if level else 0.0, others, 'tok/s')} "
+        f"at their best concurrency)",
+    )
 
 
 def _top_common_level(engines: tuple[EngineSummary, ...]) -> int | None:
@@ -118,10 +135,17 @@ def _faster_tail(bill: Bill) -> Verdict | None:
     best = min(known, key=lambda k: known[k])
     others = [v for k, v in known.items() if k != best]
     if min(others) <= known[best] * 1.005:
-        return Verdict("mixed-load tail", None, f"a tie (TTFT p99 at c={top}: {known[best]:,.1f} ms each; "
-                       f"TPOT p99 {tpots})")  # fmt: skip
-    return Verdict("mixed-load tail", best, f"{best} (TTFT p99 at c={top}: "
-                   f"{_versus(known[best], others, 'ms', higher_is_better=False)} lower; TPOT p99 {tpots})")  # fmt: skip
+        return Verdict(
+            "mixed-load tail",
+            None,
+            f"a tie (TTFT p99 at c={top}: {known[best]:,.1f} ms each; TPOT p99 {tpots})",
+        )
+    return Verdict(
+        "mixed-load tail",
+        best,
+        f"{best} (TTFT p99 at c={top}: "
+        f"{_versus(known[best], others, 'ms', higher_is_better=False)} lower; TPOT p99 {tpots})",
+    )
 
 
 def faster_per_scenario(bill: Bill) -> list[Verdict]:
@@ -132,8 +156,16 @@ def faster_per_scenario(bill: Bill) -> list[Verdict]:
     return [v for v in (_faster_single(bill), _faster_aggregate(bill), _faster_tail(bill)) if v is not None]
 
 
-TAIL_HEADERS = ("level", "engine · model · workload", "requests", "evicted / stalled", "TTFT p50 ms",
-                "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms")  # fmt: skip
+TAIL_HEADERS = (
+    "level",
+    "engine · model · workload",
+    "requests",
+    "evicted / stalled",
+    "TTFT p50 ms",
+    "TTFT p99 ms",
+    "TPOT p50 ms",
+    "TPOT p99 ms",
+)
 
 
 def tail_table(bill: Bill) -> TableData | None:
@@ -144,7 +176,20 @@ def tail_table(bill: Bill) -> TableData | None:
     if len(engines) < 2:
         return None
     levels = sorted({lv.concurrency for e in engines for lv in e.closed_loop if lv.concurrency is not None})
-    rows = tuple((f"c={c}", e.label, fmt(lv.completed), fmt(lv.evictions), fmt(lv.stats.ttft_ms.p50, 0),
-                  fmt(lv.stats.ttft_ms.p99, 0), fmt(lv.stats.tpot_ms.p50, 1), fmt(lv.stats.tpot_ms.p99, 1))
-                 for c in levels for e in engines for lv in e.closed_loop if lv.concurrency == c)  # fmt: skip
+    rows = tuple(
+        (
+            f"c={c}",
+            e.label,
+            fmt(lv.completed),
+            fmt(lv.evictions),
+            fmt(lv.stats.ttft_ms.p50, 0),
+            fmt(lv.stats.ttft_ms.p99, 0),
+            fmt(lv.stats.tpot_ms.p50, 1),
+            fmt(lv.stats.tpot_ms.p99, 1),
+        )
+        for c in levels
+        for e in engines
+        for lv in e.closed_loop
+        if lv.concurrency == c
+    )
     return TableData("mixed-tail", "Mixed load side by side: evictions and the tail", TAIL_HEADERS, rows)

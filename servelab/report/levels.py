@@ -186,8 +186,12 @@ def all_level_figures(run: StoredRun) -> list[LevelFigures]:
         groups.setdefault((r.target_index, _level(run, r.level)), []).append(r)
     keys = sorted(groups, key=lambda key: (key[0], key[1].sort_key))
     servers, predicted = _server_figures(run), _predicted_figures(run)
-    return [level_figures(t, lv, groups[(t, lv)], run.level_stats.get((t, lv)), servers.get((t, lv)),
-                          predicted.get((t, lv))) for t, lv in keys]  # fmt: skip
+    return [
+        level_figures(
+            t, lv, groups[(t, lv)], run.level_stats.get((t, lv)), servers.get((t, lv)), predicted.get((t, lv))
+        )
+        for t, lv in keys
+    ]
 
 
 def _predicted_figures(run: StoredRun) -> dict[tuple[int, Level], dict]:

@@ -57,8 +57,11 @@ def pairs(bill: Bill) -> list[Pair]:
     predicted = [e for e in bill.engines if e.predicted]
     found = []
     for measured in (e for e in bill.engines if not e.predicted):
-        same = [p for p in predicted if p.workload == measured.workload
-                and model_name(p.model) == model_name(measured.model)]  # fmt: skip
+        same = [
+            p
+            for p in predicted
+            if p.workload == measured.workload and model_name(p.model) == model_name(measured.model)
+        ]
         if bill.predicted_run is not None:
             same = [p for p in predicted if p.run_id == bill.predicted_run]
         if same:

@@ -77,9 +77,13 @@ def _ceiling_paras(bill: Bill) -> tuple[Para, ...]:
         context = "?" if plan.context is None else plan.context
         held = [e.label for e in bill.engines if e.plan is plan]
         whose = f" (held against: {', '.join(held)})" if len(bill.plans) > 1 and held else ""
-        paras.append(Para(f"Plan{' for ' + where if where else ''}: {plan.engine or '?'}, {plan.quant or '?'}, "
-                          f"context {context}; decode ceiling {tables.fmt(short)} tok/s short, "
-                          f"{tables.fmt(full)} tok/s at full context{whose}."))  # fmt: skip
+        paras.append(
+            Para(
+                f"Plan{' for ' + where if where else ''}: {plan.engine or '?'}, {plan.quant or '?'}, "
+                f"context {context}; decode ceiling {tables.fmt(short)} tok/s short, "
+                f"{tables.fmt(full)} tok/s at full context{whose}."
+            )
+        )
     return tuple(paras)
 
 
@@ -124,8 +128,13 @@ def _invalid(bill: Bill) -> tuple[Block, ...]:
         spans = [_span([v[i] for v in values]) for i in range(len(pieces) - 1)]
         reason = "".join(p + s for p, s in zip(pieces, [*spans, ""], strict=True))
         many = len(struck) > 1
-        blocks.append(Para(f"{'These levels are' if many else 'Level ' + struck[0][0] + ' is'} not trustworthy: "
-                           f"{reason}.", "warning"))  # fmt: skip
+        blocks.append(
+            Para(
+                f"{'These levels are' if many else 'Level ' + struck[0][0] + ' is'} not trustworthy: "
+                f"{reason}.",
+                "warning",
+            )
+        )
         if many:
             blocks.append(Items(tuple(name for name, _ in struck)))
     return tuple(blocks)
@@ -145,9 +154,14 @@ def _thin_tails(bill: Bill) -> tuple[Block, ...]:
     if not thin:
         return ()
     counts = ", ".join(map(str, thin))
-    return (Para(f"Some levels completed only {counts} requests: their p99 is (close to) their largest value, "
-                 f"noise rather than a tail; bench at least {TAIL_REQUESTS} requests per level (--requests) to "
-                 "read p99.", "note"),)  # fmt: skip
+    return (
+        Para(
+            f"Some levels completed only {counts} requests: their p99 is (close to) their largest value, "
+            f"noise rather than a tail; bench at least {TAIL_REQUESTS} requests per level (--requests) to "
+            "read p99.",
+            "note",
+        ),
+    )
 
 
 def _prediction_section(bill: Bill) -> tuple[Section, ...]:
@@ -157,8 +171,10 @@ def _prediction_section(bill: Bill) -> tuple[Section, ...]:
         return ()
     found = tables.prediction_tables(bill)
     if not found:
-        why = ("No measured target has the predicted model and workload: pass the measured run and "
-               "`--predicted RUN` to hold them to each other.")  # fmt: skip
+        why = (
+            "No measured target has the predicted model and workload: pass the measured run and "
+            "`--predicted RUN` to hold them to each other."
+        )
         return (Section("prediction", "Predicted vs measured", (Para(why, "note"),)),)
     every = [e for pair in overlay.pairs(bill) for e in overlay.errors(pair)]
     median = overlay.median_abs_error(every)
@@ -169,8 +185,10 @@ def _prediction_section(bill: Bill) -> tuple[Section, ...]:
         if banded
         else ""
     )
-    summary = Para("Error = (predicted − measured) / measured; median |error| over every figure and level: "
-                   f"{'—' if median is None else f'{median:.1%}'}." + within)  # fmt: skip
+    summary = Para(
+        "Error = (predicted − measured) / measured; median |error| over every figure and level: "
+        f"{'—' if median is None else f'{median:.1%}'}." + within
+    )
     sources = {line for pair in overlay.pairs(bill) if (line := overlay.provenance_line(pair.predicted))}
     notes = tuple(Para(line + ".", "note") for line in sorted(sources))
     return (Section("prediction", "Predicted vs measured", (summary, *notes, *found)),)
@@ -178,8 +196,15 @@ def _prediction_section(bill: Bill) -> tuple[Section, ...]:
 
 def _doctor_section(bill: Bill) -> Section:
     if bill.doctor is None:
-        return Section("doctor", "Doctor findings",
-                       (Para("No doctor findings: pass --doctor FILE (the output of `servelab doctor --json`).", "note"),))  # fmt: skip
+        return Section(
+            "doctor",
+            "Doctor findings",
+            (
+                Para(
+                    "No doctor findings: pass --doctor FILE (the output of `servelab doctor --json`).", "note"
+                ),
+            ),
+        )
     table = tables.doctor_table(bill.doctor)
     if not table.rows:
         return Section("doctor", "Doctor findings", (Para("Doctor found nothing to report."),))
@@ -190,8 +215,16 @@ def _doctor_section(bill: Bill) -> Section:
 
 def _spec_section(bill: Bill) -> Section:
     if bill.spec is None:
-        return Section("spec", "Speculative decoding",
-                       (Para("No speculative-decoding verdict: pass --spec FILE (the output of `servelab spec --json`).", "note"),))  # fmt: skip
+        return Section(
+            "spec",
+            "Speculative decoding",
+            (
+                Para(
+                    "No speculative-decoding verdict: pass --spec FILE (the output of `servelab spec --json`).",
+                    "note",
+                ),
+            ),
+        )
     return Section("spec", "Speculative decoding", (tables.spec_table(bill.spec),))
 
 
@@ -212,8 +245,11 @@ def _glance_section(bill: Bill) -> Section:
     faster = glance.faster_per_scenario(bill)
     items = (Items(tuple(f"Faster for {v.scenario}: {v.sentence}." for v in faster)),) if faster else ()
     tail = glance.tail_table(bill)
-    return Section("summary", "At a glance", (glance.glance_table(bill), *items, *((tail,) if tail else ()),
-                                              *_ceiling_paras(bill)))  # fmt: skip
+    return Section(
+        "summary",
+        "At a glance",
+        (glance.glance_table(bill), *items, *((tail,) if tail else ()), *_ceiling_paras(bill)),
+    )
 
 
 def advice_section(doc: AdviceDoc | None, *, with_plots: bool = True) -> tuple[Section, ...]:

@@ -31,9 +31,14 @@ def _tip(label: str, level: str, user: float, per_gpu: float, attainment: float 
 
 
 def pareto(bill: Bill) -> Plot:
-    points = {e.label: [(lv.label, lv.stats.per_stream_tok_s.median, lv.aggregate_tok_s, lv.stats.slo_attainment)
-                        for lv in e.levels if lv.stats.per_stream_tok_s.median and lv.aggregate_tok_s > 0]
-              for e in bill.engines}  # fmt: skip
+    points = {
+        e.label: [
+            (lv.label, lv.stats.per_stream_tok_s.median, lv.aggregate_tok_s, lv.stats.slo_attainment)
+            for lv in e.levels
+            if lv.stats.per_stream_tok_s.median and lv.aggregate_tok_s > 0
+        ]
+        for e in bill.engines
+    }
     if not any(points.values()):
         return Plot(KEY, TITLE, None, "no level has both a per-user decode speed and an aggregate throughput")
     gpus_of = {e.label: e.planned.gpus_per_engine or 1 for e in bill.engines}
@@ -66,8 +71,10 @@ def pareto(bill: Bill) -> Plot:
         legend_below(figure, marks)
         note = None
         if bill.slo and limit is None:
-            note = (f"the SLO ({', '.join(f'{k}={v:g}' for k, v in bill.slo.items())}) sets no per-user speed, so it "
-                    "has no line here; each point's tooltip gives the share of requests that met it")  # fmt: skip
+            note = (
+                f"the SLO ({', '.join(f'{k}={v:g}' for k, v in bill.slo.items())}) sets no per-user speed, so it "
+                "has no line here; each point's tooltip gives the share of requests that met it"
+            )
         elif not bill.slo:
             note = "no SLO line: bench with --slo tpot_ms=N to draw the per-user speed it demands"
         return Plot(KEY, TITLE, figure_svg(figure, KEY, TITLE, marks), note)

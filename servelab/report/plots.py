@@ -62,8 +62,10 @@ def legend_below(figure, marks: Marks, ncols: int = 2, **kwargs) -> None:
                 handles.append(handle)
                 labels.append(label)
     if handles:
-        marks.tag(figure.legend(handles, labels, loc="outside lower center", ncols=ncols, fontsize=7, **kwargs),
-                  "legend")  # fmt: skip
+        marks.tag(
+            figure.legend(handles, labels, loc="outside lower center", ncols=ncols, fontsize=7, **kwargs),
+            "legend",
+        )
 
 
 def _no_ladder(bill: Bill) -> bool:
@@ -110,8 +112,14 @@ def ladder_plot(
         peak = 0.0
         for engine in bill.engines:
             xs, ys = _ladder(engine, value)
-            (line,) = ax.plot(xs, ys, "--" if engine.predicted else "-", marker="o", color=colours[engine.label],
-                              label=plain(engine.label))  # fmt: skip
+            (line,) = ax.plot(
+                xs,
+                ys,
+                "--" if engine.predicted else "-",
+                marker="o",
+                color=colours[engine.label],
+                label=plain(engine.label),
+            )
             marks.points(
                 line, [f"{engine.label}\nc={x:g}: {y:,.3f} {unit}" for x, y in zip(xs, ys, strict=True)]
             )
@@ -125,15 +133,30 @@ def ladder_plot(
         for i, (whose, c) in enumerate(near):
             xs = sorted(c)
             plan = "plan" if len(named) == 1 else f"{whose} plan"
-            (line,) = ax.plot(xs, [c[x] for x in xs], "--" if i == 0 else ":", marker=".", color=INK,
-                              label=f"ceiling ({plan}, memory bandwidth)")  # fmt: skip
+            (line,) = ax.plot(
+                xs,
+                [c[x] for x in xs],
+                "--" if i == 0 else ":",
+                marker=".",
+                color=INK,
+                label=f"ceiling ({plan}, memory bandwidth)",
+            )
             marks.points(line, [f"ceiling ({plan}) at c={x:g}: {c[x]:,.3f} {unit}" for x in xs])
             top = max(top, max(c.values()) * 1.1)
         far = [(whose, c) for whose, c in named if (whose, c) not in near]
         if far:
             both = {x: v for _, c in far for x, v in c.items()}
-            off_scale_band(ax, marks, top, _ceiling_text(both, peak),
-                           [f"ceiling ({whose} plan) at c={x:g}: {c[x]:,.3f} {unit}" for whose, c in far for x in sorted(c)])  # fmt: skip
+            off_scale_band(
+                ax,
+                marks,
+                top,
+                _ceiling_text(both, peak),
+                [
+                    f"ceiling ({whose} plan) at c={x:g}: {c[x]:,.3f} {unit}"
+                    for whose, c in far
+                    for x in sorted(c)
+                ],
+            )
         _ladder_axes(ax, ylabel, marks)
         ax.set_ylim(0, top)
         legend_below(figure, marks)
@@ -147,18 +170,30 @@ def _band_area(ax, marks: Marks, engine: EngineSummary, key: str, colour: str, u
     if not points:
         return 0.0
     xs = [c for c, _ in points]
-    area = ax.fill_between(xs, [b[0] for _, b in points], [b[1] for _, b in points], color=colour, alpha=0.15,
-                           linewidth=0, label=plain(f"{engine.label} band"))  # fmt: skip
+    area = ax.fill_between(
+        xs,
+        [b[0] for _, b in points],
+        [b[1] for _, b in points],
+        color=colour,
+        alpha=0.15,
+        linewidth=0,
+        label=plain(f"{engine.label} band"),
+    )
     tips = "\n".join(f"c={c:g}: {b[0]:,.3f}–{b[1]:,.3f} {unit}" for c, b in points)
     marks.tag(area, "band", [f"{engine.label} band (10th-90th percentile of measured / predicted)\n{tips}"])
     return max(b[1] for _, b in points)
 
 
 def aggregate_throughput(bill: Bill) -> Plot:
-    return ladder_plot(bill, "aggregate-throughput", "Aggregate output throughput vs concurrency",
-                       "aggregate output (tokens/s)", lambda lv: lv.aggregate_tok_s,
-                       ceilings=[(_whose(p), PlanFigures(p).batch_ceilings_tok_s) for p in bill.plans],
-                       band="output_tok_s")  # fmt: skip
+    return ladder_plot(
+        bill,
+        "aggregate-throughput",
+        "Aggregate output throughput vs concurrency",
+        "aggregate output (tokens/s)",
+        lambda lv: lv.aggregate_tok_s,
+        ceilings=[(_whose(p), PlanFigures(p).batch_ceilings_tok_s) for p in bill.plans],
+        band="output_tok_s",
+    )
 
 
 def _whose(plan: SavedPlan) -> str:
@@ -166,9 +201,14 @@ def _whose(plan: SavedPlan) -> str:
 
 
 def per_stream(bill: Bill) -> Plot:
-    return ladder_plot(bill, "per-stream", "Per-stream decode speed vs concurrency",
-                       "per-stream decode, median (tokens/s)", lambda lv: lv.stats.per_stream_tok_s.median,
-                       band="per_stream_tok_s_p50")  # fmt: skip
+    return ladder_plot(
+        bill,
+        "per-stream",
+        "Per-stream decode speed vs concurrency",
+        "per-stream decode, median (tokens/s)",
+        lambda lv: lv.stats.per_stream_tok_s.median,
+        band="per_stream_tok_s_p50",
+    )
 
 
 def latency_percentiles(bill: Bill) -> Plot:
@@ -195,12 +235,20 @@ def latency_percentiles(bill: Bill) -> Plot:
                         color=colour,
                         label=plain(engine.label) if q == 50 else "_p99",
                     )
-                    marks.points(line, [f"{engine.label}\nc={x:g}: {name} p{q} {y:,.3f} ms"
-                                        for x, y in zip(xs, ys, strict=True)])  # fmt: skip
+                    marks.points(
+                        line,
+                        [
+                            f"{engine.label}\nc={x:g}: {name} p{q} {y:,.3f} ms"
+                            for x, y in zip(xs, ys, strict=True)
+                        ],
+                    )
             _ladder_axes(ax, f"{name} (ms)", marks)
             ax.set_ylim(bottom=0)
-            ax.set_title(f"{name} p50 (solid) and p99 (dash-dotted); predicted p50 dashed, p99 dotted" if overlaid
-                         else f"{name} p50 (solid) and p99 (dashed)")  # fmt: skip
+            ax.set_title(
+                f"{name} p50 (solid) and p99 (dash-dotted); predicted p50 dashed, p99 dotted"
+                if overlaid
+                else f"{name} p50 (solid) and p99 (dashed)"
+            )
         legend_below(figure, marks)
         return Plot(key, title, figure_svg(figure, key, title, marks))
 
@@ -216,9 +264,14 @@ def _ceiling_curve(planned: PlanFigures, max_context: float) -> tuple[np.ndarray
 
 def roofline(bill: Bill) -> Plot:
     key, title = "roofline", "Decode speed vs context against the bandwidth ceiling"
-    points = [(e, r.input_tokens + r.output_tokens / 2, r.decode_tok_s)
-              for e in bill.engines for lv in e.levels if lv.concurrency == 1
-              for r in lv.requests if r.decode_tok_s is not None]  # fmt: skip
+    points = [
+        (e, r.input_tokens + r.output_tokens / 2, r.decode_tok_s)
+        for e in bill.engines
+        for lv in e.levels
+        if lv.concurrency == 1
+        for r in lv.requests
+        if r.decode_tok_s is not None
+    ]
     if not points:
         return Plot(
             key, title, None, "no single-stream (concurrency 1) requests to place against the ceiling"
@@ -245,15 +298,33 @@ def roofline(bill: Bill) -> Plot:
         top = measured if far else _y_top([y for _, _, y in points], ceiling_top)
         for i, (whose, curve) in enumerate(curves if not far else []):
             plan = "plan" if len(curves) == 1 else f"{whose} plan"
-            (line,) = ax.plot(*curve, color=INK, linestyle="--" if i == 0 else ":",
-                              label=f"ceiling ({plan}: weights + KV bytes / bandwidth)")  # fmt: skip
-            marks.tag(line, "series", [f"ceiling ({plan}): {curve[1][0]:,.3f} tok/s at context {curve[0][0]:,.0f} "
-                                       f"to {curve[1][-1]:,.3f} at {curve[0][-1]:,.0f}"])  # fmt: skip
+            (line,) = ax.plot(
+                *curve,
+                color=INK,
+                linestyle="--" if i == 0 else ":",
+                label=f"ceiling ({plan}: weights + KV bytes / bandwidth)",
+            )
+            marks.tag(
+                line,
+                "series",
+                [
+                    f"ceiling ({plan}): {curve[1][0]:,.3f} tok/s at context {curve[0][0]:,.0f} "
+                    f"to {curve[1][-1]:,.3f} at {curve[0][-1]:,.0f}"
+                ],
+            )
         if curves and far:
             low = min(float(c[1].min()) for _, c in curves)
             text = f"↑ ceiling (plan) {low:,.0f}–{ceiling_top:,.0f} tok/s: {low / (top / 1.3):,.0f}× the measured, off this scale"
-            off_scale_band(ax, marks, top, text, [f"ceiling ({whose} plan) {float(c[1].min()):,.3f}–{float(c[1].max()):,.3f} tok/s"
-                                                  for whose, c in curves])  # fmt: skip
+            off_scale_band(
+                ax,
+                marks,
+                top,
+                text,
+                [
+                    f"ceiling ({whose} plan) {float(c[1].min()):,.3f}–{float(c[1].max()):,.3f} tok/s"
+                    for whose, c in curves
+                ],
+            )
         marks.tag(ax.set_xlabel("context (tokens: prompt + half the output)"), "axis-label")
         marks.tag(ax.set_ylabel("single-stream decode (tokens/s)"), "axis-label")
         ax.set_ylim(0, top)
@@ -332,8 +403,13 @@ def itl_distribution(bill: Bill) -> Plot:
         for engine, xs in samples:
             zeros = sum(1 for x in xs if x <= 0)
             extra = f", {zeros} gaps of 0 ms not shown" if zeros else ""
-            *_, patches = ax.hist([x for x in xs if x > 0], bins=bins.tolist(), histtype="step", linewidth=1.5,
-                                  label=plain(engine.label))  # fmt: skip
+            *_, patches = ax.hist(
+                [x for x in xs if x > 0],
+                bins=bins.tolist(),
+                histtype="step",
+                linewidth=1.5,
+                label=plain(engine.label),
+            )
             p50, p99 = np.percentile(xs, [50, 99])
             for patch in patches if isinstance(patches, list) else [patches]:
                 marks.tag(
@@ -373,8 +449,14 @@ def timeline(bill: Bill) -> Plot:
             origin = min(s for s, _, _, _ in spans)
             xs, ys = _in_flight(spans, origin)
             (line,) = ax.step(xs, ys, where="post", color=f"C{bill.engines.index(engine) % 8}")
-            marks.tag(line, "series", [f"{engine.label}: {len(spans):,} requests, at most {max(ys)} in flight "
-                                       f"over {xs[-1]:,.3f} s"])  # fmt: skip
+            marks.tag(
+                line,
+                "series",
+                [
+                    f"{engine.label}: {len(spans):,} requests, at most {max(ys)} in flight "
+                    f"over {xs[-1]:,.3f} s"
+                ],
+            )
             evicted = [(s - origin) / NS_PER_S for s, _, _, ev in spans if ev]
             failed = [(e - origin) / NS_PER_S for _, e, ok, _ in spans if not ok]
             (dots,) = ax.plot(

@@ -51,31 +51,58 @@ def fmt_bytes(value: int | float | None) -> str:
 
 def _level_row(lv: LevelFigures, valid: bool) -> tuple[str, ...]:
     s = lv.stats
-    return (lv.label, fmt(lv.completed), fmt(lv.failed), fmt(lv.evictions), "yes" if valid else "NO",
-            fmt(s.per_stream_tok_s.median), fmt(lv.aggregate_tok_s), fmt(s.ttft_ms.p50, 0), fmt(s.ttft_ms.p99, 0),
-            fmt(s.itl_ms.p50, 2), fmt(s.itl_ms.p99, 2))  # fmt: skip
+    return (
+        lv.label,
+        fmt(lv.completed),
+        fmt(lv.failed),
+        fmt(lv.evictions),
+        "yes" if valid else "NO",
+        fmt(s.per_stream_tok_s.median),
+        fmt(lv.aggregate_tok_s),
+        fmt(s.ttft_ms.p50, 0),
+        fmt(s.ttft_ms.p99, 0),
+        fmt(s.itl_ms.p50, 2),
+        fmt(s.itl_ms.p99, 2),
+    )
 
 
-LADDER_HEADERS = ("level", "completed", "errors", "evictions", "valid", "per-stream tok/s p50", "aggregate tok/s",
-                  "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms")  # fmt: skip
+LADDER_HEADERS = (
+    "level",
+    "completed",
+    "errors",
+    "evictions",
+    "valid",
+    "per-stream tok/s p50",
+    "aggregate tok/s",
+    "TTFT p50 ms",
+    "TTFT p99 ms",
+    "ITL p50 ms",
+    "ITL p99 ms",
+)
 
 
 def ladder_tables(bill: Bill) -> list[TableData]:
     """One table per engine, a row per level; a level the bench marked invalid says so."""
     tables = []
     for i, e in enumerate(bill.engines):
-        rows = tuple(_level_row(lv, (e.run_id, e.target_index, lv.label) not in bill.invalid_levels)
-                     for lv in e.levels)  # fmt: skip
+        rows = tuple(
+            _level_row(lv, (e.run_id, e.target_index, lv.label) not in bill.invalid_levels) for lv in e.levels
+        )
         tables.append(TableData(f"ladder-{i}", f"Ladder: {e.label}", LADDER_HEADERS, rows))
     return tables
 
 
-SERVER_COLUMNS = (("counters", "prompt_tokens", "prompt tokens"), ("counters", "generation_tokens", "generated tokens"),
-                  ("counters", "request_success", "requests ok"), ("counters", "preemptions", "preemptions"),
-                  ("counters", "prefix_cache_hits", "prefix hits (tokens)"),
-                  ("counters", "prefix_cache_queries", "prefix queries (tokens)"),
-                  ("gauges", "requests_running", "running max"), ("gauges", "requests_waiting", "waiting max"),
-                  ("gauges", "kv_cache_usage", "KV usage max"))  # fmt: skip
+SERVER_COLUMNS = (
+    ("counters", "prompt_tokens", "prompt tokens"),
+    ("counters", "generation_tokens", "generated tokens"),
+    ("counters", "request_success", "requests ok"),
+    ("counters", "preemptions", "preemptions"),
+    ("counters", "prefix_cache_hits", "prefix hits (tokens)"),
+    ("counters", "prefix_cache_queries", "prefix queries (tokens)"),
+    ("gauges", "requests_running", "running max"),
+    ("gauges", "requests_waiting", "waiting max"),
+    ("gauges", "kv_cache_usage", "KV usage max"),
+)
 
 
 def _server_cell(server: dict, part: str, key: str) -> str:
@@ -94,8 +121,10 @@ def server_tables(bill: Bill) -> list[TableData]:
         levels = [lv for lv in e.levels if lv.server]
         if not levels:
             continue
-        rows = tuple((lv.label, *(_server_cell(lv.server, part, key) for part, key, _ in SERVER_COLUMNS))
-                     for lv in levels)  # fmt: skip
+        rows = tuple(
+            (lv.label, *(_server_cell(lv.server, part, key) for part, key, _ in SERVER_COLUMNS))
+            for lv in levels
+        )
         headers = ("level", *(title for _, _, title in SERVER_COLUMNS))
         tables.append(
             TableData(f"server-{i}", f"As the server counted it (/metrics): {e.label}", headers, rows)
@@ -105,9 +134,15 @@ def server_tables(bill: Bill) -> list[TableData]:
 
 def doctor_table(doctor: dict) -> TableData:
     findings = [f for f in doctor.get("findings", []) if isinstance(f, dict)]
-    rows = tuple((str(f.get("severity", "")), str(f.get("title") or f.get("text") or f.get("id", "")),
-                  str(f.get("consequence") or f.get("meaning") or ""), str(f.get("fix", "")))
-                 for f in findings)  # fmt: skip
+    rows = tuple(
+        (
+            str(f.get("severity", "")),
+            str(f.get("title") or f.get("text") or f.get("id", "")),
+            str(f.get("consequence") or f.get("meaning") or ""),
+            str(f.get("fix", "")),
+        )
+        for f in findings
+    )
     return TableData("doctor", "Doctor findings", ("severity", "finding", "consequence", "fix"), rows)
 
 
@@ -124,8 +159,11 @@ def spec_table(spec: dict) -> TableData:
 def _workload(workload: RunWorkload | None) -> str:
     if workload is None:
         return "?"
-    lengths = [f"{n} {label}" for n, label in ((workload.input_tokens, "in"), (workload.output_tokens, "out"))
-               if n is not None]  # fmt: skip
+    lengths = [
+        f"{n} {label}"
+        for n, label in ((workload.input_tokens, "in"), (workload.output_tokens, "out"))
+        if n is not None
+    ]
     return workload.kind + (f" ({', '.join(lengths)} tokens)" if lengths else "")
 
 
@@ -136,16 +174,30 @@ def runs_table(bill: Bill) -> TableData:
     for info, workload in zip(bill.run_infos, bill.workloads, strict=True):
         status = info.status + (", partial" if info.partial else "")
         served = "; ".join(f"{e.engine} · {e.model}" for e in bill.engines if e.run_id == info.id)
-        rows.append((info.id, info.name or "", info.created_iso, status, _workload(workload), served,
-                     fmt(info.request_count - info.error_count), fmt(info.error_count)))  # fmt: skip
+        rows.append(
+            (
+                info.id,
+                info.name or "",
+                info.created_iso,
+                status,
+                _workload(workload),
+                served,
+                fmt(info.request_count - info.error_count),
+                fmt(info.error_count),
+            )
+        )
     headers = ("run", "name", "created (UTC)", "status", "workload", "engine · model", "completed", "errors")
     return TableData("runs", "Runs in this report", headers, tuple(rows))
 
 
 def failures_table(bill: Bill) -> TableData | None:
     """Failed requests by engine, level and kind, with the first message the client recorded; None if none."""
-    rows = tuple((e.label, lv.label, kind, fmt(count), lv.error_examples.get(kind, ""))
-                 for e in bill.engines for lv in e.levels for kind, count in sorted(lv.errors_by_kind.items()))  # fmt: skip
+    rows = tuple(
+        (e.label, lv.label, kind, fmt(count), lv.error_examples.get(kind, ""))
+        for e in bill.engines
+        for lv in e.levels
+        for kind, count in sorted(lv.errors_by_kind.items())
+    )
     if not rows:
         return None
     return TableData(
@@ -182,8 +234,11 @@ def prediction_tables(bill: Bill) -> list[TableData]:
             cells: list[str] = [level]
             for name, _ in overlay.FIGURES:
                 got = figures.get(name)
-                cells += [fmt(None), fmt(None), "—"] if got is None else [banded(got), fmt(got.measured),
-                                                                          signed_share(got.error)]  # fmt: skip
+                cells += (
+                    [fmt(None), fmt(None), "—"]
+                    if got is None
+                    else [banded(got), fmt(got.measured), signed_share(got.error)]
+                )
             rows.append(tuple(cells))
         median = ["median |error|"]
         for name, _ in overlay.FIGURES:
@@ -196,8 +251,10 @@ def prediction_tables(bill: Bill) -> list[TableData]:
                 n, of = overlay.inside_count(found, name)
                 inside += ["", "", f"{n} / {of}" if of else "—"]
             rows.append(tuple(inside))
-        headers = ("level", *(f"{name} {part}" for name, _ in overlay.FIGURES
-                              for part in ("predicted", "measured", "error")))  # fmt: skip
+        headers = (
+            "level",
+            *(f"{name} {part}" for name, _ in overlay.FIGURES for part in ("predicted", "measured", "error")),
+        )
         title = f"Predicted vs measured: {pair.measured.label} against {pair.predicted.label}"
         out.append(TableData(f"prediction-{i}", title, headers, tuple(rows)))
     return out

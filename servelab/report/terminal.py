@@ -51,11 +51,15 @@ def ladder_bars(bill: Bill, title: str, value: Callable[[LevelFigures], float | 
 
 
 SECTION_BARS: dict[str, tuple[tuple[str, Callable[[LevelFigures], float | None]], ...]] = {
-    "throughput": (("aggregate output tok/s vs concurrency", lambda lv: lv.aggregate_tok_s),
-                   ("per-stream decode tok/s (median) vs concurrency", lambda lv: lv.stats.per_stream_tok_s.median)),
-    "latency": (("TTFT p99 ms vs concurrency", lambda lv: lv.stats.ttft_ms.p99),
-                ("ITL p99 ms vs concurrency", lambda lv: lv.stats.itl_ms.p99)),
-}  # fmt: skip
+    "throughput": (
+        ("aggregate output tok/s vs concurrency", lambda lv: lv.aggregate_tok_s),
+        ("per-stream decode tok/s (median) vs concurrency", lambda lv: lv.stats.per_stream_tok_s.median),
+    ),
+    "latency": (
+        ("TTFT p99 ms vs concurrency", lambda lv: lv.stats.ttft_ms.p99),
+        ("ITL p99 ms vs concurrency", lambda lv: lv.stats.itl_ms.p99),
+    ),
+}
 
 
 def render_terminal(console: Console, bill: Bill, sections: tuple[Section, ...]) -> None:

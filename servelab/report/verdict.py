@@ -32,8 +32,11 @@ def single_user(bill: Bill) -> Verdict:
     candidates = [e for e in bill.engines if e.single_stream_tok_s is not None]
     if not candidates:
         measured = any(e.single_stream is not None for e in bill.engines)
-        why = ("no request at concurrency 1 produced more than one token" if measured
-               else "no run measured concurrency 1")  # fmt: skip
+        why = (
+            "no request at concurrency 1 produced more than one token"
+            if measured
+            else "no run measured concurrency 1"
+        )
         return Verdict("single user", None, f"Single-user decode speed is unknown: {why}.")
     best = max(candidates, key=lambda e: e.single_stream_tok_s or 0.0)
     speed = best.single_stream_tok_s or 0.0
@@ -57,8 +60,10 @@ def serving_many(bill: Bill) -> Verdict:
             "serving many", None, "No closed-loop ladder was measured, so aggregate throughput is unknown."
         )
     best, level = max(candidates, key=lambda pair: pair[1].aggregate_tok_s)
-    sentence = (f"{best.label} serves the most: {level.aggregate_tok_s:.1f} tok/s aggregate at concurrency "
-                f"{level.concurrency}, TTFT p99 {level.stats.ttft_ms.p99 or 0:.0f} ms")  # fmt: skip
+    sentence = (
+        f"{best.label} serves the most: {level.aggregate_tok_s:.1f} tok/s aggregate at concurrency "
+        f"{level.concurrency}, TTFT p99 {level.stats.ttft_ms.p99 or 0:.0f} ms"
+    )
     ceiling = best.planned.batch_ceilings_tok_s.get(int(level.concurrency or 0))
     if ceiling:
         sentence += f", {_pct(level.aggregate_tok_s, ceiling)} of the plan's {ceiling:.1f} tok/s ceiling at that concurrency"
@@ -84,10 +89,17 @@ def memory_starved(bill: Bill) -> Verdict:
         capacity = bill.plan_memory.capacity if bill.plan_memory else None
         room = f" of {fmt_bytes(capacity)}" if capacity else ""
         quant = bill.plan.quant or "the planned quantization"
-        return Verdict("memory-starved", None, f"No run recorded memory used; the plan puts {quant} at "
-                       f"{fmt_bytes(bill.planned_total_bytes)}{room}.")  # fmt: skip
-    return Verdict("memory-starved", None,
-                   "No memory figures: pass --plan, or --server-log with a llama-server log (-lv 4).")  # fmt: skip
+        return Verdict(
+            "memory-starved",
+            None,
+            f"No run recorded memory used; the plan puts {quant} at "
+            f"{fmt_bytes(bill.planned_total_bytes)}{room}.",
+        )
+    return Verdict(
+        "memory-starved",
+        None,
+        "No memory figures: pass --plan, or --server-log with a llama-server log (-lv 4).",
+    )
 
 
 def speculative(bill: Bill) -> Verdict | None:
@@ -117,17 +129,25 @@ def ceiling_at(planned: PlanFigures, context_tokens: float) -> float | None:
 
 def longest_context(bill: Bill) -> Verdict | None:
     """The single-stream request with the longest context, against the ceiling at that context."""
-    points = [(r.input_tokens + r.output_tokens / 2, r.decode_tok_s, e.label, e)
-              for e in bill.engines if e.single_stream is not None
-              for r in e.single_stream.requests if r.decode_tok_s is not None]  # fmt: skip
+    points = [
+        (r.input_tokens + r.output_tokens / 2, r.decode_tok_s, e.label, e)
+        for e in bill.engines
+        if e.single_stream is not None
+        for r in e.single_stream.requests
+        if r.decode_tok_s is not None
+    ]
     if not points:
         return None
     context, speed, label, engine = max(points, key=lambda p: (p[0], p[1]))
     ceiling = ceiling_at(engine.planned, context)
     if ceiling is None or speed is None:
         return None
-    return Verdict("against the ceiling", label, f"At {context:,.0f} tokens of context {label} decoded {speed:.1f} tok/s, "
-                   f"{_pct(speed, ceiling)} of the {ceiling:.1f} tok/s ceiling at that context.")  # fmt: skip
+    return Verdict(
+        "against the ceiling",
+        label,
+        f"At {context:,.0f} tokens of context {label} decoded {speed:.1f} tok/s, "
+        f"{_pct(speed, ceiling)} of the {ceiling:.1f} tok/s ceiling at that context.",
+    )
 
 
 def long_context(bill: Bill, engine: EngineSummary) -> str | None:
@@ -136,8 +156,10 @@ def long_context(bill: Bill, engine: EngineSummary) -> str | None:
     if engine.usable_context is None or planned is None:
         return None
     if engine.usable_context < planned:
-        return (f"{engine.label} got {engine.usable_context} tokens of context per request, "
-                f"{_pct(engine.usable_context, planned)} of the {planned} planned.")  # fmt: skip
+        return (
+            f"{engine.label} got {engine.usable_context} tokens of context per request, "
+            f"{_pct(engine.usable_context, planned)} of the {planned} planned."
+        )
     return f"{engine.label} got the full planned context ({engine.usable_context} tokens)."
 
 
@@ -160,8 +182,10 @@ def verdicts(bill: Bill) -> list[Verdict]:
 def bound_verdicts(bill: Bill) -> list[Verdict]:
     """Per engine with both power and bandwidth figures (or one decisive): what limited it, in numbers."""
     decided = [b for b in power_bounds(bill)[1] if b.analysis.verdict != "undetermined"]
-    return [Verdict("bound", b.label, f"{b.label} was {b.analysis.verdict}: {b.analysis.why.split(': ', 1)[0]}.")
-            for b in decided]  # fmt: skip
+    return [
+        Verdict("bound", b.label, f"{b.label} was {b.analysis.verdict}: {b.analysis.why.split(': ', 1)[0]}.")
+        for b in decided
+    ]
 
 
 SATURATED = 0.9  # a level at or above this share of the best aggregate has reached the plateau
@@ -171,9 +195,14 @@ QUEUEING_TTFT_GROWTH = 2.0  # TTFT p50 at least this many times the plateau's: r
 def _struck(bill: Bill, engine: EngineSummary, host: bool) -> list[str]:
     """This engine's invalid levels whose reason is the host's (it took the CPU away) or, `host` False, the
     client's own (its loop or CPU set the pace)."""
-    return [level for (run, target, level), why in bill.invalid_levels.items()
-            if run == engine.run_id and target == engine.target_index and "client" in why
-            and (HOST_TOOK_CPU in why) is host]  # fmt: skip
+    return [
+        level
+        for (run, target, level), why in bill.invalid_levels.items()
+        if run == engine.run_id
+        and target == engine.target_index
+        and "client" in why
+        and (HOST_TOOK_CPU in why) is host
+    ]
 
 
 def _client_bound(bill: Bill, engine: EngineSummary) -> str | None:
@@ -188,9 +217,11 @@ def host_verdict(bill: Bill, engine: EngineSummary) -> str | None:
     levels = _struck(bill, engine, host=True)
     if not levels:
         return None
-    return (f"The host took the CPU away from the load generator at {', '.join(levels)}: those levels' latencies "
-            "carry the host's delays, not only the server's; rerun them when the host is quieter, with more "
-            "requests per level.")  # fmt: skip
+    return (
+        f"The host took the CPU away from the load generator at {', '.join(levels)}: those levels' latencies "
+        "carry the host's delays, not only the server's; rerun them when the host is quieter, with more "
+        "requests per level."
+    )
 
 
 def _evicting(engine: EngineSummary) -> str | None:
@@ -236,8 +267,10 @@ def _queueing(engine: EngineSummary) -> str | None:
     if worst is None or (worst.stats.ttft_ms.p50 or 0.0) < QUEUEING_TTFT_GROWTH * base:
         return None
     growth = worst.aggregate_tok_s / plateau.aggregate_tok_s - 1
-    return (f"queueing beyond {plateau.label}: at {worst.label} TTFT p50 is "
-            f"{(worst.stats.ttft_ms.p50 or 0.0) / base:.1f}× while aggregate changes {growth:+.0%}")  # fmt: skip
+    return (
+        f"queueing beyond {plateau.label}: at {worst.label} TTFT p50 is "
+        f"{(worst.stats.ttft_ms.p50 or 0.0) / base:.1f}× while aggregate changes {growth:+.0%}"
+    )
 
 
 def _scaling(engine: EngineSummary) -> str | None:
@@ -250,8 +283,16 @@ def _scaling(engine: EngineSummary) -> str | None:
 def engine_verdict(bill: Bill, engine: EngineSummary, bound: EngineBound | None = None) -> str:
     """One sentence on what limited this engine/configuration: client-bound, evicting, bandwidth-bound,
     queueing (in that order), or how it scaled."""
-    found = [f for f in (_client_bound(bill, engine), _evicting(engine), _bandwidth(bill, engine, bound),
-                         _queueing(engine)) if f]  # fmt: skip
+    found = [
+        f
+        for f in (
+            _client_bound(bill, engine),
+            _evicting(engine),
+            _bandwidth(bill, engine, bound),
+            _queueing(engine),
+        )
+        if f
+    ]
     if not any(f.startswith("queueing") for f in found):
         found += [f for f in (_scaling(engine),) if f]
     host = host_verdict(bill, engine)

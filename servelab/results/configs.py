@@ -30,7 +30,7 @@ class Asked:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EffectiveConfig:
     """The effective configuration. None means the engine does not report it.
 
@@ -65,9 +65,11 @@ class EffectiveConfig:
         values = {k: v for k, v in fields.items() if k in known}
         extra = {k: v for k, v in fields.items() if k not in known | owned and k != "raw"}
         if strict and extra:
-            raise ValueError(f"{engine}: read_effective returned keys EffectiveConfig does not know: "
-                             f"{', '.join(sorted(extra))}; add them as fields, to the engine's reported type, "
-                             "or put them under 'raw'")  # fmt: skip
+            raise ValueError(
+                f"{engine}: read_effective returned keys EffectiveConfig does not know: "
+                f"{', '.join(sorted(extra))}; add them as fields, to the engine's reported type, "
+                "or put them under 'raw'"
+            )
         raw = {**(fields.get("raw") or {}), **({"extra": extra} if extra else {})}
         own = None if own_type is None else own_type(**{k: v for k, v in fields.items() if k in owned})
         return cls(engine=engine, raw=redact(raw), own=own, **values)

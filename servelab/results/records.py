@@ -42,7 +42,7 @@ def storable_text(text: str) -> str:
     return text
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RequestRecord:
     target_index: int  # which target of the run (order of the URLs)
     level: str  # "c=4" for a closed-loop level, "r=2.5" for an open-loop rate

@@ -31,7 +31,7 @@ class Window:
         return max(self.t1_ns - self.t0_ns, 1) / 1e9
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Distribution:
     """n samples in one unit (named by the field holding it). Percentiles are linear between closest ranks
     (Hyndman–Fan type 7, numpy's default, docs/metrics.md); `std` is the population standard deviation."""
@@ -55,8 +55,14 @@ class Distribution:
         # (records merged from several workers: bench/fleet.py)
         values = np.sort(np.asarray(samples, dtype=float))
         points = np.percentile(values, PERCENTILES, method="linear")
-        return cls(len(values), float(values.mean()), float(values.std()), float(values.min()),
-                   float(values.max()), *(float(p) for p in points))  # fmt: skip
+        return cls(
+            n=len(values),
+            mean=float(values.mean()),
+            std=float(values.std()),
+            min=float(values.min()),
+            max=float(values.max()),
+            **{name: float(p) for name, p in zip(_PERCENTILE_FIELDS, points, strict=True)},
+        )
 
     @property
     def median(self) -> float | None:
@@ -90,8 +96,14 @@ class TokenCounts:
     early_eos: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"output": self.output, "prompt": self.prompt, "source": dict(self.source),
-                "chunk_source": dict(self.chunk_source), "mismatches": self.mismatches, "early_eos": self.early_eos}  # fmt: skip
+        return {
+            "output": self.output,
+            "prompt": self.prompt,
+            "source": dict(self.source),
+            "chunk_source": dict(self.chunk_source),
+            "mismatches": self.mismatches,
+            "early_eos": self.early_eos,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TokenCounts:
@@ -112,7 +124,7 @@ DISTRIBUTIONS = (
 OPEN_LOOP_DISTRIBUTIONS = ("lateness_ms", "ttft_sched_ms")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LevelStats:
     """Every figure of one level (one repeat, or all repeats pooled), measured requests only.
 
@@ -167,16 +179,27 @@ class LevelStats:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "level": self.level.label, "concurrency": self.level.concurrency, "rate": self.level.rate_rps,
-            "repeats": self.repeats, "requests": self.requests, "completed": self.completed,
-            "errors": self.errors, "errors_by_kind": dict(self.errors_by_kind),
-            "error_examples": dict(self.error_examples), "evictions": self.evictions,
-        }  # fmt: skip
+            "level": self.level.label,
+            "concurrency": self.level.concurrency,
+            "rate": self.level.rate_rps,
+            "repeats": self.repeats,
+            "requests": self.requests,
+            "completed": self.completed,
+            "errors": self.errors,
+            "errors_by_kind": dict(self.errors_by_kind),
+            "error_examples": dict(self.error_examples),
+            "evictions": self.evictions,
+        }
         out.update({name: getattr(self, name).to_json() for name in DISTRIBUTIONS})
         out["tokens"] = self.tokens.to_json()
         out["window"] = None if self.window is None else _window_json(self.window)
-        out.update(output_tok_s=self.output_tok_s, total_tok_s=self.total_tok_s, request_s=self.request_s,
-                   duration_s=self.duration_s, first_send_ns=self.first_send_ns)  # fmt: skip
+        out.update(
+            output_tok_s=self.output_tok_s,
+            total_tok_s=self.total_tok_s,
+            request_s=self.request_s,
+            duration_s=self.duration_s,
+            first_send_ns=self.first_send_ns,
+        )
         for name in OPEN_LOOP_DISTRIBUTIONS:
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name).to_json()
@@ -198,18 +221,29 @@ class LevelStats:
             k: None if v is None else (v["mean"], v["half_width"]) for k, v in data.get("ci95", {}).items()
         }
         return cls(
-            level=Level.parse(data["level"]), repeats=data["repeats"], requests=data["requests"],
-            completed=data["completed"], errors=data["errors"], errors_by_kind=data["errors_by_kind"],
-            error_examples=data["error_examples"], evictions=data["evictions"],
+            level=Level.parse(data["level"]),
+            repeats=data["repeats"],
+            requests=data["requests"],
+            completed=data["completed"],
+            errors=data["errors"],
+            errors_by_kind=data["errors_by_kind"],
+            error_examples=data["error_examples"],
+            evictions=data["evictions"],
             **{name: Distribution.from_json(data[name]) for name in DISTRIBUTIONS},
             **{name: Distribution.from_json(data[name]) for name in OPEN_LOOP_DISTRIBUTIONS if name in data},
             tokens=TokenCounts.from_json(data["tokens"]),
             window=None if window is None else Window(window["t0_ns"], window["t1_ns"], window["steady"]),
-            output_tok_s=data["output_tok_s"], total_tok_s=data["total_tok_s"], request_s=data["request_s"],
-            duration_s=data["duration_s"], first_send_ns=data["first_send_ns"],
-            goodput_req_s=data.get("goodput_req_s"), slo_attainment=data.get("slo_attainment"), ci95=ci95,
-            ramp_s=None if ramp is None else ramp["seconds"], ramp_requests=0 if ramp is None else ramp["requests"],
-        )  # fmt: skip
+            output_tok_s=data["output_tok_s"],
+            total_tok_s=data["total_tok_s"],
+            request_s=data["request_s"],
+            duration_s=data["duration_s"],
+            first_send_ns=data["first_send_ns"],
+            goodput_req_s=data.get("goodput_req_s"),
+            slo_attainment=data.get("slo_attainment"),
+            ci95=ci95,
+            ramp_s=None if ramp is None else ramp["seconds"],
+            ramp_requests=0 if ramp is None else ramp["requests"],
+        )
 
 
 def _window_json(window: Window) -> dict[str, Any]:
@@ -253,7 +287,7 @@ LEVEL_KEYS = (
     "server",
     "ci95",
     "predicted",
-)  # fmt: skip  (the order of a level object in `bench --json` and in the store; docs/results-schema.md)
+)  # (the order of a level object in `bench --json` and in the store; docs/results-schema.md)
 
 
 @dataclass(frozen=True)

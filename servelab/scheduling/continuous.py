@@ -19,7 +19,7 @@ from servelab.scheduling.blocks import BlockPool
 from servelab.scheduling.core import Sequence, Speculation, Step, Work
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ContinuousSettings:
     max_running: int
     token_budget: int  # tokens one step computes at most

@@ -27,7 +27,7 @@ class Request:
     output_tokens: int
 
 
-@dataclass(eq=False)  # a sequence is itself: compared by identity
+@dataclass(eq=False, kw_only=True)  # a sequence is itself: compared by identity
 class Sequence:
     request: Request
     computed: int = 0  # tokens with KV in the cache

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 
-class Answer:
+class SimAnswer:
     """One answer: how many tokens, in which chunks, with which usage reporting."""
 
     def __init__(self, chat: bool, model: str, prompt_tokens: int, out: int, k: int, usage: str, finish: str):
@@ -19,7 +19,7 @@ class Answer:
         self._template: tuple[bytes, bytes] | None = None
 
     @classmethod
-    def empty(cls) -> Answer:
+    def empty(cls) -> SimAnswer:
         return cls(False, "", 0, 1, 1, "off", "stop")
 
     def role_delta(self) -> dict:
@@ -57,8 +57,10 @@ class Answer:
         if self._template is None:
             field = '"delta":{"content":"' if self.chat else '"text":"'
             head = f'{{"id":"sim-{n}","object":"{self._object(True)}","created":{self.created},"model":{json.dumps(self.model)}'
-            self._template = (f'data: {head},"choices":[{{"index":0,"finish_reason":null,{field}'.encode(),
-                              b'"}}]}\n\n' if self.chat else b'"}]}\n\n')  # fmt: skip
+            self._template = (
+                f'data: {head},"choices":[{{"index":0,"finish_reason":null,{field}'.encode(),
+                b'"}}]}\n\n' if self.chat else b'"}]}\n\n',
+            )
         return self._template[0] + text.encode() + self._template[1]
 
     def usage_dict(self, completion: int) -> dict:

@@ -32,7 +32,7 @@ class Fault:
         return math.floor((n + 1) * rate) > math.floor(n * rate)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SimConfig:
     host: str = "127.0.0.1"
     port: int = 0  # 0: the OS picks a free port

@@ -24,7 +24,7 @@ from servelab.predict.emulator import EngineLoop
 from servelab.predict.machine import EmulatedEngine
 from servelab.predict.words import WordTokenizer
 from servelab.scheduling.core import Request, Sequence
-from servelab.sim.answer import Answer
+from servelab.sim.answer import SimAnswer
 
 if TYPE_CHECKING:
     from servelab.sim.server import RequestLog
@@ -99,7 +99,7 @@ class EmulatedStream:
     """One request's answer as the emulated engine produces it: tokens become SSE events written straight to
     the transport (buffered until the handler has sent the headers); `done` resolves with the last token."""
 
-    def __init__(self, answer: Answer, n: int, log: RequestLog, done: asyncio.Future[None]) -> None:
+    def __init__(self, answer: SimAnswer, n: int, log: RequestLog, done: asyncio.Future[None]) -> None:
         self.answer, self.n, self.log, self.done = answer, n, log, done
         self.sent = 0  # tokens written so far
         self.transport: asyncio.Transport | None = None

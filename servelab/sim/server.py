@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from aiohttp import HttpVersion11, web
 
 from servelab.errors import ConfigError
-from servelab.sim.answer import Answer
+from servelab.sim.answer import SimAnswer
 from servelab.sim.config import SimConfig, fault_for, sim_prompt_tokens
 
 if TYPE_CHECKING:
@@ -170,15 +170,15 @@ class SimServer:
             return _error(429, "simulated rate limit", headers={"Retry-After": "1"})
         return None
 
-    def _plan(self, body: dict, chat: bool) -> tuple[Answer, web.Response | None]:
+    def _plan(self, body: dict, chat: bool) -> tuple[SimAnswer, web.Response | None]:
         cfg = self.config
         model = body.get("model")
         if model not in (None, "", cfg.model):
-            return Answer.empty(), _error(404, f"The model `{model}` does not exist.")
+            return SimAnswer.empty(), _error(404, f"The model `{model}` does not exist.")
         max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or cfg.max_tokens
         prompt_tokens = sim_prompt_tokens(body, chat)
         if prompt_tokens + max_tokens > cfg.context:
-            return Answer.empty(), _error(
+            return SimAnswer.empty(), _error(
                 400,
                 f"This model's maximum context length is {cfg.context} tokens. However, you requested "
                 f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the completion).",
@@ -193,10 +193,16 @@ class SimServer:
             )  # as vLLM: continuous needs include
             usage = "continuous" if usage == "final" and options.get("continuous_usage_stats") else usage
         finish = "length" if out == max_tokens else "stop"
-        return Answer(chat, cfg.model, prompt_tokens, out, cfg.tokens_per_chunk, usage, finish), None
+        return SimAnswer(chat, cfg.model, prompt_tokens, out, cfg.tokens_per_chunk, usage, finish), None
 
-    async def _emulate(self, engine: WallClockEngine, request: web.Request, body: dict, plan: Answer,
-                       start: tuple[int, int]) -> web.StreamResponse:  # fmt: skip
+    async def _emulate(
+        self,
+        engine: WallClockEngine,
+        request: web.Request,
+        body: dict,
+        plan: SimAnswer,
+        start: tuple[int, int],
+    ) -> web.StreamResponse:
         """The emulated engine decides when each token is written (sim/emulated.py)."""
         from servelab.sim.emulated import EmulatedStream
 
@@ -218,7 +224,7 @@ class SimServer:
         return response
 
     async def _open_stream(
-        self, request: web.Request, plan: Answer, start: tuple[int, int]
+        self, request: web.Request, plan: SimAnswer, start: tuple[int, int]
     ) -> web.StreamResponse:
         """The SSE response with its headers sent (and the role chunk, for chat)."""
         t0_ns, n = start
@@ -236,7 +242,12 @@ class SimServer:
         return response
 
     async def _stream(
-        self, request: web.Request, plan: Answer, start: tuple[int, int], log: RequestLog, fault: str | None
+        self,
+        request: web.Request,
+        plan: SimAnswer,
+        start: tuple[int, int],
+        log: RequestLog,
+        fault: str | None,
     ):
         t0_ns, n = start
         response = await self._open_stream(request, plan, start)
@@ -271,8 +282,17 @@ class _StreamJob:
     (chunked framing done here), so no task wakes up per event. The last content chunk, the usage event and
     [DONE] go out in one write; a mid-stream fault stops the job at its chunk's deadline."""
 
-    def __init__(self, transport, chunked: bool, plan: Answer, start: tuple[int, int], config: SimConfig,
-                 log: RequestLog, fault_at: int | None, keepalive_ns: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        transport,
+        chunked: bool,
+        plan: SimAnswer,
+        start: tuple[int, int],
+        config: SimConfig,
+        log: RequestLog,
+        fault_at: int | None,
+        keepalive_ns: int,
+    ) -> None:
         self.transport, self.chunked, self.plan = transport, chunked, plan
         self.t0_ns, self.n = start
         self.config, self.log, self.chunks_ns = config, log, log["chunks_ns"]

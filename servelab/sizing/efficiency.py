@@ -24,8 +24,8 @@ from servelab.sizing.state import state_layout
 KV_FAMILY = "16-bit"  # the family whose figure KV and state reads run at
 
 
-@dataclass(frozen=True)
-class Measurement:
+@dataclass(frozen=True, kw_only=True)
+class DecodeMeasurement:
     """A public decode measurement: `tok_s` per sequence of `model` in `quant` on `gpu` at `batch` sequences,
     `context` tokens in the KV cache on average. `bytes_per_token`: by hand (the note says how) when the
     catalog lacks the model; else the planner's own decode step bytes (benchmarks/plan_efficiency.py)."""
@@ -45,7 +45,8 @@ class EfficiencyCell:
     family: str  # servelab.model.quant.decode_family
     batch: int  # sequences decoded together; the cell holds from this batch up to the next tabulated one
     decode: float
-    measurement: Measurement | None  # None: derived from other cells or a qualitative source (the note says)
+    # None: derived from other cells or a qualitative source (the note says)
+    measurement: DecodeMeasurement | None
     note: str = ""
 
 
@@ -108,7 +109,7 @@ def uniform(decode: float, family: str, note: str) -> DecodeEfficiency:
     return DecodeEfficiency(decode, decode, family, 1, True, note)
 
 
-def step_bytes(m: Measurement, batch: int, state_dtypes: tuple[str | None, str | None]) -> float:
+def step_bytes(m: DecodeMeasurement, batch: int, state_dtypes: tuple[str | None, str | None]) -> float:
     """Bytes one decode step of the measured setup reads: the hand figure x batch, or the planner's own (weights
     read by `batch` sequences + their KV at `context` + recurrent state read and written)."""
     if m.bytes_per_token is not None:

@@ -65,7 +65,7 @@ class Speculative:
         return 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PlanSettings(Generic[S]):
     """What one plan asks of an engine: what every engine shares, and `engine`, that engine's own Settings (its
     knobs, validated where they are made: servelab/engines/<e>/settings.py)."""
@@ -97,7 +97,7 @@ class Refusal:
     fix: Mapping[str, object] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EngineFit:
     memory: MemoryBytes
     fits: bool
@@ -130,15 +130,15 @@ def memory_bytes(
 ) -> MemoryBytes:
     weights = text + vision + mtp
     return MemoryBytes(
-        weights,
-        kv,
-        state,
-        act,
-        runtime,
-        weights + kv + state + act + runtime,
-        gpu.memory_bytes,
-        text,
-        vision,
-        mtp,
-        host,
+        weights=weights,
+        kv_cache=kv,
+        recurrent_state=state,
+        activations=act,
+        runtime=runtime,
+        total=weights + kv + state + act + runtime,
+        capacity=gpu.memory_bytes,
+        weights_text=text,
+        weights_vision=vision,
+        weights_mtp=mtp,
+        host_bytes=host,
     )

@@ -23,7 +23,7 @@ LATENCY_S = {"nvlink": 5e-6, "pcie-p2p": 15e-6, "pcie-host-staged": 150e-6}
 ACTIVATION_BYTES = 2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TensorParallelCost:
     tp: int
     interconnect: str
@@ -53,4 +53,12 @@ def tensor_parallel_cost(
     calls = 2 * model.num_layers
     size = model.hidden_size * ACTIVATION_BYTES * batch
     one = LATENCY_S[interconnect] + 2 * (tp - 1) / tp * size / (link * 1e9) if tp > 1 else 0.0
-    return TensorParallelCost(tp, interconnect, link, calls, size, one, calls * one)
+    return TensorParallelCost(
+        tp=tp,
+        interconnect=interconnect,
+        link_gb_s=link,
+        allreduces_per_token=calls,
+        bytes_per_allreduce=size,
+        allreduce_s=one,
+        per_token_s=calls * one,
+    )

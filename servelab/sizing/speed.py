@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 SHORT_CONTEXT_TOKENS = 1024
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DecodeCeiling:
     context: int
     batch: int
@@ -67,7 +67,16 @@ def decode_ceiling(
     step_s = max(memory_s, compute_s)
     per_seq = 1 / step_s if step_s else 0.0
     bound = "memory" if memory_s >= compute_s else "compute"
-    return DecodeCeiling(context, batch, step, per_seq, per_seq * batch, bound, weights, compute_s)
+    return DecodeCeiling(
+        context=context,
+        batch=batch,
+        step_bytes=step,
+        per_sequence_tok_s=per_seq,
+        aggregate_tok_s=per_seq * batch,
+        bound=bound,
+        weight_bytes=weights,
+        compute_s=compute_s,
+    )
 
 
 def expected_step_s(d: DecodeCeiling, gpu: GPU, eff: DecodeEfficiency) -> float:

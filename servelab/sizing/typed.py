@@ -23,7 +23,7 @@ MAX_CONTEXT = 100_000_000  # tokens; beyond any model's context
 MAX_PARALLEL = 65_536  # concurrent sequences
 
 
-def whole(value: int | None, flag: str, low: int, high: int, unit: str) -> None:
+def check_whole(value: int | None, flag: str, low: int, high: int, unit: str) -> None:
     """A whole-number setting in range when given (None: the engine's default); one ConfigError line naming it."""
     if value is not None:
         count(value, flag, low, high, unit)

@@ -18,8 +18,14 @@ from servelab.errors import ConfigError
 
 T = TypeVar("T")
 _NONE = type(None)
-_KIND_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "a boolean", tuple: "a list",
-               dict: "an object"}  # fmt: skip
+_KIND_NAMES = {
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    bool: "a boolean",
+    tuple: "a list",
+    dict: "an object",
+}
 
 
 def json_kind(value: object) -> str:

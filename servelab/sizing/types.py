@@ -10,7 +10,7 @@ from servelab.sizing.parallel import TensorParallelCost
 from servelab.sizing.typed_json import from_json
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MemoryBytes:
     """Per-GPU memory by component, in bytes. `total` is what the engine would hold; `capacity` the card."""
 
@@ -74,7 +74,7 @@ class PlannedCard:
     bf16_tflops: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Plan:
     engine: str
     quant: str

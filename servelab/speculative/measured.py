@@ -34,8 +34,10 @@ def single_stream_tok_s(run: StoredRun) -> float:
         {r.target_index for r in records} | {t for t, lv in run.level_stats if lv == SINGLE_STREAM}
     )
     if len(targets) > 1:
-        raise ConfigError(f"run {run.id} benched {len(targets)} targets at {SINGLE_STREAM}; "
-                          "give runs of one target each (bench the baseline and the speculative server apart)")  # fmt: skip
+        raise ConfigError(
+            f"run {run.id} benched {len(targets)} targets at {SINGLE_STREAM}; "
+            "give runs of one target each (bench the baseline and the speculative server apart)"
+        )
     stored = run.level_stats.get((targets[0], SINGLE_STREAM)) if targets else None
     stats = stored or summarize_records(records, SINGLE_STREAM)
     tok_s = stats.per_stream_tok_s.p50

@@ -12,19 +12,19 @@ from typing import TextIO
 
 from servelab.diagnose.logs import open_log, read_lines
 from servelab.engines import registry
-from servelab.engines.base import Speculative
+from servelab.engines.base import SpeculativeReader
 from servelab.engines.http import HttpProbe
 from servelab.errors import ConfigError, TargetError
 from servelab.results.observation import SpecObservation
 from servelab.speculative.theory import accept_length_from_rate
 
 
-def _parsers() -> tuple[Speculative, ...]:
+def _parsers() -> tuple[SpeculativeReader, ...]:
     """Every engine's speculative-decoding parser, in registry order."""
     return tuple(e.speculative for e in registry.engines() if e.speculative is not None)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Acceptance:
     """One accept length (bonus included) for a known number of draft tokens per step, and where it came from."""
 
@@ -74,17 +74,21 @@ def from_numbers(
                 "(it counts the bonus token)"
             )
         rate = (accept_length - 1.0) / draft_tokens
-        return Acceptance(accept_length, draft_tokens, "numbers", token_accept_rate=rate)
+        return Acceptance(
+            accept_length=accept_length, draft_tokens=draft_tokens, source="numbers", token_accept_rate=rate
+        )
     given = accept_rate / 100 if accept_rate is not None and 1.0 < accept_rate <= 100.0 else accept_rate
     if given is None or not 0.0 <= given <= 1.0:
         raise ConfigError(
             f"--accept-rate {accept_rate} must be a fraction between 0 and 1 (or a percent up to 100)"
         )
     length = accept_length_from_rate(given, draft_tokens)
-    return Acceptance(length, draft_tokens, "numbers", token_accept_rate=given)
+    return Acceptance(
+        accept_length=length, draft_tokens=draft_tokens, source="numbers", token_accept_rate=given
+    )
 
 
-def resolve(observations: list[SpecObservation], source: str, draft_tokens: int | None) -> Acceptance:
+def pool_acceptance(observations: list[SpecObservation], source: str, draft_tokens: int | None) -> Acceptance:
     """Pool observations of one engine into an Acceptance; ConfigError if none, several engines, or no gamma."""
     if not observations:
         raise ConfigError(f"no speculative-decoding numbers found in the {source}; is speculation on?")
@@ -108,7 +112,15 @@ def resolve(observations: list[SpecObservation], source: str, draft_tokens: int 
     rate = (length - 1.0) / gamma
     if pooled.accepted_tokens is not None and pooled.drafted_tokens:
         rate = pooled.accepted_tokens / pooled.drafted_tokens
-    return Acceptance(length, gamma, source, pooled.engine, pooled.where, pooled.samples, rate)
+    return Acceptance(
+        accept_length=length,
+        draft_tokens=gamma,
+        source=source,
+        engine=pooled.engine,
+        where=pooled.where,
+        samples=pooled.samples,
+        token_accept_rate=rate,
+    )
 
 
 def _accept_length(obs: SpecObservation, gamma: int) -> float:

@@ -26,7 +26,7 @@ MIN_RESCUE_GAIN = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SpecVerdict:
     alpha: float
     expected_tokens_per_step: float  # E, bonus token included

@@ -50,8 +50,15 @@ COLUMNS = (
 )
 INSERT_SQL = f"INSERT INTO requests (run_id, {', '.join(COLUMNS)}, extra) VALUES ({', '.join('?' * (len(COLUMNS) + 2))})"
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-_NULLABLE_INT = ("intended_ns", "first_token_ns", "http_status", "prompt_tokens", "output_tokens", "max_tokens",
-                 "cached_prompt_tokens")  # fmt: skip
+_NULLABLE_INT = (
+    "intended_ns",
+    "first_token_ns",
+    "http_status",
+    "prompt_tokens",
+    "output_tokens",
+    "max_tokens",
+    "cached_prompt_tokens",
+)
 _NULLABLE_TEXT = ("error_kind", "error", "finish_reason")
 SELECT_SQL = f"SELECT {', '.join(COLUMNS)}, extra FROM requests WHERE run_id = ? ORDER BY id"
 
@@ -104,8 +111,11 @@ def _fits(name: str, value: Any) -> bool:
         return value is None or (type(value) is str and _json_object(value))
     if value is None:
         return name in _NULLABLE_INT or name in _NULLABLE_TEXT
-    if name in _NULLABLE_INT or name in BOOL_FIELDS or name in ("target_index", "repeat", "request_index",
-                                                                 "sent_ns", "end_ns"):  # fmt: skip
+    if (
+        name in _NULLABLE_INT
+        or name in BOOL_FIELDS
+        or name in ("target_index", "repeat", "request_index", "sent_ns", "end_ns")
+    ):
         return type(value) is int
     return type(value) is str
 

@@ -11,7 +11,7 @@ from servelab.results.run import RunMeta, TargetInfo
 from servelab.results.stats import LevelStats, LevelSummary
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunInfo:
     """One line of `servelab runs`."""
 
@@ -62,7 +62,7 @@ class MetricsSnapshot:
     text: str  # the Prometheus exposition as returned by the server
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StoredRun:
     info: RunInfo
     meta: RunMeta

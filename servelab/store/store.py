@@ -71,8 +71,10 @@ class Store:
         path = paths.default_db_path() if path is None else Path(path)
         if must_exist and not path.is_file():
             if default:
-                raise StoreError(f"no runs stored yet (no result store at {path}): record one with `servelab bench URL`, "
-                                 "or pass --db PATH")  # fmt: skip
+                raise StoreError(
+                    f"no runs stored yet (no result store at {path}): record one with `servelab bench URL`, "
+                    "or pass --db PATH"
+                )
             raise StoreError(
                 f"no result store at {path}; run `servelab bench --db {path}` first or pass --db"
             )

@@ -69,8 +69,9 @@ def from_command(
 
     ``engine`` is used for bare flags (a command line starting with ``-``).
     """
-    return from_engine_command(read_command(command, source=source), engine=engine, source=source,
-                               environment=environment)  # fmt: skip
+    return from_engine_command(
+        read_command(command, source=source), engine=engine, source=source, environment=environment
+    )
 
 
 def from_engine_command(
@@ -85,14 +86,18 @@ def from_engine_command(
     argv = list(command.argv)
     readers = cmdlines()
     if name not in readers:
-        raise ConfigError(f"{source}: bare flags {shlex.join(argv[:3])!r} need an engine, and {name or 'none'} "
-                          "answers; give the full command line (llama-server …, vllm serve …)")  # fmt: skip
+        raise ConfigError(
+            f"{source}: bare flags {shlex.join(argv[:3])!r} need an engine, and {name or 'none'} "
+            "answers; give the full command line (llama-server …, vllm serve …)"
+        )
     module = readers[name]
     launch = module.parse(argv, {**(environment or {}), **command.environment})
     values = module.expectations(launch)
     if not values:
-        raise ConfigError(f"{source}: {shlex.join(argv[:3])!r} sets nothing verify can check for {name} "
-                          "(context, slots, KV dtype, model …); pass the engine's full command line")  # fmt: skip
+        raise ConfigError(
+            f"{source}: {shlex.join(argv[:3])!r} sets nothing verify can check for {name} "
+            "(context, slots, KV dtype, model …); pass the engine's full command line"
+        )
     return Asked(values, dict.fromkeys(values, source), name, launch)
 
 
@@ -114,8 +119,10 @@ def from_plan(path: Path) -> Asked:
         planned["model"] = first.model
     values = {k: v for k, v in planned.items() if v is not None}
     if not values and not asked.values and engine is None:
-        raise ConfigError(f"--plan {path}: plans[0] gives nothing verify can check "
-                          "(engine, context, slots, kv_dtype, model or command)")  # fmt: skip
+        raise ConfigError(
+            f"--plan {path}: plans[0] gives nothing verify can check "
+            "(engine, context, slots, kv_dtype, model or command)"
+        )
     return asked.merged(Asked(values, dict.fromkeys(values, "--plan"), engine))
 
 

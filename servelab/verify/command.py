@@ -18,8 +18,18 @@ from servelab.errors import ConfigError
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _WRAPPERS = ("env", "nohup", "exec")
 # programs that run another command after options of their own: the engine launch is found after them
-_LAUNCHERS = {("uv", "run"), ("uvx",), ("pipx", "run"), ("sudo",), ("numactl",), ("taskset",), ("nice",), ("timeout",),
-              ("stdbuf",), ("chrt",)}  # fmt: skip
+_LAUNCHERS = {
+    ("uv", "run"),
+    ("uvx",),
+    ("pipx", "run"),
+    ("sudo",),
+    ("numactl",),
+    ("taskset",),
+    ("nice",),
+    ("timeout",),
+    ("stdbuf",),
+    ("chrt",),
+}
 _CONTAINER_TOOLS = ("docker", "podman", "nerdctl")
 # `docker run` options that take no value; every other option takes the next word unless written --opt=value
 _RUN_SWITCHES = frozenset(
@@ -90,10 +100,12 @@ def read_command(
         environment = {**environment, **run_environment}
     engine = engine_of_command(words) or image_engine(image)
     if engine is None and not (words and words[0].startswith("-")):
-        raise ConfigError(f"{source}: {shlex.join(words[:3]) or 'an empty command'!r} does not launch a known engine; "
-                          f"give {', '.join(launch_forms())} (after VAR=value words, `uv run …`, `sudo …` or "
-                          "`docker run … IMAGE` if need be), or bare flags starting with '-' for the engine that "
-                          "answers")  # fmt: skip
+        raise ConfigError(
+            f"{source}: {shlex.join(words[:3]) or 'an empty command'!r} does not launch a known engine; "
+            f"give {', '.join(launch_forms())} (after VAR=value words, `uv run …`, `sudo …` or "
+            "`docker run … IMAGE` if need be), or bare flags starting with '-' for the engine that "
+            "answers"
+        )
     return EngineCommand(engine, tuple(words), environment, image)
 
 

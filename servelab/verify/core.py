@@ -12,7 +12,7 @@ from servelab.verify.diff import Mismatch, Unverified, diff
 from servelab.verify.effective import EffectiveConfig, read_effective
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VerifyResult:
     """The engine, its effective configuration and every asked-versus-got difference."""
 

@@ -37,8 +37,13 @@ class PlannedLaunch:
         """make_plan's keyword arguments the launch decides (those it leaves out keep the CLI's values)."""
         s = self.settings
         options: dict[str, Any] = {} if s.engine is None else {"settings": s.engine}
-        for key, value in (("context", s.context), ("parallel", s.parallel), ("kv_dtype", s.kv_dtype), ("gpus", s.tp),
-                           ("engine_version", self.image_version)):  # fmt: skip
+        for key, value in (
+            ("context", s.context),
+            ("parallel", s.parallel),
+            ("kv_dtype", s.kv_dtype),
+            ("gpus", s.tp),
+            ("engine_version", self.image_version),
+        ):
             if value is not None:
                 options[key] = value
         return options

@@ -17,9 +17,18 @@ from pathlib import Path
 
 import aiohttp
 
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-         "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0")  # fmt: skip
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+    "--remote-debugging-address=127.0.0.1",
+    "--remote-debugging-port=0",
+)
 LISTENING = re.compile(r"DevTools listening on (ws://127\.0\.0\.1:(\d+)/\S+)")
 
 
@@ -78,8 +87,13 @@ class PageSession:
             "Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": scheme}]
         )
         height = int(await self.evaluate("document.documentElement.scrollHeight"))
-        await self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
-                        mobile=False)  # fmt: skip
+        await self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         shot = await self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
         path.write_bytes(base64.b64decode(shot["data"]))
 
@@ -93,8 +107,11 @@ class Chromium:
             raise RuntimeError("chromium is not installed: run scripts/test (apt-get install chromium)")
         self.log_path = profile_dir.with_suffix(".log")
         self._log = self.log_path.open("w")
-        self.proc = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={profile_dir}", "about:blank"],
-                                     stderr=self._log, stdout=subprocess.DEVNULL)  # fmt: skip
+        self.proc = subprocess.Popen(
+            [binary, *FLAGS, f"--user-data-dir={profile_dir}", "about:blank"],
+            stderr=self._log,
+            stdout=subprocess.DEVNULL,
+        )
         self.port = self._wait_listening()
 
     def _wait_listening(self, timeout_s: float = 60.0) -> int:
@@ -142,5 +159,9 @@ async def inspect_page(
         checks = await page.evaluate(checks_js)
         for path, dark in shots.values():
             await page.screenshot(path, dark=dark)
-        return {"checks": checks, "console": page.console, "exceptions": page.exceptions,
-                "requests": page.requests}  # fmt: skip
+        return {
+            "checks": checks,
+            "console": page.console,
+            "exceptions": page.exceptions,
+            "requests": page.requests,
+        }

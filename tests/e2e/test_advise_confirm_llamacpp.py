@@ -24,8 +24,25 @@ def test_confirm_launches_benches_calibrates_and_reports_advice_vs_measurement(
     monkeypatch.setenv("SERVELAB_LLAMA_SERVER", str(llama_server_bin))
     model = make_model("dense", tmp_path / "dense.gguf").path
     db = tmp_path / "runs.db"
-    args = ["advise", str(model), "--gpu", "cpu", "--engine", "llamacpp", "--users", "2", "--output-tokens", "8",
-            "--input-tokens", "32", "--slo", SLO, "--confirm", "--db", str(db)]  # fmt: skip
+    args = [
+        "advise",
+        str(model),
+        "--gpu",
+        "cpu",
+        "--engine",
+        "llamacpp",
+        "--users",
+        "2",
+        "--output-tokens",
+        "8",
+        "--input-tokens",
+        "32",
+        "--slo",
+        SLO,
+        "--confirm",
+        "--db",
+        str(db),
+    ]
     assert main([*args, "--json"]) == 0
     out, err = capsys.readouterr()
     doc = json.loads(out)

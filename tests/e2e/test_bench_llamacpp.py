@@ -26,9 +26,13 @@ def server(llama_server, model_files):
 
 def ladder(url: str, store: Store, *, chat: bool) -> tuple[dict, list]:
     config = BenchConfig(
-        targets=(url,), concurrency=(1, 2), workload=WorkloadSpec("short", 32, OUT), stop=StopRule(requests=3),
-        warmup=1, chat=chat,
-    )  # fmt: skip
+        targets=(url,),
+        concurrency=(1, 2),
+        workload=WorkloadSpec("short", 32, OUT),
+        stop=StopRule(requests=3),
+        warmup=1,
+        chat=chat,
+    )
     result = run(config, store).to_json()
     records = [r for r in store.load_run(result["run_id"]).requests if r.phase == "measure"]
     return result, records
@@ -81,9 +85,12 @@ def test_completions_with_token_ids_have_exact_prompt_lengths(server, tmp_path):
 
 def shared_prefix_run(url: str, store: Store, concurrency: int) -> tuple[dict, list]:
     config = BenchConfig(
-        targets=(url,), concurrency=(concurrency,), workload=WorkloadSpec("shared-prefix", 200, 16),
-        stop=StopRule(requests=8), warmup=0,
-    )  # fmt: skip
+        targets=(url,),
+        concurrency=(concurrency,),
+        workload=WorkloadSpec("shared-prefix", 200, 16),
+        stop=StopRule(requests=8),
+        warmup=0,
+    )
     result = run(config, store).to_json()
     return result["targets"][0]["levels"][0], list(store.load_run(result["run_id"]).requests)
 

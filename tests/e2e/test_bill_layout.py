@@ -30,10 +30,21 @@ from tests.e2e.chromium_cdp import Chromium, inspect_page
 
 pytestmark = pytest.mark.browser
 
-FAR_PLAN = {"model": "sim", "gpu": "h200", "plans": [{"engine": "openai", "quant": "bf16", "context": 4096,
-            "tensor_parallel": 1, "memory_bytes": {"weights": 2 << 30, "kv_cache": 1 << 30, "total": 3 << 30},
+FAR_PLAN = {
+    "model": "sim",
+    "gpu": "h200",
+    "plans": [
+        {
+            "engine": "openai",
+            "quant": "bf16",
+            "context": 4096,
+            "tensor_parallel": 1,
+            "memory_bytes": {"weights": 2 << 30, "kv_cache": 1 << 30, "total": 3 << 30},
             "decode_ceiling_tok_s": {"short": 90_000.0, "full_context": 60_000.0},
-            "decode_batch_tok_s": [{"batch": b, "aggregate_tok_s": 90_000.0 * b} for b in (1, 2, 4)]}]}  # fmt: skip
+            "decode_batch_tok_s": [{"batch": b, "aggregate_tok_s": 90_000.0 * b} for b in (1, 2, 4)],
+        }
+    ],
+}
 
 LAYOUT_JS = """(() => {
   const box = e => e.getBoundingClientRect();
@@ -80,8 +91,14 @@ def two_engine_run(tmp_path: Path) -> tuple[Path, str]:
         sim_process("--ttft-ms", "5", "--itl-ms", "4", "--model", "fast-model") as fast,
         sim_process("--ttft-ms", "60", "--itl-ms", "9", "--model", "slow-model") as slow,
     ):
-        config = BenchConfig(targets=(fast, slow), concurrency=(1, 2, 4), stop=StopRule(requests=6), warmup=0,
-                             workload=WorkloadSpec("short", input_tokens=16, output_tokens=24), slo=Slo(tpot_ms=8.0))  # fmt: skip
+        config = BenchConfig(
+            targets=(fast, slow),
+            concurrency=(1, 2, 4),
+            stop=StopRule(requests=6),
+            warmup=0,
+            workload=WorkloadSpec("short", input_tokens=16, output_tokens=24),
+            slo=Slo(tpot_ms=8.0),
+        )
         db = tmp_path / "runs.db"
         with Store.open(db) as store:
             return db, run(config, store).run_id

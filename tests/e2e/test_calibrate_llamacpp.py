@@ -29,9 +29,13 @@ def measured(llama_server, tmp_path: Path) -> tuple[Path, str, Path]:
     server = llama_server(model, "-c", "1024", "-np", "2")
     db = tmp_path / "runs.db"
     config = BenchConfig(
-        targets=(server.url,), concurrency=(1, 2), workload=WorkloadSpec("short", 32, 24), stop=StopRule(requests=3),
-        warmup=1, chat=False,
-    )  # fmt: skip
+        targets=(server.url,),
+        concurrency=(1, 2),
+        workload=WorkloadSpec("short", 32, 24),
+        stop=StopRule(requests=3),
+        warmup=1,
+        chat=False,
+    )
     with Store.open(db) as store:
         run_id = run(config, store).run_id
     assert run_id is not None
@@ -61,8 +65,23 @@ def test_calibrate_saves_a_profile_that_predict_uses(measured, capsys) -> None:
         assert profile["engine_version"] == store.load_run(run_id).targets[0].info["version"]
     assert profile["engine_version"]
 
-    args = ["predict", str(model), "--gpu", "cpu", "--engine", "llamacpp", "--parallel", "2", "--context", "512",
-            "--concurrency", "1,2", "--requests", "4", "--completions"]  # fmt: skip
+    args = [
+        "predict",
+        str(model),
+        "--gpu",
+        "cpu",
+        "--engine",
+        "llamacpp",
+        "--parallel",
+        "2",
+        "--context",
+        "512",
+        "--concurrency",
+        "1,2",
+        "--requests",
+        "4",
+        "--completions",
+    ]
     assert main([*args, "--db", str(db), "--json"]) == 0
     out, err = capsys.readouterr()
     assert f"calibration profile llamacpp/{profile['quant']}" in err and str(path) in err

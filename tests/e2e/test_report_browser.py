@@ -28,10 +28,30 @@ from tests.runs_factory import store_run
 pytestmark = [pytest.mark.engine, pytest.mark.browser]
 
 REPO = Path(__file__).resolve().parents[2]
-SECTIONS = ["summary", "runs", "ladder", "throughput", "latency", "roofline", "memory", "timeline", "doctor", "power",
-            "spec", "verdict"]  # fmt: skip
-PLOTS = ["aggregate-throughput", "per-stream", "pareto", "latency-percentiles", "itl-distribution", "roofline", "memory",
-         "timeline"]  # fmt: skip
+SECTIONS = [
+    "summary",
+    "runs",
+    "ladder",
+    "throughput",
+    "latency",
+    "roofline",
+    "memory",
+    "timeline",
+    "doctor",
+    "power",
+    "spec",
+    "verdict",
+]
+PLOTS = [
+    "aggregate-throughput",
+    "per-stream",
+    "pareto",
+    "latency-percentiles",
+    "itl-distribution",
+    "roofline",
+    "memory",
+    "timeline",
+]
 CHECKS_JS = """(() => {
   const plots = [...document.querySelectorAll('figure[data-plot]')].map(f => {
     const svg = f.querySelector('svg');
@@ -60,8 +80,13 @@ def real_run(llama_server, model_files: dict[str, Path], tmp_path: Path) -> tupl
     256-token outputs: the tiny model decodes thousands of tokens/s, so on a loaded 2-core machine a short
     stream can arrive in one socket read (every gap 0, no decode speed); 256 tokens span many reads."""
     server = llama_server(model_files["dense"], "-c", "2048", "-np", "2", "-lv", "4")  # -lv 4: buffer sizes
-    config = BenchConfig(targets=(server.url,), concurrency=(1, 2), stop=StopRule(requests=6),
-                         workload=WorkloadSpec("short", input_tokens=32, output_tokens=256), name="browser-e2e")  # fmt: skip
+    config = BenchConfig(
+        targets=(server.url,),
+        concurrency=(1, 2),
+        stop=StopRule(requests=6),
+        workload=WorkloadSpec("short", input_tokens=32, output_tokens=256),
+        name="browser-e2e",
+    )
     db = tmp_path / "runs.db"
     with Store.open(db) as store:
         result = run(config, store)
@@ -87,12 +112,49 @@ def test_the_bill_of_a_real_run_renders_every_section_and_plot(
     assert main(["spec", "--accept-rate", "0.46", "--draft-tokens", "4", "--json"]) == 0
     spec.write_text(capsys.readouterr().out)
     plan = tmp_path / "plan.json"  # this CPU machine stated as 8 GiB at 20 GB/s: the ceilings are an input
-    assert main(["plan", str(model_files["dense"]), "--engine", "llamacpp", "--context", "2048", "--parallel", "2",
-                 "--vram", "8", "--bandwidth", "20", "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "plan",
+                str(model_files["dense"]),
+                "--engine",
+                "llamacpp",
+                "--context",
+                "2048",
+                "--parallel",
+                "2",
+                "--vram",
+                "8",
+                "--bandwidth",
+                "20",
+                "--json",
+            ]
+        )
+        == 0
+    )
     plan.write_text(capsys.readouterr().out)
     bill = tmp_path / "bill.html"
-    assert main(["report", run_id, "--db", str(db), "--plan", str(plan), "--doctor", str(doctor), "--spec", str(spec),
-                 "--server-log", str(server_log), "-o", str(bill)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "report",
+                run_id,
+                "--db",
+                str(db),
+                "--plan",
+                str(plan),
+                "--doctor",
+                str(doctor),
+                "--spec",
+                str(spec),
+                "--server-log",
+                str(server_log),
+                "-o",
+                str(bill),
+            ]
+        )
+        == 0
+    )
 
     shots = {
         "light": (tmp_path / "report-screenshot.png", False),

@@ -63,19 +63,38 @@ def test_confirm_lines_for_a_person(capsys) -> None:
     assert "to confirm it where it runs:" in out and "$ servelab bench URL --concurrency" in out
 
 
-def test_the_bill_renders_an_advice_with_its_front_plot_and_escapes_its_text(advised: dict, tmp_path: Path,
-                                                                              capsys) -> None:  # fmt: skip
+def test_the_bill_renders_an_advice_with_its_front_plot_and_escapes_its_text(
+    advised: dict, tmp_path: Path, capsys
+) -> None:
     hostile = "<script>alert(1)</script>\u202e"
     doc = dict(advised)
     doc["front"] = [{**advised["front"][0], "candidate": hostile}, *advised["front"][1:]]
-    doc["confirmation"] = {**advised["confirmation"], "ran": True, "meets_slo": False, "verdict": "MISSES",
-                           "figures": [{"figure": "goodput_tok_s", "advised": 100.0, "repredicted": 90.0,
-                                        "measured": 80.0}, {"figure": "tpot_p99_ms", "advised": 10.0,
-                                        "repredicted": 11.0, "measured": 12.0}]}  # fmt: skip
+    doc["confirmation"] = {
+        **advised["confirmation"],
+        "ran": True,
+        "meets_slo": False,
+        "verdict": "MISSES",
+        "figures": [
+            {"figure": "goodput_tok_s", "advised": 100.0, "repredicted": 90.0, "measured": 80.0},
+            {"figure": "tpot_p99_ms", "advised": 10.0, "repredicted": 11.0, "measured": 12.0},
+        ],
+    }
     path = tmp_path / "advice.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
-    assert main(["report", "--advice", str(path), "-o", str(tmp_path / "bill.html"), "--db",
-                 str(tmp_path / "none.db")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "report",
+                "--advice",
+                str(path),
+                "-o",
+                str(tmp_path / "bill.html"),
+                "--db",
+                str(tmp_path / "none.db"),
+            ]
+        )
+        == 0
+    )
     html = (tmp_path / "bill.html").read_text(encoding="utf-8")
     assert "<script>alert" not in html and "&lt;script&gt;" in html and "\u202e" not in html
     assert 'id="advice"' in html and 'aria-label="Advice: goodput per GPU vs p99 TPOT' in html
@@ -89,11 +108,15 @@ def test_the_bill_renders_an_advice_with_its_front_plot_and_escapes_its_text(adv
 
 @pytest.mark.parametrize(
     ("doc", "says"),
-    [({"model": "x"}, "not the output of `servelab advise --json`"),
-     ({"front": [{"candidate": "a", "output_tok_s_per_gpu": "fast"}], "ranked": []},
-      "--advice.front[0]: output_tok_s_per_gpu is str, not a number"),
-     ({"front": "x", "ranked": []}, "--advice: front is str, not a list")],
-)  # fmt: skip
+    [
+        ({"model": "x"}, "not the output of `servelab advise --json`"),
+        (
+            {"front": [{"candidate": "a", "output_tok_s_per_gpu": "fast"}], "ranked": []},
+            "--advice.front[0]: output_tok_s_per_gpu is str, not a number",
+        ),
+        ({"front": "x", "ranked": []}, "--advice: front is str, not a list"),
+    ],
+)
 def test_a_wrong_advice_file_is_one_line(doc: dict, says: str, tmp_path: Path, capsys) -> None:
     path = tmp_path / "a.json"
     path.write_text(json.dumps(doc), encoding="utf-8")

@@ -118,8 +118,23 @@ def test_bad_options_are_usage_errors(capsys, args, message):
 def test_api_key_reaches_the_server_but_never_the_store(capsys, tmp_path):
     db = tmp_path / "runs.db"
     with sim_process("--itl-ms", "5", "--ttft-ms", "5") as url:
-        code = main(["bench", url, "--concurrency", "1", "--requests", "2", "--output-tokens", "4",
-                     "--api-key", "sk-very-secret-123", "--db", str(db), "--json"])  # fmt: skip
+        code = main(
+            [
+                "bench",
+                url,
+                "--concurrency",
+                "1",
+                "--requests",
+                "2",
+                "--output-tokens",
+                "4",
+                "--api-key",
+                "sk-very-secret-123",
+                "--db",
+                str(db),
+                "--json",
+            ]
+        )
     assert code == 0
     out = capsys.readouterr().out
     assert "sk-very-secret-123" not in out
@@ -138,8 +153,21 @@ def test_credentials_in_the_url_never_reach_the_store(capsys, tmp_path):
     db = tmp_path / "runs.db"
     with sim_process("--itl-ms", "5", "--ttft-ms", "5") as url:
         secret_url = url.replace("http://", "http://user:pw-very-secret-456@")
-        code = main(["bench", secret_url, "--concurrency", "1", "--requests", "1", "--output-tokens", "2",
-                     "--db", str(db), "--json"])  # fmt: skip
+        code = main(
+            [
+                "bench",
+                secret_url,
+                "--concurrency",
+                "1",
+                "--requests",
+                "1",
+                "--output-tokens",
+                "2",
+                "--db",
+                str(db),
+                "--json",
+            ]
+        )
     assert code == 0
     assert "pw-very-secret-456" not in capsys.readouterr().out
     for path in tmp_path.iterdir():
@@ -215,8 +243,24 @@ def test_a_whole_float_from_yaml_counts_as_a_whole_number(capsys, tmp_path):
 
 def test_a_level_where_every_request_failed_exits_1_and_says_so(capsys, tmp_path):
     with sim_process("--ttft-ms", "1", "--itl-ms", "1", "--fault", "500") as url:
-        code = main(["bench", url, "--concurrency", "1", "--requests", "3", "--output-tokens", "2",
-                     "--input-tokens", "4", "--warmup", "0", "--db", str(tmp_path / "r.db")])  # fmt: skip
+        code = main(
+            [
+                "bench",
+                url,
+                "--concurrency",
+                "1",
+                "--requests",
+                "3",
+                "--output-tokens",
+                "2",
+                "--input-tokens",
+                "4",
+                "--warmup",
+                "0",
+                "--db",
+                str(tmp_path / "r.db"),
+            ]
+        )
     captured = capsys.readouterr()
     assert code == 1
     assert "complete" not in captured.out and "every request of a level failed" in captured.out
@@ -226,8 +270,24 @@ def test_a_level_where_every_request_failed_exits_1_and_says_so(capsys, tmp_path
 
 def test_a_level_where_some_requests_failed_still_exits_0(capsys, tmp_path):
     with sim_process("--ttft-ms", "1", "--itl-ms", "1", "--fault", "500:0.5") as url:
-        code = main(["bench", url, "--concurrency", "1", "--requests", "4", "--output-tokens", "2",
-                     "--input-tokens", "4", "--warmup", "0", "--db", str(tmp_path / "r.db")])  # fmt: skip
+        code = main(
+            [
+                "bench",
+                url,
+                "--concurrency",
+                "1",
+                "--requests",
+                "4",
+                "--output-tokens",
+                "2",
+                "--input-tokens",
+                "4",
+                "--warmup",
+                "0",
+                "--db",
+                str(tmp_path / "r.db"),
+            ]
+        )
     assert code == 0 and "complete" in capsys.readouterr().out
 
 
@@ -281,8 +341,22 @@ def test_a_workload_the_server_rejects_is_one_line_without_a_traceback(capsys, t
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Rejecting)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        code = main(["bench", f"http://127.0.0.1:{server.server_port}", "--workload", str(workload),
-                     "--concurrency", "1", "--requests", "2", "--warmup", "0", "--db", str(tmp_path / "r.db")])  # fmt: skip
+        code = main(
+            [
+                "bench",
+                f"http://127.0.0.1:{server.server_port}",
+                "--workload",
+                str(workload),
+                "--concurrency",
+                "1",
+                "--requests",
+                "2",
+                "--warmup",
+                "0",
+                "--db",
+                str(tmp_path / "r.db"),
+            ]
+        )
     finally:
         server.shutdown()
     err = capsys.readouterr().err

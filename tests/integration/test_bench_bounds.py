@@ -28,8 +28,22 @@ def gzip_bomb(inflated_bytes: int) -> bytes:
 
 
 def _bench(url: str, db, *extra: str) -> int:
-    return main(["bench", url, "--concurrency", "2", "--requests", str(SENT), "--warmup", "0", "--db", str(db),
-                 "--no-power", *extra])  # fmt: skip
+    return main(
+        [
+            "bench",
+            url,
+            "--concurrency",
+            "2",
+            "--requests",
+            str(SENT),
+            "--warmup",
+            "0",
+            "--db",
+            str(db),
+            "--no-power",
+            *extra,
+        ]
+    )
 
 
 def _stored(db) -> tuple[list[tuple[str, str, str]], list[str]]:

@@ -22,9 +22,13 @@ TOL_MS = 1.0
 
 def _bench(url: str, store: Store, **kw) -> str:
     config = BenchConfig(
-        targets=(url,), concurrency=kw.pop("levels", (1,)), workload=WorkloadSpec("short", 16, OUT),
-        stop=StopRule(requests=kw.pop("requests", 8)), warmup=kw.pop("warmup", 1), **kw,
-    )  # fmt: skip
+        targets=(url,),
+        concurrency=kw.pop("levels", (1,)),
+        workload=WorkloadSpec("short", 16, OUT),
+        stop=StopRule(requests=kw.pop("requests", 8)),
+        warmup=kw.pop("warmup", 1),
+        **kw,
+    )
     return run(config, store).run_id
 
 

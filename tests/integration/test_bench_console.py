@@ -71,14 +71,22 @@ def test_on_a_terminal_stderr_shows_the_level_in_flight_and_stdout_only_the_resu
 
 def test_with_stderr_a_pipe_each_level_is_two_plain_lines(tmp_path: Path) -> None:
     with sim_process("--ttft-ms", "5", "--itl-ms", "2") as url:
-        done = subprocess.run([*SERVELAB, "bench", url, *ARGS, "--db", str(tmp_path / "r.db")],
-                              capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        done = subprocess.run(
+            [*SERVELAB, "bench", url, *ARGS, "--db", str(tmp_path / "r.db")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     assert done.returncode == 0 and "\x1b" not in done.stderr
     lines = done.stderr.splitlines()
     assert lines[0] == f"[1/2] {url} c=1 repeat 0…" and lines[2] == f"[2/2] {url} c=2 repeat 0…"
     for line, level in ((lines[1], "c=1"), (lines[3], "c=2")):
-        assert re.fullmatch(rf"\[\d/2\] {re.escape(url)} {level}: 6 ok, 0 errors, [\d,.]+ tok/s, TTFT p50 [\d.]+ ms, "
-                            r"ITL p50 [\d.]+ ms, (valid|NOT valid: .+)", line), line  # fmt: skip
+        assert re.fullmatch(
+            rf"\[\d/2\] {re.escape(url)} {level}: 6 ok, 0 errors, [\d,.]+ tok/s, TTFT p50 [\d.]+ ms, "
+            r"ITL p50 [\d.]+ ms, (valid|NOT valid: .+)",
+            line,
+        ), line
     assert (
         "[1/2]" not in done.stdout and "c=2" in done.stdout and "complete" in done.stdout
     )  # the result table

@@ -41,9 +41,14 @@ def test_the_bracket_holds_the_capacity_the_sim_timing_predicts(tmp_path):
         Store.open(tmp_path / "r.db") as store,
     ):
         config = BenchConfig(
-            targets=(url,), rate=8.0, burstiness=math.inf, stop=StopRule(requests=MEASURED),
-            workload=WorkloadSpec("short", 8, OUT), slo=Slo(ttft_ms=SLO_TTFT_MS), search=SearchSpec(cap_rps=200.0),
-        )  # fmt: skip
+            targets=(url,),
+            rate=8.0,
+            burstiness=math.inf,
+            stop=StopRule(requests=MEASURED),
+            workload=WorkloadSpec("short", 8, OUT),
+            slo=Slo(ttft_ms=SLO_TTFT_MS),
+            search=SearchSpec(cap_rps=200.0),
+        )
         result = run(config, store)
         stored = store.load_run(result.run_id)
     answer = result.targets[0].max_rate
@@ -75,8 +80,21 @@ def test_cli_prints_the_answer_and_one_line_when_there_is_none(tmp_path, capsys)
             "servelab: error: no rate tried had 90% of requests meeting"
         )
         assert "the lowest, 4 req/s" in err[0] and "is stored" in err[0]
-        code = main(["bench", url, "--find-max-rate", "--slo", "e2e_ms=5000", "--rate", "8", "--max-rate", "16",
-                     "--json", *common])  # fmt: skip
+        code = main(
+            [
+                "bench",
+                url,
+                "--find-max-rate",
+                "--slo",
+                "e2e_ms=5000",
+                "--rate",
+                "8",
+                "--max-rate",
+                "16",
+                "--json",
+                *common,
+            ]
+        )
         out, err = capsys.readouterr()
         lines = [line for line in err.splitlines() if not line.startswith("[")]
         assert code == 1 and len(lines) == 1 and "every rate tried up to the cap" in lines[0]
@@ -86,10 +104,14 @@ def test_cli_prints_the_answer_and_one_line_when_there_is_none(tmp_path, capsys)
 
 
 def test_find_max_rate_settings_are_checked_before_any_load(capsys):
-    for args, words in ((["--find-max-rate"], "--find-max-rate needs --slo"),
-                        (["--probes", "3"], "--probes only go with --find-max-rate"),
-                        (["--find-max-rate", "--slo", "ttft_ms=5", "--rate", "9", "--max-rate", "3"],
-                         "--max-rate 3 is below --rate 9")):  # fmt: skip
+    for args, words in (
+        (["--find-max-rate"], "--find-max-rate needs --slo"),
+        (["--probes", "3"], "--probes only go with --find-max-rate"),
+        (
+            ["--find-max-rate", "--slo", "ttft_ms=5", "--rate", "9", "--max-rate", "3"],
+            "--max-rate 3 is below --rate 9",
+        ),
+    ):
         assert main(["bench", "http://127.0.0.1:9", *args]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and words in err, err

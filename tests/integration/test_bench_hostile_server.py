@@ -18,8 +18,21 @@ SENT = 8
 
 
 def bench(capsys, url: str, db, *extra: str) -> tuple[int, str]:
-    argv = ["bench", url, "--concurrency", "4", "--requests", str(SENT), "--warmup", "0", "--db", str(db),
-            "--no-power", "--json", *extra]  # fmt: skip
+    argv = [
+        "bench",
+        url,
+        "--concurrency",
+        "4",
+        "--requests",
+        str(SENT),
+        "--warmup",
+        "0",
+        "--db",
+        str(db),
+        "--no-power",
+        "--json",
+        *extra,
+    ]
     code = main(argv)
     err = capsys.readouterr().err
     assert "Traceback" not in err
@@ -84,8 +97,17 @@ def test_odd_endpoint_shapes_do_not_crash_bench_or_verify(capsys, tmp_path, mode
 def test_a_slow_or_huge_model_list_is_one_line_exit_1(capsys, tmp_path, mode, message, command):
     with hostile_server(mode) as server:
         if command == "bench":
-            argv = ["bench", server.url, "--requests", "1", "--db", str(tmp_path / "r.db"), "--no-power",
-                    "--max-endpoint-bytes", "1000000"]  # fmt: skip
+            argv = [
+                "bench",
+                server.url,
+                "--requests",
+                "1",
+                "--db",
+                str(tmp_path / "r.db"),
+                "--no-power",
+                "--max-endpoint-bytes",
+                "1000000",
+            ]
         else:
             argv = ["verify", server.url, "--timeout", "1", "--max-endpoint-bytes", "1000000"]
         code = main(argv)

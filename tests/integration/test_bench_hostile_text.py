@@ -24,8 +24,20 @@ SENT = len(FIELDS) * len(VALUES)
 def test_every_answered_request_is_stored_whatever_text_it_carried(capsys, tmp_path):
     db = tmp_path / "runs.db"
     with answer_server(lambda serial, path: hostile_answer(*case(serial))) as server:
-        argv = ["bench", server.url, "--concurrency", "4", "--requests", str(SENT), "--warmup", "0",
-                "--db", str(db), "--no-power", "--json"]  # fmt: skip
+        argv = [
+            "bench",
+            server.url,
+            "--concurrency",
+            "4",
+            "--requests",
+            str(SENT),
+            "--warmup",
+            "0",
+            "--db",
+            str(db),
+            "--no-power",
+            "--json",
+        ]
         code = main(argv)
         answered = server.answered
         asked = {_request_id(head): case(serial) for serial, head in enumerate(server.heads, 1)}
@@ -68,8 +80,19 @@ def test_a_workload_max_tokens_no_store_can_hold_is_refused_before_any_load(caps
         '{"prompt": "hi", "max_tokens": 2}\n{"prompt": "hi", "max_tokens": 9223372036854775808}\n'
     )
     with answer_server(lambda serial, path: hostile_answer("content", "a")) as server:
-        argv = ["bench", server.url, "--requests", "2", "--warmup", "0", "--workload", str(workload),
-                "--db", str(tmp_path / "runs.db"), "--no-power"]  # fmt: skip
+        argv = [
+            "bench",
+            server.url,
+            "--requests",
+            "2",
+            "--warmup",
+            "0",
+            "--workload",
+            str(workload),
+            "--db",
+            str(tmp_path / "runs.db"),
+            "--no-power",
+        ]
         code = main(argv)
         posts = server.posts
     err = capsys.readouterr().err
@@ -87,8 +110,19 @@ def test_a_store_writer_that_dies_stops_the_run_with_exit_1_and_keeps_the_journa
 
     monkeypatch.setattr(Store, "add_rows", broken)  # a failure nothing maps to StoreError
     with answer_server(lambda serial, path: hostile_answer("content", "a")) as server:
-        argv = ["bench", server.url, "--concurrency", "2", "--requests", "6", "--warmup", "0", "--db", str(db),
-                "--no-power"]  # fmt: skip
+        argv = [
+            "bench",
+            server.url,
+            "--concurrency",
+            "2",
+            "--requests",
+            "6",
+            "--warmup",
+            "0",
+            "--db",
+            str(db),
+            "--no-power",
+        ]
         code = main(argv)
         answered = server.answered
     err = capsys.readouterr().err
@@ -116,8 +150,19 @@ INVALID_HTTP = (
 def test_an_answer_that_is_not_valid_http_is_malformed_not_a_client_error(capsys, tmp_path):
     db = tmp_path / "runs.db"
     with answer_server(lambda serial, path: INVALID_HTTP[serial % len(INVALID_HTTP)]) as server:
-        argv = ["bench", server.url, "--concurrency", "2", "--requests", "6", "--warmup", "0", "--db", str(db),
-                "--no-power"]  # fmt: skip
+        argv = [
+            "bench",
+            server.url,
+            "--concurrency",
+            "2",
+            "--requests",
+            "6",
+            "--warmup",
+            "0",
+            "--db",
+            str(db),
+            "--no-power",
+        ]
         code = main(argv)
         posts = server.posts
     assert code == 1 and "Traceback" not in capsys.readouterr().err

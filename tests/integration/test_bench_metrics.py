@@ -33,9 +33,13 @@ TOL_MS = 1.0
 
 def bench(url: str, *, levels=(1,), requests=6, out=OUT, store=None, **kw) -> dict:
     config = BenchConfig(
-        targets=(url,), concurrency=levels, workload=WorkloadSpec("short", 16, out),
-        stop=StopRule(requests=requests), warmup=kw.pop("warmup", 1), **kw,
-    )  # fmt: skip
+        targets=(url,),
+        concurrency=levels,
+        workload=WorkloadSpec("short", 16, out),
+        stop=StopRule(requests=requests),
+        warmup=kw.pop("warmup", 1),
+        **kw,
+    )
     return run(config, store).to_json()
 
 
@@ -198,9 +202,26 @@ def test_every_record_is_stored_with_its_chunk_timings(tmp_path):
 def test_sigint_mid_level_keeps_completed_requests_and_reads_back_partial(tmp_path):
     db = tmp_path / "runs.db"
     with sim_process("--itl-ms", "10", "--ttft-ms", "10") as url:
-        cmd = [sys.executable, "-c", "import sys; from servelab.cli.app import main; sys.exit(main())", "bench", url,
-               "--concurrency", "2", "--requests", "500", "--output-tokens", "20", "--input-tokens", "16",
-               "--db", str(db), "--json", "--warmup", "0"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-c",
+            "import sys; from servelab.cli.app import main; sys.exit(main())",
+            "bench",
+            url,
+            "--concurrency",
+            "2",
+            "--requests",
+            "500",
+            "--output-tokens",
+            "20",
+            "--input-tokens",
+            "16",
+            "--db",
+            str(db),
+            "--json",
+            "--warmup",
+            "0",
+        ]
         proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
         )

@@ -28,8 +28,9 @@ def stored_run(url: str, tmp_path, **kw):
 @pytest.mark.timing
 def test_open_loop_sends_on_the_absolute_schedule_and_reports_lateness(tmp_path):
     with sim_process(*FAST) as url:
-        result, stored = stored_run(url, tmp_path, rate=40.0, stop=StopRule(requests=20),
-                                    workload=WorkloadSpec("short", 8, 4), seed=7)  # fmt: skip
+        result, stored = stored_run(
+            url, tmp_path, rate=40.0, stop=StopRule(requests=20), workload=WorkloadSpec("short", 8, 4), seed=7
+        )
     (level,) = result["targets"][0]["levels"]
     assert level["level"] == "r=40" and level["completed"] == 20
     records = sorted(stored.requests, key=lambda r: r.intended_ns)
@@ -41,8 +42,14 @@ def test_open_loop_sends_on_the_absolute_schedule_and_reports_lateness(tmp_path)
 
 def test_repeats_give_confidence_intervals_and_fresh_prompts(tmp_path):
     with sim_process(*FAST) as url:
-        result, stored = stored_run(url, tmp_path, concurrency=(2,), repeat=3, stop=StopRule(requests=4),
-                                    workload=WorkloadSpec("short", 8, 4))  # fmt: skip
+        result, stored = stored_run(
+            url,
+            tmp_path,
+            concurrency=(2,),
+            repeat=3,
+            stop=StopRule(requests=4),
+            workload=WorkloadSpec("short", 8, 4),
+        )
     (level,) = result["targets"][0]["levels"]
     assert level["repeats"] == 3 and level["completed"] == 12
     ci = level["ci95"]["output_tok_s"]
@@ -54,13 +61,23 @@ def test_repeats_give_confidence_intervals_and_fresh_prompts(tmp_path):
 @pytest.mark.timing
 def test_duration_stop_and_error_budget(tmp_path):
     with sim_process(*FAST) as url:
-        result, _ = stored_run(url, tmp_path, concurrency=(2,), stop=StopRule(duration_s=0.5),
-                               workload=WorkloadSpec("short", 8, 4))  # fmt: skip
+        result, _ = stored_run(
+            url,
+            tmp_path,
+            concurrency=(2,),
+            stop=StopRule(duration_s=0.5),
+            workload=WorkloadSpec("short", 8, 4),
+        )
     level = result["targets"][0]["levels"][0]
     assert level["completed"] >= 10 and level["window"]["seconds"] <= 0.7
     with sim_process(*FAST, "--fault", "500") as url:
-        result, _ = stored_run(url, tmp_path, concurrency=(1,), stop=StopRule(requests=50, max_errors=3),
-                               workload=WorkloadSpec("short", 8, 4))  # fmt: skip
+        result, _ = stored_run(
+            url,
+            tmp_path,
+            concurrency=(1,),
+            stop=StopRule(requests=50, max_errors=3),
+            workload=WorkloadSpec("short", 8, 4),
+        )
     level = result["targets"][0]["levels"][0]
     assert level["errors"] == 4 and level["requests"] == 4  # the 4th error exhausts a budget of 3
 
@@ -83,8 +100,13 @@ class ListSampler:
 def test_samplers_run_per_level_and_their_rows_are_stored(tmp_path):
     sampler = ListSampler()
     with sim_process(*FAST) as url:
-        config = BenchConfig(targets=(url,), concurrency=(1, 2), stop=StopRule(requests=2), warmup=0,
-                             workload=WorkloadSpec("short", 8, 4))  # fmt: skip
+        config = BenchConfig(
+            targets=(url,),
+            concurrency=(1, 2),
+            stop=StopRule(requests=2),
+            warmup=0,
+            workload=WorkloadSpec("short", 8, 4),
+        )
         with Store.open(tmp_path / "r.db") as store:
             run_id = run(config, store, samplers=[sampler]).run_id
             samples = store.load_run(run_id).samples
@@ -99,8 +121,9 @@ def test_samplers_run_per_level_and_their_rows_are_stored(tmp_path):
 @pytest.mark.parametrize("kind", ["short", "mixed", "shared-prefix", "multi-turn"])
 def test_presets_reach_the_server_with_the_lengths_they_claim(tmp_path, kind):
     with sim_process(*FAST) as url:
-        _, stored = stored_run(url, tmp_path, concurrency=(1,), stop=StopRule(requests=8),
-                               workload=WorkloadSpec(kind, 40, 4))  # fmt: skip
+        _, stored = stored_run(
+            url, tmp_path, concurrency=(1,), stop=StopRule(requests=8), workload=WorkloadSpec(kind, 40, 4)
+        )
     assert len(stored.requests) == 8
     for r in stored.requests:  # the sim's /tokenize counts its chat template, as its usage does
         assert r.prompt_tokens == r.expected_prompt_tokens
@@ -113,8 +136,14 @@ def test_presets_reach_the_server_with_the_lengths_they_claim(tmp_path, kind):
 @pytest.mark.timing
 def test_slo_goodput(tmp_path):
     with sim_process("--ttft-ms", "20", "--itl-ms", "5") as url:
-        result, _ = stored_run(url, tmp_path, concurrency=(1,), stop=StopRule(requests=3),
-                               workload=WorkloadSpec("short", 8, 4), slo=Slo(ttft_ms=10.0))  # fmt: skip
+        result, _ = stored_run(
+            url,
+            tmp_path,
+            concurrency=(1,),
+            stop=StopRule(requests=3),
+            workload=WorkloadSpec("short", 8, 4),
+            slo=Slo(ttft_ms=10.0),
+        )
     level = result["targets"][0]["levels"][0]
     assert level["slo_attainment"] == 0.0 and level["goodput_req_s"] == 0.0
 
@@ -126,8 +155,10 @@ def test_experiment_yaml_and_jsonl_workload(tmp_path, capsys):
     )
     with sim_process(*FAST) as url:
         experiment = tmp_path / "exp.yaml"
-        experiment.write_text(f"targets:\n  - url: {url}\nconcurrency: [1]\nrequests: 4\nwarmup: 0\n"
-                              f"workload: {prompts}\noutput_tokens: 5\nname: from-yaml\n")  # fmt: skip
+        experiment.write_text(
+            f"targets:\n  - url: {url}\nconcurrency: [1]\nrequests: 4\nwarmup: 0\n"
+            f"workload: {prompts}\noutput_tokens: 5\nname: from-yaml\n"
+        )
         code = main(["bench", "--config", str(experiment), "--db", str(tmp_path / "r.db"), "--json"])
     assert code == 0
     out = json.loads(capsys.readouterr().out)
@@ -139,8 +170,13 @@ def test_experiment_yaml_and_jsonl_workload(tmp_path, capsys):
 
 def test_two_targets_get_identical_prompts_in_the_same_order(tmp_path):
     with sim_process(*FAST) as a, sim_process(*FAST, "--model", "sim-model") as b:
-        config = BenchConfig(targets=(a, b), concurrency=(1,), stop=StopRule(requests=3), warmup=0,
-                             workload=WorkloadSpec("short", 8, 4))  # fmt: skip
+        config = BenchConfig(
+            targets=(a, b),
+            concurrency=(1,),
+            stop=StopRule(requests=3),
+            warmup=0,
+            workload=WorkloadSpec("short", 8, 4),
+        )
         with Store.open(tmp_path / "two.db") as store:
             run_id = run(config, store).run_id
             records = store.load_run(run_id).requests
@@ -152,8 +188,22 @@ def test_two_targets_get_identical_prompts_in_the_same_order(tmp_path):
 
 def test_cli_prints_the_ladder_table_on_stdout_and_progress_on_stderr(tmp_path, capsys):
     with sim_process(*FAST) as url:
-        code = main(["bench", url, "--concurrency", "1,2", "--requests", "2", "--output-tokens", "4",
-                     "--input-tokens", "8", "--db", str(tmp_path / "r.db")])  # fmt: skip
+        code = main(
+            [
+                "bench",
+                url,
+                "--concurrency",
+                "1,2",
+                "--requests",
+                "2",
+                "--output-tokens",
+                "4",
+                "--input-tokens",
+                "8",
+                "--db",
+                str(tmp_path / "r.db"),
+            ]
+        )
     captured = capsys.readouterr()
     assert code == 0
     assert "c=1" in captured.out and "c=2" in captured.out and "complete" in captured.out
@@ -163,8 +213,14 @@ def test_cli_prints_the_ladder_table_on_stdout_and_progress_on_stderr(tmp_path, 
 @pytest.mark.timing
 def test_keepalive_comments_are_not_tokens_and_completions_work(tmp_path):
     with sim_process("--ttft-ms", "30", "--itl-ms", "5", "--keepalive-ms", "4") as url:
-        result, stored = stored_run(url, tmp_path, concurrency=(1,), stop=StopRule(requests=2), chat=False,
-                                    workload=WorkloadSpec("short", 8, 6, chat=False))  # fmt: skip
+        result, stored = stored_run(
+            url,
+            tmp_path,
+            concurrency=(1,),
+            stop=StopRule(requests=2),
+            chat=False,
+            workload=WorkloadSpec("short", 8, 6, chat=False),
+        )
     level = result["targets"][0]["levels"][0]
     assert level["completed"] == 2 and level["ttft_ms"]["min"] >= 30.0
     assert all(r.output_tokens == 6 == sum(r.chunk_tokens) for r in stored.requests)

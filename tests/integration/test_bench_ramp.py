@@ -61,7 +61,9 @@ def test_the_ramp_boundary_is_when_a_worker_takes_a_request():
     def make(index: int, phase: str, intended_ns: int | None) -> ClientRequest:
         taken.append((time.perf_counter_ns(), phase))
         body = {"prompt": "hello", "max_tokens": 4, "stream": True}
-        return ClientRequest("/v1/completions", body, request_index=index, phase=phase, serial=index)
+        return ClientRequest(
+            path="/v1/completions", body=body, request_index=index, phase=phase, serial=index
+        )
 
     async def level(url: str) -> LevelState:
         state = LevelState(warmup=0, stop=StopRule(requests=8))
@@ -87,8 +89,9 @@ def test_the_ramp_boundary_is_when_a_worker_takes_a_request():
 
 def test_open_loop_ramp_sends_the_rising_schedule_first(tmp_path):
     with sim_process(*FAST) as url:
-        result, stored = _run(url, tmp_path, rate=40.0, burstiness=math.inf, stop=StopRule(requests=10),
-                              ramp_s=0.5)  # fmt: skip
+        result, stored = _run(
+            url, tmp_path, rate=40.0, burstiness=math.inf, stop=StopRule(requests=10), ramp_s=0.5
+        )
     (level,) = result["targets"][0]["levels"]
     sent = sorted((r for r in stored.requests if r.phase != "warmup"), key=lambda r: r.intended_ns)
     offsets, ramp_count = ramped_arrival_offsets_ns(40.0, 10, 0.5, burstiness=math.inf)

@@ -65,8 +65,9 @@ def test_a_closed_ramp_over_two_workers_stores_every_record_flagged_and_figures_
 
 def test_an_open_ramp_over_two_workers_sends_the_one_ramped_schedule(tmp_path):
     with sim_process(*FAST) as url:
-        level, stored = _run(url, tmp_path, rate=40.0, burstiness=math.inf, stop=StopRule(requests=10),
-                             ramp_s=0.5)  # fmt: skip
+        level, stored = _run(
+            url, tmp_path, rate=40.0, burstiness=math.inf, stop=StopRule(requests=10), ramp_s=0.5
+        )
         seen = sim_requests_seen(url)
     sent = sorted((r for r in stored.requests if r.phase != "warmup"), key=lambda r: r.intended_ns)
     offsets, ramp_count = ramped_arrival_offsets_ns(40.0, 10, 0.5, burstiness=math.inf)
@@ -94,14 +95,24 @@ def test_every_worker_ends_the_ramp_at_the_same_instant_and_starts_its_users_at_
     records: list = []
 
     async def level(url: str):
-        config = BenchConfig(targets=(url,), concurrency=(4,), stop=StopRule(requests=12), ramp_s=RAMP_S,
-                             workers=2, warmup=0)  # fmt: skip
+        config = BenchConfig(
+            targets=(url,), concurrency=(4,), stop=StopRule(requests=12), ramp_s=RAMP_S, workers=2, warmup=0
+        )
         fleet = await open_fleet(config)
         assert fleet is not None
         state = LevelState(warmup=0, stop=config.stop)
         try:
-            out = await fleet.level(config, ClientSpec(url), _maker(log), 4, None, state, records.append,
-                                    asyncio.Event(), True)  # fmt: skip
+            out = await fleet.level(
+                config,
+                ClientSpec(url=url),
+                _maker(log),
+                4,
+                None,
+                state,
+                records.append,
+                asyncio.Event(),
+                True,
+            )
         finally:
             await fleet.close()
         return state, out

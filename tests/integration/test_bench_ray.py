@@ -40,9 +40,23 @@ def _free_port() -> int:
 
 def _ray_start(args: list[str], environ: dict[str, str]) -> subprocess.Popen:
     """`ray start ... --block` in its own process group (what it starts goes with it)."""
-    return subprocess.Popen([RAY, "start", "--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--block",
-                             "--disable-usage-stats", *args], env=environ, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    return subprocess.Popen(
+        [
+            RAY,
+            "start",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--num-cpus",
+            "1",
+            "--block",
+            "--disable-usage-stats",
+            *args,
+        ],
+        env=environ,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -67,8 +81,9 @@ def ray_cluster(
     home = tmp_path_factory.mktemp("ray-home")
     environ = env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16), HOME=str(home))
     temp = tmp_path_factory.mktemp("ray")
-    head = _ray_start(["--head", "--port", str(port), "--include-dashboard", "false", "--temp-dir", str(temp)],
-                      environ)  # fmt: skip
+    head = _ray_start(
+        ["--head", "--port", str(port), "--include-dashboard", "false", "--temp-dir", str(temp)], environ
+    )
     node = None
     try:
         _wait_port(port, head)
@@ -96,8 +111,21 @@ def test_ray_workers_on_two_nodes_store_every_record_and_record_the_clock_bound(
     address, environ, _node = ray_cluster
     db = tmp_path / "runs.db"
     with sim_process("--itl-ms", "5", "--ttft-ms", "10") as url:
-        proc = bench(url, db, "--ray", address, "--workers", "2", "--concurrency", "2", "--requests", "20",
-                     "--output-tokens", "16", environ=environ)  # fmt: skip
+        proc = bench(
+            url,
+            db,
+            "--ray",
+            address,
+            "--workers",
+            "2",
+            "--concurrency",
+            "2",
+            "--requests",
+            "20",
+            "--output-tokens",
+            "16",
+            environ=environ,
+        )
         out, err = proc.communicate(timeout=300)
         seen = finished_before(url, time.perf_counter_ns())
     assert proc.returncode == 0, err
@@ -123,8 +151,21 @@ def test_a_killed_ray_node_loses_only_its_requests_in_flight(tmp_path, ray_clust
     address, environ, node = ray_cluster
     db = tmp_path / "runs.db"
     with sim_process("--itl-ms", "3", "--ttft-ms", "5") as url:
-        proc = bench(url, db, "--ray", address, "--workers", "2", "--concurrency", "2", "--requests", "200",
-                     "--output-tokens", "16", environ=environ)  # fmt: skip
+        proc = bench(
+            url,
+            db,
+            "--ray",
+            address,
+            "--workers",
+            "2",
+            "--concurrency",
+            "2",
+            "--requests",
+            "200",
+            "--output-tokens",
+            "16",
+            environ=environ,
+        )
         wait_stored(db, proc, 20, timeout_s=240)
         kill_ns = time.perf_counter_ns()
         os.killpg(node.pid, signal.SIGKILL)  # the worker node and every process on it
@@ -151,8 +192,23 @@ def test_a_closed_ramp_over_ray_workers_stores_the_ramp_flagged_and_the_level_as
     address, environ, _node = ray_cluster
     db = tmp_path / "runs.db"
     with sim_process("--itl-ms", "5", "--ttft-ms", "5") as url:
-        proc = bench(url, db, "--ray", address, "--workers", "2", "--concurrency", "4", "--requests", "16",
-                     "--output-tokens", "4", "--ramp", "1", environ=environ)  # fmt: skip
+        proc = bench(
+            url,
+            db,
+            "--ray",
+            address,
+            "--workers",
+            "2",
+            "--concurrency",
+            "4",
+            "--requests",
+            "16",
+            "--output-tokens",
+            "4",
+            "--ramp",
+            "1",
+            environ=environ,
+        )
         out, err = proc.communicate(timeout=300)
         seen = finished_before(url, time.perf_counter_ns())
     assert proc.returncode == 0, err
@@ -165,8 +221,11 @@ def test_a_closed_ramp_over_ray_workers_stores_the_ramp_flagged_and_the_level_as
     assert {r.request_id for r in stored.requests} == seen and len(stored.requests) == len(ramp) + len(
         measured
     )
-    assert len(measured) == 16 and ramp and level["ramp"] == {"seconds": 1.0, "requests": len(ramp),
-                                                               "in_statistics": False}  # fmt: skip
+    assert (
+        len(measured) == 16
+        and ramp
+        and level["ramp"] == {"seconds": 1.0, "requests": len(ramp), "in_statistics": False}
+    )
     assert sum(w["records"] for w in level["client"]["workers"]) == len(stored.requests)
     (stats,) = stored.level_stats.values()
     assert stats == summarize_level(stored.requests, Level.closed(4), ramp_s=1.0)

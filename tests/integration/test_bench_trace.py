@@ -25,9 +25,12 @@ TIMES_MS = [0, 0, 150, 400, 430, 700]
 
 def _mooncake(path):
     ids = [[0, 1], [0, 2], [3], [0, 1, 4], [5], [6]]
-    path.write_text("".join(json.dumps({"timestamp": 5000 + t, "input_length": n, "output_length": o,
-                                        "hash_ids": h}) + "\n"
-                            for t, (n, o), h in zip(TIMES_MS, LENGTHS, ids, strict=True)))  # fmt: skip
+    path.write_text(
+        "".join(
+            json.dumps({"timestamp": 5000 + t, "input_length": n, "output_length": o, "hash_ids": h}) + "\n"
+            for t, (n, o), h in zip(TIMES_MS, LENGTHS, ids, strict=True)
+        )
+    )
 
 
 def _azure(path):
@@ -38,8 +41,12 @@ def _azure(path):
 
 
 def _servelab(path):
-    path.write_text("".join(json.dumps({"at_ms": t, "input_tokens": n, "output_tokens": o}) + "\n"
-                            for t, (n, o) in zip(TIMES_MS, LENGTHS, strict=True)))  # fmt: skip
+    path.write_text(
+        "".join(
+            json.dumps({"at_ms": t, "input_tokens": n, "output_tokens": o}) + "\n"
+            for t, (n, o) in zip(TIMES_MS, LENGTHS, strict=True)
+        )
+    )
 
 
 @pytest.mark.parametrize("write", [_mooncake, _azure, _servelab])
@@ -77,8 +84,10 @@ def test_a_bad_trace_row_is_one_line_before_any_load(tmp_path, capsys):
         assert main(["bench", url, "--trace", str(path), "--db", str(tmp_path / "r.db")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"--trace {path}: line 2: input_length must be a whole number" in err
-    for args, words in ((["--trace", str(path), "--rate", "3"], "drop --rate"),
-                        (["--trace-speed", "2"], "--trace-speed only goes with --trace")):  # fmt: skip
+    for args, words in (
+        (["--trace", str(path), "--rate", "3"], "drop --rate"),
+        (["--trace-speed", "2"], "--trace-speed only goes with --trace"),
+    ):
         assert main(["bench", "http://127.0.0.1:9", *args]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and words in err, err

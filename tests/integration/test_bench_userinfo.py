@@ -24,8 +24,20 @@ def test_userinfo_goes_with_every_request_and_nowhere_else(tmp_path: Path, capsy
     db = tmp_path / "runs.db"
     with hostile_server("plain") as server:
         port = server.url.rsplit(":", 1)[1]
-        argv = ["bench", f"http://me:hunter2@127.0.0.1:{port}", "--concurrency", "2", "--requests", str(SENT),
-                "--warmup", "0", "--db", str(db), "--no-power", "--json"]  # fmt: skip
+        argv = [
+            "bench",
+            f"http://me:hunter2@127.0.0.1:{port}",
+            "--concurrency",
+            "2",
+            "--requests",
+            str(SENT),
+            "--warmup",
+            "0",
+            "--db",
+            str(db),
+            "--no-power",
+            "--json",
+        ]
         assert main(argv) == 0
         seen = list(server.seen)
     bench = capsys.readouterr()

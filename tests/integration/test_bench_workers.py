@@ -50,7 +50,9 @@ def test_records_split_over_three_workers_on_their_own_clocks_merge_into_identic
     level = Level.closed(3)
     whole = summarize_level(records, level, slo).to_json()
     offsets = [0, -7_000_000_123, 3_141_592_653]  # worker k's clock = coordinator's - offsets[k]
-    reports = [WorkerReport(k, {}, ClockEstimate(off, 0)) for k, off in enumerate(offsets)]
+    reports = [
+        WorkerReport(index=k, info={}, clock_before=ClockEstimate(off, 0)) for k, off in enumerate(offsets)
+    ]
     on_worker_clock = [[shift(copy.deepcopy(r), -offsets[k]) for r in records[k::3]] for k in range(3)]
     merged: list = []
     state = LevelState(warmup=0, stop=StopRule(requests=30))
@@ -78,8 +80,11 @@ def _truth(url: str, records) -> dict:
     the TTFT / ITL the sim really produced (its write - the client's send; its gaps between writes)."""
     log = sim_log(url)
     ok = [r for r in records if r.phase == "measure" and r.status == "ok"]
-    error = max((stamp - wrote) / 1e6 for r in records
-                for stamp, wrote in zip(r.chunk_ns, log[r.request_id]["chunks_ns"], strict=True))  # fmt: skip
+    error = max(
+        (stamp - wrote) / 1e6
+        for r in records
+        for stamp, wrote in zip(r.chunk_ns, log[r.request_id]["chunks_ns"], strict=True)
+    )
     ttft = [(log[r.request_id]["chunks_ns"][0] - r.sent_ns) / 1e6 for r in ok]
     itl = [(b - a) / 1e6 for r in ok for a, b in itertools.pairwise(log[r.request_id]["chunks_ns"])]
     return {"error_ms": error, "ttft_ms": ttft, "itl_ms": itl}
@@ -170,7 +175,7 @@ def test_ctrl_c_stops_every_worker_and_keeps_every_finished_record(tmp_path: Pat
             "--output-tokens",
             "16",
             start_new_session=True,
-        )  # fmt: skip  (its own process group, as a terminal's job)
+        )  # (its own process group, as a terminal's job)
         wait_stored(db, proc, 20)
         workers = worker_pids(proc.pid)
         sigint_ns = time.perf_counter_ns()
@@ -201,8 +206,11 @@ def test_bad_worker_options_are_one_line_and_exit_2_before_any_run(tmp_path: Pat
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]  # nothing listens once this socket is closed
     with sim_process() as url:
-        for args, words in ((["--workers", "0"], "--workers must be"), (["--ray", f"127.0.0.1:{closed}"], "no Ray head answers"),
-                            (["--ray", "nonsense"], "bad --ray")):  # fmt: skip
+        for args, words in (
+            (["--workers", "0"], "--workers must be"),
+            (["--ray", f"127.0.0.1:{closed}"], "no Ray head answers"),
+            (["--ray", "nonsense"], "bad --ray"),
+        ):
             proc = bench(url, db, *args)
             out, err = proc.communicate(timeout=60)
             assert proc.returncode == 2 and out == "", (args, err)
@@ -218,9 +226,18 @@ def test_a_stopped_worker_is_named_and_killed_within_its_silence_limit_and_the_r
     db = tmp_path / "runs.db"
     with sim_process("--itl-ms", "3", "--ttft-ms", "5") as url:
         proc = bench(
-            url, db, "--workers", "2", "--concurrency", "4", "--requests", "240", "--output-tokens", "16",
+            url,
+            db,
+            "--workers",
+            "2",
+            "--concurrency",
+            "4",
+            "--requests",
+            "240",
+            "--output-tokens",
+            "16",
             environ=env(SERVELAB_WORKER_SILENT_S="3"),
-        )  # fmt: skip
+        )
         wait_stored(db, proc, 20)
         victim = worker_pids(proc.pid)[1]
         stop_ns = time.perf_counter_ns()

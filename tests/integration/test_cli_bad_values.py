@@ -13,9 +13,17 @@ import pytest
 
 from servelab.cli.app import main
 
-CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
-          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
-          "max_position_embeddings": 4096}  # fmt: skip
+CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+    "max_position_embeddings": 4096,
+}
 
 
 def _one_line(capsys, args: list[str]) -> str:
@@ -28,15 +36,22 @@ def _one_line(capsys, args: list[str]) -> str:
 @pytest.mark.parametrize(
     "qc, words",
     [
-        ({"quant_method": "compressed-tensors", "config_groups": [{"weights": {"num_bits": 4}}]},
-         "config_groups must be an object of named groups, not list"),
-        ({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": [4]}}}},
-         "quantization_config holds a value of the wrong kind"),
+        (
+            {"quant_method": "compressed-tensors", "config_groups": [{"weights": {"num_bits": 4}}]},
+            "config_groups must be an object of named groups, not list",
+        ),
+        (
+            {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": [4]}}}},
+            "quantization_config holds a value of the wrong kind",
+        ),
         ({"quant_method": "awq", "bits": {"x": 4}}, "quantization_config holds a value of the wrong kind"),
-        ({"quant_method": "modelopt", "quantization": [1]}, "quantization_config holds a value of the wrong kind"),
+        (
+            {"quant_method": "modelopt", "quantization": [1]},
+            "quantization_config holds a value of the wrong kind",
+        ),
     ],
     ids=["groups-list", "bits-list", "awq-bits-dict", "modelopt-list"],
-)  # fmt: skip
+)
 def test_a_quantization_config_of_the_wrong_shape_is_one_line(qc, words, tmp_path: Path, capsys) -> None:
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**CONFIG, "quantization_config": qc}))
@@ -54,8 +69,10 @@ def test_a_128_kib_model_path_in_cmd_is_one_line(command: str, capsys) -> None:
 
 def test_model_make_under_a_regular_file_is_one_line(tmp_path: Path, capsys) -> None:
     (tmp_path / "file").write_text("not a directory")
-    for args in (["dense", "-o", str(tmp_path / "file" / "x.gguf")],
-                 ["llama", "--format", "hf", "-o", str(tmp_path / "file" / "x")]):  # fmt: skip
+    for args in (
+        ["dense", "-o", str(tmp_path / "file" / "x.gguf")],
+        ["llama", "--format", "hf", "-o", str(tmp_path / "file" / "x")],
+    ):
         assert "cannot write model to" in _one_line(capsys, ["model", "make", *args])
     assert (tmp_path / "file").read_text() == "not a directory"
 
@@ -78,6 +95,7 @@ sys.exit(main(["plan", "--help"]))
 
 def test_ctrl_c_while_servelab_starts_exits_130_without_a_traceback() -> None:
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    result = subprocess.run([sys.executable, "-c", INTERRUPTED_START], capture_output=True, text=True, timeout=120,
-                            env=env)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_START], capture_output=True, text=True, timeout=120, env=env
+    )
     assert result.returncode == 130 and result.stderr == "servelab: interrupted\n", result.stderr[-2000:]

@@ -52,9 +52,19 @@ def test_the_field_report_compose_is_caught_at_a_quarter_of_the_context(tmp_path
     compose.write_text(FIELD_REPORT_COMPOSE)
     plan = _plan(
         capsys,
-        ["plan", "Qwen/Qwen3.5-27B", "--quant", "PTQ1_0", "--gpu", "rtx4090-48g", "--engine", "llamacpp",
-         "--compose", str(compose)],
-    )  # fmt: skip
+        [
+            "plan",
+            "Qwen/Qwen3.5-27B",
+            "--quant",
+            "PTQ1_0",
+            "--gpu",
+            "rtx4090-48g",
+            "--engine",
+            "llamacpp",
+            "--compose",
+            str(compose),
+        ],
+    )
     details = plan["details"]
     assert (details["n_ctx"], details["n_parallel"], details["kv_unified"]) == (262144, 4, False)
     assert details["n_ctx_per_slot"] == plan["context_served"] == 65536
@@ -64,9 +74,24 @@ def test_the_field_report_compose_is_caught_at_a_quarter_of_the_context(tmp_path
     assert command[command.index("-ngl") + 1] == "99"
     same = _plan(
         capsys,
-        ["plan", "Qwen/Qwen3.5-27B", "--quant", "PTQ1_0", "--gpu", "rtx4090-48g", "--engine", "llamacpp",
-         "--context", "65536", "--parallel", "4", "--", "-ngl", "99"],
-    )  # fmt: skip
+        [
+            "plan",
+            "Qwen/Qwen3.5-27B",
+            "--quant",
+            "PTQ1_0",
+            "--gpu",
+            "rtx4090-48g",
+            "--engine",
+            "llamacpp",
+            "--context",
+            "65536",
+            "--parallel",
+            "4",
+            "--",
+            "-ngl",
+            "99",
+        ],
+    )
     assert plan["fits"] and plan["memory_bytes"] == same["memory_bytes"]  # the launch is -c 262144 -np 4
 
 
@@ -163,8 +188,10 @@ def test_an_image_tag_plans_that_releases_rules(capsys) -> None:
 def test_a_compose_image_tag_picks_the_llamacpp_build(tmp_path: Path, capsys) -> None:
     """Before b9460 the reserved graph holds the logits of every ubatch token (Qwen3.5's 248,320-word vocab)."""
     compose = tmp_path / "docker-compose.yml"
-    service = "services:\n  llama:\n    image: ghcr.io/ggml-org/llama.cpp:server-cuda-{tag}\n    volumes:\n" \
-              "      - ./models:/models:ro\n    command: [-m, /models/m.gguf, -c, 4096, -np, 2, -ub, 512]\n"  # fmt: skip
+    service = (
+        "services:\n  llama:\n    image: ghcr.io/ggml-org/llama.cpp:server-cuda-{tag}\n    volumes:\n"
+        "      - ./models:/models:ro\n    command: [-m, /models/m.gguf, -c, 4096, -np, 2, -ub, 512]\n"
+    )
     argv = [
         "plan",
         "Qwen/Qwen3.5-35B-A3B",

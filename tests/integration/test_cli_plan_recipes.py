@@ -127,11 +127,13 @@ def test_the_fork_service_builds_that_image_with_the_runtime_settings(tmp_path: 
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["plan", "Qwen/Qwen3-8B", "--engine", "llamacpp", "--quant", "Q4_K_M", "--emit", "dockerfile"],
-         "Q4_K_M loads in llama.cpp's official image"),
+        (
+            ["plan", "Qwen/Qwen3-8B", "--engine", "llamacpp", "--quant", "Q4_K_M", "--emit", "dockerfile"],
+            "Q4_K_M loads in llama.cpp's official image",
+        ),
         ([*PTQ, "--gpu", "mi300x", "--emit", "dockerfile"], "needs the card's CUDA compute capability"),
     ],
-)  # fmt: skip
+)
 def test_a_dockerfile_only_where_a_fork_is_needed_and_cuda_is_there(argv, needle, capsys) -> None:
     assert main(argv) == 2
     out, err = capsys.readouterr()

@@ -61,8 +61,19 @@ def test_predict_without_an_engine_says_what_to_give(capsys) -> None:
 def test_engine_flags_after_dashes_reach_the_emulated_scheduler(capsys) -> None:
     """vLLM's --max-num-batched-tokens, in its own words after --: a 1,024-token prompt in chunks of 64 is 16 steps,
     each reading the weights again, so its first token comes later than in one 2,048-token step."""
-    load = ["--concurrency", "1", "--requests", "2", "--input-tokens", "1024", "--output-tokens", "4",
-            "--no-store", "--json", "--no-calibration"]  # fmt: skip
+    load = [
+        "--concurrency",
+        "1",
+        "--requests",
+        "2",
+        "--input-tokens",
+        "1024",
+        "--output-tokens",
+        "4",
+        "--no-store",
+        "--json",
+        "--no-calibration",
+    ]
 
     def ttft_ms(*words: str) -> float:
         assert main(["predict", *PLAN_ARGS, *load, *words]) == 0
@@ -157,9 +168,28 @@ def test_predict_cold_start_runs_no_warm_up_requests(tmp_path: Path, capsys) -> 
 
 
 def test_predict_prices_sglang_chunked_prefill_size_given_after_the_dashes(capsys) -> None:
-    base = ["predict", "Qwen/Qwen3-8B", "--gpu", "h100", "--engine", "sglang", "--quant", "bf16", "--context",
-            "8192", "--input-tokens", "2048", "--output-tokens", "16", "--concurrency", "4", "--requests", "8",
-            "--no-store", "--json"]  # fmt: skip
+    base = [
+        "predict",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "h100",
+        "--engine",
+        "sglang",
+        "--quant",
+        "bf16",
+        "--context",
+        "8192",
+        "--input-tokens",
+        "2048",
+        "--output-tokens",
+        "16",
+        "--concurrency",
+        "4",
+        "--requests",
+        "8",
+        "--no-store",
+        "--json",
+    ]
     ttft = {}
     for chunk in (None, "256"):
         assert main([*base, *([] if chunk is None else ["--", "--chunked-prefill-size", chunk])]) == 0
@@ -174,14 +204,31 @@ def test_predict_prices_sglang_chunked_prefill_size_given_after_the_dashes(capsy
 def test_predict_takes_each_engines_speculative_flags_as_the_drafted_tokens(tmp_path: Path, capsys) -> None:
     db = tmp_path / "runs.db"
     cases = (
-        (["Qwen/Qwen3.5-27B", "--gpu", "h100", "--engine", "vllm", "--quant", "awq"],
-         ["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 3}'], 3),
-        (["Qwen/Qwen3.5-27B", "--gpu", "h100", "--engine", "sglang", "--quant", "awq"],
-         ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
-          "--speculative-num-draft-tokens", "3"], 2),
-        (["meta-llama/Llama-3.1-8B", "--gpu", "rtx4090", "--engine", "llamacpp", "--quant", "Q4_K_M"],
-         ["-md", "meta-llama/Llama-3.2-1B", "--spec-draft-n-max", "5"], 5),
-    )  # fmt: skip
+        (
+            ["Qwen/Qwen3.5-27B", "--gpu", "h100", "--engine", "vllm", "--quant", "awq"],
+            ["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 3}'],
+            3,
+        ),
+        (
+            ["Qwen/Qwen3.5-27B", "--gpu", "h100", "--engine", "sglang", "--quant", "awq"],
+            [
+                "--speculative-algorithm",
+                "NEXTN",
+                "--speculative-num-steps",
+                "2",
+                "--speculative-eagle-topk",
+                "1",
+                "--speculative-num-draft-tokens",
+                "3",
+            ],
+            2,
+        ),
+        (
+            ["meta-llama/Llama-3.1-8B", "--gpu", "rtx4090", "--engine", "llamacpp", "--quant", "Q4_K_M"],
+            ["-md", "meta-llama/Llama-3.2-1B", "--spec-draft-n-max", "5"],
+            5,
+        ),
+    )
     for plan_args, words, gamma in cases:
         args = [*plan_args, "--context", "8192", "--spec-acceptance", "0.7", "--", *words]
         predicted, err = _predicted(capsys, args, db)
@@ -208,8 +255,19 @@ def test_predict_takes_each_engines_speculative_flags_as_the_drafted_tokens(tmp_
 def test_predict_carries_eager_mode_and_expert_parallelism(tmp_path: Path, capsys) -> None:
     """Accepted and kept in the plan's figures (docs/predict.md: not priced in the step time yet); eager mode frees
     the CUDA graphs' memory."""
-    base = ["plan", "Qwen/Qwen3-30B-A3B", "--gpu", "h100", "--engine", "vllm", "--quant", "fp8", "--context", "8192",
-            "--json"]  # fmt: skip
+    base = [
+        "plan",
+        "Qwen/Qwen3-30B-A3B",
+        "--gpu",
+        "h100",
+        "--engine",
+        "vllm",
+        "--quant",
+        "fp8",
+        "--context",
+        "8192",
+        "--json",
+    ]
     assert main(base) == 0
     graphs = json.loads(capsys.readouterr().out)["plans"][0]
     assert main([*base, "--", "--enforce-eager", "--enable-expert-parallel"]) == 0
@@ -250,8 +308,21 @@ def test_predict_takes_a_launch_command_as_plan_does(capsys) -> None:
 def test_predict_from_a_plan_for_a_custom_card(tmp_path: Path, capsys) -> None:
     """A card made of --vram/--bandwidth/--tflops has no catalog entry to rebuild by name: the plan's figures are it."""
     plan = tmp_path / "plan.json"
-    custom = ["Qwen/Qwen3-8B", "--vram", "40", "--bandwidth", "700", "--tflops", "120", "--engine", "vllm",
-              "--quant", "bf16", "--context", "8192"]  # fmt: skip
+    custom = [
+        "Qwen/Qwen3-8B",
+        "--vram",
+        "40",
+        "--bandwidth",
+        "700",
+        "--tflops",
+        "120",
+        "--engine",
+        "vllm",
+        "--quant",
+        "bf16",
+        "--context",
+        "8192",
+    ]
     assert main(["plan", *custom, "--save", str(plan)]) == 0
     capsys.readouterr()
     assert _output_tok_s(capsys, ["--plan", str(plan)]) == _output_tok_s(capsys, custom)

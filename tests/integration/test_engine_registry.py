@@ -72,8 +72,23 @@ def test_logs_knows_the_toy_line(toy, tmp_path, capsys) -> None:
 
 def test_bench_detects_the_toy_target_and_stores_its_name(toy, tmp_path, capsys) -> None:
     with sim_process("--ttft-ms", "1", "--itl-ms", "1") as url:
-        code = main(["bench", url, "--concurrency", "1", "--requests", "2", "--output-tokens", "3",
-                     "--input-tokens", "8", "--db", str(tmp_path / "r.db"), "--json"])  # fmt: skip
+        code = main(
+            [
+                "bench",
+                url,
+                "--concurrency",
+                "1",
+                "--requests",
+                "2",
+                "--output-tokens",
+                "3",
+                "--input-tokens",
+                "8",
+                "--db",
+                str(tmp_path / "r.db"),
+                "--json",
+            ]
+        )
     out, err = capsys.readouterr()
     assert code == 0, err
     [target] = json.loads(out)["targets"]
@@ -124,8 +139,19 @@ def test_the_toy_engines_own_setting_plans_emits_verifies_and_predicts(toy, tmp_
         "restart it with --step-tokens 64"
     )
 
-    load = ["--concurrency", "1", "--requests", "2", "--input-tokens", "1024", "--output-tokens", "4",
-            "--no-store", "--json", "--no-calibration"]  # fmt: skip
+    load = [
+        "--concurrency",
+        "1",
+        "--requests",
+        "2",
+        "--input-tokens",
+        "1024",
+        "--output-tokens",
+        "4",
+        "--no-store",
+        "--json",
+        "--no-calibration",
+    ]
     small = _ttft_ms(capsys, ["predict", "--plan", str(saved), *load])  # 16 steps of 64 prompt tokens
     assert _ttft_ms(capsys, ["predict", *ask, *load, "--", "--step-tokens", "64"]) == small  # virtual time
     large = _ttft_ms(capsys, ["predict", *ask, *load, "--", "--step-tokens", "1024"])  # one step

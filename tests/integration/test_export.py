@@ -14,11 +14,30 @@ from servelab.cli.app import main
 from tests.runs_factory import store_run
 
 VLLM_FIELDS = (
-    "duration", "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput",
-    "output_throughput", "total_token_throughput", "input_lens", "output_lens", "ttfts", "itls", "latencies",
-    "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms",
-    "mean_itl_ms", "p99_itl_ms", "mean_e2el_ms", "p99_e2el_ms",
-)  # fmt: skip
+    "duration",
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "input_lens",
+    "output_lens",
+    "ttfts",
+    "itls",
+    "latencies",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "std_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "p99_itl_ms",
+    "mean_e2el_ms",
+    "p99_e2el_ms",
+)
 
 
 def test_json_export_has_vllm_fields_with_figures_from_the_records(tmp_path: Path, capsys) -> None:
@@ -84,13 +103,19 @@ def test_the_results_schema_doc_names_every_exported_field_and_store_column(tmp_
     assert main(["export", run_id, "--db", str(db)]) == 0
     exported = json.loads(capsys.readouterr().out)
     level = exported["targets"][0]["levels"][0]
-    distribution = {f"{s}_{m}_ms" for s in ("mean", "median", "std", "p50", "p90", "p95", "p99")
-                    for m in ("ttft", "tpot", "itl", "e2el")}  # fmt: skip
+    distribution = {
+        f"{s}_{m}_ms"
+        for s in ("mean", "median", "std", "p50", "p90", "p95", "p99")
+        for m in ("ttft", "tpot", "itl", "e2el")
+    }
     assert set(level) - distribution <= {name for name in level if f"`{name}`" in doc}
     assert "`{mean,median,std,p50,p90,p95,p99}_{ttft,tpot,itl,e2el}_ms`" in doc
     assert [k for k in exported if k != "targets" and f'"{k}"' not in doc] == []
-    columns = {row[1] for table in ("runs", "targets", "levels", "requests", "samples", "metrics_snapshots")
-               for row in sqlite3.connect(db).execute(f"PRAGMA table_info({table})")}  # fmt: skip
+    columns = {
+        row[1]
+        for table in ("runs", "targets", "levels", "requests", "samples", "metrics_snapshots")
+        for row in sqlite3.connect(db).execute(f"PRAGMA table_info({table})")
+    }
     assert [c for c in sorted(columns) if c not in doc] == []
 
 

@@ -24,8 +24,22 @@ def test_verify_gives_up_on_dripped_headers_at_its_timeout(capsys) -> None:
 def test_bench_stores_dripped_headers_as_deadline_records(tmp_path: Path, capsys) -> None:
     db = tmp_path / "runs.db"
     with header_drip(models_ok=True) as url:
-        argv = ["bench", url, "--concurrency", "2", "--requests", str(SENT), "--warmup", "0", "--db", str(db),
-                "--deadline", "1", "--no-power", "--json"]  # fmt: skip
+        argv = [
+            "bench",
+            url,
+            "--concurrency",
+            "2",
+            "--requests",
+            str(SENT),
+            "--warmup",
+            "0",
+            "--db",
+            str(db),
+            "--deadline",
+            "1",
+            "--no-power",
+            "--json",
+        ]
         code = main(argv)
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err  # every request failed: exit 1 and one line saying so

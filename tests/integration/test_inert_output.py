@@ -66,8 +66,22 @@ def test_html_and_markdown_render_a_hostile_run_with_every_plot(tmp_path: Path, 
 
 def test_bench_and_verify_print_what_a_hostile_server_says_inert(tmp_path: Path, capsys) -> None:
     with sim_process("--ttft-ms", "5", "--itl-ms", "5", "--model", HOSTILE) as url:
-        code = main(["bench", url, "--concurrency", "1", "--requests", "2", "--output-tokens", "4",
-                     "--input-tokens", "8", "--db", str(tmp_path / "r.db")])  # fmt: skip
+        code = main(
+            [
+                "bench",
+                url,
+                "--concurrency",
+                "1",
+                "--requests",
+                "2",
+                "--output-tokens",
+                "4",
+                "--input-tokens",
+                "8",
+                "--db",
+                str(tmp_path / "r.db"),
+            ]
+        )
         bench = capsys.readouterr()
         verify_code = main(["verify", url])
         verify = capsys.readouterr()
@@ -79,9 +93,16 @@ def test_bench_and_verify_print_what_a_hostile_server_says_inert(tmp_path: Path,
 
 def test_plan_prints_a_hostile_gguf_name_and_path_inert(tmp_path: Path, capsys) -> None:
     path = tmp_path / "evil\x1b[2J.gguf"
-    kvs = {"general.architecture": "llama", "general.name": HOSTILE + "\x00", "llama.block_count": 2,
-           "llama.embedding_length": 128, "llama.context_length": 4096, "llama.attention.head_count": 4,
-           "llama.attention.head_count_kv": 2, "llama.feed_forward_length": 256}  # fmt: skip
+    kvs = {
+        "general.architecture": "llama",
+        "general.name": HOSTILE + "\x00",
+        "llama.block_count": 2,
+        "llama.embedding_length": 128,
+        "llama.context_length": 4096,
+        "llama.attention.head_count": 4,
+        "llama.attention.head_count_kv": 2,
+        "llama.feed_forward_length": 256,
+    }
     write_gguf(path, kvs, [("token_embd.weight", (128, 1000), 0, 128 * 1000 * 4)])
     code = main(["plan", str(path), "--gpu", "rtx4090", "--engine", "llamacpp", "--context", "4096"])
     captured = capsys.readouterr()

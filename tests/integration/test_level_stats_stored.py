@@ -19,8 +19,14 @@ from tests.bench_sim import sim_process
 
 
 def test_report_and_export_read_the_stats_the_bench_stored(tmp_path) -> None:
-    config = BenchConfig(targets=("",), concurrency=(1, 2), repeat=2, warmup=0, stop=StopRule(requests=4),
-                         workload=WorkloadSpec("short", 8, 4))  # fmt: skip
+    config = BenchConfig(
+        targets=("",),
+        concurrency=(1, 2),
+        repeat=2,
+        warmup=0,
+        stop=StopRule(requests=4),
+        workload=WorkloadSpec("short", 8, 4),
+    )
     with sim_process("--ttft-ms", "5", "--itl-ms", "5") as url, Store.open(tmp_path / "r.db") as store:
         result = run(dataclasses.replace(config, targets=(url,)), store)
         stored = store.load_run(result.run_id)

@@ -11,9 +11,17 @@ import pytest
 from servelab.cli.app import main
 from tests.unit.model_files import write_gguf
 
-CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
-          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
-          "max_position_embeddings": 4096}  # fmt: skip
+CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+    "max_position_embeddings": 4096,
+}
 
 EMBEDDING = [("token_embd.weight", (128, 1000), 0, 128 * 1000 * 4)]
 OUTPUT_ONLY = [("output.weight", (128, 1000), 0, 128 * 1000 * 4)]
@@ -52,9 +60,16 @@ def test_a_nonsense_config_json_is_refused_naming_the_field(
 
 
 def _gguf_kvs(**changed: object) -> dict[str, object]:
-    kvs = {"general.architecture": "llama", "llama.block_count": 2, "llama.embedding_length": 128,
-           "llama.context_length": 4096, "llama.attention.head_count": 4, "llama.attention.head_count_kv": 2,
-           "llama.feed_forward_length": 256, "llama.vocab_size": 1000}  # fmt: skip
+    kvs = {
+        "general.architecture": "llama",
+        "llama.block_count": 2,
+        "llama.embedding_length": 128,
+        "llama.context_length": 4096,
+        "llama.attention.head_count": 4,
+        "llama.attention.head_count_kv": 2,
+        "llama.feed_forward_length": 256,
+        "llama.vocab_size": 1000,
+    }
     kvs.update(changed)
     return {k: v for k, v in kvs.items() if v is not None}
 

@@ -88,14 +88,19 @@ def test_verify_refuses_a_bad_plan_before_it_contacts_the_server(tmp_path: Path,
         url = f"http://127.0.0.1:{unused.getsockname()[1]}"
     path, expected = _bad_file(tmp_path, "not-json")
     _one_line_error(capsys, ["verify", url, "--plan", str(path)], expected)
-    _one_line_error(capsys, ["verify", url, "--expect", "colour=blue"],
-                    "servelab: error: --expect: unknown key 'colour'; valid keys: " + ", ".join(EXPECT_KEYS) + "\n")  # fmt: skip
+    _one_line_error(
+        capsys,
+        ["verify", url, "--expect", "colour=blue"],
+        "servelab: error: --expect: unknown key 'colour'; valid keys: " + ", ".join(EXPECT_KEYS) + "\n",
+    )
 
 
 def test_spec_names_the_draft_plan_flag_and_the_fields_it_needs(tmp_path: Path, capsys) -> None:
     target = tmp_path / "target.json"
-    target.write_text('{"plans": [{"engine": "vllm", "quant": "bf16", "context": 8192, "kv_dtype": "auto", '
-                      '"fits": true, "memory_bytes": {}, "decode_ceiling_tok_s": {"short": 100.0}}]}')  # fmt: skip
+    target.write_text(
+        '{"plans": [{"engine": "vllm", "quant": "bf16", "context": 8192, "kv_dtype": "auto", '
+        '"fits": true, "memory_bytes": {}, "decode_ceiling_tok_s": {"short": 100.0}}]}'
+    )
     draft = tmp_path / "draft.json"
     draft.write_text('{"plans": [{"engine": "vllm", "quant": "bf16"}]}')
     args = [
@@ -109,8 +114,12 @@ def test_spec_names_the_draft_plan_flag_and_the_fields_it_needs(tmp_path: Path, 
         "--draft-plan",
         str(draft),
     ]
-    _one_line_error(capsys, args, f"servelab: error: --draft-plan {draft}: plans[0] lacks context, kv_dtype, fits, "
-                                  f"memory_bytes; {HINT}\n")  # fmt: skip
+    _one_line_error(
+        capsys,
+        args,
+        f"servelab: error: --draft-plan {draft}: plans[0] lacks context, kv_dtype, fits, "
+        f"memory_bytes; {HINT}\n",
+    )
 
 
 def test_verify_accepts_a_minimal_hand_written_plan(tmp_path: Path, capsys, serve_fixture) -> None:  # noqa: F811
@@ -133,15 +142,24 @@ def test_report_accepts_a_plan_document_or_one_entry(tmp_path: Path, capsys) -> 
         )
         assert capsys.readouterr().out == "" and "150.0 tok/s" in (tmp_path / "b.md").read_text()
     (tmp_path / "other.json").write_text('{"findings": []}')  # e.g. a doctor file given as --plan
-    _one_line_error(capsys, ["report", "--db", str(db), "--plan", str(tmp_path / "other.json")],
-                    f"servelab: error: --plan {tmp_path / 'other.json'}: no plan entries (a non-empty 'plans' "
-                    f"list of objects); {HINT}\n")  # fmt: skip
+    _one_line_error(
+        capsys,
+        ["report", "--db", str(db), "--plan", str(tmp_path / "other.json")],
+        f"servelab: error: --plan {tmp_path / 'other.json'}: no plan entries (a non-empty 'plans' "
+        f"list of objects); {HINT}\n",
+    )
 
 
 def test_spec_reads_the_per_stream_speed_bench_reports_for_the_same_records(tmp_path: Path, capsys) -> None:
     with sim_process("--ttft-ms", "5", "--itl-ms", "4") as url, Store.open(tmp_path / "r.db") as store:
-        config = BenchConfig(targets=(url,), concurrency=(1,), repeat=2, warmup=1, stop=StopRule(requests=4),
-                             workload=WorkloadSpec("short", 8, 6))  # fmt: skip
+        config = BenchConfig(
+            targets=(url,),
+            concurrency=(1,),
+            repeat=2,
+            warmup=1,
+            stop=StopRule(requests=4),
+            workload=WorkloadSpec("short", 8, 6),
+        )
         stored = run(config, store)
     result, run_id = stored.to_json(), stored.run_id
     (level,) = result["targets"][0]["levels"]
@@ -149,8 +167,20 @@ def test_spec_reads_the_per_stream_speed_bench_reports_for_the_same_records(tmp_
     assert (
         bench_tok_s is not None and measured.run_single_stream_tok_s(tmp_path / "r.db", run_id) == bench_tok_s
     )
-    args = ["spec", "--accept-rate", "0.46", "--draft-tokens", "4", "--db", str(tmp_path / "r.db"),
-            "--baseline-run", run_id, "--spec-run", run_id, "--json"]  # fmt: skip
+    args = [
+        "spec",
+        "--accept-rate",
+        "0.46",
+        "--draft-tokens",
+        "4",
+        "--db",
+        str(tmp_path / "r.db"),
+        "--baseline-run",
+        run_id,
+        "--spec-run",
+        run_id,
+        "--json",
+    ]
     assert main(args) == 0 and '"measured_speedup": 1.0' in capsys.readouterr().out
 
 
@@ -159,8 +189,13 @@ def test_spec_refuses_a_run_of_several_targets_at_c1(tmp_path: Path) -> None:
         sim_process("--ttft-ms", "5", "--itl-ms", "4") as one,
         sim_process("--ttft-ms", "5", "--itl-ms", "8") as two,
     ):
-        config = BenchConfig(targets=(one, two), concurrency=(1,), warmup=0, stop=StopRule(requests=2),
-                             workload=WorkloadSpec("short", 8, 6))  # fmt: skip
+        config = BenchConfig(
+            targets=(one, two),
+            concurrency=(1,),
+            warmup=0,
+            stop=StopRule(requests=2),
+            workload=WorkloadSpec("short", 8, 6),
+        )
         with Store.open(tmp_path / "r.db") as store:
             run_id = run(config, store).run_id
     with pytest.raises(

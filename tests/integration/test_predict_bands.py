@@ -13,14 +13,18 @@ import pytest
 from servelab.cli.app import main
 from servelab.hardware.gpus import find_gpu
 from servelab.predict.profiles import Profile, machine_key, save_profile
-from servelab.predict.roofline import Effective
+from servelab.predict.roofline import AchievedRates
 from servelab.predict.stepmodel import STEP_MODEL_ENV, StepModel
 from servelab.store import Store
 
 PLAN_ARGS = ["Qwen/Qwen3-8B", "--gpu", "h100", "--engine", "vllm", "--quant", "bf16", "--context", "8192"]
 LOAD = ["--concurrency", "1,4", "--requests", "8"]
-BANDS = {"vllm|hbm|TPOT/ITL|1": (0.8, 1.25), "vllm|hbm|TPOT/ITL|2-16": (0.75, 1.4), "vllm|*|TTFT|*": (0.6, 1.7),
-         "*|*|output tok/s|*": (0.7, 1.2)}  # fmt: skip
+BANDS = {
+    "vllm|hbm|TPOT/ITL|1": (0.8, 1.25),
+    "vllm|hbm|TPOT/ITL|2-16": (0.75, 1.4),
+    "vllm|*|TTFT|*": (0.6, 1.7),
+    "*|*|output tok/s|*": (0.7, 1.2),
+}
 BANDED = re.compile(r"^\d+\.\d \(\d+(\.\d)?-\d+(\.\d)?\)$")
 
 
@@ -72,9 +76,9 @@ def test_predict_json_and_the_store_carry_band_and_source_per_figure(
     )  # batch 1's regime
     with Store.open(db, must_exist=True) as store:
         run = store.load_run(doc["run_id"])
-    stored = {lv.level: lv.summary["predicted"] for lv in run.levels}
+    stored = {lv.level.label: lv.summary.predicted for lv in run.levels}
     assert stored["c=4"]["figures"]["tpot_ms_p50"]["band"] == pytest.approx(tpot["band"])
-    assert run.meta["predicted"]["effective"]["source"] == "corpus"
+    assert run.meta.predicted is not None and run.meta.predicted.effective["source"] == "corpus"
 
 
 def test_without_a_step_model_the_plans_figures_have_no_band(monkeypatch, capsys) -> None:
@@ -87,8 +91,22 @@ def test_without_a_step_model_the_plans_figures_have_no_band(monkeypatch, capsys
 
 def test_a_calibration_of_another_release_is_used_and_flagged_stale(step_model: StepModel, capsys) -> None:
     card = find_gpu("h100")
-    save_profile(Profile(machine_key(card), card.label, "vllm", "bf16", Effective(2.6e12, 6e14, 2e-3, 1e-5),
-                         "2026-12-01T10:00:00+00:00", ("run-a",), "Qwen/Qwen3-8B", {"r2": 0.97}, "0.8.5"))  # fmt: skip
+    save_profile(
+        Profile(
+            machine=machine_key(card),
+            machine_label=card.label,
+            engine="vllm",
+            quant="bf16",
+            rates=AchievedRates(
+                bandwidth_bytes_s=2.6e12, flops_s=6e14, step_overhead_s=2e-3, token_overhead_s=1e-5
+            ),
+            created="2026-12-01T10:00:00+00:00",
+            runs=("run-a",),
+            model="Qwen/Qwen3-8B",
+            fit={"r2": 0.97},
+            engine_version="0.8.5",
+        )
+    )
     assert main(["predict", *PLAN_ARGS, "--engine-version", "0.10.1", *LOAD, "--no-store", "--json"]) == 0
     out, err = capsys.readouterr()
     doc = json.loads(out)

@@ -28,8 +28,11 @@ def test_on_a_terminal_stderr_shows_each_predicted_level_and_stdout_only_the_res
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)
     # each level drawn as it was predicted: requests done/total, tok/s, TTFT/ITL p50, errors, marked predicted
     for level in ("c=1", "c=4"):
-        assert re.search(rf"{URL} {level} repeat 0 predicted: 8/8 requests, [\d,.]+ tok/s, TTFT p50 [\d.]+ ms, "
-                         r"ITL p50 [\d.]+ ms", plain), level  # fmt: skip
+        assert re.search(
+            rf"{URL} {level} repeat 0 predicted: 8/8 requests, [\d,.]+ tok/s, TTFT p50 [\d.]+ ms, "
+            r"ITL p50 [\d.]+ ms",
+            plain,
+        ), level
     assert "errors: none · virtual time" in plain
     assert re.search(r"predicted level 1/2 .*50% · \d+:\d\d elapsed · ETA \d+:\d\d", plain)  # the bar
     assert re.search(r"predicted level 2/2 .*100% · \d+:\d\d elapsed · ETA 0:00", plain)
@@ -43,12 +46,20 @@ def test_on_a_terminal_stderr_shows_each_predicted_level_and_stdout_only_the_res
 
 
 def test_with_stderr_a_pipe_each_predicted_level_is_one_plain_line(tmp_path: Path) -> None:
-    done = subprocess.run([*SERVELAB, "predict", *PLAN, *ARGS, "--no-store"],
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    done = subprocess.run(
+        [*SERVELAB, "predict", *PLAN, *ARGS, "--no-store"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0 and "\x1b" not in done.stderr
     lines = done.stderr.splitlines()
     assert lines[0].startswith("predicting vllm bf16 on 1 x rtx4090") and len(lines) == 3
     for line, n, level in ((lines[1], 1, "c=1"), (lines[2], 2, "c=4")):
-        assert re.fullmatch(rf"\[{n}/2\] {URL} {level}: 8 ok, 0 errors, [\d,.]+ tok/s, TTFT p50 [\d.]+ ms, "
-                            r"ITL p50 [\d.]+ ms, predicted \(virtual time\)", line), line  # fmt: skip
+        assert re.fullmatch(
+            rf"\[{n}/2\] {URL} {level}: 8 ok, 0 errors, [\d,.]+ tok/s, TTFT p50 [\d.]+ ms, "
+            r"ITL p50 [\d.]+ ms, predicted \(virtual time\)",
+            line,
+        ), line
     assert "[1/2]" not in done.stdout and "c=4" in done.stdout  # the result table, on stdout only

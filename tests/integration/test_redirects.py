@@ -43,8 +43,22 @@ def _stored(db) -> tuple[list[tuple[str, str | None, str | None]], list[str]]:
 
 
 def _bench(server_url: str, db, *extra: str) -> int:
-    return main(["bench", server_url, "--concurrency", "2", "--requests", str(SENT), "--warmup", "0",
-                 "--db", str(db), "--no-power", *extra])  # fmt: skip
+    return main(
+        [
+            "bench",
+            server_url,
+            "--concurrency",
+            "2",
+            "--requests",
+            str(SENT),
+            "--warmup",
+            "0",
+            "--db",
+            str(db),
+            "--no-power",
+            *extra,
+        ]
+    )
 
 
 @pytest.mark.parametrize("where", list(_locations(1)))
@@ -111,8 +125,21 @@ def test_an_unusable_location_is_the_same_one_line_not_a_traceback(capsys, tmp_p
         code = main(["verify", server.url])
         err = capsys.readouterr().err
         db = tmp_path / "runs.db"
-        bench_code = main(["bench", server.url, "--requests", "2", "--warmup", "0", "--db", str(db), "--no-power",
-                           "--model", "m"])  # fmt: skip
+        bench_code = main(
+            [
+                "bench",
+                server.url,
+                "--requests",
+                "2",
+                "--warmup",
+                "0",
+                "--db",
+                str(db),
+                "--no-power",
+                "--model",
+                "m",
+            ]
+        )
         bench_err = capsys.readouterr().err
     assert code == 1 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert "a redirect to a" in err and "Location" in err

@@ -11,9 +11,20 @@ from servelab.cli.app import main
 from servelab.results.run import RunWorkload
 from tests.runs_factory import store_run
 
-PLAN = {"model": "tiny", "gpu": "cpu", "plans": [{"engine": "llamacpp", "quant": "q8_0", "context": 4096,
-        "fits": True, "memory_bytes": {"weights": 1 << 30, "kv_cache": 1 << 28, "total": 1 << 31},
-        "decode_ceiling_tok_s": {"short": 150.0, "full_context": 120.0}}]}  # fmt: skip
+PLAN = {
+    "model": "tiny",
+    "gpu": "cpu",
+    "plans": [
+        {
+            "engine": "llamacpp",
+            "quant": "q8_0",
+            "context": 4096,
+            "fits": True,
+            "memory_bytes": {"weights": 1 << 30, "kv_cache": 1 << 28, "total": 1 << 31},
+            "decode_ceiling_tok_s": {"short": 150.0, "full_context": 120.0},
+        }
+    ],
+}
 
 
 @pytest.mark.usefixtures("measured_host")  # the bound reads this machine
@@ -22,13 +33,50 @@ def test_html_report_of_the_latest_run_with_plan_doctor_and_spec(tmp_path: Path,
     store_run(db, name="older")
     latest = store_run(db, name="latest")
     (tmp_path / "plan.json").write_text(json.dumps(PLAN))
-    (tmp_path / "doctor.json").write_text(json.dumps({"gpus": [], "pairs": [], "findings": [
-        {"id": "p2p-blocked", "severity": "critical", "title": "P2P blocked under KVM", "fix": "pass the GPUs through"}]}))  # fmt: skip
-    (tmp_path / "spec.json").write_text(json.dumps({"alpha": 0.04, "predicted_speedup": 0.9, "measured_speedup": 0.8,
-                                                    "verdict": "rollback", "why": "acceptance 4%"}))  # fmt: skip
+    (tmp_path / "doctor.json").write_text(
+        json.dumps(
+            {
+                "gpus": [],
+                "pairs": [],
+                "findings": [
+                    {
+                        "id": "p2p-blocked",
+                        "severity": "critical",
+                        "title": "P2P blocked under KVM",
+                        "fix": "pass the GPUs through",
+                    }
+                ],
+            }
+        )
+    )
+    (tmp_path / "spec.json").write_text(
+        json.dumps(
+            {
+                "alpha": 0.04,
+                "predicted_speedup": 0.9,
+                "measured_speedup": 0.8,
+                "verdict": "rollback",
+                "why": "acceptance 4%",
+            }
+        )
+    )
     out_file = tmp_path / "out" / "bill.html"
-    code = main(["report", "--db", str(db), "--plan", str(tmp_path / "plan.json"), "--doctor",
-                 str(tmp_path / "doctor.json"), "--spec", str(tmp_path / "spec.json"), "-o", str(out_file), "--json"])  # fmt: skip
+    code = main(
+        [
+            "report",
+            "--db",
+            str(db),
+            "--plan",
+            str(tmp_path / "plan.json"),
+            "--doctor",
+            str(tmp_path / "doctor.json"),
+            "--spec",
+            str(tmp_path / "spec.json"),
+            "-o",
+            str(out_file),
+            "--json",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0 and err == ""
     result = json.loads(out)

@@ -49,8 +49,10 @@ def test_report_overlays_the_prediction_and_tables_its_error(tmp_path: Path, cap
     assert main(["report", measured, "--predicted", predicted, "--db", str(db), "-o", str(bill)]) == 0
     rows = _table(bill.read_text(), "Predicted vs measured: openai")
     with Store.open(db, must_exist=True) as store:
-        stats = {run: {lv.level.label: lv for (_, lv), lv in store.load_run(run).level_stats.items()}
-                 for run in (predicted, measured)}  # fmt: skip
+        stats = {
+            run: {lv.level.label: lv for (_, lv), lv in store.load_run(run).level_stats.items()}
+            for run in (predicted, measured)
+        }
     figures = (lambda s: s.ttft_ms.p50, lambda s: s.tpot_ms.p50, lambda s: s.output_tok_s)
     assert [r[0] for r in rows] == ["c=1", "c=2", "median |error|"]
     errors: list[list[float]] = [[], [], []]

@@ -19,9 +19,16 @@ def test_runs_lists_every_run_oldest_first_as_json(tmp_path: Path, capsys) -> No
     assert err == ""
     assert [r["id"] for r in runs] == [first, second]
     assert runs[0] | {"created": None} == {
-        "id": first, "name": "baseline", "created": None, "status": "finished", "partial": False,
-        "engines": ["llamacpp", "sglang"], "workload": "short", "requests": 2 * (3 + 6 + 12), "errors": 0,
-    }  # fmt: skip
+        "id": first,
+        "name": "baseline",
+        "created": None,
+        "status": "finished",
+        "partial": False,
+        "engines": ["llamacpp", "sglang"],
+        "workload": "short",
+        "requests": 2 * (3 + 6 + 12),
+        "errors": 0,
+    }
     assert runs[1]["partial"] is True and runs[1]["status"] == "running"
 
 
@@ -79,10 +86,16 @@ def test_reading_commands_on_a_fresh_machine_say_so_and_create_no_store(tmp_path
 
     default = default_db_path()
     assert not default.exists()
-    expected = (f"servelab: error: no runs stored yet (no result store at {default}): record one with "
-                "`servelab bench URL`, or pass --db PATH\n")  # fmt: skip
-    for args in (["compare", "a", "b"], ["export", "a"], ["report", "-o", str(tmp_path / "bill.html")],
-                 ["spec", "--accept-rate", "0.5", "--draft-tokens", "4", "--baseline-run", "a", "--spec-run", "b"]):  # fmt: skip
+    expected = (
+        f"servelab: error: no runs stored yet (no result store at {default}): record one with "
+        "`servelab bench URL`, or pass --db PATH\n"
+    )
+    for args in (
+        ["compare", "a", "b"],
+        ["export", "a"],
+        ["report", "-o", str(tmp_path / "bill.html")],
+        ["spec", "--accept-rate", "0.5", "--draft-tokens", "4", "--baseline-run", "a", "--spec-run", "b"],
+    ):
         code = main(args)
         out, err = capsys.readouterr()
         assert (code, out, err) == (1, "", expected), args

@@ -67,9 +67,14 @@ def fake_engine(request, tmp_path: Path) -> tuple[str, Path, dict[str, str]]:
         model = tmp_path / "hf"
         model.mkdir()
         (model / "config.json").write_text("{}")
-    env = {**os.environ, "PYTHONPATH": os.getcwd(), ENGINES[engine]: str(wrapper),
-           "FAKE_OUT": str(tmp_path / "fake.json"), "XDG_DATA_HOME": str(tmp_path / "data"),
-           "XDG_CACHE_HOME": str(tmp_path / "cache")}  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.getcwd(),
+        ENGINES[engine]: str(wrapper),
+        "FAKE_OUT": str(tmp_path / "fake.json"),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
     return engine, model, env
 
 
@@ -92,10 +97,25 @@ def _alive(pid: int) -> bool:
 def _serve(fake: tuple[str, Path, dict[str, str]]) -> tuple[subprocess.Popen[str], dict]:
     engine, model, env = fake
     serve = subprocess.Popen(
-        [*CLI, "serve", engine, str(model), "--json", "--timeout", "60", "--port", str(free_port()),
-         "--", "--api-key", KEY],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
+        [
+            *CLI,
+            "serve",
+            engine,
+            str(model),
+            "--json",
+            "--timeout",
+            "60",
+            "--port",
+            str(free_port()),
+            "--",
+            "--api-key",
+            KEY,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     text = ""  # the effective report (indented JSON), once the engine is healthy
     try:
         while not text.startswith("{") or not text.rstrip().endswith("\n}"):

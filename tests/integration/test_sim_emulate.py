@@ -33,8 +33,19 @@ pytestmark = pytest.mark.timing  # wall-clock figures against the sim: run with 
 
 LOAD = ["--concurrency", "1,4", "--requests", "8", "--input-tokens", "256", "--output-tokens", "32"]
 VLLM = ["Qwen/Qwen3-8B", "--gpu", "rtx4090", "--engine", "vllm", "--quant", "bf16", "--context", "8192"]
-LLAMACPP = ["meta-llama/Llama-3.1-8B-Instruct", "--gpu", "rtx4090", "--engine", "llamacpp", "--quant", "Q8_0",
-            "--context", "4096", "--parallel", "2"]  # fmt: skip
+LLAMACPP = [
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "--gpu",
+    "rtx4090",
+    "--engine",
+    "llamacpp",
+    "--quant",
+    "Q8_0",
+    "--context",
+    "4096",
+    "--parallel",
+    "2",
+]
 TOLERANCE = 0.15
 LATE_S = 0.010  # a TTFT is one wake-up of each timer: up to ~10 ms late on a loaded host (7.7 ms seen, both cores busy)
 
@@ -69,8 +80,18 @@ def _agree(predicted: dict, measured: dict) -> None:
 def _agree_with_replay(plan: list[str], db: Path, run_id: str) -> None:
     """The measured records replayed through the engine the sim emulates, at the records' own send times."""
     flags = dict(zip(plan[1::2], plan[2::2], strict=True))
-    engine, _ = emulated_target(plan[0], None, flags["--gpu"], flags["--engine"], flags["--quant"],
-                                int(flags["--context"]), None, int(flags.get("--parallel", 1)), 1, None)  # fmt: skip
+    engine, _ = emulated_target(
+        plan[0],
+        None,
+        flags["--gpu"],
+        flags["--engine"],
+        flags["--quant"],
+        int(flags["--context"]),
+        None,
+        int(flags.get("--parallel", 1)),
+        1,
+        None,
+    )
     with Store.open(db, must_exist=True) as store:
         records = list(store.load_run(run_id).requests)  # warm-up too: measured requests queued behind it
     levels = {fit.level: fit for fit in explain(engine, records).levels}
@@ -117,8 +138,9 @@ def test_emulate_refuses_a_request_longer_than_the_served_context_with_http_400(
 
     with sim_process("--emulate", *LLAMACPP) as url:
         body = {"prompt": "w " * 4000, "max_tokens": 200}
-        request = urllib.request.Request(url + "/v1/completions", json.dumps(body).encode(),
-                                         {"Content-Type": "application/json"})  # fmt: skip
+        request = urllib.request.Request(
+            url + "/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=10)
     assert refused.value.code == 400

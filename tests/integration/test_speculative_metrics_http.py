@@ -54,7 +54,7 @@ def metrics_server():
 def test_vllm_metrics_over_http(metrics_server):
     body, url = metrics_server
     body["text"] = VLLM_METRICS
-    acceptance = sources.resolve(sources.observations_from_metrics(url), "metrics", None)
+    acceptance = sources.pool_acceptance(sources.observations_from_metrics(url), "metrics", None)
     assert (acceptance.engine, acceptance.draft_tokens) == ("vllm", 2)
     assert acceptance.accept_length == pytest.approx(2.625)
 

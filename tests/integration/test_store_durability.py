@@ -47,9 +47,24 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _bench(url: str, db: Path, *args: str, env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
-        [*CLI, "bench", url, "--db", str(db), "--input-tokens", "16", "--output-tokens", "16", "--json", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
+        [
+            *CLI,
+            "bench",
+            url,
+            "--db",
+            str(db),
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "16",
+            "--json",
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def _lock_while_running(url: str, db: Path, hold_s: float) -> tuple[int, int]:
@@ -145,8 +160,11 @@ def _finished_by(url: str, since_ns: int, before_ns: int) -> set[str]:
     """Request ids whose last chunk the sim wrote after `since_ns` and before `before_ns`."""
     with urllib.request.urlopen(url + "/sim/requests", timeout=5) as response:
         log = json.loads(response.read())
-    return {rid for rid, entry in log.items() if entry["t0_ns"] >= since_ns
-            and entry["chunks_ns"] and entry["chunks_ns"][-1] <= before_ns}  # fmt: skip
+    return {
+        rid
+        for rid, entry in log.items()
+        if entry["t0_ns"] >= since_ns and entry["chunks_ns"] and entry["chunks_ns"][-1] <= before_ns
+    }
 
 
 def test_sigkill_at_random_moments_loses_no_request_that_finished_50_ms_before(tmp_path: Path) -> None:

@@ -47,8 +47,12 @@ def json_server(bodies: dict[str, object]) -> Iterator[str]:
 
 
 def _llamacpp(**props: object) -> dict[str, object]:
-    base = {"default_generation_settings": {"n_ctx": 4096}, "total_slots": 1, "build_info": "b5000-abc",
-            "model_path": "/m/model.gguf"}  # fmt: skip
+    base = {
+        "default_generation_settings": {"n_ctx": 4096},
+        "total_slots": 1,
+        "build_info": "b5000-abc",
+        "model_path": "/m/model.gguf",
+    }
     return {
         "/props": {**base, **props},
         "/v1/models": {"data": [{"id": "model.gguf", "meta": {"n_ctx_train": 8192}}]},
@@ -58,9 +62,17 @@ def _llamacpp(**props: object) -> dict[str, object]:
 
 
 def _sglang(**info: object) -> dict[str, object]:
-    base = {"tp_size": 1, "max_total_num_tokens": 100000, "max_running_requests": 8, "context_length": 4096,
-            "model_path": "Qwen/Qwen3-8B", "version": "0.4.6", "kv_cache_dtype": "auto", "mem_fraction_static": 0.8,
-            "max_req_input_len": 4090}  # fmt: skip
+    base = {
+        "tp_size": 1,
+        "max_total_num_tokens": 100000,
+        "max_running_requests": 8,
+        "context_length": 4096,
+        "model_path": "Qwen/Qwen3-8B",
+        "version": "0.4.6",
+        "kv_cache_dtype": "auto",
+        "mem_fraction_static": 0.8,
+        "max_req_input_len": 4090,
+    }
     return {
         "/get_server_info": {**base, **info},
         "/get_model_info": {"model_path": "Qwen/Qwen3-8B"},
@@ -74,15 +86,32 @@ def _vllm(**entry: object) -> dict[str, object]:
 
 
 CASES = [
-    *(("llamacpp", _llamacpp(**{key: odd})) for key in ("build_info", "model_alias", "total_slots", "kv_unified")
-      for odd in ODD),
+    *(
+        ("llamacpp", _llamacpp(**{key: odd}))
+        for key in ("build_info", "model_alias", "total_slots", "kv_unified")
+        for odd in ODD
+    ),
     ("llamacpp", _llamacpp(default_generation_settings={"n_ctx": {"x": 1}, "speculative": [1]})),
-    *(("sglang", _sglang(**{key: odd})) for key in ("max_total_num_tokens", "max_running_requests",
-      "max_req_input_len", "context_length", "tp_size", "mem_fraction_static", "version", "kv_cache_dtype",
-      "quantization", "served_model_name", "speculative_algorithm") for odd in ODD),
+    *(
+        ("sglang", _sglang(**{key: odd}))
+        for key in (
+            "max_total_num_tokens",
+            "max_running_requests",
+            "max_req_input_len",
+            "context_length",
+            "tp_size",
+            "mem_fraction_static",
+            "version",
+            "kv_cache_dtype",
+            "quantization",
+            "served_model_name",
+            "speculative_algorithm",
+        )
+        for odd in ODD
+    ),
     *(("vllm", _vllm(max_model_len=odd)) for odd in ODD),
     ("vllm", {**_vllm(), "/version": {"version": {"v": [1]}}}),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("as_json", [True, False], ids=["json", "terminal"])

@@ -20,5 +20,9 @@ def read_effective(probe: HttpProbe, model: str | None = None) -> dict[str, Any]
     models = probe.get_json("/v1/models") or {}
     first = next(iter(models.get("data", ())), {})
     name, _, step = str(first.get("id")).partition("@step=")
-    return {"context_per_slot": first.get("max_model_len"), "model": name, "slots": 1,
-            "step_tokens": int(step) if step.isdigit() else None}  # fmt: skip
+    return {
+        "context_per_slot": first.get("max_model_len"),
+        "model": name,
+        "slots": 1,
+        "step_tokens": int(step) if step.isdigit() else None,
+    }

@@ -18,4 +18,14 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[ToySettings]) -> EngineFit:
     argv = cmdline.command(s.model_path, ctx=s.context, host=s.host, port=s.port or 9999, step_tokens=step)
     fits = memory.total <= 0.9 * gpu.memory_bytes
     figures = ToyFigures(s.parallel, s.context, step or DEFAULT_STEP_TOKENS)
-    return EngineFit(memory, fits, s.context, s.parallel, "f16", figures, argv, [], s.parallel)
+    return EngineFit(
+        memory=memory,
+        fits=fits,
+        context_served=s.context,
+        slots=s.parallel,
+        kv_dtype="f16",
+        figures=figures,
+        argv=argv,
+        warnings=[],
+        max_batch=s.parallel,
+    )

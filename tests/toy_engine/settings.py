@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.sizing.typed import Figures, setting, whole
+from servelab.sizing.typed import Figures, check_whole, setting
 
 DEFAULT_STEP_TOKENS = 256
 
@@ -15,7 +15,7 @@ class ToySettings:
     step_tokens: int | None = setting("--step-tokens", "tokens one toy step computes (default 256)")
 
     def __post_init__(self) -> None:
-        whole(self.step_tokens, "--step-tokens", 1, 4096, "tokens")
+        check_whole(self.step_tokens, "--step-tokens", 1, 4096, "tokens")
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ def test_bad_slo_is_one_config_error(text: str, says: str) -> None:
 
 def _stats(ttft_p99: float | None, tpot_p99: float | None, errors: int = 0) -> LevelStats:
     return LevelStats(
-        Level.closed(4), requests=64, completed=64 - errors, errors=errors,
+        level=Level.closed(4), requests=64, completed=64 - errors, errors=errors,
         ttft_ms=Distribution(n=64, p99=ttft_p99), tpot_ms=Distribution(n=64, p99=tpot_p99),
     )  # fmt: skip
 
@@ -111,7 +111,7 @@ def point() -> Planned:
 
 def _judged(point: Planned, name: str, per_gpu: float, ttft: float, tpot: float, gpus: int = 1) -> Judged:
     return Judged(
-        replace(point, variant=Variant("vllm", (name,))), Capacity(4, None, 1), 1, 4, _stats(ttft, tpot), (),
+        point=replace(point, variant=Variant("vllm", (name,))), capacity=Capacity(4, None, 1), replicas=1, load=4, stats=_stats(ttft, tpot), failing_misses=(),
         output_tok_s=per_gpu * gpus, gpus_used=gpus, cost_per_mtok=cost_per_million(Prices(1.0).per_hour(gpus, None), per_gpu * gpus),
     )  # fmt: skip
 

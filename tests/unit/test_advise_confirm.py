@@ -10,9 +10,15 @@ from servelab.advise.confirm import WITHIN, Confirmation, Figure, MeasuredLevel,
 
 @pytest.mark.parametrize(
     ("load", "failing", "closed", "levels"),
-    [(4, None, True, (2, 4, 8)), (4, 6, True, (2, 4, 6)), (1, 2, True, (1, 2)), (5, 5, True, (2, 5, 6)),
-     (2.0, None, False, (1.0, 2.0, 4.0)), (2.0, 2.2, False, (1.0, 2.0, 2.5))],
-)  # fmt: skip
+    [
+        (4, None, True, (2, 4, 8)),
+        (4, 6, True, (2, 4, 6)),
+        (1, 2, True, (1, 2)),
+        (5, 5, True, (2, 5, 6)),
+        (2.0, None, False, (1.0, 2.0, 4.0)),
+        (2.0, 2.2, False, (1.0, 2.0, 2.5)),
+    ],
+)
 def test_the_ladder_brackets_the_advised_load(load, failing, closed, levels) -> None:
     assert ladder_around(load, failing, closed) == levels
 
@@ -37,22 +43,32 @@ def test_engine_args_drop_the_program_model_host_and_port() -> None:
 
 
 def _confirmed(measured: float, misses: tuple[str, ...] = ()) -> Confirmation:
-    level = MeasuredLevel(4, measured, 100.0, 10.0, misses)
-    return Confirmation("llamacpp F16 kv=f16 tp=1 slots=4", "llamacpp", 4, True, levels=(level,),
-                        figures=(Figure("goodput_tok_s", 100.0, 95.0, measured),))  # fmt: skip
+    level = MeasuredLevel(load=4, goodput_tok_s=measured, ttft_p99_ms=100.0, tpot_p99_ms=10.0, misses=misses)
+    return Confirmation(
+        candidate="llamacpp F16 kv=f16 tp=1 slots=4",
+        engine="llamacpp",
+        load=4,
+        ran=True,
+        levels=(level,),
+        figures=(Figure("goodput_tok_s", 100.0, 95.0, measured),),
+    )
 
 
 def test_the_verdict_says_within_or_not_and_flags_a_missed_slo() -> None:
     assert WITHIN == 0.15
     ok = _confirmed(90.0)
     assert ok.goodput_error() == pytest.approx(10 / 90) and ok.meets_slo is True
-    assert ok.verdict() == ("measured at 4 users: meets the SLO; goodput within 15% of the advice (+11.1%), +5.6% "
-                            "re-predicted with the calibration")  # fmt: skip
+    assert ok.verdict() == (
+        "measured at 4 users: meets the SLO; goodput within 15% of the advice (+11.1%), +5.6% "
+        "re-predicted with the calibration"
+    )
     far = _confirmed(50.0, ("ttft_p99_ms 2400 > 2000",))
     assert far.meets_slo is False
-    assert far.verdict().startswith("measured at 4 users: MISSES the SLO (ttft_p99_ms 2400 > 2000); goodput NOT "
-                                    "within 15% of the advice (+100.0%)")  # fmt: skip
-    not_here = Confirmation("x", "vllm", 4, False, reason="no GPU here")
+    assert far.verdict().startswith(
+        "measured at 4 users: MISSES the SLO (ttft_p99_ms 2400 > 2000); goodput NOT "
+        "within 15% of the advice (+100.0%)"
+    )
+    not_here = Confirmation(candidate="x", engine="vllm", load=4, ran=False, reason="no GPU here")
     assert not_here.verdict() == "not measured here: no GPU here" and not_here.meets_slo is None
     assert Figure.error(1.0, 0.0) is None and Figure.error(None, 1.0) is None
 

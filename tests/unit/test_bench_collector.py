@@ -49,9 +49,9 @@ def test_cycles_made_while_quiet_are_collected_once_it_ends():
 
 def test_a_request_sends_its_pre_encoded_payload_or_encodes_its_body():
     body = {"model": "m", "messages": [{"role": "user", "content": "hé"}], "max_tokens": 3, "stream": True}
-    plain = ClientRequest("/v1/chat/completions", body)
+    plain = ClientRequest(path="/v1/chat/completions", body=body)
     assert json.loads(plain.encoded_body()) == body
-    ready = ClientRequest("/v1/chat/completions", body, payload=b'{"already": "encoded"}')
+    ready = ClientRequest(path="/v1/chat/completions", body=body, payload=b'{"already": "encoded"}')
     assert ready.encoded_body() == b'{"already": "encoded"}'
     assert ready == plain  # the payload is a cache of the body, not part of the request's identity
 

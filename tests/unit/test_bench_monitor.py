@@ -19,11 +19,16 @@ def test_a_calm_client_is_valid() -> None:
 
 @pytest.mark.parametrize(
     ("change", "says"),
-    [({"wake_late_p99_ms": 3.6}, "client wake-ups p99 3.60 ms late: the host took the CPU away from the client (other "
-                                 "work ran on its CPU: rerun when the host is quieter, with more requests per level)"),
-     ({"lag_p99_ms": 2.5}, "client event-loop lag p99 2.50 ms > 2 ms: the client was the bottleneck"),
-     ({"cpu_fraction": 0.95}, "client CPU 95% of a core > 90%: the client was the bottleneck")],
-)  # fmt: skip
+    [
+        (
+            {"wake_late_p99_ms": 3.6},
+            "client wake-ups p99 3.60 ms late: the host took the CPU away from the client (other "
+            "work ran on its CPU: rerun when the host is quieter, with more requests per level)",
+        ),
+        ({"lag_p99_ms": 2.5}, "client event-loop lag p99 2.50 ms > 2 ms: the client was the bottleneck"),
+        ({"cpu_fraction": 0.95}, "client CPU 95% of a core > 90%: the client was the bottleneck"),
+    ],
+)
 def test_each_limit_makes_a_level_not_valid_and_says_which(change: dict, says: str) -> None:
     assert validity({**CALM, **change}, lag_limit_ms=2.0, cpu_limit=0.9) == (False, says)
 
@@ -32,8 +37,10 @@ def test_late_wake_ups_with_the_server_on_this_machine_say_to_pin_them_apart() -
     valid, why = validity(
         {**CALM, "wake_late_p99_ms": 3.6}, lag_limit_ms=2.0, cpu_limit=0.9, server_here=True
     )
-    assert not valid and why.endswith("the server runs on this machine: pin the two to different CPUs (taskset -c) "
-                                      "or bench from another machine)")  # fmt: skip
+    assert not valid and why.endswith(
+        "the server runs on this machine: pin the two to different CPUs (taskset -c) "
+        "or bench from another machine)"
+    )
     assert validity({**CALM, "cpu_fraction": 0.95}, 2.0, 0.9, server_here=True)[1].endswith(
         "was the bottleneck"
     )
@@ -56,8 +63,15 @@ def test_client_pinned_reads_this_threads_affinity() -> None:
 
 @pytest.mark.parametrize(
     ("url", "here"),
-    [("http://127.0.0.1:8080", True), ("http://localhost:8000/v1", True), ("http://[::1]:9000", True),
-     ("http://127.8.0.3", True), ("http://10.0.0.5:8000", False), ("https://api.example.com", False), ("http://gpu-box:80", False)],
-)  # fmt: skip
+    [
+        ("http://127.0.0.1:8080", True),
+        ("http://localhost:8000/v1", True),
+        ("http://[::1]:9000", True),
+        ("http://127.8.0.3", True),
+        ("http://10.0.0.5:8000", False),
+        ("https://api.example.com", False),
+        ("http://gpu-box:80", False),
+    ],
+)
 def test_loopback_urls(url: str, here: bool) -> None:
     assert is_loopback_url(url) is here

@@ -10,19 +10,19 @@ from servelab.engines.vllm import bench_extras
 
 def _target() -> Target:
     return Target(
-        0,
-        "http://127.0.0.1:8000",
-        "vllm",
-        "m",
-        2048,
-        "0.32.0",
-        bench_extras,
-        HttpProbe("http://127.0.0.1:8000"),
+        index=0,
+        url="http://127.0.0.1:8000",
+        engine="vllm",
+        model="m",
+        context=2048,
+        version="0.32.0",
+        extras=bench_extras,
+        probe=HttpProbe("http://127.0.0.1:8000"),
     )
 
 
 def test_temperature_is_sent_only_when_given():
-    prompt = Prompt(0, 8, messages=({"role": "user", "content": "hi"},))
+    prompt = Prompt(index=0, output_tokens=8, messages=({"role": "user", "content": "hi"},))
     assert "temperature" not in _target().request_body(prompt, chat=True)
     body = _target().request_body(prompt, chat=True, temperature=0.0)
     assert body["temperature"] == 0.0 and body["max_tokens"] == 8 and body["stream"] is True

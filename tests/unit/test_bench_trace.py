@@ -57,21 +57,42 @@ def test_servelab_jsonl_and_the_cuts(tmp_path):
     ("lines", "words"),
     [
         (['{"timestamp": 0, "input_length": 5, "output_length": 2}', "{oops"], "line 2: not JSON"),
-        (['{"timestamp": 0, "input_length": 5, "output_length": 0}'], "line 1: output_length must be a whole"),
-        (['{"timestamp": 5, "input_length": 5, "output_length": 1}', "",
-          '{"timestamp": 4, "input_length": 5, "output_length": 1}'], "line 3: goes back in time"),
+        (
+            ['{"timestamp": 0, "input_length": 5, "output_length": 0}'],
+            "line 1: output_length must be a whole",
+        ),
+        (
+            [
+                '{"timestamp": 5, "input_length": 5, "output_length": 1}',
+                "",
+                '{"timestamp": 4, "input_length": 5, "output_length": 1}',
+            ],
+            "line 3: goes back in time",
+        ),
         (['{"timestamp": -1, "input_length": 5, "output_length": 1}'], "line 1: timestamp must be a number"),
-        (['{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1, 2]}'], "line 1: 2 hash_ids"),
-        (['{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": ["a"]}'], "line 1: hash_ids must"),
-        (['{"timestamp": 0, "input_length": ' + "9" * 5000 + ', "output_length": 1}'], "line 1: not a servelab JSON file: a number 5,000"),
+        (
+            ['{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1, 2]}'],
+            "line 1: 2 hash_ids",
+        ),
+        (
+            ['{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": ["a"]}'],
+            "line 1: hash_ids must",
+        ),
+        (
+            ['{"timestamp": 0, "input_length": ' + "9" * 5000 + ', "output_length": 1}'],
+            "line 1: not a servelab JSON file: a number 5,000",
+        ),
         (["[1, 2]"], "line 1: not a trace"),
         (["TIMESTAMP,ContextTokens,GeneratedTokens", "yesterday,5,5"], "line 2: TIMESTAMP 'yesterday'"),
         (["TIMESTAMP,ContextTokens,GeneratedTokens", "2023-11-16 18:17:03,5"], "line 2: expected 3 columns"),
-        (["TIMESTAMP,ContextTokens,GeneratedTokens", "2023-11-16 18:17:03,5,x"], "line 2: GeneratedTokens must"),
+        (
+            ["TIMESTAMP,ContextTokens,GeneratedTokens", "2023-11-16 18:17:03,5,x"],
+            "line 2: GeneratedTokens must",
+        ),
         (["a,b,c"], "line 1: not a trace: JSONL rows or a CSV header"),
         (['{"input_tokens": 1}'], "line 1: at_ms must be a number"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_row_is_one_line_naming_it(tmp_path, lines, words):
     with pytest.raises(ConfigError) as caught:
         load_trace(_jsonl(tmp_path, lines))

@@ -12,15 +12,34 @@ from servelab.results.stats import Distribution, LevelStats, LevelSummary
 
 
 def _level(level: str, tok_s: float, valid: bool = True, reason: str | None = None) -> LevelSummary:
-    stats = LevelStats(Level.parse(level), per_stream_tok_s=Distribution(p50=99.95), output_tok_s=tok_s,
-                       ttft_ms=Distribution(p50=1234.5, p99=98765.4), itl_ms=Distribution(p50=10.04, p99=11.96),
-                       errors=12, evictions=3)  # fmt: skip
+    stats = LevelStats(
+        level=Level.parse(level),
+        per_stream_tok_s=Distribution(p50=99.95),
+        output_tok_s=tok_s,
+        ttft_ms=Distribution(p50=1234.5, p99=98765.4),
+        itl_ms=Distribution(p50=10.04, p99=11.96),
+        errors=12,
+        evictions=3,
+    )
     return LevelSummary(stats, valid=valid, invalid_reason=reason)
 
 
-RESULT = SimpleNamespace(run_id="r1", partial=False, targets=[SimpleNamespace(
-    url="http://127.0.0.1:8080", engine="llamacpp", model="m", max_rate=None, levels=[
-        _level("c=1", 96.7), _level("c=16", 123456.7, valid=False, reason="client used 95% of a core")])])  # fmt: skip
+RESULT = SimpleNamespace(
+    run_id="r1",
+    partial=False,
+    targets=[
+        SimpleNamespace(
+            url="http://127.0.0.1:8080",
+            engine="llamacpp",
+            model="m",
+            max_rate=None,
+            levels=[
+                _level("c=1", 96.7),
+                _level("c=16", 123456.7, valid=False, reason="client used 95% of a core"),
+            ],
+        )
+    ],
+)
 
 
 @pytest.mark.parametrize("columns", [None, "80"])

@@ -41,8 +41,18 @@ def test_a_host_after_the_double_dash_wins_and_says_every_interface(name):
 def test_the_serving_line_names_the_bound_address(capsys):
     engine = registry.get_engine("llamacpp")
     bound = bound_address(engine, ARGV["llamacpp"](["--host", "0.0.0.0"]), "127.0.0.1", 8080)
-    render({"engine": "llama.cpp", "url": "http://127.0.0.1:8080", "bound": bound, "pid": 7, "log_path": "/l",
-            "command": "llama-server …", "effective": {}, "mismatches": []})  # fmt: skip
+    render(
+        {
+            "engine": "llama.cpp",
+            "url": "http://127.0.0.1:8080",
+            "bound": bound,
+            "pid": 7,
+            "log_path": "/l",
+            "command": "llama-server …",
+            "effective": {},
+            "mismatches": [],
+        }
+    )
     first = capsys.readouterr().out.splitlines()[0]
     assert (
         first

@@ -18,16 +18,17 @@ from tests.runs_factory import store_run
 
 
 def test_the_verify_line_names_only_what_the_server_reports() -> None:
-    vllm = EffectiveConfig("vllm", context_per_slot=16384, max_total_tokens=152_096, kv_cache_dtype="auto")
+    vllm = EffectiveConfig(engine="vllm", context_per_slot=16384, max_total_tokens=152_096, kv_cache_dtype="auto")
     assert reported_line(vllm) == "context per request 16384, KV pool 152,096 tokens, KV cache auto"
-    llama = EffectiveConfig("llamacpp", context_per_slot=16384, slots=4)
+    llama = EffectiveConfig(engine="llamacpp", context_per_slot=16384, slots=4)
     assert reported_line(llama) == "context per request 16384, slots 4"
-    assert "None" not in reported_line(EffectiveConfig("vllm"))
+    assert "None" not in reported_line(EffectiveConfig(engine="vllm"))
 
 
 def test_a_process_groups_peak_resident_memory_is_summed_over_its_processes() -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time; b = bytearray(64 << 20); time.sleep(30)"],
-                             process_group=0)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; b = bytearray(64 << 20); time.sleep(30)"], process_group=0
+    )
     try:
         deadline = time.monotonic() + 10
         while (peak := group_resident_peak_bytes(child.pid) or 0) < 64 << 20 and time.monotonic() < deadline:
@@ -50,4 +51,4 @@ def test_the_bill_takes_memory_used_from_the_servers_resident_peak(tmp_path: Pat
 
 
 def test_demo_levels_are_long_enough_for_a_p99() -> None:
-    assert DemoConfig(Path(".")).requests_per_level >= 100
+    assert DemoConfig(workdir=Path(".")).requests_per_level >= 100

@@ -25,8 +25,19 @@ def test_backend_present_but_no_gpu_is_skipped_before_touching_cuda():
 
 
 def test_finished_burn_is_reported_with_its_numbers():
-    result = BurnResult(status="ok", backend="torch", gpu=0, size=16384, seconds=20.0, iterations=800,
-                        tflops=351.8, power_w=441.0, max_power_w=452.0, power_limit_w=450.0, samples=100)  # fmt: skip
+    result = BurnResult(
+        status="ok",
+        backend="torch",
+        gpu=0,
+        size=16384,
+        seconds=20.0,
+        iterations=800,
+        tflops=351.8,
+        power_w=441.0,
+        max_power_w=452.0,
+        power_limit_w=450.0,
+        samples=100,
+    )
     finding = burn_finding(result)
     assert finding.title == "GPU0 at full FP16 compute: 351.8 TFLOPS, 441 W (98% of the 450 W limit)"
     assert "800 iterations in 20.0 s" in finding.evidence
@@ -41,8 +52,9 @@ def test_p2p_test_skips_with_the_reason():
 
 
 def test_failed_p2p_copy_is_critical():
-    findings = p2p_test_findings([P2PTestResult(0, 1, "failed", "consumer timed out (P2P hang?)"),
-                                  P2PTestResult(1, 0, "ok")])  # fmt: skip
+    findings = p2p_test_findings(
+        [P2PTestResult(0, 1, "failed", "consumer timed out (P2P hang?)"), P2PTestResult(1, 0, "ok")]
+    )
     assert [(f.id, f.severity) for f in findings] == [
         ("p2p-test-failed", "critical"),
         ("p2p-test-ok", "info"),

@@ -106,8 +106,17 @@ def test_json_document_has_the_interface_keys(scenario):
 def test_pcie_generation_read_during_the_burn_is_judged_under_load():
     from servelab.diagnose.burn import BurnResult
 
-    burn = BurnResult(status="ok", backend="torch", gpu=1, seconds=20, iterations=100, tflops=70.0, power_w=285.0,
-                      pcie_gen_under_load=1, pcie_width_under_load=8)  # fmt: skip
+    burn = BurnResult(
+        status="ok",
+        backend="torch",
+        gpu=1,
+        seconds=20,
+        iterations=100,
+        tflops=70.0,
+        power_w=285.0,
+        pcie_gen_under_load=1,
+        pcie_width_under_load=8,
+    )
     report = run_doctor(RecordedProbe(FIXTURES / "kvm-2x3090-pcie"), burn=burn)
     gen = [f for f in report.findings if f.id == "pcie-gen-low"]
     assert [(f.severity, f.title) for f in gen] == [
@@ -119,7 +128,18 @@ def test_pcie_generation_read_during_the_burn_is_judged_under_load():
 def test_bare_metal_geforce_refusal_is_a_warning_with_its_cause():
     from servelab.diagnose.pairs import PairInfo, pair_findings
 
-    (finding,) = pair_findings([PairInfo(0, 1, p2p_read="gpu_not_supported", p2p_write="gpu_not_supported",
-                                         common_ancestor="PHB", topo_p2p_read="GNS")], in_vm=False)  # fmt: skip
+    (finding,) = pair_findings(
+        [
+            PairInfo(
+                gpu_a=0,
+                gpu_b=1,
+                p2p_read="gpu_not_supported",
+                p2p_write="gpu_not_supported",
+                common_ancestor="PHB",
+                topo_p2p_read="GNS",
+            )
+        ],
+        in_vm=False,
+    )
     assert finding.severity == "warning" and finding.fix.startswith("GNS: the stock driver refuses P2P")
     assert "x-nv-gpudirect-clique" not in finding.fix and "path PHB" in finding.evidence

@@ -13,12 +13,27 @@ from servelab.diagnose.pairs import PairInfo
 from servelab.diagnose.probe import RealProbe
 
 RTX = [GpuInfo(index=0, name="NVIDIA GeForce RTX 3090"), GpuInfo(index=1, name="NVIDIA GeForce RTX 3090")]
-P2P_PHB = [PairInfo(0, 1, p2p_read="ok", p2p_write="ok", common_ancestor="PHB")]
-STAGED = [PairInfo(0, 1, p2p_read="chipset_not_supported", p2p_write="chipset_not_supported")]
-NVLINK = [PairInfo(0, 1, p2p_read="ok", p2p_write="ok", p2p_nvlink="ok", nvlink_links=4, topo_link="NV4")]
-VARIABLES = ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE", "CUDA_VISIBLE_DEVICES",
-             "CUDA_DEVICE_ORDER", "VLLM_SKIP_P2P_CHECK", "SGLANG_SKIP_P2P_CHECK", "VLLM_CACHE_ROOT",
-             "XDG_CACHE_HOME", "NCCL_ALGO", "VLLM_DISABLE_PYNCCL")  # fmt: skip
+P2P_PHB = [PairInfo(gpu_a=0, gpu_b=1, p2p_read="ok", p2p_write="ok", common_ancestor="PHB")]
+STAGED = [PairInfo(gpu_a=0, gpu_b=1, p2p_read="chipset_not_supported", p2p_write="chipset_not_supported")]
+NVLINK = [
+    PairInfo(
+        gpu_a=0, gpu_b=1, p2p_read="ok", p2p_write="ok", p2p_nvlink="ok", nvlink_links=4, topo_link="NV4"
+    )
+]
+VARIABLES = (
+    "NCCL_P2P_DISABLE",
+    "NCCL_P2P_LEVEL",
+    "NCCL_SHM_DISABLE",
+    "NCCL_IB_DISABLE",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "VLLM_SKIP_P2P_CHECK",
+    "SGLANG_SKIP_P2P_CHECK",
+    "VLLM_CACHE_ROOT",
+    "XDG_CACHE_HOME",
+    "NCCL_ALGO",
+    "VLLM_DISABLE_PYNCCL",
+)
 
 
 @pytest.fixture
@@ -46,8 +61,10 @@ def test_clean_environment_only_notes_nccl_default_level_on_a_phb_p2p_pair(machi
     assert found(machine, pairs=NVLINK) == {}
 
 
-@pytest.mark.parametrize(("pairs", "gpus", "severity"), [(P2P_PHB, RTX, "critical"), (NVLINK, RTX, "critical"),
-                                                          (STAGED, RTX, "warning"), ([], RTX[:1], "info")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("pairs", "gpus", "severity"),
+    [(P2P_PHB, RTX, "critical"), (NVLINK, RTX, "critical"), (STAGED, RTX, "warning"), ([], RTX[:1], "info")],
+)
 def test_nccl_p2p_disable_severity_follows_what_it_switches_off(machine, monkeypatch, pairs, gpus, severity):
     monkeypatch.setenv("NCCL_P2P_DISABLE", "1")
     assert found(machine, gpus, pairs)["env-nccl-p2p-disable"].severity == severity

@@ -64,8 +64,13 @@ def test_mean_power_and_summary_are_exact():
     assert mean_power_w(rows, gpu=0) == pytest.approx(120.0)
     assert mean_power_w([]) is None
     summary = summarize(rows)
-    assert summary[0] == {"samples": 2, "mean_power_w": 120.0, "max_power_w": 140.0,
-                          "mean_sm_util_pct": 50.0, "mean_mem_util_pct": 80.0}  # fmt: skip
+    assert summary[0] == {
+        "samples": 2,
+        "mean_power_w": 120.0,
+        "max_power_w": 140.0,
+        "mean_sm_util_pct": 50.0,
+        "mean_mem_util_pct": 80.0,
+    }
     assert summary[1]["max_power_w"] == 300.0 and summary[1]["mean_sm_util_pct"] == 20.0
 
 

@@ -25,7 +25,10 @@ def test_dmi_and_cpuinfo_are_read_from_the_machine(tmp_path):
     )
     virt = read_virt(RealProbe(root=str(tmp_path)))
     assert (virt.sys_vendor, virt.product_name, virt.cpu_hypervisor_flag) == (
-        "Microsoft Corporation", "Virtual Machine", True)  # fmt: skip
+        "Microsoft Corporation",
+        "Virtual Machine",
+        True,
+    )
     assert virt.dmi_says_vm and virt.in_vm
 
 

@@ -52,9 +52,23 @@ def test_vllm_settings_refuse_in_one_line_naming_the_flag(kwargs: dict, message:
 
 
 def test_sglang_reads_chunked_prefill_expert_parallel_graphs_and_its_speculative_flags() -> None:
-    words = ["--chunked-prefill-size", "512", "--ep-size", "4", "--disable-cuda-graph",
-             "--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "org/eagle-head",
-             "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]  # fmt: skip
+    words = [
+        "--chunked-prefill-size",
+        "512",
+        "--ep-size",
+        "4",
+        "--disable-cuda-graph",
+        "--speculative-algorithm",
+        "EAGLE",
+        "--speculative-draft-model-path",
+        "org/eagle-head",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "4",
+    ]
     got = sglang.settings(words)
     assert (got.chunked_prefill_size, got.ep_size, got.disable_cuda_graph) == (512, 4, True)
     assert sglang_words(got) == SpeculativeWords("eagle", 3, "org/eagle-head")

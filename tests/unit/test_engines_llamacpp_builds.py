@@ -51,8 +51,8 @@ def test_the_plan_of_an_older_build_holds_the_logits_of_the_ubatch() -> None:
     model = load_model("Qwen/Qwen3.5-35B-A3B")
     gpu = find_gpu("h100-sxm")
     unified = LlamaCppSettings(kv_unified=True)
-    old = plan(model, gpu, PlanSettings(1024, unified, parallel=4, engine_version="b8354"))
-    now = plan(model, gpu, PlanSettings(1024, unified, parallel=4))
+    old = plan(model, gpu, PlanSettings(context=1024, engine=unified, parallel=4, engine_version="b8354"))
+    now = plan(model, gpu, PlanSettings(context=1024, engine=unified, parallel=4))
     logits = model.vocab_size * 512 * 4
     same = llamacpp_memory(
         model, n_ctx=1024, n_parallel=4, kv_unified=True, n_outputs_max=2048, fa_mask_f32=True
@@ -60,7 +60,9 @@ def test_the_plan_of_an_older_build_holds_the_logits_of_the_ubatch() -> None:
     assert old.figures.compute_buffer_bytes == same.compute_bytes > logits
     assert now.figures.compute_buffer_bytes < logits
     assert (
-        plan(model, gpu, PlanSettings(1024, unified, parallel=4, engine_version="b9460")).figures
+        plan(
+            model, gpu, PlanSettings(context=1024, engine=unified, parallel=4, engine_version="b9460")
+        ).figures
         == now.figures
     )
 
@@ -86,8 +88,8 @@ def test_the_f32_mask_of_an_older_flash_attention_graph_is_in_its_buffer() -> No
     for flash in ("on", "off"):
         settings = LlamaCppSettings(flash_attn=flash)
         assert (
-            plan(model, gpu, PlanSettings(8192, settings, engine_version="b9409")).figures
-            == plan(model, gpu, PlanSettings(8192, settings, engine_version="b9410")).figures
+            plan(model, gpu, PlanSettings(context=8192, engine=settings, engine_version="b9409")).figures
+            == plan(model, gpu, PlanSettings(context=8192, engine=settings, engine_version="b9410")).figures
         )
 
 

@@ -14,8 +14,11 @@ import pytest
 from servelab.engines.llamacpp.install import _fetch_sources
 from servelab.errors import EngineError
 
-FILES = {"CMakeLists.txt": b"project(llama)\n", **{f"src/part{i}.c": bytes(4096) for i in range(40)},
-         "tools/server/server.cpp": b"int main() {}\n"}  # fmt: skip
+FILES = {
+    "CMakeLists.txt": b"project(llama)\n",
+    **{f"src/part{i}.c": bytes(4096) for i in range(40)},
+    "tools/server/server.cpp": b"int main() {}\n",
+}
 
 
 def _sdist(path: Path) -> bytes:

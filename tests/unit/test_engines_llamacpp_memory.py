@@ -24,15 +24,15 @@ def tiny_hybrid(vocab: int = 512, state_dim: int = 16, value_heads: int = 4) -> 
     )
     kv = tuple(2 if k == LayerKind.FULL_ATTENTION else 0 for k in kinds)
     return ModelSpec(
-        "tiny",
-        "qwen35",
-        "gguf",
-        128,
-        vocab,
-        kinds,
-        kv,
-        AttentionSpec(4, 2, 32),
-        4096,
+        name="tiny",
+        architecture="qwen35",
+        source="gguf",
+        hidden_size=128,
+        vocab_size=vocab,
+        layer_kinds=kinds,
+        kv_heads_per_layer=kv,
+        attention=AttentionSpec(4, 2, 32),
+        max_context=4096,
         intermediate_size=256,
         dtype="fp32",
         linear_attention=LinearAttentionSpec(2, value_heads, state_dim, state_dim, 4),
@@ -235,8 +235,9 @@ def test_new_llamacpp_settings_reach_the_command_line() -> None:
     from servelab.plan.make import make_plan
 
     moe, card = load_model("Qwen/Qwen3-30B-A3B"), find_gpu("rtx4090")
-    plan = make_plan(moe, card, engine="llamacpp", quant="Q4_K_M", context=8192, n_batch=1024, n_ubatch=256,
-                     n_cpu_moe=12)  # fmt: skip
+    plan = make_plan(
+        moe, card, engine="llamacpp", quant="Q4_K_M", context=8192, n_batch=1024, n_ubatch=256, n_cpu_moe=12
+    )
     words = plan.command_line.split()
     assert words[words.index("-b") + 1] == "1024" and words[words.index("-ub") + 1] == "256"
     assert words[words.index("--n-cpu-moe") + 1] == "12"

@@ -119,8 +119,14 @@ def test_bad_utilization_and_kv_dtype() -> None:
 
 
 def test_max_num_batched_tokens_sizes_the_profile_peak() -> None:
-    m = vllm_memory(dense_gqa(), gpu_memory_bytes=80 * GIB, weights_bytes=16 * GIB, max_model_len=8192,
-                    max_num_batched_tokens=4096, max_num_seqs=64)  # fmt: skip
+    m = vllm_memory(
+        dense_gqa(),
+        gpu_memory_bytes=80 * GIB,
+        weights_bytes=16 * GIB,
+        max_model_len=8192,
+        max_num_batched_tokens=4096,
+        max_num_seqs=64,
+    )
     assert m.activation_bytes == activation_peak_bytes(dense_gqa(), 4096, 64, 1)
     assert (m.max_num_batched_tokens, m.max_num_seqs) == (4096, 64)
 
@@ -130,9 +136,15 @@ def test_new_vllm_settings_reach_the_command_line() -> None:
     from servelab.model.load import load_model
     from servelab.plan.make import make_plan
 
-    plan = make_plan(load_model("meta-llama/Llama-3.1-8B-Instruct"), find_gpu("h100-sxm"), engine="vllm",
-                     context=16384, max_num_seqs=64, max_num_batched_tokens=4096,
-                     kv_cache_memory_bytes=8 * GIB)  # fmt: skip
+    plan = make_plan(
+        load_model("meta-llama/Llama-3.1-8B-Instruct"),
+        find_gpu("h100-sxm"),
+        engine="vllm",
+        context=16384,
+        max_num_seqs=64,
+        max_num_batched_tokens=4096,
+        kv_cache_memory_bytes=8 * GIB,
+    )
     words = plan.command_line.split()
     assert words[words.index("--max-num-seqs") + 1] == "64"
     assert words[words.index("--max-num-batched-tokens") + 1] == "4096"

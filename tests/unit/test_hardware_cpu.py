@@ -57,10 +57,18 @@ flags\t\t: avx2 fma avx512f avx512_bf16 amx_bf16 amx_tile amx_int8
 
 def _cpu(**kw: object) -> CPU:
     base: dict[str, object] = dict(
-        model="m", vendor="AuthenticAMD", physical_cores=2, logical_cpus=2, flags=("avx2", "fma"),
-        frequency_mhz=2500.0, frequency_source="test", memory_bytes=24 << 30, numa_nodes=1,
-        numa_node_memory_bytes=24 << 30, llc_bytes=32 << 20,
-    )  # fmt: skip
+        model="m",
+        vendor="AuthenticAMD",
+        physical_cores=2,
+        logical_cpus=2,
+        flags=("avx2", "fma"),
+        frequency_mhz=2500.0,
+        frequency_source="test",
+        memory_bytes=24 << 30,
+        numa_nodes=1,
+        numa_node_memory_bytes=24 << 30,
+        llc_bytes=32 << 20,
+    )
     base.update(kw)
     return CPU(**base)  # type: ignore[arg-type]
 

@@ -25,10 +25,23 @@ from servelab.model.dtypes import (
 
 @pytest.mark.parametrize(
     ("spelling", "canonical"),
-    [("f32", "fp32"), ("float32", "fp32"), ("float", "fp32"), ("F16", "fp16"), ("float16", "fp16"), ("half", "fp16"),
-     ("bfloat16", "bf16"), ("torch.bfloat16", "bf16"), (" BF16 ", "bf16"), ("fp8", "fp8_e4m3"),
-     ("fp8_e4m3fn", "fp8_e4m3"), ("float8_e5m2", "fp8_e5m2"), ("Q8_0", "q8_0"), ("iq4_nl", "iq4_nl")],
-)  # fmt: skip
+    [
+        ("f32", "fp32"),
+        ("float32", "fp32"),
+        ("float", "fp32"),
+        ("F16", "fp16"),
+        ("float16", "fp16"),
+        ("half", "fp16"),
+        ("bfloat16", "bf16"),
+        ("torch.bfloat16", "bf16"),
+        (" BF16 ", "bf16"),
+        ("fp8", "fp8_e4m3"),
+        ("fp8_e4m3fn", "fp8_e4m3"),
+        ("float8_e5m2", "fp8_e5m2"),
+        ("Q8_0", "q8_0"),
+        ("iq4_nl", "iq4_nl"),
+    ],
+)
 def test_every_spelling_has_one_canonical_name(spelling: str, canonical: str) -> None:
     assert canonical_dtype(spelling) == find_dtype(spelling) == canonical
 

@@ -204,8 +204,13 @@ def test_docs_list_every_quant_name() -> None:
 
 def test_dtype_spellings_name_float_formats_but_f16_stays_ggufs_f16() -> None:
     assert [get_quant(n).name for n in ("bfloat16", "float16", "half", "float32", "f32", "fp8_e4m3")] == [
-        "bf16", "fp16", "fp16", "fp32", "fp32", "fp8",
-    ]  # fmt: skip
+        "bf16",
+        "fp16",
+        "fp16",
+        "fp32",
+        "fp32",
+        "fp8",
+    ]
     assert get_quant("f16").name == get_quant("F16").name == "F16"
 
 

@@ -9,10 +9,21 @@ from servelab.net import is_loopback, is_loopback_url, public_url
 
 @pytest.mark.parametrize(
     ("host", "here"),
-    [("localhost", True), ("LOCALHOST", True), ("127.0.0.1", True), ("127.8.0.3", True), ("::1", True),
-     ("[::1]", True), ("0.0.0.0", False), ("10.0.0.5", False), ("::", False), ("gpu-box", False),
-     ("localhost.example.com", False), ("", False)],
-)  # fmt: skip
+    [
+        ("localhost", True),
+        ("LOCALHOST", True),
+        ("127.0.0.1", True),
+        ("127.8.0.3", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("0.0.0.0", False),
+        ("10.0.0.5", False),
+        ("::", False),
+        ("gpu-box", False),
+        ("localhost.example.com", False),
+        ("", False),
+    ],
+)
 def test_is_loopback(host: str, here: bool) -> None:
     assert is_loopback(host) is here
 

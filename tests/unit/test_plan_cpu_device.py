@@ -22,17 +22,38 @@ from servelab.plan.make import compare_plans, make_plan
 from servelab.sizing.speed import SHORT_CONTEXT_TOKENS
 
 LLAMA = {  # the LlamaConfig of docs/reference/vllm-cpu.md §2
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "intermediate_size": 768,
-    "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
-    "vocab_size": 4096, "max_position_embeddings": 4096, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
-    "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
-}  # fmt: skip
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 768,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "vocab_size": 4096,
+    "max_position_embeddings": 4096,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000.0,
+}
 GIB = 1024**3
 
 
 def _device(memory: int = 24 * GIB, node: int = 16 * GIB, gb_s: float = 20.0):
-    cpu = CPU("AMD EPYC", "AuthenticAMD", 2, 2, ("avx2", "fma", "avx512f", "avx512_bf16"), 2600.0, "test",
-              memory, 1, node, 32 << 20)  # fmt: skip
+    cpu = CPU(
+        model="AMD EPYC",
+        vendor="AuthenticAMD",
+        physical_cores=2,
+        logical_cpus=2,
+        flags=("avx2", "fma", "avx512f", "avx512_bf16"),
+        frequency_mhz=2600.0,
+        frequency_source="test",
+        memory_bytes=memory,
+        numa_nodes=1,
+        numa_node_memory_bytes=node,
+        llc_bytes=32 << 20,
+    )
     return cpu_device(cpu, Bandwidth((gb_s - 1,), (gb_s,), 2, 128 << 20, "2026-12-01T10:00:00Z"))
 
 

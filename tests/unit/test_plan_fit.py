@@ -20,10 +20,10 @@ GIB, MIB = 1024**3, 1024**2
 
 def test_vllm_default_max_num_seqs_beyond_the_mamba_blocks_does_not_fit() -> None:
     # before: fits true beside the warning "max_num_seqs (256) exceeds available Mamba cache blocks (49)"
-    # (4,096 tokens: the 86 CUDA graphs of 256 sequences take ~1.9 GiB from v0.21, so at 8,192 one request no
-    # longer fits either; the remedy's fewer sequences also capture fewer graphs)
+    # (512 tokens: the CUDA graphs of 256 sequences and the first capture's activations take ~2 GiB from v0.21,
+    # so from 1,024 tokens one request no longer fits either; the remedy's fewer sequences capture fewer graphs)
     qwen, card = load_model("Qwen/Qwen3.5-27B"), find_gpu("rtx4090")
-    plan = make_plan(qwen, card, engine="vllm", quant="awq", context=4096)
+    plan = make_plan(qwen, card, engine="vllm", quant="awq", context=512)
     blocks = plan.details["mamba_blocks"]
     assert isinstance(blocks, int) and 0 < blocks < 256
     assert not plan.fits and plan.remedy == {"max_num_seqs": blocks}
@@ -31,7 +31,7 @@ def test_vllm_default_max_num_seqs_beyond_the_mamba_blocks_does_not_fit() -> Non
         f"vLLM: max_num_seqs (256) exceeds available Mamba cache blocks ({blocks})"
     )
     assert f"pass --max-num-seqs {blocks}" in plan.refusals[0] and plan.warnings[0] == plan.refusals[0]
-    fixed = make_plan(qwen, card, engine="vllm", quant="awq", context=4096, max_num_seqs=blocks)
+    fixed = make_plan(qwen, card, engine="vllm", quant="awq", context=512, max_num_seqs=blocks)
     assert fixed.fits and ["--max-num-seqs", str(blocks)] == list(fixed.command[-2:])
 
 
@@ -63,8 +63,14 @@ def test_vllm_no_memory_for_cache_blocks() -> None:
 
 def test_vllm_batched_tokens_below_max_num_seqs() -> None:
     # config/scheduler.py: max_num_batched_tokens (128) must be greater than or equal to max_num_seqs (256)
-    m = vllm_memory(dense_gqa(), gpu_memory_bytes=80 * GIB, weights_bytes=16 * GIB, max_num_batched_tokens=128,
-                    max_num_seqs=256, max_model_len=8192)  # fmt: skip
+    m = vllm_memory(
+        dense_gqa(),
+        gpu_memory_bytes=80 * GIB,
+        weights_bytes=16 * GIB,
+        max_num_batched_tokens=128,
+        max_num_seqs=256,
+        max_model_len=8192,
+    )
     assert [r.fix for r in m.refusals] == [{"max_num_seqs": 128}]
     assert (
         "max_num_batched_tokens (128) must be greater than or equal to max_num_seqs (256)"
@@ -74,8 +80,14 @@ def test_vllm_batched_tokens_below_max_num_seqs() -> None:
 
 def test_vllm_startup_free_memory_below_the_utilization() -> None:
     # gpu_worker.py: free memory at start (total - CUDA context) must cover utilization x total
-    m = vllm_memory(dense_gqa(), gpu_memory_bytes=24 * GIB, free_memory_bytes=23 * GIB, weights_bytes=GIB,
-                    gpu_memory_utilization=0.98, max_model_len=8192)  # fmt: skip
+    m = vllm_memory(
+        dense_gqa(),
+        gpu_memory_bytes=24 * GIB,
+        free_memory_bytes=23 * GIB,
+        weights_bytes=GIB,
+        gpu_memory_utilization=0.98,
+        max_model_len=8192,
+    )
     assert [r.fix for r in m.refusals] == [{"gpu_memory_utilization": 0.95}]  # floor(23 / 24, 2 places)
     assert m.refusals[0].message.startswith("vLLM: Free memory on device (23.00/24.00 GiB) on startup")
 
@@ -114,8 +126,13 @@ def test_sglang_pool_below_the_context_is_a_refusal_with_the_mamba_fix() -> None
 
 
 def test_sglang_max_total_tokens_below_the_context_does_not_fit() -> None:
-    m = sglang_memory(dense_gqa(), gpu_memory_bytes=80 * GIB, weights_bytes=16 * GIB, context_length=32768,
-                      max_total_tokens=16384)  # fmt: skip
+    m = sglang_memory(
+        dense_gqa(),
+        gpu_memory_bytes=80 * GIB,
+        weights_bytes=16 * GIB,
+        context_length=32768,
+        max_total_tokens=16384,
+    )
     assert not m.fits and m.max_req_len == 16383
 
 
@@ -131,8 +148,9 @@ def test_llamacpp_allocation_failure_names_ngl_and_n_cpu_moe() -> None:
 
 
 def test_llamacpp_slot_beyond_the_training_context_does_not_fit() -> None:
-    plan = make_plan(load_model("Qwen/Qwen3-8B"), find_gpu("h100-sxm"), engine="llamacpp", quant="Q4_K_M",
-                     context=200_000)  # fmt: skip
+    plan = make_plan(
+        load_model("Qwen/Qwen3-8B"), find_gpu("h100-sxm"), engine="llamacpp", quant="Q4_K_M", context=200_000
+    )
     assert not plan.fits and any("capped at the model's training context" in r for r in plan.refusals)
 
 

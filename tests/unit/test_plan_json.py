@@ -18,13 +18,39 @@ from servelab.plan.saved import SavedCeilings, SavedMemory, SavedPlan, saved_pla
 from servelab.sizing.types import Plan
 
 PLANS = {  # name -> (model, gpu, make_plan keywords)
-    "llamacpp-qwen3-8b-4090": ("Qwen/Qwen3-8B", "rtx4090", dict(engine="llamacpp", quant="Q4_K_M", context=32768, kv_dtype="q8_0")),
-    "sglang-qwen3.5-27b-tp2": ("Qwen/Qwen3.5-27B", "rtx4090-48g", dict(engine="sglang", quant="awq", context=262144,
-                               kv_dtype="fp8_e5m2", gpus=2, interconnect="pcie-host-staged")),
-    "vllm-llama-8b-h100": ("meta-llama/Llama-3.1-8B-Instruct", "h100-sxm", dict(engine="vllm", context=16384, parallel=4)),
-    "vllm-qwen3-30b-a3b-a100-tp2": ("Qwen/Qwen3-30B-A3B", "a100-80g", dict(engine="vllm", context=8192, gpus=2)),
-    "llamacpp-gpt-oss-20b-l4": ("openai/gpt-oss-20b", "l4", dict(engine="llamacpp", quant="Q8_0", context=8192)),
-}  # fmt: skip
+    "llamacpp-qwen3-8b-4090": (
+        "Qwen/Qwen3-8B",
+        "rtx4090",
+        dict(engine="llamacpp", quant="Q4_K_M", context=32768, kv_dtype="q8_0"),
+    ),
+    "sglang-qwen3.5-27b-tp2": (
+        "Qwen/Qwen3.5-27B",
+        "rtx4090-48g",
+        dict(
+            engine="sglang",
+            quant="awq",
+            context=262144,
+            kv_dtype="fp8_e5m2",
+            gpus=2,
+            interconnect="pcie-host-staged",
+        ),
+    ),
+    "vllm-llama-8b-h100": (
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "h100-sxm",
+        dict(engine="vllm", context=16384, parallel=4),
+    ),
+    "vllm-qwen3-30b-a3b-a100-tp2": (
+        "Qwen/Qwen3-30B-A3B",
+        "a100-80g",
+        dict(engine="vllm", context=8192, gpus=2),
+    ),
+    "llamacpp-gpt-oss-20b-l4": (
+        "openai/gpt-oss-20b",
+        "l4",
+        dict(engine="llamacpp", quant="Q8_0", context=8192),
+    ),
+}
 
 
 def _plan(name: str) -> Plan:
@@ -52,15 +78,17 @@ def test_tensor_parallel_plans_carry_their_cost_back() -> None:
         ({"context": "8192"}, "plans[0].context is a string, not an integer"),
         ({"fits": 1}, "plans[0].fits is a number, not a boolean"),
         ({"context": True}, "plans[0].context is a boolean, not an integer"),
-        ({"memory_bytes": {"total": 1}}, "plans[0].memory_bytes lacks weights, kv_cache, recurrent_state, "
-                                         "activations, runtime, capacity"),
+        (
+            {"memory_bytes": {"total": 1}},
+            "plans[0].memory_bytes lacks weights, kv_cache, recurrent_state, activations, runtime, capacity",
+        ),
         ({"decode_ceiling_tok_s": [1.0]}, "plans[0].decode_ceiling_tok_s is a list, not an object"),
         ({"command": "llama-server -m x"}, "plans[0].command is a string, not a list"),
         ({"warnings": [1]}, "plans[0].warnings[0] is a number, not a string"),
         ({"parallel_cost": {"tp": "2"}}, "plans[0].parallel_cost.tp is a string, not an integer"),
         ({"efficiency": {"decode": None}}, "plans[0].efficiency.decode is a null, not a number"),
     ],
-)  # fmt: skip
+)
 def test_a_wrong_type_in_a_complete_plan_names_the_field(change: dict, message: str) -> None:
     data = {**to_jsonable(_plan("llamacpp-qwen3-8b-4090")), **change}
     with pytest.raises(ConfigError) as caught:

@@ -43,9 +43,22 @@ def test_vllm_and_sglang_quantization_flags_map_back_to_formats() -> None:
     odd = vllm.plan_settings(vllm.parse(["vllm", "serve", "m", "--quantization", "hqq"]))
     assert odd.quant is None and "hqq" in odd.notes[0]
     s = sglang.plan_settings(
-        sglang.parse(["python", "-m", "sglang.launch_server", "--model-path", "m", "--quantization", "modelopt_fp4",
-                      "--kv-cache-dtype", "auto", "--max-running-requests", "8"])
-    )  # fmt: skip
+        sglang.parse(
+            [
+                "python",
+                "-m",
+                "sglang.launch_server",
+                "--model-path",
+                "m",
+                "--quantization",
+                "modelopt_fp4",
+                "--kv-cache-dtype",
+                "auto",
+                "--max-running-requests",
+                "8",
+            ]
+        )
+    )
     assert (s.quant, s.kv_dtype, s.parallel) == ("nvfp4", None, 8)
 
 

@@ -80,8 +80,13 @@ def test_search_applies_the_fix_a_refusal_names() -> None:
 def test_llamacpp_search_tries_quantized_caches_in_order() -> None:
     # Llama-3.1-8B Q8_0 at 131,072 tokens on a 24 GB card: f16 KV (16 GiB) beside 8 GiB of weights does not
     # fit, q8_0 (8.5 GiB) does
-    plans = compare_plans(load_model("meta-llama/Llama-3.1-8B-Instruct"), find_gpu("rtx4090"),
-                          engines=("llamacpp",), quant="Q8_0", context=131072).plans  # fmt: skip
+    plans = compare_plans(
+        load_model("meta-llama/Llama-3.1-8B-Instruct"),
+        find_gpu("rtx4090"),
+        engines=("llamacpp",),
+        quant="Q8_0",
+        context=131072,
+    ).plans
     assert plans[0].kv_dtype == "q8_0" and plans[0].fits
     assert plans[0].memory_bytes.kv_cache == 32 * 131072 * 2 * (8 * 128 // 32 * 34)  # q8_0: 34 B per 32
     assert plans[0].searched == ("kv_dtype=q8_0",)

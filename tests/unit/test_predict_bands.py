@@ -25,9 +25,9 @@ from servelab.predict.bands import (
     scaled,
     with_band,
 )
-from servelab.predict.machine import emulated_engine, planner_effective, price
+from servelab.predict.machine import emulated_engine, planner_rates, price
 from servelab.predict.profiles import Profile, same_release, stale_reason
-from servelab.predict.roofline import Effective
+from servelab.predict.roofline import AchievedRates
 from servelab.predict.speeds import decode_tok_s, prefill_tok_s, priced_plan
 from servelab.predict.stepmodel import STEP_MODEL_ENV, StepModel, load_step_model
 from servelab.results.level_key import Level
@@ -47,8 +47,24 @@ FIXTURE = StepModel(
 
 
 def _profile(version: str | None) -> Profile:
-    return Profile("h100-sxm", "H100 SXM", "vllm", "bf16", Effective(2e12, 5e14, 1e-3, 0.0, source="calibration"),
-                   "2026-12-01T00:00:00+00:00", ("r1",), "Qwen/Qwen3-8B", {"r2": 0.99}, version)  # fmt: skip
+    return Profile(
+        machine="h100-sxm",
+        machine_label="H100 SXM",
+        engine="vllm",
+        quant="bf16",
+        rates=AchievedRates(
+            bandwidth_bytes_s=2e12,
+            flops_s=5e14,
+            step_overhead_s=1e-3,
+            token_overhead_s=0.0,
+            source="calibration",
+        ),
+        created="2026-12-01T00:00:00+00:00",
+        runs=("r1",),
+        model="Qwen/Qwen3-8B",
+        fit={"r2": 0.99},
+        engine_version=version,
+    )
 
 
 def _plan(gpu: str = "h100"):
@@ -73,20 +89,50 @@ def test_a_rate_takes_the_inverse_of_its_time_band() -> None:
 
 
 def test_only_the_corpus_fit_gives_a_band_its_regimes_first_then_coarser() -> None:
-    corpus = Pricing(Effective(1e12, 1e14), Provenance("corpus", "fit"), FIXTURE, "vllm", "hbm")
+    corpus = Pricing(
+        AchievedRates(bandwidth_bytes_s=1e12, flops_s=1e14),
+        Provenance("corpus", "fit"),
+        FIXTURE,
+        "vllm",
+        "hbm",
+    )
     assert corpus.band("TPOT/ITL", 4) == (0.8, 1.5)  # its regime
     assert corpus.band("TPOT/ITL", 1) is None  # another batch range, and no coarser TPOT band
     assert corpus.band("output tok/s", 64) == (0.7, 1.2)  # the figure's band over every engine
-    llama = Pricing(Effective(1e12, 1e14), Provenance("corpus", "fit"), FIXTURE, "llamacpp", "gddr")
+    llama = Pricing(
+        AchievedRates(bandwidth_bytes_s=1e12, flops_s=1e14),
+        Provenance("corpus", "fit"),
+        FIXTURE,
+        "llamacpp",
+        "gddr",
+    )
     assert llama.band("TTFT", 1) == (0.6, 1.4)  # the corpus's "llama.cpp" is the registry's "llamacpp"
-    calibrated = Pricing(Effective(1e12, 1e14), Provenance("calibration", "mine"), FIXTURE, "vllm", "hbm")
+    calibrated = Pricing(
+        AchievedRates(bandwidth_bytes_s=1e12, flops_s=1e14),
+        Provenance("calibration", "mine"),
+        FIXTURE,
+        "vllm",
+        "hbm",
+    )
     assert calibrated.band("TPOT/ITL", 4) is None
 
 
 def test_a_level_keeps_each_banded_figure_with_its_source() -> None:
-    stats = LevelStats(Level.closed(4), ttft_ms=Distribution(p50=50.0, p99=90.0), tpot_ms=Distribution(p50=20.0),
-                       itl_ms=Distribution(p50=19.0), per_stream_tok_s=Distribution(p50=50.0), output_tok_s=180.0)  # fmt: skip
-    pricing = Pricing(Effective(1e12, 1e14), Provenance("corpus", "fit"), FIXTURE, "vllm", "hbm")
+    stats = LevelStats(
+        level=Level.closed(4),
+        ttft_ms=Distribution(p50=50.0, p99=90.0),
+        tpot_ms=Distribution(p50=20.0),
+        itl_ms=Distribution(p50=19.0),
+        per_stream_tok_s=Distribution(p50=50.0),
+        output_tok_s=180.0,
+    )
+    pricing = Pricing(
+        AchievedRates(bandwidth_bytes_s=1e12, flops_s=1e14),
+        Provenance("corpus", "fit"),
+        FIXTURE,
+        "vllm",
+        "hbm",
+    )
     got = level_figures(stats, pricing)
     assert got["source"] == "corpus" and got["stale"] is None and got["batch"] == 4
     figures = got["figures"]
@@ -100,7 +146,9 @@ def test_a_level_keeps_each_banded_figure_with_its_source() -> None:
     assert figures["output_tok_s"]["band"] == pytest.approx([126.0, 216.0])
     assert figures["ttft_ms_p50"]["band"] is None  # vLLM has no TTFT band in the fixture
     assert "ttft_ms_p99" not in figures  # the corpus's figures are medians: no band for a tail
-    plan = level_figures(stats, Pricing(Effective(1e12, 1e14), Provenance("plan", "priors")))
+    plan = level_figures(
+        stats, Pricing(AchievedRates(bandwidth_bytes_s=1e12, flops_s=1e14), Provenance("plan", "priors"))
+    )
     assert plan["source"] == "plan" and all(f["band"] is None for f in plan["figures"].values())
 
 
@@ -108,9 +156,20 @@ def test_without_serving_rows_a_time_takes_its_llama_bench_rates_band_inverted()
     bench = StepModel(
         {}, {}, {"llama.cpp|gddr|pp tok/s|1": (0.5, 2.5), "llama.cpp|gddr|tg tok/s|1": (0.9, 1.1)}
     )
-    pricing = Pricing(Effective(1e12, 1e14), Provenance("corpus", "fit"), bench, "llamacpp", "gddr")
-    stats = LevelStats(Level.closed(1), ttft_ms=Distribution(p50=100.0), tpot_ms=Distribution(p50=10.0),
-                       per_stream_tok_s=Distribution(p50=100.0), output_tok_s=99.0)  # fmt: skip
+    pricing = Pricing(
+        AchievedRates(bandwidth_bytes_s=1e12, flops_s=1e14),
+        Provenance("corpus", "fit"),
+        bench,
+        "llamacpp",
+        "gddr",
+    )
+    stats = LevelStats(
+        level=Level.closed(1),
+        ttft_ms=Distribution(p50=100.0),
+        tpot_ms=Distribution(p50=10.0),
+        per_stream_tok_s=Distribution(p50=100.0),
+        output_tok_s=99.0,
+    )
     figures = level_figures(stats, pricing)["figures"]
     assert (
         figures["ttft_ms_p50"]["band"] == pytest.approx([40.0, 200.0])
@@ -122,9 +181,9 @@ def test_without_serving_rows_a_time_takes_its_llama_bench_rates_band_inverted()
 
 
 def test_an_open_loop_level_takes_its_band_at_the_requests_in_flight() -> None:
-    stats = LevelStats(Level.open(4.0), request_s=4.0, e2e_ms=Distribution(mean=2500.0))
+    stats = LevelStats(level=Level.open(4.0), request_s=4.0, e2e_ms=Distribution(mean=2500.0))
     assert level_batch(stats) == 10  # Little's law: 4 requests/s x 2.5 s
-    assert level_batch(LevelStats(Level.open(4.0))) == 1
+    assert level_batch(LevelStats(level=Level.open(4.0))) == 1
 
 
 def test_a_release_is_the_same_whatever_detail_a_build_adds() -> None:
@@ -143,19 +202,33 @@ def test_price_takes_calibration_then_the_corpus_on_a_gpu_then_the_plan() -> Non
     plan, spec, card = _plan()
     stale_plan = dataclasses.replace(plan, details={**plan.details, "engine_version": "0.11.0"})
     calibrated = price(stale_plan, card, spec, profile=_profile("0.8.5"), step_model=FIXTURE)
-    assert calibrated.provenance.source == "calibration" and calibrated.effective.bandwidth_bytes_s == 2e12
+    assert calibrated.provenance.source == "calibration" and calibrated.rates.bandwidth_bytes_s == 2e12
     assert calibrated.provenance.stale is not None and "0.8.5" in calibrated.provenance.stale
     corpus = price(plan, card, spec, step_model=FIXTURE)
     assert corpus.provenance.source == "corpus" and corpus.gpu_class == "hbm"
-    assert corpus.effective.step_overhead_s == 2e-3  # the fitted value, not the plan's 0
+    assert corpus.rates.step_overhead_s == 2e-3  # the fitted value, not the plan's 0
     alone = price(plan, card, spec)
-    assert alone.provenance.source == "plan" and alone.effective == planner_effective(plan, card, spec)
+    assert alone.provenance.source == "plan" and alone.rates == planner_rates(plan, card, spec)
 
 
 def test_the_cpu_device_is_never_priced_by_the_corpus() -> None:
     spec = load_model("meta-llama/Llama-3.2-1B")
-    cpu = cpu_device(CPU("AMD EPYC", "AuthenticAMD", 2, 2, ("avx2", "fma"), 2600.0, "test", 32 << 30, 1, 16 << 30,
-                         32 << 20), Bandwidth((19.0,), (20.0,), 2, 128 << 20, "2026-12-01T10:00:00Z"))  # fmt: skip
+    cpu = cpu_device(
+        CPU(
+            model="AMD EPYC",
+            vendor="AuthenticAMD",
+            physical_cores=2,
+            logical_cpus=2,
+            flags=("avx2", "fma"),
+            frequency_mhz=2600.0,
+            frequency_source="test",
+            memory_bytes=32 << 30,
+            numa_nodes=1,
+            numa_node_memory_bytes=16 << 30,
+            llc_bytes=32 << 20,
+        ),
+        Bandwidth((19.0,), (20.0,), 2, 128 << 20, "2026-12-01T10:00:00Z"),
+    )
     plan = make_plan(spec, cpu, engine="llamacpp", quant="q8_0", context=2048)
     got = price(plan, cpu, spec, step_model=FIXTURE)
     assert got.provenance.source == "plan" and got.model is None

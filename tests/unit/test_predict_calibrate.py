@@ -13,18 +13,25 @@ from servelab.errors import ConfigError
 from servelab.hardware.gpus import card_for
 from servelab.model.load import load_model
 from servelab.plan.make import search_plan
-from servelab.predict.calibrate import fit, nonnegative_lstsq, with_effective
-from servelab.predict.ladder import predict_ladder
-from servelab.predict.roofline import Effective
+from servelab.predict.calibrate import fit, nonnegative_lstsq, with_rates
+from servelab.predict.roofline import AchievedRates
+from servelab.predict.virtual_ladder import predict_ladder
 from servelab.predict.words import WordTokenizer
 
 pytestmark = pytest.mark.usefixtures("measured_host")  # the "cpu" machine is this one: its bandwidth
 
-TRUTH = Effective(6.0e11, 9.0e13, 0.003, 2e-5, source="known")
+TRUTH = AchievedRates(
+    bandwidth_bytes_s=6.0e11, flops_s=9.0e13, step_overhead_s=0.003, token_overhead_s=2e-5, source="known"
+)
 
 
-def synthetic(engine_name: str, model_id: str = "Qwen/Qwen3-8B", gpu: str = "rtx4090", truth: Effective = TRUTH,
-              **plan_options):  # fmt: skip
+def synthetic(
+    engine_name: str,
+    model_id: str = "Qwen/Qwen3-8B",
+    gpu: str = "rtx4090",
+    truth: AchievedRates = TRUTH,
+    **plan_options,
+):
     """(the engine at the plan's figures, the records of a 1,2,4 short ladder priced at `truth`)."""
     model, card = load_model(model_id), card_for(gpu)
     context = plan_options.pop("context", 8192)
@@ -38,18 +45,16 @@ def synthetic(engine_name: str, model_id: str = "Qwen/Qwen3-8B", gpu: str = "rtx
     )
     tokenizer = WordTokenizer()
     prompts = build_prompts(config.workload, prompt_count(config), tokenizer, engine.context)
-    _, levels = predict_ladder(
-        with_effective(engine, truth), config, prompts, tokenizer, label="t", model="m"
-    )
+    _, levels = predict_ladder(with_rates(engine, truth), config, prompts, tokenizer, label="t", model="m")
     return engine, [r for level in levels for r in level]
 
 
 @pytest.mark.parametrize(("engine_name", "options"), [("llamacpp", {"parallel": 4}), ("vllm", {})])
 def test_fit_recovers_the_figures_the_records_were_made_with(engine_name: str, options: dict) -> None:
     engine, records = synthetic(engine_name, **options)
-    assert engine.roofline.effective != TRUTH  # the fit starts from the plan's figures
+    assert engine.roofline.rates != TRUTH  # the fit starts from the plan's figures
     result = fit(engine, records)
-    e = result.effective
+    e = result.rates
     assert e.bandwidth_bytes_s == pytest.approx(TRUTH.bandwidth_bytes_s, rel=1e-6)
     assert e.flops_s == pytest.approx(TRUTH.flops_s, rel=1e-6)
     assert e.step_overhead_s == pytest.approx(TRUTH.step_overhead_s, rel=1e-6)
@@ -86,44 +91,78 @@ def test_no_successful_requests_is_one_line() -> None:
 def test_on_a_cpu_llamacpp_batched_passes_are_fitted_as_their_own_bandwidth() -> None:
     """llama.cpp on the CPU: one-token passes max(memory, compute), passes of >= 2 tokens memory + compute at
     their own bandwidth (tinyBLAS). Records priced at known figures of both kinds give them back."""
-    truth = Effective(2.0e10, 7.0e10, 0.0005, 1e-5, source="known", batched_bandwidth_bytes_s=1.0e10)
+    truth = AchievedRates(
+        bandwidth_bytes_s=2.0e10,
+        flops_s=7.0e10,
+        step_overhead_s=0.0005,
+        token_overhead_s=1e-5,
+        source="known",
+        batched_bandwidth_bytes_s=1.0e10,
+    )
     engine, records = synthetic("llamacpp", "meta-llama/Llama-3.2-1B", "cpu", truth, context=2048, parallel=4)
-    assert (
-        engine.roofline.effective.batched_bandwidth_bytes_s is not None
-    )  # from the plan: the same bandwidth
-    e = fit(engine, records).effective
+    assert engine.roofline.rates.batched_bandwidth_bytes_s is not None  # from the plan: the same bandwidth
+    e = fit(engine, records).rates
     assert e.batched_bandwidth_bytes_s == pytest.approx(truth.batched_bandwidth_bytes_s, rel=1e-6)
     assert e.bandwidth_bytes_s == pytest.approx(truth.bandwidth_bytes_s, rel=1e-6)
     assert e.flops_s == pytest.approx(truth.flops_s, rel=1e-6)
     assert e.step_overhead_s == pytest.approx(truth.step_overhead_s, rel=1e-5)
     on_a_gpu, _ = synthetic("llamacpp", "meta-llama/Llama-3.2-1B", "rtx4090", context=2048, parallel=4)
-    assert on_a_gpu.roofline.effective.batched_bandwidth_bytes_s is None
+    assert on_a_gpu.roofline.rates.batched_bandwidth_bytes_s is None
 
 
 def test_a_prefill_compute_of_its_own_is_fitted_where_prompts_run_faster_than_batched_decodes() -> None:
     """llama.cpp on the CPU with prompt tokens at 1.25x the compute of batched decodes (tinyBLAS on a 128-token
     pass against a few-token one): records priced so give both computes back, and the profile keeps it."""
-    truth = Effective(2.0e10, 7.0e10, 0.0005, 1e-5, source="known", batched_bandwidth_bytes_s=1.0e10,
-                      prefill_flops_s=8.75e10)  # fmt: skip
+    truth = AchievedRates(
+        bandwidth_bytes_s=2.0e10,
+        flops_s=7.0e10,
+        step_overhead_s=0.0005,
+        token_overhead_s=1e-5,
+        source="known",
+        batched_bandwidth_bytes_s=1.0e10,
+        prefill_flops_s=8.75e10,
+    )
     engine, records = synthetic("llamacpp", "meta-llama/Llama-3.2-1B", "cpu", truth, context=2048, parallel=4)
-    e = fit(engine, records).effective
+    e = fit(engine, records).rates
     assert e.prefill_flops_s == pytest.approx(truth.prefill_flops_s, rel=1e-6)
     assert e.flops_s == pytest.approx(truth.flops_s, rel=1e-6)
     assert e.batched_bandwidth_bytes_s == pytest.approx(truth.batched_bandwidth_bytes_s, rel=1e-6)
-    _, tied = synthetic("llamacpp", "meta-llama/Llama-3.2-1B", "cpu", replace(truth, prefill_flops_s=None),
-                        context=2048, parallel=4)  # fmt: skip
-    assert fit(engine, tied).effective.prefill_flops_s is None  # one compute explains them: none fitted
+    _, tied = synthetic(
+        "llamacpp",
+        "meta-llama/Llama-3.2-1B",
+        "cpu",
+        replace(truth, prefill_flops_s=None),
+        context=2048,
+        parallel=4,
+    )
+    assert fit(engine, tied).rates.prefill_flops_s is None  # one compute explains them: none fitted
 
 
 def test_a_profile_keeps_the_prefill_compute(tmp_path) -> None:
     from servelab.predict.profiles import Profile, read_profile, save_profile
 
-    e = Effective(
-        2.0e10, 7.0e10, source="calibration", batched_bandwidth_bytes_s=1.0e10, prefill_flops_s=9e10
+    e = AchievedRates(
+        bandwidth_bytes_s=2.0e10,
+        flops_s=7.0e10,
+        source="calibration",
+        batched_bandwidth_bytes_s=1.0e10,
+        prefill_flops_s=9e10,
     )
-    path = save_profile(Profile("cpu:x", "x", "llamacpp", "F16", e, "2025-01-01T00:00:00Z", ("r",), "m", {}),
-                        tmp_path)  # fmt: skip
-    assert read_profile(path).effective == e
+    path = save_profile(
+        Profile(
+            machine="cpu:x",
+            machine_label="x",
+            engine="llamacpp",
+            quant="F16",
+            rates=e,
+            created="2025-01-01T00:00:00Z",
+            runs=("r",),
+            model="m",
+            fit={},
+        ),
+        tmp_path,
+    )
+    assert read_profile(path).rates == e
     old = path.read_text().replace('"prefill_flops_s": 90000000000.0', '"prefill_flops_s": null')
     path.write_text(old)
-    assert read_profile(path).effective.prefill_flops_s is None
+    assert read_profile(path).rates.prefill_flops_s is None

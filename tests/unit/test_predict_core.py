@@ -8,22 +8,28 @@ import pytest
 
 from servelab.engines.llamacpp.scheduler import LAUNCH_WINDOW_S, Slots, SlotSettings, ubatches
 from servelab.predict.emulator import emulate
-from servelab.predict.roofline import Effective, Roofline
+from servelab.predict.roofline import AchievedRates, Roofline
 from servelab.scheduling.continuous import ContinuousBatching, ContinuousSettings
 from servelab.scheduling.core import Request, Sequence, Step, Work
 
 W = 8e9  # weight bytes per pass
 KV = 1e5  # KV bytes per token
 FLOPS = 1.6e10  # per token
-EFF = Effective(bandwidth_bytes_s=1e12, flops_s=1e14, step_overhead_s=0.002, token_overhead_s=1e-5)
+EFF = AchievedRates(bandwidth_bytes_s=1e12, flops_s=1e14, step_overhead_s=0.002, token_overhead_s=1e-5)
 
 
-def roofline(effective: Effective = EFF) -> Roofline:
+def roofline(rates: AchievedRates = EFF) -> Roofline:
     return Roofline(
-        weight_bytes=lambda tokens: W, kv_full_bytes_per_token=KV, kv_sliding_bytes_per_token=0.0,
-        sliding_window=0, state_bytes=0.0, flops_per_token=FLOPS, attention_width_full=0.0,
-        attention_width_sliding=0.0, effective=effective,
-    )  # fmt: skip
+        weight_bytes=lambda tokens: W,
+        kv_full_bytes_per_token=KV,
+        kv_sliding_bytes_per_token=0.0,
+        sliding_window=0,
+        state_bytes=0.0,
+        flops_per_token=FLOPS,
+        attention_width_full=0.0,
+        attention_width_sliding=0.0,
+        rates=rates,
+    )
 
 
 def pass_by_hand(works: list[tuple[int, int]]) -> float:
@@ -89,7 +95,7 @@ def _stall(scheduler) -> float:
 def test_long_prompt_stalls_llamacpp_unified_batch_by_the_whole_prompt() -> None:
     slots = Slots(SlotSettings(slots=3, context_per_slot=8192, n_batch=8192, n_ubatch=512))
     gap = _stall(slots)
-    s = [Sequence(req(0, 50, 6)), Sequence(req(1, 50, 6)), Sequence(req(2, 6000, 2))]
+    s = [Sequence(request=req(0, 50, 6)), Sequence(request=req(1, 50, 6)), Sequence(request=req(2, 6000, 2))]
     batch = [Work(s[0], 1, 50), Work(s[1], 1, 50), Work(s[2], 6000, 0)]
     passes = ubatches(batch, 512)
     assert len(passes) == 12  # 6002 tokens in ubatches of 512
@@ -205,17 +211,24 @@ def test_the_output_head_is_paid_only_where_logits_are_computed() -> None:
     not reach the prompt's end pays none (as vLLM's logits_indices and llama.cpp's batch.logits select)."""
     head = 4e9
     r = Roofline(
-        weight_bytes=lambda tokens: 0.0, kv_full_bytes_per_token=0.0, kv_sliding_bytes_per_token=0.0,
-        sliding_window=0, state_bytes=0.0, flops_per_token=FLOPS, attention_width_full=0.0,
-        attention_width_sliding=0.0, effective=EFF, head_flops_per_token=head,
-    )  # fmt: skip
-    seq = Sequence(req(0, 100, 8))
+        weight_bytes=lambda tokens: 0.0,
+        kv_full_bytes_per_token=0.0,
+        kv_sliding_bytes_per_token=0.0,
+        sliding_window=0,
+        state_bytes=0.0,
+        flops_per_token=FLOPS,
+        attention_width_full=0.0,
+        attention_width_sliding=0.0,
+        rates=EFF,
+        head_flops_per_token=head,
+    )
+    seq = Sequence(request=req(0, 100, 8))
     body = FLOPS - head
     assert r.pass_flops([Work(seq, 60, 0)]) == 60 * body  # the first chunk of a 100-token prompt
     assert r.pass_flops([Work(seq, 40, 60)]) == 40 * body + head  # its end: one position's logits
     assert r.pass_flops([Work(seq, 1, 100)]) == body + head  # a decode
     assert r.pass_flops([Work(seq, 1, 100, verify=3)]) == 4 * body + 4 * head  # a verify of three drafts
-    both = [Work(seq, 60, 0), Work(Sequence(req(1, 10, 8)), 1, 10)]
+    both = [Work(seq, 60, 0), Work(Sequence(request=req(1, 10, 8)), 1, 10)]
     assert r.pass_s(both) == pytest.approx((61 * body + head) / EFF.flops_s)  # the unrolled sums agree
     assert r.pass_s(both) == pytest.approx(r.pass_flops(both) / EFF.flops_s)
 
@@ -223,16 +236,24 @@ def test_the_output_head_is_paid_only_where_logits_are_computed() -> None:
 def test_prompt_tokens_are_priced_at_the_prefill_compute_decodes_at_the_other() -> None:
     """A pass of 200 prompt tokens and 2 decodes, compute-bound: prompt FLOPs / prefill compute + decode FLOPs
     / compute; without a prefill figure, all at the one compute (the plan's pricing)."""
-    slow = Effective(1e13, 1e14, prefill_flops_s=2e14)
-    prompt, a, b = Sequence(req(0, 200, 2)), Sequence(req(1, 50, 4)), Sequence(req(2, 50, 4))
+    slow = AchievedRates(bandwidth_bytes_s=1e13, flops_s=1e14, prefill_flops_s=2e14)
+    prompt, a, b = (
+        Sequence(request=req(0, 200, 2)),
+        Sequence(request=req(1, 50, 4)),
+        Sequence(request=req(2, 50, 4)),
+    )
     a.generated = b.generated = 1  # decoding: one token sampled already
     works = (Work(prompt, 200, 0), Work(a, 1, 50), Work(b, 1, 50))
     assert [w.prompt for w in works] == [True, False, False]
     by_hand = 200 * FLOPS / 2e14 + 2 * FLOPS / 1e14
     assert roofline(slow).pass_s(works) == pytest.approx(by_hand)
-    assert roofline(Effective(1e13, 1e14)).pass_s(works) == pytest.approx(202 * FLOPS / 1e14)
+    assert roofline(AchievedRates(bandwidth_bytes_s=1e13, flops_s=1e14)).pass_s(works) == pytest.approx(
+        202 * FLOPS / 1e14
+    )
     only_decodes = works[1:]
-    assert roofline(slow).pass_s(only_decodes) == roofline(Effective(1e13, 1e14)).pass_s(only_decodes)
+    assert roofline(slow).pass_s(only_decodes) == roofline(
+        AchievedRates(bandwidth_bytes_s=1e13, flops_s=1e14)
+    ).pass_s(only_decodes)
 
 
 def test_llamacpp_takes_in_requests_that_arrive_while_it_launches_one_vllm_steps_at_once() -> None:
@@ -280,7 +301,7 @@ def test_a_cpu_engines_decode_attention_is_priced_after_the_max_at_its_own_rate(
     width, ratio = 1024.0, 0.125
     apart = dataclasses.replace(roofline(), attention_width_full=width, decode_attention_ratio=ratio)
     inside = dataclasses.replace(roofline(), attention_width_full=width)
-    seq = Sequence(Request(0, 0.0, tuple(range(600)), 8))
+    seq = Sequence(request=Request(0, 0.0, tuple(range(600)), 8))
     seq.generated = 1
     decode = [Work(seq, 1, 600)]
     attention = 4 * width * (600 + 0.5)
@@ -288,7 +309,7 @@ def test_a_cpu_engines_decode_attention_is_priced_after_the_max_at_its_own_rate(
         max((W + KV * 601) / EFF.bandwidth_bytes_s, (FLOPS) / EFF.flops_s) + attention / (EFF.flops_s * ratio)
     )
     assert apart.pass_s(decode) > inside.pass_s(decode)
-    fresh = Sequence(Request(1, 0.0, tuple(range(600)), 8))
+    fresh = Sequence(request=Request(1, 0.0, tuple(range(600)), 8))
     prompt = [Work(fresh, 600, 0)]
     assert apart.pass_s(prompt) == pytest.approx(inside.pass_s(prompt))
     arrivals = [req(i, 40 + 30 * i, 20 + 7 * i, at=0.013 * i, base=1000 * i) for i in range(6)]

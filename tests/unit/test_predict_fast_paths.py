@@ -125,10 +125,17 @@ def use_references(monkeypatch) -> None:
 
 def ladder(engine, workload: str, **options):
     config = build_config(
-        {"targets": ["predict"], "concurrency": "1,4,16", "workload": workload, "requests": 24, "chat": True,
-         **options}, None,
-    )  # fmt: skip
-    result = predict(config, engine, PredictTarget(engine.engine, "m", "g", "q"))
+        {
+            "targets": ["predict"],
+            "concurrency": "1,4,16",
+            "workload": workload,
+            "requests": 24,
+            "chat": True,
+            **options,
+        },
+        None,
+    )
+    result = predict(config, engine, PredictTarget(engine=engine.engine, model="m", gpu="g", quant="q"))
     return [lv.stats for lv in result.targets[0].levels]
 
 
@@ -148,8 +155,9 @@ def engines():
     "workload, options",
     [("mixed", {}), ("shared-prefix", {}), ("multi-turn", {"repeat": 2}), ("short", {"rate": 20.0})],
 )
-def test_a_predicted_ladder_is_the_same_as_the_reference_paths_give(engines, monkeypatch, name, workload,
-                                                                     options) -> None:  # fmt: skip
+def test_a_predicted_ladder_is_the_same_as_the_reference_paths_give(
+    engines, monkeypatch, name, workload, options
+) -> None:
     fast = ladder(engines[name], workload, **options)
     use_references(monkeypatch)
     reference = ladder(engines[name], workload, **options)
@@ -191,8 +199,26 @@ def test_the_block_pool_schedules_as_the_one_block_at_a_time_reference(monkeypat
         or settings.cache_on_schedule
     )
     assert sum(o.seq.cached for o in reference) > 0
-    seen = [[dataclasses.astuple(o.seq.request), o.seq.token_times, o.seq.token_counts, o.seq.cached,
-             o.seq.preemptions, o.refused] for o in fast]  # fmt: skip
-    want = [[dataclasses.astuple(o.seq.request), o.seq.token_times, o.seq.token_counts, o.seq.cached,
-             o.seq.preemptions, o.refused] for o in reference]  # fmt: skip
+    seen = [
+        [
+            dataclasses.astuple(o.seq.request),
+            o.seq.token_times,
+            o.seq.token_counts,
+            o.seq.cached,
+            o.seq.preemptions,
+            o.refused,
+        ]
+        for o in fast
+    ]
+    want = [
+        [
+            dataclasses.astuple(o.seq.request),
+            o.seq.token_times,
+            o.seq.token_counts,
+            o.seq.cached,
+            o.seq.preemptions,
+            o.refused,
+        ]
+        for o in reference
+    ]
     assert seen == want

@@ -17,10 +17,16 @@ from servelab.speculative.theory import expected_tokens_per_step, predicted_spee
 
 def ladder(engine, workload: str, concurrency: str, requests: int = 16):
     config = build_config(
-        {"targets": ["predict"], "concurrency": concurrency, "workload": workload, "requests": requests,
-         "chat": True}, None,
-    )  # fmt: skip
-    result = predict(config, engine, PredictTarget(engine.engine, "m", "g", "q"))
+        {
+            "targets": ["predict"],
+            "concurrency": concurrency,
+            "workload": workload,
+            "requests": requests,
+            "chat": True,
+        },
+        None,
+    )
+    result = predict(config, engine, PredictTarget(engine=engine.engine, model="m", gpu="g", quant="q"))
     return {lv.stats.level: lv.stats for lv in result.targets[0].levels}
 
 

@@ -96,7 +96,7 @@ def test_a_trace_prices_as_the_emulator_did() -> None:
     assert not isinstance(s, str)
     model = StepModel({"vllm.host": 2e-3, "vllm.launch.graphs": 1e-5})
     t = trace(s, model)
-    e = model.effective(s.regime, s.gpu, s.layers)
+    e = model.rates(s.regime, s.gpu, s.layers)
     assert set(t.figures) >= {"ttft_ms_median", "tpot_ms_median", "output_tok_s", "itl_ms_median"}
     again = figures(t, e)
     assert predict_row(s, model) == pytest.approx({k: again[k] for k in row.figures}, rel=1e-9)
@@ -207,7 +207,7 @@ def test_a_fitted_model_round_trips_through_its_file(tmp_path) -> None:  # type:
     path.write_text(json.dumps(model.to_json()), encoding="utf-8")
     again = load_step_model(path)
     assert again == model
-    e = again.effective(regime("vllm", find_gpu("h200"), "bf16"), find_gpu("h200"), 36)
+    e = again.rates(regime("vllm", find_gpu("h200"), "bf16"), find_gpu("h200"), 36)
     weights = prior("vllm.weights.16-bit")[0]
     assert e.step_overhead_s == 1e-3 and e.bandwidth_bytes_s == pytest.approx(4800e9 / (weights + 1.3))
     assert e.pass_overhead_s == 0.0 and e.source == "corpus"

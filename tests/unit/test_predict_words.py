@@ -9,14 +9,22 @@ from servelab.sim.config import sim_prompt_tokens
 
 BODIES = [
     ({"messages": [{"role": "user", "content": "a b c"}]}, True),
-    ({"messages": [{"role": "system", "content": "x"}, {"role": "user", "content": [{"type": "text", "text": "y z"}]}]}, True),
+    (
+        {
+            "messages": [
+                {"role": "system", "content": "x"},
+                {"role": "user", "content": [{"type": "text", "text": "y z"}]},
+            ]
+        },
+        True,
+    ),
     ({"messages": ["not a message", {"content": None}]}, True),
     ({"prompt": "one two three four"}, False),
     ({"prompt": [5, 6, 7]}, False),
     ({"prompt": ["first prompt here", "second"]}, False),
     ({"prompt": [1, "odd"]}, False),
     ({}, False),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("body", "chat"), BODIES)

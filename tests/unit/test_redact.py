@@ -9,9 +9,23 @@ from servelab.redact import REDACTED, is_secret_name, redact, redact_argv, redac
 
 @pytest.mark.parametrize(
     "name",
-    ["api_key", "apikey", "API-KEY", "X-Api-Key", "server_api_key", "Authorization", "password", "client_secret",
-     "hf_token", "HF_TOKEN", "access_token", "bearer_token", "--api-key", "--hf-token"],
-)  # fmt: skip
+    [
+        "api_key",
+        "apikey",
+        "API-KEY",
+        "X-Api-Key",
+        "server_api_key",
+        "Authorization",
+        "password",
+        "client_secret",
+        "hf_token",
+        "HF_TOKEN",
+        "access_token",
+        "bearer_token",
+        "--api-key",
+        "--hf-token",
+    ],
+)
 def test_secret_names(name: str) -> None:
     assert is_secret_name(name)
 
@@ -43,5 +57,11 @@ def test_redact_text_hides_each_known_secret_and_ignores_missing_ones() -> None:
 def test_redact_argv_hides_both_spellings_of_the_named_flags_only() -> None:
     argv = ["serve", "--api-key", "k1", "--token=t", "--port", "8000", "--api-key"]
     assert redact_argv(argv, ("--api-key", "--token")) == [
-        "serve", "--api-key", REDACTED, f"--token={REDACTED}", "--port", "8000", "--api-key",
-    ]  # fmt: skip
+        "serve",
+        "--api-key",
+        REDACTED,
+        f"--token={REDACTED}",
+        "--port",
+        "8000",
+        "--api-key",
+    ]

@@ -32,8 +32,10 @@ def _runs(tmp_path: Path, model: StepModel | None = MODEL):
     spec, card = load_model("Qwen/Qwen3-8B"), find_gpu("h100")
     plan = make_plan(spec, card, engine="vllm", quant="bf16", context=8192)
     engine = emulated_engine(plan, spec, card, pricing=price(plan, card, spec, step_model=model))
-    config = build_config({"targets": ["predict"], "concurrency": "1,2,4", "workload": "short", "requests": 4,
-                           "chat": True}, None)  # fmt: skip
+    config = build_config(
+        {"targets": ["predict"], "concurrency": "1,2,4", "workload": "short", "requests": 4, "chat": True},
+        None,
+    )
     with Store.open(db) as store:
         predicted = predict(config, engine, PredictTarget("vllm", HOSTILE, "h100", "bf16"), store).run_id
         return store.load_run(measured), store.load_run(predicted or "")

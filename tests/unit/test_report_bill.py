@@ -20,14 +20,36 @@ from servelab.store import Store
 from tests.runs_factory import MS, make_record, store_run
 
 GIB = 1024**3
-PLAN = {"model": "tiny", "gpu": "rtx4090-48g", "plans": [
-    {"engine": "sglang", "quant": "awq", "context": 8192, "fits": False, "memory_bytes": {"total": 99 * GIB},
-     "decode_ceiling_tok_s": {"short": 1.0, "full_context": 1.0}},
-    {"engine": "llamacpp", "quant": "q8_0", "context": 4096, "fits": True,
-     "memory_bytes": {"weights": 2 * GIB, "kv_cache": GIB, "recurrent_state": 0, "activations": 0, "runtime": GIB,
-                      "total": 4 * GIB, "capacity": 8 * GIB},
-     "decode_ceiling_tok_s": {"short": 200.0, "full_context": 100.0}},
-]}  # fmt: skip
+PLAN = {
+    "model": "tiny",
+    "gpu": "rtx4090-48g",
+    "plans": [
+        {
+            "engine": "sglang",
+            "quant": "awq",
+            "context": 8192,
+            "fits": False,
+            "memory_bytes": {"total": 99 * GIB},
+            "decode_ceiling_tok_s": {"short": 1.0, "full_context": 1.0},
+        },
+        {
+            "engine": "llamacpp",
+            "quant": "q8_0",
+            "context": 4096,
+            "fits": True,
+            "memory_bytes": {
+                "weights": 2 * GIB,
+                "kv_cache": GIB,
+                "recurrent_state": 0,
+                "activations": 0,
+                "runtime": GIB,
+                "total": 4 * GIB,
+                "capacity": 8 * GIB,
+            },
+            "decode_ceiling_tok_s": {"short": 200.0, "full_context": 100.0},
+        },
+    ],
+}
 
 
 def _run(tmp_path: Path, **kwargs):
@@ -78,14 +100,26 @@ def test_the_longest_single_stream_context_is_held_against_the_ceiling_there(tmp
     # context = 32 prompt + 16/2 output = 40 tokens; ceiling = 1 / (1/200 + (1/100 − 1/200) · 40/4096)
     expected_ceiling = 1 / (1 / 200 + (1 / 100 - 1 / 200) * 40 / 4096)
     (verdict,) = [v for v in verdicts(bill) if v.scenario == "against the ceiling"]
-    assert verdict.sentence == (f"At 40 tokens of context llamacpp · tiny-test-model · short decoded 100.0 tok/s, "
-                                f"{100 / expected_ceiling * 100:.0f}% of the {expected_ceiling:.1f} tok/s ceiling at that context.")  # fmt: skip
+    assert verdict.sentence == (
+        f"At 40 tokens of context llamacpp · tiny-test-model · short decoded 100.0 tok/s, "
+        f"{100 / expected_ceiling * 100:.0f}% of the {expected_ceiling:.1f} tok/s ceiling at that context."
+    )
 
 
 def test_batch_ceilings_and_the_short_context_of_the_plan_are_used(tmp_path: Path) -> None:
-    plan = {"plans": [{**PLAN["plans"][1], "context": 4136,
-                       "decode_ceiling_tok_s": {"short": 200.0, "full_context": 100.0, "short_context": 40},
-                       "decode_batch_tok_s": [{"batch": 1, "aggregate_tok_s": 200.0}, {"batch": 4, "aggregate_tok_s": 500.0}]}]}  # fmt: skip
+    plan = {
+        "plans": [
+            {
+                **PLAN["plans"][1],
+                "context": 4136,
+                "decode_ceiling_tok_s": {"short": 200.0, "full_context": 100.0, "short_context": 40},
+                "decode_batch_tok_s": [
+                    {"batch": 1, "aggregate_tok_s": 200.0},
+                    {"batch": 4, "aggregate_tok_s": 500.0},
+                ],
+            }
+        ]
+    }
     bill = assemble([_run(tmp_path)], plan_document(plan))
     assert bill.batch_ceilings_tok_s == {1: 200.0, 4: 500.0}
     (ceiling,) = [v for v in verdicts(bill) if v.scenario == "against the ceiling"]
@@ -103,8 +137,11 @@ def test_batch_ceilings_and_the_short_context_of_the_plan_are_used(tmp_path: Pat
 def test_a_level_the_bench_marked_invalid_is_flagged_with_why(tmp_path: Path) -> None:
     bill = assemble([_run(tmp_path, invalid={"c=4": "client event-loop lag p99 3.1 ms > 2 ms"})])
     (ladder,) = [s for s in build_page(bill, with_plots=False) if s.key == "ladder"]
-    assert ladder.blocks[0] == Para("Level c=4 of llamacpp · tiny-test-model · short is not trustworthy: "
-                                    "client event-loop lag p99 3.1 ms > 2 ms.", "warning")  # fmt: skip
+    assert ladder.blocks[0] == Para(
+        "Level c=4 of llamacpp · tiny-test-model · short is not trustworthy: "
+        "client event-loop lag p99 3.1 ms > 2 ms.",
+        "warning",
+    )
     rows = {row[0]: row for row in ladder.blocks[1].rows}
     assert rows["c=4"][4] == "NO" and rows["c=1"][4] == "yes"
 
@@ -124,11 +161,24 @@ def test_memory_used_is_the_peak_of_the_gpus_that_served_each_target(tmp_path: P
     def row(
         target: int, gpu: int, t_ns: int, util: int, used: int
     ) -> dict:  # as PowerSampler + bench label it
-        return {"t_ns": t_ns, "gpu": gpu, "power_w": 100.0, "sm_util_pct": util, "memory_used_bytes": used,
-                "target_index": target, "level": "c=1", "repeat": 0}  # fmt: skip
+        return {
+            "t_ns": t_ns,
+            "gpu": gpu,
+            "power_w": 100.0,
+            "sm_util_pct": util,
+            "memory_used_bytes": used,
+            "target_index": target,
+            "level": "c=1",
+            "repeat": 0,
+        }
 
-    rows = [row(0, 0, 1, 90, 5 * GIB), row(0, 0, 2, 95, 6 * GIB), row(0, 1, 1, 0, 30 * GIB),  # GPU 1 idle: another
-            row(1, 1, 3, 80, 20 * GIB), row(1, 0, 3, 0, 6 * GIB)]  # fmt: skip
+    rows = [
+        row(0, 0, 1, 90, 5 * GIB),
+        row(0, 0, 2, 95, 6 * GIB),
+        row(0, 1, 1, 0, 30 * GIB),  # GPU 1 idle: another
+        row(1, 1, 3, 80, 20 * GIB),
+        row(1, 0, 3, 0, 6 * GIB),
+    ]
     with Store.open(tmp_path / "r.db") as store:
         store.add_samples(run_id, "gpu_power", rows)
         run = store.load_run(run_id)
@@ -179,8 +229,20 @@ def test_verdicts_pick_the_engine_per_scenario(tmp_path: Path) -> None:
 def test_absent_inputs_leave_notes_and_every_section_is_there(tmp_path: Path) -> None:
     sections = build_page(assemble([_run(tmp_path)]))
     keys = [s.key for s in sections]
-    assert keys == ["summary", "runs", "ladder", "throughput", "latency", "roofline", "memory", "timeline",
-                    "doctor", "power", "spec", "verdict"]  # fmt: skip
+    assert keys == [
+        "summary",
+        "runs",
+        "ladder",
+        "throughput",
+        "latency",
+        "roofline",
+        "memory",
+        "timeline",
+        "doctor",
+        "power",
+        "spec",
+        "verdict",
+    ]
     notes = [b.text for s in sections for b in s.blocks if isinstance(b, Para) and b.kind == "note"]
     assert any("--plan" in n for n in notes) and any("--doctor" in n for n in notes)
     assert any("--spec" in n for n in notes)
@@ -189,8 +251,12 @@ def test_absent_inputs_leave_notes_and_every_section_is_there(tmp_path: Path) ->
 
 def test_a_partial_run_says_so(tmp_path: Path) -> None:
     bill = assemble([_run(tmp_path, finish=False)])
-    warnings = [b.text for s in build_page(bill, with_plots=False) for b in s.blocks
-                if isinstance(b, Para) and b.kind == "warning"]  # fmt: skip
+    warnings = [
+        b.text
+        for s in build_page(bill, with_plots=False)
+        for b in s.blocks
+        if isinstance(b, Para) and b.kind == "warning"
+    ]
     assert any("partial" in w for w in warnings)
     text, _ = render_report(bill, "md")
     assert "partial run" in text
@@ -198,8 +264,16 @@ def test_a_partial_run_says_so(tmp_path: Path) -> None:
 
 def test_html_is_well_formed_and_escapes_what_servers_return(tmp_path: Path) -> None:
     run = _run(tmp_path, model="<script>alert(1)</script>")
-    html, extra = render_report(assemble([run], plan_document(PLAN), doctor={"findings": [
-        {"severity": "critical", "title": "<img src=x onerror=alert(2)>", "fix": "x"}]}), "html")  # fmt: skip
+    html, extra = render_report(
+        assemble(
+            [run],
+            plan_document(PLAN),
+            doctor={
+                "findings": [{"severity": "critical", "title": "<img src=x onerror=alert(2)>", "fix": "x"}]
+            },
+        ),
+        "html",
+    )
     assert extra == {}
     assert "<script" not in html and "<img" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html

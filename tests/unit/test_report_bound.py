@@ -28,8 +28,24 @@ from tests.runs_factory import store_run
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "doctor"
 # rtx4090: 1008 GB/s in the catalog. A memory-bound short-context ceiling of 112 tok/s means 9 GB per token;
 # the stored single-stream level decodes at 100 tok/s (one token every 10 ms) → 900 GB/s.
-PLAN = {"model": "m", "gpu": "rtx4090", "plans": [{"engine": "llamacpp", "quant": "q8_0", "context": 4096, "fits": True,
-        "decode_ceiling_tok_s": {"short": 112.0, "full_context": 90.0, "short_context": 1024, "bound": "memory"}}]}  # fmt: skip
+PLAN = {
+    "model": "m",
+    "gpu": "rtx4090",
+    "plans": [
+        {
+            "engine": "llamacpp",
+            "quant": "q8_0",
+            "context": 4096,
+            "fits": True,
+            "decode_ceiling_tok_s": {
+                "short": 112.0,
+                "full_context": 90.0,
+                "short_context": 1024,
+                "bound": "memory",
+            },
+        }
+    ],
+}
 
 
 def _power_rows(gpu0_watts: list[float], level: str | None = "c=1", target: int = 0) -> list[dict]:
@@ -71,8 +87,17 @@ def _doctor(tmp_path: Path, burn: BurnResult | None) -> dict:
 
 
 def _burn(power_w: float = 450.0) -> BurnResult:
-    return BurnResult(status="ok", backend="torch", seconds=20.0, iterations=400, tflops=140.0, power_w=power_w,
-                      max_power_w=power_w + 10, power_limit_w=450.0, samples=100)  # fmt: skip
+    return BurnResult(
+        status="ok",
+        backend="torch",
+        seconds=20.0,
+        iterations=400,
+        tflops=140.0,
+        power_w=power_w,
+        max_power_w=power_w + 10,
+        power_limit_w=450.0,
+        samples=100,
+    )
 
 
 def _section(bill) -> Section:
@@ -101,12 +126,26 @@ def test_a_third_of_the_burn_near_the_bandwidth_ceiling_is_bandwidth_bound(tmp_p
     assert "decode moved 900 GB/s of the card's 1008 GB/s (89%)" in sentence
     assert "serving drew 150 W of the burn's 450 W (33%)" in sentence
     table = section.blocks[0]
-    assert table.rows == (("llamacpp · tiny-test-model · short", "bandwidth-bound", "150", "c=1", "3", "450", "33%", "900",
-                           "1,008", "89%"),)  # fmt: skip
+    assert table.rows == (
+        (
+            "llamacpp · tiny-test-model · short",
+            "bandwidth-bound",
+            "150",
+            "c=1",
+            "3",
+            "450",
+            "33%",
+            "900",
+            "1,008",
+            "89%",
+        ),
+    )
     assert _texts(section, "note") == []
     (verdict,) = [v for v in verdicts(bill) if v.scenario == "bound"]
-    assert verdict.sentence == ("llamacpp · tiny-test-model · short was bandwidth-bound: decode moved 900 GB/s of the card's "
-                                "1008 GB/s (89%); serving drew 150 W of the burn's 450 W (33%).")  # fmt: skip
+    assert verdict.sentence == (
+        "llamacpp · tiny-test-model · short was bandwidth-bound: decode moved 900 GB/s of the card's "
+        "1008 GB/s (89%); serving drew 150 W of the burn's 450 W (33%)."
+    )
 
 
 def test_serving_at_the_burn_power_is_compute_or_power_bound(tmp_path: Path) -> None:
@@ -133,8 +172,10 @@ def test_missing_inputs_each_name_the_flag_that_supplies_them(tmp_path: Path) ->
 def test_a_doctor_file_without_a_burn_or_with_a_skipped_one_says_so(tmp_path: Path) -> None:
     run = _run(tmp_path, _power_rows([150.0]))
     no_burn = _texts(_section(assemble([run], plan_document(PLAN), _doctor(tmp_path, None))), "note")
-    assert no_burn == ["The doctor file has no burn: run `servelab doctor --burn --json` on the GPU machine and "
-                       "pass it with --doctor FILE."]  # fmt: skip
+    assert no_burn == [
+        "The doctor file has no burn: run `servelab doctor --burn --json` on the GPU machine and "
+        "pass it with --doctor FILE."
+    ]
     skipped = BurnResult(status="skipped", reason="neither torch nor cupy is installed")
     section = _section(assemble([run], plan_document(PLAN), _doctor(tmp_path, skipped)))
     assert any("skipped: neither torch nor cupy is installed" in n for n in _texts(section, "note"))
@@ -166,8 +207,19 @@ def test_report_cli_shows_the_bound_in_the_terminal(tmp_path: Path, capsys) -> N
     plan, doctor = tmp_path / "plan.json", tmp_path / "doctor-in.json"
     plan.write_text(json.dumps(PLAN))
     doctor.write_text(json.dumps(_doctor(tmp_path, _burn())))
-    code = main(["report", run.id, "--db", str(tmp_path / "runs.db"), "--plan", str(plan), "--doctor", str(doctor),
-                 "--terminal"])  # fmt: skip
+    code = main(
+        [
+            "report",
+            run.id,
+            "--db",
+            str(tmp_path / "runs.db"),
+            "--plan",
+            str(plan),
+            "--doctor",
+            str(doctor),
+            "--terminal",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0 and err == ""
     assert "Power and the bound" in out and "bandwidth-bound" in out and "serving drew 150 W" in out
@@ -177,8 +229,19 @@ def test_report_json_carries_the_bound_with_its_numbers(tmp_path: Path, capsys) 
     run = _run(tmp_path, _power_rows([150.0]))
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(PLAN))
-    code = main(["report", run.id, "--db", str(tmp_path / "runs.db"), "--plan", str(plan), "-o",
-                 str(tmp_path / "bill.html"), "--json"])  # fmt: skip
+    code = main(
+        [
+            "report",
+            run.id,
+            "--db",
+            str(tmp_path / "runs.db"),
+            "--plan",
+            str(plan),
+            "-o",
+            str(tmp_path / "bill.html"),
+            "--json",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0 and err == ""
     (bound,) = json.loads(out)["bound"]
@@ -214,8 +277,10 @@ def test_each_level_gets_its_power_and_energy_per_output_token(tmp_path: Path) -
     _, (bound,) = power_bounds(bill)
     tok_s = {lv.label: lv.aggregate_tok_s for lv in bill.engines[0].levels}
     got = [(p.level, p.samples, p.gpus, p.mean_power_w, p.joules_per_token) for p in bound.levels]
-    assert got == [("c=1", 3, 1, pytest.approx(150.0), pytest.approx(150.0 / tok_s["c=1"])),
-                   ("c=2", 2, 1, pytest.approx(310.0), pytest.approx(310.0 / tok_s["c=2"]))]  # fmt: skip
+    assert got == [
+        ("c=1", 3, 1, pytest.approx(150.0), pytest.approx(150.0 / tok_s["c=1"])),
+        ("c=2", 2, 1, pytest.approx(310.0), pytest.approx(310.0 / tok_s["c=2"])),
+    ]
     (table,) = [b for b in _section(bill).blocks if getattr(b, "key", None) == "power-levels"]
     assert [row[1:5] for row in table.rows] == [("c=1", "150", "1", "3"), ("c=2", "310", "1", "2")]
     assert table.rows[1][6] == f"{310.0 / tok_s['c=2']:,.2f}"
@@ -266,8 +331,10 @@ def test_an_old_run_without_levels_on_its_samples_still_renders_averaged_over_al
     (sentence,) = _texts(section)
     assert "(mean of 5 samples on GPU 0 over all levels)" in sentence
     (note,) = _texts(section, "note")
-    assert note == (f"Run {bill.run_ids[0]}'s power samples do not say their level (stored before the bench labelled "
-                    "them): serving power is the mean over all levels.")  # fmt: skip
+    assert note == (
+        f"Run {bill.run_ids[0]}'s power samples do not say their level (stored before the bench labelled "
+        "them): serving power is the mean over all levels."
+    )
     html, _ = render_report(bill, "html")
     markdown, _ = render_report(bill, "md")
     assert (

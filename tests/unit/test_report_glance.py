@@ -34,8 +34,14 @@ def test_a_model_path_becomes_its_file_name_and_a_repository_id_stays() -> None:
 
 
 def test_labels_add_the_run_id_only_where_two_would_collide_and_stay_under_60() -> None:
-    labels = series_labels([("llamacpp", "/tmp/a/hybrid.gguf", "short", "R1"), ("llamacpp", "/tmp/b/hybrid.gguf", "short", "R2"),
-                            ("vllm", "m" * 90, "mixed", "R2"), ("vllm", "/tmp/c/dense.gguf", "short", "R2")])  # fmt: skip
+    labels = series_labels(
+        [
+            ("llamacpp", "/tmp/a/hybrid.gguf", "short", "R1"),
+            ("llamacpp", "/tmp/b/hybrid.gguf", "short", "R2"),
+            ("vllm", "m" * 90, "mixed", "R2"),
+            ("vllm", "/tmp/c/dense.gguf", "short", "R2"),
+        ]
+    )
     assert labels[0] == "llamacpp · hybrid · short · R1" and labels[1] == "llamacpp · hybrid · short · R2"
     assert labels[2].startswith("vllm · mmm") and labels[2].endswith("… · mixed") and len(labels[2]) == 59
     assert labels[3] == "vllm · dense · short"
@@ -56,8 +62,10 @@ def test_the_glance_table_shows_each_figure_beside_its_ceiling(tmp_path: Path) -
         "2,048 (50%)",
         "— / 4.00 GiB",
     )
-    assert row[5] == ("Below the bandwidth ceiling (50% of the decode ceiling at one user); "
-                      "aggregate scales 3.4× from c=1 to c=4.")  # fmt: skip
+    assert row[5] == (
+        "Below the bandwidth ceiling (50% of the decode ceiling at one user); "
+        "aggregate scales 3.4× from c=1 to c=4."
+    )
     assert build_page(bill)[0].key == "summary" and build_page(bill)[0].blocks[0] == table
 
 
@@ -93,9 +101,28 @@ def _level(concurrency: int, ttft_ms: float, itl_ms: float):
 
 def test_more_concurrency_past_the_plateau_is_queueing() -> None:
     levels = (_level(1, 50, 10), _level(2, 50, 10), _level(4, 400, 12))  # c=4: no more tokens/s, 8× the TTFT
-    engine = EngineSummary("llamacpp · m · short", "R", 0, "llamacpp", "m", "http://127.0.0.1:1", False, levels,
-                           None, None)  # fmt: skip
-    bill = Bill(("R",), (engine,), (), None, None, None, None, None)
+    engine = EngineSummary(
+        label="llamacpp · m · short",
+        run_id="R",
+        target_index=0,
+        engine="llamacpp",
+        model="m",
+        url="http://127.0.0.1:1",
+        partial=False,
+        levels=levels,
+        usable_context=None,
+        memory_used_bytes=None,
+    )
+    bill = Bill(
+        run_ids=("R",),
+        engines=(engine,),
+        warnings=(),
+        plan=None,
+        plan_model=None,
+        plan_gpu=None,
+        doctor=None,
+        spec=None,
+    )
     assert levels[2].aggregate_tok_s < 1.1 * levels[1].aggregate_tok_s
     sentence = engine_verdict(bill, engine)
     assert sentence.startswith("Queueing beyond c=2: at c=4 TTFT p50 is 8.0× while aggregate changes")

@@ -33,8 +33,10 @@ def test_levels_struck_for_one_reason_share_one_box_with_the_figures_as_a_range(
     (ladder,) = [s for s in build_page(assemble(_load(db, [run])), with_plots=False) if s.key == "ladder"]
     boxes = [b for b in ladder.blocks if isinstance(b, Para) and b.kind == "warning"]
     assert len(boxes) == 1, boxes
-    assert boxes[0].text.startswith("These levels are not trustworthy: client wake-ups p99 3.6–5.25 ms late: "
-                                    "the host took the CPU away from the client")  # fmt: skip
+    assert boxes[0].text.startswith(
+        "These levels are not trustworthy: client wake-ups p99 3.6–5.25 ms late: "
+        "the host took the CPU away from the client"
+    )
     assert "taskset" not in boxes[0].text and "rerun" in boxes[0].text
     listed = next(b for b in ladder.blocks if isinstance(b, Items))
     assert [i.split(" of ")[0] for i in listed.items] == ["c=1", "c=2", "c=4"]
@@ -64,8 +66,10 @@ def test_the_host_is_judged_apart_from_the_server(tmp_path: Path) -> None:
 def test_runs_not_like_for_like_are_one_box_per_kind(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     first = store_run(db)
-    others = [store_run(db, ladder=(1, 2), workload=RunWorkload(kind="mixed", input_tokens=8, output_tokens=4))
-              for _ in range(4)]  # fmt: skip
+    others = [
+        store_run(db, ladder=(1, 2), workload=RunWorkload(kind="mixed", input_tokens=8, output_tokens=4))
+        for _ in range(4)
+    ]
     bill = assemble(_load(db, [first, *others]))
     workloads = [w for w in bill.warnings if "different workloads" in w]
     settings = [w for w in bill.warnings if "different settings" in w]
@@ -80,6 +84,8 @@ def test_levels_too_short_for_a_p99_get_one_note(tmp_path: Path) -> None:
     (ladder,) = [s for s in build_page(assemble(_load(db, [run])), with_plots=False) if s.key == "ladder"]
     notes = [b.text for b in ladder.blocks if isinstance(b, Para) and b.kind == "note"]
     completed = sorted({lv.completed for lv in assemble(_load(db, [run])).engines[0].levels})
-    assert notes == [f"Some levels completed only {', '.join(map(str, completed))} requests: their p99 is (close "
-                     "to) their largest value, noise rather than a tail; bench at least 100 requests per level "
-                     "(--requests) to read p99."]  # fmt: skip
+    assert notes == [
+        f"Some levels completed only {', '.join(map(str, completed))} requests: their p99 is (close "
+        "to) their largest value, noise rather than a tail; bench at least 100 requests per level "
+        "(--requests) to read p99."
+    ]

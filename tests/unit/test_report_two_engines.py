@@ -20,14 +20,30 @@ from tests.runs_factory import MS, make_record, store_run
 pytestmark = pytest.mark.usefixtures("measured_host")  # the bill's bound reads this machine's bandwidth
 
 GIB = 1024**3
-TWO_PLANS = {"model": "servelab-llama", "gpu": "cpu", "plans": [
-    {"engine": "llamacpp", "quant": "f16", "context": 4096, "fits": True, "memory_bytes": {"total": GIB},
-     "decode_ceiling_tok_s": {"short": 200.0, "full_context": 100.0},
-     "decode_batch_tok_s": [{"batch": 4, "aggregate_tok_s": 800.0}]},
-    {"engine": "vllm", "quant": "bf16", "context": 4096, "fits": True, "memory_bytes": {"total": 2 * GIB},
-     "decode_ceiling_tok_s": {"short": 250.0, "full_context": 125.0},
-     "decode_batch_tok_s": [{"batch": 4, "aggregate_tok_s": 1000.0}]},
-]}  # fmt: skip
+TWO_PLANS = {
+    "model": "servelab-llama",
+    "gpu": "cpu",
+    "plans": [
+        {
+            "engine": "llamacpp",
+            "quant": "f16",
+            "context": 4096,
+            "fits": True,
+            "memory_bytes": {"total": GIB},
+            "decode_ceiling_tok_s": {"short": 200.0, "full_context": 100.0},
+            "decode_batch_tok_s": [{"batch": 4, "aggregate_tok_s": 800.0}],
+        },
+        {
+            "engine": "vllm",
+            "quant": "bf16",
+            "context": 4096,
+            "fits": True,
+            "memory_bytes": {"total": 2 * GIB},
+            "decode_ceiling_tok_s": {"short": 250.0, "full_context": 125.0},
+            "decode_batch_tok_s": [{"batch": 4, "aggregate_tok_s": 1000.0}],
+        },
+    ],
+}
 MIXED = RunWorkload(kind="mixed", input_tokens=32, output_tokens=16)
 
 
@@ -37,8 +53,19 @@ def _bill(tmp_path: Path, *, evicted_in_mixed: int = 0):
     mixed = store_run(db, engines=("llamacpp", "vllm"), workload=MIXED)
     with Store.open(db) as store:
         for i in range(evicted_in_mixed):  # llama.cpp's requests whose decode stalled behind a long prefill
-            store.add_request(mixed, make_record(0, "c=4", 100 + i, start_ns=20_000 * MS, ttft_ms=900, itl_ms=5,
-                                                 output_tokens=16, evicted=True))  # fmt: skip
+            store.add_request(
+                mixed,
+                make_record(
+                    0,
+                    "c=4",
+                    100 + i,
+                    start_ns=20_000 * MS,
+                    ttft_ms=900,
+                    itl_ms=5,
+                    output_tokens=16,
+                    evicted=True,
+                ),
+            )
         runs = [store.load_run(short), store.load_run(mixed)]
     return assemble(runs, plan_document(TWO_PLANS))
 
@@ -87,8 +114,10 @@ def test_the_mixed_tail_table_counts_evictions_side_by_side(tmp_path: Path) -> N
     table = tail_table(bill)
     assert table is not None and table.key == "mixed-tail"
     rows = {(r[0], r[1]): r for r in table.rows}
-    assert [r[:2] for r in table.rows][:2] == [("c=1", "llamacpp · tiny-test-model · mixed"),
-                                               ("c=1", "vllm · tiny-test-model · mixed")]  # fmt: skip
+    assert [r[:2] for r in table.rows][:2] == [
+        ("c=1", "llamacpp · tiny-test-model · mixed"),
+        ("c=1", "vllm · tiny-test-model · mixed"),
+    ]
     assert rows[("c=4", "llamacpp · tiny-test-model · mixed")][2:4] == (
         "14",
         "2",

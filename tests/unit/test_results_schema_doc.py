@@ -16,8 +16,13 @@ def test_every_bench_level_key_is_documented_once_spelt() -> None:
 
 
 def test_a_level_written_and_read_back_is_the_same_value() -> None:
-    stats = LevelStats(Level.open(2.5), completed=3, ttft_ms=Distribution.of([1.0, 2.0, 4.0]),
-                       lateness_ms=Distribution.of([0.1]), ci95={"output_tok_s": (10.0, 1.5), "request_s": None})  # fmt: skip
+    stats = LevelStats(
+        level=Level.open(2.5),
+        completed=3,
+        ttft_ms=Distribution.of([1.0, 2.0, 4.0]),
+        lateness_ms=Distribution.of([0.1]),
+        ci95={"output_tok_s": (10.0, 1.5), "request_s": None},
+    )
     assert LevelStats.from_json(stats.to_json()) == stats
     assert set(LevelSummary(stats).to_json()) <= set(LEVEL_KEYS)
     assert list(Distribution().to_json()) == [
@@ -45,4 +50,7 @@ def test_levels_read_and_write_their_text_form_only_at_the_edge() -> None:
             continue
         raise AssertionError(f"{bad!r} parsed")
     assert sorted([Level.open(1.0), Level.closed(8), Level.closed(2)], key=lambda lv: lv.sort_key) == [
-        Level.closed(2), Level.closed(8), Level.open(1.0)]  # fmt: skip
+        Level.closed(2),
+        Level.closed(8),
+        Level.open(1.0),
+    ]

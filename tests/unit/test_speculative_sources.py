@@ -31,7 +31,7 @@ def test_vllm_log_pools_accepted_over_drafts():
         2,
         346.0,
     )
-    acceptance = sources.resolve([obs], "logs", None)
+    acceptance = sources.pool_acceptance([obs], "logs", None)
     assert acceptance.accept_length == 1.0 and acceptance.draft_tokens == 2
 
 
@@ -44,7 +44,7 @@ def test_vllm_log_mean_length_across_intervals():
         "1.0 tokens/s, Accepted: 1000 tokens, Drafted: 4000 tokens, Per-position acceptance rate: 0.4, 0.1, "
         "Avg Draft acceptance rate: 25.0%",
     ]
-    acceptance = sources.resolve([vllm_spec.parse_log(lines, "x")], "logs", None)
+    acceptance = sources.pool_acceptance([vllm_spec.parse_log(lines, "x")], "logs", None)
     assert acceptance.accept_length == pytest.approx(1 + 2625 / 3000)
     assert acceptance.token_accept_rate == pytest.approx(2625 / 6000)
 
@@ -52,42 +52,48 @@ def test_vllm_log_mean_length_across_intervals():
 def test_sglang_log_reads_gamma_from_server_args():
     obs = sglang_spec.parse_log(SGLANG_LOG.read_text().splitlines(), "s.log")
     assert (obs.accept_length, obs.samples, obs.draft_tokens) == (1.07, 1, 3)
-    assert sources.resolve([obs], "logs", None).draft_tokens == 3
-    assert sources.resolve([obs], "logs", 5).draft_tokens == 5  # --draft-tokens wins
+    assert sources.pool_acceptance([obs], "logs", None).draft_tokens == 3
+    assert sources.pool_acceptance([obs], "logs", 5).draft_tokens == 5  # --draft-tokens wins
 
 
 def test_sglang_decode_lines_alone_need_the_draft_tokens():
     line = "Decode batch, #running-req: 1, #token: 5120, token usage: 0.01, accept len: 1.07, accept rate: 0.02, "
     with pytest.raises(ConfigError, match="pass --draft-tokens N"):
-        sources.resolve([sglang_spec.parse_log([line], "s.log")], "logs", None)
+        sources.pool_acceptance([sglang_spec.parse_log([line], "s.log")], "logs", None)
 
 
 def test_vllm_v0_cumulative_line():
     log = LOGS / "vllm" / "vllm-v0-speculative.log"
-    acceptance = sources.resolve([vllm_spec.parse_log(log.read_text().splitlines(), "v0")], "logs", None)
+    acceptance = sources.pool_acceptance(
+        [vllm_spec.parse_log(log.read_text().splitlines(), "v0")], "logs", None
+    )
     assert acceptance.draft_tokens == 3
     assert acceptance.accept_length == pytest.approx(1 + 8547 / (13311 / 3))
     assert acceptance.token_accept_rate == pytest.approx(8547 / 13311)
 
 
 def test_llamacpp_real_logs():
-    copy = sources.resolve([llamacpp_spec.parse_log(COPY_LOG.read_text().splitlines(), "c")], "logs", 4)
+    copy = sources.pool_acceptance(
+        [llamacpp_spec.parse_log(COPY_LOG.read_text().splitlines(), "c")], "logs", 4
+    )
     assert copy.accept_length == pytest.approx(1 + 37 / 10)  # mean len 4.70 -> 10 verify steps
     assert copy.token_accept_rate == 1.0
-    rand = sources.resolve([llamacpp_spec.parse_log(RANDOM_LOG.read_text().splitlines(), "r")], "logs", 4)
+    rand = sources.pool_acceptance(
+        [llamacpp_spec.parse_log(RANDOM_LOG.read_text().splitlines(), "r")], "logs", 4
+    )
     assert (rand.accept_length, rand.token_accept_rate) == (1.0, 0.0)
 
 
 def test_old_llamacpp_format_without_mean_len_uses_the_rate():
     line = "slot print_timing: id  0 | task 1 | draft acceptance rate = 0.50000 (   10 accepted /    20 generated)"
-    acceptance = sources.resolve([llamacpp_spec.parse_log([line], "x")], "logs", 4)
+    acceptance = sources.pool_acceptance([llamacpp_spec.parse_log([line], "x")], "logs", 4)
     assert acceptance.accept_length == pytest.approx(1 + 4 * 0.5)
 
 
 def test_logs_from_two_engines_are_refused():
     observations = sources.observations_from_logs([str(VLLM_LOG), str(SGLANG_LOG)])
     with pytest.raises(ConfigError, match="several engines"):
-        sources.resolve(observations, "logs", 4)
+        sources.pool_acceptance(observations, "logs", 4)
 
 
 def test_cli_rollback_from_the_field_report_numbers(capsys):
@@ -205,7 +211,7 @@ def test_bad_spec_arguments_are_one_line_usage_errors(args, message, capsys):
 def test_logs_with_different_draft_sizes_are_refused():
     logs = [str(VLLM_LOG), str(LOGS / "vllm" / "vllm-v0-speculative.log")]
     with pytest.raises(ConfigError, match=r"different draft sizes \(\[2, 3\]\)"):
-        sources.resolve(sources.observations_from_logs(logs), "logs", None)
+        sources.pool_acceptance(sources.observations_from_logs(logs), "logs", None)
 
 
 @pytest.mark.parametrize(
@@ -249,5 +255,5 @@ def test_vllm_metrics_gamma_is_the_positions_not_drafted_over_drafts():
     assert vllm_spec.parse_metrics(shorter, "m").draft_tokens == 3
     without_positions = "\n".join(line for line in shorter.splitlines() if "per_pos" not in line)
     assert vllm_spec.parse_metrics(without_positions, "m").draft_tokens == 2  # older servers: the mean
-    acceptance = sources.resolve([obs], "metrics", None)
+    acceptance = sources.pool_acceptance([obs], "metrics", None)
     assert (acceptance.accept_length, acceptance.token_accept_rate) == (1 + 20 / 23, 20 / 64)

@@ -18,12 +18,32 @@ from servelab.store import Store
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "stores" / "before-typed.sqlite"
 DOCS = (Path(__file__).parents[2] / "docs" / "results-schema.md").read_text()
 
-RUN_META_KEYS = ["name", "servelab_version", "client_host", "workload", "settings", "targets", "client_edge",
-                 "wall_anchor_ns", "mono_anchor_ns", "predicted"]  # fmt: skip
+RUN_META_KEYS = [
+    "name",
+    "servelab_version",
+    "client_host",
+    "workload",
+    "settings",
+    "targets",
+    "client_edge",
+    "wall_anchor_ns",
+    "mono_anchor_ns",
+    "predicted",
+]
 WORKLOAD_KEYS = ["kind", "input_tokens", "output_tokens", "seed", "chat"]
 EDGE_KEYS = ["aiohttp_version", "body", "stall_timer", "missing"]
-PREDICTION_KEYS = ["engine", "model", "gpu", "quant", "tensor_parallel", "interconnect", "plan_file",
-                   "engine_version", "effective", "speculation"]  # fmt: skip
+PREDICTION_KEYS = [
+    "engine",
+    "model",
+    "gpu",
+    "quant",
+    "tensor_parallel",
+    "interconnect",
+    "plan_file",
+    "engine_version",
+    "effective",
+    "speculation",
+]
 TARGET_INFO_KEYS = ["version", "model", "context_per_slot"]  # + "predicted": true for an emulated target
 
 MEASURED = RunMeta(
@@ -51,7 +71,7 @@ PREDICTED = RunMeta(
     mono_anchor_ns=0,
 )
 STATS = LevelStats(
-    Level.open(2.5),
+    level=Level.open(2.5),
     requests=3,
     completed=2,
     errors=1,
@@ -109,7 +129,7 @@ def test_the_level_summary_keys_are_pinned_and_read_back() -> None:
     assert list(document) == [k for k in LEVEL_KEYS if k in document]
     assert set(LEVEL_KEYS) - set(document) == set()  # every key this summary can have, it has
     assert LevelSummary.from_json(json.loads(json.dumps(document))) == SUMMARY
-    bare = LevelSummary(LevelStats(Level.closed(1))).to_json()  # the optional keys are left out
+    bare = LevelSummary(LevelStats(level=Level.closed(1))).to_json()  # the optional keys are left out
     optional = {
         "goodput_req_s",
         "slo_attainment",

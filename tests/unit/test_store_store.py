@@ -20,8 +20,11 @@ from tests.runs_factory import make_record, store_run
 
 def test_a_record_reads_back_field_for_field(tmp_path: Path) -> None:
     record = make_record(1, "c=4", 7, start_ns=123, ttft_ms=12.5, itl_ms=3.0, output_tokens=5, evicted=True)
-    record = dataclasses.replace(record, server_timings={"cache_n": 3, "predicted_per_second": 41.5},
-                                 chunk_tokens=array("i", [1, 2, 1, 0, 1]))  # fmt: skip
+    record = dataclasses.replace(
+        record,
+        server_timings={"cache_n": 3, "predicted_per_second": 41.5},
+        chunk_tokens=array("i", [1, 2, 1, 0, 1]),
+    )
     with Store.open(tmp_path / "r.db") as store:
         run_id = store.create_run(RunMeta(name="one"))
         store.add_request(run_id, record)
@@ -98,7 +101,7 @@ def test_credentials_never_reach_the_store(tmp_path: Path) -> None:
         run_id = store.create_run(RunMeta(name="x", settings={"max_tokens": 16, "prompt_tokens": 3}))
         with pytest.raises(StoreError, match=r"x-api-key.*credential"):
             store.add_level(
-                run_id, 0, 0, LevelSummary(LevelStats(Level.closed(1)), client={"x-api-key": "s3cret"})
+                run_id, 0, 0, LevelSummary(LevelStats(level=Level.closed(1)), client={"x-api-key": "s3cret"})
             )
         with pytest.raises(StoreError, match="'api_key'"):
             store.create_run(RunMeta(settings={"api_key": "sk-123"}))
@@ -106,12 +109,22 @@ def test_credentials_never_reach_the_store(tmp_path: Path) -> None:
 
 
 def test_fields_added_to_requestrecord_later_survive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    @dataclasses.dataclass
+    @dataclasses.dataclass(kw_only=True)
     class Newer(RequestRecord):
         queue_ns: int | None = None
 
     monkeypatch.setattr("servelab.store.codec.RequestRecord", Newer)
-    record = Newer(0, "c=1", 0, 0, "measure", "ok", 1, 2, queue_ns=42)
+    record = Newer(
+        target_index=0,
+        level="c=1",
+        repeat=0,
+        request_index=0,
+        phase="measure",
+        status="ok",
+        sent_ns=1,
+        end_ns=2,
+        queue_ns=42,
+    )
     with Store.open(tmp_path / "r.db") as store:
         run_id = store.create_run(RunMeta())
         store.add_request(run_id, record)

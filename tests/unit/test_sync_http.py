@@ -77,8 +77,12 @@ def test_a_redirect_is_refused_by_default_and_names_where_it_pointed(server) -> 
 
 def test_a_followed_redirect_drops_private_headers(server) -> None:
     url, seen = server
-    answer = request(url + "/moved", headers={"X-Plain": "p"}, private_headers={"Authorization": "Bearer k"},
-                     redirects="same-origin")  # fmt: skip
+    answer = request(
+        url + "/moved",
+        headers={"X-Plain": "p"},
+        private_headers={"Authorization": "Bearer k"},
+        redirects="same-origin",
+    )
     assert answer.body == b"0123456789"
     assert seen[0]["authorization"] == "Bearer k" and seen[0]["x-plain"] == "p"
     assert "authorization" not in seen[1] and seen[1]["x-plain"] == "p"

@@ -30,8 +30,10 @@ def test_a_fifo_a_directory_and_an_oversized_file_are_refused_without_reading(tm
 def test_yaml_aliases_within_bounds_load_and_a_cycle_or_a_deep_expansion_does_not(tmp_path: Path) -> None:
     source = UserFile(tmp_path / "c.yaml", "c.yaml")
     assert source.parse_yaml("a: &a {x: 1}\nb: {<<: *a, y: 2}\nc: [*a, *a]\n") == {
-        "a": {"x": 1}, "b": {"x": 1, "y": 2}, "c": [{"x": 1}, {"x": 1}]
-    }  # fmt: skip
+        "a": {"x": 1},
+        "b": {"x": 1, "y": 2},
+        "c": [{"x": 1}, {"x": 1}],
+    }
     with pytest.raises(ConfigError, match="a cycle"):
         source.parse_yaml("a: &a [1, *a]\n")
     chain = "a0: &a0 " + "[" * 60 + "]" * 60 + "\n" + "a1: &a1 " + "[" * 59 + "*a0" + "]" * 59 + "\n"

@@ -17,7 +17,7 @@ from servelab.verify.diff import diff, values_match
 
 def _llama(per_slot: int, slots: int, train: int) -> EffectiveConfig:
     return EffectiveConfig(
-        "llamacpp", context_per_slot=per_slot, slots=slots, context_train=train, model="m.gguf"
+        engine="llamacpp", context_per_slot=per_slot, slots=slots, context_train=train, model="m.gguf"
     )
 
 
@@ -84,7 +84,7 @@ def test_llamacpp_kv_dtype_unverified() -> None:
 
 def test_sglang_context_bounded_by_pool_and_kv_dtype() -> None:
     got = EffectiveConfig(
-        "sglang",
+        engine="sglang",
         context_per_slot=262144,
         max_total_tokens=100000,
         kv_cache_dtype="auto",
@@ -106,7 +106,7 @@ def test_sglang_context_bounded_by_pool_and_kv_dtype() -> None:
 
 def test_vllm_context_and_unreported_slots() -> None:
     got = EffectiveConfig(
-        "vllm",
+        engine="vllm",
         context_per_slot=8192,
         kv_cache_dtype="fp8",
         max_total_tokens=500000,
@@ -128,7 +128,7 @@ def test_engine_written_for_another_engine_is_a_mismatch() -> None:
 
 
 def test_generic_engine_falls_back_to_a_plain_sentence() -> None:
-    got = EffectiveConfig("openai", context_per_slot=4096, model="x")
+    got = EffectiveConfig(engine="openai", context_per_slot=4096, model="x")
     (m,) = diff(Asked({"context": 8192}, {"context": "--expect"}), got).mismatches
     assert m.line == "context per request is 4096, not 8192; check the launch flags"
 
@@ -190,10 +190,10 @@ def test_ollama_parameters_and_training_context() -> None:
 
 
 def test_notes_per_engine() -> None:
-    sglang = diff(Asked(), EffectiveConfig("sglang", slots=32))
+    sglang = diff(Asked(), EffectiveConfig(engine="sglang", slots=32))
     assert len(sglang.notes) == 1 and sglang.notes[0].startswith(
         "max_running_requests 32 is the command-line value"
     )
-    assert diff(Asked(), EffectiveConfig("sglang")).notes == ()
-    assert diff(Asked(), EffectiveConfig("ollama", own=OllamaReported(gpu_fraction=1.0))).notes == ()
+    assert diff(Asked(), EffectiveConfig(engine="sglang")).notes == ()
+    assert diff(Asked(), EffectiveConfig(engine="ollama", own=OllamaReported(gpu_fraction=1.0))).notes == ()
     assert diff(Asked(), _llama(2048, 4, 8192)).notes == ()

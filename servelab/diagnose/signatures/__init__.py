@@ -40,7 +40,7 @@ _COMPARISONS = {
 _REQUIRED = ("id", "versions_seen", "source", "severity", "match", "meaning", "fix")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Signature:
     """One known log line: how to recognise it, what it means, what to do."""
 

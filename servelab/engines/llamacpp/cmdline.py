@@ -46,9 +46,15 @@ FLAGS = (
     Flag(("--port",), "port"),
 )
 # the flags servelab's own options set (`servelab plan … -- WORDS` takes only the others)
-SHARED_FLAGS = {"ctx_size": "--context", "parallel": "--parallel", "cache_type_k": "--kv-dtype", "model": "MODEL",
-                "spec_type": "--speculative",
-                "host": "--host", "port": "--port"}  # fmt: skip
+SHARED_FLAGS = {
+    "ctx_size": "--context",
+    "parallel": "--parallel",
+    "cache_type_k": "--kv-dtype",
+    "model": "MODEL",
+    "spec_type": "--speculative",
+    "host": "--host",
+    "port": "--port",
+}
 PROGRAM_NAMES = ("llama-server", "server")
 LAUNCH_FORMS = ("llama-server …",)
 IMAGE_WORDS = ("llama.cpp", "llama-cpp", "llamacpp")
@@ -72,7 +78,7 @@ ENV_FLAGS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LlamaCppLaunch:
     """What a llama-server command line asked for. None: not given (the server's default applies)."""
 
@@ -267,16 +273,29 @@ def plan_command(
     and none of the GPU-side words (-b/-ub, expert offload, the layer split, a draft)."""
     e = s.engine
     common: dict[str, Any] = dict(
-        n_ctx=n_ctx, quant=model.quant, n_parallel=s.parallel, kv_unified=e.kv_unified,
-        cache_type_k=cache_type_k, cache_type_v=cache_type_v, flash_attn=(e.flash_attn or "on").lower(),
-        host=s.host, port=s.port or DEFAULT_PORT,
-    )  # fmt: skip
+        n_ctx=n_ctx,
+        quant=model.quant,
+        n_parallel=s.parallel,
+        kv_unified=e.kv_unified,
+        cache_type_k=cache_type_k,
+        cache_type_v=cache_type_v,
+        flash_attn=(e.flash_attn or "on").lower(),
+        host=s.host,
+        port=s.port or DEFAULT_PORT,
+    )
     if not on_gpu:
         return command(s.model_path, n_gpu_layers=0, **common)
     return command(
-        s.model_path, n_gpu_layers=e.n_gpu_layers, n_batch=e.n_batch, n_ubatch=e.n_ubatch,
-        n_cpu_moe=None if e.cpu_moe else e.n_cpu_moe, cpu_moe=e.cpu_moe, tp=s.tp, draft=s.speculative, **common,
-    )  # fmt: skip
+        s.model_path,
+        n_gpu_layers=e.n_gpu_layers,
+        n_batch=e.n_batch,
+        n_ubatch=e.n_ubatch,
+        n_cpu_moe=None if e.cpu_moe else e.n_cpu_moe,
+        cpu_moe=e.cpu_moe,
+        tp=s.tp,
+        draft=s.speculative,
+        **common,
+    )
 
 
 def command(

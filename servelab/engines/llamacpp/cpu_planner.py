@@ -54,14 +54,14 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[LlamaCppSettings]) -> Engin
         kv_cells=m.kv_cells,
     )
     return EngineFit(
-        memory,
-        fits,
-        m.n_ctx_per_slot,
-        m.n_parallel,
-        cache_type,
-        figures,
-        argv,
-        warnings,
-        m.n_parallel,
+        memory=memory,
+        fits=fits,
+        context_served=m.n_ctx_per_slot,
+        slots=m.n_parallel,
+        kv_dtype=cache_type,
+        figures=figures,
+        argv=argv,
+        warnings=warnings,
+        max_batch=m.n_parallel,
         full_context_batch=m.n_parallel,
     )

@@ -6,7 +6,7 @@ The table, its sources and derivations: docs/planning.md "Decode efficiency"; ty
 from __future__ import annotations
 
 from servelab.hardware.gpus import GPU
-from servelab.sizing.efficiency import EfficiencyCell, EfficiencyTable, Measurement
+from servelab.sizing.efficiency import DecodeMeasurement, EfficiencyCell, EfficiencyTable
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B"  # the catalog's Llama-3.1-8B: the shapes of Llama-3-8B the PRs measured
 QWEN35_27B = "Qwen/Qwen3.5-27B"
@@ -21,43 +21,63 @@ CELLS = (
         "16-bit",
         1,
         0.97,
-        Measurement(65.2, "rtx4090", LLAMA_8B, "bf16", PR_15131),
+        DecodeMeasurement(tok_s=65.2, gpu="rtx4090", model=LLAMA_8B, quant="bf16", url=PR_15131),
         "llama-bench BF16, ubatch 1",
     ),
     EfficiencyCell(
-        "q4_0", 1, 0.73, Measurement(156.56, "rtx3090", LLAMA_8B, "Q4_0", PR_15802), "llama-bench, ubatch 1"
+        "q4_0",
+        1,
+        0.73,
+        DecodeMeasurement(tok_s=156.56, gpu="rtx3090", model=LLAMA_8B, quant="Q4_0", url=PR_15802),
+        "llama-bench, ubatch 1",
     ),
     EfficiencyCell(
         "q4_0",
         8,
         0.34,
-        Measurement(583.77 / 8, "rtx3090", LLAMA_8B, "Q4_0", PR_15802),
+        DecodeMeasurement(tok_s=583.77 / 8, gpu="rtx3090", model=LLAMA_8B, quant="Q4_0", url=PR_15802),
         "llama-bench ubatch 8: 583.77 t/s for 8 tokens a step",
     ),
     EfficiencyCell(
         "q4_k",
         1,
         0.62,
-        Measurement(39.3, "rtx4090", QWEN35_27B, "Q4_K_M", QWEN35_4090, context=1024, kv_dtype="q4_0"),
+        DecodeMeasurement(
+            tok_s=39.3,
+            gpu="rtx4090",
+            model=QWEN35_27B,
+            quant="Q4_K_M",
+            url=QWEN35_4090,
+            context=1024,
+            kv_dtype="q4_0",
+        ),
         "llama-server, 2K context half filled, q4_0 KV (docs/reference/memory.md §9 V1)",
     ),
     EfficiencyCell(
         "q5_k",
         1,
         0.63,
-        Measurement(34.2, "rtx4090", QWEN35_27B, "Q5_K_M", QWEN35_4090, context=1024, kv_dtype="q4_0"),
+        DecodeMeasurement(
+            tok_s=34.2,
+            gpu="rtx4090",
+            model=QWEN35_27B,
+            quant="Q5_K_M",
+            url=QWEN35_4090,
+            context=1024,
+            kv_dtype="q4_0",
+        ),
         "llama-server, 2K context half filled, q4_0 KV (§9 V2)",
     ),
     EfficiencyCell(
         "q6_k",
         1,
         0.57,
-        Measurement(
-            93.0,
-            "rtx4090",
-            LLAMA_8B,
-            "Q6_K",
-            "https://github.com/dmatora/LLM-inference-speed-benchmarks/issues/10",
+        DecodeMeasurement(
+            tok_s=93.0,
+            gpu="rtx4090",
+            model=LLAMA_8B,
+            quant="Q6_K",
+            url="https://github.com/dmatora/LLM-inference-speed-benchmarks/issues/10",
         ),
         "llama-server generation speed, Llama-3-8B Q6_K",
     ),
@@ -65,21 +85,29 @@ CELLS = (
         "iq",
         1,
         0.67,
-        Measurement(235.58, "rtx4090", LLAMA_8B, "IQ3_XXS", PR_8215),
+        DecodeMeasurement(tok_s=235.58, gpu="rtx4090", model=LLAMA_8B, quant="IQ3_XXS", url=PR_8215),
         "llama-bench IQ3_XXS, ubatch 1",
     ),
     EfficiencyCell(
         "iq",
         8,
         0.41,
-        Measurement(1162.57 / 8, "rtx4090", LLAMA_8B, "IQ3_XXS", PR_8215),
+        DecodeMeasurement(tok_s=1162.57 / 8, gpu="rtx4090", model=LLAMA_8B, quant="IQ3_XXS", url=PR_8215),
         "llama-bench IQ3_XXS, ubatch 8",
     ),
     EfficiencyCell(
         "ptq1_0",
         1,
         0.19,
-        Measurement(31.0, "rtx4090-48g", QWEN35_27B, "PTQ1_0", FIELD_REPORT, context=1024, kv_dtype="q8_0"),
+        DecodeMeasurement(
+            tok_s=31.0,
+            gpu="rtx4090-48g",
+            model=QWEN35_27B,
+            quant="PTQ1_0",
+            url=FIELD_REPORT,
+            context=1024,
+            kv_dtype="q8_0",
+        ),
         "the field report's deployment (PrismML fork, llama-server -np 4): 27-35 tok/s, midpoint 31",
     ),
     EfficiencyCell(

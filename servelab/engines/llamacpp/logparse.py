@@ -41,7 +41,7 @@ NEW_CONTEXT = "llama_context: constructing llama_context"
 KINDS = {"model": "model", "KV": "kv", "RS": "recurrent", "output": "output", "compute": "compute"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LoggedBuffers:
     """One model's buffers as logged (bytes, from MiB: +-MIB_PRECISION_BYTES), summed over devices."""
 

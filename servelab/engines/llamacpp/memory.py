@@ -54,7 +54,7 @@ def pad(n: int, to: int = PAD) -> int:
     return (n + to - 1) // to * to
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LlamaCppMemory:
     """What llama-server would allocate; byte fields match its log lines (model/KV/RS/compute/output buffer)."""
 

@@ -61,8 +61,10 @@ class Slots:
     def add(self, seq: Sequence) -> str | None:
         most = seq.prompt_len + seq.request.output_tokens
         if most > self.settings.context_per_slot:
-            return (f"the request exceeds the available context size ({most} tokens, a slot holds "
-                    f"{self.settings.context_per_slot})")  # fmt: skip
+            return (
+                f"the request exceeds the available context size ({most} tokens, a slot holds "
+                f"{self.settings.context_per_slot})"
+            )
         self.queue.append(seq)
         return None
 

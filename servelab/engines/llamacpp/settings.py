@@ -7,14 +7,14 @@ from dataclasses import dataclass
 
 from servelab.engines.llamacpp.memory import FLASH_ATTN_MODES
 from servelab.errors import ConfigError
-from servelab.sizing.typed import MAX_CONTEXT, Figures, SpeculativeWords, setting, whole
+from servelab.sizing.typed import MAX_CONTEXT, Figures, SpeculativeWords, check_whole, setting
 
 MAX_CPU_MOE_LAYERS = 10_000
 MAX_SPECULATIVE_TOKENS = 16  # servelab.sizing.fit.MAX_SPECULATIVE_TOKENS
 DRAFT_MAX = 16  # --spec-draft-n-max's default (common/common.h: n_max)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LlamaCppSettings:
     """llama-server's flags the planner prices; None/False: not given (llama-server's default, or the plan's)."""
 
@@ -42,14 +42,14 @@ class LlamaCppSettings:
             raise ConfigError(
                 f"-ngl must be -1 (all layers), 0 or a positive layer count, got {self.n_gpu_layers}"
             )
-        whole(self.n_batch, "-b", 1, MAX_CONTEXT, "tokens")
-        whole(self.n_ubatch, "-ub", 1, MAX_CONTEXT, "tokens")
-        whole(self.n_cpu_moe, "--n-cpu-moe", 0, MAX_CPU_MOE_LAYERS, "layers")
+        check_whole(self.n_batch, "-b", 1, MAX_CONTEXT, "tokens")
+        check_whole(self.n_ubatch, "-ub", 1, MAX_CONTEXT, "tokens")
+        check_whole(self.n_cpu_moe, "--n-cpu-moe", 0, MAX_CPU_MOE_LAYERS, "layers")
         if self.flash_attn is not None and self.flash_attn.lower() not in FLASH_ATTN_MODES:
             raise ConfigError(
                 f"llama.cpp -fa {self.flash_attn!r} is not a mode; choose one of: {', '.join(FLASH_ATTN_MODES)}"
             )
-        whole(self.draft_max, "--spec-draft-n-max", 1, MAX_SPECULATIVE_TOKENS, "tokens")
+        check_whole(self.draft_max, "--spec-draft-n-max", 1, MAX_SPECULATIVE_TOKENS, "tokens")
         if self.draft_max is not None and self.model_draft is None:
             raise ConfigError(
                 "llama.cpp --spec-draft-n-max drafts with a draft model: give -md DRAFT.gguf too"
@@ -63,7 +63,7 @@ def speculative_words(settings: LlamaCppSettings) -> SpeculativeWords | None:
     return SpeculativeWords("draft", settings.draft_max or DRAFT_MAX, settings.model_draft)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LlamaCppFigures(Figures):
     """What the plan found (the names llama-server logs them by); the scheduler reads the slots and batches. None:
     not a figure of the CPU device's plan."""

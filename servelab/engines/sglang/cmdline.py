@@ -50,14 +50,22 @@ FLAGS = (
     Flag(("--port",), "port"),
 )
 # the flags servelab's own options set (`servelab plan … -- WORDS` takes only the others)
-SHARED_FLAGS = {"model_path": "MODEL", "served_model_name": "MODEL", "context_length": "--context",
-                "max_running_requests": "--parallel", "kv_cache_dtype": "--kv-dtype", "tp_size": "--gpus",
-                "quantization": "--quant", "host": "--host", "port": "--port"}  # fmt: skip
+SHARED_FLAGS = {
+    "model_path": "MODEL",
+    "served_model_name": "MODEL",
+    "context_length": "--context",
+    "max_running_requests": "--parallel",
+    "kv_cache_dtype": "--kv-dtype",
+    "tp_size": "--gpus",
+    "quantization": "--quant",
+    "host": "--host",
+    "port": "--port",
+}
 LAUNCH_FORMS = ("python -m sglang.launch_server …", "sglang serve …")
 IMAGE_WORDS = ("sglang",)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SglangLaunch:
     """What an sglang command line asked for. None: not given."""
 
@@ -171,11 +179,15 @@ def plan_settings(launch: SglangLaunch) -> LaunchSettings:
     quant = quant_of_flag(QUANTIZATION_FLAGS, launch.quantization)
     notes = []
     if launch.quantization and quant is None:
-        notes.append(f"launch: --quantization {launch.quantization} is not a format servelab prices; planned"
-                     " with the checkpoint's own")  # fmt: skip
+        notes.append(
+            f"launch: --quantization {launch.quantization} is not a format servelab prices; planned"
+            " with the checkpoint's own"
+        )
     if launch.speculative_algorithm:
-        notes.append(f"launch: --speculative-algorithm {launch.speculative_algorithm} is not planned (the draft's"
-                     " weights and KV are left out)")  # fmt: skip
+        notes.append(
+            f"launch: --speculative-algorithm {launch.speculative_algorithm} is not planned (the draft's"
+            " weights and KV are left out)"
+        )
     return LaunchSettings(
         model=launch.model_path,
         context=launch.context_length,
@@ -269,11 +281,13 @@ def command(
 
 def own_speculative_flags(own: SglangSettings) -> list[str]:
     """The --speculative-* words as asked."""
-    pairs = (("--speculative-algorithm", own.speculative_algorithm),
-             ("--speculative-draft-model-path", own.speculative_draft_model_path),
-             ("--speculative-num-steps", own.speculative_num_steps),
-             ("--speculative-eagle-topk", own.speculative_eagle_topk),
-             ("--speculative-num-draft-tokens", own.speculative_num_draft_tokens))  # fmt: skip
+    pairs = (
+        ("--speculative-algorithm", own.speculative_algorithm),
+        ("--speculative-draft-model-path", own.speculative_draft_model_path),
+        ("--speculative-num-steps", own.speculative_num_steps),
+        ("--speculative-eagle-topk", own.speculative_eagle_topk),
+        ("--speculative-num-draft-tokens", own.speculative_num_draft_tokens),
+    )
     return [word for flag, value in pairs if value is not None for word in (flag, str(value))]
 
 

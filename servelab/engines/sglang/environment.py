@@ -10,10 +10,15 @@ from collections.abc import Mapping
 
 # name -> (the value that switches it on, what that does)
 ENV_SWITCHES = {
-    "SGLANG_SKIP_P2P_CHECK": ("1", "sglang trusts the driver's P2P report instead of testing a real CUDA IPC copy"),
-    "SGLANG_DISABLE_CUSTOM_ALL_REDUCE": ("1", "a launcher convention (not read by sglang itself) for "
-                                         "--disable-custom-all-reduce"),
-}  # fmt: skip
+    "SGLANG_SKIP_P2P_CHECK": (
+        "1",
+        "sglang trusts the driver's P2P report instead of testing a real CUDA IPC copy",
+    ),
+    "SGLANG_DISABLE_CUSTOM_ALL_REDUCE": (
+        "1",
+        "a launcher convention (not read by sglang itself) for --disable-custom-all-reduce",
+    ),
+}
 
 
 def p2p_cache_glob(env: Mapping[str, str], cache_home: str) -> str:

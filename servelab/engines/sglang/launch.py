@@ -60,5 +60,13 @@ def start(
         )  # docs/reference/secrets.md §3
     check_installed()
     argv = launch_argv(model, host=host, port=port, args=args)
-    return start_program("sglang", argv, host=host, port=port, model=model, log_path=log_path,
-                         health_path=HEALTH_PATH, timeout_s=timeout_s)  # fmt: skip
+    return start_program(
+        "sglang",
+        argv,
+        host=host,
+        port=port,
+        model=model,
+        log_path=log_path,
+        health_path=HEALTH_PATH,
+        timeout_s=timeout_s,
+    )

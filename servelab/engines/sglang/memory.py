@@ -40,7 +40,7 @@ MAMBA_FULL_MEMORY_RATIO = 0.9
 MAMBA_SLOTS_PER_REQUEST = 3  # MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO with the radix cache on
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SglangMemory:
     mem_fraction_static: float
     chunked_prefill_size: int

@@ -80,14 +80,14 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[SglangSettings]) -> EngineF
     )
     max_batch = max(1, min(m.max_running_requests, m.max_total_tokens // 1024 if m.max_total_tokens else 1))
     return EngineFit(
-        memory,
-        m.fits,
-        served,
-        m.max_running_requests,
-        kv_dtype,
-        figures,
-        argv,
-        [w for w in (note, *m.warnings) if w],
-        max_batch,
-        m.refusals,
+        memory=memory,
+        fits=m.fits,
+        context_served=served,
+        slots=m.max_running_requests,
+        kv_dtype=kv_dtype,
+        figures=figures,
+        argv=argv,
+        warnings=[w for w in (note, *m.warnings) if w],
+        max_batch=max_batch,
+        refusals=m.refusals,
     )

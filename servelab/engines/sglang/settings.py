@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from servelab.errors import ConfigError
 from servelab.ranges import number
-from servelab.sizing.typed import MAX_CONTEXT, MAX_PARALLEL, Figures, SpeculativeWords, setting, whole
+from servelab.sizing.typed import MAX_CONTEXT, MAX_PARALLEL, Figures, SpeculativeWords, check_whole, setting
 
 BACKEND_WORD = re.compile(r"[a-z0-9][a-z0-9_.-]{0,39}")  # sglang's backend names: aiter, fa3, flashinfer, …
 MAX_GPUS = 64  # servelab.plan.make.MAX_GPUS
@@ -23,7 +23,7 @@ SPECULATIVE_ALGORITHMS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SglangSettings:
     """sglang's flags the planner prices; None: not given (sglang's default)."""
 
@@ -67,7 +67,7 @@ class SglangSettings:
         ):
             if isinstance(value, int) and value < 1:
                 raise ConfigError(f"sglang {flag} must be at least 1, got {value}")
-            whole(value, flag, 1, most, unit)
+            check_whole(value, flag, 1, most, unit)
         backend = self.attention_backend
         if backend is not None and not (isinstance(backend, str) and BACKEND_WORD.fullmatch(backend)):
             raise ConfigError(
@@ -78,13 +78,15 @@ class SglangSettings:
                 f"sglang --chunked-prefill-size {self.chunked_prefill_size}: servelab prices a chunk of at least"
                 " 1 token (-1, no chunking, is not modelled)"
             )
-        whole(self.chunked_prefill_size, "--chunked-prefill-size", 1, MAX_CONTEXT, "tokens")
-        whole(self.ep_size, "--ep-size", 1, MAX_GPUS, "GPUs")
+        check_whole(self.chunked_prefill_size, "--chunked-prefill-size", 1, MAX_CONTEXT, "tokens")
+        check_whole(self.ep_size, "--ep-size", 1, MAX_GPUS, "GPUs")
         if not isinstance(self.disable_cuda_graph, bool):
             raise ConfigError(f"--disable-cuda-graph is a switch, got {self.disable_cuda_graph!r}")
-        whole(self.speculative_num_steps, "--speculative-num-steps", 1, MAX_SPECULATIVE_TOKENS, "steps")
-        whole(self.speculative_eagle_topk, "--speculative-eagle-topk", 1, MAX_PARALLEL, "branches")
-        whole(self.speculative_num_draft_tokens, "--speculative-num-draft-tokens", 2, MAX_PARALLEL, "tokens")
+        check_whole(self.speculative_num_steps, "--speculative-num-steps", 1, MAX_SPECULATIVE_TOKENS, "steps")
+        check_whole(self.speculative_eagle_topk, "--speculative-eagle-topk", 1, MAX_PARALLEL, "branches")
+        check_whole(
+            self.speculative_num_draft_tokens, "--speculative-num-draft-tokens", 2, MAX_PARALLEL, "tokens"
+        )
         speculative_words(self)  # one line naming the flag when the speculative flags do not make a plan
 
 
@@ -116,7 +118,7 @@ def speculative_words(settings: SglangSettings) -> SpeculativeWords | None:
     return SpeculativeWords(method, drafted, s.speculative_draft_model_path or "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SglangFigures(Figures):
     """What the plan found (sglang's own names); the scheduler reads the pool, the running cap, the chunk and the
     state slots."""

@@ -55,16 +55,23 @@ FLAGS = (
     Flag(("--port",), "port"),
 )
 # the flags servelab's own options set (`servelab plan … -- WORDS` takes only the others)
-SHARED_FLAGS = {"model": "MODEL", "served_model_name": "MODEL", "max_model_len": "--context",
-                "kv_cache_dtype": "--kv-dtype", "tp_size": "--gpus", "quantization": "--quant",
-                "host": "--host", "port": "--port"}  # fmt: skip
+SHARED_FLAGS = {
+    "model": "MODEL",
+    "served_model_name": "MODEL",
+    "max_model_len": "--context",
+    "kv_cache_dtype": "--kv-dtype",
+    "tp_size": "--gpus",
+    "quantization": "--quant",
+    "host": "--host",
+    "port": "--port",
+}
 KV_CACHE_SPACE_VARIABLE = "VLLM_CPU_KVCACHE_SPACE"  # the CPU backend's KV pool, whole GiB (vllm/envs.py)
 USE_V1_VARIABLE = "VLLM_USE_V1"  # bool(int(...)) in vllm/envs.py (docs/reference/memory.md: V1 on 0.7.x)
 LAUNCH_FORMS = ("vllm serve …", "python -m vllm.entrypoints.openai.api_server …")
 IMAGE_WORDS = ("vllm",)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VllmLaunch:
     """What a vLLM command line asked for. None: not given."""
 
@@ -207,8 +214,10 @@ def plan_settings(launch: VllmLaunch) -> LaunchSettings:
     quant = quant_of_flag(QUANTIZATION_FLAGS, launch.quantization)
     notes = []
     if launch.quantization and quant is None:
-        notes.append(f"launch: --quantization {launch.quantization} is not a format servelab prices; planned"
-                     " with the checkpoint's own")  # fmt: skip
+        notes.append(
+            f"launch: --quantization {launch.quantization} is not a format servelab prices; planned"
+            " with the checkpoint's own"
+        )
     if launch.speculative_config:
         notes.append("launch: --speculative-config is not planned (the draft's weights and KV are left out)")
     return LaunchSettings(

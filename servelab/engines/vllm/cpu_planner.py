@@ -93,5 +93,13 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[VllmSettings]) -> EngineFit
     warnings = [w for w in (note, *_notes(space, m, node, memory.total)) if w]
     max_batch = max(1, min(seqs, int(m.max_concurrency * 8) or 1))
     return EngineFit(
-        memory, fits, m.estimated_max_model_len, seqs, kv_dtype, figures, argv, warnings, max_batch
+        memory=memory,
+        fits=fits,
+        context_served=m.estimated_max_model_len,
+        slots=seqs,
+        kv_dtype=kv_dtype,
+        figures=figures,
+        argv=argv,
+        warnings=warnings,
+        max_batch=max_batch,
     )

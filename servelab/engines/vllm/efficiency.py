@@ -5,7 +5,7 @@ The table, its sources and derivations: docs/planning.md "Decode efficiency"; ty
 
 from __future__ import annotations
 
-from servelab.sizing.efficiency import EfficiencyCell, EfficiencyTable, Measurement, hf_math_unit
+from servelab.sizing.efficiency import DecodeMeasurement, EfficiencyCell, EfficiencyTable, hf_math_unit
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B"
 # benchmark_latency, Llama3.1-8B on one H100, --input-len 256 --output-len 32, seconds per batch; the latency holds
@@ -41,8 +41,14 @@ def _latency_cells() -> tuple[EfficiencyCell, ...]:
             family,
             batch,
             DERIVED[(family, batch)],
-            Measurement(
-                32 / seconds, "h100-sxm", LLAMA_8B, quant, PR_23197, context=256 + 16, kv_dtype="bf16"
+            DecodeMeasurement(
+                tok_s=32 / seconds,
+                gpu="h100-sxm",
+                model=LLAMA_8B,
+                quant=quant,
+                url=PR_23197,
+                context=256 + 16,
+                kv_dtype="bf16",
             ),
             f"benchmark_latency, batch {batch}: 32 tokens in {seconds} s (Marlin kernels for int8/int4)",
         )
@@ -57,12 +63,12 @@ CELLS = (
         "fp8",
         1,
         0.62,
-        Measurement(
-            138.49,
-            "rtx4090",
-            "Qwen/Qwen3-4B-Instruct-2507-FP8",
-            "fp8",
-            "https://github.com/noonghunna/club-3090/issues/697",
+        DecodeMeasurement(
+            tok_s=138.49,
+            gpu="rtx4090",
+            model="Qwen/Qwen3-4B-Instruct-2507-FP8",
+            quant="fp8",
+            url="https://github.com/noonghunna/club-3090/issues/697",
             context=500,
             bytes_per_token=QWEN3_4B_FP8_BYTES,
         ),
@@ -73,12 +79,12 @@ CELLS = (
         "fp4",
         1,
         0.16,
-        Measurement(
-            90.0,
-            "a100-80g",
-            "openai/gpt-oss-120b",
-            "mxfp4",
-            "https://github.com/vllm-project/vllm/issues/22331",
+        DecodeMeasurement(
+            tok_s=90.0,
+            gpu="a100-80g",
+            model="openai/gpt-oss-120b",
+            quant="mxfp4",
+            url="https://github.com/vllm-project/vllm/issues/22331",
             context=512,
             kv_dtype="bf16",
         ),

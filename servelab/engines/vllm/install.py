@@ -211,8 +211,10 @@ def write_metadata_shim(python: Path) -> Path:
     """A ``vllm`` distribution entry (METADATA only: an empty RECORD breaks importlib.metadata's files())."""
     purelib = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     folder = Path(purelib) / f"vllm-{SHIM_VERSION}.dist-info"
     folder.mkdir(parents=True, exist_ok=True)
     text = f"Metadata-Version: 2.1\nName: vllm\nVersion: {SHIM_VERSION}\n"

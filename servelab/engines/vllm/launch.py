@@ -153,7 +153,7 @@ def error_line(log_tail: str) -> str:
     return errors[-1] if errors else "its log names no error (was it killed from outside?)"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class VllmServer(EngineServer):
     """A running ``vllm serve``; ``failure()`` also notices an engine core that died under a living API server."""
 
@@ -212,10 +212,17 @@ def start_vllm(
         env[API_KEY_ENV] = key
     argv = launch_argv(model, host=host, port=port, args=args, program=program)
     process = ManagedProcess(
-        argv, log_path, env=env, name="vllm", telling=error_line, tail_lines=LOG_TAIL_LINES,
+        argv,
+        log_path,
+        env=env,
+        name="vllm",
+        telling=error_line,
+        tail_lines=LOG_TAIL_LINES,
         secrets=[key] if key else (),
-    )  # fmt: skip
-    server = VllmServer(process, host, port, Path(model), key, run_tmp=run_tmp)
+    )
+    server = VllmServer(
+        process=process, host=host, port=port, model=Path(model), api_key=key, run_tmp=run_tmp
+    )
     try:
         process.start()
         process.wait_healthy(lambda: _healthy(server), timeout_s)

@@ -61,7 +61,7 @@ MAMBA_BLOCKS_PER_REQUEST = {"none": 1, "align": 2}
 CPU_PROCESS_BYTES = (650 + 610 + 1850 - 1024) * 1024**2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VllmMemory:
     gpu_memory_utilization: float
     requested_bytes: int
@@ -259,7 +259,7 @@ def _padding_warnings(padding: int, waste: float, layers: int) -> list[str]:
     ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Pool:
     """What the refusal checks read: the budget, one request's need and what the pool holds."""
 
@@ -440,15 +440,15 @@ def vllm_memory(
             f" {seqs}): larger decode batches run without graphs; --max-num-seqs {mamba_blocks} avoids it"
         )
     pool = _Pool(
-        budget,
-        per_request * page * group_size,
-        num_blocks,
-        per_request,
-        estimated,
-        seqs,
-        batched,
-        bool(mamba_blocks),
-        mamba_rule,
+        budget=budget,
+        needed=per_request * page * group_size,
+        num_blocks=num_blocks,
+        per_request=per_request,
+        estimated=estimated,
+        seqs=seqs,
+        batched=batched,
+        mamba=bool(mamba_blocks),
+        mamba_rule=mamba_rule,
     )
     refusals = _refusals(pool, length, model.max_context)
     free = gpu_memory_bytes if free_memory_bytes is None else free_memory_bytes

@@ -14,9 +14,9 @@ from servelab.sizing.typed import (
     MAX_PARALLEL,
     Figures,
     SpeculativeWords,
+    check_whole,
     json_name,
     setting,
-    whole,
 )
 
 MAX_KV_CACHE_SPACE_GIB = 1 << 20
@@ -32,7 +32,7 @@ SPECULATIVE_METHODS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VllmSettings:
     """vLLM's flags (and the CPU backend's environment variable) the planner prices; None/False: not given."""
 
@@ -83,14 +83,17 @@ class VllmSettings:
             isinstance(util, int | float) and not isinstance(util, bool) and 0 < util <= 1
         ):
             raise ConfigError(f"vLLM --gpu-memory-utilization must be in (0, 1], got {util}")
-        whole(self.max_num_seqs, "--max-num-seqs", 1, MAX_PARALLEL, "sequences")
-        whole(self.max_num_batched_tokens, "--max-num-batched-tokens", 1, MAX_CONTEXT, "tokens")
-        whole(self.kv_cache_memory_bytes, "--kv-cache-memory-bytes", 1, 2**50, "bytes")
-        whole(self.kv_cache_space_gib, "VLLM_CPU_KVCACHE_SPACE", 1, MAX_KV_CACHE_SPACE_GIB, "GiB")
+        check_whole(self.max_num_seqs, "--max-num-seqs", 1, MAX_PARALLEL, "sequences")
+        check_whole(self.max_num_batched_tokens, "--max-num-batched-tokens", 1, MAX_CONTEXT, "tokens")
+        check_whole(self.kv_cache_memory_bytes, "--kv-cache-memory-bytes", 1, 2**50, "bytes")
+        check_whole(self.kv_cache_space_gib, "VLLM_CPU_KVCACHE_SPACE", 1, MAX_KV_CACHE_SPACE_GIB, "GiB")
         if self.use_v1 not in (None, True, False):
             raise ConfigError(f"VLLM_USE_V1 is on or off, got {self.use_v1!r}")
-        for flag, switch in (("--language-model-only", self.language_model_only), ("--enforce-eager",
-                             self.enforce_eager), ("--enable-expert-parallel", self.enable_expert_parallel)):  # fmt: skip
+        for flag, switch in (
+            ("--language-model-only", self.language_model_only),
+            ("--enforce-eager", self.enforce_eager),
+            ("--enable-expert-parallel", self.enable_expert_parallel),
+        ):
             if not isinstance(switch, bool):
                 raise ConfigError(f"{flag} is a switch, got {switch!r}")
         if self.speculative_config is not None:

@@ -14,7 +14,7 @@ from servelab.predict.corpus.load import gpu_classes
 from servelab.predict.corpus.schema import Measurement
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Coverage:
     figures: int
     excluded_figures: int

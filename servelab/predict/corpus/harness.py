@@ -44,10 +44,10 @@ from servelab.model.load import load_model
 from servelab.model.spec import ModelSpec
 from servelab.plan.make import compute_dtype, make_plan
 from servelab.predict.emulator import EngineLoop
-from servelab.predict.ladder import CLIENT_TURNAROUND_S
 from servelab.predict.machine import emulated_engine, roofline
-from servelab.predict.roofline import Effective, Roofline
+from servelab.predict.roofline import AchievedRates, Roofline
 from servelab.predict.stepmodel import Regime, StepModel, regime
+from servelab.predict.virtual_ladder import CLIENT_TURNAROUND_S
 from servelab.scheduling.core import Request, Sequence, Speculation, Step, Work
 from servelab.sizing.types import Plan
 
@@ -221,7 +221,7 @@ class Trace:
         return len(self.step_tokens)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Recorder(Roofline):
     """The roofline that lists each pass's raw quantities."""
 
@@ -268,18 +268,20 @@ def _recorder(base: Roofline) -> _Recorder:
     return _Recorder(**{f.name: getattr(base, f.name) for f in fields(Roofline)})
 
 
-def effective_for(s: Setup, model: StepModel | None) -> Effective:
+def rates_for(s: Setup, model: StepModel | None) -> AchievedRates:
     """The step model's figures for the row (None: today's plan figures, no step model)."""
     if model is None:  # today's figures: the plan's (not a shipped fit)
         decode, prefill = s.plan.efficiency.get("decode", 1.0), s.plan.efficiency.get("prefill", 1.0)
         flops = s.gpu.tensor_flops(compute_dtype(s.model, s.gpu))
-        return Effective(s.gpu.bandwidth_bytes_s * decode, flops * prefill, source="plan")
-    return model.effective(s.regime, s.gpu, s.layers)
+        return AchievedRates(
+            bandwidth_bytes_s=s.gpu.bandwidth_bytes_s * decode, flops_s=flops * prefill, source="plan"
+        )
+    return model.rates(s.regime, s.gpu, s.layers)
 
 
 def trace(s: Setup, model: StepModel | None) -> Trace:
     """Replay the row's workload priced by `model` (None: the plan's figures) and list its passes."""
-    base = roofline(s.plan, s.model, s.gpu, effective_for(s, model))
+    base = roofline(s.plan, s.model, s.gpu, rates_for(s, model))
     rec = _recorder(base)
     if is_bench(s.row):
         figures = _bench(s, rec)
@@ -298,7 +300,10 @@ def _bench(s: Setup, rec: _Recorder) -> dict[str, Figure]:
     batch = w.batch or 1
     if "pp_tok_s" in s.row.figures and w.prompt_tokens:
         first = len(rec.tokens)
-        seqs = [Sequence(Request(i, 0.0, tuple(range(w.depth + w.prompt_tokens)), 1)) for i in range(batch)]
+        seqs = [
+            Sequence(request=Request(i, 0.0, tuple(range(w.depth + w.prompt_tokens)), 1))
+            for i in range(batch)
+        ]
         chunks: list[Work] = []
         for seq in seqs:  # llama-batched-bench: every prompt in one batch; llama-bench: one prompt
             done = 0
@@ -312,7 +317,9 @@ def _bench(s: Setup, rec: _Recorder) -> dict[str, Figure]:
     if "tg_tok_s" in s.row.figures and w.output_tokens:
         first = len(rec.tokens)
         start = w.depth + (w.prompt_tokens if batch > 1 or w.dataset == "llama-batched-bench" else 0)
-        seqs = [Sequence(Request(i, 0.0, tuple(range(start + 1)), w.output_tokens)) for i in range(batch)]
+        seqs = [
+            Sequence(request=Request(i, 0.0, tuple(range(start + 1)), w.output_tokens)) for i in range(batch)
+        ]
         for seq in seqs:
             seq.computed, seq.generated = start, 1
         for k in range(w.output_tokens):
@@ -358,7 +365,7 @@ def _run_ubatches(rec: _Recorder, chunks: list[Work], n_batch: int, n_ubatch: in
 def _serving(s: Setup, rec: _Recorder) -> tuple[dict[str, Figure], int]:
     """A serving benchmark's load on the emulated engine: the figures over all its requests."""
     w = s.row.workload
-    engine = emulated_engine(s.plan, s.model, s.gpu, effective=rec.effective)
+    engine = emulated_engine(s.plan, s.model, s.gpu, rates=rec.rates)
     n = requests_emulated(s.row)
     limit = w.concurrency or n
     if w.request_rate:
@@ -531,7 +538,7 @@ def _serving_figures(
 # --- pricing a trace -----------------------------------------------------------------------------------------
 
 
-def step_times(t: Trace, e: Effective) -> np.ndarray:
+def step_times(t: Trace, e: AchievedRates) -> np.ndarray:
     """Each step's seconds under `e` (the step model's pass rule; the same as Roofline.step_s)."""
     p = t.passes
     if e.split:
@@ -548,7 +555,7 @@ def step_times(t: Trace, e: Effective) -> np.ndarray:
     return out + e.step_overhead_s + e.token_overhead_s * t.step_tokens
 
 
-def figures(t: Trace, e: Effective) -> dict[str, float]:
+def figures(t: Trace, e: AchievedRates) -> dict[str, float]:
     times = step_times(t, e)
     return {name: f.value(times) for name, f in t.figures.items()}
 
@@ -559,7 +566,7 @@ PredictFn = Callable[[Setup], dict[str, float]]
 def predict_row(s: Setup, model: StepModel | None) -> dict[str, float]:
     """The row's figures predicted with `model` (None: today's plan figures): a full replay priced by it."""
     t = trace(s, model)
-    return {k: v for k, v in figures(t, effective_for(s, model)).items() if k in s.row.figures}
+    return {k: v for k, v in figures(t, rates_for(s, model)).items() if k in s.row.figures}
 
 
 def mean(values: list[float]) -> float:

@@ -30,13 +30,13 @@ _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 _FLAG_TYPES = (str, int, float, bool, type(None))
 
 
-def data_dir() -> Path:
+def corpus_dir() -> Path:
     return Path(str(resources.files("servelab.predict.corpus") / "data"))
 
 
 def load_corpus(paths: Iterable[Path] | None = None) -> tuple[Measurement, ...]:
     """Every measurement of every corpus file (the shipped ones unless `paths` are given), file by file."""
-    files = sorted(data_dir().glob("*.json")) if paths is None else list(paths)
+    files = sorted(corpus_dir().glob("*.json")) if paths is None else list(paths)
     catalog = frozenset(gpu_names())
     return tuple(row for path in files for row in load_file(path, catalog))
 

@@ -125,9 +125,15 @@ class _Load:
 
 
 def predict_level(
-    engine: EmulatedEngine, config: BenchConfig, level: Level, slots: int, repeat: int,
-    prompts: list[Prompt], base_ns: int, tokenizer: WordTokenizer,
-) -> PredictedLevel:  # fmt: skip
+    engine: EmulatedEngine,
+    config: BenchConfig,
+    level: Level,
+    slots: int,
+    repeat: int,
+    prompts: list[Prompt],
+    base_ns: int,
+    tokenizer: WordTokenizer,
+) -> PredictedLevel:
     """One repeat of one level, its records stamped from `base_ns` on the virtual clock."""
     load = _Load(config, slots, prompts, tokenizer)
     if config.rate is None:
@@ -137,8 +143,10 @@ def predict_level(
     outcomes = emulate(
         engine.new_scheduler(), engine.roofline, start, on_finish, speculation=engine.speculation
     )
-    records = sorted((_record(o, load.jobs[o.seq.request.rid], level, repeat, base_ns) for o in outcomes),
-                     key=lambda r: (r.sent_ns, r.request_index))  # fmt: skip
+    records = sorted(
+        (_record(o, load.jobs[o.seq.request.rid], level, repeat, base_ns) for o in outcomes),
+        key=lambda r: (r.sent_ns, r.request_index),
+    )
     stats = summarize_level(records, level, config.slo)
     return PredictedLevel(records, _result(engine, stats))
 
@@ -153,28 +161,55 @@ def _record(outcome: Outcome, job: _Job, level: Level, repeat: int, base_ns: int
     seq, prompt = outcome.seq, job.prompt
     sent = base_ns + round(seq.request.arrival_s * 1e9)
     common: dict[str, Any] = dict(
-        target_index=0, level=level.label, repeat=repeat, request_index=prompt.index, phase=job.phase,
-        sent_ns=sent, max_tokens=prompt.output_tokens, prompt_tokens=seq.prompt_len,
+        target_index=0,
+        level=level.label,
+        repeat=repeat,
+        request_index=prompt.index,
+        phase=job.phase,
+        sent_ns=sent,
+        max_tokens=prompt.output_tokens,
+        prompt_tokens=seq.prompt_len,
         intended_ns=None if job.intended_s is None else base_ns + round(job.intended_s * 1e9),
-        expected_prompt_tokens=seq.prompt_len, expected_cached_tokens=prompt.expected_cached_tokens or None,
+        expected_prompt_tokens=seq.prompt_len,
+        expected_cached_tokens=prompt.expected_cached_tokens or None,
         request_id=f"predict-{level.label}-{repeat}-{seq.request.rid}",
-    )  # fmt: skip
+    )
     if outcome.refused is not None:
-        return RequestRecord(status="error", end_ns=sent, error_kind="http_4xx", http_status=400,
-                             error=outcome.refused, **common)  # fmt: skip
+        return RequestRecord(
+            status="error",
+            end_ns=sent,
+            error_kind="http_4xx",
+            http_status=400,
+            error=outcome.refused,
+            **common,
+        )
     chunks = array("q", [base_ns + round(t * 1e9) for t in seq.token_times])
     record = RequestRecord(
-        status="ok", end_ns=chunks[-1], first_token_ns=chunks[0], output_tokens=seq.generated,
-        tokens_source="server", finish_reason="length", cached_prompt_tokens=seq.cached, chunk_ns=chunks,
-        chunk_tokens=array("i", seq.token_counts), chunk_tokens_source="usage", **common,
-    )  # fmt: skip
+        status="ok",
+        end_ns=chunks[-1],
+        first_token_ns=chunks[0],
+        output_tokens=seq.generated,
+        tokens_source="server",
+        finish_reason="length",
+        cached_prompt_tokens=seq.cached,
+        chunk_ns=chunks,
+        chunk_tokens=array("i", seq.token_counts),
+        chunk_tokens_source="usage",
+        **common,
+    )
     return mark_eviction(record)
 
 
 def predict_ladder(
-    engine: EmulatedEngine, config: BenchConfig, prompts: list[Prompt], tokenizer: WordTokenizer, *,
-    label: str, model: str, on_level: Any = None,
-) -> tuple[BenchResult, list[list[RequestRecord]]]:  # fmt: skip
+    engine: EmulatedEngine,
+    config: BenchConfig,
+    prompts: list[Prompt],
+    tokenizer: WordTokenizer,
+    *,
+    label: str,
+    model: str,
+    on_level: Any = None,
+) -> tuple[BenchResult, list[list[RequestRecord]]]:
     """Every level of `config` against the emulated engine: the result as `servelab bench` returns it, and
     each level-repeat's records (in order). `prompts` were built with `tokenizer` (bench/workloads.py
     build_prompts). `on_level(records, level, repeat, result)` sees each repeat."""

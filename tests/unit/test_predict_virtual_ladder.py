@@ -1,4 +1,4 @@
-"""The closed-loop load of `servelab predict` (servelab/predict/ladder.py) against an emulated engine."""
+"""The closed-loop load of `servelab predict` (servelab/predict/virtual_ladder.py) against an emulated engine."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from servelab.engines.llamacpp.scheduler import Slots, SlotSettings
 from servelab.hardware.gpus import card_for
 from servelab.model.load import load_model
 from servelab.plan.make import search_plan
-from servelab.predict.ladder import CLIENT_TURNAROUND_S, predict_ladder
 from servelab.predict.machine import emulated_engine
+from servelab.predict.virtual_ladder import CLIENT_TURNAROUND_S, predict_ladder
 from servelab.predict.words import WordTokenizer
 
 
