@@ -45,11 +45,28 @@ def gzip_bomb(inflated_bytes: int) -> bytes:
 
 def run_bench(url: str, db: Path, concurrency: int, *extra: str) -> tuple[int, float, float]:
     """(exit code, peak RSS in MB, seconds) of one `bench` in a child process."""
-    args = ["bench", url, "--db", str(db), "--concurrency", str(concurrency), "--requests", str(concurrency),
-            "--warmup", "0", "--no-power", "--json", *extra]  # fmt: skip
+    args = [
+        "bench",
+        url,
+        "--db",
+        str(db),
+        "--concurrency",
+        str(concurrency),
+        "--requests",
+        str(concurrency),
+        "--warmup",
+        "0",
+        "--no-power",
+        "--json",
+        *extra,
+    ]
     started = time.monotonic()
-    child = subprocess.Popen([*CLI, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             env={**os.environ, "PYTHONPATH": str(TREE)})  # fmt: skip
+    child = subprocess.Popen(
+        [*CLI, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(TREE)},
+    )
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
     return child.returncode, usage.ru_maxrss / 1024, time.monotonic() - started
@@ -71,8 +88,10 @@ def main() -> None:
     args = parser.parse_args()
     built = time.monotonic()
     bomb = gzip_bomb(int(args.bomb_gib * (1 << 30)))
-    print(f"bomb: {len(bomb) / 1e6:.1f} MB on the wire, {args.bomb_gib:g} GiB inflated "
-          f"(built in {time.monotonic() - built:.1f} s); bench from {TREE}")  # fmt: skip
+    print(
+        f"bomb: {len(bomb) / 1e6:.1f} MB on the wire, {args.bomb_gib:g} GiB inflated "
+        f"(built in {time.monotonic() - built:.1f} s); bench from {TREE}"
+    )
 
     def drip(serial: int, path: str):
         yield sse_head()

@@ -33,8 +33,13 @@ print(json.dumps({k: row[k] for k in ("achieved_ev_s", "cpu", "err_p99_ms", "fai
 
 
 def rung(root: Path, streams: int) -> dict:
-    done = subprocess.run([sys.executable, "-c", RUNG, str(root), str(streams)], capture_output=True, text=True,
-                          cwd=root, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", RUNG, str(root), str(streams)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        check=False,
+    )
     if done.returncode != 0:
         raise SystemExit(f"client_ab: the rung at {root} failed: {done.stderr.strip().splitlines()[-1:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -49,8 +54,12 @@ def main() -> None:
     streams = [int(s) for s in args.streams.split(",")]
     with tempfile.TemporaryDirectory(prefix="servelab-ab-") as tmp:
         other = Path(tmp) / "other"
-        added = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(other), args.rev],
-                               capture_output=True, text=True, check=False)  # fmt: skip
+        added = subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(other), args.rev],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if added.returncode != 0:
             raise SystemExit(f"client_ab: cannot check out {args.rev!r}: {added.stderr.strip()}")
         try:

@@ -54,8 +54,13 @@ def sim(*args: str, cpu: int | None = 1):
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
-    proc = subprocess.Popen([*cmd, "--port", "0", "--json", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, env=env)  # fmt: skip
+    proc = subprocess.Popen(
+        [*cmd, "--port", "0", "--json", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
     try:
         url = json.loads(proc.stdout.readline())["url"]
         if cpu is not None and cpu < (os.cpu_count() or 1):
@@ -67,8 +72,13 @@ def sim(*args: str, cpu: int | None = 1):
 
 
 def body(tokens: int) -> dict:
-    return {"model": "sim-model", "messages": [{"role": "user", "content": "x"}], "max_tokens": tokens,
-            "stream": True, "ignore_eos": True}  # fmt: skip
+    return {
+        "model": "sim-model",
+        "messages": [{"role": "user", "content": "x"}],
+        "max_tokens": tokens,
+        "stream": True,
+        "ignore_eos": True,
+    }
 
 
 async def streams(
@@ -137,10 +147,16 @@ def rate_row(count: int, itl_ms: float, tokens: int, rounds: int, staggered: boo
     failed = sum(r.status != "ok" for r in records)
     window_s = (window[1] - window[0]) / 1e9
     return {
-        "streams": count, "offered_ev_s": count * 1000 / itl_ms, "achieved_ev_s": events / window_s,
-        "cpu": stats["cpu_fraction"], "err_p50_ms": percentile(errors, 50), "err_p99_ms": percentile(errors, 99),
-        "err_max_ms": max(errors) if errors else None, "sim_late_p99_ms": percentile(sim_late, 99), "failed": failed,
-    }  # fmt: skip
+        "streams": count,
+        "offered_ev_s": count * 1000 / itl_ms,
+        "achieved_ev_s": events / window_s,
+        "cpu": stats["cpu_fraction"],
+        "err_p50_ms": percentile(errors, 50),
+        "err_p99_ms": percentile(errors, 99),
+        "err_max_ms": max(errors) if errors else None,
+        "sim_late_p99_ms": percentile(sim_late, 99),
+        "failed": failed,
+    }
 
 
 def memory_row(count: int) -> dict:
@@ -157,8 +173,12 @@ def memory_row(count: int) -> dict:
             return peak
 
         peak = uvloop_run(measure())
-    return {"streams": count, "rss_before_mb": before / 2**20, "rss_during_mb": peak / 2**20,
-            "per_1000_streams_mb": (peak - before) / 2**20 * 1000 / count}  # fmt: skip
+    return {
+        "streams": count,
+        "rss_before_mb": before / 2**20,
+        "rss_during_mb": peak / 2**20,
+        "per_1000_streams_mb": (peak - before) / 2**20 * 1000 / count,
+    }
 
 
 PAUSE_PROBE = """import os, sys, time
@@ -179,8 +199,12 @@ def host_pauses(seconds: float = 5.0) -> list[tuple[int, int, float, float]]:
     than 0.2 ms. Any event that arrives during such a pause is stamped late by the rest of it, whatever the
     client does; this is the floor of the timing error on this machine. (cpu, pauses, total ms, largest ms)."""
     cpus = range(min(2, os.cpu_count() or 1))
-    procs = [subprocess.Popen([sys.executable, "-c", PAUSE_PROBE, str(cpu), str(seconds)], stdout=subprocess.PIPE,
-                              text=True) for cpu in cpus]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", PAUSE_PROBE, str(cpu), str(seconds)], stdout=subprocess.PIPE, text=True
+        )
+        for cpu in cpus
+    ]
     rows = []
     for cpu, proc in zip(cpus, procs, strict=True):
         count, total_ns, largest_ns = (int(x) for x in proc.communicate()[0].split())
@@ -196,14 +220,19 @@ def uvloop_run(coro):
     return uvloop.run(coro)
 
 
-HEADER = (f"{'streams':>7} {'offered ev/s':>12} {'achieved ev/s':>13} {'client CPU':>10} {'err p50 ms':>10} "
-          f"{'err p99 ms':>10} {'err max ms':>10} {'sim late p99':>12} {'failed':>6}")  # fmt: skip
+HEADER = (
+    f"{'streams':>7} {'offered ev/s':>12} {'achieved ev/s':>13} {'client CPU':>10} {'err p50 ms':>10} "
+    f"{'err p99 ms':>10} {'err max ms':>10} {'sim late p99':>12} {'failed':>6}"
+)
 
 
 def print_row(row: dict) -> None:
-    print(f"{row['streams']:>7} {row['offered_ev_s']:>12.0f} {row['achieved_ev_s']:>13.0f} {row['cpu']:>10.0%} "
-          f"{row['err_p50_ms']:>10.3f} {row['err_p99_ms']:>10.3f} {row['err_max_ms']:>10.3f} "
-          f"{row['sim_late_p99_ms']:>12.3f} {row['failed']:>6}", flush=True)  # fmt: skip
+    print(
+        f"{row['streams']:>7} {row['offered_ev_s']:>12.0f} {row['achieved_ev_s']:>13.0f} {row['cpu']:>10.0%} "
+        f"{row['err_p50_ms']:>10.3f} {row['err_p99_ms']:>10.3f} {row['err_max_ms']:>10.3f} "
+        f"{row['sim_late_p99_ms']:>12.3f} {row['failed']:>6}",
+        flush=True,
+    )
 
 
 def ladder_rows(ladder: tuple[int, ...], itl_ms: float, staggered: bool) -> list[dict]:
@@ -257,8 +286,10 @@ def main() -> None:
         os.sched_setaffinity(0, {0})
     mem = memory_row(1000)  # first: the ladder's rows would leave a grown heap that hides the streams' cost
     for cpu, count, total_ms, largest_ms in host_pauses():
-        print(f"host pauses on CPU {cpu} (busy loop, 5 s, nothing else running): {count} over 0.2 ms, {total_ms:.1f} ms "
-              f"in all, the largest {largest_ms:.2f} ms")  # fmt: skip
+        print(
+            f"host pauses on CPU {cpu} (busy loop, 5 s, nothing else running): {count} over 0.2 ms, {total_ms:.1f} ms "
+            f"in all, the largest {largest_ms:.2f} ms"
+        )
     ladder = (
         (100, 300) if args.quick else (25, 50, 100, 150, 200, 225, 250, 260, 275, 300, 350, 400, 450, 500)
     )
@@ -275,15 +306,19 @@ def main() -> None:
     together = best_rate(ladder_rows(ladder, itl_ms=5.0, staggered=False))
     bests = [best_rate(rows) for rows in staggered]
     spread = ", ".join(f"{b:.0f}" for b in bests)
-    print(f"highest events/s on one core with p99 timing error < 1 ms: {max(bests):.0f} staggered (best of {passes_n}: "
-          f"{spread}); {together:.0f} with every stream starting together; goal >= 50,000")  # fmt: skip
+    print(
+        f"highest events/s on one core with p99 timing error < 1 ms: {max(bests):.0f} staggered (best of {passes_n}: "
+        f"{spread}); {together:.0f} with every stream starting together; goal >= 50,000"
+    )
     if passes_n > 1:
         rate, streams = median_rate(staggered)
         print(
             f"judged on the median p99 over the {passes_n} staggered passes: {rate:.0f} events/s ({streams} streams)"
         )
-    print(f"memory: {mem['streams']} streams, RSS {mem['rss_before_mb']:.1f} -> {mem['rss_during_mb']:.1f} MB: "
-          f"{mem['per_1000_streams_mb']:.1f} MB per 1,000 streams (goal <= 150 MB)")  # fmt: skip
+    print(
+        f"memory: {mem['streams']} streams, RSS {mem['rss_before_mb']:.1f} -> {mem['rss_during_mb']:.1f} MB: "
+        f"{mem['per_1000_streams_mb']:.1f} MB per 1,000 streams (goal <= 150 MB)"
+    )
     compare_tools(args.quick)
 
 
@@ -305,9 +340,17 @@ def servelab_row(count: int, tokens: int, seconds: float) -> dict:
         )
     ttft = [(r.first_token_ns - r.sent_ns) / 1e6 for r in ok]
     gaps = [(b - a) / 1e6 for r in ok for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False)]
-    return {"tool": "servelab", "streams": count, "achieved_ev_s": events / ((window[1] - window[0]) / 1e9),
-            "ttft_p50_ms": percentile(ttft, 50), "ttft_p99_ms": percentile(ttft, 99), "itl_p50_ms": percentile(gaps, 50),
-            "itl_p99_ms": percentile(gaps, 99), "failed": len(records) - len(ok), **truth}  # fmt: skip
+    return {
+        "tool": "servelab",
+        "streams": count,
+        "achieved_ev_s": events / ((window[1] - window[0]) / 1e9),
+        "ttft_p50_ms": percentile(ttft, 50),
+        "ttft_p99_ms": percentile(ttft, 99),
+        "itl_p50_ms": percentile(gaps, 50),
+        "itl_p99_ms": percentile(gaps, 99),
+        "failed": len(records) - len(ok),
+        **truth,
+    }
 
 
 def compare_tools(quick: bool) -> None:

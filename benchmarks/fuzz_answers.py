@@ -49,8 +49,23 @@ from tests.hostile_answers import FIELDS, VALUES, hostile_answer
 
 WRONG = (None, True, 1.5, -1, 2**64, [], {}, [[[[]]]], "x" * 100_000, {"a": [1, {"b": None}]})
 TEXT_POOL = (*VALUES, "\udbff\udfff", "\ufeff", "\u061c", "\u2028", "é" * 50, "")
-KEYS = ("choices", "delta", "content", "finish_reason", "usage", "completion_tokens", "prompt_tokens",
-        "timings", "predicted_n", "error", "text", "index", "role", "reasoning_content", "tool_calls")  # fmt: skip
+KEYS = (
+    "choices",
+    "delta",
+    "content",
+    "finish_reason",
+    "usage",
+    "completion_tokens",
+    "prompt_tokens",
+    "timings",
+    "predicted_n",
+    "error",
+    "text",
+    "index",
+    "role",
+    "reasoning_content",
+    "tool_calls",
+)
 OK_STREAM = [
     {"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]},
     {"choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": None}]},
@@ -66,8 +81,10 @@ def _event(value: object) -> bytes:
 def _random_text(rng: random.Random) -> str:
     if rng.random() < 0.5:
         return rng.choice(TEXT_POOL)
-    return "".join(chr(rng.choice((rng.randrange(0x20), rng.randrange(0xD800, 0xE000), rng.randrange(0x110000))))
-                   for _ in range(rng.randrange(1, 40)))  # fmt: skip
+    return "".join(
+        chr(rng.choice((rng.randrange(0x20), rng.randrange(0xD800, 0xE000), rng.randrange(0x110000))))
+        for _ in range(rng.randrange(1, 40))
+    )
 
 
 def _wrong_types(rng: random.Random) -> bytes:
@@ -180,9 +197,24 @@ def main() -> None:
         stderr = io.StringIO()
         started = time.monotonic()
         with answer_server(answer_for(args.seed)) as server, contextlib.redirect_stderr(stderr):
-            argv = ["bench", server.url, "--concurrency", str(args.concurrency), "--requests", str(args.cases),
-                    "--warmup", "0", "--db", str(db), "--no-power", "--json", "--deadline", "10",
-                    "--stall-timeout", "5"]  # fmt: skip
+            argv = [
+                "bench",
+                server.url,
+                "--concurrency",
+                str(args.concurrency),
+                "--requests",
+                str(args.cases),
+                "--warmup",
+                "0",
+                "--db",
+                str(db),
+                "--no-power",
+                "--json",
+                "--deadline",
+                "10",
+                "--stall-timeout",
+                "5",
+            ]
             with contextlib.redirect_stdout(io.StringIO()):
                 try:
                     code = servelab_main(argv)

@@ -46,10 +46,28 @@ print(json.dumps({**level.client, "ttft_p50_ms": level.stats.ttft_ms.p50}))
 
 
 def start_sim(itl_ms: float, ttft_ms: float) -> tuple[subprocess.Popen, str]:
-    code = ("import os, sys; len(os.sched_getaffinity(0)) > 1 and os.sched_setaffinity(0, {1}); "
-            "from servelab.cli.app import main; sys.exit(main())")  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-c", code, "sim", "--port", "0", "--json", "--itl-ms", str(itl_ms),
-                             "--ttft-ms", str(ttft_ms)], stdout=subprocess.PIPE, text=True, cwd=ROOT)  # fmt: skip
+    code = (
+        "import os, sys; len(os.sched_getaffinity(0)) > 1 and os.sched_setaffinity(0, {1}); "
+        "from servelab.cli.app import main; sys.exit(main())"
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "sim",
+            "--port",
+            "0",
+            "--json",
+            "--itl-ms",
+            str(itl_ms),
+            "--ttft-ms",
+            str(ttft_ms),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     line = proc.stdout.readline() if proc.stdout else ""
     if not line:
         raise SystemExit("live_view_ab: servelab sim did not start")
@@ -57,8 +75,13 @@ def start_sim(itl_ms: float, ttft_ms: float) -> tuple[subprocess.Popen, str]:
 
 
 def one_try(url: str, streams: int, tokens: int, mode: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", TRY, str(ROOT), url, str(streams), str(tokens), mode],
-                          capture_output=True, text=True, cwd=ROOT, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", TRY, str(ROOT), url, str(streams), str(tokens), mode],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
     if done.returncode != 0:
         raise SystemExit(f"live_view_ab: a try failed: {done.stderr.strip().splitlines()[-1:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -86,8 +109,10 @@ def main() -> None:
         ("wake_late_p99_ms", "wake late p99 ms"),
         ("cpu_fraction", "client CPU"),
     )
-    print(f"{args.streams} streams × {args.tokens} tokens every {args.itl_ms:g} ms, {args.tries} tries each, "
-          f"sim TTFT {ttft_ms:g} ms")  # fmt: skip
+    print(
+        f"{args.streams} streams × {args.tokens} tokens every {args.itl_ms:g} ms, {args.tries} tries each, "
+        f"sim TTFT {ttft_ms:g} ms"
+    )
     print(f"{'view':>4} {'figure':>18} {'each try':>36} {'median':>8}")
     for mode, tries in rows.items():
         for key, name in keys:
@@ -95,8 +120,10 @@ def main() -> None:
             each = " ".join(f"{v:.3f}" for v in values)
             print(f"{mode:>4} {name:>18} {each:>36} {statistics.median(values):>8.3f}")
         errors = [t["ttft_p50_ms"] - ttft_ms for t in tries if t.get("ttft_p50_ms") is not None]
-        print(f"{mode:>4} {'TTFT p50 error ms':>18} {' '.join(f'{e:.3f}' for e in errors):>36} "
-              f"{statistics.median(errors):>8.3f}")  # fmt: skip
+        print(
+            f"{mode:>4} {'TTFT p50 error ms':>18} {' '.join(f'{e:.3f}' for e in errors):>36} "
+            f"{statistics.median(errors):>8.3f}"
+        )
 
 
 if __name__ == "__main__":

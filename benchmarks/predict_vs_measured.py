@@ -59,9 +59,10 @@ def stalls(records, level: str) -> tuple[int, float]:
     """Gaps over STALL_X x the level's median gap: how many, and their median (ms)."""
     gaps = [
         (r.chunk_ns[i + 1] - r.chunk_ns[i]) / 1e6
-        for r in records if r.level == level and r.phase == "measure" and r.status == "ok"
+        for r in records
+        if r.level == level and r.phase == "measure" and r.status == "ok"
         for i in range(len(r.chunk_ns) - 1)
-    ]  # fmt: skip
+    ]
     if not gaps:
         return 0, 0.0
     limit = STALL_X * statistics.median(gaps)
@@ -82,8 +83,15 @@ def start_server(engine: str, model_path: Path, slots: int, context_per_slot: in
     from servelab.engines.vllm.launch import start_vllm
 
     args = ("--max-model-len", str(context_per_slot), "--max-num-seqs", str(slots), "--enforce-eager")
-    return start_vllm(model_path, args, port=free_port(), log_path=folder / "vllm.log", timeout_s=900,
-                      kv_cache_space_gib=VLLM_KV_GIB, cache_dir=folder / "vllm-cache")  # fmt: skip
+    return start_vllm(
+        model_path,
+        args,
+        port=free_port(),
+        log_path=folder / "vllm.log",
+        timeout_s=900,
+        kv_cache_space_gib=VLLM_KV_GIB,
+        cache_dir=folder / "vllm-cache",
+    )
 
 
 def measure(
@@ -115,9 +123,16 @@ def main() -> None:
     levels = tuple(int(c) for c in args.levels.split(","))
     slots = max(levels)
     specs = {k: v for k, v in workloads(args.long_input, args.output_tokens).items() if k in args.workloads}
-    configs = {name: BenchConfig(targets=("http://127.0.0.1:1",), concurrency=levels, workload=spec,
-                                 stop=StopRule(requests=args.requests), chat=False)
-               for name, spec in specs.items()}  # fmt: skip
+    configs = {
+        name: BenchConfig(
+            targets=("http://127.0.0.1:1",),
+            concurrency=levels,
+            workload=spec,
+            stop=StopRule(requests=args.requests),
+            chat=False,
+        )
+        for name, spec in specs.items()
+    }
     tmp = args.reuse or Path(tempfile.mkdtemp(prefix="predict-vs-measured-"))
     model_path = tmp / ("llama.gguf" if args.engine == "llamacpp" else "llama-hf")
     context_per_slot = args.long_input + args.output_tokens + 64
@@ -158,9 +173,11 @@ def main() -> None:
         else f", batched {e.batched_bandwidth_bytes_s / 1e9:.2f} GB/s"
     )
     extra += "" if e.prefill_flops_s is None else f", prompts {e.prefill_flops_s / 1e9:.1f} GFLOP/s"
-    print(f"calibrated on short: {e.bandwidth_bytes_s / 1e9:.2f} GB/s, {e.flops_s / 1e9:.1f} GFLOP/s{extra}, step "
-          f"{e.step_overhead_s * 1e3:.3f} ms, token {e.token_overhead_s * 1e6:.1f} us; fit R2 {calibration.r2:.3f}, "
-          f"median |res| {calibration.median_relative:.1%}")  # fmt: skip
+    print(
+        f"calibrated on short: {e.bandwidth_bytes_s / 1e9:.2f} GB/s, {e.flops_s / 1e9:.1f} GFLOP/s{extra}, step "
+        f"{e.step_overhead_s * 1e3:.3f} ms, token {e.token_overhead_s * 1e6:.1f} us; fit R2 {calibration.r2:.3f}, "
+        f"median |res| {calibration.median_relative:.1%}"
+    )
     calibrated = with_rates(engine, e)
     header = f"{'workload':14} {'level':6} {'TTFT p50 ms pred/meas':>24} {'err':>7} {'TPOT p50 ms pred/meas':>24} {'err':>7} {'tok/s pred/meas':>18} {'err':>7}"
     print(header)
@@ -175,11 +192,16 @@ def main() -> None:
         predicted = {lv.stats.level.label: lv.stats for lv in result.targets[0].levels}
         for level, m in stats.items():
             p = predicted[level]
-            row = (err(p.ttft_ms.p50, m.ttft_ms.p50), err(p.tpot_ms.p50, m.tpot_ms.p50),
-                   err(p.output_tok_s, m.output_tok_s))  # fmt: skip
-            print(f"{name:14} {level:6} {p.ttft_ms.p50:11.1f}/{m.ttft_ms.p50:<11.1f} {row[0]:+7.1%} "
-                  f"{p.tpot_ms.p50:11.2f}/{m.tpot_ms.p50:<11.2f} {row[1]:+7.1%} "
-                  f"{p.output_tok_s:8.1f}/{m.output_tok_s:<8.1f} {row[2]:+7.1%}")  # fmt: skip
+            row = (
+                err(p.ttft_ms.p50, m.ttft_ms.p50),
+                err(p.tpot_ms.p50, m.tpot_ms.p50),
+                err(p.output_tok_s, m.output_tok_s),
+            )
+            print(
+                f"{name:14} {level:6} {p.ttft_ms.p50:11.1f}/{m.ttft_ms.p50:<11.1f} {row[0]:+7.1%} "
+                f"{p.tpot_ms.p50:11.2f}/{m.tpot_ms.p50:<11.2f} {row[1]:+7.1%} "
+                f"{p.output_tok_s:8.1f}/{m.output_tok_s:<8.1f} {row[2]:+7.1%}"
+            )
             if name != "short":
                 for key, value in zip(held_out, row, strict=True):
                     held_out[key].append(abs(value))
@@ -189,10 +211,14 @@ def main() -> None:
             for level in stats:
                 mc, ms = stalls(records[name], level)
                 pc, ps = stalls(flat, level)
-                print(f"  mixed {level}: stalls (> {STALL_X:g} x median ITL) predicted {pc} of median {ps:.0f} ms, "
-                      f"measured {mc} of median {ms:.0f} ms")  # fmt: skip
-    print("median |error| on workloads not used for calibration: " + ", ".join(
-        f"{k} {statistics.median(v):.1%}" for k, v in held_out.items() if v))  # fmt: skip
+                print(
+                    f"  mixed {level}: stalls (> {STALL_X:g} x median ITL) predicted {pc} of median {ps:.0f} ms, "
+                    f"measured {mc} of median {ms:.0f} ms"
+                )
+    print(
+        "median |error| on workloads not used for calibration: "
+        + ", ".join(f"{k} {statistics.median(v):.1%}" for k, v in held_out.items() if v)
+    )
     print(f"worst level: {worst[1]} ({worst[0]:.1%})")
 
 

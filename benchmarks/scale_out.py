@@ -62,8 +62,13 @@ def sims(itl_ms: float, count: int):
     try:
         urls = []
         for k in range(count):
-            proc = subprocess.Popen([*cmd, "--port", "0", "--json", "--ttft-ms", "5", "--itl-ms", str(itl_ms)],
-                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)  # fmt: skip
+            proc = subprocess.Popen(
+                [*cmd, "--port", "0", "--json", "--ttft-ms", "5", "--itl-ms", str(itl_ms)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                env=env,
+            )
             procs.append(proc)
             urls.append(json.loads(proc.stdout.readline())["url"])
             if len(cpus) > 1:
@@ -75,17 +80,28 @@ def sims(itl_ms: float, count: int):
             proc.wait(timeout=10)
 
 
-def row(url: str, streams: int, workers: int | None, ray: str | None, duration_s: float, tokens: int,
-        start_ns: int | None = None) -> dict:  # fmt: skip
+def row(
+    url: str,
+    streams: int,
+    workers: int | None,
+    ray: str | None,
+    duration_s: float,
+    tokens: int,
+    start_ns: int | None = None,
+) -> dict:
     """One bench run against ``url`` (from ``start_ns`` on CLOCK_MONOTONIC, when given: runs side by side
     start together)."""
     while start_ns is not None and (wait := start_ns - time.perf_counter_ns()) > 0:
         time.sleep(wait / 1e9)
     with tempfile.TemporaryDirectory() as tmp, Store.open(Path(tmp) / "runs.db") as store:
         config = BenchConfig(
-            targets=(url,), concurrency=(streams,), workload=WorkloadSpec("short", 16, tokens),
-            stop=StopRule(duration_s=duration_s), workers=workers, ray=ray,
-        )  # fmt: skip
+            targets=(url,),
+            concurrency=(streams,),
+            workload=WorkloadSpec("short", 16, tokens),
+            stop=StopRule(duration_s=duration_s),
+            workers=workers,
+            ray=ray,
+        )
         result = run(config, store)
         stored = store.load_run(result.run_id)
     with urllib.request.urlopen(url + "/sim/requests", timeout=60) as response:
@@ -99,13 +115,22 @@ def row(url: str, streams: int, workers: int | None, ray: str | None, duration_s
         for stamp, wrote in zip(r.chunk_ns, log[r.request_id]["chunks_ns"], strict=False)
         if window is not None and window.t0_ns <= stamp <= window.t1_ns
     ]
-    chunks = [(stamp, n) for r in stored.requests if r.phase == "measure" and r.status == "ok"
-              for stamp, n in zip(r.chunk_ns, r.chunk_tokens, strict=True)]  # fmt: skip
+    chunks = [
+        (stamp, n)
+        for r in stored.requests
+        if r.phase == "measure" and r.status == "ok"
+        for stamp, n in zip(r.chunk_ns, r.chunk_tokens, strict=True)
+    ]
     return {
-        "events_s": level.stats.output_tok_s, "stamp_errors_ms": errors, "clock_ms": level.client.get("clock_bound_ms"),
-        "valid": level.valid, "requests": level.stats.requests, "errors": level.stats.errors,
-        "window": None if window is None else (window.t0_ns, window.t1_ns), "chunks": chunks,
-    }  # fmt: skip
+        "events_s": level.stats.output_tok_s,
+        "stamp_errors_ms": errors,
+        "clock_ms": level.client.get("clock_bound_ms"),
+        "valid": level.valid,
+        "requests": level.stats.requests,
+        "errors": level.stats.errors,
+        "window": None if window is None else (window.t0_ns, window.t1_ns),
+        "chunks": chunks,
+    }
 
 
 def together_events_s(runs: list[dict]) -> float:
@@ -120,8 +145,9 @@ def together_events_s(runs: list[dict]) -> float:
     return sum(n for r in runs for stamp, n in r["chunks"] if t0 <= stamp <= t1) / ((t1 - t0) / 1e9)
 
 
-def side_by_side(urls: list[str], streams: int, workers: int | None, ray: str | None, duration_s: float,
-                 tokens: int) -> dict:  # fmt: skip
+def side_by_side(
+    urls: list[str], streams: int, workers: int | None, ray: str | None, duration_s: float, tokens: int
+) -> dict:
     """One row: a run per sim, at once (each in its own process), the streams and workers split over them."""
     k = len(urls)
     parts = [streams // k + (i < streams % k) for i in range(k)]
@@ -140,20 +166,26 @@ def side_by_side(urls: list[str], streams: int, workers: int | None, ray: str | 
     clocks = [r["clock_ms"] for r in runs if r["clock_ms"] is not None]
     mode = "1 process" if workers is None else f"{'ray' if ray else 'local'} x{each}"
     return {
-        "mode": mode if k == 1 else f"{k}x {mode}", "sims": k,  # "2x local x1": 2 runs of 1 worker each
-        "streams": streams, "events_s": runs[0]["events_s"] if k == 1 else together_events_s(runs),
+        "mode": mode if k == 1 else f"{k}x {mode}",
+        "sims": k,  # "2x local x1": 2 runs of 1 worker each
+        "streams": streams,
+        "events_s": runs[0]["events_s"] if k == 1 else together_events_s(runs),
         "err_p50_ms": percentile(errors, 50),
-        "err_p99_ms": percentile(errors, 99), "clock_ms": max(clocks) if clocks else None,
-        "valid": all(r["valid"] for r in runs), "requests": sum(r["requests"] for r in runs),
+        "err_p99_ms": percentile(errors, 99),
+        "clock_ms": max(clocks) if clocks else None,
+        "valid": all(r["valid"] for r in runs),
+        "requests": sum(r["requests"] for r in runs),
         "errors": sum(r["errors"] for r in runs),
-    }  # fmt: skip
+    }
 
 
 def print_row(r: dict) -> None:
     clock = "-" if r["clock_ms"] is None else f"±{r['clock_ms']:.3f}"
-    print(f"{r['mode']:>14} {r['sims']:>4} {r['streams']:>7} {r['events_s']:>10,.0f} {r['err_p50_ms']:>9.3f} "
-          f"{r['err_p99_ms']:>9.3f} {clock:>8} {r['requests']:>6} {r['errors']:>4} {'yes' if r['valid'] else 'NO':>5}",
-          flush=True)  # fmt: skip
+    print(
+        f"{r['mode']:>14} {r['sims']:>4} {r['streams']:>7} {r['events_s']:>10,.0f} {r['err_p50_ms']:>9.3f} "
+        f"{r['err_p99_ms']:>9.3f} {clock:>8} {r['requests']:>6} {r['errors']:>4} {'yes' if r['valid'] else 'NO':>5}",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -173,10 +205,14 @@ def main() -> None:
     modes: list[tuple[int | None, str | None]] = [(None, None), *((n, None) for n in counts)]
     if args.ray:
         modes += [(n, "local") for n in counts]
-    print(f"{os.cpu_count()} CPUs; sim ITL {args.itl_ms:g} ms, 1 token per chunk, {args.tokens} tokens per request, "
-          f"{args.duration:g} s per level")  # fmt: skip
-    print(f"{'mode':>14} {'sims':>4} {'streams':>7} {'events/s':>10} {'err p50':>9} {'err p99':>9} {'clock':>8} "
-          f"{'reqs':>6} {'errs':>4} {'valid':>5}")  # fmt: skip
+    print(
+        f"{os.cpu_count()} CPUs; sim ITL {args.itl_ms:g} ms, 1 token per chunk, {args.tokens} tokens per request, "
+        f"{args.duration:g} s per level"
+    )
+    print(
+        f"{'mode':>14} {'sims':>4} {'streams':>7} {'events/s':>10} {'err p50':>9} {'err p99':>9} {'clock':>8} "
+        f"{'reqs':>6} {'errs':>4} {'valid':>5}"
+    )
     for k in (int(x) for x in args.sims.split(",")):
         with sims(args.itl_ms, k) as urls:
             for count in streams:

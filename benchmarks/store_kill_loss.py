@@ -45,9 +45,13 @@ LOCKER = (
 def bench(url: str, db: Path, levels: str, requests: int) -> subprocess.Popen:
     args = ["bench", url, "--db", str(db), "--concurrency", levels, "--requests", str(requests), "--json"]
     return subprocess.Popen(
-        [*CLI, *args, "--output-tokens", "16"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        cwd=db.parent, env={**os.environ, "PYTHONPATH": str(TREE)},
-    )  # fmt: skip
+        [*CLI, *args, "--output-tokens", "16"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=db.parent,
+        env={**os.environ, "PYTHONPATH": str(TREE)},
+    )
 
 
 def finished_before(url: str, since_ns: int, before_ns: int) -> set[str]:

@@ -96,7 +96,9 @@ def _run(cmd: list[str], cpu: int | None, env: dict, timeout_s: float, log: Path
     pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
     with log.open("w") as out:
         try:
-            run = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=timeout_s, preexec_fn=pin)  # fmt: skip
+            run = subprocess.run(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=timeout_s, preexec_fn=pin
+            )
         except subprocess.TimeoutExpired:
             return f"timed out after {timeout_s:.0f} s"
     if run.returncode == 0:
@@ -123,7 +125,9 @@ def _pcts(name: str, source: dict) -> dict:
     return {f"{name}_p50_ms": source.get("p50"), f"{name}_p99_ms": source.get("p99")}
 
 
-def _run_tool(tool: str, exe: str, url: str, streams: int, seconds: float, cpu: int | None, command, read) -> dict:  # fmt: skip
+def _run_tool(
+    tool: str, exe: str, url: str, streams: int, seconds: float, cpu: int | None, command, read
+) -> dict:
     """Tokenizer, run, read: ``command(tmp, tokenizer_dir) -> argv``, ``read(tmp) -> (row values, stamps)``."""
     with tempfile.TemporaryDirectory(prefix=f"servelab-{tool}-") as tmp_name:
         tmp = Path(tmp_name)
@@ -142,15 +146,29 @@ def _run_tool(tool: str, exe: str, url: str, streams: int, seconds: float, cpu: 
     return _row(tool, streams, **values, **versus_sim(url, before, stamps))
 
 
-def run_guidellm(exe: str, url: str, streams: int, output_tokens: int, seconds: float, cpu: int | None = 0) -> dict:  # fmt: skip
+def run_guidellm(
+    exe: str, url: str, streams: int, output_tokens: int, seconds: float, cpu: int | None = 0
+) -> dict:
     """One guidellm concurrent run; a row (see the module docstring), a note instead of numbers on failure."""
 
     def command(tmp: Path, tokenizer: Path) -> list[str]:
-        return [exe, "run", "--backend", f"kind=openai_http,target={url},model=sim-model",
-                "--profile", f"kind=concurrent,streams={streams}", "--constraint", f"kind=max_duration,seconds={seconds}",
-                "--data", f"kind=synthetic_text,prompt_tokens=16,output_tokens={output_tokens}",
-                "--tokenizer", f"kind=huggingface_auto,model={tokenizer}",
-                "--output", f"kind=json,path={tmp / 'guidellm.json'}", "--disable-console-interactive"]  # fmt: skip
+        return [
+            exe,
+            "run",
+            "--backend",
+            f"kind=openai_http,target={url},model=sim-model",
+            "--profile",
+            f"kind=concurrent,streams={streams}",
+            "--constraint",
+            f"kind=max_duration,seconds={seconds}",
+            "--data",
+            f"kind=synthetic_text,prompt_tokens=16,output_tokens={output_tokens}",
+            "--tokenizer",
+            f"kind=huggingface_auto,model={tokenizer}",
+            "--output",
+            f"kind=json,path={tmp / 'guidellm.json'}",
+            "--disable-console-interactive",
+        ]
 
     def read(tmp: Path) -> tuple[dict, list]:
         bench = json.loads((tmp / "guidellm.json").read_text())["benchmarks"][0]
@@ -159,32 +177,74 @@ def run_guidellm(exe: str, url: str, streams: int, output_tokens: int, seconds: 
             (r["response_id"], r["info"]["timings"]["first_token_iteration"])
             for r in bench["requests"]["successful"]
         ]
-        values = {"achieved_ev_s": metrics["output_tokens_per_second"]["total"]["mean"],
-                  **_pcts("ttft", metrics["time_to_first_token_ms"]["successful"]["percentiles"]),
-                  **_pcts("itl", metrics["inter_token_latency_ms"]["successful"]["percentiles"]),
-                  "failed": state["errored_requests"], "note": f"{state['cancelled_requests']} cut at the deadline"}  # fmt: skip
+        values = {
+            "achieved_ev_s": metrics["output_tokens_per_second"]["total"]["mean"],
+            **_pcts("ttft", metrics["time_to_first_token_ms"]["successful"]["percentiles"]),
+            **_pcts("itl", metrics["inter_token_latency_ms"]["successful"]["percentiles"]),
+            "failed": state["errored_requests"],
+            "note": f"{state['cancelled_requests']} cut at the deadline",
+        }
         return values, [(key, first * 1e9) for key, first in timings if key and first]
 
     return _run_tool("guidellm", exe, url, streams, seconds, cpu, command, read)
 
 
-def run_aiperf(exe: str, url: str, streams: int, output_tokens: int, seconds: float, cpu: int | None = 0) -> dict:  # fmt: skip
+def run_aiperf(
+    exe: str, url: str, streams: int, output_tokens: int, seconds: float, cpu: int | None = 0
+) -> dict:
     """One aiperf concurrency run; a row (see the module docstring), a note instead of numbers on failure."""
 
     def command(tmp: Path, tokenizer: Path) -> list[str]:
-        return [exe, "profile", "--model", "sim-model", "--url", url, "--endpoint-type", "chat", "--streaming",
-                "--tokenizer", TOKENIZER_REPO, "--concurrency", str(streams), "--benchmark-duration", str(seconds),
-                "--benchmark-grace-period", "10", "--isl", "16", "--isl-stddev", "0", "--osl", str(output_tokens),
-                "--osl-stddev", "0", "--extra-inputs", "ignore_eos:true", "--extra-inputs", f"min_tokens:{output_tokens}",
-                "--ui-type", "none", "--no-server-metrics", "--no-gpu-telemetry",
-                "--output-artifact-dir", str(tmp / "out"), "--export-level", "records"]  # fmt: skip
+        return [
+            exe,
+            "profile",
+            "--model",
+            "sim-model",
+            "--url",
+            url,
+            "--endpoint-type",
+            "chat",
+            "--streaming",
+            "--tokenizer",
+            TOKENIZER_REPO,
+            "--concurrency",
+            str(streams),
+            "--benchmark-duration",
+            str(seconds),
+            "--benchmark-grace-period",
+            "10",
+            "--isl",
+            "16",
+            "--isl-stddev",
+            "0",
+            "--osl",
+            str(output_tokens),
+            "--osl-stddev",
+            "0",
+            "--extra-inputs",
+            "ignore_eos:true",
+            "--extra-inputs",
+            f"min_tokens:{output_tokens}",
+            "--ui-type",
+            "none",
+            "--no-server-metrics",
+            "--no-gpu-telemetry",
+            "--output-artifact-dir",
+            str(tmp / "out"),
+            "--export-level",
+            "records",
+        ]
 
     def read(tmp: Path) -> tuple[dict, list]:
         summary = json.loads((tmp / "out" / "profile_export_aiperf.json").read_text())
         records = [json.loads(line) for line in (tmp / "out" / "profile_export.jsonl").open()]
         errors = (summary.get("error_request_count") or {}).get("avg", 0)
-        values = {"achieved_ev_s": summary["output_token_throughput"]["avg"], "failed": int(errors),
-                  **_pcts("ttft", summary["time_to_first_token"]), **_pcts("itl", summary["inter_token_latency"])}  # fmt: skip
+        values = {
+            "achieved_ev_s": summary["output_token_throughput"]["avg"],
+            "failed": int(errors),
+            **_pcts("ttft", summary["time_to_first_token"]),
+            **_pcts("itl", summary["inter_token_latency"]),
+        }
         starts = [(r["metadata"], r.get("metrics", {}).get("time_to_first_token")) for r in records]
         return values, [(m["x_request_id"], m["request_start_ns"] + t["value"] * 1e6) for m, t in starts if t]
 
@@ -203,9 +263,15 @@ def versus_sim(url: str, before: set[str], stamps: list[tuple[str, float]]) -> d
     ttft = [(e["chunks_ns"][0] - e["t0_ns"]) / 1e6 for e in entries]
     chunks = [e["chunks_ns"] for e in entries if len(e["chunks_ns"]) > 1]
     itl = [(c[-1] - c[0]) / 1e6 / (len(c) - 1) for c in chunks]
-    return {"sim_ev_s": steady_rate(entries), "sim_ttft_p99_ms": percentile(ttft, 99), "sim_itl_p99_ms": percentile(itl, 99),
-            "sim_tokens": percentile([len(e["chunks_ns"]) for e in entries], 50), "first_err_p50_ms": percentile(first, 50),
-            "first_err_p99_ms": percentile(first, 99), "matched": len(first)}  # fmt: skip
+    return {
+        "sim_ev_s": steady_rate(entries),
+        "sim_ttft_p99_ms": percentile(ttft, 99),
+        "sim_itl_p99_ms": percentile(itl, 99),
+        "sim_tokens": percentile([len(e["chunks_ns"]) for e in entries], 50),
+        "first_err_p50_ms": percentile(first, 50),
+        "first_err_p99_ms": percentile(first, 99),
+        "matched": len(first),
+    }
 
 
 def steady_rate(entries: list[dict]) -> float | None:
@@ -220,10 +286,22 @@ def steady_rate(entries: list[dict]) -> float | None:
     return sum(lo <= c <= hi for e in entries for c in e["chunks_ns"]) / ((hi - lo) / 1e9)
 
 
-COLUMNS = (("tool", 8, None), ("streams", 7, None), ("achieved_ev_s", 13, 0), ("sim_ev_s", 8, 0),
-           ("ttft_p50_ms", 11, 2), ("ttft_p99_ms", 11, 2), ("sim_ttft_p99_ms", 15, 2), ("itl_p50_ms", 10, 3),
-           ("itl_p99_ms", 10, 3), ("sim_itl_p99_ms", 14, 3), ("first_err_p50_ms", 16, 2),
-           ("first_err_p99_ms", 16, 2), ("sim_tokens", 10, 0), ("failed", 6, None))  # fmt: skip
+COLUMNS = (
+    ("tool", 8, None),
+    ("streams", 7, None),
+    ("achieved_ev_s", 13, 0),
+    ("sim_ev_s", 8, 0),
+    ("ttft_p50_ms", 11, 2),
+    ("ttft_p99_ms", 11, 2),
+    ("sim_ttft_p99_ms", 15, 2),
+    ("itl_p50_ms", 10, 3),
+    ("itl_p99_ms", 10, 3),
+    ("sim_itl_p99_ms", 14, 3),
+    ("first_err_p50_ms", 16, 2),
+    ("first_err_p99_ms", 16, 2),
+    ("sim_tokens", 10, 0),
+    ("failed", 6, None),
+)
 
 
 def _cell(value, width: int, decimals: int | None) -> str:

@@ -68,6 +68,8 @@ def advise_step(
         order=order,
         verdict=pareto(order),
         seconds=sum(a.seconds for a in advices),
+        screened=tuple(x for a in advices for x in a.screened),
+        emulated=sum(a.emulated for a in advices),
     )
     doc = {**merged.to_json(), "predicted_vs_measured": checks}
     front = merged.verdict.front

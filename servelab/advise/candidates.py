@@ -53,8 +53,10 @@ class Planned:
         if self.speculative is not None:
             words += f" spec={self.speculative.method}/{self.speculative.num_tokens}"
         searched = f" ({', '.join(self.plan.searched)})" if self.plan.searched else ""
-        return (f"{self.plan.engine} {self.plan.quant} kv={self.plan.kv_dtype} tp={self.plan.tensor_parallel}"
-                f" slots={self.plan.slots}{words}{searched}")  # fmt: skip
+        return (
+            f"{self.plan.engine} {self.plan.quant} kv={self.plan.kv_dtype} tp={self.plan.tensor_parallel}"
+            f" slots={self.plan.slots}{words}{searched}"
+        )
 
 
 @dataclass(frozen=True)
@@ -119,10 +121,19 @@ def grid(
                     )
                     try:
                         plans = compare_plans(
-                                model, gpu, engines=(engine.name,), gpus=tp, interconnect=interconnect if tp > 1 else None,
-                                engine_settings={engine.name: variant.settings} if variant.settings is not None else None,
-                                context=context, parallel=parallel, kv_dtype=kv, speculative=spec,
-                            ).plans  # fmt: skip
+                            model,
+                            gpu,
+                            engines=(engine.name,),
+                            gpus=tp,
+                            interconnect=interconnect if tp > 1 else None,
+                            engine_settings={engine.name: variant.settings}
+                            if variant.settings is not None
+                            else None,
+                            context=context,
+                            parallel=parallel,
+                            kv_dtype=kv,
+                            speculative=spec,
+                        ).plans
                     except ConfigError as exc:
                         pruned.append(Pruned(where, str(exc)))
                         continue

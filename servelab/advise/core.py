@@ -3,15 +3,22 @@ for its own run time; `servelab advise` (cli/advise.py) parses, calls it and ren
 
 from __future__ import annotations
 
+import json
+import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from servelab.advise.candidates import Pruned, advisable, grid
+from servelab.advise.candidates import Planned, Pruned, advisable, grid
 from servelab.advise.goal import Bound
-from servelab.advise.judge import Demand, Judged, PromptPool, Setting, judge
-from servelab.advise.rank import Verdict, pareto, ranked
+from servelab.advise.judge import DEFAULT_MAX_USERS, Demand, Judged, PromptPool, Setting, probe_config
+from servelab.advise.rank import Verdict, objectives, pareto, ranked
+from servelab.advise.screen import Best, best_case, dominated, slo_floor_misses
+from servelab.advise.spread import Here, Runner, Task, chunked, with_figures
+from servelab.model.dtypes import storage_dtype
+from servelab.predict.machine import roofline
+from servelab.predict.roofline import AchievedRates
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,6 +32,8 @@ class Advice:
     order: tuple[Judged, ...]  # those meeting the demand, best first
     verdict: Verdict
     seconds: float
+    screened: tuple[Screened, ...] = ()  # fitting candidates the analytic screen left out (not emulated)
+    emulated: int = 0  # candidates the emulator searched (twins of one emulation count once)
 
     def to_json(self, confirmation: Any = None) -> dict[str, Any]:
         """The advice as `--json` prints it (and `servelab report --advice` reads it); `confirmation`: what
@@ -33,34 +42,63 @@ class Advice:
         front = {id(j) for j in self.verdict.front}
         beaten = {id(loser): winner for loser, winner in self.verdict.dominated}
         return {
-            "model": s.model.name, "gpu": s.gpu.name, "gpus": s.gpus, "interconnect": self.interconnect,
-            "context": self.context, "slo": {b.key: b.limit_ms for b in s.bounds},
+            "model": s.model.name,
+            "gpu": s.gpu.name,
+            "gpus": s.gpus,
+            "interconnect": self.interconnect,
+            "context": self.context,
+            "slo": {b.key: b.limit_ms for b in s.bounds},
             "demand": {"users": s.demand.users, "rate": s.demand.rate},
             "prices": {"usd_per_gpu_hour": s.prices.gpu_hour, "usd_per_kwh": s.prices.kwh},
-            "candidates": self.candidates, "seconds": round(self.seconds, 2),
-            "front": [{**judged_json(j), "compose": _compose(j, s), "bands": figure_bands(j, s)}
-                      for j in self.verdict.front],
-            "ranked": [{**judged_json(j), "on_front": id(j) in front,
-                        "dominated_by": beaten[id(j)].point.name if id(j) in beaten else None} for j in self.order],
+            "candidates": self.candidates,
+            "emulated": self.emulated,
+            "seconds": round(self.seconds, 2),
+            "front": [
+                {**judged_json(j), "compose": _compose(j, s), "bands": figure_bands(j, s)} for j in self.verdict.front
+            ],
+            "ranked": [
+                {
+                    **judged_json(j),
+                    "on_front": id(j) in front,
+                    "dominated_by": beaten[id(j)].point.name if id(j) in beaten else None,
+                }
+                for j in self.order
+            ],
             "missed": [judged_json(j) for j in self.judged if not j.meets],
+            "screened": [{"candidate": p.name, "reason": p.reason} for p in self.screened],
             "pruned": [{"candidate": p.name, "reason": p.reason} for p in self.pruned],
             "confirmation": None if confirmation is None else confirmation.to_json(),
-        }  # fmt: skip
+        }
 
 
 def judged_json(j: Judged) -> dict[str, Any]:
     plan = j.point.plan
     return {
-        "candidate": j.point.name, "engine": plan.engine, "quant": plan.quant, "kv_dtype": plan.kv_dtype,
-        "tensor_parallel": plan.tensor_parallel, "parallel": j.point.parallel, "slots": plan.slots,
-        "engine_words": list(j.point.variant.words), "searched": list(plan.searched),
-        "capacity_per_replica": j.capacity.load, "lowest_failing_load": j.capacity.failing,
-        "probes": j.capacity.probes, "replicas": j.replicas, "load_per_replica": j.load, "gpus_used": j.gpus_used,
-        "output_tok_s": round(j.output_tok_s, 2), "output_tok_s_per_gpu": round(j.per_gpu_tok_s, 2),
-        "ttft_p99_ms": j.p99("ttft_ms"), "tpot_p99_ms": j.p99("tpot_ms"),
-        "usd_per_million_output_tokens": j.cost_per_mtok, "misses_beyond": list(j.failing_misses),
-        "effective_figures": j.effective_source, "lost": j.lost or None, "command": plan.command_line,
-    }  # fmt: skip
+        "candidate": j.point.name,
+        "engine": plan.engine,
+        "quant": plan.quant,
+        "kv_dtype": plan.kv_dtype,
+        "tensor_parallel": plan.tensor_parallel,
+        "parallel": j.point.parallel,
+        "slots": plan.slots,
+        "engine_words": list(j.point.variant.words),
+        "searched": list(plan.searched),
+        "capacity_per_replica": j.capacity.load,
+        "lowest_failing_load": j.capacity.failing,
+        "probes": j.capacity.probes,
+        "replicas": j.replicas,
+        "load_per_replica": j.load,
+        "gpus_used": j.gpus_used,
+        "output_tok_s": round(j.output_tok_s, 2),
+        "output_tok_s_per_gpu": round(j.per_gpu_tok_s, 2),
+        "ttft_p99_ms": j.p99("ttft_ms"),
+        "tpot_p99_ms": j.p99("tpot_ms"),
+        "usd_per_million_output_tokens": j.cost_per_mtok,
+        "misses_beyond": list(j.failing_misses),
+        "effective_figures": j.effective_source,
+        "lost": j.lost or None,
+        "command": plan.command_line,
+    }
 
 
 def figure_bands(j: Judged, setting: Setting) -> dict[str, list[float]] | None:
@@ -89,6 +127,15 @@ def _compose(j: Judged, s: Setting) -> str:
 
 
 Progress = Callable[[int, int, str], None]  # (done, total, candidate name)
+WAVE_PER_WORKER = 4  # candidates emulated per worker between two dominance screens
+
+
+@dataclass(frozen=True)
+class Screened:
+    """A fitting candidate the analytic screen (screen.py) left out, and why: a bound it cannot beat."""
+
+    name: str
+    reason: str
 
 
 def advise(
@@ -99,21 +146,176 @@ def advise(
     engines: tuple[str, ...] | None = None,
     variants: Any = None,
     progress: Progress | None = None,
+    screen: bool = True,
+    runner: Runner | None = None,
 ) -> Advice:
-    """Every configuration of the grid (candidates.py) planned, the fitting ones searched and ranked."""
+    """Every configuration of the grid (candidates.py) planned; the fitting ones screened by their bounds
+    (screen.py, unless `screen` is off), the rest emulated (by `runner`: here, processes or Ray) in waves, best
+    case first, each wave's results screening the next; then ranked."""
     started = time.perf_counter()
     fitting, pruned = grid(
-        setting.model, setting.gpu, gpus=setting.gpus, context=context, interconnect=interconnect,
-        engines=advisable(engines), variants=variants, speculative=setting.speculative,
-    )  # fmt: skip
-    judged, pool = [], PromptPool()
-    for done, point in enumerate(fitting):
-        if progress is not None:
-            progress(done, len(fitting), point.name)
-        judged.append(judge(point, setting, pool))
+        setting.model,
+        setting.gpu,
+        gpus=setting.gpus,
+        context=context,
+        interconnect=interconnect,
+        engines=advisable(engines),
+        variants=variants,
+        speculative=setting.speculative,
+    )
+    search = _Search(setting, len(fitting), progress)
+    run = runner or Here()
+    try:
+        search.run(with_figures(fitting, setting.rates), run, screen)
+    finally:
+        if runner is None:
+            run.close()
+    index: dict[str, int] = {}
+    for k, p in enumerate(fitting):
+        index.setdefault(p.name, k)
+    judged = sorted(search.judged, key=lambda j: index.get(j.point.name, len(index)))  # the grid's order
     order = ranked(judged)
-    return Advice(setting=setting, interconnect=interconnect, context=context, candidates=len(fitting) + len(pruned), pruned=tuple(pruned), judged=tuple(judged),
-                  order=tuple(order), verdict=pareto(order), seconds=time.perf_counter() - started)  # fmt: skip
+    return Advice(
+        setting=setting,
+        interconnect=interconnect,
+        context=context,
+        candidates=len(fitting) + len(pruned),
+        pruned=tuple(pruned),
+        judged=tuple(judged),
+        order=tuple(order),
+        verdict=pareto(order),
+        seconds=time.perf_counter() - started,
+        screened=tuple(search.screened),
+        emulated=search.emulated,
+    )
 
 
-__all__ = ["Advice", "Bound", "Demand", "Setting", "advise"]
+class _Search:
+    """The screen, then the emulations in waves (each wave's meeting candidates screen what is left)."""
+
+    def __init__(self, setting: Setting, total: int, progress: Progress | None) -> None:
+        self.setting, self.total, self.progress = setting, total, progress
+        self.judged: list[Judged] = []
+        self.screened: list[Screened] = []
+        self.done = 0
+        self.emulated = 0
+        self.pool = PromptPool()
+
+    def tick(self, name: str) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, self.total, name)
+
+    def run(self, tasks: list[Task], run: Runner, screen: bool) -> None:
+        """Screen, emulate in waves, then hand each twin (the same emulation) its original's verdict."""
+        originals: dict[tuple[object, ...], Task] = {}
+        twins: list[tuple[Task, Task]] = []
+        for task in tasks:
+            key = emulation_key(self.setting, *task)
+            if key in originals:
+                twins.append((task, originals[key]))
+            else:
+                originals[key] = task
+        self.emulate(list(originals.values()), run, screen)
+        verdicts = {j.point.name: j for j in self.judged}
+        reasons = {s.name: s.reason for s in self.screened}
+        for (twin, _), (original, _) in twins:
+            if original.name in verdicts:
+                self.judged.append(replace(verdicts[original.name], point=twin))
+            else:
+                self.screened.append(Screened(twin.name, reasons[original.name]))
+            self.tick(twin.name)
+
+    def emulate(self, tasks: list[Task], run: Runner, screen: bool) -> None:
+        bests: dict[int, Best] = {}
+        queue: list[Task] = []
+        for task in tasks:
+            best = self.best(task) if screen else None
+            broken = slo_floor_misses(self.setting.bounds, best) if best is not None else ()
+            if broken:
+                self.screened.append(
+                    Screened(task[0].name, "misses the SLO at every load: " + "; ".join(broken))
+                )
+                self.tick(task[0].name)
+                continue
+            if best is not None:
+                bests[id(task[0])] = best
+            queue.append(task)
+        queue.sort(key=lambda t: -bests[id(t[0])].per_gpu_tok_s if id(t[0]) in bests else -math.inf)
+        worker_setting = replace(self.setting, rates=None)
+        wave = WAVE_PER_WORKER * run.workers
+        while queue:
+            now, queue = queue[:wave], queue[wave:]
+            for results in run.run(worker_setting, chunked(now, run.workers)):
+                for j in results:
+                    self.judged.append(j)
+                    self.emulated += 1
+                    self.tick(j.point.name)
+            if bests:
+                queue = self.rescreen(queue, bests)
+
+    def rescreen(self, queue: list[Task], bests: dict[int, Best]) -> list[Task]:
+        front = pareto(ranked(self.judged)).front
+        rivals = tuple((j.point.name, objectives(j)) for j in front)
+        keep = []
+        for task in queue:
+            best = bests.get(id(task[0]))
+            winner = dominated(best, rivals) if best is not None else None
+            if winner is None:
+                keep.append(task)
+                continue
+            self.screened.append(
+                Screened(task[0].name, f"dominated by {winner} (its best case; not emulated)")
+            )
+            self.tick(task[0].name)
+        return keep
+
+    def best(self, task: Task) -> Best | None:
+        return candidate_best(self.setting, task[0], task[1], self.pool)
+
+
+def emulation_key(setting: Setting, point: Planned, effective: AchievedRates | None) -> tuple[object, ...]:
+    """What `judge` reads of a candidate (predict/machine.py's roofline and scheduler, the speculation): two
+    candidates with the same key are the same emulation (vLLM's fp8 and fp8_e5m2 KV caches store alike)."""
+    plan = point.plan
+    return (
+        plan.engine,
+        plan.quant,
+        storage_dtype(plan.kv_dtype, setting.model.dtype),
+        plan.tensor_parallel,
+        plan.slots,
+        plan.context_served or plan.context,
+        plan.context,
+        json.dumps(plan.details, sort_keys=True, default=str),
+        tuple(sorted(plan.efficiency.items())),
+        plan.parallel_cost.interconnect if plan.parallel_cost else None,
+        plan.memory_bytes.recurrent_state > 0,
+        effective,
+        point.speculative,
+    )
+
+
+def candidate_best(
+    setting: Setting, point: Planned, effective: AchievedRates | None, pool: PromptPool
+) -> Best | None:
+    """`point`'s best case (screen.py) for the setting's demand; None for a speculative one (several tokens a
+    step). Open loop, the goodput bound is the rate times the longest output of the probe's prompts."""
+    if point.speculative is not None:
+        return None
+    s, plan = setting, point.plan
+    rate_tokens = None
+    if not s.demand.closed:
+        probe = probe_config(s.config, float(s.demand.rate or 1.0), closed=False)
+        prompts = pool.prompts(probe, plan.context_served or plan.context)
+        rate_tokens = float(s.demand.rate or 1.0) * max(p.output_tokens for p in prompts)
+    return best_case(
+        point,
+        roofline(plan, s.model, s.gpu, effective),
+        users=float(s.demand.users or DEFAULT_MAX_USERS),
+        rate_tokens=rate_tokens,
+        prices=s.prices,
+        board_w=s.gpu.tdp_w,
+    )
+
+
+__all__ = ["Advice", "Bound", "Demand", "Screened", "Setting", "advise"]

@@ -108,8 +108,13 @@ def probe_config(config: BenchConfig, load: float, closed: bool) -> BenchConfig:
     """`config` as one level at `load` per replica."""
     if closed:
         users = int(load)
-        return replace(config, concurrency=(users,), rate=None, search=None,
-                       stop=StopRule(requests=max(MIN_PROBE_REQUESTS, REQUESTS_PER_USER * users)))  # fmt: skip
+        return replace(
+            config,
+            concurrency=(users,),
+            rate=None,
+            search=None,
+            stop=StopRule(requests=max(MIN_PROBE_REQUESTS, REQUESTS_PER_USER * users)),
+        )
     return replace(config, rate=load, search=None, stop=StopRule(requests=MIN_PROBE_REQUESTS))
 
 
@@ -186,8 +191,15 @@ def judge(point: Planned, setting: Setting, pool: PromptPool | None = None) -> J
     output = level_output_tok_s(stats, load, demand.closed) * served
     gpus = replicas * tp
     cost = cost_per_million(setting.prices.per_hour(gpus, setting.gpu.tdp_w), output)
-    return replace(base, replicas=replicas, load=load, stats=stats, output_tok_s=output, gpus_used=gpus,
-                   cost_per_mtok=cost)  # fmt: skip
+    return replace(
+        base,
+        replicas=replicas,
+        load=load,
+        stats=stats,
+        output_tok_s=output,
+        gpus_used=gpus,
+        cost_per_mtok=cost,
+    )
 
 
 def level_output_tok_s(stats: LevelStats, load: float, closed: bool) -> float:

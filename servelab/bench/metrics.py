@@ -8,6 +8,7 @@ per-request records, never from other summaries, so results from several client 
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -73,16 +74,16 @@ def tpot_ms(r: RequestRecord) -> float | None:
 def itl_samples_ms(r: RequestRecord) -> list[float]:
     """Per-token ITL: a chunk carrying n tokens after a gap g gives n samples of g/n."""
     out: list[float] = []
-    for k in range(1, len(r.chunk_ns)):
-        n = r.chunk_tokens[k]
+    gaps = itertools.pairwise(r.chunk_ns)  # one pass, no indexing: a level's hot loop
+    for (before, at), n in zip(gaps, r.chunk_tokens[1:], strict=False):
         if n > 0:
-            out.extend([(r.chunk_ns[k] - r.chunk_ns[k - 1]) / 1e6 / n] * n)
+            out.extend([(at - before) / 1e6 / n] * n)
     return out
 
 
 def chunk_gaps_ms(r: RequestRecord) -> list[float]:
     """Raw gaps between consecutive token-bearing chunks (inter-chunk latency)."""
-    return [(r.chunk_ns[k] - r.chunk_ns[k - 1]) / 1e6 for k in range(1, len(r.chunk_ns))]
+    return [(at - before) / 1e6 for before, at in itertools.pairwise(r.chunk_ns)]
 
 
 def decode_tok_s(r: RequestRecord) -> float | None:

@@ -8,13 +8,11 @@ from typing import Any
 
 import typer
 
-from servelab.cli.output import stderr_console
 from servelab.errors import ConfigError
 
 MAX_USERS = 65_536
 CONTEXT_STEP = 1024  # the planned context: the workload's longest request rounded up to this
 SHOWN_OTHERS = 12  # other candidates printed without --all
-PROGRESS_LINES = 10
 
 
 def register(app: typer.Typer) -> None:
@@ -22,10 +20,17 @@ def register(app: typer.Typer) -> None:
 
     @app.command("advise")
     def advise_command(
-        model: str = typer.Argument(..., help="Catalog id, .gguf file or config.json."),
-        gpu: str = typer.Option(..., "--gpu", help="GPU from the catalog (servelab plan's names)."),
-        gpus: int = typer.Option(
-            1, "--gpus", help="GPUs to use: tensor parallelism within, replicas for the rest."
+        model: str | None = typer.Argument(
+            None,
+            help="Catalog id, .gguf file or config.json; none: rank the catalog's and this machine's models.",
+        ),
+        gpu: str = typer.Option(
+            ..., "--gpu", help="GPU from the catalog (servelab plan's names), cpu, or auto: this machine's."
+        ),
+        gpus: int | None = typer.Option(
+            None,
+            "--gpus",
+            help="GPUs to use: tensor parallelism within, replicas for the rest (default 1; auto: all).",
         ),
         interconnect: str | None = typer.Option(
             None, "--interconnect", help="nvlink, pcie-p2p or pcie-host-staged (default: the card's)."
@@ -76,6 +81,16 @@ def register(app: typer.Typer) -> None:
         spec_cost: float = typer.Option(
             0.05, "--spec-draft-cost", help="Speculative decoding: one draft step over one target step."
         ),
+        jobs: int = typer.Option(1, "--jobs", help="Emulate in this many local processes."),
+        ray_address: str | None = typer.Option(
+            None, "--ray", help="Emulate on a Ray cluster: auto, local or HOST:PORT (the ray extra)."
+        ),
+        no_screen: bool = typer.Option(
+            False, "--no-screen", help="Emulate every fitting candidate (no analytic screen first)."
+        ),
+        no_catalog: bool = typer.Option(
+            False, "--no-catalog", help="Without MODEL: only the models on disk, not the catalog's."
+        ),
         confirm: bool = typer.Option(
             False,
             "--confirm",
@@ -90,35 +105,76 @@ def register(app: typer.Typer) -> None:
         from servelab.advise.core import advise
         from servelab.advise.goal import Prices, parse_bounds
         from servelab.advise.judge import Setting
+        from servelab.cli.advise_machine import device, machine, offered_models
         from servelab.cli.bench import build_config
-        from servelab.hardware.gpus import card_for
         from servelab.model.load import load_model
         from servelab.plan.make import check_plan_numbers
         from servelab.ranges import count, number
 
+        if confirm and model is None:
+            raise ConfigError("--confirm needs a MODEL: it measures the advice for one model")
         bounds = parse_bounds(slo)
         prices = Prices(price, power_price)
         check_plan_numbers(context, None, gpus)
+        card, gpus, note = device(gpu, gpus)
         demand = _demand(users, rate, trace, count, number)
         options: dict[str, Any] = {
-            "targets": ["advise"], "concurrency": "1", "workload": workload, "input_tokens": input_tokens,
-            "output_tokens": output_tokens, "seed": seed, "chat": True,
-        }  # fmt: skip
+            "targets": ["advise"],
+            "concurrency": "1",
+            "workload": workload,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "seed": seed,
+            "chat": True,
+        }
         config = build_config(options, None)
-        card, spec = card_for(gpu), load_model(model)
+        offered = offered_models(not no_catalog, True) if model is None else None
+        readable = [o.spec for o in offered or () if o.spec is not None]
+        spec = readable[0] if readable else load_model(model or "Qwen/Qwen3-8B")  # each model replaces it
         speculative, speculation = _speculative(spec_alpha, spec_method, spec_tokens, spec_cost)
-        setting = Setting(model=spec, gpu=card, gpus=gpus, bounds=bounds, demand=demand, prices=prices, config=config,
-                          rates=None if no_calibration else _profile_figures(card), speculative=speculative, speculation=speculation)  # fmt: skip
-        err = stderr_console()
+        setting = Setting(
+            model=spec,
+            gpu=card,
+            gpus=gpus,
+            bounds=bounds,
+            demand=demand,
+            prices=prices,
+            config=config,
+            rates=None if no_calibration else _profile_figures(card),
+            speculative=speculative,
+            speculation=speculation,
+        )
         planned = context or _longest(config)
+        from servelab.advise.spread import runner
+        from servelab.cli.advise_progress import progress_bar
 
-        def progress(done: int, total: int, name: str) -> None:
-            if done % max(1, total // PROGRESS_LINES) == 0:  # about PROGRESS_LINES lines in all
-                err.print(f"predicting {done + 1}/{total}: {name}", markup=False, highlight=False)
-
-        advice = advise(setting, context=planned, interconnect=interconnect, engines=tuple(engine) or None,
-                        variants=_variants(variant), progress=progress)  # fmt: skip
-        checked = _confirm(advice, model, db, err) if confirm else None
+        run = runner(jobs, ray_address)
+        try:
+            if offered is not None:  # no MODEL: which models fit this machine
+                machine(
+                    setting,
+                    context=planned,
+                    engines=tuple(engine) or None,
+                    runner=run,
+                    models=offered,
+                    note=note,
+                    json_out=json_out,
+                )
+                return
+            with progress_bar("advise") as progress:
+                advice = advise(
+                    setting,
+                    context=planned,
+                    interconnect=interconnect,
+                    engines=tuple(engine) or None,
+                    variants=_variants(variant),
+                    progress=progress,
+                    screen=not no_screen,
+                    runner=run,
+                )
+        finally:
+            run.close()
+        checked = _confirm(advice, model, db) if confirm else None
         if json_out:
             from servelab.cli.output import print_json
 
@@ -130,14 +186,17 @@ def register(app: typer.Typer) -> None:
             typer.echo(line)
 
 
-def _confirm(advice, model: str, db: Path | None, err):
+def _confirm(advice, model: str | None, db: Path | None):
     """`--confirm`: the first front member measured here, or the commands that would measure it."""
     from servelab.advise.confirm import confirm
+    from servelab.cli.output import stderr_console
     from servelab.paths import data_dir
     from servelab.store import Store
 
-    if not advice.verdict.front:
+    if not advice.verdict.front or model is None:
         raise ConfigError("--confirm: nothing meets the SLO, so there is no advice to confirm")
+
+    err = stderr_console()
 
     def say(line: str) -> None:
         err.print(line, markup=False, highlight=False)
@@ -263,10 +322,13 @@ def lines(advice, show_all: bool = False) -> list[str]:
     out = [
         f"advise {s.model.name} on {s.gpus} x {s.gpu.name}"
         + (f" ({advice.interconnect})" if advice.interconnect and s.gpus > 1 else "")
-        + f", context {advice.context}: {demand}, SLO " + ", ".join(f"{b.key}<={b.limit_ms:g}" for b in s.bounds) + price,
-        f"{advice.candidates} candidates: {len(advice.pruned)} do not fit, {len(missed)} miss the SLO,"
-        f" {len(advice.order)} meet it; front of {len(v.front)} (predicted in {advice.seconds:.1f} s)",
-    ]  # fmt: skip
+        + f", context {advice.context}: {demand}, SLO "
+        + ", ".join(f"{b.key}<={b.limit_ms:g}" for b in s.bounds)
+        + price,
+        f"{advice.candidates} candidates: {len(advice.pruned)} do not fit, {len(advice.screened)} screened out"
+        f" by their bounds, {len(missed)} miss the SLO, {len(advice.order)} meet it; front of {len(v.front)}"
+        f" (searched in {advice.seconds:.1f} s)",
+    ]
     if not v.front:
         out.append("nothing meets the SLO: loosen --slo, lower the load, or add GPUs")
     for rank, j in enumerate(v.front, 1):
@@ -277,6 +339,7 @@ def lines(advice, show_all: bool = False) -> list[str]:
         f"  {loser.point.name}: dominated by {w.point.name}" for loser, w in v.dominated if not _tie(loser, w)
     ]
     others += [f"  {j.point.name}: {j.lost}" for j in missed]
+    others += [f"  {p.name}: screened out: {p.reason}" for p in advice.screened]
     others += [f"  {p.name}: does not fit: {p.reason}" for p in advice.pruned]
     others += ties  # the same figures as a front member (a batch limit the load never reaches): last
     if others:
@@ -298,8 +361,10 @@ def _figures(j) -> str:
     ttft, tpot = j.p99("ttft_ms"), j.p99("tpot_ms")
     cost = f", ${j.cost_per_mtok:.3f}/M output tokens" if j.cost_per_mtok is not None else ""
     load = _count(int(j.load), "user") if j.stats.level.rate_rps is None else f"{j.load:.3g} req/s"
-    return (f"{j.per_gpu_tok_s:.1f} tok/s per GPU ({_count(j.replicas, 'replica')} x {load}, {_count(j.gpus_used, 'GPU')});"
-            f" p99 TTFT {ttft:.0f} ms, TPOT {tpot:.1f} ms{cost}")  # fmt: skip
+    return (
+        f"{j.per_gpu_tok_s:.1f} tok/s per GPU ({_count(j.replicas, 'replica')} x {load}, {_count(j.gpus_used, 'GPU')});"
+        f" p99 TTFT {ttft:.0f} ms, TPOT {tpot:.1f} ms{cost}"
+    )
 
 
 def _count(n: int, noun: str) -> str:

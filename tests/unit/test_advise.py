@@ -48,9 +48,13 @@ def test_bad_slo_is_one_config_error(text: str, says: str) -> None:
 
 def _stats(ttft_p99: float | None, tpot_p99: float | None, errors: int = 0) -> LevelStats:
     return LevelStats(
-        level=Level.closed(4), requests=64, completed=64 - errors, errors=errors,
-        ttft_ms=Distribution(n=64, p99=ttft_p99), tpot_ms=Distribution(n=64, p99=tpot_p99),
-    )  # fmt: skip
+        level=Level.closed(4),
+        requests=64,
+        completed=64 - errors,
+        errors=errors,
+        ttft_ms=Distribution(n=64, p99=ttft_p99),
+        tpot_ms=Distribution(n=64, p99=tpot_p99),
+    )
 
 
 def test_misses_names_each_broken_slo_and_refusals() -> None:
@@ -111,9 +115,16 @@ def point() -> Planned:
 
 def _judged(point: Planned, name: str, per_gpu: float, ttft: float, tpot: float, gpus: int = 1) -> Judged:
     return Judged(
-        point=replace(point, variant=Variant("vllm", (name,))), capacity=Capacity(4, None, 1), replicas=1, load=4, stats=_stats(ttft, tpot), failing_misses=(),
-        output_tok_s=per_gpu * gpus, gpus_used=gpus, cost_per_mtok=cost_per_million(Prices(1.0).per_hour(gpus, None), per_gpu * gpus),
-    )  # fmt: skip
+        point=replace(point, variant=Variant("vllm", (name,))),
+        capacity=Capacity(4, None, 1),
+        replicas=1,
+        load=4,
+        stats=_stats(ttft, tpot),
+        failing_misses=(),
+        output_tok_s=per_gpu * gpus,
+        gpus_used=gpus,
+        cost_per_mtok=cost_per_million(Prices(1.0).per_hour(gpus, None), per_gpu * gpus),
+    )
 
 
 def test_ranking_and_front_say_who_beats_whom(point: Planned) -> None:
@@ -136,8 +147,9 @@ def test_ranking_and_front_say_who_beats_whom(point: Planned) -> None:
 
 def test_the_planner_prunes_with_its_own_reason() -> None:
     model, gpu = load_model("Qwen/Qwen3.5-27B"), card_for("rtx4090")
-    fitting, pruned = grid(model, gpu, gpus=1, context=4096, interconnect=None, engines=advisable(("vllm",)),
-                           batch_limits=(1,))  # fmt: skip
+    fitting, pruned = grid(
+        model, gpu, gpus=1, context=4096, interconnect=None, engines=advisable(("vllm",)), batch_limits=(1,)
+    )
     reasons = {p.name: p.reason for p in pruned}
     assert reasons["vllm bf16 kv=auto tp=1 slots=256"].startswith(
         "vLLM: No available memory for the cache blocks"
