@@ -146,3 +146,12 @@ def test_with_a_fitted_step_model_the_goodput_carries_its_band(tmp_path: Path, m
     advice.write_text(json.dumps(doc), encoding="utf-8")
     assert main(["report", "--advice", str(advice), "--terminal"]) == 0
     assert f"{goodput:,.1f} ({low:,.1f}–{high:,.1f})" in capsys.readouterr().out
+
+
+def test_confirm_without_a_model_is_one_line(capsys) -> None:
+    assert main(["advise", "--gpu", "cpu", "--slo", "ttft_p99_ms=1000", "--confirm"]) == 2
+    out, err = capsys.readouterr()
+    assert (
+        out == ""
+        and err.strip() == "servelab: error: --confirm needs a MODEL: it measures the advice for one model"
+    )
