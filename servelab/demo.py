@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from servelab.demo_cpus import CpuSplit, cpu_split, on_cpus
+from servelab.demo_advise import advice_outcome
 from servelab.demo_pair import ModelPair, make_pair
+from servelab.demo_summary import with_memory
 from servelab.engines import registry
 from servelab.engines.base import Engine
 from servelab.engines.process import EngineServer, free_port
 from servelab.errors import ConfigError, EngineError, ServelabError
+from servelab.hardware.pinning import CpuSplit, cpu_split, on_cpus
 
 Say = Callable[[str], None]
 
@@ -49,7 +51,7 @@ class DemoConfig:
     threads: int = 2
     concurrency: tuple[int, ...] = (1, 2, 4)
     workloads: tuple[str, ...] = ("short", "mixed")
-    requests_per_level: int = 8
+    requests_per_level: int = 100  # enough for a p99 that is not the largest of a few (issue 24.6)
     output_tokens: int = 32
     engines: tuple[str, ...] = ("llamacpp", "vllm")  # registry names, in run order
     pin: bool = True  # server and client on different CPUs where there are two or more
@@ -155,27 +157,9 @@ def plan_launch(pair: ModelPair, cfg: DemoConfig, say: Say) -> dict[str, Any]:
         cpu, spec = find_gpu(CPU_DEVICE), load_model(str(pair.gguf))
         name = demo_engine().name
         plan = make_plan(spec, cpu, engine=name, context=cfg.ctx // cfg.slots, parallel=cfg.slots)
-        right = make_plan(
-            spec,
-            cpu,
-            engine=name,
-            context=cfg.ctx,
-            parallel=cfg.slots,
-            kv_unified=True,
-            model_path=str(pair.gguf),
-        )
-        plans = [right]
-        if SECOND_ENGINE in cfg.engines:
-            plans.append(
-                make_plan(
-                    load_model(str(pair.hf)),
-                    cpu,
-                    engine=SECOND_ENGINE,
-                    context=cfg.ctx,
-                    parallel=cfg.slots,
-                    model_path=str(pair.hf),
-                )
-            )
+        planned = launched_plans(pair, cfg)
+        right = planned[name][0]
+        plans = [p for p, _ in planned.values()]
     except ServelabError as exc:
         say(f"   planner not available for this model yet ({exc}); skipping")
         return {"available": False}
@@ -206,6 +190,40 @@ def plan_launch(pair: ModelPair, cfg: DemoConfig, say: Say) -> dict[str, Any]:
         "decode_ceiling_tok_s": ceilings[right.engine],
         "decode_ceilings_tok_s": ceilings,
     }
+
+
+def launched_plans(pair: ModelPair, cfg: DemoConfig) -> dict[str, tuple[Any, Any]]:
+    """Engine -> (its plan for this CPU as the demo launches it, the model spec): llama.cpp's right launch
+    (a unified KV cache) on the GGUF, vLLM on the folder (when asked for)."""
+    from servelab.hardware.gpus import CPU_DEVICE, find_gpu
+    from servelab.model import load_model
+    from servelab.plan.make import make_plan
+
+    cpu, gguf = find_gpu(CPU_DEVICE), load_model(str(pair.gguf))
+    name = demo_engine().name
+    out = {
+        name: (
+            make_plan(
+                gguf,
+                cpu,
+                engine=name,
+                context=cfg.ctx,
+                parallel=cfg.slots,
+                kv_unified=True,
+                model_path=str(pair.gguf),
+            ),
+            gguf,
+        )
+    }
+    if SECOND_ENGINE in cfg.engines:
+        hf = load_model(str(pair.hf))
+        out[SECOND_ENGINE] = (
+            make_plan(
+                hf, cpu, engine=SECOND_ENGINE, context=cfg.ctx, parallel=cfg.slots, model_path=str(pair.hf)
+            ),
+            hf,
+        )
+    return out
 
 
 def _save_plan(plans: Any, path: Path) -> Path:
@@ -247,7 +265,7 @@ def verify_launch(engine: Engine, server: EngineServer, say: Say) -> dict[str, A
 
     result = verify(server.url, from_command(server.process.argv, engine=engine.name))
     eff = result.effective
-    say(f"   the server reports: context per request {eff.context_per_slot}, slots {eff.slots}")
+    say(f"   the server reports: {reported_line(eff)}")
     for mismatch in result.mismatches:
         say(f"   MISMATCH: {mismatch.line}")
     if not result.mismatches:
@@ -257,6 +275,19 @@ def verify_launch(engine: Engine, server: EngineServer, say: Say) -> dict[str, A
         "slots": eff.slots,
         "mismatches": [m.line for m in result.mismatches],
     }
+
+
+def reported_line(eff: Any) -> str:
+    """What the server said of its context and concurrency, naming only what it reports (vLLM has no slots: its
+    KV pool in tokens instead)."""
+    said = [
+        (eff.context_per_slot, "context per request {}"),
+        (eff.slots, "slots {}"),
+        (eff.max_total_tokens, "KV pool {:,} tokens"),
+        (eff.kv_cache_dtype, "KV cache {}"),
+    ]
+    words = [form.format(value) for value, form in said if value is not None]
+    return ", ".join(words) or "nothing about its context or slots"
 
 
 def llama_args(cfg: DemoConfig, cpus: CpuSplit | None) -> list[str]:
@@ -327,11 +358,14 @@ def bench_ladder(
                 if view is not None:
                     view.close()
             run_ids.append(result.run_id)
+            resident = server.resident_peak_bytes()  # a CPU engine's memory used: its processes' peak RSS
             for level in result.targets[0].levels:
                 stats = level.stats
                 row = {
                     "engine": label,
                     "workload": kind,
+                    "run_id": result.run_id,
+                    "memory_used_bytes": resident,
                     "level": stats.level.label,
                     "completed": stats.completed,
                     "errors": stats.errors,
@@ -394,16 +428,23 @@ def second_launch_and_bench(
 
 
 def write_report(
-    cfg: DemoConfig, run_ids: list[str], say: Say, plan_file: str | None = None
+    cfg: DemoConfig,
+    run_ids: list[str],
+    say: Say,
+    plan_file: str | None = None,
+    advice: dict[str, Any] | None = None,
+    memory: dict[str, int] | None = None,
 ) -> tuple[Path | None, dict[str, Any]]:
-    """Step 9: the bill, as a self-contained HTML page rendered from the stored runs, each engine held against
-    its own plan for this machine (step 3), and the summary it opens with."""
+    """Step 10: the bill, as a self-contained HTML page rendered from the stored runs, each engine held against
+    its own plan for this machine (step 3), the advice (step 9) and the summary it opens with; `memory`: run id
+    -> the server's peak resident memory, the memory a CPU engine used."""
     if not run_ids:
         return None, {}
-    say("9. report: every figure side by side, rendered from the stored runs")
+    say("10. report: every figure side by side, rendered from the stored runs, and the advice")
     try:
         from servelab.plan.io import load_plan
         from servelab.report import assemble, render_report
+        from servelab.report.advice import AdviceDoc
         from servelab.store import Store
 
         plan_doc = load_plan(plan_file) if plan_file else None
@@ -411,8 +452,9 @@ def write_report(
             say("   no plan for this machine, so the bill has no ceilings")
         with Store.open(cfg.workdir / "runs.db", must_exist=True) as store:
             runs = [store.load_run(run_id) for run_id in run_ids]
-        bill = assemble(runs, plan_doc)
-        html, _ = render_report(bill, "html")
+        bill = with_memory(assemble(runs, plan_doc), memory or {})
+        advised = None if advice is None else AdviceDoc.from_json(advice, "the demo's advice")
+        html, _ = render_report(bill, "html", advised=advised)
     except ServelabError as exc:
         say(f"   report not available ({exc}); the results are in {cfg.workdir / 'runs.db'}")
         return None, {}
@@ -422,6 +464,19 @@ def write_report(
     from servelab.demo_summary import summary
 
     return path, summary(bill)
+
+
+def _advise(
+    pair: ModelPair, cfg: DemoConfig, levels: list[dict[str, Any]], say: Say
+) -> dict[str, Any] | None:
+    """Step 9 (demo_advise.py): advise for the demo's goal with the calibration the runs just made."""
+    from servelab.demo_advise import advise_step, benched_runs
+
+    try:
+        return advise_step(cfg, benched_runs(levels), launched_plans(pair, cfg), say)
+    except ServelabError as exc:
+        say(f"   advice not available ({exc})")
+        return None
 
 
 def run_demo(cfg: DemoConfig, say: Say, watch: Watch | None = None) -> DemoResult:
@@ -456,12 +511,15 @@ def run_demo(cfg: DemoConfig, say: Say, watch: Watch | None = None) -> DemoResul
         verified, ids, rows = second_launch_and_bench(pair, cfg, say, cpus, watch)
         second = {**second, **verified}
         run_ids, levels = run_ids + ids, levels + rows
-    report, glance = write_report(cfg, run_ids, say, planned.get("plan_file"))
+    advice = _advise(pair, cfg, levels, say)
+    memory = {row["run_id"]: row["memory_used_bytes"] for row in levels if row["memory_used_bytes"]}
+    report, glance = write_report(cfg, run_ids, say, planned.get("plan_file"), advice, memory)
     seconds = time.monotonic() - start
     say(f"done in {seconds:.0f} s; everything is in {cfg.workdir}")
     steps += [
         DemoStep("vllm", second),
         DemoStep("bench", {"run_ids": run_ids, "db": str(cfg.workdir / "runs.db"), "levels": levels}),
+        DemoStep("advice", advice_outcome(advice, cfg.workdir)),
         DemoStep("summary", {**glance, "wall_s": round(seconds)}),
     ]
     return DemoResult(cfg.workdir, tuple(steps), report)

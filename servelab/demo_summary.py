@@ -46,3 +46,17 @@ def summary(bill: Bill) -> dict[str, Any]:
             for v in faster_per_scenario(bill)
         ],
     }
+
+
+def with_memory(bill: Any, memory: dict[str, int]) -> Any:
+    """The bill with each engine's memory used taken from its server's resident peak where the run did not
+    record one (a CPU engine has no GPU memory samples)."""
+    from dataclasses import replace
+
+    engines = tuple(
+        e
+        if e.memory_used_bytes is not None or e.run_id not in memory
+        else replace(e, memory_used_bytes=memory[e.run_id])
+        for e in bill.engines
+    )
+    return replace(bill, engines=engines)

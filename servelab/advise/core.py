@@ -35,7 +35,9 @@ class Advice:
     screened: tuple[Screened, ...] = ()  # fitting candidates the analytic screen left out (not emulated)
     emulated: int = 0  # candidates the emulator searched (twins of one emulation count once)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, confirmation: Any = None) -> dict[str, Any]:
+        """The advice as `--json` prints it (and `servelab report --advice` reads it); `confirmation`: what
+        `--confirm` measured (advise/confirm.py `Confirmation`)."""
         s = self.setting
         front = {id(j) for j in self.verdict.front}
         beaten = {id(loser): winner for loser, winner in self.verdict.dominated}
@@ -51,7 +53,10 @@ class Advice:
             "candidates": self.candidates,
             "emulated": self.emulated,
             "seconds": round(self.seconds, 2),
-            "front": [judged_json(j) for j in self.verdict.front],
+            "front": [
+                {**judged_json(j), "compose": _compose(j, s), "bands": figure_bands(j, s)}
+                for j in self.verdict.front
+            ],
             "ranked": [
                 {
                     **judged_json(j),
@@ -63,6 +68,7 @@ class Advice:
             "missed": [judged_json(j) for j in self.judged if not j.meets],
             "screened": [{"candidate": p.name, "reason": p.reason} for p in self.screened],
             "pruned": [{"candidate": p.name, "reason": p.reason} for p in self.pruned],
+            "confirmation": None if confirmation is None else confirmation.to_json(),
         }
 
 
@@ -94,6 +100,31 @@ def judged_json(j: Judged) -> dict[str, Any]:
         "lost": j.lost or None,
         "command": plan.command_line,
     }
+
+
+def figure_bands(j: Judged, setting: Setting) -> dict[str, list[float]] | None:
+    """The goodput's error band (low, high) where its figures came from the corpus-fitted step model
+    (predict/bands.py: `Pricing.band`, the cross-validation residuals of its regime at the load's batch); None
+    for a calibration or the plan's figures, which carry no band. The corpus holds medians and throughputs, so
+    the p99 latencies get none (as predict's levels)."""
+    from servelab.predict.bands import scaled
+    from servelab.predict.machine import price
+    from servelab.predict.stepmodel import load_step_model
+
+    if j.effective_source != "corpus" or j.load is None:
+        return None
+    pricing = price(j.point.plan, setting.gpu, setting.model, step_model=load_step_model())
+    batch = int(j.load) if setting.demand.closed else j.point.plan.slots
+    band = scaled(j.per_gpu_tok_s, pricing.band("output tok/s", max(1, batch)))
+    return None if band is None else {"output_tok_s_per_gpu": [round(band[0], 2), round(band[1], 2)]}
+
+
+def _compose(j: Judged, s: Setting) -> str:
+    """The front member's compose service, as `servelab plan --emit compose` writes it."""
+    from servelab.plan.emit import plan_compose
+
+    plan = j.point.plan
+    return plan_compose(plan, gpus=plan.tensor_parallel, compute_capability=s.gpu.compute_capability)
 
 
 Progress = Callable[[int, int, str], None]  # (done, total, candidate name)

@@ -38,7 +38,7 @@ from servelab.bench.level_counts import (
 from servelab.bench.live import LiveLevel
 from servelab.bench.maker import PromptSlot, RequestMaker
 from servelab.bench.metrics import mark_eviction
-from servelab.bench.monitor import LoopMonitor, validity
+from servelab.bench.monitor import LoopMonitor, client_pinned, validity
 from servelab.bench.ramp import ramped_arrival_offsets_ns
 from servelab.bench.result import BenchResult, TargetResult
 from servelab.bench.schedule import arrival_offsets_ns
@@ -278,7 +278,9 @@ class _Runner:
         after = self._snapshot(target, level.label, rep, "after", sink)
         server = level_server_metrics(before, after, sampled, target.extras.SERVER_METRICS)
         if fleet is None:
-            valid, why = validity(client_stats, config.lag_limit_ms, config.cpu_limit, server_here=here)
+            valid, why = validity(
+                client_stats, config.lag_limit_ms, config.cpu_limit, server_here=here, pinned=client_pinned()
+            )
         else:
             valid, why = fleet.valid, fleet.invalid_reason
         valid, why = _store_validity(valid, why, client_stats["store_blocked_s"])

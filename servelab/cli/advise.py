@@ -91,6 +91,14 @@ def register(app: typer.Typer) -> None:
         no_catalog: bool = typer.Option(
             False, "--no-catalog", help="Without MODEL: only the models on disk, not the catalog's."
         ),
+        confirm: bool = typer.Option(
+            False,
+            "--confirm",
+            help="Launch the winner here (CPU engines), verify, bench, calibrate, re-predict; else print the commands.",
+        ),
+        db: Path | None = typer.Option(
+            None, "--db", help="--confirm: the result store for its runs (default: the user data directory)."
+        ),
     ) -> None:
         """Rank engines, formats, KV dtypes, tensor parallelism and batch limits for a workload and SLOs: plan prunes,
         predict finds each one's highest load within the SLOs, the Pareto front and its launch commands."""
@@ -103,6 +111,8 @@ def register(app: typer.Typer) -> None:
         from servelab.plan.make import check_plan_numbers
         from servelab.ranges import count, number
 
+        if confirm and model is None:
+            raise ConfigError("--confirm needs a MODEL: it measures the advice for one model")
         bounds = parse_bounds(slo)
         prices = Prices(price, power_price)
         check_plan_numbers(context, None, gpus)
@@ -164,13 +174,70 @@ def register(app: typer.Typer) -> None:
                 )
         finally:
             run.close()
+        checked = _confirm(advice, model, db) if confirm else None
         if json_out:
             from servelab.cli.output import print_json
 
-            print_json(advice.to_json())
+            print_json(advice.to_json(checked))
             return
         for line in lines(advice, show_all):
             typer.echo(line)
+        for line in confirmation_lines(checked):
+            typer.echo(line)
+
+
+def _confirm(advice, model: str | None, db: Path | None):
+    """`--confirm`: the first front member measured here, or the commands that would measure it."""
+    from servelab.advise.confirm import confirm
+    from servelab.cli.output import stderr_console
+    from servelab.paths import data_dir
+    from servelab.store import Store
+
+    if not advice.verdict.front or model is None:
+        raise ConfigError("--confirm: nothing meets the SLO, so there is no advice to confirm")
+
+    err = stderr_console()
+
+    def say(line: str) -> None:
+        err.print(line, markup=False, highlight=False)
+
+    with Store.open(db) as store:
+        folder = data_dir() / "logs"
+        folder.mkdir(parents=True, exist_ok=True)
+        return confirm(advice.verdict.front[0], advice.setting, model, store=store, log_dir=folder, say=say)
+
+
+def confirmation_lines(checked) -> list[str]:
+    """Advice vs measurement per figure, for a person."""
+    if checked is None:
+        return []
+    out = [f"confirm {checked.candidate}: {checked.verdict()}"]
+    if not checked.ran:
+        out += ["  to confirm it where it runs:"] + [f"   $ {c}" for c in checked.commands]
+        return out
+    out += [f"   $ {c}" for c in checked.commands]
+    out += [f"  verify: {m}" for m in checked.mismatches]
+    out.append("  figure          advised   re-predicted   measured   (advised-measured)/measured")
+    for f in checked.figures:
+        err = f.error(f.advised, f.measured)
+        out.append(
+            f"  {f.name:<14} {_num(f.advised):>9} {_num(f.repredicted):>14} {_num(f.measured):>10}   "
+            + ("-" if err is None else f"{err:+.1%}")
+        )
+    for lv in checked.levels:
+        state = "meets the SLO" if not lv.misses else "misses: " + "; ".join(lv.misses)
+        out.append(
+            f"  measured {lv.load:g}: {lv.goodput_tok_s:.1f} tok/s, p99 TTFT {_num(lv.ttft_p99_ms)} ms,"
+            f" TPOT {_num(lv.tpot_p99_ms)} ms; {state}"
+        )
+    out += [f"  note: {n}" for n in checked.notes]
+    if checked.profile:
+        out.append(f"  calibration profile saved: {checked.profile} (advise and predict use it from now on)")
+    return out
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
 
 
 def _demand(users, rate, trace, count, number):

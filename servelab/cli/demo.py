@@ -49,6 +49,19 @@ def render(result: DemoResult) -> None:
         out.print(f"vLLM skipped: {vllm['skipped']}", markup=False)
     for line in summary_lines(steps.get("summary") or {}):
         out.print(line, markup=False)
+    advice = steps.get("advice") or {}
+    if advice.get("available"):
+        error = advice.get("median_abs_error")
+        out.print(
+            f"advice for the demo's goal: {advice.get('advised') or 'nothing meets the SLO'}"
+            + (
+                ""
+                if error is None
+                else f"; the calibration predicts the measured levels within {error:.0%} (median |error|)"
+            )
+            + f"; {advice['file']}",
+            markup=False,
+        )
     out.print(f"benchmark runs: {', '.join(steps['bench']['run_ids']) or '(none)'} in {steps['bench']['db']}")
     out.print(f"report: {result.report_path or '(none)'}")
     if "summary" in steps and "wall_s" in steps["summary"]:
@@ -68,7 +81,7 @@ def register(app: typer.Typer) -> None:
         threads: int = typer.Option(
             2, help="llama-server threads (-t), at most the CPUs the server is pinned to."
         ),
-        requests: int = typer.Option(8, help="Measured requests per concurrency level."),
+        requests: int = typer.Option(100, help="Measured requests per concurrency level (enough for a p99)."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
         """Run llama.cpp (slots) and vLLM (continuous batching) on one self-made Llama: plan each for this CPU,

@@ -15,7 +15,7 @@ from servelab.errors import ConfigError
 
 def _emit(plan, emit: str, host: str, gpus: int, card) -> str:
     from servelab.engines.registry import get_engine
-    from servelab.plan.emit import compose_service, dockerfile
+    from servelab.plan.emit import dockerfile, plan_compose
 
     if emit == "cmd":
         return plan.command_line
@@ -32,17 +32,7 @@ def _emit(plan, emit: str, host: str, gpus: int, card) -> str:
         return dockerfile(build, card.compute_capability, port=port, health_path=engine.health_path).rstrip(
             "\n"
         )
-    return compose_service(
-        plan.engine,
-        list(plan.command),
-        image=engine.image or "",
-        port=port,
-        health_path=engine.health_path,
-        host=host,
-        gpus=gpus,
-        build=build,
-        compute_capability=card.compute_capability,
-    ).rstrip("\n")
+    return plan_compose(plan, host=host, gpus=gpus, compute_capability=card.compute_capability)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,8 +9,9 @@ import typer
 
 from servelab.cli.output import print_json, stderr_console, stdout_console
 from servelab.errors import ConfigError, StoreError
-from servelab.plan.io import load_plan
+from servelab.plan.io import load_plan, read_json_object
 from servelab.report import FORMATS, assemble, render_report
+from servelab.report.advice import AdviceDoc
 from servelab.report.bound import power_bounds
 from servelab.report.data import Bill, is_predicted, read_json_file
 from servelab.report.page import build_page
@@ -62,6 +63,9 @@ def register(app: typer.Typer) -> None:
             "--predicted",
             help="A `servelab predict` run: the ladders overlay it and a table gives its error.",
         ),
+        advice: Path | None = typer.Option(
+            None, "--advice", help="`servelab advise --json` output: the front as a table and a plot."
+        ),
     ) -> None:
         """Render the bill: every figure beside its ceiling, plots, diagnosis and a verdict per scenario."""
         fmt = choose_format(fmt, output)
@@ -69,7 +73,16 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("--terminal and --json both claim standard output; choose one")
         plan_doc = None if plan is None else load_plan(plan, flag="--plan", required=(), bare_entry=True)
         optional = (plan_doc, _optional(doctor, "doctor"), _optional(spec, "spec"))
-        loaded, predicted_id = load_runs(db, runs or []), None
+        advised = (
+            None
+            if advice is None
+            else AdviceDoc.from_json(
+                read_json_object(advice, "--advice", "expected the output of `servelab advise --json`"),
+                "--advice",
+            )
+        )
+        loaded = [] if advised is not None and not runs else load_runs(db, runs or [])
+        predicted_id = None
         if predicted is not None:
             prediction = load_prediction(db, predicted)
             loaded, predicted_id = [r for r in loaded if r.id != prediction.id] + [prediction], prediction.id
@@ -77,10 +90,10 @@ def register(app: typer.Typer) -> None:
             loaded, *optional, server_logs=[read_log(p) for p in server_logs], predicted_run=predicted_id
         )
         if terminal:
-            render_terminal(stdout_console(), bill, build_page(bill, with_plots=False))
+            render_terminal(stdout_console(), bill, build_page(bill, with_plots=False, advised=advised))
             return
         path = output or Path(f"bill.{fmt}")
-        text, extra_files = render_report(bill, fmt, plot_dir=f"{path.stem}_plots")
+        text, extra_files = render_report(bill, fmt, plot_dir=f"{path.stem}_plots", advised=advised)
         write(path, text)
         for name, body in extra_files.items():
             write(path.parent / name, body)

@@ -34,6 +34,8 @@ Optional capabilities are ``None`` when the engine lacks them (never discovered 
                     ``EffectiveConfig.own``
     bench_replay    ``BenchReplay``: its own benchmark tools (llama-bench …) as the steps they run, for replaying a
                     published row of theirs (predict/corpus/harness.py)
+    cpu_threads     n -> its flags for n compute threads on a CPU (llama.cpp ``-t n``), so a server pinned to n CPUs
+                    runs n threads (the demo, ``advise --confirm``); None: it takes the CPUs it is given
 """
 
 from __future__ import annotations
@@ -299,6 +301,7 @@ class Engine:
     # EffectiveConfig's): verify's `EffectiveConfig.own`
     reported_type: type | None = None
     bench_replay: BenchReplay | None = None
+    cpu_threads: Callable[[int], tuple[str, ...]] | None = None  # n -> its flags for n threads on a CPU
 
     def spellings(self) -> tuple[str, ...]:
         """Every name a user may type for this engine, normalised."""

@@ -278,11 +278,39 @@ class EngineServer:
     def stop(self) -> int | None:
         return self.process.stop()
 
+    def resident_peak_bytes(self) -> int | None:
+        """The peak resident memory (VmHWM) of the engine and everything it spawned (its own process group: vLLM's
+        API server, engine core and worker), summed: the memory a CPU engine used; None where /proc cannot say."""
+        return group_resident_peak_bytes(self.pid)
+
     def __enter__(self) -> EngineServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def group_resident_peak_bytes(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """Sum of VmHWM over the processes of `pid`'s process group (Linux /proc); None where it cannot be read."""
+    try:
+        group = os.getpgid(pid)
+    except OSError:
+        return None
+    total, seen = 0, False
+    for entry in proc.iterdir() if proc.is_dir() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) != group:
+                continue
+            status = (entry / "status").read_text(encoding="utf-8", errors="replace")
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                total += int(line.split()[1]) * 1024  # kB
+                seen = True
+    return total if seen else None
 
 
 def http_ok(url: str) -> bool:

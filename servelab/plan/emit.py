@@ -150,3 +150,28 @@ ENTRYPOINT ["/usr/local/bin/{target}"]
 def check_emit(emit: str | None) -> None:
     if emit is not None and emit not in EMIT_FORMATS:
         raise ConfigError(f"--emit {emit!r} is not a format; choose one of: {', '.join(EMIT_FORMATS)}")
+
+
+def plan_compose(
+    plan: Any, *, host: str = "127.0.0.1", gpus: int = 1, compute_capability: str | None = None
+) -> str:
+    """A plan's compose service (`servelab plan --emit compose`, and each front member of `servelab advise`): its
+    engine's image, or the fork's build where only a fork loads its format."""
+    from servelab.engines.registry import get_engine
+
+    engine = get_engine(plan.engine)
+    port = int(plan.command[plan.command.index("--port") + 1])
+    build = (
+        engine.source_build(plan.quant) if engine.source_build else None
+    )  # the official image cannot load it
+    return compose_service(
+        plan.engine,
+        list(plan.command),
+        image=engine.image or "",
+        port=port,
+        health_path=engine.health_path,
+        host=host,
+        gpus=gpus,
+        build=build,
+        compute_capability=compute_capability,
+    ).rstrip("\n")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from servelab.report.advice import AdviceDoc
 from servelab.report.data import Bill, assemble
 from servelab.report.html import render_html
 from servelab.report.markdown import render_markdown, standalone_svgs
@@ -18,7 +19,12 @@ TITLE = "servelab — the bill"
 
 
 def render_report(
-    bill: Bill, fmt: str, *, generated: str | None = None, plot_dir: str | None = None
+    bill: Bill,
+    fmt: str,
+    *,
+    generated: str | None = None,
+    plot_dir: str | None = None,
+    advised: AdviceDoc | None = None,
 ) -> tuple[str, dict[str, str]]:
     """The bill as an HTML page (`fmt="html"`) or Markdown (`fmt="md"`), plus files to write beside it.
 
@@ -27,7 +33,7 @@ def render_report(
     """
     generated = generated or time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     if fmt == "md":
-        sections = build_page(bill, with_plots=plot_dir is not None)
+        sections = build_page(bill, with_plots=plot_dir is not None, advised=advised)
         text = render_markdown(sections, title=TITLE, generated=generated, plot_dir=plot_dir)
         files = (
             {f"{plot_dir}/{name}": body for name, body in standalone_svgs(sections).items()}
@@ -35,7 +41,7 @@ def render_report(
             else {}
         )
         return text, files
-    return render_html(build_page(bill), title=TITLE, generated=generated), {}
+    return render_html(build_page(bill, advised=advised), title=TITLE, generated=generated), {}
 
 
 __all__ = ["FORMATS", "TITLE", "Bill", "assemble", "render_report"]

@@ -59,25 +59,29 @@ def _change_pct(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or a == 0 else (b - a) / a * 100
 
 
+NOT_LIKE = {"workload": "workloads", "settings": "settings"}  # run meta key -> the noun for several of them
+
+
 def workload_warnings(runs: list[StoredRun]) -> list[str]:
-    """Sentences warning that runs are not like for like (workload/settings differ, or a run is partial)."""
+    """Sentences warning that runs are not like for like (workload/settings differ, or a run is partial): one per
+    kind of difference, naming every run that differs from the first, and one for the partial runs."""
     warnings = []
     first = runs[0]
-    for other in runs[1:]:
-        differ = (
-            ("workload", first.meta.workload != other.meta.workload),
-            ("settings", first.meta.settings != other.meta.settings),
+    for key, nouns in NOT_LIKE.items():
+        others = [r.id for r in runs[1:] if getattr(r.meta, key) != getattr(first.meta, key)]
+        if others:
+            warnings.append(
+                f"run{'s' if len(others) > 1 else ''} {', '.join(others)} used different {nouns} from "
+                f"run {first.id}: figures are not like for like"
+            )
+    partial = [run.id for run in runs if run.info.partial]
+    if partial:
+        many = len(partial) > 1
+        warnings.append(
+            f"run{'s' if many else ''} {', '.join(partial)} {'are' if many else 'is'} partial: "
+            f"{'they' if many else 'it'} did not finish, {'their' if many else 'its'} levels may be "
+            "incomplete"
         )
-        for key, different in differ:
-            if different:
-                warnings.append(
-                    f"runs {first.id} and {other.id} used different {key}s: figures are not like for like"
-                )
-    warnings += [
-        f"run {run.id} is partial: it did not finish, its levels may be incomplete"
-        for run in runs
-        if run.info.partial
-    ]
     return warnings
 
 

@@ -6,9 +6,11 @@ say the same things. Every sentence comes from the data; a section whose input i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from servelab.report import glance, overlay, pareto, plots, tables
+from servelab.report import advice, glance, overlay, pareto, plots, tables
+from servelab.report.advice import AdviceDoc
 from servelab.report.bound import bound_sentence, bound_table, level_power_table, power_bounds
 from servelab.report.data import Bill
 from servelab.report.plan_figures import PlanFigures
@@ -106,15 +108,59 @@ def _failures(bill: Bill) -> tuple[Block, ...]:
     return (Para("No request failed."),) if table is None else (table,)
 
 
+NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
 def _invalid(bill: Bill) -> tuple[Block, ...]:
+    """One box per kind of reason (the same sentence but for its figures), listing the levels it struck; each
+    figure that differs between them shown as its range."""
     labels = {(e.run_id, e.target_index): e.label for e in bill.engines}
-    return tuple(
-        Para(
-            f"Level {level} of {labels.get((run, target), run)} is not trustworthy: "
-            f"{why or 'the bench marked it invalid'}.",
-            "warning",
+    kinds: dict[str, list[tuple[str, str]]] = {}
+    for (run, target, level), why in bill.invalid_levels.items():
+        text = why or "the bench marked it invalid"
+        kinds.setdefault(NUMBER.sub("\0", text), []).append(
+            (f"{level} of {labels.get((run, target), run)}", text)
         )
-        for (run, target, level), why in bill.invalid_levels.items()
+    blocks: list[Block] = []
+    for template, struck in kinds.items():
+        values = [[float(x) for x in NUMBER.findall(text)] for _, text in struck]
+        pieces = template.split("\0")
+        spans = [_span([v[i] for v in values]) for i in range(len(pieces) - 1)]
+        reason = "".join(p + s for p, s in zip(pieces, [*spans, ""], strict=True))
+        many = len(struck) > 1
+        blocks.append(
+            Para(
+                f"{'These levels are' if many else 'Level ' + struck[0][0] + ' is'} not trustworthy: "
+                f"{reason}.",
+                "warning",
+            )
+        )
+        if many:
+            blocks.append(Items(tuple(name for name, _ in struck)))
+    return tuple(blocks)
+
+
+def _span(values: list[float]) -> str:
+    low, high = min(values), max(values)
+    return f"{low:g}" if low == high else f"{low:g}–{high:g}"
+
+
+TAIL_REQUESTS = 100  # fewer measured requests than this and a level's p99 is (near) its largest value
+
+
+def _thin_tails(bill: Bill) -> tuple[Block, ...]:
+    """One note when some levels have too few requests for their p99 to be more than their largest value."""
+    thin = sorted({lv.completed for e in bill.engines for lv in e.levels if 0 < lv.completed < TAIL_REQUESTS})
+    if not thin:
+        return ()
+    counts = ", ".join(map(str, thin))
+    return (
+        Para(
+            f"Some levels completed only {counts} requests: their p99 is (close to) their largest value, "
+            f"noise rather than a tail; bench at least {TAIL_REQUESTS} requests per level (--requests) to "
+            "read p99.",
+            "note",
+        ),
     )
 
 
@@ -206,7 +252,28 @@ def _glance_section(bill: Bill) -> Section:
     )
 
 
-def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
+def advice_section(doc: AdviceDoc | None, *, with_plots: bool = True) -> tuple[Section, ...]:
+    """`servelab advise --json` (`--advice FILE`): the ask, the front and its plot, advice vs measurement."""
+    if doc is None:
+        return ()
+    blocks: list[Block] = [Para(f"Asked: {doc.ask}. {doc.tally}."), advice.front_table(doc)]
+    if with_plots:
+        plot = advice.front_plot(doc)
+        blocks += [plot] if plot.svg is not None else [Para(f"{plot.title}: {plot.note}.", "note")]
+    checks = advice.checks_table(doc)
+    blocks += [] if checks is None else [checks]
+    c = doc.confirmation
+    if c is not None:
+        kind = "text" if c.ran and c.meets_slo else "warning"
+        blocks.append(Para(f"Confirmation of {c.candidate}: {c.verdict}.", kind))
+        blocks += [advice.confirmation_table(c)] if c.figures else []
+        blocks += [Items(tuple(f"`{cmd}`" for cmd in c.commands))] if c.commands else []
+    return (Section("advice", "Advice", tuple(blocks)),)
+
+
+def build_page(
+    bill: Bill, *, with_plots: bool = True, advised: AdviceDoc | None = None
+) -> tuple[Section, ...]:
     """All sections of the bill in reading order. Without plots the plot sections keep only their notes."""
     made = {p.key: p for p in (*plots.all_plots(bill), pareto.pareto(bill))} if with_plots else {}
 
@@ -215,11 +282,18 @@ def build_page(bill: Bill, *, with_plots: bool = True) -> tuple[Section, ...]:
 
     return (
         _glance_section(bill),
+        *advice_section(advised, with_plots=with_plots),
         _runs_section(bill),
         Section(
             "ladder",
             "Concurrency ladder",
-            (*_invalid(bill), *tables.ladder_tables(bill), *tables.server_tables(bill), *_failures(bill)),
+            (
+                *_invalid(bill),
+                *tables.ladder_tables(bill),
+                *tables.server_tables(bill),
+                *_thin_tails(bill),
+                *_failures(bill),
+            ),
         ),
         *_prediction_section(bill),
         _plot_section("throughput", "Throughput", pick("aggregate-throughput", "per-stream", "pareto")),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servelab.bench.monitor import HOST_TOOK_CPU
 from servelab.diagnose.bound import bound_verdict
 from servelab.report.bound import EngineBound, power_bounds
 from servelab.report.data import Bill, EngineSummary
@@ -191,15 +192,36 @@ SATURATED = 0.9  # a level at or above this share of the best aggregate has reac
 QUEUEING_TTFT_GROWTH = 2.0  # TTFT p50 at least this many times the plateau's: requests wait in a queue
 
 
-def _client_bound(bill: Bill, engine: EngineSummary) -> str | None:
-    levels = [
+def _struck(bill: Bill, engine: EngineSummary, host: bool) -> list[str]:
+    """This engine's invalid levels whose reason is the host's (it took the CPU away) or, `host` False, the
+    client's own (its loop or CPU set the pace)."""
+    return [
         level
         for (run, target, level), why in bill.invalid_levels.items()
-        if run == engine.run_id and target == engine.target_index and "client" in why
+        if run == engine.run_id
+        and target == engine.target_index
+        and "client" in why
+        and (HOST_TOOK_CPU in why) is host
     ]
+
+
+def _client_bound(bill: Bill, engine: EngineSummary) -> str | None:
+    levels = _struck(bill, engine, host=False)
     if not levels:
         return None
     return f"client-bound at {', '.join(levels)} (the load generator, not the server, set the pace there)"
+
+
+def host_verdict(bill: Bill, engine: EngineSummary) -> str | None:
+    """The host, apart from the server: levels where it took the CPU away from the load generator."""
+    levels = _struck(bill, engine, host=True)
+    if not levels:
+        return None
+    return (
+        f"The host took the CPU away from the load generator at {', '.join(levels)}: those levels' latencies "
+        "carry the host's delays, not only the server's; rerun them when the host is quieter, with more "
+        "requests per level."
+    )
 
 
 def _evicting(engine: EngineSummary) -> str | None:
@@ -273,7 +295,10 @@ def engine_verdict(bill: Bill, engine: EngineSummary, bound: EngineBound | None 
     ]
     if not any(f.startswith("queueing") for f in found):
         found += [f for f in (_scaling(engine),) if f]
+    host = host_verdict(bill, engine)
     if not found:
-        return "Too few levels to judge: bench a ladder that includes concurrency 1."
+        return "Too few levels to judge: bench a ladder that includes concurrency 1." + (
+            f" {host}" if host else ""
+        )
     text = "; ".join(found)
-    return text[0].upper() + text[1:] + "."
+    return text[0].upper() + text[1:] + "." + (f" {host}" if host else "")

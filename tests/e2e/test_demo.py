@@ -42,11 +42,22 @@ def test_demo_runs_both_engines_catches_the_divided_context_and_bills_them_side_
     report = workdir / "report.html"
     assert report.is_file() and "<html" in report.read_text()[:500].lower()
     _check_bill_of_two_engines(steps, workdir, report.read_text())
+    _check_advice(steps, workdir, report.read_text())
     _check_layout_in_chromium(report, tmp_path)
 
     narration = captured.err
-    for step in ("1. engines", "2. model", "3. plan", "4. launch", "5. relaunch right", "6. bench llamacpp",
-                 "7. launch vLLM", "8. bench vllm", "9. report"):  # fmt: skip
+    for step in (
+        "1. engines",
+        "2. model",
+        "3. plan",
+        "4. launch",
+        "5. relaunch right",
+        "6. bench llamacpp",
+        "7. launch vLLM",
+        "8. bench vllm",
+        "9. advise",
+        "10. report",
+    ):
         assert step in narration
     assert "MISMATCH: context per slot is 4096" in narration
     left = [p for p in psutil.Process().children(recursive=True) if p.is_running()]
@@ -74,20 +85,40 @@ def test_demo_summary_names_both_launches_and_the_report(tmp_path, capsys):
                 },
             ),
             DemoStep("bench", {"run_ids": ["r1", "r2"], "db": str(tmp_path / "runs.db")}),
-            DemoStep("summary", {"wall_s": 321, "engines": [
-                {"label": "llamacpp · llama · mixed", "single_tok_s": 250.0, "single_of_ceiling": 0.25,
-                 "ceiling_tok_s": 1000.0, "best_aggregate_tok_s": 300.0, "best_at": "c=4", "top_level": "c=4",
-                 "ttft_p99_ms": 2500.0, "tpot_p99_ms": 40.25, "evictions": 3}],
-                "faster": [{"scenario": "single user", "choice": "x", "sentence": "llamacpp · llama · short (a)"}]}),
+            DemoStep(
+                "summary",
+                {
+                    "wall_s": 321,
+                    "engines": [
+                        {
+                            "label": "llamacpp · llama · mixed",
+                            "single_tok_s": 250.0,
+                            "single_of_ceiling": 0.25,
+                            "ceiling_tok_s": 1000.0,
+                            "best_aggregate_tok_s": 300.0,
+                            "best_at": "c=4",
+                            "top_level": "c=4",
+                            "ttft_p99_ms": 2500.0,
+                            "tpot_p99_ms": 40.25,
+                            "evictions": 3,
+                        }
+                    ],
+                    "faster": [
+                        {"scenario": "single user", "choice": "x", "sentence": "llamacpp · llama · short (a)"}
+                    ],
+                },
+            ),
         ),
         tmp_path / "report.html",
-    )  # fmt: skip
+    )
     render(result)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"-c 16384 -np 4: context per slot 4096, {mismatch}"
     assert lines[1] == "-c 16384 -np 4 --kv-unified: context per slot 16384, as asked"
-    assert lines[2] == ("llamacpp · llama · mixed: single user 250.0 tok/s (25% of its plan's 1,000.0), best aggregate "
-                        "300.0 tok/s @ c=4, at c=4 TTFT p99 2,500 ms, TPOT p99 40.2 ms, evicted/stalled 3")  # fmt: skip
+    assert lines[2] == (
+        "llamacpp · llama · mixed: single user 250.0 tok/s (25% of its plan's 1,000.0), best aggregate "
+        "300.0 tok/s @ c=4, at c=4 TTFT p99 2,500 ms, TPOT p99 40.2 ms, evicted/stalled 3"
+    )
     assert lines[3] == "faster for single user: llamacpp · llama · short (a)"
     assert lines[4] == f"benchmark runs: r1, r2 in {tmp_path / 'runs.db'}"
     assert lines[5] == f"report: {tmp_path / 'report.html'}" and lines[6] == "wall time: 321 s"
@@ -113,6 +144,25 @@ def test_demo_workdir_that_is_a_file_is_a_usage_error(tmp_path, capsys):
     )
 
 
+def _check_advice(steps: dict, workdir, html: str) -> None:
+    """The advice for the demo's goal, made with the calibration of these runs, beside predicted vs measured;
+    memory used is each server's resident peak."""
+    advice = steps["advice"]
+    assert advice["available"] and advice["file"] == str(workdir / "advice.json")
+    doc = json.loads((workdir / "advice.json").read_text())
+    engines = {r["engine"] for r in doc["ranked"]} | {p["candidate"].split()[0] for p in doc["pruned"]}
+    assert {"llamacpp", "vllm"} <= engines
+    checks = doc["predicted_vs_measured"]
+    assert {(c["engine"], c["workload"]) for c in checks} == {
+        (e, w) for e in ("llamacpp", "vllm") for w in ("short", "mixed")
+    }
+    assert all(c["measured"] is not None and c["predicted"] is not None for c in checks)
+    assert 'id="advice"' in html and "Predicted with the calibration vs measured" in html
+    assert all(
+        row["memory_used_bytes"] and row["memory_used_bytes"] > 1 << 20 for row in steps["bench"]["levels"]
+    )
+
+
 def _check_bill_of_two_engines(steps: dict, workdir, html: str) -> None:
     """From the stored runs and the rendered bill: both engines' runs exist; each engine's % of ceiling is its
     single-stream speed over its own plan entry's ceiling (plan.json holds one per engine, both for this CPU);
@@ -131,7 +181,11 @@ def _check_bill_of_two_engines(steps: dict, workdir, html: str) -> None:
     with Store.open(workdir / "runs.db", must_exist=True) as store:
         runs = [store.load_run(run_id) for run_id in steps["bench"]["run_ids"]]
     assert sorted((r.targets[0].engine, r.meta.workload.kind) for r in runs) == [
-        ("llamacpp", "mixed"), ("llamacpp", "short"), ("vllm", "mixed"), ("vllm", "short")]  # fmt: skip
+        ("llamacpp", "mixed"),
+        ("llamacpp", "short"),
+        ("vllm", "mixed"),
+        ("vllm", "short"),
+    ]
     bill = assemble(runs, doc)
     assert "No plan given" not in html
     rows = {row[0]: row for row in glance_table(bill).rows}

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from servelab.demo import parse_engines
-from servelab.demo_cpus import cpu_split, on_cpus
 from servelab.demo_pair import compare_weights, hf_name, make_pair, pair_shapes
 from servelab.errors import ConfigError
+from servelab.hardware.pinning import cpu_split, on_cpus
 from servelab.modelmake import make_model
 
 

@@ -15,7 +15,7 @@ import servelab
 # top to bottom; packages on one line are peers and may import each other only through lower layers
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli",),
-    ("demo", "demo_summary", "demo_pair", "demo_cpus"),
+    ("demo", "demo_summary", "demo_pair", "demo_advise"),
     ("advise",),
     ("report",),
     ("speculative",),

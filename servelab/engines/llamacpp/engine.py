@@ -75,4 +75,8 @@ ENGINE = Engine(
     source_build=fork.source_build,
     reported_type=LlamaCppReported,
     bench_replay=bench_replay,
+    cpu_threads=lambda n: (
+        "-t",
+        str(n),
+    ),  # its default is the machine's physical cores, not the CPUs it may use
 )

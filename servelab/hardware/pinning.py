@@ -1,5 +1,5 @@
-"""Server and load generator on different CPUs, where this machine has two or more: the engine gets all but
-the last allowed CPU, the client (this process's bench) the last one.
+"""Server and load generator on different CPUs, where this machine has two or more (the demo, `advise
+--confirm`): the engine gets all but the last allowed CPU, the client (this process's bench) the last one.
 
 Linux affinity is per thread and a child inherits the mask of the thread that starts it, so ``on_cpus`` sets
 the calling thread's mask for a block (an engine started in it keeps the server's CPUs; the bench's threads,
