@@ -17,6 +17,8 @@
   returning a healthy server with ``.url`` (http://127.0.0.1:PORT), ``.port``, ``.log_path``, ``.pid``,
   ``.stop()``. ``args`` are llama-server flags; ``-t 1`` is added unless ``-t/--threads`` is given. A free
   port is chosen unless ``port`` is given. Every server is stopped at teardown, even when the test fails.
+- ``module_llama_server`` (module): the same factory, its servers stopped when the module's tests are done: for a
+  server (or its log) that several tests of a module only read, started once instead of once per test.
 """
 
 from __future__ import annotations
@@ -72,16 +74,13 @@ def _with_threads(args: tuple[str, ...]) -> list[str]:
     return list(args) if {"-t", "--threads"} & set(args) else ["-t", "1", *args]
 
 
-@pytest.fixture
-def llama_server(llama_server_bin: Path, tmp_path: Path) -> Iterator[Callable[..., LlamaServer]]:
-    started: list[LlamaServer] = []
-
+def _starter(binary: Path, folder: Path, started: list[LlamaServer]) -> Callable[..., LlamaServer]:
     def start(model_path: Path | str, *args: str, port: int | None = None) -> LlamaServer:
         for attempt in range(PORT_RETRIES):
-            log_path = tmp_path / f"llama-server-{len(started)}-{attempt}.log"
+            log_path = folder / f"llama-server-{len(started)}-{attempt}.log"
             try:
                 server = start_llama_server(
-                    model_path, _with_threads(args), binary=llama_server_bin, port=port, log_path=log_path
+                    model_path, _with_threads(args), binary=binary, port=port, log_path=log_path
                 )
             except EngineStartError as exc:  # another test took the free port between pick and bind
                 if (
@@ -95,6 +94,22 @@ def llama_server(llama_server_bin: Path, tmp_path: Path) -> Iterator[Callable[..
             return server
         raise AssertionError("unreachable")
 
-    yield start
+    return start
+
+
+@pytest.fixture
+def llama_server(llama_server_bin: Path, tmp_path: Path) -> Iterator[Callable[..., LlamaServer]]:
+    started: list[LlamaServer] = []
+    yield _starter(llama_server_bin, tmp_path, started)
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def module_llama_server(
+    llama_server_bin: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., LlamaServer]]:
+    started: list[LlamaServer] = []
+    yield _starter(llama_server_bin, tmp_path_factory.mktemp("llama-server"), started)
     for server in started:
         server.stop()
