@@ -16,6 +16,9 @@ from servelab.engines.prometheus import first_labels
 from servelab.modelmake.hf_make import make_hf_model
 from tests.integration.vllm.conftest import LIVE_KV_GIB, start_test_vllm
 
+# `plan --gpu cpu` reads this machine's bandwidth: measured once a run (conftest.py), not once a plan
+pytestmark = pytest.mark.usefixtures("measured_host")
+
 CONTEXT = 2048
 KV_LINE = re.compile(
     r"CPU KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x"
