@@ -1,6 +1,6 @@
-"""Real vLLM servers of their own (not the shared one): a start that fails names its root cause; `servelab serve
-vllm` stops the API server, engine core and worker with no orphans and no temp folder left behind. (A dead engine
-core is an error, not a hang: test_spec_live.py, on the n-gram server that module ends.)"""
+"""Real vLLM servers of their own (not the shared one): a dead engine core is an error, not a hang; a start
+that fails names its root cause; `servelab serve vllm` stops the API server, engine core and worker with no
+orphans and no temp folder left behind."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ import psutil
 import pytest
 
 from servelab.cli.app import main
+from servelab.cli.serve import wait_until_stopped
 from servelab.engines.process import free_port
-from servelab.engines.vllm.launch import start_vllm
-from servelab.errors import EngineStartError, ModelFormatError
-from tests.integration.vllm.conftest import LIVE_ARGS, START_BOUND_S
+from servelab.engines.vllm.launch import engine_core, start_vllm
+from servelab.errors import EngineError, EngineStartError, ModelFormatError
+from tests.integration.vllm.conftest import LIVE_ARGS, START_BOUND_S, start_test_vllm
 
 SERVE_LINE_BOUND_S = START_BOUND_S + 60  # the start's own bound, plus verify's read-back
 
@@ -43,6 +44,29 @@ def _run_tmps(owner: int) -> list[Path]:
 
 def _family(pid: int) -> list[int]:
     return [pid, *(p.pid for p in psutil.Process(pid).children(recursive=True))]
+
+
+def test_a_dead_engine_core_is_an_error_and_stop_leaves_no_process(
+    vllm_program, vllm_model_dir, vllm_cache, tmp_path, capsys
+):
+    server = start_test_vllm(vllm_program, vllm_model_dir, tmp_path, *LIVE_ARGS, cache_dir=vllm_cache)
+    try:
+        family = _family(server.pid)
+        core = engine_core(server.pid)
+        assert core is not None and "EngineCore" in core.name()
+        assert server.failure() is None
+        os.kill(core.pid, signal.SIGKILL)
+        with pytest.raises(
+            EngineError, match=rf"engine core \(pid {core.pid}\) died; the API server \(pid {server.pid}\)"
+        ):
+            wait_until_stopped(server)  # what `servelab serve` waits in: it returns, it does not hang
+    finally:
+        server.stop()
+    assert _alive(family) == []
+    assert server.run_tmp is not None and not server.run_tmp.exists()
+    assert main(["logs", str(server.log_path), "--json"]) == 0
+    found = {f["id"] for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert "vllm.engine.core_died" in found
 
 
 def test_a_failed_start_names_its_root_cause(vllm_program, vllm_model_dir, vllm_cache, tmp_path, capsys):
