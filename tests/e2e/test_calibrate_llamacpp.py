@@ -19,6 +19,9 @@ from servelab.modelmake.shapes import shape_for
 from servelab.store import Store
 from tests.runs_factory import store_run
 
+# `--gpu cpu` reads this machine's bandwidth: measured once a run (conftest.py), not once a command
+pytestmark = pytest.mark.usefixtures("measured_host")
+
 
 @pytest.fixture
 def measured(llama_server, tmp_path: Path) -> tuple[Path, str, Path]:

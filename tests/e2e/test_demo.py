@@ -13,7 +13,7 @@ from tests.e2e.test_bill_layout import LAYOUT_JS, _artifacts
 
 
 def test_demo_runs_both_engines_catches_the_divided_context_and_bills_them_side_by_side(
-    llama_server_bin, vllm_bin, tmp_path, capsys, monkeypatch
+    llama_server_bin, vllm_bin, shared_vllm_runtime, measured_host, tmp_path, capsys, monkeypatch
 ):
     monkeypatch.setenv("SERVELAB_LLAMA_SERVER", str(llama_server_bin))
     monkeypatch.setenv("SERVELAB_VLLM", str(vllm_bin))

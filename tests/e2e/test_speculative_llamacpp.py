@@ -58,13 +58,20 @@ def _spec(capsys, *source_and_options) -> dict:
     return json.loads(out)
 
 
-@pytest.fixture
-def copy_draft_log(llama_server, model_files):
-    server = _speculative_server(llama_server, model_files, "dense")
+@pytest.fixture(scope="module")
+def copy_draft(module_llama_server, model_files):
+    """One server with the target's copy as its draft, after one greedy request: the tests only read its log and
+    its /metrics (none sends it another request), so the module shares it."""
+    server = _speculative_server(module_llama_server, model_files, "dense", "--metrics")
     completion = _complete(server.url, "The quick brown fox")
     assert completion["tokens_predicted"] == 48
     _wait_for_acceptance_line(server.log_path)
-    return server.log_path
+    return server
+
+
+@pytest.fixture
+def copy_draft_log(copy_draft):
+    return copy_draft.log_path
 
 
 def test_copy_of_the_target_is_accepted_and_kept(copy_draft_log, capsys):
@@ -99,11 +106,9 @@ def test_logs_command_explains_the_acceptance_line(copy_draft_log, capsys):
     assert "llamacpp.spec.acceptance" in ids
 
 
-def test_live_metrics_agree_with_the_log(llama_server, model_files, capsys):
+def test_live_metrics_agree_with_the_log(copy_draft, capsys):
     """The same run read two ways: /metrics counters (llamacpp:spec_decode_*) and the print_timings line."""
-    server = _speculative_server(llama_server, model_files, "dense", "--metrics")
-    _complete(server.url, "The quick brown fox")
-    _wait_for_acceptance_line(server.log_path)
+    server = copy_draft
     from_metrics = _spec(capsys, "--metrics-url", server.url, "--draft-cost", PRODUCTION_DRAFT_COST)
     from_log = _spec(capsys, server.log_path, "--draft-cost", PRODUCTION_DRAFT_COST)
     assert from_metrics["engine"] == "llamacpp"

@@ -32,17 +32,19 @@ services:
 """
 
 
-@pytest.fixture
-def divided_url(llama_server, model_files) -> str:
+# The servers below are read by several tests (verify only reads a server), so each is started once a module.
+@pytest.fixture(scope="module")
+def divided_url(module_llama_server, model_files) -> str:
     """-c 8192 -np 4 without --kv-unified: each slot gets 2048."""
-    return llama_server(model_files["dense"], "-c", "8192", "-np", "4").url
+    return module_llama_server(model_files["dense"], "-c", "8192", "-np", "4").url
 
 
-@pytest.fixture
-def capped_url(llama_server, tmp_path: Path) -> str:
+@pytest.fixture(scope="module")
+def capped_url(module_llama_server, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A model trained for 2048 tokens, started with -c 8192 -np 1: llama-server caps the slot at 2048."""
-    model = make_model("dense", tmp_path / "short" / "dense.gguf", shape_for("dense", ctx_train=2048)).path
-    return llama_server(model, "-c", "8192", "-np", "1").url
+    folder = tmp_path_factory.mktemp("short")
+    model = make_model("dense", folder / "dense.gguf", shape_for("dense", ctx_train=2048)).path
+    return module_llama_server(model, "-c", "8192", "-np", "1").url
 
 
 @pytest.mark.parametrize("kind", ["dense", "hybrid"])

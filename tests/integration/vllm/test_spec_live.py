@@ -27,11 +27,13 @@ def _counters(url: str) -> dict[str, float]:
         return metric_sums(answer.read().decode(), COUNTERS)
 
 
-def test_ngram_acceptance_is_read_from_the_servers_counters(vllm_program, vllm_model_dir, tmp_path, capsys):
+def test_ngram_acceptance_is_read_from_the_servers_counters(
+    vllm_program, vllm_model_dir, vllm_cache, tmp_path, capsys
+):
     workload = tmp_path / "repeat.jsonl"
     workload.write_text(json.dumps({"prompt": REPEATED, "max_tokens": 64}) + "\n")
     server = start_test_vllm(vllm_program, vllm_model_dir, tmp_path, "--max-model-len", "2048", "--enforce-eager",
-                             "--speculative-config", NGRAM)  # fmt: skip
+                             "--speculative-config", NGRAM, cache_dir=vllm_cache)  # fmt: skip
     try:
         log = server.log_path.read_text()
         db = tmp_path / "runs.db"
