@@ -26,9 +26,19 @@ PRODUCTION_DRAFT_COST = "0.05"
 
 def _speculative_server(llama_server, model_files, draft: str, *extra: str):
     return llama_server(
-        model_files["dense"], "-md", str(model_files[draft]), "--spec-type", "draft-simple",
-        "--spec-draft-n-max", DRAFT_TOKENS, "-c", "512", "-np", "1", *extra,
-    )  # fmt: skip
+        model_files["dense"],
+        "-md",
+        str(model_files[draft]),
+        "--spec-type",
+        "draft-simple",
+        "--spec-draft-n-max",
+        DRAFT_TOKENS,
+        "-c",
+        "512",
+        "-np",
+        "1",
+        *extra,
+    )
 
 
 def _complete(url: str, prompt: str) -> dict:

@@ -71,8 +71,16 @@ def start_test_vllm(
 ) -> VllmServer:
     """A real vLLM on a free loopback port, its log in ``folder``, its runtime caches in ``cache_dir`` (the session's
     ``vllm_cache``); the caller stops it."""
-    return start_vllm(model_dir, args, program=program.path, port=free_port(), log_path=folder / "vllm.log",
-                      timeout_s=START_BOUND_S, kv_cache_space_gib=LIVE_KV_GIB, cache_dir=cache_dir)  # fmt: skip
+    return start_vllm(
+        model_dir,
+        args,
+        program=program.path,
+        port=free_port(),
+        log_path=folder / "vllm.log",
+        timeout_s=START_BOUND_S,
+        kv_cache_space_gib=LIVE_KV_GIB,
+        cache_dir=cache_dir,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -15,8 +15,26 @@ LEVELS = ("c=1", "c=2")
 
 
 def _bench(vllm_live, db, capsys) -> str:
-    argv = ["bench", vllm_live.url, "--concurrency", "1,2", "--requests", "4", "--workload", "shared-prefix", "--input-tokens", "600",
-            "--output-tokens", "24", "--seed", "1207", "--db", str(db), "--no-power", "--json"]  # fmt: skip
+    argv = [
+        "bench",
+        vllm_live.url,
+        "--concurrency",
+        "1,2",
+        "--requests",
+        "4",
+        "--workload",
+        "shared-prefix",
+        "--input-tokens",
+        "600",
+        "--output-tokens",
+        "24",
+        "--seed",
+        "1207",
+        "--db",
+        str(db),
+        "--no-power",
+        "--json",
+    ]
     assert main(argv) == 0
     return json.loads(capsys.readouterr().out)["run_id"]
 

@@ -73,9 +73,16 @@ def test_a_failed_start_names_its_root_cause(vllm_program, vllm_model_dir, vllm_
     """VLLM_CPU_KVCACHE_SPACE=0 leaves the CPU build no KV cache: the engine core stops at start."""
     before = _run_tmps(os.getpid())  # the shared server's, when it runs
     with pytest.raises(EngineStartError) as caught:
-        start_vllm(vllm_model_dir, LIVE_ARGS, program=vllm_program.path, port=free_port(),
-                   log_path=tmp_path / "vllm.log", timeout_s=START_BOUND_S, kv_cache_space_gib=0,
-                   cache_dir=vllm_cache)  # fmt: skip
+        start_vllm(
+            vllm_model_dir,
+            LIVE_ARGS,
+            program=vllm_program.path,
+            port=free_port(),
+            log_path=tmp_path / "vllm.log",
+            timeout_s=START_BOUND_S,
+            kv_cache_space_gib=0,
+            cache_dir=vllm_cache,
+        )
     message = str(caught.value)
     assert "ValueError: No available memory for the cache blocks." in message
     assert f"(log: {tmp_path / 'vllm.log'})" in message
@@ -98,8 +105,22 @@ def test_serve_vllm_runs_until_sigterm_then_nothing_survives(
 ):
     port = free_port()
     env = {**os.environ, "SERVELAB_VLLM": str(vllm_program.path), "VLLM_CPU_KVCACHE_SPACE": "1"}
-    argv = [sys.executable, "-m", "servelab.cli.app", "serve", "vllm", str(vllm_model_dir), "--port", str(port),
-            "--log", str(tmp_path / "serve.log"), "--timeout", str(START_BOUND_S), "--", *LIVE_ARGS]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "servelab.cli.app",
+        "serve",
+        "vllm",
+        str(vllm_model_dir),
+        "--port",
+        str(port),
+        "--log",
+        str(tmp_path / "serve.log"),
+        "--timeout",
+        str(START_BOUND_S),
+        "--",
+        *LIVE_ARGS,
+    ]
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc:
         try:
             first = _read_line(proc, SERVE_LINE_BOUND_S)

@@ -33,9 +33,13 @@ def test_serves_chat_on_loopback(vllm_live):
     assert vllm_live.url.startswith("http://127.0.0.1:")
     answer = _post(
         f"{vllm_live.url}/v1/chat/completions",
-        {"model": str(vllm_live.model_dir), "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
-         "ignore_eos": True},
-    )  # fmt: skip
+        {
+            "model": str(vllm_live.model_dir),
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 4,
+            "ignore_eos": True,
+        },
+    )
     assert answer["usage"]["completion_tokens"] == 4
     assert vllm_live.server.failure() is None
 
@@ -80,8 +84,18 @@ def test_a_different_launch_is_reported_as_mismatches(vllm_live, capsys):
     (m,) = result.mismatches
     assert (m.key, m.asked, m.got) == ("context", 4096, 2048)
     assert "--max-model-len 4096" in m.line
-    code = main(["verify", vllm_live.url, "--cmd", asked, "--expect", f"max_total_tokens={2 * _kv_tokens(vllm_live.model_dir)}",
-                 "--strict", "--json"])  # fmt: skip
+    code = main(
+        [
+            "verify",
+            vllm_live.url,
+            "--cmd",
+            asked,
+            "--expect",
+            f"max_total_tokens={2 * _kv_tokens(vllm_live.model_dir)}",
+            "--strict",
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 1
     assert {m["key"]: (m["asked"], m["got"]) for m in out["mismatches"]} == {

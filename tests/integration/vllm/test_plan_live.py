@@ -28,8 +28,19 @@ PADDING_LINE = re.compile(r"Padding mamba page size by ([\d.]+)%")
 
 
 def _plan(capsys, model_dir: Path) -> dict:
-    argv = ["plan", str(model_dir), "--gpu", "cpu", "--engine", "vllm", "--context", str(CONTEXT), "--json",
-            "--", f"VLLM_CPU_KVCACHE_SPACE={LIVE_KV_GIB}"]  # fmt: skip
+    argv = [
+        "plan",
+        str(model_dir),
+        "--gpu",
+        "cpu",
+        "--engine",
+        "vllm",
+        "--context",
+        str(CONTEXT),
+        "--json",
+        "--",
+        f"VLLM_CPU_KVCACHE_SPACE={LIVE_KV_GIB}",
+    ]
     assert main(argv) == 0
     return json.loads(capsys.readouterr().out)["plans"][0]["details"]
 
@@ -40,8 +51,12 @@ def _engine_figures(url: str, log: str) -> dict:
     with urllib.request.urlopen(f"{url}/metrics", timeout=30) as answer:
         info = first_labels(answer.read().decode(), "vllm:cache_config_info")
     assert int(length.replace(",", "")) == CONTEXT
-    return {"kv_tokens": int(tokens.replace(",", "")), "max_concurrency": concurrency,
-            "num_blocks": int(info["num_gpu_blocks"]), "block_size": int(info["block_size"])}  # fmt: skip
+    return {
+        "kv_tokens": int(tokens.replace(",", "")),
+        "max_concurrency": concurrency,
+        "num_blocks": int(info["num_gpu_blocks"]),
+        "block_size": int(info["block_size"]),
+    }
 
 
 def _planned(details: dict) -> dict:
@@ -54,8 +69,11 @@ def test_the_dense_plan_is_the_shared_servers_allocation(vllm_live, capsys):
     assert args[args.index("--max-model-len") + 1] == str(CONTEXT)
     planned = _plan(capsys, vllm_live.model_dir)
     engine = _engine_figures(vllm_live.url, vllm_live.log_path.read_text())
-    assert _planned(planned) == engine == {"kv_tokens": 524_288, "max_concurrency": "256.00", "num_blocks": 4096,
-                                           "block_size": 128}  # fmt: skip
+    assert (
+        _planned(planned)
+        == engine
+        == {"kv_tokens": 524_288, "max_concurrency": "256.00", "num_blocks": 4096, "block_size": 128}
+    )
     assert "Setting attention block size" not in vllm_live.log_path.read_text()  # not a hybrid: the default
 
 

@@ -15,8 +15,11 @@ from tests.integration.vllm.conftest import start_test_vllm
 
 GAMMA = 3
 NGRAM = json.dumps({"method": "ngram", "num_speculative_tokens": GAMMA, "prompt_lookup_max": 3})
-COUNTERS = ("vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_draft_tokens_total",
-            "vllm:spec_decode_num_drafts_total")  # fmt: skip
+COUNTERS = (
+    "vllm:spec_decode_num_accepted_tokens_total",
+    "vllm:spec_decode_num_draft_tokens_total",
+    "vllm:spec_decode_num_drafts_total",
+)
 REPEATED = "one two three four five six seven eight " * 24  # n-gram drafts come from the context
 # greedy (--temperature 0): the tiny random model then repeats itself, which n-gram lookup drafts; at the server's
 # default temperature of 1 it found no 3-token match at all (0 drafts)
@@ -32,13 +35,36 @@ def test_ngram_acceptance_is_read_from_the_servers_counters(
 ):
     workload = tmp_path / "repeat.jsonl"
     workload.write_text(json.dumps({"prompt": REPEATED, "max_tokens": 64}) + "\n")
-    server = start_test_vllm(vllm_program, vllm_model_dir, tmp_path, "--max-model-len", "2048", "--enforce-eager",
-                             "--speculative-config", NGRAM, cache_dir=vllm_cache)  # fmt: skip
+    server = start_test_vllm(
+        vllm_program,
+        vllm_model_dir,
+        tmp_path,
+        "--max-model-len",
+        "2048",
+        "--enforce-eager",
+        "--speculative-config",
+        NGRAM,
+        cache_dir=vllm_cache,
+    )
     try:
         log = server.log_path.read_text()
         db = tmp_path / "runs.db"
-        bench = ["bench", server.url, "--concurrency", "1", "--requests", "3", "--workload", str(workload),
-                 "--temperature", "0", "--db", str(db), "--no-power", "--json"]  # fmt: skip
+        bench = [
+            "bench",
+            server.url,
+            "--concurrency",
+            "1",
+            "--requests",
+            "3",
+            "--workload",
+            str(workload),
+            "--temperature",
+            "0",
+            "--db",
+            str(db),
+            "--no-power",
+            "--json",
+        ]
         assert main(bench) == 0
         run_id = json.loads(capsys.readouterr().out)["run_id"]
         totals = _counters(server.url)
@@ -61,4 +87,7 @@ def test_ngram_acceptance_is_read_from_the_servers_counters(
         (level,) = store.load_run(run_id).levels
     counters = level.summary.server["counters"]  # the level sent every request this fresh server answered
     assert (counters["spec_accepted_tokens"], counters["spec_draft_tokens"], counters["spec_drafts"]) == (
-        accepted, drafted, drafts)  # fmt: skip
+        accepted,
+        drafted,
+        drafts,
+    )
