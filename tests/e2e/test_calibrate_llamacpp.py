@@ -65,7 +65,7 @@ def test_calibrate_saves_a_profile_that_predict_uses(measured, capsys) -> None:
     assert [lv["level"] for lv in fitted["levels"]] == ["c=1", "c=2"]
     assert "calibrating llamacpp" in err
     with Store.open(db, must_exist=True) as store:  # the release the runs measured, as the server reported it
-        assert profile["engine_version"] == store.load_run(run_id).targets[0].info["version"]
+        assert profile["engine_version"] == store.load_run(run_id).targets[0].info.version
     assert profile["engine_version"]
 
     args = [

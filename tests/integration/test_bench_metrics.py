@@ -192,7 +192,7 @@ def test_every_record_is_stored_with_its_chunk_timings(tmp_path):
         result = bench(url, levels=(1, 2), requests=4, store=store, warmup=0)
         stored = store.load_run(result["run_id"])
     assert not stored.info.partial
-    assert len(stored.requests) == 8 and {lv.level for lv in stored.levels} == {"c=1", "c=2"}
+    assert len(stored.requests) == 8 and {lv.level.label for lv in stored.levels} == {"c=1", "c=2"}
     for r in stored.requests:
         assert sum(r.chunk_tokens) == OUT == r.output_tokens and len(r.chunk_ns) == OUT // 2
         assert r.chunk_tokens_source == "usage"
