@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -236,13 +237,28 @@ def load_step_model(path: Path | None = None) -> StepModel | None:
 
 
 def _load(path: Path | None) -> StepModel | None:
+    """The model in `path` (else the shipped file), parsed once per file version: every roofline asks for it, and
+    advise builds hundreds."""
     if path is None:
         resource = resources.files("servelab.predict").joinpath(FIT_FILE)
         if not resource.is_file():
             return None
-        text = resource.read_text(encoding="utf-8")
-    else:
-        text = path.read_text(encoding="utf-8")
+        return _parsed("shipped", (0, 0), resource.read_text)
+    stat = path.stat()
+    return _parsed(str(path), (stat.st_mtime_ns, stat.st_size), path.read_text)
+
+
+_PARSED: dict[tuple[str, tuple[int, int]], StepModel] = {}
+
+
+def _parsed(where: str, version: tuple[int, int], read: Callable[..., str]) -> StepModel:
+    key = (where, version)
+    if key not in _PARSED:
+        _PARSED[key] = _from_text(read(encoding="utf-8"))
+    return _PARSED[key]
+
+
+def _from_text(text: str) -> StepModel:
     doc = json.loads(text)
     bands = {_band_key(k): (float(v[0]), float(v[1])) for k, v in doc.get("bands", {}).items()}
     return StepModel({k: float(v) for k, v in doc["values"].items()}, dict(doc.get("provenance", {})), bands)
