@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from servelab.engines.vllm import graphs
+from servelab.engines.vllm import graphs, profile
 from servelab.engines.vllm.graphs import Compilation, counts_line, graph_counts
 from servelab.engines.vllm.memory import vllm_memory
 from servelab.engines.vllm.settings import VllmSettings, compilation
@@ -96,16 +96,41 @@ def test_a_hybrid_graph_costs_more_per_recurrent_layer() -> None:
     assert graphs.bytes_per_graph(hybrid) > 2 * graphs.bytes_per_graph(dense)
 
 
-def test_eager_and_the_mode_change_what_the_budget_loses_from_v0_21() -> None:
+def test_eager_and_the_mode_change_what_the_budget_loses_from_v0_20() -> None:
     model = catalog_model("Qwen/Qwen3-8B")
     kw = {"gpu_memory_bytes": 24 * GIB, "weights_bytes": 16 * GIB, "max_model_len": 16384}
     default = vllm_memory(model, version="0.21.0", **kw)  # type: ignore[arg-type]
     eager = vllm_memory(model, version="0.21.0", enforce_eager=True, **kw)  # type: ignore[arg-type]
     piecewise = vllm_memory(model, version="0.21.0", compilation=Compilation("PIECEWISE"), **kw)  # type: ignore[arg-type]
-    before = vllm_memory(model, version="0.20.0", **kw)  # type: ignore[arg-type]
+    v020 = vllm_memory(model, version="0.20.0", **kw)  # type: ignore[arg-type]
+    before = vllm_memory(model, version="0.19.1", **kw)  # type: ignore[arg-type]
     assert eager.cuda_graph_bytes == 0 < piecewise.cuda_graph_bytes < default.cuda_graph_bytes
     assert eager.kv_budget_bytes - default.kv_budget_bytes == default.cuda_graph_bytes
-    assert before.kv_budget_bytes == eager.kv_budget_bytes  # before v0.21 graphs are captured after sizing
+    # the v0.20.0 wheel's envs.py already defaults VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS to 1
+    assert v020.kv_budget_bytes == default.kv_budget_bytes
+    assert before.kv_budget_bytes == eager.kv_budget_bytes  # before v0.20 graphs are captured after sizing
+
+
+def test_model_runner_v2_subtracts_no_graph_estimate() -> None:
+    """V2's profile_cudagraph_memory returns 0 (v0.22.0-v0.27.1): the releases and models that run it by default
+    keep the whole budget, and the plan warns that the graphs come after the pool."""
+    dense, hybrid = catalog_model("Qwen/Qwen3-8B"), catalog_model("Qwen/Qwen3.5-27B")
+    llama, moe = catalog_model("meta-llama/Llama-3.1-8B-Instruct"), catalog_model("Qwen/Qwen3-30B-A3B")
+    assert not profile.model_runner_v2(dense, (0, 21, 0))
+    assert profile.model_runner_v2(dense, (0, 22, 0))  # Qwen3ForCausalLM is the one default of v0.22
+    assert not profile.model_runner_v2(llama, (0, 22, 0))
+    assert profile.model_runner_v2(llama, (0, 24, 0))  # LlamaForCausalLM joins the list in v0.24
+    assert profile.model_runner_v2(catalog_model("google/gemma-3-27b-it"), (0, 25, 0))  # any dense model
+    assert not profile.model_runner_v2(moe, (0, 26, 0))  # Qwen3MoeForCausalLM is not listed
+    assert not profile.model_runner_v2(hybrid, (0, 26, 0))
+    assert not profile.model_runner_v2(dense, (0, 26, 0), "ngram")  # V2 lacks ngram: the V1 runner
+    assert profile.model_runner_v2(dense, (0, 26, 0), "eagle")
+    kw = {"gpu_memory_bytes": 24 * GIB, "weights_bytes": 16 * GIB, "max_model_len": 16384}
+    v1 = vllm_memory(dense, version="0.21.0", **kw)  # type: ignore[arg-type]
+    v2 = vllm_memory(dense, version="0.22.0", **kw)  # type: ignore[arg-type]
+    assert v2.cuda_graph_bytes == v1.cuda_graph_bytes > 0
+    assert v2.kv_budget_bytes - v1.kv_budget_bytes == v1.cuda_graph_bytes
+    assert any("Model Runner V2" in w for w in v2.warnings) and not v1.warnings
 
 
 def test_the_compilation_config_flag_is_read_and_checked() -> None:

@@ -72,13 +72,15 @@ def test_defaults_per_engine_generation() -> None:
     )
 
 
-def test_cuda_graphs_leave_the_budget_from_v0_21() -> None:
+def test_cuda_graphs_leave_the_budget_from_v0_20_until_model_runner_v2() -> None:
     model = catalog_model("meta-llama/Llama-3.1-8B-Instruct")
     kw = {"gpu_memory_bytes": 80 * GIB, "weights_bytes": 16 * GIB, "max_model_len": 8192}
-    old = vllm_memory(model, version="0.20.0", **kw)  # type: ignore[arg-type]
-    new = vllm_memory(model, version="0.21.0", **kw)  # type: ignore[arg-type]
-    assert old.cuda_graph_bytes == new.cuda_graph_bytes > 0
+    old = vllm_memory(model, version="0.19.1", **kw)  # type: ignore[arg-type]
+    new = vllm_memory(model, version="0.20.0", **kw)  # type: ignore[arg-type]
+    v2 = vllm_memory(model, version="0.24.0", **kw)  # type: ignore[arg-type]  # Llama on V2 from v0.24
+    assert old.cuda_graph_bytes == new.cuda_graph_bytes == v2.cuda_graph_bytes > 0
     assert old.kv_budget_bytes - new.kv_budget_bytes == new.cuda_graph_bytes
+    assert v2.kv_budget_bytes == old.kv_budget_bytes
 
 
 def test_the_v0_budget_of_the_rtx3090_log() -> None:

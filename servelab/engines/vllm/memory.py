@@ -371,6 +371,7 @@ def vllm_memory(
     cudagraph_mode: str | None = None,
     compilation: graphs.Compilation | None = None,
     speculative_tokens: int = 0,
+    speculative_method: str | None = None,
     draft_layers: int = 0,
     block_align: int = KERNEL_BLOCK_ALIGNMENT,
     default_block_size: int = 16,
@@ -403,10 +404,11 @@ def vllm_memory(
     activation = profile.profile_peak_bytes(
         model, batched, seqs, tp, release, max_model_len=length, multimodal=multimodal, use_v1=use_v1
     )
-    in_budget = profile.graphs_in_budget(release)
+    runner_v2 = profile.model_runner_v2(model, release, speculative_method)
+    in_budget = profile.graphs_in_budget(release, runner_v2)
     compilation = compilation or graphs.Compilation(cudagraph_mode)
     graph_bytes = cuda_graph_bytes(model, seqs, batched, speculative_tokens, compilation, enforce_eager)
-    graphs_taken = graph_bytes if in_budget else 0  # before v0.21 captured after the KV cache is sized
+    graphs_taken = graph_bytes if in_budget else 0  # before v0.20, and under V2, captured after the pool
     budget = max(0, requested - weights_bytes - activation - NON_TORCH_BYTES - graphs_taken)
     if kv_cache_memory_bytes is not None:
         budget = kv_cache_memory_bytes
@@ -431,6 +433,12 @@ def vllm_memory(
     estimated = _largest_length(num_blocks, request, length)
     mamba_blocks = num_blocks if "mamba" in groups else 0
     warnings = _padding_warnings(padding if "mamba" in groups else 0, waste, model.num_layers + draft_layers)
+    if runner_v2 and graph_bytes and release >= profile.GRAPHS_SUBTRACTED:
+        warnings.append(
+            "vLLM: Model Runner V2 subtracts no CUDA-graph estimate before sizing the KV cache (its"
+            f" profile_cudagraph_memory returns 0, vllm#49224): the graphs, about {graph_bytes / 2**30:.2f} GiB,"
+            " are captured after it; lower --gpu-memory-utilization if the capture runs out of memory"
+        )
     mamba_rule = profile.mamba_seqs_rule(
         release, profile.full_cuda_graphs(enforce_eager, compilation.cudagraph_mode)
     )
@@ -457,7 +465,8 @@ def vllm_memory(
         gpu_memory_bytes,
         gpu_memory_utilization,
         kv_cache_memory_bytes,
-        weights_bytes + activation + NON_TORCH_BYTES + graphs_taken,
+        # under V2 the graphs are captured after the pool, on the same card: a pool asked for directly must leave them room
+        weights_bytes + activation + NON_TORCH_BYTES + (graph_bytes if runner_v2 else graphs_taken),
     )
     return VllmMemory(
         gpu_memory_utilization=gpu_memory_utilization,

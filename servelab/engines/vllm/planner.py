@@ -44,6 +44,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[VllmSettings]) -> EngineFit
         kv_cache_dtype=kv_dtype,
         block_align=align,
         speculative_tokens=spec.num_tokens if spec else 0,
+        speculative_method=spec.method if spec else None,
         draft_layers=spec.draft_attention_layers(model) if spec else 0,
         enable_prefix_caching=bool(s.engine.enable_prefix_caching),
         enforce_eager=s.engine.enforce_eager,

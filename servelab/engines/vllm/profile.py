@@ -17,8 +17,11 @@
   v0.16.0) masks in place; what stays alive at the peak (v0.19.0-v0.26.0 sampler.py Sampler.forward,
   topk_topp_sampler.py forward_native / random_sample) is the logits in the model dtype (2 B), their fp32 copy
   (4 B), the fp32 softmax (4 B) and the fp32 exponential noise it is divided by in place (4 B): 14 B/element.
-- CUDA graphs: captured after the KV cache is sized until v0.21.0; from v0.21.0 their memory is estimated and
-  subtracted (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS).
+- CUDA graphs: captured after the KV cache is sized until v0.20.0; from v0.20.0 their memory is estimated and
+  subtracted (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 in the v0.20.0 wheel's envs.py, though the
+  log line says "default since v0.21.0"), except where Model Runner V2 runs: its `profile_cudagraph_memory` is a
+  stub returning 0 (v0.22.0-v0.27.1 `v1/worker/gpu/model_runner.py`), so nothing is subtracted and the graphs are
+  captured after the KV cache is sized, as before v0.20 (`model_runner_v2`).
 - Defaults (engine/arg_utils.py _set_default_args_v1 at v0.9.2, get_batch_defaults at v0.26.0): V1 max_num_seqs
   1024 / max_num_batched_tokens 8192 from 70 GiB on a card whose name does not say A100 ("Setting large
   max_num_batched_tokens for A100 reduces throughput", PR #17885), else 256 / 2048 (OpenAI server). V0:
@@ -31,18 +34,19 @@ from __future__ import annotations
 import re
 
 from servelab.errors import ConfigError
-from servelab.model.spec import ModelSpec
+from servelab.model.spec import LayerKind, ModelSpec
 
 GIB = 1024**3
 CURRENT_VERSION = "0.26.0"  # the newest release the rules were read for
 V1_DEFAULT = (0, 8, 0)  # V1 became the default engine
 TRITON_TOPK_TOPP = (0, 16, 0)  # PR #33538: top-k/top-p without a sort
-GRAPHS_SUBTRACTED = (0, 21, 0)  # CUDA-graph memory estimated and subtracted
+GRAPHS_SUBTRACTED = (0, 20, 0)  # CUDA-graph memory estimated and subtracted (envs.py default 1 from v0.20.0)
 MAMBA_GRAPH_CAP = (0, 18, 0)  # capture sizes capped to the Mamba blocks, with a warning (vllm#34094)
 MAMBA_SEQS_REFUSED = (0, 20, 0)  # max_num_seqs above the Mamba blocks refused when full CUDA graphs are on
 SORT_BYTES_PER_LOGIT = 40  # PyTorch sort-based top-k/top-p (PR #32558: 1.25 GiB for 256 x 131072)
 NO_SORT_BYTES_PER_LOGIT = 2 + 4 + 4 + 4  # bf16 logits, their fp32 copy, fp32 softmax, fp32 exponential noise
 BIG_GPU_BYTES = 70 * GIB
+UNQUANTIZED = ("bf16", "fp16", "f16", "fp32", "f32")  # model_config.is_quantized is False
 # Cards whose NVML memory query is not supported: a GB10 (DGX Spark) has no framebuffer of its own, so
 # nvmlDeviceGetMemoryInfo raises NotSupported; vLLM reads the device total through NVML
 # (platforms/cuda.py get_device_total_memory) and get_batch_defaults catches the error with device_memory = 0,
@@ -175,9 +179,55 @@ def profile_peak_bytes(
     return max(encoder, outputs + text)
 
 
-def graphs_in_budget(version: tuple[int, int, int]) -> bool:
-    """Whether the CUDA-graph pool is taken out of the KV budget (v0.21.0 on) or captured after it."""
-    return version >= GRAPHS_SUBTRACTED
+def graphs_in_budget(version: tuple[int, int, int], runner_v2: bool = False) -> bool:
+    """Whether the CUDA-graph estimate is taken out of the KV budget (v0.20.0 on, under the V1 model runner) or
+    the graphs are captured after the budget is sized (before v0.20, and under Model Runner V2, whose estimate is
+    0)."""
+    return version >= GRAPHS_SUBTRACTED and not runner_v2
+
+
+# Model Runner V2 by default (`VllmConfig.use_v2_model_runner` / `_is_default_v2_model_runner_model`, vllm/config/
+# vllm.py, read in the v0.21.0-v0.27.1 wheels, v0.23.0 included; none before v0.22.0). The HF architectures its
+# default list names, by servelab's model_type (ModelSpec.architecture), from the release that lists them; from
+# V2_RUNNER_ANY_DENSE also every model that is neither hybrid, attention-free nor MoE.
+V2_RUNNER_FROM = (0, 22, 0)
+V2_RUNNER_ANY_DENSE = (0, 25, 0)
+V2_ARCHITECTURES: tuple[tuple[tuple[int, int, int], frozenset[str]], ...] = (
+    ((0, 22, 0), frozenset({"qwen3"})),  # v0.22.0 vllm.py 69: Qwen3ForCausalLM (dense, unquantized only)
+    ((0, 23, 0), frozenset({"qwen3", "llama", "mistral"})),  # v0.23.0 vllm.py: dense, unquantized only
+    (  # v0.24.0 vllm.py 68-77
+        (0, 24, 0),
+        frozenset({"qwen3", "deepseek_v2", "qwen2_moe", "granitemoe", "llama", "mistral"}),
+    ),
+    ((0, 25, 0), frozenset({"deepseek_v2", "qwen2_moe", "granitemoe"})),  # v0.25.0 vllm.py 68-74
+)
+# servelab's speculative methods V2 runs (vLLM's eagle/eagle3/mtp; not ngram, nor a draft model)
+V2_SPECULATIVE = frozenset({"mtp", "eagle"})
+
+
+def model_runner_v2(
+    model: ModelSpec, version: tuple[int, int, int], speculative_method: str | None = None
+) -> bool:
+    """Whether vLLM runs the launch on Model Runner V2 (VLLM_USE_V2_MODEL_RUNNER unset): an architecture of the
+    release's default list (v0.22.0: Qwen3, v0.23.0: + Llama, Mistral, dense and unquantized only; v0.24.0:
+    six architectures, quantized and MoE too), from v0.25.0 also any model that is neither hybrid,
+    attention-free nor MoE; and no feature V2 lacks that a plan can name
+    (`_get_v2_model_runner_unsupported_features`: ngram and draft-model speculation; hybrids on v0.22.x)."""
+    if version < V2_RUNNER_FROM:
+        return False
+    if speculative_method is not None and speculative_method not in V2_SPECULATIVE:
+        return False
+    recurrent = model.count(LayerKind.LINEAR_ATTENTION) + model.count(LayerKind.MAMBA)
+    attention_free = recurrent == model.num_layers
+    listed = next(archs for since, archs in reversed(V2_ARCHITECTURES) if version >= since)
+    if version < V2_RUNNER_ANY_DENSE:
+        quantized = model.quant.lower() not in UNQUANTIZED
+        if version < (0, 24, 0) and (model.moe is not None or quantized or recurrent):
+            return False
+        return model.architecture in listed
+    if recurrent or attention_free:
+        return False
+    return model.architecture in listed or model.moe is None
 
 
 MARLIN_HIDDEN_ALIGN = 256  # fused_moe layer.py: hidden_size rounded up for the Marlin MXFP4 backend
