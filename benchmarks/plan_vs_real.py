@@ -5,8 +5,9 @@ per engine x figure and how often the fit verdict agrees with what the engine di
     python benchmarks/plan_vs_real.py [--all]
 
 Error % is (plan - engine) / |engine|; `ok` marks a figure within the case's tolerance. --all also lists the
-figures that are not compared (and why: the card is unknown, the plan has no such figure ...). Pure
-arithmetic on recorded text: no GPU, no network.
+figures that are not compared (and why: the card is unknown, the plan has no such figure ...). A figure whose
+bytes are fitted on these cases (vLLM's CUDA-graph estimate, benchmarks/fit_graph_bytes.py) is also reported
+cross-validated: each case under the fit without it. Pure arithmetic on recorded text: no GPU, no network.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.real_logs import Comparison, Outcome, load_cases, not_expressed, outcome
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fit_graph_bytes  # the script beside this one: the graph fit and its leave-one-case-out
 
 
 def _number(value: float | None) -> str:
@@ -79,6 +83,18 @@ def fit_rows(outcomes: list[Outcome]) -> list[str]:
     return lines
 
 
+def held_out_rows() -> list[str]:
+    """The fitted figures' error with each case left out of the fit (the in-sample error is in the table)."""
+    rows = fit_graph_bytes.rows()
+    errors = [abs(e) for e in fit_graph_bytes.held_out(rows)]
+    return [
+        "| engine | figure | n | median abs error % held out | worst abs error % held out |",
+        "|---|---|---|---|---|",
+        f"| vllm | {fit_graph_bytes.FIGURE} (fitted: leave-one-case-out) | {len(rows)} |"
+        f" {statistics.median(errors):.1%} | {max(errors):.1%} |",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--all", action="store_true", help="also list the figures not compared, and why")
@@ -89,6 +105,8 @@ def main() -> None:
     print("\n".join(figure_rows(outcomes, args.all)))
     print()
     print("\n".join(summary_rows([c for o in outcomes for c in o.comparisons])))
+    print()
+    print("\n".join(held_out_rows()))
     print()
     print("\n".join(fit_rows(outcomes)))
     print("\nleft out of the medians (the case's `left_out`):")

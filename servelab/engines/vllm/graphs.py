@@ -29,9 +29,9 @@ MIB = 1024**2
 MAX_CAPTURE = 512  # _set_cudagraph_sizes: min(max_num_seqs x decode query length x 2, 512)
 PER_GRAPH_FLOOR = MIB  # profile_cudagraph_memory: "Use at least 1 MiB per graph for driver overhead"
 # benchmarks/fit_graph_bytes.py's output, rounded to 3 decimals (see the comment below):
-POOL_BYTES_PER_TOKEN_LAYER_HIDDEN = 3.297
-ATTENTION_LAYER_MIB = 0.096
-RECURRENT_LAYER_MIB = 0.388
+POOL_BYTES_PER_TOKEN_LAYER_HIDDEN = 3.278
+ATTENTION_LAYER_MIB = 0.097
+RECURRENT_LAYER_MIB = 0.386
 MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
 # The bytes of a capture, which vLLM measures (the free-memory drop around each capture) and does not state. The
 # estimate is first capture + sum over modes of (graphs - 1) x second capture. The first capture is of the
