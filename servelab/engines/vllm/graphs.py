@@ -1,4 +1,4 @@
-"""vLLM's CUDA graphs: which it captures, and the memory estimate it takes out of the KV budget from v0.21.0
+"""vLLM's CUDA graphs: which it captures, and the memory estimate it takes out of the KV budget from v0.20.0
 (docs/reference/memory.md §3 "CUDA-graph estimate").
 
 What the source fixes (read in vllm `vllm/config/vllm.py` `_set_cudagraph_sizes`, `vllm/config/compilation.py`

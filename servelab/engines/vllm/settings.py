@@ -179,5 +179,7 @@ class VllmFigures(Figures):
     estimated_max_model_len: int
     mamba_blocks: int
     enforce_eager: bool | None = None  # True: no CUDA graphs (asked); None: graphs, as vLLM's default
-    cuda_graph_bytes: int | None = None  # the graph estimate (taken out of the pool from v0.21.0); GPU plans
+    cuda_graph_bytes: int | None = (
+        None  # the graph estimate (taken out of the pool from v0.20.0, V1 runner); GPU plans
+    )
     enable_expert_parallel: bool | None = None  # True: asked (carried for the step model; not priced yet)
