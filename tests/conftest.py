@@ -10,10 +10,15 @@ Markers (registered in pyproject.toml): ``engine`` and ``vllm`` are set here on 
 real engine (`ENGINE_FIXTURES`, directly or through another fixture) and on every test under
 tests/integration/vllm, so a new engine test is marked without anyone remembering to; ``browser``, ``ray`` and
 ``timing`` (wall-clock figures against the sim, to the millisecond) are set by their modules or tests.
-Every engine and vllm test also gets ``xdist_group("engines")``: `scripts/test` runs them with the rest under
-``--dist loadgroup``, all on one worker, one at a time (one real server starting or serving at once: vLLM's CPU
-build binds its threads to core 0, llama-server runs one thread), while the other workers run the rest; the ray
-and timing tests need the machine to themselves and run in a serial pass after. `scripts/test --quick` leaves
+Every engine and vllm test that starts a server also gets an ``xdist_group``: ``engines-vllm`` for the tests
+marked vllm, ``engines-llamacpp`` for the others and for those that start both (the demo: most of its time is
+llama-server, the bench, advise and the report, and it would make the vLLM group the longest by far).
+`scripts/test` runs them with the rest under ``--dist loadgroup``: each group on one worker, one test at a time, so
+a group never has two of its servers starting or serving at once (vLLM's CPU build binds its threads to core 0,
+llama-server runs one thread); the two groups run side by side on two workers (pytest-xdist hands the largest
+groups out first), the rest around them. A module whose tests start no server (the install checks of the vLLM
+venv) says ``ENGINE_GROUP = None`` and runs with the rest. The ray and timing tests need the machine to
+themselves and run in a serial pass after. `scripts/test --quick` leaves
 them all and the browser tests out.
 """
 
@@ -32,7 +37,9 @@ pytest_plugins = ["tests.engine_fixtures"]
 
 ENGINE_FIXTURES = {"llama_server_bin": "engine", "vllm_bin": "vllm", "vllm_program": "vllm"}
 VLLM_TESTS = Path(__file__).parent / "integration" / "vllm"
-ENGINE_GROUP = "engines"  # under `--dist loadgroup` one worker runs them all, one after another
+# under `--dist loadgroup` one worker runs each group's tests one after another
+VLLM_GROUP = "engines-vllm"
+LLAMACPP_GROUP = "engines-llamacpp"
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker and before pytest-xdist reads xdist_group
@@ -43,8 +50,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(marker)
         if item.path.is_relative_to(VLLM_TESTS):
             item.add_marker("vllm")
-        if item.get_closest_marker("engine") or item.get_closest_marker("vllm"):
-            item.add_marker(pytest.mark.xdist_group(ENGINE_GROUP))
+        group = _engine_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _engine_group(item: pytest.Item) -> str | None:
+    """The xdist group of an engine test (module docstring), None for the rest."""
+    engine, vllm = item.get_closest_marker("engine"), item.get_closest_marker("vllm")
+    if not (engine or vllm) or getattr(getattr(item, "module", None), "ENGINE_GROUP", "") is None:
+        return None
+    return VLLM_GROUP if vllm and not engine else LLAMACPP_GROUP
 
 
 @pytest.fixture(autouse=True)

@@ -21,6 +21,8 @@ from servelab.cli.app import main
 from servelab.engines import registry
 from servelab.engines.vllm import install
 
+ENGINE_GROUP = None  # no server starts here: these run beside the engine groups (tests/conftest.py)
+
 # what the venv's metadata holds (no import of torch: tens of seconds here; the live-server tests run it)
 VENV_FACTS = """
 import importlib.metadata as md, importlib.util as iu, json
