@@ -61,11 +61,28 @@ def install_root(cache_dir: Path | None = None) -> Path:
     return (cache_dir or paths.cache_dir()) / "vllm" / f"{PINNED_VERSION}-cpu"
 
 
+# program path -> (its file's identity, the version it answered): `vllm --version` imports torch and vLLM (~12 s of
+# CPU here) and one command may resolve vLLM twice (the demo: its checks, then its launch)
+_CHECKED: dict[str, tuple[tuple[int, int, int], str]] = {}
+
+
 def check_vllm(path: Path | str) -> str:
-    """The program's version; EngineError unless ``path`` runs as vLLM's CLI."""
+    """The program's version; EngineError unless ``path`` runs as vLLM's CLI. Asked again in the same process for a
+    program whose file has not changed (inode, size, modification time), the answer it gave before."""
     path = Path(path).expanduser()
     if not path.is_file() or not os.access(path, os.X_OK):
         raise EngineError(f"{path} is not an executable file; give the path of a `vllm` program")
+    stat = path.stat()
+    identity = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    known = _CHECKED.get(str(path))
+    if known is not None and known[0] == identity:
+        return known[1]
+    version = _ask_version(path)
+    _CHECKED[str(path)] = (identity, version)
+    return version
+
+
+def _ask_version(path: Path) -> str:
     try:
         done = subprocess.run(
             [str(path), "--version"], capture_output=True, timeout=VERSION_TIMEOUT_S, check=False

@@ -142,3 +142,21 @@ def test_lookup_order_env_then_config_then_gpu_path_then_cache(tmp_path):
     env = {**empty, install.ENV_VAR: str(tmp_path / "missing")}
     with pytest.raises(install.EngineError, match="is not an executable file"):
         install.find_vllm(env, config, cache)
+
+
+def test_a_program_is_asked_its_version_once_until_its_file_changes(tmp_path):
+    """`vllm --version` imports torch and vLLM: one process asks an unchanged program once (the demo resolves vLLM
+    twice); a program rewritten in place is asked again."""
+    program = tmp_path / "bin" / "vllm"
+    program.parent.mkdir(parents=True)
+    calls = tmp_path / "calls"
+    program.write_text(f"#!/bin/sh\necho run >> {calls}\necho 0.30.0\n")
+    program.chmod(0o755)
+    assert install.check_vllm(program) == "0.30.0" and install.check_vllm(program) == "0.30.0"
+    assert calls.read_text().splitlines() == ["run"]
+    program.write_text(f"#!/bin/sh\necho run >> {calls}\necho 0.31.0+cpu\n")  # another size: another file
+    assert install.check_vllm(program) == "0.31.0+cpu"
+    assert calls.read_text().splitlines() == ["run", "run"]
+    program.write_text("#!/bin/sh\nexit 3\n")
+    with pytest.raises(install.EngineError, match="not a working vLLM"):
+        install.check_vllm(program)
