@@ -51,6 +51,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[VllmSettings]) -> EngineFit
         compilation=compilation(s.engine),
         version=s.engine_version,
         device_name=gpu.label,
+        compute_capability=gpu.compute_capability,
         multimodal=not s.engine.language_model_only,
         use_v1=s.engine.use_v1,
     )
