@@ -11,12 +11,15 @@ from types import ModuleType
 
 import pytest
 
-from servelab.engines.vllm import graphs, profile
+from servelab.engines.vllm import cmdline, graphs, profile
 from servelab.engines.vllm.graphs import Compilation, counts_line, graph_counts
 from servelab.engines.vllm.memory import cuda_graph_bytes, vllm_memory
 from servelab.engines.vllm.settings import VllmSettings, compilation
 from servelab.errors import ConfigError
+from servelab.hardware.gpus import find_gpu
 from servelab.model.catalog import catalog_model
+from servelab.model.load import load_model
+from servelab.plan.make import make_plan
 
 GIB = 1024**3
 
@@ -204,3 +207,27 @@ def test_the_first_full_capture_charges_the_workspace_as_vllm_50780_and_52872_me
         model, 2, 8192, 3, compute_capability="8.6", kv_cache_dtype="fp8_e5m2", version="0.26.0"
     )
     assert spec == graphs.estimate_bytes(model, graph_counts(2, 8192, 3, Compilation("PIECEWISE")))
+
+
+def test_an_asked_attention_backend_decides_the_workspace() -> None:
+    """--attention-backend, read from the words after `plan --engine vllm --` and passed to the launch: FLASHINFER
+    on a 3090 with a bf16 cache charges the workspace FlashAttention would not; FLASH_ATTN with an fp8 cache drops
+    it (vLLM would refuse that pair outside Hopper; the plan takes the launch as asked)."""
+    asked = cmdline.settings(["--attention-backend", "FLASHINFER"])
+    assert asked.attention_backend == "FLASHINFER"
+    with pytest.raises(ConfigError, match="--attention-backend"):
+        VllmSettings(attention_backend="flash attn")
+    assert graphs.attention_backend("8.6", "auto", "flashinfer") == "FLASHINFER"
+    model = load_model("Qwen/Qwen3-8B")
+    gpu = find_gpu("rtx3090")
+    # v0.21.0: the V1 runner takes the estimate out of the budget (a dense Qwen3 runs Model Runner V2 from v0.22)
+    default = make_plan(model, gpu, engine="vllm", context=16384, engine_version="0.21.0")
+    flashinfer = make_plan(
+        model, gpu, engine="vllm", context=16384, engine_version="0.21.0", attention_backend="FLASHINFER"
+    )
+    extra = int(str(flashinfer.details["cuda_graph_bytes"])) - int(str(default.details["cuda_graph_bytes"]))
+    # the FULL first capture (256, with the 394 MiB) now outweighs the PIECEWISE one (512)
+    pool = graphs.first_capture_pool_bytes
+    assert extra == graphs.FLASHINFER_WORKSPACE_BYTES + pool(model, 256) - pool(model, 512)
+    assert flashinfer.command[-2:] == ("--attention-backend", "FLASHINFER")
+    assert default.details["kv_budget_bytes"] - flashinfer.details["kv_budget_bytes"] == extra

@@ -107,14 +107,19 @@ def _capability(compute_capability: str | None) -> tuple[int, int] | None:
     return int(major), int(minor or 0)
 
 
-def attention_backend(compute_capability: str | None, kv_cache_dtype: str = "auto") -> str:
-    """The attention backend vLLM picks when none is named (platforms/cuda.py `_get_backend_priorities`, the same
-    order in v0.20.0-v0.27.1): FlashInfer first on SM10x, else FlashAttention unless it cannot hold the KV cache
-    dtype (flash_attn.py `supports_kv_cache_dtype`: fp8 / fp8_e4m3 only with FA3 on SM90), then FlashInfer.
-    'FLASHINFER', 'FLASH_ATTN', or '' off CUDA (no capability: ROCm, CPU; not modelled)."""
+def attention_backend(
+    compute_capability: str | None, kv_cache_dtype: str = "auto", asked: str | None = None
+) -> str:
+    """The attention backend: `asked` (--attention-backend, vLLM's enum name in any case) where given, else the one
+    vLLM picks (platforms/cuda.py `_get_backend_priorities`, the same order in v0.20.0-v0.27.1): FlashInfer first
+    on SM10x, else FlashAttention unless it cannot hold the KV cache dtype (flash_attn.py
+    `supports_kv_cache_dtype`: fp8 / fp8_e4m3 only with FA3 on SM90), then FlashInfer. 'FLASHINFER',
+    'FLASH_ATTN', or '' off CUDA (no capability: ROCm, CPU; not modelled)."""
     capability = _capability(compute_capability)
     if capability is None:
         return ""
+    if asked:
+        return asked.upper()
     if capability[0] == 10:
         return "FLASHINFER"
     dtype = kv_cache_dtype.lower()

@@ -235,6 +235,7 @@ def graph_parts(
     tp: int = 1,
     attention_groups: int = 1,
     version: str | None = None,
+    attention_backend: str | None = None,
 ) -> tuple[dict[str, tuple[int, int]], int]:
     """(the graphs captured, {mode: (graphs, largest size)}; what the first FULL capture holds besides them):
     where FlashInfer decodes with its own wrapper (the card's `compute_capability` and the KV dtype pick the
@@ -243,7 +244,7 @@ def graph_parts(
     release = profile.parse_version(version)
     attention = model.attention if model.mla is None else None
     flashinfer = attention is not None and (
-        graphs.attention_backend(compute_capability, kv_cache_dtype) == "FLASHINFER"
+        graphs.attention_backend(compute_capability, kv_cache_dtype, attention_backend) == "FLASHINFER"
     )
     capability_10 = (compute_capability or "").startswith("10.")
     counts = graphs.graph_counts(
@@ -284,6 +285,7 @@ def cuda_graph_bytes(
     tp: int = 1,
     attention_groups: int = 1,
     version: str | None = None,
+    attention_backend: str | None = None,
 ) -> int:
     """The CUDA graphs' memory as vLLM's profile_cudagraph_memory estimates it (graphs.py): the graphs the
     compilation config captures, one graph's bytes per layer kind, and FlashInfer's decode workspace in the
@@ -300,6 +302,7 @@ def cuda_graph_bytes(
         tp=tp,
         attention_groups=attention_groups,
         version=version,
+        attention_backend=attention_backend,
     )
     return graphs.estimate_bytes(model, counts, workspace)
 
@@ -445,6 +448,7 @@ def vllm_memory(
     version: str | None = None,
     device_name: str = "",
     compute_capability: str | None = None,
+    attention_backend: str | None = None,
     multimodal: bool = True,
     use_v1: bool | None = None,
 ) -> VllmMemory:
@@ -454,7 +458,8 @@ def vllm_memory(
     puts a hybrid's mamba layers in mamba_cache_mode 'align' (opt-in for hybrids, so off by default).
     `device_name` is the card's name, which picks the default batch (profile.default_batch); its
     `compute_capability` (with the KV dtype) the attention backend, whose FlashInfer workspace the graph estimate
-    holds (graphs.py; None: not a CUDA card, no workspace). `multimodal` False
+    holds (graphs.py; None: not a CUDA card, no workspace), unless `attention_backend` (--attention-backend)
+    names it. `multimodal` False
     is --language-model-only (no vision-encoder profile). `enforce_eager` / `compilation` (the compilation
     config's CUDA-graph knobs; `cudagraph_mode` alone as a shortcut; None: the default FULL_AND_PIECEWISE) decide
     which graphs are captured (their estimate, graphs.py) and, for hybrids, whether
@@ -488,6 +493,7 @@ def vllm_memory(
         tp=tp,
         attention_groups=attention_groups(model, draft_layers),
         version=version,
+        attention_backend=attention_backend,
     )
     graphs_taken = graph_bytes if in_budget else 0  # before v0.20, and under V2, captured after the pool
     budget = max(0, requested - weights_bytes - activation - NON_TORCH_BYTES - graphs_taken)
