@@ -231,3 +231,17 @@ def test_an_asked_attention_backend_decides_the_workspace() -> None:
     assert extra == graphs.FLASHINFER_WORKSPACE_BYTES + pool(model, 256) - pool(model, 512)
     assert flashinfer.command[-2:] == ("--attention-backend", "FLASHINFER")
     assert default.details["kv_budget_bytes"] - flashinfer.details["kv_budget_bytes"] == extra
+
+
+def test_trtllm_and_xqa_decode_charge_the_global_buffer_once() -> None:
+    """SM10x (trtllm-gen) and SM90 from v0.25.0 (XQA) decode on flashinfer.py's module-global 394 MiB buffer, not
+    the builder's workspace: one buffer, whatever the batched tokens or the attention groups."""
+    model = catalog_model("Qwen/Qwen3.5-27B")
+    kw = {"kv_cache_dtype": "fp8_e5m2", "version": "0.26.0", "attention_groups": 2}
+    bf16 = cuda_graph_bytes(model, 4, 32768, compute_capability="9.0", version="0.26.0")  # FlashAttention
+    xqa = cuda_graph_bytes(model, 4, 32768, compute_capability="9.0", **kw)  # type: ignore[arg-type]
+    native = cuda_graph_bytes(model, 4, 32768, compute_capability="9.0", **{**kw, "version": "0.24.0"})  # type: ignore[arg-type]
+    pool = graphs.first_capture_pool_bytes
+    step = pool(model, 4) - pool(model, 8)  # the FULL first capture (4) outweighs the PIECEWISE one (8)
+    assert xqa - bf16 == graphs.FLASHINFER_WORKSPACE_BYTES + step
+    assert native - bf16 == 2 * graphs.FLASHINFER_WORKSPACE_BYTES + step  # v0.24: its own decode, per group

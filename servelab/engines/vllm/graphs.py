@@ -19,8 +19,9 @@ What the source fixes (read in vllm `vllm/config/vllm.py` `_set_cudagraph_sizes`
   up to v0.25, max(394 MiB, max_num_batched_tokens x query heads per GPU x head dim x 16 B) from v0.26.0 (PR 48428).
   FlashInfer is the default attention backend on SM10x and wherever FlashAttention cannot hold the KV cache dtype
   (fp8 outside Hopper's FA3, fp8_e5m2 everywhere); its decode is trtllm-gen on SM10x and XQA on SM90 from v0.25.0,
-  which use a module-global buffer instead (not charged here). FlashInfer's own decode cannot run full graphs with
-  speculative decoding (UNIFORM_SINGLE_TOKEN_DECODE), so vLLM drops to PIECEWISE then.
+  which use a module-global 394 MiB buffer instead (`_get_trtllm_workspace_buffer`), first allocated by the same
+  warm-up, so charged once. FlashInfer's own decode cannot run full graphs with speculative decoding
+  (UNIFORM_SINGLE_TOKEN_DECODE), so vLLM drops to PIECEWISE then.
 
 What it does not fix is the bytes of a capture: those are the kernels', the driver's and the caching allocator's.
 servelab prices the first capture's pool activations per token, layer and hidden unit and one graph as a figure

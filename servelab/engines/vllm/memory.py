@@ -238,9 +238,11 @@ def graph_parts(
     attention_backend: str | None = None,
 ) -> tuple[dict[str, tuple[int, int]], int]:
     """(the graphs captured, {mode: (graphs, largest size)}; what the first FULL capture holds besides them):
-    where FlashInfer decodes with its own wrapper (the card's `compute_capability` and the KV dtype pick the
-    backend, graphs.py), its workspace, one per attention KV-cache group (`attention_groups`); MLA models run
-    other backends, so none. FlashInfer's single-token full graphs also turn speculative launches PIECEWISE."""
+    where FlashInfer runs the attention (the card's `compute_capability` and the KV dtype pick the backend, or
+    `attention_backend` names it; graphs.py), its decode workspace: with its own decode wrapper the builder's, one
+    per attention KV-cache group (`attention_groups`); with trtllm-gen (SM10x) or XQA (SM90 from v0.25.0) the
+    module-global 394 MiB buffer (flashinfer.py `_get_trtllm_workspace_buffer`), once. MLA models run other
+    backends, so none. FlashInfer's single-token full graphs also turn speculative launches PIECEWISE."""
     release = profile.parse_version(version)
     attention = model.attention if model.mla is None else None
     flashinfer = attention is not None and (
@@ -256,12 +258,14 @@ def graph_parts(
         single_token_decode=flashinfer and not capability_10,
     )
     workspace = 0
-    native = flashinfer and graphs.flashinfer_native_decode(compute_capability, release)
-    if attention is not None and native and "FULL" in counts:
-        per_builder = graphs.flashinfer_workspace_bytes(
-            release, max_num_batched_tokens, attention.num_heads // tp, attention.head_dim
-        )
-        workspace = attention_groups * per_builder
+    if attention is not None and flashinfer and "FULL" in counts:
+        if graphs.flashinfer_native_decode(compute_capability, release):
+            per_builder = graphs.flashinfer_workspace_bytes(
+                release, max_num_batched_tokens, attention.num_heads // tp, attention.head_dim
+            )
+            workspace = attention_groups * per_builder
+        else:  # trtllm-gen / XQA decode: the module-global buffer, first allocated by this warm-up
+            workspace = graphs.FLASHINFER_WORKSPACE_BYTES
     return counts, workspace
 
 
