@@ -10,7 +10,8 @@ exactly (graphs.graph_counts, from the plan's batch limits, speculative tokens a
 and writes the estimate as
     p x largest size x layers x hidden size + graph-equivalents x (attention layers x a + recurrent layers x r)
 (the first capture's pool activations at its size, then one graph per graph-equivalent, 1 + sum over modes of
-(graphs - 1)). The three unknowns are solved by least squares on the relative error (each case's row divided by
+(graphs - 1)), plus what the source states outright: FlashInfer's decode workspace in the first FULL capture
+(memory.graph_parts; then that capture is the largest, so its size is the pool's). The three unknowns are solved by least squares on the relative error (each case's row divided by
 its printed figure: a 0.08 GiB case weighs as much as a 1.32 GiB one). A case whose `left_out` names the estimate
 (the GB10's unified memory) is not used. Leave-one-case-out: the fit without the case, applied to the case. Pure
 arithmetic on recorded text: no GPU, no network.
@@ -28,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy
 
-from servelab.engines.vllm import graphs
+from servelab.engines.vllm import graphs, memory
 from servelab.engines.vllm.settings import VllmSettings, compilation
 from servelab.model.spec import LayerKind
-from tests.real_logs import Case, case_model, load_cases, run_plan
+from tests.real_logs import Case, case_gpu, case_model, load_cases, run_plan
 
 FIGURE = "cuda_graph_estimated_gib"
 GIB = 1024**3
@@ -51,37 +52,48 @@ class Row:
     attention: float  # graph-equivalents x attention layers
     recurrent: float  # graph-equivalents x recurrent (Gated DeltaNet / Mamba) layers
     printed: float
+    known: float = 0.0  # bytes the source states (FlashInfer's workspace in the first FULL capture)
 
 
-def case_counts(case: Case) -> dict[str, tuple[int, int]]:
-    """The graphs the plan counts for the case (checked against the plan's own estimate)."""
+def case_parts(case: Case) -> tuple[dict[str, tuple[int, int]], int]:
+    """The graphs the plan counts for the case and the workspace its first FULL capture holds (checked against
+    the plan's own estimate)."""
     plan = run_plan(case)
     details = plan.details
+    model = case_model(case)
     config = (case.data.get("settings") or {}).get("compilation_config")
     settings = VllmSettings(compilation_config=json.dumps(config) if config else None)
-    counts = graphs.graph_counts(
+    counts, workspace = memory.graph_parts(
+        model,
         int(str(details["max_num_seqs"])),
         int(str(details["max_num_batched_tokens"])),
         int(str(details.get("speculative_tokens") or 0)),
         compilation(settings),
+        compute_capability=case_gpu(case).compute_capability,
+        kv_cache_dtype=plan.kv_dtype,
+        tp=plan.tensor_parallel,
+        attention_groups=memory.attention_groups(model),
+        version=str(details.get("engine_version") or "") or None,
     )
-    if graphs.estimate_bytes(case_model(case), counts) != int(str(details["cuda_graph_bytes"])):
+    if graphs.estimate_bytes(model, counts, workspace) != int(str(details["cuda_graph_bytes"])):
         raise SystemExit(f"{case.name}: the counts here are not the plan's")
-    return counts
+    return counts, workspace
 
 
 def row(case: Case) -> Row:
     model = case_model(case)
-    counts = case_counts(case)
+    counts, workspace = case_parts(case)
     recurrent = model.count(LayerKind.LINEAR_ATTENTION) + model.count(LayerKind.MAMBA)
     equivalents = graphs.graph_equivalents(counts)
+    largest = counts["FULL"][1] if workspace else graphs.largest_capture(counts)
     return Row(
         case=case.name,
         counts=graphs.counts_line(counts),
-        pool=float(graphs.largest_capture(counts) * model.num_layers * model.hidden_size),
+        pool=float(largest * model.num_layers * model.hidden_size),
         attention=float(equivalents * (model.num_layers - recurrent)),
         recurrent=float(equivalents * recurrent),
         printed=float(case.data["expected"][FIGURE]) * GIB,
+        known=float(workspace),
     )
 
 
@@ -102,13 +114,14 @@ def fit(data: list[Row]) -> Coefficients:
     matrix = numpy.array([[r.pool, r.attention, r.recurrent] for r in data]) / numpy.array(
         [[r.printed] for r in data]
     )
-    solution = numpy.linalg.lstsq(matrix, numpy.ones(len(data)), rcond=None)[0]
+    target = numpy.array([1 - r.known / r.printed for r in data])
+    solution = numpy.linalg.lstsq(matrix, target, rcond=None)[0]
     return float(solution[0]), float(solution[1]), float(solution[2])
 
 
 def predict(row: Row, coefficients: Coefficients) -> float:
     pool, attention, recurrent = coefficients
-    return row.pool * pool + row.attention * attention + row.recurrent * recurrent
+    return row.known + row.pool * pool + row.attention * attention + row.recurrent * recurrent
 
 
 def held_out(data: list[Row]) -> list[float]:

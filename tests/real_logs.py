@@ -62,6 +62,7 @@ EXPRESSED = {
         "speculative",
         "enforce_eager",
         "compilation_config",
+        "attention_backend",
     },
     "sglang": {
         "tensor_parallel",
@@ -259,6 +260,7 @@ def plan_inputs(case: Case) -> dict[str, Any]:
             "compilation_config": json.dumps(s["compilation_config"])
             if s.get("compilation_config")
             else None,
+            "attention_backend": s.get("attention_backend"),
         }
     elif case.engine == "sglang":
         inputs = {

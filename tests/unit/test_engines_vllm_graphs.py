@@ -11,12 +11,15 @@ from types import ModuleType
 
 import pytest
 
-from servelab.engines.vllm import graphs, profile
+from servelab.engines.vllm import cmdline, graphs, profile
 from servelab.engines.vllm.graphs import Compilation, counts_line, graph_counts
-from servelab.engines.vllm.memory import vllm_memory
+from servelab.engines.vllm.memory import cuda_graph_bytes, vllm_memory
 from servelab.engines.vllm.settings import VllmSettings, compilation
 from servelab.errors import ConfigError
+from servelab.hardware.gpus import find_gpu
 from servelab.model.catalog import catalog_model
+from servelab.model.load import load_model
+from servelab.plan.make import make_plan
 
 GIB = 1024**3
 
@@ -147,3 +150,98 @@ def test_the_compilation_config_flag_is_read_and_checked() -> None:
     ):
         with pytest.raises(ConfigError, match=words):
             VllmSettings(compilation_config=bad)
+
+
+@pytest.mark.parametrize(
+    ("capability", "kv_dtype", "backend"),
+    [
+        ("8.6", "auto", "FLASH_ATTN"),  # RTX 3090 / A5000, bf16 cache: FlashAttention first
+        ("8.6", "fp8_e5m2", "FLASHINFER"),  # FlashAttention holds no fp8 cache outside Hopper's FA3
+        ("12.0", "fp8", "FLASHINFER"),  # RTX 5090 with an fp8 cache (club-3090's FlashInferBackend lines)
+        ("9.0", "fp8_e4m3", "FLASH_ATTN"),  # H100: FA3 holds e4m3
+        ("9.0", "fp8_e5m2", "FLASHINFER"),
+        ("10.0", "auto", "FLASHINFER"),  # B200: FlashInfer first whatever the cache
+        (None, "auto", ""),  # no CUDA capability (ROCm, CPU): not modelled
+    ],
+)
+def test_the_attention_backend_follows_the_card_and_the_kv_dtype(
+    capability: str | None, kv_dtype: str, backend: str
+) -> None:
+    assert graphs.attention_backend(capability, kv_dtype) == backend
+
+
+def test_flashinfers_workspace_grows_with_the_batched_tokens_from_v0_26() -> None:
+    """flashinfer.py _get_workspace_buffer: 394 MiB up to v0.25; from v0.26.0 (PR 48428) at least
+    max_num_batched_tokens x query heads per GPU x head dim x 16 B."""
+    mib = 1024**2
+    assert graphs.flashinfer_workspace_bytes((0, 25, 0), 32768, 24, 256) == 394 * mib
+    assert graphs.flashinfer_workspace_bytes((0, 26, 0), 4096, 24, 256) == 394 * mib  # 384 MiB < the floor
+    assert graphs.flashinfer_workspace_bytes((0, 26, 0), 8192, 24, 256) == 768 * mib
+    assert graphs.flashinfer_workspace_bytes((0, 26, 0), 32768, 24, 256) == 3 * GIB
+    # its own decode wrapper only where neither trtllm-gen (SM10x) nor XQA (SM90 from v0.25.0) decodes
+    assert graphs.flashinfer_native_decode("12.0", (0, 26, 0))
+    assert graphs.flashinfer_native_decode("9.0", (0, 24, 0))
+    assert not graphs.flashinfer_native_decode("9.0", (0, 25, 0))
+    assert not graphs.flashinfer_native_decode("10.0", (0, 21, 0))
+
+
+def test_the_first_full_capture_charges_the_workspace_as_vllm_50780_and_52872_measure() -> None:
+    """vllm#52872's RTX 5090 sweep of a 64-layer hybrid (16 attention + 48 Gated DeltaNet: Qwen3.6-27B's stack,
+    24 query heads of 256): the graph pool 0.52 GiB at 2048, 3072 and 4096 batched tokens, 0.89 at 8192. Only the
+    workspace changes with the batched tokens once they pass the largest capture (512): flat below 4096 x 24 x
+    256 x 16 B = 384 MiB (the 394 MiB floor), then 768 MiB at 8192, 0.365 GiB more (0.37 printed)."""
+    model = catalog_model("Qwen/Qwen3.5-27B")
+
+    def estimate(batched: int, version: str = "0.26.0", kv: str = "fp8") -> int:
+        return cuda_graph_bytes(
+            model, 4, batched, compute_capability="12.0", kv_cache_dtype=kv, version=version
+        )
+
+    assert estimate(2048) == estimate(3072) == estimate(4096)
+    assert (estimate(8192) - estimate(4096)) / GIB == pytest.approx(0.37, abs=0.006)
+    assert estimate(8192, version="0.25.0") == estimate(4096)  # the floor alone before v0.26
+    # a bf16 cache runs FlashAttention there: no workspace, and nothing grows
+    assert estimate(8192, kv="auto") == estimate(2048, kv="auto") < estimate(2048) - 380 * 1024**2
+    # speculative decoding on FlashInfer's own decode: PIECEWISE only (club-3090 issue 104), no FULL capture
+    spec = cuda_graph_bytes(
+        model, 2, 8192, 3, compute_capability="8.6", kv_cache_dtype="fp8_e5m2", version="0.26.0"
+    )
+    assert spec == graphs.estimate_bytes(model, graph_counts(2, 8192, 3, Compilation("PIECEWISE")))
+
+
+def test_an_asked_attention_backend_decides_the_workspace() -> None:
+    """--attention-backend, read from the words after `plan --engine vllm --` and passed to the launch: FLASHINFER
+    on a 3090 with a bf16 cache charges the workspace FlashAttention would not; FLASH_ATTN with an fp8 cache drops
+    it (vLLM would refuse that pair outside Hopper; the plan takes the launch as asked)."""
+    asked = cmdline.settings(["--attention-backend", "FLASHINFER"])
+    assert asked.attention_backend == "FLASHINFER"
+    with pytest.raises(ConfigError, match="--attention-backend"):
+        VllmSettings(attention_backend="flash attn")
+    assert graphs.attention_backend("8.6", "auto", "flashinfer") == "FLASHINFER"
+    model = load_model("Qwen/Qwen3-8B")
+    gpu = find_gpu("rtx3090")
+    # v0.21.0: the V1 runner takes the estimate out of the budget (a dense Qwen3 runs Model Runner V2 from v0.22)
+    default = make_plan(model, gpu, engine="vllm", context=16384, engine_version="0.21.0")
+    flashinfer = make_plan(
+        model, gpu, engine="vllm", context=16384, engine_version="0.21.0", attention_backend="FLASHINFER"
+    )
+    extra = int(str(flashinfer.details["cuda_graph_bytes"])) - int(str(default.details["cuda_graph_bytes"]))
+    # the FULL first capture (256, with the 394 MiB) now outweighs the PIECEWISE one (512)
+    pool = graphs.first_capture_pool_bytes
+    assert extra == graphs.FLASHINFER_WORKSPACE_BYTES + pool(model, 256) - pool(model, 512)
+    assert flashinfer.command[-2:] == ("--attention-backend", "FLASHINFER")
+    assert default.details["kv_budget_bytes"] - flashinfer.details["kv_budget_bytes"] == extra
+
+
+def test_trtllm_and_xqa_decode_charge_the_global_buffer_once() -> None:
+    """SM10x (trtllm-gen) and SM90 from v0.25.0 (XQA) decode on flashinfer.py's module-global 394 MiB buffer, not
+    the builder's workspace: one buffer, whatever the batched tokens or the attention groups."""
+    model = catalog_model("Qwen/Qwen3.5-27B")
+    kw = {"kv_cache_dtype": "fp8_e5m2", "version": "0.26.0", "attention_groups": 2}
+    bf16 = cuda_graph_bytes(model, 4, 32768, compute_capability="9.0", version="0.26.0")  # FlashAttention
+    xqa = cuda_graph_bytes(model, 4, 32768, compute_capability="9.0", **kw)  # type: ignore[arg-type]
+    native = cuda_graph_bytes(model, 4, 32768, compute_capability="9.0", **{**kw, "version": "0.24.0"})  # type: ignore[arg-type]
+    pool = graphs.first_capture_pool_bytes
+    step = pool(model, 4) - pool(model, 8)  # the FULL first capture (4) outweighs the PIECEWISE one (8)
+    assert xqa - bf16 == graphs.FLASHINFER_WORKSPACE_BYTES + step
+    assert native - bf16 == 2 * graphs.FLASHINFER_WORKSPACE_BYTES + step  # v0.24: its own decode, per group

@@ -29,10 +29,12 @@ def test_vllm_mtp_loads_the_mtp_layer_and_pads_the_groups_as_vllm_logs(qwen35) -
     mtp_group = qwen35.weight_group("mtp")
     assert mtp_group is not None
     assert (base.memory_bytes.weights_mtp, mtp.memory_bytes.weights_mtp) == (0, mtp_group.bytes)
-    # the pool's budget loses exactly the MTP weights and the graphs' growth (activations and non-torch memory are
-    # unchanged; 1 + 3 tokens a decode step widen and round the capture sizes, vllm/config/vllm.py)
+    # the pool's budget loses exactly the MTP weights and the graphs' change (activations and non-torch memory are
+    # unchanged). An fp8 cache on an RTX 5090 runs FlashInfer: without MTP its first FULL capture holds the 394 MiB
+    # decode workspace; with MTP vLLM drops to PIECEWISE ("not supported with spec-decode for attention backend
+    # FlashInferBackend", club-3090 issue 617), so no FULL capture and no workspace (docs/reference/memory.md §3)
     graphs = int(str(mtp.details["cuda_graph_bytes"])) - int(str(base.details["cuda_graph_bytes"]))
-    assert graphs > 0
+    assert graphs < -300 * MIB
     assert base.details["kv_budget_bytes"] - mtp.details["kv_budget_bytes"] == mtp_group.bytes + graphs
     # docs/reference/memory.md §9 V6: "Add 3 padding layers, may waste at most 6.25%" for Qwen3.5-27B + MTP
     assert (base.details["padding_layers"], mtp.details["padding_layers"]) == (0, 3)

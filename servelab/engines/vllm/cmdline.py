@@ -45,6 +45,7 @@ FLAGS = (
     Flag(("--quantization", "-q"), "quantization"),
     Flag(("--speculative-config", "--speculative_config"), "speculative_config"),
     Flag(("--compilation-config", "-cc"), "compilation_config"),
+    Flag(("--attention-backend",), "attention_backend"),
     Flag(("--enable-prefix-caching",), "enable_prefix_caching", value=True),
     Flag(("--no-enable-prefix-caching",), "enable_prefix_caching", value=False),
     Flag(("--language-model-only",), "language_model_only", value=True),
@@ -88,6 +89,7 @@ class VllmLaunch:
     gpu_memory_utilization: float | None = None
     speculative_config: dict[str, Any] | None = None
     compilation_config: dict[str, Any] | None = None
+    attention_backend: str | None = None
     quantization: str | None = None
     enable_prefix_caching: bool | None = None
     language_model_only: bool | None = None
@@ -132,6 +134,7 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> VllmLau
         gpu_memory_utilization=to_float(found, "gpu_memory_utilization", "--gpu-memory-utilization"),
         speculative_config=_json_or_none(found.get("speculative_config")),
         compilation_config=_json_or_none(found.get("compilation_config")),
+        attention_backend=found.get("attention_backend"),
         quantization=found.get("quantization"),
         enable_prefix_caching=_switch(found.get("enable_prefix_caching")),
         language_model_only=_switch(found.get("language_model_only")),
@@ -181,6 +184,7 @@ def engine_settings(launch: VllmLaunch, *, speculative: bool = True) -> VllmSett
         enable_expert_parallel=bool(launch.enable_expert_parallel),
         speculative_config=None if config is None else config.get("raw") or json.dumps(config),
         compilation_config=_json_text(launch.compilation_config),
+        attention_backend=launch.attention_backend,
     )
 
 
@@ -299,6 +303,7 @@ def command(
     enforce_eager: bool = False,
     enable_expert_parallel: bool = False,
     compilation_config: str | None = None,
+    attention_backend: str | None = None,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
 ) -> list[str]:
@@ -341,6 +346,8 @@ def command(
         argv.append("--enable-expert-parallel")
     if compilation_config is not None:
         argv += ["--compilation-config", compilation_config]
+    if attention_backend is not None:
+        argv += ["--attention-backend", attention_backend]
     return argv
 
 

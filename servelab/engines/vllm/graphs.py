@@ -13,6 +13,16 @@ What the source fixes (read in vllm `vllm/config/vllm.py` `_set_cudagraph_sizes`
 - the estimate: per mode, the first capture (the largest) and the second are measured; estimate = the largest
   first capture over the modes + the sum over modes of (graphs - 1) x max(second capture, 1 MiB).
 
+- FlashInfer's decode workspace (vllm#50780): where FlashInfer runs the attention with its own decode wrapper, the
+  first FULL capture's warm-up builds the profiling attention builder's workspace inside the measured window
+  (`_get_workspace_buffer`, lazy), one per attention KV-cache group: 394 MiB (VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE)
+  up to v0.25, max(394 MiB, max_num_batched_tokens x query heads per GPU x head dim x 16 B) from v0.26.0 (PR 48428).
+  FlashInfer is the default attention backend on SM10x and wherever FlashAttention cannot hold the KV cache dtype
+  (fp8 outside Hopper's FA3, fp8_e5m2 everywhere); its decode is trtllm-gen on SM10x and XQA on SM90 from v0.25.0,
+  which use a module-global 394 MiB buffer instead (`_get_trtllm_workspace_buffer`), first allocated by the same
+  warm-up, so charged once. FlashInfer's own decode cannot run full graphs with speculative decoding
+  (UNIFORM_SINGLE_TOKEN_DECODE), so vLLM drops to PIECEWISE then.
+
 What it does not fix is the bytes of a capture: those are the kernels', the driver's and the caching allocator's.
 servelab prices the first capture's pool activations per token, layer and hidden unit and one graph as a figure
 per layer kind, the three fitted on every real log that prints the estimate (benchmarks/fit_graph_bytes.py).
@@ -33,6 +43,23 @@ POOL_BYTES_PER_TOKEN_LAYER_HIDDEN = 3.278
 ATTENTION_LAYER_MIB = 0.097
 RECURRENT_LAYER_MIB = 0.386
 MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+# FlashInfer's workspace (docs/reference/memory.md §3 "FlashInfer's decode workspace", vllm#50780):
+FLASHINFER_WORKSPACE_BYTES = (
+    394 * MIB
+)  # envs.py VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE default (v0.20.0-v0.27.1)
+FLASHINFER_WORKSPACE_BYTES_PER_ELEM = (
+    16  # flashinfer.py FLASHINFER_PREFILL_WORKSPACE_BYTES_PER_ELEM (v0.26.0 85)
+)
+WORKSPACE_BY_BATCH = (0, 26, 0)  # PR 48428: the workspace sized by max_num_batched_tokens (absent in v0.25.0)
+XQA_DECODE = (0, 25, 0)  # utils/flashinfer.py supports_trtllm_attention: SM90 decodes with XQA from v0.25.0
+FLASH_ATTN_KV_DTYPES = (
+    "auto",
+    "bfloat16",
+    "float16",
+    "bf16",
+    "fp16",
+)  # flash_attn.py supports_kv_cache_dtype
+FA3_FP8_KV_DTYPES = ("fp8", "fp8_e4m3")  # FlashAttention 3 on SM90 only
 # The bytes of a capture, which vLLM measures (the free-memory drop around each capture) and does not state. The
 # estimate is first capture + sum over modes of (graphs - 1) x second capture. The first capture is of the
 # largest size into a fresh profiling pool, so it holds the pool's activations at that size (each piece's output
@@ -74,6 +101,55 @@ class Compilation:
         return (self.cudagraph_mode or "FULL_AND_PIECEWISE").upper()
 
 
+def _capability(compute_capability: str | None) -> tuple[int, int] | None:
+    if not compute_capability:
+        return None
+    major, _, minor = compute_capability.partition(".")
+    return int(major), int(minor or 0)
+
+
+def attention_backend(
+    compute_capability: str | None, kv_cache_dtype: str = "auto", asked: str | None = None
+) -> str:
+    """The attention backend: `asked` (--attention-backend, vLLM's enum name in any case) where given, else the one
+    vLLM picks (platforms/cuda.py `_get_backend_priorities`, the same order in v0.20.0-v0.27.1): FlashInfer first
+    on SM10x, else FlashAttention unless it cannot hold the KV cache dtype (flash_attn.py
+    `supports_kv_cache_dtype`: fp8 / fp8_e4m3 only with FA3 on SM90), then FlashInfer. 'FLASHINFER',
+    'FLASH_ATTN', or '' off CUDA (no capability: ROCm, CPU; not modelled)."""
+    capability = _capability(compute_capability)
+    if capability is None:
+        return ""
+    if asked:
+        return asked.upper()
+    if capability[0] == 10:
+        return "FLASHINFER"
+    dtype = kv_cache_dtype.lower()
+    if dtype in FLASH_ATTN_KV_DTYPES or (dtype in FA3_FP8_KV_DTYPES and capability == (9, 0)):
+        return "FLASH_ATTN"
+    return "FLASHINFER"
+
+
+def flashinfer_native_decode(compute_capability: str | None, version: tuple[int, int, int]) -> bool:
+    """Whether FlashInfer decodes with its own wrapper (on the builder's workspace) rather than trtllm-gen (SM10x)
+    or XQA (SM90 from v0.25.0), which `supports_trtllm_attention` allows (utils/flashinfer.py)."""
+    capability = _capability(compute_capability)
+    if capability is None:
+        return False
+    return capability[0] != 10 and not (capability == (9, 0) and version >= XQA_DECODE)
+
+
+def flashinfer_workspace_bytes(
+    version: tuple[int, int, int], batched: int, heads_per_gpu: int, head_dim: int
+) -> int:
+    """One FlashInfer attention builder's workspace (flashinfer.py `_get_workspace_buffer`): 394 MiB, from v0.26.0
+    at least max_num_batched_tokens x query heads per GPU x head dim x 16 B ("Size to the batch's head footprint;
+    never shrink below the configured default", v0.26.0 936-959)."""
+    if version < WORKSPACE_BY_BATCH:
+        return FLASHINFER_WORKSPACE_BYTES
+    by_batch = batched * heads_per_gpu * head_dim * FLASHINFER_WORKSPACE_BYTES_PER_ELEM
+    return max(FLASHINFER_WORKSPACE_BYTES, by_batch)
+
+
 def capture_sizes(
     max_num_seqs: int, batched: int, spec_tokens: int, compilation: Compilation, full: bool
 ) -> list[int]:
@@ -98,13 +174,19 @@ def graph_counts(
     spec_tokens: int = 0,
     compilation: Compilation | None = None,
     enforce_eager: bool = False,
+    single_token_decode: bool = False,
 ) -> dict[str, tuple[int, int]]:
     """{mode: (graphs, largest size)} as vLLM's "Profiling CUDA graph memory: PIECEWISE=n (largest=s), FULL=..."
-    line reads; empty when no graph is captured."""
+    line reads; empty when no graph is captured. `single_token_decode`: the attention backend runs full graphs
+    only for one-token decodes (FlashInfer's own decode, AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE), so with
+    speculative tokens vLLM sets the mode to PIECEWISE ("is not supported with spec-decode for attention backend
+    FlashInferBackend ... setting cudagraph_mode=PIECEWISE", config/compilation.py, v0.26.0 1425-1440)."""
     compilation = compilation or Compilation()
     mode = compilation.mode(enforce_eager)
     if mode == "NONE":
         return {}
+    if single_token_decode and spec_tokens and "FULL" in mode:
+        mode = "PIECEWISE"
     full = "FULL" in mode
     sizes = capture_sizes(max_num_seqs, batched, spec_tokens, compilation, full)
     decode = [s for s in sizes if s <= max_num_seqs * (1 + spec_tokens)]
@@ -142,13 +224,17 @@ def first_capture_pool_bytes(model: ModelSpec, largest: int) -> int:
     return int(POOL_BYTES_PER_TOKEN_LAYER_HIDDEN * largest * model.num_layers * model.hidden_size)
 
 
-def estimate_bytes(model: ModelSpec, counts: dict[str, tuple[int, int]]) -> int:
+def estimate_bytes(model: ModelSpec, counts: dict[str, tuple[int, int]], full_workspace: int = 0) -> int:
     """profile_cudagraph_memory's sum: the largest first capture over the modes (its pool activations plus one
-    graph) plus (graphs - 1) x one graph in each mode."""
+    graph; the FULL one also holds `full_workspace`, what its warm-up allocates and keeps, FlashInfer's decode
+    workspace) plus (graphs - 1) x one graph in each mode."""
     if not counts:
         return 0
-    pool = first_capture_pool_bytes(model, largest_capture(counts))
-    return pool + graph_equivalents(counts) * bytes_per_graph(model)
+    firsts = [
+        first_capture_pool_bytes(model, largest) + (full_workspace if mode == "FULL" else 0)
+        for mode, (_, largest) in counts.items()
+    ]
+    return max(firsts) + graph_equivalents(counts) * bytes_per_graph(model)
 
 
 def counts_line(counts: dict[str, tuple[int, int]]) -> str:

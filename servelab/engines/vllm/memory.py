@@ -222,6 +222,60 @@ def activation_peak_bytes(
     )
 
 
+def graph_parts(
+    model: ModelSpec,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    spec_tokens: int = 0,
+    compilation: graphs.Compilation | None = None,
+    enforce_eager: bool = False,
+    *,
+    compute_capability: str | None = None,
+    kv_cache_dtype: str = "auto",
+    tp: int = 1,
+    attention_groups: int = 1,
+    version: str | None = None,
+    attention_backend: str | None = None,
+) -> tuple[dict[str, tuple[int, int]], int]:
+    """(the graphs captured, {mode: (graphs, largest size)}; what the first FULL capture holds besides them):
+    where FlashInfer runs the attention (the card's `compute_capability` and the KV dtype pick the backend, or
+    `attention_backend` names it; graphs.py), its decode workspace: with its own decode wrapper the builder's, one
+    per attention KV-cache group (`attention_groups`); with trtllm-gen (SM10x) or XQA (SM90 from v0.25.0) the
+    module-global 394 MiB buffer (flashinfer.py `_get_trtllm_workspace_buffer`), once. MLA models run other
+    backends, so none. FlashInfer's single-token full graphs also turn speculative launches PIECEWISE."""
+    release = profile.parse_version(version)
+    attention = model.attention if model.mla is None else None
+    flashinfer = attention is not None and (
+        graphs.attention_backend(compute_capability, kv_cache_dtype, attention_backend) == "FLASHINFER"
+    )
+    capability_10 = (compute_capability or "").startswith("10.")
+    counts = graphs.graph_counts(
+        max_num_seqs,
+        max_num_batched_tokens,
+        spec_tokens,
+        compilation,
+        enforce_eager,
+        single_token_decode=flashinfer and not capability_10,
+    )
+    workspace = 0
+    if attention is not None and flashinfer and "FULL" in counts:
+        if graphs.flashinfer_native_decode(compute_capability, release):
+            per_builder = graphs.flashinfer_workspace_bytes(
+                release, max_num_batched_tokens, attention.num_heads // tp, attention.head_dim
+            )
+            workspace = attention_groups * per_builder
+        else:  # trtllm-gen / XQA decode: the module-global buffer, first allocated by this warm-up
+            workspace = graphs.FLASHINFER_WORKSPACE_BYTES
+    return counts, workspace
+
+
+def attention_groups(model: ModelSpec, draft_layers: int = 0) -> int:
+    """The KV-cache groups of attention layers (full and sliding; kv_cache_utils.py layer grouping), one attention
+    builder each."""
+    _, groups, _, _ = _grouping(_buckets(model, draft_layers))
+    return groups.get("full", 0) + groups.get("sliding", 0)
+
+
 def cuda_graph_bytes(
     model: ModelSpec,
     max_num_seqs: int,
@@ -229,13 +283,32 @@ def cuda_graph_bytes(
     spec_tokens: int = 0,
     compilation: graphs.Compilation | None = None,
     enforce_eager: bool = False,
+    *,
+    compute_capability: str | None = None,
+    kv_cache_dtype: str = "auto",
+    tp: int = 1,
+    attention_groups: int = 1,
+    version: str | None = None,
+    attention_backend: str | None = None,
 ) -> int:
     """The CUDA graphs' memory as vLLM's profile_cudagraph_memory estimates it (graphs.py): the graphs the
-    compilation config captures, one graph's bytes per layer kind."""
-    counts = graphs.graph_counts(
-        max_num_seqs, max_num_batched_tokens, spec_tokens, compilation, enforce_eager
+    compilation config captures, one graph's bytes per layer kind, and FlashInfer's decode workspace in the
+    first FULL capture (graph_parts)."""
+    counts, workspace = graph_parts(
+        model,
+        max_num_seqs,
+        max_num_batched_tokens,
+        spec_tokens,
+        compilation,
+        enforce_eager,
+        compute_capability=compute_capability,
+        kv_cache_dtype=kv_cache_dtype,
+        tp=tp,
+        attention_groups=attention_groups,
+        version=version,
+        attention_backend=attention_backend,
     )
-    return graphs.estimate_bytes(model, counts)
+    return graphs.estimate_bytes(model, counts, workspace)
 
 
 def _largest_length(num_blocks: int, request: _RequestBlocks, cap: int) -> int:
@@ -378,6 +451,8 @@ def vllm_memory(
     enable_prefix_caching: bool = False,
     version: str | None = None,
     device_name: str = "",
+    compute_capability: str | None = None,
+    attention_backend: str | None = None,
     multimodal: bool = True,
     use_v1: bool | None = None,
 ) -> VllmMemory:
@@ -385,7 +460,10 @@ def vllm_memory(
     (--kv-cache-memory-bytes, or the CPU backend's VLLM_CPU_KVCACHE_SPACE) sizes the pool directly: no
     profiling, --gpu-memory-utilization ignored. `block_align` is kernel_block_alignment's; prefix caching on
     puts a hybrid's mamba layers in mamba_cache_mode 'align' (opt-in for hybrids, so off by default).
-    `device_name` is the card's name, which picks the default batch (profile.default_batch). `multimodal` False
+    `device_name` is the card's name, which picks the default batch (profile.default_batch); its
+    `compute_capability` (with the KV dtype) the attention backend, whose FlashInfer workspace the graph estimate
+    holds (graphs.py; None: not a CUDA card, no workspace), unless `attention_backend` (--attention-backend)
+    names it. `multimodal` False
     is --language-model-only (no vision-encoder profile). `enforce_eager` / `compilation` (the compilation
     config's CUDA-graph knobs; `cudagraph_mode` alone as a shortcut; None: the default FULL_AND_PIECEWISE) decide
     which graphs are captured (their estimate, graphs.py) and, for hybrids, whether
@@ -407,7 +485,20 @@ def vllm_memory(
     runner_v2 = profile.model_runner_v2(model, release, speculative_method)
     in_budget = profile.graphs_in_budget(release, runner_v2)
     compilation = compilation or graphs.Compilation(cudagraph_mode)
-    graph_bytes = cuda_graph_bytes(model, seqs, batched, speculative_tokens, compilation, enforce_eager)
+    graph_bytes = cuda_graph_bytes(
+        model,
+        seqs,
+        batched,
+        speculative_tokens,
+        compilation,
+        enforce_eager,
+        compute_capability=compute_capability,
+        kv_cache_dtype=kv_cache_dtype,
+        tp=tp,
+        attention_groups=attention_groups(model, draft_layers),
+        version=version,
+        attention_backend=attention_backend,
+    )
     graphs_taken = graph_bytes if in_budget else 0  # before v0.20, and under V2, captured after the pool
     budget = max(0, requested - weights_bytes - activation - NON_TORCH_BYTES - graphs_taken)
     if kv_cache_memory_bytes is not None:

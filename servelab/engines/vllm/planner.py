@@ -51,6 +51,8 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[VllmSettings]) -> EngineFit
         compilation=compilation(s.engine),
         version=s.engine_version,
         device_name=gpu.label,
+        compute_capability=gpu.compute_capability,
+        attention_backend=s.engine.attention_backend,
         multimodal=not s.engine.language_model_only,
         use_v1=s.engine.use_v1,
     )
@@ -86,6 +88,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[VllmSettings]) -> EngineFit
         enforce_eager=s.engine.enforce_eager,
         enable_expert_parallel=s.engine.enable_expert_parallel,
         compilation_config=s.engine.compilation_config,
+        attention_backend=s.engine.attention_backend,
         host=s.host,
         port=s.port or DEFAULT_PORT,
     )

@@ -4,6 +4,7 @@ figures its planners hand its scheduler and save (the contract: servelab/sizing/
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,9 @@ from servelab.sizing.typed import (
 )
 
 MAX_KV_CACHE_SPACE_GIB = 1 << 20
+BACKEND_WORD = re.compile(
+    r"[A-Za-z][A-Za-z0-9_]{0,39}"
+)  # an AttentionBackendEnum name (FLASH_ATTN, FLASHINFER …)
 MAX_SPECULATIVE_TOKENS = 16  # servelab.sizing.fit.MAX_SPECULATIVE_TOKENS
 # --speculative-config's methods (vllm/config/speculative.py) in servelab's terms; the model-specific MTP names
 # (deepseek_mtp, qwen3_next_mtp …) are the model's own MTP layers
@@ -71,6 +75,11 @@ class VllmSettings:
         "--speculative-config",
         "JSON: method (mtp, eagle, eagle3, ngram, draft_model), num_speculative_tokens, model (the draft)",
     )
+    attention_backend: str | None = setting(
+        "--attention-backend",
+        "the attention kernels (FLASH_ATTN, FLASHINFER, TRITON_ATTN …; default vLLM's by card and KV dtype):"
+        " FlashInfer's decode workspace in the graph estimate",
+    )
     compilation_config: str | None = setting(
         "--compilation-config",
         "JSON: cudagraph_mode (NONE, PIECEWISE, FULL, FULL_DECODE_ONLY, FULL_AND_PIECEWISE),"
@@ -96,6 +105,11 @@ class VllmSettings:
         ):
             if not isinstance(switch, bool):
                 raise ConfigError(f"{flag} is a switch, got {switch!r}")
+        backend = self.attention_backend
+        if backend is not None and not (isinstance(backend, str) and BACKEND_WORD.fullmatch(backend)):
+            raise ConfigError(
+                f"vLLM --attention-backend {backend!r}: give one backend name (FLASH_ATTN, FLASHINFER …)"
+            )
         if self.speculative_config is not None:
             speculative_words(self)  # one line naming the flag when the JSON is not one servelab plans
         compilation(self)  # one line naming the flag when the JSON is not one servelab reads
