@@ -25,8 +25,7 @@ def objectives(j: Judged) -> tuple[float, ...]:
 
 def dominates(a: Judged, b: Judged) -> bool:
     """`a` is at least as good as `b` on every objective and better on one."""
-    oa, ob = objectives(a), objectives(b)
-    return all(x <= y for x, y in zip(oa, ob, strict=True)) and oa != ob
+    return _dominates(objectives(a), objectives(b))
 
 
 def ranked(judged: Sequence[Judged]) -> list[Judged]:
@@ -59,14 +58,21 @@ class Verdict:
 def pareto(order: Sequence[Judged]) -> Verdict:
     """The non-dominated configurations of `order` (ranked), each other one with who beats it; of several with the
     same figures (a batch limit the load never reaches) only the best-ranked is on the front, the others tie."""
-    front: list[Judged] = []
-    beaten: list[tuple[Judged, Judged]] = []
-    for j in order:
-        winner = next((o for o in order if dominates(o, j)), None)
-        winner = winner or next((f for f in front if objectives(f) == objectives(j)), None)
-        if winner is None:
-            front.append(j)
-    for j in order:
-        if not any(f is j for f in front):
-            beaten.append((j, next(f for f in front if dominates(f, j) or objectives(f) == objectives(j))))
-    return Verdict(tuple(front), tuple(beaten))
+    scores = [objectives(j) for j in order]  # once each: advise's rescreen runs this after every wave
+    front: list[int] = []
+    for k, mine in enumerate(scores):
+        beaten = any(_dominates(theirs, mine) for theirs in scores)
+        if not beaten and not any(scores[f] == mine for f in front):
+            front.append(k)
+    on_front = {id(order[f]) for f in front}
+    losers = []
+    for k, mine in enumerate(scores):
+        if id(order[k]) not in on_front:
+            winner = next(f for f in front if _dominates(scores[f], mine) or scores[f] == mine)
+            losers.append((order[k], order[winner]))
+    return Verdict(tuple(order[f] for f in front), tuple(losers))
+
+
+def _dominates(oa: tuple[float, ...], ob: tuple[float, ...]) -> bool:
+    """`dominates` on objectives already computed."""
+    return all(x <= y for x, y in zip(oa, ob, strict=True)) and oa != ob
