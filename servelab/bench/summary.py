@@ -41,6 +41,7 @@ def summarize_level(
     slots = level.concurrency or max(1, _peak_inflight(measured))
     window = steady_window([(r.sent_ns, r.end_ns) for r in measured], slots)
     chunks = _Chunks(ok)
+    itl, gaps = chunks.gap_distributions()
     stats = LevelStats(
         level=level,
         requests=len(measured),
@@ -50,7 +51,8 @@ def summarize_level(
         error_examples=examples,
         evictions=sum(1 for r in ok if r.evicted),
         ttft_ms=Distribution.of(_values(ok, m.ttft_ms)),
-        **chunks.gap_distributions(),
+        itl_ms=itl,
+        chunk_gap_ms=gaps,
         tpot_ms=Distribution.of(_values(ok, m.tpot_ms)),
         e2e_ms=Distribution.of(_values(ok, m.e2e_ms)),
         per_stream_tok_s=Distribution.of(_values(ok, m.decode_tok_s)),
@@ -125,8 +127,8 @@ def _throughput(ok: Sequence[RequestRecord], window: Window | None, chunks: _Chu
 
 class _Chunks:
     """The measured records' chunk stamps and chunk token counts, one record after another (int64), for a level's
-    hot loops in numpy: the same figures as the per-record functions of bench/metrics.py. `None` (`aligned`
-    false) when some record's counts differ in length from its stamps: the per-record functions then."""
+    hot loops in numpy: the same figures as the per-record functions of bench/metrics.py, which serve instead
+    (`aligned` false) when some record's token counts differ in length from its stamps."""
 
     def __init__(self, ok: Sequence[RequestRecord]) -> None:
         self.ok = ok
@@ -134,16 +136,16 @@ class _Chunks:
         if self.aligned:
             self.stamps, self.tokens = _concatenated(ok)
 
-    def gap_distributions(self) -> dict[str, Distribution]:
+    def gap_distributions(self) -> tuple[Distribution, Distribution]:
         """`itl_ms` and `chunk_gap_ms` (`m.itl_samples_ms`, `m.chunk_gaps_ms` of every record): the same floats,
         int64 gaps / 1e6 / n in float64 as Python divides them; Distribution sorts its samples, so their order
         does not count."""
         ok = self.ok
         if not self.aligned:
-            return {
-                "itl_ms": Distribution.of([x for r in ok for x in m.itl_samples_ms(r)]),
-                "chunk_gap_ms": Distribution.of([x for r in ok for x in m.chunk_gaps_ms(r)]),
-            }
+            return (
+                Distribution.of([x for r in ok for x in m.itl_samples_ms(r)]),
+                Distribution.of([x for r in ok for x in m.chunk_gaps_ms(r)]),
+            )
         stamps, tokens = self.stamps, self.tokens
         starts = np.cumsum([len(r.chunk_ns) for r in ok], dtype=np.int64)[:-1]
         inside = np.ones(len(stamps), dtype=bool)  # a gap within one record, not from one to the next
@@ -152,7 +154,7 @@ class _Chunks:
         n = tokens[1:][inside[1:]]
         some = n > 0
         itl = np.repeat(gaps_ms[some] / n[some], n[some])
-        return {"itl_ms": Distribution.of(itl), "chunk_gap_ms": Distribution.of(gaps_ms)}
+        return Distribution.of(itl), Distribution.of(gaps_ms)
 
     def tokens_in_window(self, t0_ns: int, t1_ns: int) -> int:
         """`m.tokens_in_window` of the records."""
