@@ -59,10 +59,10 @@ def pareto(order: Sequence[Judged]) -> Verdict:
     """The non-dominated configurations of `order` (ranked), each other one with who beats it; of several with the
     same figures (a batch limit the load never reaches) only the best-ranked is on the front, the others tie."""
     scores = [objectives(j) for j in order]  # once each: advise's rescreen runs this after every wave
+    free = _undominated(scores)
     front: list[int] = []
     for k, mine in enumerate(scores):
-        beaten = any(_dominates(theirs, mine) for theirs in scores)
-        if not beaten and not any(scores[f] == mine for f in front):
+        if k in free and not any(scores[f] == mine for f in front):
             front.append(k)
     on_front = {id(order[f]) for f in front}
     losers = []
@@ -71,6 +71,19 @@ def pareto(order: Sequence[Judged]) -> Verdict:
             winner = next(f for f in front if _dominates(scores[f], mine) or scores[f] == mine)
             losers.append((order[k], order[winner]))
     return Verdict(tuple(order[f] for f in front), tuple(losers))
+
+
+def _undominated(scores: list[tuple[float, ...]]) -> set[int]:
+    """The indices of the scores no other score dominates, kept as a window of the ones undominated so far (block
+    nested loops): whatever dominates a score, some undominated score does too (dominance is transitive and the
+    scores finitely many), so each score is checked against the window, not against all."""
+    window: list[int] = []
+    for k, mine in enumerate(scores):
+        if any(_dominates(scores[w], mine) for w in window):
+            continue
+        window = [w for w in window if not _dominates(mine, scores[w])]
+        window.append(k)
+    return set(window)
 
 
 def _dominates(oa: tuple[float, ...], ob: tuple[float, ...]) -> bool:

@@ -20,6 +20,8 @@ from servelab.plan.make import search_plan
 from servelab.predict import virtual_ladder
 from servelab.predict.emulator import EngineLoop, emulate
 from servelab.predict.machine import emulated_engine
+from servelab.predict.machine import roofline as plan_roofline
+from servelab.predict.roofline import Roofline
 from servelab.predict.run import PredictTarget, predict
 from servelab.predict.words import WordTokenizer
 from servelab.scheduling import continuous
@@ -164,6 +166,7 @@ def use_references(monkeypatch) -> None:
     monkeypatch.setattr(virtual_ladder, "stamps_ns", reference_stamps_ns)
     monkeypatch.setattr(metrics, "eviction_signal", reference_eviction_signal)
     monkeypatch.setattr(summary, "_Chunks", ReferenceChunks)
+    monkeypatch.setattr(Roofline, "_split_pass_s", Roofline._pass_s)  # the step model's pass, sum by sum
 
 
 def ladder(engine, workload: str, **options):
@@ -265,3 +268,36 @@ def test_the_block_pool_schedules_as_the_one_block_at_a_time_reference(monkeypat
         for o in reference
     ]
     assert seen == want
+
+
+@pytest.mark.parametrize("engine, tp", [("vllm", 2), ("sglang", 1), ("llamacpp", 1)])
+def test_the_step_models_pass_in_one_loop_is_the_sum_by_sum_one(engine, tp) -> None:
+    """Roofline._split_pass_s (the fit-priced pass in one loop) against `_pass_s`'s helpers one sum at a time,
+    on a hybrid model (recurrent state) under tensor parallelism: mixed passes of prompt chunks, decodes,
+    recomputes after preemption and verified drafts, bit for bit."""
+    import random
+
+    from servelab.scheduling.core import Sequence, Work
+
+    model, card = load_model("Qwen/Qwen3.5-27B"), card_for("rtx4090-48g")
+    quant = "Q4_K_M" if engine == "llamacpp" else "fp8"
+    plan = search_plan(model, card, engine=engine, quant=quant, context=8192, gpus=tp)
+    line = plan_roofline(plan, model, card)
+    assert line.rates.split and not line.sliding_window and line.rates.prefill_flops_s is not None
+    assert line.state_bytes > 0
+    rng = random.Random(tp)
+    for _ in range(300):
+        works = []
+        for rid in range(rng.randrange(1, 40)):
+            prompt = rng.randrange(1, 3000)
+            seq = Sequence(request=Request(rid, 0.0, tuple(range(prompt)), 200))
+            seq.generated = rng.choice((0, 0, 1, rng.randrange(1, 200)))
+            kind = rng.random()
+            if kind < 0.3:  # a prompt chunk (or a recompute after preemption when it has generated)
+                context = rng.randrange(0, prompt)
+                works.append(Work(seq, rng.randrange(1, prompt - context + 1), context))
+            elif kind < 0.9:  # a decode
+                works.append(Work(seq, 1, prompt + max(0, seq.generated - 1)))
+            else:  # drafts verified
+                works.append(Work(seq, 1, prompt + seq.generated, rng.randrange(1, 5)))
+        assert line._split_pass_s(works) == line._pass_s(works)
