@@ -25,8 +25,7 @@ def objectives(j: Judged) -> tuple[float, ...]:
 
 def dominates(a: Judged, b: Judged) -> bool:
     """`a` is at least as good as `b` on every objective and better on one."""
-    oa, ob = objectives(a), objectives(b)
-    return all(x <= y for x, y in zip(oa, ob, strict=True)) and oa != ob
+    return _dominates(objectives(a), objectives(b))
 
 
 def ranked(judged: Sequence[Judged]) -> list[Judged]:
@@ -59,14 +58,34 @@ class Verdict:
 def pareto(order: Sequence[Judged]) -> Verdict:
     """The non-dominated configurations of `order` (ranked), each other one with who beats it; of several with the
     same figures (a batch limit the load never reaches) only the best-ranked is on the front, the others tie."""
-    front: list[Judged] = []
-    beaten: list[tuple[Judged, Judged]] = []
-    for j in order:
-        winner = next((o for o in order if dominates(o, j)), None)
-        winner = winner or next((f for f in front if objectives(f) == objectives(j)), None)
-        if winner is None:
-            front.append(j)
-    for j in order:
-        if not any(f is j for f in front):
-            beaten.append((j, next(f for f in front if dominates(f, j) or objectives(f) == objectives(j))))
-    return Verdict(tuple(front), tuple(beaten))
+    scores = [objectives(j) for j in order]  # once each: advise's rescreen runs this after every wave
+    free = _undominated(scores)
+    front: list[int] = []
+    for k, mine in enumerate(scores):
+        if k in free and not any(scores[f] == mine for f in front):
+            front.append(k)
+    on_front = {id(order[f]) for f in front}
+    losers = []
+    for k, mine in enumerate(scores):
+        if id(order[k]) not in on_front:
+            winner = next(f for f in front if _dominates(scores[f], mine) or scores[f] == mine)
+            losers.append((order[k], order[winner]))
+    return Verdict(tuple(order[f] for f in front), tuple(losers))
+
+
+def _undominated(scores: list[tuple[float, ...]]) -> set[int]:
+    """The indices of the scores no other score dominates, kept as a window of the ones undominated so far (block
+    nested loops): whatever dominates a score, some undominated score does too (dominance is transitive and the
+    scores finitely many), so each score is checked against the window, not against all."""
+    window: list[int] = []
+    for k, mine in enumerate(scores):
+        if any(_dominates(scores[w], mine) for w in window):
+            continue
+        window = [w for w in window if not _dominates(mine, scores[w])]
+        window.append(k)
+    return set(window)
+
+
+def _dominates(oa: tuple[float, ...], ob: tuple[float, ...]) -> bool:
+    """`dominates` on objectives already computed."""
+    return all(x <= y for x, y in zip(oa, ob, strict=True)) and oa != ob

@@ -9,7 +9,6 @@ per-request records, never from other summaries, so results from several client 
 from __future__ import annotations
 
 import itertools
-import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -112,12 +111,14 @@ def eviction_signal(r: RequestRecord) -> str | None:
     prompt_n = timings.get("prompt_n")
     if isinstance(prompt_n, int) and r.expected_prompt_tokens and prompt_n > r.expected_prompt_tokens:
         return "prompt_n"
-    gaps = chunk_gaps_ms(r)
-    if len(gaps) >= REPREFILL_MIN_GAPS:
-        floor = max(
-            REPREFILL_GAP_FACTOR * statistics.median(gaps), 0.5 * (ttft_ms(r) or 0.0), REPREFILL_MIN_MS
-        )
-        if max(gaps) >= floor:
+    if len(r.chunk_ns) > REPREFILL_MIN_GAPS:
+        # chunk_gaps_ms sorted, in numpy (every record of a run passes here): the same floats, and the median
+        # as statistics.median takes it (the middle one, or the two middle ones' mean)
+        gaps = np.sort(np.diff(np.asarray(r.chunk_ns, dtype=np.int64)) / 1e6)
+        half = len(gaps) // 2
+        median = float(gaps[half]) if len(gaps) % 2 else (float(gaps[half - 1]) + float(gaps[half])) / 2
+        floor = max(REPREFILL_GAP_FACTOR * median, 0.5 * (ttft_ms(r) or 0.0), REPREFILL_MIN_MS)
+        if float(gaps[-1]) >= floor:
             return "reprefill_gap"
     return None
 

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from servelab.bench import metrics as m
 from servelab.bench.schedule import Window, confidence_interval, steady_window
 from servelab.results.level_key import Level
@@ -38,6 +40,8 @@ def summarize_level(
         examples.setdefault(r.error_kind or "unknown", r.error or "")
     slots = level.concurrency or max(1, _peak_inflight(measured))
     window = steady_window([(r.sent_ns, r.end_ns) for r in measured], slots)
+    chunks = _Chunks(ok)
+    itl, gaps = chunks.gap_distributions()
     stats = LevelStats(
         level=level,
         requests=len(measured),
@@ -47,15 +51,15 @@ def summarize_level(
         error_examples=examples,
         evictions=sum(1 for r in ok if r.evicted),
         ttft_ms=Distribution.of(_values(ok, m.ttft_ms)),
-        itl_ms=Distribution.of([x for r in ok for x in m.itl_samples_ms(r)]),
-        chunk_gap_ms=Distribution.of([x for r in ok for x in m.chunk_gaps_ms(r)]),
+        itl_ms=itl,
+        chunk_gap_ms=gaps,
         tpot_ms=Distribution.of(_values(ok, m.tpot_ms)),
         e2e_ms=Distribution.of(_values(ok, m.e2e_ms)),
         per_stream_tok_s=Distribution.of(_values(ok, m.decode_tok_s)),
         prefill_tok_s=Distribution.of(_values(ok, m.prefill_tok_s)),
         tokens=_token_counts(ok),
         window=window,
-        **_throughput(ok, window),
+        **_throughput(ok, window, chunks),
         duration_s=_span_s(measured),
         first_send_ns=min((r.sent_ns for r in measured), default=None),
         **_open_loop(measured, ok),
@@ -105,10 +109,10 @@ def summarize_records(records: Sequence[RequestRecord], level: Level) -> LevelSt
     return pool_repeats(repeats, level) if repeats else summarize_level([], level)
 
 
-def _throughput(ok: Sequence[RequestRecord], window: Window | None) -> dict[str, Any]:
+def _throughput(ok: Sequence[RequestRecord], window: Window | None, chunks: _Chunks) -> dict[str, Any]:
     if window is None:
         return {"output_tok_s": 0.0, "total_tok_s": 0.0, "request_s": 0.0}
-    out = m.tokens_in_window(ok, window.t0_ns, window.t1_ns)
+    out = chunks.tokens_in_window(window.t0_ns, window.t1_ns)
     prompt = sum(
         r.prompt_tokens or 0
         for r in ok
@@ -119,6 +123,53 @@ def _throughput(ok: Sequence[RequestRecord], window: Window | None) -> dict[str,
         "total_tok_s": (out + prompt) / window.seconds,
         "request_s": _in_window(ok, window) / window.seconds,
     }
+
+
+class _Chunks:
+    """The measured records' chunk stamps and chunk token counts, one record after another (int64), for a level's
+    hot loops in numpy: the same figures as the per-record functions of bench/metrics.py, which serve instead
+    (`aligned` false) when some record's token counts differ in length from its stamps."""
+
+    def __init__(self, ok: Sequence[RequestRecord]) -> None:
+        self.ok = ok
+        self.aligned = all(len(r.chunk_ns) == len(r.chunk_tokens) for r in ok)
+        if self.aligned:
+            self.stamps, self.tokens = _concatenated(ok)
+
+    def gap_distributions(self) -> tuple[Distribution, Distribution]:
+        """`itl_ms` and `chunk_gap_ms` (`m.itl_samples_ms`, `m.chunk_gaps_ms` of every record): the same floats,
+        int64 gaps / 1e6 / n in float64 as Python divides them; Distribution sorts its samples, so their order
+        does not count."""
+        ok = self.ok
+        if not self.aligned:
+            return (
+                Distribution.of([x for r in ok for x in m.itl_samples_ms(r)]),
+                Distribution.of([x for r in ok for x in m.chunk_gaps_ms(r)]),
+            )
+        stamps, tokens = self.stamps, self.tokens
+        starts = np.cumsum([len(r.chunk_ns) for r in ok], dtype=np.int64)[:-1]
+        inside = np.ones(len(stamps), dtype=bool)  # a gap within one record, not from one to the next
+        inside[starts[starts < len(stamps)]] = False
+        gaps_ms = np.diff(stamps)[inside[1:]].astype(float) / 1e6
+        n = tokens[1:][inside[1:]]
+        some = n > 0
+        itl = np.repeat(gaps_ms[some] / n[some], n[some])
+        return Distribution.of(itl), Distribution.of(gaps_ms)
+
+    def tokens_in_window(self, t0_ns: int, t1_ns: int) -> int:
+        """`m.tokens_in_window` of the records."""
+        if not self.aligned:
+            return m.tokens_in_window(self.ok, t0_ns, t1_ns)
+        return int(self.tokens[(self.stamps >= t0_ns) & (self.stamps <= t1_ns)].sum())
+
+
+def _concatenated(records: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray]:
+    """Every record's chunk stamps and chunk token counts, one after another (int64)."""
+    if not records:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    stamps = np.concatenate([np.asarray(r.chunk_ns, dtype=np.int64) for r in records])
+    tokens = np.concatenate([np.asarray(r.chunk_tokens, dtype=np.int64) for r in records])
+    return stamps, tokens
 
 
 def _in_window(records: Sequence[RequestRecord], window: Window) -> int:

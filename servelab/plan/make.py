@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -19,7 +20,7 @@ from servelab.ranges import count
 from servelab.sizing import speed
 from servelab.sizing.efficiency import DecodeEfficiency, decode_efficiency, uniform
 from servelab.sizing.fit import EngineFit, PlanSettings
-from servelab.sizing.kv import kv_layout
+from servelab.sizing.kv import KVLayout, kv_layout
 from servelab.sizing.parallel import TensorParallelCost, tensor_parallel_cost
 from servelab.sizing.state import state_layout
 from servelab.sizing.typed import MAX_CONTEXT, MAX_PARALLEL, given
@@ -138,16 +139,23 @@ class _Speed:
     tp: int
     interconnect: str | None
 
-    def _ceiling(self, context: int, batch: int) -> speed.DecodeCeiling:
+    @functools.cached_property
+    def _layout(self) -> tuple[KVLayout, int, str]:
+        """The KV layout, a sequence's state bytes and the compute dtype, once per plan (advise's grid asks
+        for thousands of ceilings)."""
         kv = kv_layout(self.model, storage_dtype(self.kv_dtype, self.model.dtype))
+        return kv, sequence_state_bytes(self.model, self.engine), compute_dtype(self.model, self.gpu)
+
+    def _ceiling(self, context: int, batch: int) -> speed.DecodeCeiling:
+        kv, state_bytes, dtype = self._layout
         return speed.decode_ceiling(
             self.model,
             self.gpu,
             kv,
-            state_bytes=sequence_state_bytes(self.model, self.engine),
+            state_bytes=state_bytes,
             context=context,
             batch=batch,
-            compute_dtype=compute_dtype(self.model, self.gpu),
+            compute_dtype=dtype,
         )
 
     def _with_tp(self, step_s: float, batch: int) -> float:

@@ -16,6 +16,8 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from servelab.predict.roofline import Roofline
 from servelab.scheduling.core import Request, Scheduler, Sequence, Speculation, Step, emit
 
@@ -90,12 +92,7 @@ class EngineLoop:
         times = self.roofline.repeated_decode_s(step, count) if count else None
         if not times:
             return
-        now, ends = self.now, []
-        for dt in times:
-            if now >= until:
-                break
-            now += dt
-            ends.append(now)
+        ends, now = _step_ends(self.now, times, until)
         ones = [1] * len(ends)
         for w in step.works:  # every sequence emits one token at each of those step ends
             seq = w.seq
@@ -104,6 +101,22 @@ class EngineLoop:
             seq.token_times += ends
             seq.token_counts += ones
         self.now = now
+
+
+def _step_ends(now: float, times: list[float], until: float) -> tuple[list[float], float]:
+    """The end of each step of `times` run from `now` while a step starts before `until`, and the clock after
+    them: `now += dt` step by step, as numpy's cumulative sum adds (in order, one at a time)."""
+    steps = np.cumsum(np.array([now, *times]))
+    if not (steps[1:] >= steps[:-1]).all():  # a step of no or negative time: the plain loop
+        ends = []
+        for dt in times:
+            if now >= until:
+                break
+            now += dt
+            ends.append(now)
+        return ends, now
+    last = min(int(np.searchsorted(steps, until, side="left")), len(times))  # steps starting before until
+    return steps[1 : last + 1].tolist(), float(steps[last])
 
 
 OnFinish = Callable[[Outcome, float], Iterable[Request]]  # a request ended at t: the requests it lets go

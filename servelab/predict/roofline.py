@@ -167,6 +167,12 @@ class Roofline:
         """One forward pass: the longer of its memory and compute time, plus its all-reduces."""
         if not works:
             return 0.0
+        if self.rates.split and not self.sliding_window:
+            return self._split_pass_s(works)
+        return self._pass_s(works)
+
+    def _pass_s(self, works: Sequence[Work]) -> float:
+        """`pass_s` by its helpers, one sum at a time (every rate, sliding layers too)."""
         e = self.rates
         if self.sliding_window:  # per sequence: the window caps each one's KV and attention
             tokens = sum(w.new + w.verify for w in works)
@@ -203,6 +209,52 @@ class Roofline:
         return e.pass_time(
             tokens, memory_b, flops, prompt, apart, self.decode_attention_ratio
         ) + self.allreduce_s(tokens)
+
+    def _split_pass_s(self, works: Sequence[Work]) -> float:
+        """`pass_s` under the step model without sliding layers (the fit-priced emulator's hot path): its sums
+        over the works (tokens, KV tokens, attended pairs, logits, attention FLOPs, the prompts' FLOPs and
+        their attention) in one loop, each term as `pass_s`'s own helpers write it and added in the same order,
+        so the same floats (tests/unit/test_predict_fast_paths.py holds them equal)."""
+        e = self.rates
+        body = self.flops_per_token - self.head_flops_per_token
+        head = self.head_flops_per_token
+        full, sliding = self.attention_width_full, self.attention_width_sliding
+        prefill = e.prefill_flops_s is not None
+        tokens = kv_tokens = logits = 0
+        attended = 0.0
+        attention: float = 0  # as sum() starts
+        prompt_flops: float = 0
+        prompt_attention: float = 0
+        prompts = 0
+        for w in works:
+            verify, context = w.verify, w.context
+            n = w.new + verify
+            tokens += n
+            kv_tokens += context + n
+            attended += n * (context + n / 2)
+            if verify:
+                sampled = verify + 1
+            else:
+                sampled = 1 if context + w.new >= w.seq.tokens else 0
+            logits += sampled
+            pairs = context + n / 2  # _attention_flops: no window, so min(pairs, window) is pairs
+            flops_w = n * 4 * (full * pairs + sliding * pairs)
+            attention += flops_w
+            if prefill and not verify and (w.new > 1 or w.seq.generated == 0):  # Work.prompt
+                prompts += 1
+                prompt_flops += n * body + sampled * head + flops_w
+                prompt_attention += flops_w
+        weights = self.weight_bytes(tokens)
+        memory_b = weights + self.kv_full_bytes_per_token * kv_tokens
+        memory_b += 2 * self.state_bytes * len(works)
+        flops = self._flops(tokens, attended, logits)
+        apart = self.decode_attention_flops(works)
+        kv_b = memory_b - weights
+        prompt = prompt_flops - prompt_attention if prompts else 0.0
+        seconds = e.pass_time(
+            tokens, memory_b, flops, prompt, apart, self.decode_attention_ratio, kv_b, attention
+        )
+        return seconds + self.allreduce_s(tokens) * e.allreduce_scale
 
     def _flops(self, tokens: int, attended: float, logits: int) -> float:
         """FLOPs of `tokens` tokens attending `attended` token pairs in all, `logits` of them sampled (no
@@ -274,7 +326,7 @@ class Roofline:
     def step_s(self, step: Step, speculation: Speculation | None = None) -> float:
         """A whole iteration: its passes, the draft model's steps when it verifies drafts, the overheads."""
         seconds = sum(self.pass_s(p) for p in step.passes)
-        drafting = [w for w in step.works if w.verify]
+        drafting = [w for w in step.works if w.verify] if speculation is not None else []
         if drafting and speculation is not None:
             one_token = [Work(w.seq, 1, w.context) for w in drafting]
             seconds += speculation.gamma * speculation.draft_cost * self.pass_s(one_token)

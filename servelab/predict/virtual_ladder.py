@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from servelab.bench.config import BenchConfig
 from servelab.bench.level_counts import level_prompts, level_slots, open_loop_arrivals, warmup_requests
 from servelab.bench.metrics import mark_eviction
@@ -183,7 +185,7 @@ def _record(outcome: Outcome, job: _Job, level: Level, repeat: int, base_ns: int
             error=outcome.refused,
             **common,
         )
-    chunks = array("q", [base_ns + round(t * 1e9) for t in seq.token_times])
+    chunks = stamps_ns(seq.token_times, base_ns)
     record = RequestRecord(
         status="ok",
         end_ns=chunks[-1],
@@ -198,6 +200,15 @@ def _record(outcome: Outcome, job: _Job, level: Level, repeat: int, base_ns: int
         **common,
     )
     return mark_eviction(record)
+
+
+def stamps_ns(times_s: list[float], base_ns: int) -> array:
+    """`base_ns + round(t * 1e9)` for each time, as array("q"): numpy's rint rounds half to even as Python's
+    round does, on the same float products (a level's hot loop)."""
+    out = array("q")
+    if times_s:
+        out.frombytes((np.rint(np.asarray(times_s, dtype=float) * 1e9).astype(np.int64) + base_ns).tobytes())
+    return out
 
 
 def predict_ladder(

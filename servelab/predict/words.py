@@ -24,6 +24,7 @@ def message_text(content: object) -> str:
 class WordTokenizer:
     def __init__(self) -> None:
         self._ids: dict[str, int] = {}
+        self._prompts: dict[int, tuple[Prompt, tuple[int, ...]]] = {}  # id(prompt) -> (prompt, its ids)
 
     def ids(self, text: str) -> list[int]:
         words = text.split()
@@ -37,7 +38,16 @@ class WordTokenizer:
         return words + CHAT_TOKENS_PER_MESSAGE * len(messages) + CHAT_TOKENS_PER_PROMPT
 
     def prompt_ids(self, prompt: Prompt) -> tuple[int, ...]:
-        """The token ids the engine sees for `prompt` (a chat prompt wrapped in its template tokens)."""
+        """The token ids the engine sees for `prompt` (a chat prompt wrapped in its template tokens). Kept per
+        prompt object (a word's id never changes once given): advise sends the same prompts at every probe."""
+        seen = self._prompts.get(id(prompt))
+        if seen is not None and seen[0] is prompt:
+            return seen[1]
+        ids = self._prompt_ids(prompt)
+        self._prompts[id(prompt)] = (prompt, ids)
+        return ids
+
+    def _prompt_ids(self, prompt: Prompt) -> tuple[int, ...]:
         if prompt.token_ids is not None:
             return prompt.token_ids
         if prompt.messages is None:

@@ -48,7 +48,7 @@ class Distribution:
     p99_9: float | None = None
 
     @classmethod
-    def of(cls, samples: Sequence[float]) -> Distribution:
+    def of(cls, samples: Sequence[float] | np.ndarray) -> Distribution:
         if not len(samples):
             return cls()
         # sorted first: mean and std come out bit for bit the same whatever order the records arrived in

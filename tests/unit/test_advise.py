@@ -10,7 +10,7 @@ import pytest
 from servelab.advise.candidates import Planned, Variant, advisable, grid, tensor_parallel_sizes
 from servelab.advise.goal import Bound, Prices, cost_per_million, misses, parse_bounds
 from servelab.advise.judge import Judged
-from servelab.advise.rank import dominates, pareto, ranked
+from servelab.advise.rank import dominates, objectives, pareto, ranked
 from servelab.advise.search import Capacity, highest_passing
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import card_for
@@ -143,6 +143,47 @@ def test_ranking_and_front_say_who_beats_whom(point: Planned) -> None:
         ("slow", "fast"),
     ]
     assert fast.cost_per_mtok == pytest.approx(1 / (100 * 3600) * 1e6)
+
+
+def reference_pareto(order):
+    """rank.pareto as first written: every objective computed again at every comparison."""
+    front = []
+    for j in order:
+        winner = next((o for o in order if dominates(o, j)), None)
+        winner = winner or next((f for f in front if objectives(f) == objectives(j)), None)
+        if winner is None:
+            front.append(j)
+    beaten = [
+        (j, next(f for f in front if dominates(f, j) or objectives(f) == objectives(j)))
+        for j in order
+        if not any(f is j for f in front)
+    ]
+    return front, beaten
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_front_is_the_one_at_a_time_references(point: Planned, seed: int) -> None:
+    """pareto computes each objective once: the same front and the same winner for each loser as the
+    reference, on figures from few values (so ties and partial dominance are common)."""
+    import random
+
+    rng = random.Random(seed)
+    judged = [
+        _judged(
+            point,
+            f"c{k}",
+            rng.choice((50.0, 60.0, 80.0, 100.0)),
+            rng.choice((100.0, 300.0, 500.0, 700.0)),
+            rng.choice((20.0, 25.0, 30.0, 35.0)),
+            gpus=rng.choice((1, 2)),
+        )
+        for k in range(24)
+    ]
+    order = ranked([*judged, _judged(point, "snappy", 40.0, 50.0, 10.0)])  # on the front whatever the rest
+    front, beaten = reference_pareto(order)
+    verdict = pareto(order)
+    assert list(verdict.front) == front and 1 < len(front) < len(order)
+    assert [(id(a), id(b)) for a, b in verdict.dominated] == [(id(a), id(b)) for a, b in beaten]
 
 
 def test_the_planner_prunes_with_its_own_reason() -> None:

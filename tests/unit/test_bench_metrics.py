@@ -128,3 +128,79 @@ def test_stream_tally_without_usage_counts_one_per_chunk_and_tool_calls_bear_tok
     t.add({"choices": [{"text": ""}]}, 5)
     assert list(t.chunk_tokens) == [1, 1] and t.chunk_tokens_source == "one_per_chunk"
     assert t.first_token_ns == 3
+
+
+def _ragged_records(seed: int) -> list[RequestRecord]:
+    """Records of uneven gaps (odd nanoseconds), chunks of 0 to 3 tokens, one without chunks, one failed."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for k in range(40):
+        sent = rng.randrange(0, 10**9)
+        stamps = sorted(sent + rng.randrange(1, 3 * 10**9) for _ in range(rng.randrange(0, 30)))
+        tokens = [rng.choice((0, 1, 1, 1, 2, 3)) for _ in stamps]
+        out.append(
+            RequestRecord(
+                target_index=0,
+                level="c=8",
+                repeat=0,
+                request_index=k,
+                phase="measure",
+                status="ok" if k != 7 else "error",
+                sent_ns=sent,
+                end_ns=(stamps[-1] if stamps else sent) + 1,
+                first_token_ns=stamps[0] if stamps else None,
+                chunk_ns=array("q", stamps),
+                chunk_tokens=array("i", tokens),
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_levels_itl_gaps_and_window_tokens_are_the_per_record_functions_bit_for_bit(seed):
+    """summarize_level computes ITL, chunk gaps and the tokens in its window over all records at once (numpy):
+    the same floats and counts as bench/metrics.py's per-record functions give one record at a time."""
+    from servelab.results.stats import Distribution
+
+    records = _ragged_records(seed)
+    ok = [r for r in records if r.status == "ok"]
+    s = summarize_level(records, Level.closed(8))
+    assert s.itl_ms == Distribution.of([x for r in ok for x in m.itl_samples_ms(r)]) and s.itl_ms.n > 100
+    assert s.chunk_gap_ms == Distribution.of([x for r in ok for x in m.chunk_gaps_ms(r)])
+    assert s.window is not None
+    assert s.output_tok_s == m.tokens_in_window(ok, s.window.t0_ns, s.window.t1_ns) / s.window.seconds
+    # a record whose counts do not line up with its stamps takes the per-record path, which refuses it as before
+    ok[0].chunk_tokens = ok[0].chunk_tokens[:-1]
+    with pytest.raises(ValueError):
+        summarize_level(ok, Level.closed(8))
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_the_eviction_signal_is_the_list_and_statistics_median_one(seed):
+    """eviction_signal's gaps and median in numpy flag the same records as the list and statistics.median."""
+    import statistics
+
+    def reference(r):
+        gaps = m.chunk_gaps_ms(r)
+        if len(gaps) >= m.REPREFILL_MIN_GAPS:
+            floor = max(
+                m.REPREFILL_GAP_FACTOR * statistics.median(gaps),
+                0.5 * (m.ttft_ms(r) or 0.0),
+                m.REPREFILL_MIN_MS,
+            )
+            if max(gaps) >= floor:
+                return "reprefill_gap"
+        return None
+
+    records = _ragged_records(seed)
+    for r in records[:10]:  # one long stall mid-stream each, of several sizes
+        if len(r.chunk_ns) > 6:
+            r.chunk_ns = array(
+                "q",
+                [t + ((r.request_index % 3) * 3 * 10**9 if i > 3 else 0) for i, t in enumerate(r.chunk_ns)],
+            )
+    got = [m.eviction_signal(r) for r in records]
+    assert got == [reference(r) for r in records]
+    assert "reprefill_gap" in got and None in got

@@ -1,19 +1,27 @@
 """The emulator's optimised paths against straightforward references written out here: the block pool one
-block at a time, the word tokenizer one word at a time, repeated decodes one token at a time. Both run the
+block at a time, the word tokenizer one word at a time and without its ids kept per prompt, repeated decodes
+one token at a time, the records' stamps rounded one at a time, the eviction signal and a level's ITL, chunk
+gaps and tokens in its window one record at a time (bench/metrics.py's per-record functions). Both run the
 same ladders and scenarios; the records and level statistics must come out equal, bit for bit."""
 
 from __future__ import annotations
 
 import dataclasses
+import statistics
+from array import array
 
 import pytest
 
+from servelab.bench import metrics, summary
 from servelab.cli.bench import build_config
 from servelab.hardware.gpus import card_for
 from servelab.model.load import load_model
 from servelab.plan.make import search_plan
+from servelab.predict import virtual_ladder
 from servelab.predict.emulator import EngineLoop, emulate
 from servelab.predict.machine import emulated_engine
+from servelab.predict.machine import roofline as plan_roofline
+from servelab.predict.roofline import Roofline
 from servelab.predict.run import PredictTarget, predict
 from servelab.predict.words import WordTokenizer
 from servelab.scheduling import continuous
@@ -117,10 +125,48 @@ def reference_repeat_decodes(self, step: Step, until: float) -> None:
     self.now = now
 
 
+def reference_stamps_ns(times_s, base_ns):
+    return array("q", [base_ns + round(t * 1e9) for t in times_s])
+
+
+def reference_eviction_signal(r):
+    """bench/metrics.py's eviction signal as it read before numpy: the gaps as a list, statistics.median."""
+    cached = r.cached_prompt_tokens
+    if r.expected_cached_tokens and cached is not None and cached < r.expected_cached_tokens:
+        return "cache_n"
+    timings = r.server_timings or {}
+    prompt_n = timings.get("prompt_n")
+    if isinstance(prompt_n, int) and r.expected_prompt_tokens and prompt_n > r.expected_prompt_tokens:
+        return "prompt_n"
+    gaps = metrics.chunk_gaps_ms(r)
+    if len(gaps) >= metrics.REPREFILL_MIN_GAPS:
+        floor = max(
+            metrics.REPREFILL_GAP_FACTOR * statistics.median(gaps),
+            0.5 * (metrics.ttft_ms(r) or 0.0),
+            metrics.REPREFILL_MIN_MS,
+        )
+        if max(gaps) >= floor:
+            return "reprefill_gap"
+    return None
+
+
+class ReferenceChunks(summary._Chunks):
+    """A level's ITL, chunk gaps and tokens in the window from the per-record functions of bench/metrics.py."""
+
+    def __init__(self, ok) -> None:
+        super().__init__(ok)
+        self.aligned = False
+
+
 def use_references(monkeypatch) -> None:
     monkeypatch.setattr(continuous, "BlockPool", ReferencePool)
     monkeypatch.setattr(WordTokenizer, "ids", reference_ids)
+    monkeypatch.setattr(WordTokenizer, "prompt_ids", WordTokenizer._prompt_ids)  # no ids kept per prompt
     monkeypatch.setattr(EngineLoop, "_repeat_decodes", reference_repeat_decodes)
+    monkeypatch.setattr(virtual_ladder, "stamps_ns", reference_stamps_ns)
+    monkeypatch.setattr(metrics, "eviction_signal", reference_eviction_signal)
+    monkeypatch.setattr(summary, "_Chunks", ReferenceChunks)
+    monkeypatch.setattr(Roofline, "_split_pass_s", Roofline._pass_s)  # the step model's pass, sum by sum
 
 
 def ladder(engine, workload: str, **options):
@@ -222,3 +268,36 @@ def test_the_block_pool_schedules_as_the_one_block_at_a_time_reference(monkeypat
         for o in reference
     ]
     assert seen == want
+
+
+@pytest.mark.parametrize("engine, tp", [("vllm", 2), ("sglang", 1), ("llamacpp", 1)])
+def test_the_step_models_pass_in_one_loop_is_the_sum_by_sum_one(engine, tp) -> None:
+    """Roofline._split_pass_s (the fit-priced pass in one loop) against `_pass_s`'s helpers one sum at a time,
+    on a hybrid model (recurrent state) under tensor parallelism: mixed passes of prompt chunks, decodes,
+    recomputes after preemption and verified drafts, bit for bit."""
+    import random
+
+    from servelab.scheduling.core import Sequence, Work
+
+    model, card = load_model("Qwen/Qwen3.5-27B"), card_for("rtx4090-48g")
+    quant = "Q4_K_M" if engine == "llamacpp" else "fp8"
+    plan = search_plan(model, card, engine=engine, quant=quant, context=8192, gpus=tp)
+    line = plan_roofline(plan, model, card)
+    assert line.rates.split and not line.sliding_window and line.rates.prefill_flops_s is not None
+    assert line.state_bytes > 0
+    rng = random.Random(tp)
+    for _ in range(300):
+        works = []
+        for rid in range(rng.randrange(1, 40)):
+            prompt = rng.randrange(1, 3000)
+            seq = Sequence(request=Request(rid, 0.0, tuple(range(prompt)), 200))
+            seq.generated = rng.choice((0, 0, 1, rng.randrange(1, 200)))
+            kind = rng.random()
+            if kind < 0.3:  # a prompt chunk (or a recompute after preemption when it has generated)
+                context = rng.randrange(0, prompt)
+                works.append(Work(seq, rng.randrange(1, prompt - context + 1), context))
+            elif kind < 0.9:  # a decode
+                works.append(Work(seq, 1, prompt + max(0, seq.generated - 1)))
+            else:  # drafts verified
+                works.append(Work(seq, 1, prompt + seq.generated, rng.randrange(1, 5)))
+        assert line._split_pass_s(works) == line._pass_s(works)
