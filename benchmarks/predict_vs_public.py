@@ -223,18 +223,21 @@ def main(argv: list[str] | None = None) -> int:
     print_selection(selection)
     for lam, cv in sorted(selection.runs.items()):
         print_table(cv, f"leave-one-source-out, every engine fitted at λ={lam:g}")
-    calibrated = calibrated_quantiles(selection.loso)
+    by_gpu = None if args.no_gpu_out else shipped_cv(p, selection, "gpu")
+    calibrated = calibrated_quantiles(selection.loso, *([by_gpu] if by_gpu is not None else []))
     quantiles = calibrated["quantiles"]
     print(
-        "\nband quantiles per figure (the narrowest covering 80% of left-out figures, leave-one-source-out):"
+        "\nband quantiles per figure (the narrowest whose band holds 80% of the left-out figures in each CV):"
     )
     for group, pair in sorted(quantiles.items()):
-        print(f"  {group:14s} {pair[0]:g}-{pair[1]:g}   coverage by pair: {calibrated['coverage'][group]}")
+        print(f"  {group:14s} {pair[0]:g}-{pair[1]:g}")
+        for kind, by_group in calibrated["coverage"].items():
+            print(f"    coverage by pair, {kind} left out: {by_group.get(group)}")
     report(
         selection.loso, "leave-one-source-out, the shipped model (each engine's λ; fit or priors)", quantiles
     )
-    if not args.no_gpu_out:
-        report(shipped_cv(p, selection, "gpu"), "leave-one-GPU-type-out, the shipped model", quantiles)
+    if by_gpu is not None:
+        report(by_gpu, "leave-one-GPU-type-out, the shipped model", quantiles)
     whole = fit_all(p, pull=selection.pulls)
     shipped = selection.shipped(whole.model)
     print(
@@ -259,9 +262,12 @@ def main(argv: list[str] | None = None) -> int:
             "in_sample_median_relative": round(whole.median_relative, 4),
             "engines": {e: c.to_json() for e, c in sorted(selection.choices.items())},
             "band_quantiles": {g: list(pair) for g, pair in sorted(quantiles.items())},
-            "band_coverage_loso": {
-                g: round(i / n, 4)
-                for g, (i, n) in sorted(band_coverage(selection.loso, quantiles=quantiles).items())
+            "band_coverage": {
+                cv.kind: {
+                    g: round(i / n, 4) for g, (i, n) in sorted(band_coverage(cv, quantiles=quantiles).items())
+                }
+                for cv in (selection.loso, by_gpu)
+                if cv is not None
             },
         }
         banded = {k: (v[0], v[1]) for k, v in bands(selection.loso, quantiles=quantiles).items()}

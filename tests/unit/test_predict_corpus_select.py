@@ -34,7 +34,7 @@ def test_the_band_quantiles_are_the_narrowest_that_cover_the_left_out_figures() 
     assert share[pair][0] / share[pair][1] >= COVER
     narrower = QUANTILES[: QUANTILES.index(pair)]
     assert narrower and all(share[q][0] / share[q][1] < COVER for q in narrower)  # 10-90% was too narrow here
-    assert got["coverage"]["tg tok/s"][f"{pair[0]:g}-{pair[1]:g}"] == pytest.approx(
+    assert got["coverage"]["source"]["tg tok/s"][f"{pair[0]:g}-{pair[1]:g}"] == pytest.approx(
         share[pair][0] / share[pair][1], abs=1e-4
     )
 

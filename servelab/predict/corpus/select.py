@@ -11,8 +11,9 @@
    worse under cross-validation than its priors' (which, for every engine, are at least as good as the plan's
    figures on the corpus: the benchmark prints both).
 3. **Bands that cover.** For each figure group, the narrowest quantile pair of `QUANTILES` whose band (from
-   the *other* sources' residuals of the row's regime, `crossval.band_coverage`) holds at least `COVER` of the
-   left-out figures of the shipped model; the widest pair where none does.
+   the *other* folds' residuals of the row's regime, `crossval.band_coverage`) holds at least `COVER` of the
+   shipped model's left-out figures under both cross-validations (sources left out, GPU types left out); the
+   widest pair where none does.
 
 The λ is chosen on the same folds that report its error (not nested): one number per engine from six.
 """
@@ -141,24 +142,31 @@ def shipped_cv(p: Prepared, selection: Selection, kind: str) -> CrossValidation:
     return cv
 
 
-def calibrated_quantiles(cv: CrossValidation, candidates: Sequence[tuple[float, float]] = QUANTILES) -> dict:
-    """Figure group -> the narrowest quantile pair whose out-of-sample band coverage reaches COVER (module
-    docstring), and the coverage each pair gives: {"quantiles": {group: (lo, hi)}, "coverage": {group: {pair:
-    share}}}."""
-    coverage = {pair: band_coverage(cv, *pair) for pair in candidates}
-    groups = sorted({g for c in coverage.values() for g in c} - {"all"})
-    chosen: dict[str, tuple[float, float]] = {}
-    for g in groups:
-        share = {pair: coverage[pair][g][0] / coverage[pair][g][1] for pair in candidates}
-        chosen[g] = next((pair for pair in candidates if share[pair] >= COVER), candidates[-1])
-    table = {
-        g: {
-            f"{lo:g}-{hi:g}": round(coverage[(lo, hi)][g][0] / coverage[(lo, hi)][g][1], 4)
-            for lo, hi in candidates
+def calibrated_quantiles(
+    *cvs: CrossValidation, candidates: Sequence[tuple[float, float]] = QUANTILES
+) -> dict[str, Any]:
+    """Figure group -> the narrowest quantile pair whose out-of-sample band coverage reaches COVER under every
+    cross-validation of `cvs` (module docstring), and the coverage each pair gives under each: {"quantiles":
+    {group: (lo, hi)}, "coverage": {kind: {group: {"lo-hi": share}}}}."""
+    shares: dict[str, dict[str, dict[tuple[float, float], float]]] = {}
+    for cv in cvs:
+        per_pair = {pair: band_coverage(cv, *pair) for pair in candidates}
+        groups = {g for c in per_pair.values() for g in c} - {"all"}
+        shares[cv.kind] = {
+            g: {pair: per_pair[pair][g][0] / per_pair[pair][g][1] for pair in candidates} for g in groups
         }
-        for g in groups
+    chosen: dict[str, tuple[float, float]] = {}
+    for g in sorted({g for by_group in shares.values() for g in by_group}):
+        covers = [pair for pair in candidates if all(s[g][pair] >= COVER for s in shares.values() if g in s)]
+        chosen[g] = covers[0] if covers else candidates[-1]
+    coverage = {
+        kind: {
+            g: {f"{lo:g}-{hi:g}": round(v[(lo, hi)], 4) for lo, hi in candidates}
+            for g, v in sorted(by.items())
+        }
+        for kind, by in shares.items()
     }
-    return {"quantiles": chosen, "coverage": table}
+    return {"quantiles": chosen, "coverage": coverage}
 
 
 def coverage_line(covered: dict[str, tuple[int, int]]) -> str:
