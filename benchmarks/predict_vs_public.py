@@ -9,13 +9,20 @@ Every row is replayed once through its engine's scheduler and recorded as what t
 multiply (predict/corpus/recorded.py); the folds are priced from those records, so the whole corpus takes
 minutes, not a replay per fold.
 
-Prints, for today's predictions (the plan's figures, nothing fitted), leave-one-source-out and
-leave-one-GPU-type-out: the median |error| per engine x figure x GPU class, the whole corpus's, and the worst
-rows. A left-out row is predicted with parameters fitted without its source (GPU type): no row is predicted by
+Prints, for today's predictions (the plan's figures, nothing fitted), the step model at its priors, the choice of
+each engine's prior pull and of fit or priors (predict/corpus/select.py), and the shipped model under
+leave-one-source-out and leave-one-GPU-type-out: the median |error| per engine x figure x GPU class, the whole
+corpus's, the worst rows and how often the coverage-calibrated bands hold the left-out figures. A left-out row is predicted with parameters fitted without its source (GPU type): no row is predicted by
 parameters fitted on itself. The rows servelab cannot predict are counted with the reason.
 """
 
 from __future__ import annotations
+
+import os
+
+# One BLAS thread: the folds' QR solves are small (~1,700 x 100), and OpenBLAS's threads on a shared, loaded
+# machine made each one 20x slower (1.7 s against 0.03 s measured); set before numpy loads.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
 import datetime
@@ -36,12 +43,19 @@ from servelab.predict.corpus.crossval import (
     band_coverage,
     bands,
     fit_all,
-    leave_one_out,
     prepare,
     table,
     uncalibrated,
 )
 from servelab.predict.corpus.schema import Measurement
+from servelab.predict.corpus.select import (
+    Selection,
+    at_priors,
+    calibrated_quantiles,
+    choose,
+    coverage_line,
+    shipped_cv,
+)
 from servelab.predict.stepmodel import FIT_FILE, StepModel, prior
 
 GROUPS = ("TTFT", "TPOT/ITL", "output tok/s", "pp tok/s", "tg tok/s", "all")
@@ -77,6 +91,16 @@ def print_worst(cv: CrossValidation, count: int) -> None:
             f"{r.weight_format:8s} {p.figure:15s} pred {p.predicted:10.2f} meas {p.measured:10.2f} "
             f"p{w.prompt_tokens}/o{w.output_tokens} d{w.depth} b{w.batch or 1} {load}"
         )
+
+
+def print_selection(selection: Selection) -> None:
+    """Each engine's λ grid, its choice, and its fit's errors against its priors' (select.py)."""
+    print("\n## each engine's prior pull and fit or priors (leave-one-source-out median |error|)\n")
+    for engine, c in sorted(selection.choices.items()):
+        grid = ", ".join(f"λ={lam:g}: {err * 100:.1f}%" for lam, err in sorted(c.grid.items()))
+        print(f"{engine}: {grid} -> λ={c.pull:g}, ships {'the fit' if c.use_fit else 'its priors'}")
+        for group in sorted(c.fit):
+            print(f"  {group:14s} fit {c.fit[group] * 100:5.1f}%  priors {c.priors[group] * 100:5.1f}%")
 
 
 def corpus_counts(p: Prepared) -> None:
@@ -177,50 +201,79 @@ def main(argv: list[str] | None = None) -> int:
     p = prepare(rows, Progress(), None if args.no_cache else args.cache, args.max_concurrency)
     corpus_counts(p)
     print(f"({time.monotonic() - started:.0f} s)", flush=True)
-    steps = [
-        (lambda: uncalibrated(p), "today's predictions (plan figures, nothing fitted)"),
-        (lambda: leave_one_out(p, "source"), "leave-one-source-out"),
-    ]
-    if not args.no_gpu_out:
-        steps.append((lambda: leave_one_out(p, "gpu"), "leave-one-GPU-type-out"))
-    runs = []
-    for make, title in steps:  # each printed as soon as it is done
-        cv = make()
-        runs.append((cv, title))
+
+    def report(cv: CrossValidation, title: str, quantiles: dict | None = None) -> None:
         print_table(cv, title)
         print_worst(cv, args.worst)
         if cv.kind != "none":
-            covered = band_coverage(cv)
             print(
                 "\nbands (10-90% of the other folds' residuals) holding the left-out figure: "
-                + ", ".join(f"{g} {i / n * 100:.0f}% of {n}" for g, (i, n) in sorted(covered.items()))
+                + coverage_line(band_coverage(cv))
+            )
+        if quantiles is not None:
+            print(
+                "bands (each figure's calibrated quantiles) holding the left-out figure: "
+                + coverage_line(band_coverage(cv, quantiles=quantiles))
             )
         print(f"({time.monotonic() - started:.0f} s)", flush=True)
-    whole = fit_all(p)
+
+    report(uncalibrated(p), "today's predictions (plan figures, nothing fitted)")
+    print_table(at_priors(p, "source"), "the step model at its priors (nothing fitted)")
+    selection = choose(p)
+    print_selection(selection)
+    for lam, cv in sorted(selection.runs.items()):
+        print_table(cv, f"leave-one-source-out, every engine fitted at λ={lam:g}")
+    by_gpu = None if args.no_gpu_out else shipped_cv(p, selection, "gpu")
+    calibrated = calibrated_quantiles(selection.loso, *([by_gpu] if by_gpu is not None else []))
+    quantiles = calibrated["quantiles"]
+    print(
+        "\nband quantiles per figure (the narrowest whose band holds 80% of the left-out figures in each CV):"
+    )
+    for group, pair in sorted(quantiles.items()):
+        print(f"  {group:14s} {pair[0]:g}-{pair[1]:g}")
+        for kind, by_group in calibrated["coverage"].items():
+            print(f"    coverage by pair, {kind} left out: {by_group.get(group)}")
+    report(
+        selection.loso, "leave-one-source-out, the shipped model (each engine's λ; fit or priors)", quantiles
+    )
+    if by_gpu is not None:
+        report(by_gpu, "leave-one-GPU-type-out, the shipped model", quantiles)
+    whole = fit_all(p, pull=selection.pulls)
+    shipped = selection.shipped(whole.model)
     print(
         f"\nfit on every row: {whole.rows} figures, in-sample median |error| {whole.median_relative * 100:.1f}%,"
-        f" {whole.trimmed} trimmed, {whole.rounds} rounds"
+        f" {whole.trimmed} trimmed, {whole.rounds} rounds; shipped: the fit of {sorted(selection.fitted)}"
     )
-    for name, value in sorted(whole.model.values.items()):
+    for name, value in sorted(shipped.values.items()):
         print(f"  {name:32s} {value:.4g}")
     if args.write:
         out = Path(__file__).resolve().parent.parent / "servelab" / "predict" / FIT_FILE
         provenance = {
             "fitted": datetime.date.today().isoformat(),
             "procedure": "servelab/predict/corpus/fit.py fit_design (non-negative least squares on relative error, "
-            "each source weighted 1/sqrt(figures), priors' pull LAMBDA; docs/predict.md 'The fit')",
+            "each source weighted 1/sqrt(figures), priors' pull λ per engine); each engine's λ and fit-or-priors "
+            "chosen by leave-one-source-out, bands' quantiles by their out-of-sample coverage "
+            "(servelab/predict/corpus/select.py; docs/predict.md 'What ships')",
             "command": "python benchmarks/predict_vs_public.py --write"
             + "".join(f" --data {d}" for d in args.data or []),
             "sources": sorted({s.row.source.id for s in p.setups}),
             "files": sorted({f"servelab/predict/corpus/data/{s.row.source.id}.json" for s in p.setups}),
             "figures": whole.rows,
             "in_sample_median_relative": round(whole.median_relative, 4),
+            "engines": {e: c.to_json() for e, c in sorted(selection.choices.items())},
+            "band_quantiles": {g: list(pair) for g, pair in sorted(quantiles.items())},
+            "band_coverage": {
+                cv.kind: {
+                    g: round(i / n, 4) for g, (i, n) in sorted(band_coverage(cv, quantiles=quantiles).items())
+                }
+                for cv in (selection.loso, by_gpu)
+                if cv is not None
+            },
         }
-        source_out = next(cv for cv, _ in runs if cv.kind == "source")
-        banded = {k: (v[0], v[1]) for k, v in bands(source_out).items()}
-        doc = StepModel(whole.model.values, provenance, banded).to_json()
+        banded = {k: (v[0], v[1]) for k, v in bands(selection.loso, quantiles=quantiles).items()}
+        doc = StepModel(shipped.values, provenance, banded).to_json()
         out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-        write_doc_table(whole.model)
+        write_doc_table(shipped)
         print(f"wrote {out} and the values table of {DOC}")
     print(f"\n({time.monotonic() - started:.0f} s)")
     return 0

@@ -2,19 +2,26 @@
 
 One forward pass of an engine on a GPU (docs/predict.md "The GPU step model"):
 
-    memory  = weight bytes / peak bandwidth x (w[engine, kernel family] + m[memory class])
+    memory  = weight bytes / peak bandwidth x (w[engine, kernel family] + m[engine, memory class])
               + KV and state bytes / peak bandwidth x kv[engine]
-    compute = prompt matmul FLOPs / peak of its math units x (c[engine, unit] + b[backend])
+    compute = prompt matmul FLOPs / peak of its math units x (c[engine, unit] + b[engine, backend])
               + decode matmul FLOPs / peak of its math units x d[engine, backend]
               + attention FLOPs / peak 16-bit x a[engine]
     pass    = max(memory, compute) + layers x launch[engine, graphs or eager]
-    step    = Σ passes + all-reduces x r + host[engine] + per-token[engine] x tokens
+    step    = Σ passes + all-reduces x r[engine] + host[engine] + per-token[engine] x tokens
 
 Every parameter multiplies a quantity the roofline already computes (bytes, FLOPs, layers, tokens, the
 interconnect model's all-reduce time), so with each pass on one side of its max a step's time is linear in the
 parameters: `fit_corpus` (predict/corpus/fit.py) solves for them by bounded least squares over replayed steps,
 as `calibrate` does for one machine. Inverse efficiencies are sums (a kernel family's unpacking overhead on top
 of what the memory class streams; a unit's kernel overhead on top of the backend's), each term >= 0.
+
+Every parameter is the engine's own, the memory class and the backend too: what a memory class streams and what
+a backend's matmuls reach is what *this engine's kernels* get from them (llama.cpp's MMVQ/MMQ and Metal kernels,
+vLLM's and sglang's cuBLAS, CUTLASS and Marlin paths), and the all-reduce scale is its own custom or NCCL
+all-reduce against the interconnect model. One engine's rows (1,039 llama-bench figures against 625 serving ones)
+then never move another engine's prices, and each engine's fit is its own: its prior pull chosen and its fit
+kept or left at the priors by cross-validation (docs/predict.md "The fit").
 
 A parameter the fit never saw keeps its prior: the engine's sourced decode table (plan/efficiency.py) and
 prefill figure, the memory class and backend at their peak, the overheads at 0, the all-reduce as modelled.
@@ -66,16 +73,16 @@ class Regime:
         e = self.engine
         return {
             "weights": f"{e}.weights.{self.family}",
-            "memory": f"memory.{self.memory}",
+            "memory": f"{e}.memory.{self.memory}",
             "kv": f"{e}.kv",
             "compute": f"{e}.compute.{self.unit}",
-            "backend": f"backend.{self.backend}",
+            "backend": f"{e}.backend.{self.backend}",
             "decode": f"{e}.decode.{self.backend}",
             "attention": f"{e}.attention",
             "launch": f"{e}.launch.{'eager' if self.eager else 'graphs'}",
             "host": f"{e}.host",
             "token": f"{e}.token",
-            "allreduce": "allreduce",
+            "allreduce": f"{e}.allreduce",
         }
 
 
@@ -110,11 +117,11 @@ def _prefill(engine: str) -> float:
 def prior(name: str) -> tuple[float, float]:
     """(prior value, its scale) of a parameter: the sourced figures servelab had before the corpus."""
     head, _, rest = name.partition(".")
-    if head == "memory" or head == "backend":
-        return 1.0, 1.0  # the class / backend at its peak; family and unit terms add to it
-    if head == "allreduce":
-        return 1.0, 1.0
     role, _, key = rest.partition(".")
+    if role == "memory" or role == "backend":
+        return 1.0, 1.0  # the class / backend at its peak; family and unit terms add to it
+    if role == "allreduce":
+        return 1.0, 1.0  # the interconnect model's time
     table = _table(head)
     if role == "weights":
         eff = decode_efficiency(table, key, 1).weights if table else 0.8

@@ -173,13 +173,13 @@ def test_the_fit_recovers_the_parameters_the_rows_were_made_with() -> None:
         {
             "llamacpp.weights.q4_0": 0.5,
             "llamacpp.weights.q8_0": 0.3,
-            "memory.gddr": 1.1,
-            "memory.apple": 1.2,
+            "llamacpp.memory.gddr": 1.1,
+            "llamacpp.memory.apple": 1.2,
             "llamacpp.kv": 1.5,
             "llamacpp.compute.int8": 3.0,
             "llamacpp.compute.fp16": 1.0,
-            "backend.cuda": 1.0,
-            "backend.metal": 1.0,
+            "llamacpp.backend.cuda": 1.0,
+            "llamacpp.backend.metal": 1.0,
             "llamacpp.attention": 4.0,
             "llamacpp.launch.graphs": 8e-6,
             "llamacpp.host": 3e-4,
@@ -208,8 +208,8 @@ def test_the_fit_recovers_the_parameters_the_rows_were_made_with() -> None:
     assert got.value("llamacpp.attention") == pytest.approx(4.0, rel=0.01)
     for fam in ("q4_0", "q8_0"):
         for cls in ("gddr", "apple"):
-            fitted = got.value(f"llamacpp.weights.{fam}") + got.value(f"memory.{cls}")
-            true = truth.value(f"llamacpp.weights.{fam}") + truth.value(f"memory.{cls}")
+            fitted = got.value(f"llamacpp.weights.{fam}") + got.value(f"llamacpp.memory.{cls}")
+            true = truth.value(f"llamacpp.weights.{fam}") + truth.value(f"llamacpp.memory.{cls}")
             assert fitted == pytest.approx(true, rel=0.01)
     # the default pull keeps the parameters near their priors where few rows speak: still far better than them
     pulled = fit_targets(data)
@@ -219,7 +219,7 @@ def test_the_fit_recovers_the_parameters_the_rows_were_made_with() -> None:
 def test_a_parameter_no_row_touches_keeps_its_prior() -> None:
     assert prior_model().value("vllm.weights.fp8") == prior("vllm.weights.fp8")[0]
     assert prior("llamacpp.host") == (0.0, 1e-3)
-    assert prior("memory.hbm")[0] == 1.0
+    assert prior("vllm.memory.hbm")[0] == 1.0 and prior("sglang.allreduce")[0] == 1.0
 
 
 def test_bands_come_from_the_left_out_rows_of_their_regime() -> None:
@@ -249,7 +249,7 @@ def test_a_fitted_model_round_trips_through_its_file(tmp_path) -> None:  # type:
     from servelab.predict.stepmodel import load_step_model
 
     model = StepModel(
-        {"vllm.host": 1e-3, "memory.hbm": 1.3}, {"fitted": "2026-12-02"}, {"*|*|TTFT|*": (0.7, 1.4)}
+        {"vllm.host": 1e-3, "vllm.memory.hbm": 1.3}, {"fitted": "2026-12-02"}, {"*|*|TTFT|*": (0.7, 1.4)}
     )
     path = tmp_path / "stepmodel.json"
     path.write_text(json.dumps(model.to_json()), encoding="utf-8")
@@ -269,7 +269,7 @@ def test_decode_and_prompt_matmuls_run_at_their_own_compute() -> None:
     slow = StepModel({"llamacpp.decode.metal": 40.0})
     e = slow.rates(r, gpu, 34)
     assert e.flops_s == pytest.approx(gpu.tensor_flops(r.unit) / 40)
-    c = prior("llamacpp.compute.fp16")[0] + prior("backend.metal")[0]
+    c = prior("llamacpp.compute.fp16")[0] + prior("llamacpp.backend.metal")[0]
     assert e.prefill_flops_s == pytest.approx(gpu.tensor_flops(r.unit) / c)
     batched = _row(
         gpu="m2-ultra",

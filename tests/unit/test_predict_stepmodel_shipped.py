@@ -65,3 +65,30 @@ def test_the_shipped_model_prices_a_card(shipped) -> None:  # type: ignore[no-un
     e = shipped.rates(regime("vllm", gpu, "bf16"), gpu, 36)
     assert 0 < e.bandwidth_bytes_s <= gpu.bandwidth_bytes_s * 1.5
     assert e.flops_s > 0
+
+
+def test_no_engine_ships_a_fit_worse_than_its_priors_under_cross_validation(shipped) -> None:  # type: ignore[no-untyped-def]
+    """Each engine's choice is in the provenance (predict/corpus/select.py): an engine whose fit ships is no worse
+    than its priors in any figure left out by source; an engine kept at its priors ships none of its values."""
+    engines = shipped.provenance["engines"]
+    assert engines
+    for engine, choice in engines.items():
+        own = [n for n in shipped.values if n.partition(".")[0] == engine]
+        if choice["uses"] == "fit":
+            fit, priors = choice["loso_median_abs_error"], choice["priors_median_abs_error"]
+            assert all(fit[g] <= priors[g] for g in fit if g != "all"), engine
+            assert own, engine
+        else:
+            assert choice["uses"] == "priors" and not own, engine
+        assert choice["pull"] in (float(k) for k in choice["pull_grid"])
+
+
+def test_its_band_quantiles_cover_80_percent_out_of_sample(shipped) -> None:  # type: ignore[no-untyped-def]
+    """The bands' quantiles were chosen so that 80% of left-out figures fall inside (where a pair of the grid
+    could), and the coverage each cross-validation gave is recorded."""
+    quantiles, coverage = shipped.provenance["band_quantiles"], shipped.provenance["band_coverage"]
+    assert set(coverage) == {"source", "gpu"}
+    for group, (lo, hi) in quantiles.items():
+        assert 0 <= lo < 0.5 < hi <= 1, group
+        if (lo, hi) != (0.0, 1.0):
+            assert all(coverage[kind][group] >= 0.8 for kind in coverage), group

@@ -10,16 +10,17 @@ parameters fitted on itself.
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
 import numpy as np
 
-from servelab.predict.corpus.fit import Design, FitResult, Target, fit_design, targets
+from servelab.predict.corpus.fit import LAMBDA, Design, FitResult, Target, fit_design, targets
 from servelab.predict.corpus.harness import Setup, Trace, figures, is_bench, rates_for, setup, trace
 from servelab.predict.corpus.load import gpu_class
 from servelab.predict.corpus.recorded import Recorded, record
@@ -124,7 +125,7 @@ def _replayed(row: Measurement, cache: Path | None, fingerprint: str) -> Replaye
             pass
     got = _replay(row)
     cache.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # runs sharing the cache each write their own
     with tmp.open("wb") as fh:
         pickle.dump(got, fh, protocol=pickle.HIGHEST_PROTOCOL)
     tmp.replace(path)
@@ -137,6 +138,7 @@ FIT_ONLY = (
     "predict/corpus/crossval.py",
     "predict/corpus/recorded.py",
     "predict/corpus/counts.py",
+    "predict/corpus/select.py",
 )
 
 
@@ -208,8 +210,9 @@ def fold_key(kind: str) -> Callable[[Setup], str]:
     raise ValueError(f"unknown cross-validation {kind!r} (source or gpu)")
 
 
-def leave_one_out(p: Prepared, kind: str) -> CrossValidation:
-    """Fit without each group (`kind`: "source" or "gpu"), predict that group's recorded rows with that fit."""
+def leave_one_out(p: Prepared, kind: str, pull: float | Mapping[str, float] = LAMBDA) -> CrossValidation:
+    """Fit without each group (`kind`: "source" or "gpu"), predict that group's recorded rows with that fit
+    (`pull`: the priors' weight λ, fit.py)."""
     key = fold_key(kind)
     design = p.design
     keys = np.array([key(t.recorded.setup) for t in design.data])
@@ -218,7 +221,7 @@ def leave_one_out(p: Prepared, kind: str) -> CrossValidation:
         out = keys == g
         if out.all():
             continue
-        result = fit_design(design, ~out, note=f"fitted without {kind} {g}")
+        result = fit_design(design, ~out, note=f"fitted without {kind} {g}", pull=pull)
         cv.fits[g] = result
         seconds = design.seconds(result.model)
         for i in np.nonzero(out)[0]:
@@ -230,8 +233,8 @@ def leave_one_out(p: Prepared, kind: str) -> CrossValidation:
     return cv
 
 
-def fit_all(p: Prepared) -> FitResult:
-    return fit_design(p.design, note="fitted on every usable corpus row")
+def fit_all(p: Prepared, pull: float | Mapping[str, float] = LAMBDA) -> FitResult:
+    return fit_design(p.design, note="fitted on every usable corpus row", pull=pull)
 
 
 def med(values: Sequence[float]) -> float:
@@ -257,22 +260,35 @@ def batch_range(batch: int) -> str:
     return next(name for top, name in BATCH_RANGES if batch <= top)
 
 
-def bands(cv: CrossValidation, low: float = 0.1, high: float = 0.9, least: int = 5) -> dict[str, list[float]]:
+Quantiles = Mapping[str, tuple[float, float]]  # figure group -> (low, high) quantile of a band
+
+
+def bands(
+    cv: CrossValidation,
+    low: float = 0.1,
+    high: float = 0.9,
+    least: int = 5,
+    quantiles: Quantiles | None = None,
+) -> dict[str, list[float]]:
     """Error bands from cross-validation residuals: for each regime "engine|gpu class|figure group|batch range"
     (and the coarser "engine|*|figure group|*", "*|*|figure group|*") with at least `least` left-out rows, the
-    `low` and `high` quantiles of measured / predicted. A prediction p is then expected in (p x lo, p x hi)."""
+    `low` and `high` quantiles (a figure group's own in `quantiles`, `select.calibrated_quantiles`) of measured /
+    predicted. A prediction p is then expected in (p x lo, p x hi)."""
     ratios: dict[str, list[float]] = defaultdict(list)
+    groups: dict[str, str] = {}
     for pr in cv.predictions:
         if pr.predicted <= 0:
             continue
         r = pr.measured / pr.predicted
         for key in band_keys(pr):
             ratios[key].append(r)
+            groups[key] = pr.group
     out = {}
     for key, values in ratios.items():
         if len(values) >= least:
             ordered = sorted(values)
-            out[key] = [_quantile(ordered, low), _quantile(ordered, high)]
+            lo, hi = (quantiles or {}).get(groups[key], (low, high))
+            out[key] = [_quantile(ordered, lo), _quantile(ordered, hi)]
     return out
 
 
@@ -287,10 +303,15 @@ def band_keys(pr: Prediction) -> tuple[str, str, str]:
 
 
 def band_coverage(
-    cv: CrossValidation, low: float = 0.1, high: float = 0.9, least: int = 5
+    cv: CrossValidation,
+    low: float = 0.1,
+    high: float = 0.9,
+    least: int = 5,
+    quantiles: Quantiles | None = None,
 ) -> dict[str, tuple[int, int]]:
     """How honest the bands are: each left-out row's figure checked against the band its regime gets from the
-    *other* folds' residuals (the row's own fold left out of the band too); figure group -> (inside, rows)."""
+    *other* folds' residuals (the row's own fold left out of the band too; `bands`' quantiles); figure group ->
+    (inside, rows)."""
     ratios: dict[str, list[tuple[str, float]]] = defaultdict(list)
     for pr in cv.predictions:
         if pr.predicted > 0:
@@ -305,8 +326,9 @@ def band_coverage(
         for key in band_keys(pr):
             if (key, pr.fold) not in bands_without:
                 others = sorted(r for f, r in ratios[key] if f != pr.fold)
+                lo, hi = (quantiles or {}).get(pr.group, (low, high))
                 bands_without[(key, pr.fold)] = (
-                    (_quantile(others, low), _quantile(others, high)) if len(others) >= least else None
+                    (_quantile(others, lo), _quantile(others, hi)) if len(others) >= least else None
                 )
             band = bands_without[(key, pr.fold)]
             if band is not None:

@@ -18,7 +18,7 @@ out the later rounds (a row the model cannot explain does not bend the rest), as
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -177,10 +177,11 @@ def fit_design(
     start: StepModel | None = None,
     *,
     note: str = "",
-    pull: float = LAMBDA,
+    pull: float | Mapping[str, float] = LAMBDA,
 ) -> FitResult:
     """The parameter values that best explain the design's targets where `train` is True (module docstring;
-    `pull`: the priors' weight λ); parameters no training target touches keep their prior (left out)."""
+    `pull`: the priors' weight λ, or λ per engine: a parameter's engine is its name's first word); parameters no
+    training target touches keep their prior (left out)."""
     train = np.ones(len(design.data), dtype=bool) if train is None else train
     if not train.any():
         raise ValueError("no corpus rows to fit")
@@ -188,6 +189,7 @@ def fit_design(
     names = [design.names[i] for i in used]
     priors = np.array([prior(n)[0] for n in names])
     scales = np.array([prior(n)[1] for n in names])
+    pulls = np.array([pull_of(pull, n) for n in names])
     per_source: dict[str, int] = defaultdict(int)
     for src in design.sources[train]:
         per_source[str(src)] += 1
@@ -202,8 +204,8 @@ def fit_design(
         a = design.matrix(full)[np.ix_(train, used)]
         b = y - design.idle[train]
         w = row_w * keep
-        lhs = np.vstack([a * w[:, None], np.diag(pull / scales)])
-        rhs = np.concatenate([b * w, pull * priors / scales])
+        lhs = np.vstack([a * w[:, None], np.diag(pulls / scales)])
+        rhs = np.concatenate([b * w, pulls * priors / scales])
         col = np.linalg.norm(lhs, axis=0)
         col[col == 0] = 1.0
         sol = nnls(lhs / col, rhs) / col
@@ -224,12 +226,23 @@ def fit_design(
     return FitResult(model, rounds, int(train.sum()), int((~keep).sum()), float(np.median(rel)))
 
 
+def pull_of(pull: float | Mapping[str, float], name: str) -> float:
+    """The prior's pull on parameter `name`: one λ, or its engine's (the name's first word; LAMBDA if absent)."""
+    if isinstance(pull, Mapping):
+        return float(pull.get(name.partition(".")[0], LAMBDA))
+    return float(pull)
+
+
 def _figure(t: Target, seconds: float) -> float:
     return t.recorded.figures[t.figure].of_seconds(float(seconds))
 
 
 def fit_targets(
-    data: Sequence[Target], start: StepModel | None = None, *, note: str = "", pull: float = LAMBDA
+    data: Sequence[Target],
+    start: StepModel | None = None,
+    *,
+    note: str = "",
+    pull: float | Mapping[str, float] = LAMBDA,
 ) -> FitResult:
     """`fit_design` on every target of `data`."""
     return fit_design(Design(data), start=start, note=note, pull=pull)
