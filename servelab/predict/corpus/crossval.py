@@ -10,6 +10,7 @@ parameters fitted on itself.
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -124,7 +125,7 @@ def _replayed(row: Measurement, cache: Path | None, fingerprint: str) -> Replaye
             pass
     got = _replay(row)
     cache.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # runs in other worktrees share the cache
     with tmp.open("wb") as fh:
         pickle.dump(got, fh, protocol=pickle.HIGHEST_PROTOCOL)
     tmp.replace(path)
