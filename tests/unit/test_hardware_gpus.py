@@ -394,3 +394,18 @@ def test_the_corpus_cards_figures_follow_their_sheets() -> None:
         assert gpu.bandwidth_gb_s == bw and gpu.fp8_tflops == gpu.int8_tflops == pytest.approx(
             2 * gpu.bf16_tflops, abs=0.01
         )
+
+
+def test_the_m1_entries_are_apple_cards_at_apples_figures() -> None:
+    """M1 Max: 400 GB/s, 64 GB, 32 cores at twice the M1 Pro's 5.2 TFLOPS; M1 (7-core): 2.6 TFLOPS x 7/8."""
+    m1max, m1 = find_gpu("Apple M1 Max"), find_gpu("apple m1")
+    assert (m1max.name, m1max.bandwidth_gb_s, m1max.memory_mib, m1max.bf16_tflops) == (
+        "m1-max",
+        400,
+        64 * 1024,
+        10.4,
+    )
+    assert m1.name == "m1" and m1.bf16_tflops == pytest.approx(2.6 * 7 / 8)
+    for gpu in (m1, m1max):
+        assert gpu.unified_memory and gpu.runtime_context_bytes == 0 and gpu.int8_tflops is None
+        assert not gpu.unsourced and gpu.figure_sources["bandwidth_gb_s"].startswith("https://")

@@ -94,6 +94,8 @@ def test_newly_mapped_models_plan_their_rows(source: str, model: str, params_b: 
         ("llamacpp-xiongjiedai-3070-v3", "rtx3070"),
         ("llamacpp-xiongjiedai-3080-v3", "rtx3080"),
         ("llamacpp-xiongjiedai-4070ti-v3", "rtx4070-ti"),
+        ("llamacpp-xiongjiedai-m1max-64gb", "m1-max"),
+        ("llamacpp-xiongjiedai-m1-8gb", "m1"),
     ],
 )
 def test_rows_on_the_added_cards_name_them_and_plan(source: str, gpu: str) -> None:
@@ -103,4 +105,4 @@ def test_rows_on_the_added_cards_name_them_and_plan(source: str, gpu: str) -> No
         next(r for r in rows if r.params_b < 10)
     )  # the 8B rows fit every card, the 8 GB 3070 included
     assert not isinstance(got, str), got
-    assert got.gpu.name == gpu and got.regime.unit in ("int8", "fp16", "bf16")
+    assert got.gpu.name == gpu and got.regime.unit in ("int8", "fp16", "bf16")  # Metal: fp16
