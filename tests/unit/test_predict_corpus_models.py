@@ -106,3 +106,17 @@ def test_rows_on_the_added_cards_name_them_and_plan(source: str, gpu: str) -> No
     )  # the 8B rows fit every card, the 8 GB 3070 included
     assert not isinstance(got, str), got
     assert got.gpu.name == gpu and got.regime.unit in ("int8", "fp16", "bf16")  # Metal: fp16
+
+
+def test_pipeline_stages_and_data_parallel_replicas_are_skipped_with_the_reason() -> None:
+    """The plan takes one tensor-parallel group: a PP or DP serving row says so instead of failing to fit."""
+    reasons = {
+        r.label: setup(r)
+        for r in _rows()
+        if r.source.id in ("vllm-cloudrift-rtx4090-rtx5090-pro6000", "vllm-pegainfer-kimi-k25-h20")
+        and (r.pp > 1 or r.flags.get("data_parallel_size"))
+    }
+    assert reasons
+    for label, why in reasons.items():
+        assert isinstance(why, str) and "is not modelled" in why, (label, why)
+    assert any("DP 8 with expert parallelism" in str(why) for why in reasons.values())
