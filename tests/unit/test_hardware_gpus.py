@@ -345,3 +345,67 @@ def test_the_4080_super_scales_the_4080_by_its_ai_tops() -> None:
     assert sup.fp8_tflops == pytest.approx(836 / 4)
     assert (sup.memory_mib, sup.bandwidth_gb_s, sup.tdp_w) == (16384, 23 * 256 / 8, 320)
     assert sup.compute_capability == "8.9" and default_interconnect(sup) == "pcie-p2p"
+
+
+@pytest.mark.parametrize(
+    ("nvml", "name"),
+    [
+        ("NVIDIA A40", "a40"),
+        ("NVIDIA A100 80GB PCIe", "a100-80g-pcie"),
+        ("NVIDIA RTX 4000 Ada Generation", "rtx4000-ada"),
+        ("NVIDIA RTX 5000 Ada Generation", "rtx5000-ada"),
+        ("NVIDIA GeForce RTX 3070", "rtx3070"),
+        ("NVIDIA GeForce RTX 3080", "rtx3080"),
+        ("NVIDIA GeForce RTX 4070 Ti", "rtx4070-ti"),
+    ],
+)
+def test_the_corpus_cards_are_found_by_their_nvml_names_with_every_figure_sourced(
+    nvml: str, name: str
+) -> None:
+    gpu = find_gpu(nvml)
+    assert gpu.name == name and not gpu.unsourced
+    assert gpu.int8_tflops is not None and gpu.pcie_gen == 4  # llama.cpp's MMQ path: int8 tensor cores
+    for figure in ("memory_mib", "bandwidth_gb_s", "bf16_tflops", "int8_tflops"):
+        assert gpu.figure_sources[figure].startswith("https://"), f"{name}: {figure}"
+
+
+def test_the_corpus_cards_figures_follow_their_sheets() -> None:
+    """Dense rates: the A40's 149.7 (299.4 sparse); GeForce Ampere FP32 accumulate and INT8 = 4x it (GA102
+    whitepaper); the 4070 Ti's 641 AI TOPS (FP8 sparse) at the RTX 4090's ratios; Ada workstation cards at full
+    FP32-accumulate rate, INT8 = FP8; the A100 PCIe is the SXM's compute at 1,935 GB/s and 300 W."""
+    a40, pcie, sxm = find_gpu("a40"), find_gpu("a100-80g-pcie"), find_gpu("a100-80g")
+    assert (a40.bf16_tflops, a40.int8_tflops, a40.bandwidth_gb_s, a40.nvlink_gb_s) == (
+        149.7,
+        299.3,
+        696,
+        112.5,
+    )
+    assert (pcie.bf16_tflops, pcie.int8_tflops) == (sxm.bf16_tflops, sxm.int8_tflops)
+    assert (pcie.bandwidth_gb_s, pcie.tdp_w) == (1935, 300) and pcie.memory_mib == sxm.memory_mib
+    for name, tflops in (("rtx3070", 40.6), ("rtx3080", 59.5)):
+        gpu = find_gpu(name)
+        assert gpu.bf16_tflops == tflops and gpu.int8_tflops == pytest.approx(
+            4 * tflops, abs=0.25
+        )  # both rounded
+    ti = find_gpu("rtx4070-ti")
+    assert (ti.bf16_tflops, ti.fp8_tflops, ti.int8_tflops) == (641 / 8, 641 / 4, 641 / 2)
+    for name, bw in (("rtx4000-ada", 360), ("rtx5000-ada", 576)):
+        gpu = find_gpu(name)
+        assert gpu.bandwidth_gb_s == bw and gpu.fp8_tflops == gpu.int8_tflops == pytest.approx(
+            2 * gpu.bf16_tflops, abs=0.01
+        )
+
+
+def test_the_m1_entries_are_apple_cards_at_apples_figures() -> None:
+    """M1 Max: 400 GB/s, 64 GB, 32 cores at twice the M1 Pro's 5.2 TFLOPS; M1 (7-core): 2.6 TFLOPS x 7/8."""
+    m1max, m1 = find_gpu("Apple M1 Max"), find_gpu("apple m1")
+    assert (m1max.name, m1max.bandwidth_gb_s, m1max.memory_mib, m1max.bf16_tflops) == (
+        "m1-max",
+        400,
+        64 * 1024,
+        10.4,
+    )
+    assert m1.name == "m1" and m1.bf16_tflops == pytest.approx(2.6 * 7 / 8)
+    for gpu in (m1, m1max):
+        assert gpu.unified_memory and gpu.runtime_context_bytes == 0 and gpu.int8_tflops is None
+        assert not gpu.unsourced and gpu.figure_sources["bandwidth_gb_s"].startswith("https://")

@@ -151,6 +151,9 @@ def setup(row: Measurement) -> Setup | str:
         return "speculative decoding: the harness does not replay drafts (no acceptance rate stated)"
     if not is_bench(row) and not row.workload.prompt_tokens:
         return "no prompt length stated (a dataset's lengths)"
+    unmodelled = _unmodelled_parallelism(row)
+    if unmodelled:
+        return unmodelled
     model = resolve_model(row)
     if isinstance(model, str):
         return model
@@ -182,9 +185,27 @@ def setup(row: Measurement) -> Setup | str:
     return Setup(row, model, gpu, plan, r, model.num_layers)
 
 
+def _unmodelled_parallelism(row: Measurement) -> str:
+    """Why a serving row's parallelism is not one the plan can take, or "": the plan puts a vLLM/sglang model on
+    one tensor-parallel group, so pipeline stages and data-parallel replicas (with or without expert
+    parallelism) would be priced as a shape they are not (llama.cpp's layer split is its own, `_gpus`)."""
+    if row.engine == "llama.cpp":
+        return ""
+    if row.pp > 1:
+        return f"pipeline parallelism (PP {row.pp}) is not modelled: the plan takes one tensor-parallel group"
+    dp = row.flags.get("data_parallel_size")
+    if isinstance(dp, int) and not isinstance(dp, bool) and dp > 1:
+        with_ep = " with expert parallelism" if row.ep > 1 else ""
+        return (
+            f"data parallelism (DP {dp}{with_ep}) is not modelled: the plan takes one tensor-parallel group"
+        )
+    return ""
+
+
 def _gpus(row: Measurement, engine: str) -> int:
     """The GPUs one replica runs on: llama.cpp splits layers over every GPU the row had (its TP is 1); vLLM and
-    sglang over their tensor-parallel group (a data-parallel row's other replicas are not modelled)."""
+    sglang over their tensor-parallel group (rows with pipeline stages or data-parallel replicas are skipped,
+    `_unmodelled_parallelism`)."""
     if engine == "llamacpp":
         return max(1, row.gpu_count)
     return max(1, row.tp)
