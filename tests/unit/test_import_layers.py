@@ -8,6 +8,7 @@ and what it imports, so the fix is to move the value type it needs below both (s
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import servelab
@@ -33,8 +34,10 @@ RANK = {name: depth for depth, names in enumerate(LAYERS) for name in names}
 ROOT = Path(servelab.__file__).parent
 
 
-def _imports() -> list[tuple[str, str, str, str]]:
-    """(importing module, its package, imported module, its package) for every servelab import in the code."""
+@functools.cache
+def _imports() -> tuple[tuple[str, str, str, str], ...]:
+    """(importing module, its package, imported module, its package) for every servelab import in the code, read
+    once per process (parsing every module takes seconds)."""
     found = []
     for path in sorted(ROOT.rglob("*.py")):
         parts = path.relative_to(ROOT.parent).with_suffix("").parts
@@ -51,7 +54,7 @@ def _imports() -> list[tuple[str, str, str, str]]:
             for name in names:
                 if name.startswith("servelab."):
                     found.append((module, parts[1].removesuffix(".py"), name, name.split(".")[1]))
-    return found
+    return tuple(found)
 
 
 def test_every_package_has_a_layer() -> None:
