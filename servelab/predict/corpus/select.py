@@ -27,7 +27,7 @@ from typing import Any
 
 from servelab.predict.corpus.crossval import (
     CrossValidation,
-    Prediction,
+    FigurePrediction,
     Prepared,
     band_coverage,
     fold_key,
@@ -82,7 +82,7 @@ class Selection:
         return StepModel(keep, model.provenance, model.bands)
 
 
-def _by_engine(predictions: Sequence[Prediction]) -> dict[str, dict[str, list[float]]]:
+def _by_engine(predictions: Sequence[FigurePrediction]) -> dict[str, dict[str, list[float]]]:
     """engine -> figure group (and "all") -> |errors|."""
     out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for pr in predictions:
@@ -102,7 +102,7 @@ def at_priors(p: Prepared, kind: str) -> CrossValidation:
     for i, t in enumerate(design.data):
         f = t.recorded.figures[t.figure]
         s = t.recorded.setup
-        cv.predictions.append(Prediction(s, t.figure, t.measured, f.of_seconds(seconds[i]), key(s)))
+        cv.predictions.append(FigurePrediction(s, t.figure, t.measured, f.of_seconds(seconds[i]), key(s)))
     return cv
 
 
