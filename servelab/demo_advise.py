@@ -66,13 +66,13 @@ def advise_step(
         pruned=tuple(p for a in advices for p in a.pruned),
         judged=judged,
         order=order,
-        verdict=pareto(order),
+        pareto=pareto(order),
         seconds=sum(a.seconds for a in advices),
         screened=tuple(x for a in advices for x in a.screened),
         emulated=sum(a.emulated for a in advices),
     )
     doc = {**merged.to_json(), "predicted_vs_measured": checks}
-    front = merged.verdict.front
+    front = merged.pareto.front
     say(
         f"   advice: {front[0].point.name} ({front[0].per_gpu_tok_s:.1f} tok/s at {users} users)"
         if front

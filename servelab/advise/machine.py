@@ -71,7 +71,7 @@ class ModelRow:
                 "aggregate_tok_s": round(self.best.output_tok_s, 2),
                 "best": judged_json(self.best),
                 "candidates": self.advice.candidates,
-                "front": [j.point.name for j in self.advice.verdict.front],
+                "front": [j.point.name for j in self.advice.pareto.front],
             }
         return out
 
@@ -113,9 +113,9 @@ def _row(
         advice = advise(replace(setting, model=offered.spec), context=context, engines=engines, runner=runner)
     except ServelabError as exc:
         return ModelRow(offered, reason=str(exc).splitlines()[0])
-    if not advice.verdict.front:
+    if not advice.pareto.front:
         return ModelRow(offered, advice, reason=_why_none(advice))
-    best = advice.verdict.front[0]
+    best = advice.pareto.front[0]
     plan = best.point.plan
     effective = None if setting.rates is None else setting.rates(plan)
     speculation = setting.speculation if best.point.speculative is not None else None

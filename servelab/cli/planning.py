@@ -237,7 +237,7 @@ class PlanningInputs:
 
 
 @dataclass(frozen=True)
-class Planned:
+class MadePlans:
     """The plans made for a `PlanningInputs`, the model and card they were made for, and `--gpu auto`'s note."""
 
     plans: PlanSet
@@ -246,7 +246,7 @@ class Planned:
     note: str | None
 
 
-def make_plans(asked: PlanningInputs, *, as_asked: bool = True) -> Planned:
+def make_plans(asked: PlanningInputs, *, as_asked: bool = True) -> MadePlans:
     """The plans `servelab plan` makes for what was asked (`predict` emulates the first that fits): a launch
     exactly (--cmd/--compose), one engine x format as asked (its verdict and the flags that make it fit), or
     every sensible candidate compared (a search). `as_asked` False: one engine x format is searched instead, its
@@ -312,7 +312,7 @@ def make_plans(asked: PlanningInputs, *, as_asked: bool = True) -> Planned:
     else:  # a search: each engine x format's best fitting variant
         engines = None if engine.lower() == "all" else (engine,)
         plans = compare_plans(spec, card_, engines=engines, quant=quant, engine_settings=own, **common)
-    return Planned(plans, spec, card_, note)
+    return MadePlans(plans, spec, card_, note)
 
 
 def _read_launch(cmd: str | None, compose: Path | None, service: str | None, engine: str):
