@@ -221,7 +221,7 @@ def confirmation_lines(checked) -> list[str]:
     for f in checked.figures:
         err = f.error(f.advised, f.measured)
         out.append(
-            f"  {f.name:<14} {_num(f.advised):>9} {_num(f.repredicted):>14} {_num(f.measured):>10}   "
+            f"  {f.figure:<14} {_num(f.advised):>9} {_num(f.repredicted):>14} {_num(f.measured):>10}   "
             + ("-" if err is None else f"{err:+.1%}")
         )
     for lv in checked.levels:
