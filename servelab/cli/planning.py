@@ -1,11 +1,13 @@
 """The planning inputs `plan` and `predict` share: one declaration of each option (`--gpu`, `--vram`,
-`--bandwidth`, `--tflops`, `--gpus`, `--engine-version`, `--speculative`, `--draft-model`, `--hf`) and one reader of
-each, so that the two commands take the same words with the same meaning and the same one-line errors."""
+`--bandwidth`, `--tflops`, `--gpus`, `--parallel`, `--interconnect`, `--engine-version`, `--speculative`,
+`--draft-model`, `--hf`, `--cmd`, `--compose`, `--service`, `--remeasure`), one reader of each, and one
+`PlanningInputs` made from a command's options (`inputs`), so that the two commands take the same words with the
+same meaning and the same one-line errors."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,6 +70,14 @@ def draft_model_option() -> Any:
     return typer.Option(
         None, "--draft-model", help="The draft for --speculative eagle:N / draft:N (an id or a file)."
     )
+
+
+def parallel_option() -> Any:
+    return typer.Option(1, "--parallel", help="Concurrent sequences to plan for (llama.cpp -np).")
+
+
+def interconnect_option() -> Any:
+    return typer.Option(None, "--interconnect", help="nvlink, pcie-p2p or pcie-host-staged.")
 
 
 def hf_option() -> Any:
@@ -234,6 +244,14 @@ class PlanningInputs:
     service: str | None = None
     host: str = "127.0.0.1"
     remeasure: bool = False
+
+
+def inputs(ctx: typer.Context, model: str | None, words: Sequence[str]) -> PlanningInputs:
+    """What a command that plans was asked: each of its options named as a `PlanningInputs` field (`plan`'s and
+    `predict`'s declare them with those names), with MODEL and the engine's words after -- as `split_model` left
+    them; a field the command does not take keeps its default."""
+    given = {f.name: ctx.params[f.name] for f in dataclasses.fields(PlanningInputs) if f.name in ctx.params}
+    return PlanningInputs(**{**given, "model": model, "words": tuple(words)})
 
 
 @dataclass(frozen=True)
