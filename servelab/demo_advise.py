@@ -8,12 +8,14 @@ figures. The bill shows the advice beside predicted vs measured.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-Say = Callable[[str], None]
+if TYPE_CHECKING:
+    from servelab.advise.confirm import Say  # a line for the person watching
+
 DEMO_SLO = (
     "ttft_p99_ms=5000,tpot_p99_ms=100"  # a chat on this CPU: the first token within 5 s, 10 tok/s or more
 )

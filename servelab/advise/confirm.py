@@ -30,7 +30,7 @@ from servelab.model.quant import quant_name_for
 from servelab.report.advice import ConfirmedFigure, round_or_none
 from servelab.results.stats import LevelStats
 
-Say = Callable[[str], None]
+Say = Callable[[str], None]  # a line for the person watching (advise --confirm, the demo)
 WITHIN = 0.15  # the measured goodput is "as advised" within this share of the prediction (issue 24)
 FIGURES = ("goodput_tok_s", "ttft_p99_ms", "tpot_p99_ms")
 

@@ -127,7 +127,7 @@ def _compose(j: Judged, s: Setting) -> str:
     return plan_compose(plan, gpus=plan.tensor_parallel, compute_capability=s.gpu.compute_capability)
 
 
-Progress = Callable[[int, int, str], None]  # (done, total, candidate name)
+CandidateProgress = Callable[[int, int, str], None]  # (done, total, candidate name)
 WAVE_PER_WORKER = 4  # candidates emulated per worker between two dominance screens
 
 
@@ -146,7 +146,7 @@ def advise(
     interconnect: str | None = None,
     engines: tuple[str, ...] | None = None,
     variants: Any = None,
-    progress: Progress | None = None,
+    progress: CandidateProgress | None = None,
     screen: bool = True,
     runner: Runner | None = None,
 ) -> Advice:
@@ -194,7 +194,7 @@ def advise(
 class _Search:
     """The screen, then the emulations in waves (each wave's meeting candidates screen what is left)."""
 
-    def __init__(self, setting: Setting, total: int, progress: Progress | None) -> None:
+    def __init__(self, setting: Setting, total: int, progress: CandidateProgress | None) -> None:
         self.setting, self.total, self.progress = setting, total, progress
         self.judged: list[Judged] = []
         self.screened: list[Screened] = []

@@ -11,11 +11,11 @@ after the ranked ones.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from servelab.advise.core import Advice, advise, judged_json
+from servelab.advise.core import Advice, CandidateProgress, advise, judged_json
 from servelab.advise.judge import Judged, PromptPool, Setting, probe_config, run_level
 from servelab.advise.spread import Runner
 from servelab.errors import ServelabError
@@ -76,9 +76,6 @@ class ModelRow:
         return out
 
 
-Progress = Callable[[int, int, str], None]
-
-
 def machine_advice(
     models: Sequence[Offered],
     setting: Setting,
@@ -86,7 +83,7 @@ def machine_advice(
     context: int,
     engines: tuple[str, ...] | None = None,
     runner: Runner | None = None,
-    progress: Progress | None = None,
+    progress: CandidateProgress | None = None,
 ) -> list[ModelRow]:
     """Each model searched on the setting's device and ranked: those with a best configuration by its goodput per
     GPU (then its single-user speed), then the others in the order given."""
