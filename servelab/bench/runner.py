@@ -285,8 +285,8 @@ class _Runner:
         valid, why = _store_validity(valid, why, client_stats["store_blocked_s"])
         result = LevelSummary(
             summarize_level(records, level, config.slo, config.ramp_s),
-            valid,
-            why,
+            valid=valid,
+            invalid_reason=why,
             partial=self.stop_event.is_set() or (fleet is not None and fleet.lost_worker),
             client=client_stats,
             server=server,

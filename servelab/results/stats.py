@@ -9,7 +9,7 @@ export and demo read them back; nobody recomputes a figure. Dicts exist only at 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -296,6 +296,7 @@ class LevelSummary:
     `levels` row of one repeat."""
 
     stats: LevelStats
+    _: KW_ONLY  # the rest by name
     valid: bool = True  # False when the client could not keep up (event-loop lag, CPU)
     invalid_reason: str | None = None
     partial: bool = False  # the run was interrupted during this level
