@@ -252,22 +252,11 @@ def _saved_plan(path: Path):
     return next((p for p in plans if p.fits), plans[0])
 
 
-def emulated_target(model, plan_file, gpu, engine, quant, context, kv_dtype, parallel, gpus, interconnect):
+def emulated_target(plan_file: Path | None, asked: planning.PlanningInputs):
     """(EmulatedEngine, model name) for `servelab sim --emulate`: the engine predict would emulate."""
     from servelab.predict.machine import emulated_engine
 
-    inputs = planning.PlanningInputs(
-        model=model,
-        engine=engine,
-        quant=quant,
-        context=context,
-        kv_dtype=kv_dtype,
-        parallel=parallel,
-        gpus=gpus,
-        interconnect=interconnect,
-        gpu=gpu,
-    )
-    plan, spec, card = _plan(plan_file, inputs)
+    plan, spec, card = _plan(plan_file, asked)
     return emulated_engine(plan, spec, card), plan.model or spec.name
 
 
