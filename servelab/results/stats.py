@@ -307,7 +307,7 @@ class LevelSummary:
         default_factory=dict
     )  # the server's /metrics over the level (bench/server_metrics.py); written only when there is one
     # a predicted level (servelab predict): where its figures' parameters came from and each figure's band
-    # (predict/bands.py `level_figures`); written only for a predicted level
+    # (predict/bands.py `predicted_figures`); written only for a predicted level
     predicted: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from servelab.predict.bands import (
     Pricing,
     Provenance,
     level_batch,
-    level_figures,
+    predicted_figures,
     scaled,
     with_band,
 )
@@ -136,7 +136,7 @@ def test_a_level_keeps_each_banded_figure_with_its_source() -> None:
         "vllm",
         "hbm",
     )
-    got = level_figures(stats, pricing)
+    got = predicted_figures(stats, pricing)
     assert got["source"] == "corpus" and got["stale"] is None and got["batch"] == 4
     figures = got["figures"]
     assert figures["tpot_ms_p50"] == {
@@ -149,7 +149,7 @@ def test_a_level_keeps_each_banded_figure_with_its_source() -> None:
     assert figures["output_tok_s"]["band"] == pytest.approx([126.0, 216.0])
     assert figures["ttft_ms_p50"]["band"] is None  # vLLM has no TTFT band in the fixture
     assert "ttft_ms_p99" not in figures  # the corpus's figures are medians: no band for a tail
-    plan = level_figures(
+    plan = predicted_figures(
         stats, Pricing(AchievedRates(bandwidth_bytes_s=1e12, flops_s=1e14), Provenance("plan", "priors"))
     )
     assert plan["source"] == "plan" and all(f["band"] is None for f in plan["figures"].values())
@@ -173,7 +173,7 @@ def test_without_serving_rows_a_time_takes_its_llama_bench_rates_band_inverted()
         per_stream_tok_s=Distribution(p50=100.0),
         output_tok_s=99.0,
     )
-    figures = level_figures(stats, pricing)["figures"]
+    figures = predicted_figures(stats, pricing)["figures"]
     assert (
         figures["ttft_ms_p50"]["band"] == pytest.approx([40.0, 200.0])
         and figures["ttft_ms_p50"]["band_of"] == "pp tok/s"
