@@ -20,6 +20,7 @@ from statistics import median
 
 import numpy as np
 
+from servelab.engines.registry import registry_name
 from servelab.predict.corpus.fit import (
     LAMBDA,
     Design,
@@ -32,7 +33,7 @@ from servelab.predict.corpus.harness import PassLog, Setup, figures, is_bench, p
 from servelab.predict.corpus.load import gpu_class
 from servelab.predict.corpus.recorded import Recorded, record
 from servelab.predict.corpus.schema import Measurement
-from servelab.predict.stepmodel import engine_key, prior_model
+from servelab.predict.stepmodel import prior_model
 
 FIGURE_GROUPS = {
     "ttft_ms_median": "TTFT",
@@ -301,7 +302,7 @@ def bands(
 
 def band_keys(pr: FigurePrediction) -> tuple[str, str, str]:
     """The regimes a prediction's band is looked up in, the narrowest first (StepModel.band's order)."""
-    e = engine_key(pr.engine)
+    e = registry_name(pr.engine)
     return (
         f"{e}|{pr.gpu_class}|{pr.group}|{batch_range(pr.batch)}",
         f"{e}|*|{pr.group}|*",
