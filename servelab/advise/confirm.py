@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from servelab.advise.goal import misses
-from servelab.advise.judge import Judged, PromptPool, Setting, level_output_tok_s, probe_config, run_level
+from servelab.advise.judge import Judged, PromptPool, Setting, emulate_level, level_output_tok_s, probe_config
 from servelab.bench.config import BenchConfig
 from servelab.engines import registry
 from servelab.engines.base import Engine
@@ -419,4 +419,4 @@ def _repredict(winner: Judged, setting: Setting, load: float, effective: Any) ->
     speculation = setting.speculation if winner.point.speculative is not None else None
     engine = emulated_engine(plan, setting.model, setting.gpu, rates=effective, speculation=speculation)
     config = probe_config(setting.config, load, setting.demand.closed)
-    return run_level(engine, config, setting.model.name, PromptPool())
+    return emulate_level(engine, config, setting.model.name, PromptPool())

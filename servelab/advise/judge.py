@@ -133,7 +133,7 @@ class PromptPool:
         return self._built[key]
 
 
-def run_level(engine: EmulatedEngine, config: BenchConfig, model: str, pool: PromptPool) -> LevelStats:
+def emulate_level(engine: EmulatedEngine, config: BenchConfig, model: str, pool: PromptPool) -> LevelStats:
     """One predicted level's statistics (the first level of `config`)."""
     prompts = pool.prompts(config, engine.context)
     result, _ = predict_ladder(engine, config, prompts, pool.tokenizer, label="advise", model=model)
@@ -154,7 +154,7 @@ def judge(point: GridPoint, setting: Setting, pool: PromptPool | None = None) ->
     def at(load: float) -> LevelStats:
         if load not in levels:
             config = probe_config(setting.config, load, demand.closed)
-            levels[load] = run_level(engine, config, setting.model.name, shared)
+            levels[load] = emulate_level(engine, config, setting.model.name, shared)
         return levels[load]
 
     def passes(load: float) -> bool:

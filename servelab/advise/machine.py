@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from servelab.advise.core import Advice, CandidateProgress, advise, judged_json
-from servelab.advise.judge import Judged, PromptPool, Setting, probe_config, run_level
+from servelab.advise.judge import Judged, PromptPool, Setting, emulate_level, probe_config
 from servelab.advise.spread import Runner
 from servelab.errors import ServelabError
 from servelab.model.spec import ModelSpec
@@ -117,7 +117,9 @@ def _row(
     effective = None if setting.rates is None else setting.rates(plan)
     speculation = setting.speculation if best.point.speculative is not None else None
     engine = emulated_engine(plan, offered.spec, setting.gpu, rates=effective, speculation=speculation)
-    single = run_level(engine, probe_config(setting.config, 1, closed=True), offered.spec.name, PromptPool())
+    single = emulate_level(
+        engine, probe_config(setting.config, 1, closed=True), offered.spec.name, PromptPool()
+    )
     return ModelRow(offered, advice, best, single)
 
 

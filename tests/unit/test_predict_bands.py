@@ -28,7 +28,7 @@ from servelab.predict.bands import (
 from servelab.predict.machine import emulated_engine, planner_rates, price
 from servelab.predict.profiles import Profile, same_release, stale_reason
 from servelab.predict.roofline import AchievedRates
-from servelab.predict.speeds import decode_tok_s, prefill_tok_s, priced_plan
+from servelab.predict.speeds import priced_decode_tok_s, priced_plan, priced_prefill_tok_s
 from servelab.predict.stepmodel import STEP_MODEL_ENV, StepModel, load_step_model
 from servelab.results.level_key import Level
 from servelab.results.stats import Distribution, LevelStats
@@ -255,11 +255,11 @@ def test_plan_states_the_speeds_predict_prices_with_their_bands() -> None:
     got = priced_plan(plan, spec, card, pricing)
     roofline = emulated_engine(plan, spec, card, pricing=pricing).roofline  # the engine predict emulates
     short = plan.decode_expected_tok_s.short_context
-    assert got.decode_expected_tok_s.short == round(decode_tok_s(roofline, short), 2)
+    assert got.decode_expected_tok_s.short == round(priced_decode_tok_s(roofline, short), 2)
     assert got.decode_expected_tok_s.short != plan.decode_expected_tok_s.short  # the fit's 2 ms step moved it
-    assert got.speeds.prefill_short_tok_s == round(prefill_tok_s(roofline, short), 1)
+    assert got.speeds.prefill_short_tok_s == round(priced_prefill_tok_s(roofline, short), 1)
     point = next(p for p in got.decode_batch_tok_s if p.batch == 4)
-    assert point.expected_aggregate_tok_s == round(decode_tok_s(roofline, point.context, 4), 1)
+    assert point.expected_aggregate_tok_s == round(priced_decode_tok_s(roofline, point.context, 4), 1)
     low, high = got.speeds.bands["batch_short:4"]  # TPOT band (0.8, 1.5) of a rate: (1/1.5, 1/0.8)
     assert low == pytest.approx(point.expected_aggregate_tok_s / 1.5, rel=1e-3)
     assert high == pytest.approx(point.expected_aggregate_tok_s / 0.8, rel=1e-3)
