@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from servelab.demo_advise import advice_outcome
 from servelab.demo_pair import ModelPair, make_pair
@@ -26,7 +26,8 @@ from servelab.engines.process import EngineServer, free_port
 from servelab.errors import ConfigError, EngineError, ServelabError
 from servelab.hardware.pinning import CpuSplit, cpu_split, on_cpus
 
-Say = Callable[[str], None]
+if TYPE_CHECKING:
+    from servelab.advise.confirm import Say  # a line for the person watching
 
 
 class BenchView(Protocol):

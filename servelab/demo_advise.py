@@ -8,12 +8,14 @@ figures. The bill shows the advice beside predicted vs measured.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-Say = Callable[[str], None]
+if TYPE_CHECKING:
+    from servelab.advise.confirm import Say  # a line for the person watching
+
 DEMO_SLO = (
     "ttft_p99_ms=5000,tpot_p99_ms=100"  # a chat on this CPU: the first token within 5 s, 10 tok/s or more
 )
@@ -66,13 +68,13 @@ def advise_step(
         pruned=tuple(p for a in advices for p in a.pruned),
         judged=judged,
         order=order,
-        verdict=pareto(order),
+        pareto=pareto(order),
         seconds=sum(a.seconds for a in advices),
         screened=tuple(x for a in advices for x in a.screened),
         emulated=sum(a.emulated for a in advices),
     )
     doc = {**merged.to_json(), "predicted_vs_measured": checks}
-    front = merged.verdict.front
+    front = merged.pareto.front
     say(
         f"   advice: {front[0].point.name} ({front[0].per_gpu_tok_s:.1f} tok/s at {users} users)"
         if front

@@ -39,7 +39,7 @@ class Variant:
 
 
 @dataclass(frozen=True)
-class Planned:
+class GridPoint:
     """One point of the grid and its plan; `name` identifies it in messages and JSON."""
 
     plan: Plan
@@ -102,10 +102,10 @@ def grid(
     variants: Mapping[str, tuple[Variant, ...]] | None = None,
     batch_limits: tuple[int, ...] = BATCH_LIMITS,
     speculative: Speculative | None = None,
-) -> tuple[list[Planned], list[Pruned]]:
+) -> tuple[list[GridPoint], list[Pruned]]:
     """Every grid point planned: those that fit, and those pruned with the planner's reason; with `speculative`,
     each point also with it (the user gave an acceptance to predict it with)."""
-    fitting: list[Planned] = []
+    fitting: list[GridPoint] = []
     pruned: list[Pruned] = []
     seen: set[tuple[object, ...]] = set()
     speculations = (None,) if speculative is None else (None, speculative)
@@ -138,7 +138,7 @@ def grid(
                         pruned.append(Pruned(where, str(exc)))
                         continue
                     for plan in plans:
-                        point = Planned(plan, parallel, variant, spec)
+                        point = GridPoint(plan, parallel, variant, spec)
                         key = (point.name, plan.slots, plan.command_line)
                         if key in seen:
                             continue

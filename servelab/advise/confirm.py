@@ -13,7 +13,6 @@ servelab's own CLI.
 from __future__ import annotations
 
 import datetime as dt
-import math
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -21,45 +20,19 @@ from pathlib import Path
 from typing import Any
 
 from servelab.advise.goal import misses
-from servelab.advise.judge import Judged, PromptPool, Setting, level_output_tok_s, probe_config, run_level
+from servelab.advise.judge import Judged, PromptPool, Setting, emulate_level, level_output_tok_s, probe_config
 from servelab.bench.config import BenchConfig
 from servelab.engines import registry
 from servelab.engines.base import Engine
 from servelab.errors import ServelabError
 from servelab.hardware.pinning import CpuSplit, cpu_split, on_cpus
 from servelab.model.quant import quant_name_for
+from servelab.report.advice import ConfirmedFigure, round_or_none
 from servelab.results.stats import LevelStats
 
-Say = Callable[[str], None]
+Say = Callable[[str], None]  # a line for the person watching (advise --confirm, the demo)
 WITHIN = 0.15  # the measured goodput is "as advised" within this share of the prediction (issue 24)
 FIGURES = ("goodput_tok_s", "ttft_p99_ms", "tpot_p99_ms")
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One figure at the advised load: as advised, re-predicted with the fitted figures, and measured."""
-
-    name: str
-    advised: float | None
-    repredicted: float | None
-    measured: float | None
-
-    @staticmethod
-    def error(predicted: float | None, measured: float | None) -> float | None:
-        """(predicted - measured) / measured, as the bill's overlay writes it."""
-        if predicted is None or measured is None or measured == 0:
-            return None
-        return (predicted - measured) / measured
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "figure": self.name,
-            "advised": _round(self.advised),
-            "repredicted": _round(self.repredicted),
-            "measured": _round(self.measured),
-            "advised_error": _round(self.error(self.advised, self.measured), 4),
-            "repredicted_error": _round(self.error(self.repredicted, self.measured), 4),
-        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,7 +60,7 @@ class Confirmation:
     mismatches: tuple[str, ...] = ()  # verify's asked-vs-got lines
     run_ids: tuple[str, ...] = ()
     levels: tuple[MeasuredLevel, ...] = ()
-    figures: tuple[Figure, ...] = ()
+    figures: tuple[ConfirmedFigure, ...] = ()
     profile: str | None = None  # the calibration profile's file (None: not saved)
     fit_median_relative: float | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -102,10 +75,10 @@ class Confirmation:
         return None if at is None else not at.misses
 
     def goodput_error(self, which: str = "advised") -> float | None:
-        fig = next((f for f in self.figures if f.name == "goodput_tok_s"), None)
+        fig = next((f for f in self.figures if f.figure == "goodput_tok_s"), None)
         if fig is None:
             return None
-        return Figure.error(fig.advised if which == "advised" else fig.repredicted, fig.measured)
+        return ConfirmedFigure.error(fig.advised if which == "advised" else fig.repredicted, fig.measured)
 
     def verdict(self) -> str:
         """One sentence: does the measurement bear the advice out."""
@@ -143,9 +116,9 @@ class Confirmation:
             "levels": [
                 {
                     "load": lv.load,
-                    "goodput_tok_s": _round(lv.goodput_tok_s),
-                    "ttft_p99_ms": _round(lv.ttft_p99_ms),
-                    "tpot_p99_ms": _round(lv.tpot_p99_ms),
+                    "goodput_tok_s": round_or_none(lv.goodput_tok_s),
+                    "ttft_p99_ms": round_or_none(lv.ttft_p99_ms),
+                    "tpot_p99_ms": round_or_none(lv.tpot_p99_ms),
                     "misses": list(lv.misses),
                     "valid": lv.valid,
                     "invalid_reason": lv.invalid_reason,
@@ -154,16 +127,12 @@ class Confirmation:
             ],
             "figures": [f.to_json() for f in self.figures],
             "meets_slo": self.meets_slo,
-            "goodput_error": _round(self.goodput_error(), 4),
-            "goodput_error_repredicted": _round(self.goodput_error("repredicted"), 4),
+            "goodput_error": round_or_none(self.goodput_error(), 4),
+            "goodput_error_repredicted": round_or_none(self.goodput_error("repredicted"), 4),
             "within": WITHIN,
             "verdict": self.verdict(),
             "notes": list(self.notes),
         }
-
-
-def _round(x: float | None, digits: int = 2) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(x, digits)
 
 
 def _load(load: float, closed: bool = True) -> str:
@@ -302,25 +271,25 @@ def confirm(
 
 def _figures(
     winner: Judged, again: LevelStats | None, at: MeasuredLevel | None, load: float, closed: bool
-) -> tuple[Figure, ...]:
+) -> tuple[ConfirmedFigure, ...]:
     def p99(stats: LevelStats | None, metric: str) -> float | None:
         return None if stats is None else getattr(stats, metric).p99
 
     replicas = max(winner.replicas or 1, 1)
     return (
-        Figure(
+        ConfirmedFigure(
             "goodput_tok_s",
             winner.output_tok_s / replicas,
             None if again is None else level_output_tok_s(again, load, closed),
             None if at is None else at.goodput_tok_s,
         ),
-        Figure(
+        ConfirmedFigure(
             "ttft_p99_ms",
             p99(winner.stats, "ttft_ms"),
             p99(again, "ttft_ms"),
             None if at is None else at.ttft_p99_ms,
         ),
-        Figure(
+        ConfirmedFigure(
             "tpot_p99_ms",
             p99(winner.stats, "tpot_ms"),
             p99(again, "tpot_ms"),
@@ -450,4 +419,4 @@ def _repredict(winner: Judged, setting: Setting, load: float, effective: Any) ->
     speculation = setting.speculation if winner.point.speculative is not None else None
     engine = emulated_engine(plan, setting.model, setting.gpu, rates=effective, speculation=speculation)
     config = probe_config(setting.config, load, setting.demand.closed)
-    return run_level(engine, config, setting.model.name, PromptPool())
+    return emulate_level(engine, config, setting.model.name, PromptPool())

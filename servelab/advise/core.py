@@ -10,10 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from servelab.advise.candidates import Planned, Pruned, advisable, grid
+from servelab.advise.candidates import GridPoint, Pruned, advisable, grid
 from servelab.advise.goal import Bound
 from servelab.advise.judge import DEFAULT_MAX_USERS, Demand, Judged, PromptPool, Setting, probe_config
-from servelab.advise.rank import Verdict, objectives, pareto, ranked
+from servelab.advise.rank import ParetoFront, objectives, pareto, ranked
 from servelab.advise.screen import Best, best_case, dominated, slo_floor_misses
 from servelab.advise.spread import Here, Runner, Task, chunked, with_figures
 from servelab.model.dtypes import storage_dtype
@@ -30,7 +30,7 @@ class Advice:
     pruned: tuple[Pruned, ...]
     judged: tuple[Judged, ...]  # every fitting point
     order: tuple[Judged, ...]  # those meeting the demand, best first
-    verdict: Verdict
+    pareto: ParetoFront
     seconds: float
     screened: tuple[Screened, ...] = ()  # fitting candidates the analytic screen left out (not emulated)
     emulated: int = 0  # candidates the emulator searched (twins of one emulation count once)
@@ -39,8 +39,8 @@ class Advice:
         """The advice as `--json` prints it (and `servelab report --advice` reads it); `confirmation`: what
         `--confirm` measured (advise/confirm.py `Confirmation`)."""
         s = self.setting
-        front = {id(j) for j in self.verdict.front}
-        beaten = {id(loser): winner for loser, winner in self.verdict.dominated}
+        front = {id(j) for j in self.pareto.front}
+        beaten = {id(loser): winner for loser, winner in self.pareto.dominated}
         return {
             "model": s.model.name,
             "gpu": s.gpu.name,
@@ -55,7 +55,7 @@ class Advice:
             "seconds": round(self.seconds, 2),
             "front": [
                 {**judged_json(j), "compose": _compose(j, s), "bands": figure_bands(j, s)}
-                for j in self.verdict.front
+                for j in self.pareto.front
             ],
             "ranked": [
                 {
@@ -127,7 +127,7 @@ def _compose(j: Judged, s: Setting) -> str:
     return plan_compose(plan, gpus=plan.tensor_parallel, compute_capability=s.gpu.compute_capability)
 
 
-Progress = Callable[[int, int, str], None]  # (done, total, candidate name)
+CandidateProgress = Callable[[int, int, str], None]  # (done, total, candidate name)
 WAVE_PER_WORKER = 4  # candidates emulated per worker between two dominance screens
 
 
@@ -146,7 +146,7 @@ def advise(
     interconnect: str | None = None,
     engines: tuple[str, ...] | None = None,
     variants: Any = None,
-    progress: Progress | None = None,
+    progress: CandidateProgress | None = None,
     screen: bool = True,
     runner: Runner | None = None,
 ) -> Advice:
@@ -184,7 +184,7 @@ def advise(
         pruned=tuple(pruned),
         judged=tuple(judged),
         order=tuple(order),
-        verdict=pareto(order),
+        pareto=pareto(order),
         seconds=time.perf_counter() - started,
         screened=tuple(search.screened),
         emulated=search.emulated,
@@ -194,7 +194,7 @@ def advise(
 class _Search:
     """The screen, then the emulations in waves (each wave's meeting candidates screen what is left)."""
 
-    def __init__(self, setting: Setting, total: int, progress: Progress | None) -> None:
+    def __init__(self, setting: Setting, total: int, progress: CandidateProgress | None) -> None:
         self.setting, self.total, self.progress = setting, total, progress
         self.judged: list[Judged] = []
         self.screened: list[Screened] = []
@@ -275,7 +275,7 @@ class _Search:
         return candidate_best(self.setting, task[0], task[1], self.pool)
 
 
-def emulation_key(setting: Setting, point: Planned, effective: AchievedRates | None) -> tuple[object, ...]:
+def emulation_key(setting: Setting, point: GridPoint, effective: AchievedRates | None) -> tuple[object, ...]:
     """What `judge` reads of a candidate (predict/machine.py's roofline and scheduler, the speculation): two
     candidates with the same key are the same emulation (vLLM's fp8 and fp8_e5m2 KV caches store alike)."""
     plan = point.plan
@@ -297,7 +297,7 @@ def emulation_key(setting: Setting, point: Planned, effective: AchievedRates | N
 
 
 def candidate_best(
-    setting: Setting, point: Planned, effective: AchievedRates | None, pool: PromptPool
+    setting: Setting, point: GridPoint, effective: AchievedRates | None, pool: PromptPool
 ) -> Best | None:
     """`point`'s best case (screen.py) for the setting's demand; None for a speculative one (several tokens a
     step). Open loop, the goodput bound is the rate times the longest output of the probe's prompts."""

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from servelab.advise.candidates import Planned
+from servelab.advise.candidates import GridPoint
 from servelab.advise.goal import Bound, Prices, cost_per_million, misses
 from servelab.advise.search import Capacity, highest_passing
 from servelab.bench.config import BenchConfig
@@ -62,7 +62,7 @@ class Judged:
     more than the GPUs hold, or nothing passed); `stats` the level at `load` per replica; `failing_misses` the
     SLOs broken at the lowest failing load."""
 
-    point: Planned
+    point: GridPoint
     capacity: Capacity
     replicas: int | None
     load: float | None
@@ -133,14 +133,14 @@ class PromptPool:
         return self._built[key]
 
 
-def run_level(engine: EmulatedEngine, config: BenchConfig, model: str, pool: PromptPool) -> LevelStats:
+def emulate_level(engine: EmulatedEngine, config: BenchConfig, model: str, pool: PromptPool) -> LevelStats:
     """One predicted level's statistics (the first level of `config`)."""
     prompts = pool.prompts(config, engine.context)
     result, _ = predict_ladder(engine, config, prompts, pool.tokenizer, label="advise", model=model)
     return result.targets[0].levels[0].stats
 
 
-def judge(point: Planned, setting: Setting, pool: PromptPool | None = None) -> Judged:
+def judge(point: GridPoint, setting: Setting, pool: PromptPool | None = None) -> Judged:
     """`point`'s capacity per replica, the replicas the demand needs, and its figures at the load it carries."""
     plan = point.plan
     speculation = setting.speculation if point.speculative is not None else None
@@ -154,7 +154,7 @@ def judge(point: Planned, setting: Setting, pool: PromptPool | None = None) -> J
     def at(load: float) -> LevelStats:
         if load not in levels:
             config = probe_config(setting.config, load, demand.closed)
-            levels[load] = run_level(engine, config, setting.model.name, shared)
+            levels[load] = emulate_level(engine, config, setting.model.name, shared)
         return levels[load]
 
     def passes(load: float) -> bool:

@@ -11,12 +11,12 @@ after the ranked ones.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from servelab.advise.core import Advice, advise, judged_json
-from servelab.advise.judge import Judged, PromptPool, Setting, probe_config, run_level
+from servelab.advise.core import Advice, CandidateProgress, advise, judged_json
+from servelab.advise.judge import Judged, PromptPool, Setting, emulate_level, probe_config
 from servelab.advise.spread import Runner
 from servelab.errors import ServelabError
 from servelab.model.spec import ModelSpec
@@ -71,12 +71,9 @@ class ModelRow:
                 "aggregate_tok_s": round(self.best.output_tok_s, 2),
                 "best": judged_json(self.best),
                 "candidates": self.advice.candidates,
-                "front": [j.point.name for j in self.advice.verdict.front],
+                "front": [j.point.name for j in self.advice.pareto.front],
             }
         return out
-
-
-Progress = Callable[[int, int, str], None]
 
 
 def machine_advice(
@@ -86,7 +83,7 @@ def machine_advice(
     context: int,
     engines: tuple[str, ...] | None = None,
     runner: Runner | None = None,
-    progress: Progress | None = None,
+    progress: CandidateProgress | None = None,
 ) -> list[ModelRow]:
     """Each model searched on the setting's device and ranked: those with a best configuration by its goodput per
     GPU (then its single-user speed), then the others in the order given."""
@@ -113,14 +110,16 @@ def _row(
         advice = advise(replace(setting, model=offered.spec), context=context, engines=engines, runner=runner)
     except ServelabError as exc:
         return ModelRow(offered, reason=str(exc).splitlines()[0])
-    if not advice.verdict.front:
+    if not advice.pareto.front:
         return ModelRow(offered, advice, reason=_why_none(advice))
-    best = advice.verdict.front[0]
+    best = advice.pareto.front[0]
     plan = best.point.plan
     effective = None if setting.rates is None else setting.rates(plan)
     speculation = setting.speculation if best.point.speculative is not None else None
     engine = emulated_engine(plan, offered.spec, setting.gpu, rates=effective, speculation=speculation)
-    single = run_level(engine, probe_config(setting.config, 1, closed=True), offered.spec.name, PromptPool())
+    single = emulate_level(
+        engine, probe_config(setting.config, 1, closed=True), offered.spec.name, PromptPool()
+    )
     return ModelRow(offered, advice, best, single)
 
 

@@ -45,7 +45,7 @@ def ranked(judged: Sequence[Judged]) -> list[Judged]:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ParetoFront:
     """The front (in rank order) and, for every other configuration that meets the demand, the front member
     that dominates it."""
 
@@ -55,7 +55,7 @@ class Verdict:
     ]  # (loser, the best-ranked front member dominating or tying it)
 
 
-def pareto(order: Sequence[Judged]) -> Verdict:
+def pareto(order: Sequence[Judged]) -> ParetoFront:
     """The non-dominated configurations of `order` (ranked), each other one with who beats it; of several with the
     same figures (a batch limit the load never reaches) only the best-ranked is on the front, the others tie."""
     scores = [objectives(j) for j in order]  # once each: advise's rescreen runs this after every wave
@@ -70,7 +70,7 @@ def pareto(order: Sequence[Judged]) -> Verdict:
         if id(order[k]) not in on_front:
             winner = next(f for f in front if _dominates(scores[f], mine) or scores[f] == mine)
             losers.append((order[k], order[winner]))
-    return Verdict(tuple(order[f] for f in front), tuple(losers))
+    return ParetoFront(tuple(order[f] for f in front), tuple(losers))
 
 
 def _undominated(scores: list[tuple[float, ...]]) -> set[int]:

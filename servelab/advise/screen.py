@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.advise.candidates import Planned
+from servelab.advise.candidates import GridPoint
 from servelab.advise.goal import Bound, Prices, cost_per_million
 from servelab.predict.roofline import Roofline
 from servelab.scheduling.core import Request, Sequence, Step, Work
@@ -84,7 +84,7 @@ def _geometric(start: int, stop: int) -> list[int]:
 
 
 def best_case(
-    point: Planned,
+    point: GridPoint,
     roofline: Roofline,
     *,
     users: float,

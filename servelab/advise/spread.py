@@ -14,7 +14,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from servelab.advise.candidates import Planned
+from servelab.advise.candidates import GridPoint
 from servelab.advise.judge import Judged, PromptPool, Setting, judge
 from servelab.errors import ConfigError
 from servelab.predict.roofline import AchievedRates
@@ -33,7 +33,7 @@ class Fixed:
         return self.effective
 
 
-Task = tuple[Planned, AchievedRates | None]
+Task = tuple[GridPoint, AchievedRates | None]
 
 
 def judge_chunk(setting: Setting, tasks: Sequence[Task]) -> list[Judged]:
@@ -146,7 +146,7 @@ def chunked(tasks: Sequence[Task], pieces: int) -> list[list[Task]]:
 Lookup = Callable[[Plan], AchievedRates | None] | None
 
 
-def with_figures(points: Sequence[Planned], lookup: Lookup) -> list[Task]:
+def with_figures(points: Sequence[GridPoint], lookup: Lookup) -> list[Task]:
     """Each candidate with the calibration figures it is priced at (None: the plan's)."""
     return [(p, None if lookup is None else lookup(p.plan)) for p in points]
 

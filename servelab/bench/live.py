@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,11 @@ class LiveLevel:
     records: list[RequestRecord]
     monitor: LoopMonitor
     result: Any = None  # the LevelSummary, set when the level ends
+
+
+# what a live view hands the runner (bench's or predict's): called with the level in flight at each level's start
+# and end (its result set), never per request
+LevelProgress = Callable[[LiveLevel], None]
 
 
 class RunningMedian:

@@ -35,7 +35,7 @@ from servelab.bench.level_counts import (
     prompt_count,
     warmup_requests,
 )
-from servelab.bench.live import LiveLevel
+from servelab.bench.live import LevelProgress, LiveLevel
 from servelab.bench.maker import PromptSlot, RequestMaker
 from servelab.bench.metrics import mark_eviction
 from servelab.bench.monitor import LoopMonitor, client_pinned, validity
@@ -57,7 +57,6 @@ from servelab.results.records import RequestRecord
 from servelab.results.run import EdgeReport, RunMeta, RunWorkload
 from servelab.results.stats import LevelSummary
 
-Progress = Callable[[LiveLevel], None]  # called at each level's start and end (result set), never per request
 STORE_BLOCKED_LIMIT_S = 1.0  # a level whose store writer waited longer than this is not valid
 
 
@@ -66,7 +65,7 @@ def run(
     store: Any | None = None,
     *,
     samplers: Sequence[Any] = (),
-    progress: Progress | None = None,
+    progress: LevelProgress | None = None,
 ) -> BenchResult:
     """Validate every target (no load sent on failure), then run the ladder on each; returns the result."""
     preflight(config)  # --ray: installed and reachable, before any run is stored
@@ -286,8 +285,8 @@ class _Runner:
         valid, why = _store_validity(valid, why, client_stats["store_blocked_s"])
         result = LevelSummary(
             summarize_level(records, level, config.slo, config.ramp_s),
-            valid,
-            why,
+            valid=valid,
+            invalid_reason=why,
             partial=self.stop_event.is_set() or (fleet is not None and fleet.lost_worker),
             client=client_stats,
             server=server,

@@ -193,7 +193,7 @@ def _confirm(advice, model: str | None, db: Path | None):
     from servelab.paths import data_dir
     from servelab.store import Store
 
-    if not advice.verdict.front or model is None:
+    if not advice.pareto.front or model is None:
         raise ConfigError("--confirm: nothing meets the SLO, so there is no advice to confirm")
 
     err = stderr_console()
@@ -204,7 +204,7 @@ def _confirm(advice, model: str | None, db: Path | None):
     with Store.open(db) as store:
         folder = data_dir() / "logs"
         folder.mkdir(parents=True, exist_ok=True)
-        return confirm(advice.verdict.front[0], advice.setting, model, store=store, log_dir=folder, say=say)
+        return confirm(advice.pareto.front[0], advice.setting, model, store=store, log_dir=folder, say=say)
 
 
 def confirmation_lines(checked) -> list[str]:
@@ -221,7 +221,7 @@ def confirmation_lines(checked) -> list[str]:
     for f in checked.figures:
         err = f.error(f.advised, f.measured)
         out.append(
-            f"  {f.name:<14} {_num(f.advised):>9} {_num(f.repredicted):>14} {_num(f.measured):>10}   "
+            f"  {f.figure:<14} {_num(f.advised):>9} {_num(f.repredicted):>14} {_num(f.measured):>10}   "
             + ("-" if err is None else f"{err:+.1%}")
         )
     for lv in checked.levels:
@@ -313,7 +313,7 @@ def _profile_figures(card):
 
 def lines(advice, show_all: bool = False) -> list[str]:
     """The advice for a person: the ask, the tally, the front with launch commands, why the others lost."""
-    s, v = advice.setting, advice.verdict
+    s, v = advice.setting, advice.pareto
     demand = (
         _count(s.demand.users, "user")
         if s.demand.users

@@ -62,13 +62,9 @@ def register(app: typer.Typer) -> None:
         kv_dtype: str | None = typer.Option(
             None, "--kv-dtype", help="KV cache dtype: bf16, fp8_e5m2, fp8_e4m3, q8_0, q4_0 …"
         ),
-        parallel: int = typer.Option(
-            1, "--parallel", help="Concurrent sequences to plan for (llama.cpp -np)."
-        ),
+        parallel: int = planning.parallel_option(),
         gpus: int | None = planning.gpus_option(),
-        interconnect: str | None = typer.Option(
-            None, "--interconnect", help="nvlink, pcie-p2p or pcie-host-staged."
-        ),
+        interconnect: str | None = planning.interconnect_option(),
         vram: float | None = planning.vram_option(),
         bandwidth: float | None = planning.bandwidth_option(),
         tflops: float | None = planning.tflops_option(),
@@ -97,30 +93,7 @@ def register(app: typer.Typer) -> None:
 
         check_emit(emit)
         model, words = split_model(model, ctx.args)
-        asked = planning.PlanningInputs(
-            model=model,
-            engine=engine,
-            quant=quant,
-            context=context,
-            kv_dtype=kv_dtype,
-            parallel=parallel,
-            gpus=gpus,
-            interconnect=interconnect,
-            gpu=gpu,
-            vram=vram,
-            bandwidth=bandwidth,
-            tflops=tflops,
-            engine_version=engine_version,
-            speculative=speculative,
-            draft_model=draft_model,
-            hf=hf,
-            words=tuple(words),
-            cmd=cmd,
-            compose=compose,
-            service=service,
-            host=host,
-            remeasure=remeasure,
-        )
+        asked = planning.inputs(ctx, model, words)
         planned = planning.make_plans(asked)
         plans, spec, card, gpu_note = planned.plans, planned.model, planned.card, planned.note
         if gpu_note is not None:  # after every check, so that bad input stays one line

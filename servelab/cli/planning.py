@@ -1,11 +1,13 @@
 """The planning inputs `plan` and `predict` share: one declaration of each option (`--gpu`, `--vram`,
-`--bandwidth`, `--tflops`, `--gpus`, `--engine-version`, `--speculative`, `--draft-model`, `--hf`) and one reader of
-each, so that the two commands take the same words with the same meaning and the same one-line errors."""
+`--bandwidth`, `--tflops`, `--gpus`, `--parallel`, `--interconnect`, `--engine-version`, `--speculative`,
+`--draft-model`, `--hf`, `--cmd`, `--compose`, `--service`, `--remeasure`), one reader of each, and one
+`PlanningInputs` made from a command's options (`inputs`), so that the two commands take the same words with the
+same meaning and the same one-line errors."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,6 +70,14 @@ def draft_model_option() -> Any:
     return typer.Option(
         None, "--draft-model", help="The draft for --speculative eagle:N / draft:N (an id or a file)."
     )
+
+
+def parallel_option() -> Any:
+    return typer.Option(1, "--parallel", help="Concurrent sequences to plan for (llama.cpp -np).")
+
+
+def interconnect_option() -> Any:
+    return typer.Option(None, "--interconnect", help="nvlink, pcie-p2p or pcie-host-staged.")
 
 
 def hf_option() -> Any:
@@ -236,8 +246,16 @@ class PlanningInputs:
     remeasure: bool = False
 
 
+def inputs(ctx: typer.Context, model: str | None, words: Sequence[str]) -> PlanningInputs:
+    """What a command that plans was asked: each of its options named as a `PlanningInputs` field (`plan`'s and
+    `predict`'s declare them with those names), with MODEL and the engine's words after -- as `split_model` left
+    them; a field the command does not take keeps its default."""
+    given = {f.name: ctx.params[f.name] for f in dataclasses.fields(PlanningInputs) if f.name in ctx.params}
+    return PlanningInputs(**{**given, "model": model, "words": tuple(words)})
+
+
 @dataclass(frozen=True)
-class Planned:
+class MadePlans:
     """The plans made for a `PlanningInputs`, the model and card they were made for, and `--gpu auto`'s note."""
 
     plans: PlanSet
@@ -246,7 +264,7 @@ class Planned:
     note: str | None
 
 
-def make_plans(asked: PlanningInputs, *, as_asked: bool = True) -> Planned:
+def make_plans(asked: PlanningInputs, *, as_asked: bool = True) -> MadePlans:
     """The plans `servelab plan` makes for what was asked (`predict` emulates the first that fits): a launch
     exactly (--cmd/--compose), one engine x format as asked (its verdict and the flags that make it fit), or
     every sensible candidate compared (a search). `as_asked` False: one engine x format is searched instead, its
@@ -312,7 +330,7 @@ def make_plans(asked: PlanningInputs, *, as_asked: bool = True) -> Planned:
     else:  # a search: each engine x format's best fitting variant
         engines = None if engine.lower() == "all" else (engine,)
         plans = compare_plans(spec, card_, engines=engines, quant=quant, engine_settings=own, **common)
-    return Planned(plans, spec, card_, note)
+    return MadePlans(plans, spec, card_, note)
 
 
 def _read_launch(cmd: str | None, compose: Path | None, service: str | None, engine: str):

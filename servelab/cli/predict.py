@@ -45,13 +45,9 @@ def register(app: typer.Typer) -> None:
         quant: str | None = typer.Option(None, "--quant", help="Weight format (default: the plan's best)."),
         context: int | None = typer.Option(None, "--context", help="Longest request in tokens."),
         kv_dtype: str | None = typer.Option(None, "--kv-dtype", help="KV cache dtype."),
-        parallel: int = typer.Option(
-            1, "--parallel", help="Concurrent sequences to plan for (llama.cpp -np)."
-        ),
+        parallel: int = planning.parallel_option(),
         gpus: int | None = planning.gpus_option(),
-        interconnect: str | None = typer.Option(
-            None, "--interconnect", help="nvlink, pcie-p2p or pcie-host-staged."
-        ),
+        interconnect: str | None = planning.interconnect_option(),
         cmd: str | None = planning.cmd_option(),
         compose: Path | None = planning.compose_option(),
         service: str | None = planning.service_option(),
@@ -137,29 +133,7 @@ def register(app: typer.Typer) -> None:
         options = _cold_start(options, cold_start)
         config = build_config(options, None)
         model, words = split_model(model, ctx.args)
-        inputs = planning.PlanningInputs(
-            model=model,
-            engine=engine,
-            quant=quant,
-            context=context,
-            kv_dtype=kv_dtype,
-            parallel=parallel,
-            gpus=gpus,
-            interconnect=interconnect,
-            gpu=gpu,
-            vram=vram,
-            bandwidth=bandwidth,
-            tflops=tflops,
-            engine_version=engine_version,
-            speculative=speculative,
-            draft_model=draft_model,
-            hf=hf,
-            words=tuple(words),
-            cmd=cmd,
-            compose=compose,
-            service=service,
-            remeasure=remeasure,
-        )
+        inputs = planning.inputs(ctx, model, words)
         plan, spec, card = _plan(plan_file, inputs)
         speculation = _speculation(spec_alpha, spec_tokens or planned_tokens(plan) or 4, spec_cost)
         if speculation is None and planned_tokens(plan):
@@ -278,22 +252,11 @@ def _saved_plan(path: Path):
     return next((p for p in plans if p.fits), plans[0])
 
 
-def emulated_target(model, plan_file, gpu, engine, quant, context, kv_dtype, parallel, gpus, interconnect):
+def emulated_target(plan_file: Path | None, asked: planning.PlanningInputs):
     """(EmulatedEngine, model name) for `servelab sim --emulate`: the engine predict would emulate."""
     from servelab.predict.machine import emulated_engine
 
-    inputs = planning.PlanningInputs(
-        model=model,
-        engine=engine,
-        quant=quant,
-        context=context,
-        kv_dtype=kv_dtype,
-        parallel=parallel,
-        gpus=gpus,
-        interconnect=interconnect,
-        gpu=gpu,
-    )
-    plan, spec, card = _plan(plan_file, inputs)
+    plan, spec, card = _plan(plan_file, asked)
     return emulated_engine(plan, spec, card), plan.model or spec.name
 
 

@@ -79,12 +79,22 @@ def register(app: typer.Typer) -> None:
         """Serve an OpenAI-compatible API whose timing, chunking, usage and faults are known exactly."""
         emulated = None
         if emulate:
+            from servelab.cli.planning import PlanningInputs
             from servelab.cli.predict import emulated_target
 
             _check_emulated_faults(fault)
-            emulated, planned_model = emulated_target(
-                emulate_model, plan_file, gpu, engine, quant, context, kv_dtype, parallel, gpus, interconnect
+            asked = PlanningInputs(
+                model=emulate_model,
+                engine=engine,
+                quant=quant,
+                context=context,
+                kv_dtype=kv_dtype,
+                parallel=parallel,
+                gpus=gpus,
+                interconnect=interconnect,
+                gpu=gpu,
             )
+            emulated, planned_model = emulated_target(plan_file, asked)
             model, context = model or planned_model, emulated.context
         elif emulate_model is not None or plan_file is not None:
             raise ConfigError("MODEL and --plan describe an engine to emulate; add --emulate")

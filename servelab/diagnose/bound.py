@@ -20,7 +20,7 @@ POWER_BOUND_FRACTION = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BoundAnalysis:
     verdict: str
     why: str

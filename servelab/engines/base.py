@@ -173,7 +173,7 @@ class SpeculativeReader(Protocol):
     def parse_metrics(self, metrics_text: str, where: str) -> SpecObservation | None: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SourceBuild:
     """A build from source (a fork) for weight formats the engine's official image cannot load: what
     ``plan --emit dockerfile`` compiles for the card's CUDA architecture."""
@@ -187,7 +187,7 @@ class SourceBuild:
     image: str  # the local image tag the compose service builds
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LaunchSettings:
     """What a launch command asks the planner for (``plan --cmd/--compose``); None: the command does not say,
     the engine's default applies. ``context`` is what one request gets from the launch as written."""

@@ -47,6 +47,13 @@ def find_engine(name: str | None) -> Engine | None:
     return next((e for e in REGISTRY if key in e.spellings()), None)
 
 
+def registry_name(spelling: str) -> str:
+    """The registry name ``spelling`` stands for (``llama.cpp`` -> ``llamacpp``), else ``spelling`` as given: the
+    key results, plans and band tables file an engine under."""
+    found = find_engine(spelling)
+    return found.name if found is not None else spelling
+
+
 def get_engine(name: str, among: tuple[Engine, ...] | None = None, also: tuple[str, ...] = ()) -> Engine:
     """The engine ``name`` spells, among ``among`` (default: all); ConfigError naming the choices (and the
     caller's other words ``also``, such as ``all``) otherwise."""

@@ -116,7 +116,7 @@ def scaled(
     return value * lo, value * hi
 
 
-def level_figures(stats: LevelStats, pricing: Pricing) -> dict[str, Any]:
+def predicted_figures(stats: LevelStats, pricing: Pricing) -> dict[str, Any]:
     """A predicted level's figures with their bands and provenance, as the level keeps them (`predicted`)."""
     batch = level_batch(stats)
     figures: dict[str, Any] = {}

@@ -97,7 +97,7 @@ class _StepRow:
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Recorder(Roofline):
+class _EmissionRecorder(Roofline):
     """The roofline that also lists each step and which sequences it emits a token for."""
 
     log: list[_StepRow] = field(default_factory=list)
@@ -130,9 +130,9 @@ class _Recorder(Roofline):
         return super().step_s(step, speculation)
 
 
-def _recorder(roofline: Roofline, rates: AchievedRates) -> _Recorder:
+def _recorder(roofline: Roofline, rates: AchievedRates) -> _EmissionRecorder:
     values = {f.name: getattr(roofline, f.name) for f in fields(Roofline)}
-    return _Recorder(**{**values, "rates": rates})
+    return _EmissionRecorder(**{**values, "rates": rates})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,7 +150,7 @@ class _Interval:
 class _Replay:
     level: str
     records: list[RequestRecord]  # ok records in send order; index = request id in the replay
-    rec: _Recorder
+    rec: _EmissionRecorder
     arrival_s: list[float]  # when each request joins the replay
     sent_s: list[float]  # when it was sent, on the replay's clock
     end_s: dict[int, list[float]]  # request id -> emulated token times

@@ -17,7 +17,7 @@ from servelab.store.models import StoredRun
 SLOTS_MOMENT = "before /slots"  # llama.cpp's /slots, kept before each level (bench/target.py)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MeasuredSetup:
     engine: str
     model: str | None  # the target's model as the server named it (a llama.cpp .gguf path, an HF dir)

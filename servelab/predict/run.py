@@ -11,7 +11,6 @@ virtual level is computed (once a level: there is no level in flight to watch).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -19,7 +18,7 @@ from servelab import __version__
 from servelab.bench.config import BenchConfig
 from servelab.bench.level import LevelState
 from servelab.bench.level_counts import prompt_count
-from servelab.bench.live import LiveLevel
+from servelab.bench.live import LevelProgress, LiveLevel
 from servelab.bench.monitor import LoopMonitor
 from servelab.bench.result import BenchResult
 from servelab.bench.workloads import build_prompts
@@ -31,10 +30,10 @@ from servelab.results.records import RequestRecord
 from servelab.results.run import Prediction, PredictTarget, RunMeta, RunWorkload, TargetInfo
 from servelab.results.stats import LevelSummary
 
-Progress = Callable[[LiveLevel], None]
 
-
-def _reporter(config: BenchConfig, engine: EmulatedEngine, target: PredictTarget, progress: Progress | None):
+def _reporter(
+    config: BenchConfig, engine: EmulatedEngine, target: PredictTarget, progress: LevelProgress | None
+):
     """An `on_level` that hands each predicted level-repeat to `progress` as a finished `LiveLevel`."""
     total, position = len(config.levels) * config.repeat, 0
 
@@ -68,7 +67,7 @@ def predict(
     engine: EmulatedEngine,
     target: PredictTarget,
     store: Any | None = None,
-    progress: Progress | None = None,
+    progress: LevelProgress | None = None,
 ) -> BenchResult:
     """Emulate every level of `config`; with a `store`, keep it as a run whose meta says `predicted`."""
     tokenizer = WordTokenizer()

@@ -28,7 +28,7 @@ AGGREGATE_BANDS = (("TPOT/ITL", True), ("output tok/s", False))
 PREFILL_BANDS = (("pp tok/s", False), ("TTFT", True))
 
 
-def decode_tok_s(r: Roofline, context: int, batch: int = 1) -> float:
+def priced_decode_tok_s(r: Roofline, context: int, batch: int = 1) -> float:
     """Aggregate decode tok/s of `batch` sequences each `context` tokens deep: one step, one token each."""
     works = tuple(
         Work(Sequence(request=Request(i, 0.0, (), 2), generated=1), 1, context) for i in range(batch)
@@ -36,7 +36,7 @@ def decode_tok_s(r: Roofline, context: int, batch: int = 1) -> float:
     return batch / r.step_s(Step((works,)))
 
 
-def prefill_tok_s(r: Roofline, tokens: int) -> float:
+def priced_prefill_tok_s(r: Roofline, tokens: int) -> float:
     """Prefill tok/s of one `tokens`-token prompt in one pass (nothing cached)."""
     return tokens / r.step_s(Step(((Work(Sequence(request=Request(0, 0.0, (), 1)), tokens, 0),),)))
 
@@ -60,8 +60,8 @@ def priced_plan(plan: Plan, model: ModelSpec, gpu: GPU, pricing: Pricing) -> Pla
     r = roofline(plan, model, gpu, pricing.rates)
     e = plan.decode_expected_tok_s
     full = plan.context_served or plan.context
-    short_tok_s, full_tok_s = decode_tok_s(r, e.short_context), decode_tok_s(r, full)
-    prefill = prefill_tok_s(r, e.short_context)
+    short_tok_s, full_tok_s = priced_decode_tok_s(r, e.short_context), priced_decode_tok_s(r, full)
+    prefill = priced_prefill_tok_s(r, e.short_context)
     bands = {
         "decode_short": _band(pricing, short_tok_s, 1, DECODE_BANDS),
         "decode_full": _band(pricing, full_tok_s, 1, DECODE_BANDS),
@@ -71,7 +71,7 @@ def priced_plan(plan: Plan, model: ModelSpec, gpu: GPU, pricing: Pricing) -> Pla
     def batch_points(points: tuple[BatchPoint, ...], kind: str) -> tuple[BatchPoint, ...]:
         out = []
         for point in points:
-            value = decode_tok_s(r, point.context, point.batch)
+            value = priced_decode_tok_s(r, point.context, point.batch)
             bands[f"{kind}:{point.batch}"] = _band(pricing, value, point.batch, AGGREGATE_BANDS)
             out.append(dataclasses.replace(point, expected_aggregate_tok_s=round(value, 1)))
         return tuple(out)

@@ -158,7 +158,7 @@ class StepModel:
         None when cross-validation left too few rows of it. `engine` in any spelling the registry knows."""
         from servelab.predict.corpus.crossval import batch_range
 
-        engine = engine_key(engine)
+        engine = registry.registry_name(engine)
         for key in (
             f"{engine}|{gpu_class}|{figure}|{batch_range(batch)}",
             f"{engine}|*|{figure}|*",
@@ -198,12 +198,6 @@ class StepModel:
         }
 
 
-def engine_key(engine: str) -> str:
-    """The engine as band keys name it: its registry name (`llama.cpp` -> `llamacpp`), else as given."""
-    found = registry.find_engine(engine)
-    return found.name if found is not None else engine
-
-
 def _positive(x: float) -> float:
     return max(x, 1e-9)
 
@@ -213,17 +207,9 @@ def prior_model() -> StepModel:
     return StepModel({}, {"source": "priors"})
 
 
-def _engine_name(name: str) -> str:
-    """The registry's name of a corpus engine ("llama.cpp" -> "llamacpp"); "*" and unknown names as they are."""
-    if name == "*":
-        return name
-    found = registry.find_engine(name)
-    return name if found is None else found.name
-
-
 def _band_key(key: str) -> str:
     engine, _, rest = key.partition("|")
-    return f"{_engine_name(engine)}|{rest}"
+    return f"{registry.registry_name(engine)}|{rest}"
 
 
 def load_step_model(path: Path | None = None) -> StepModel | None:

@@ -23,7 +23,7 @@ from servelab.bench.result import BenchResult, TargetResult
 from servelab.bench.schedule import arrival_offsets_ns
 from servelab.bench.summary import pool_repeats, summarize_level
 from servelab.bench.workloads import Prompt
-from servelab.predict.bands import level_figures
+from servelab.predict.bands import predicted_figures
 from servelab.predict.emulator import Outcome, emulate
 from servelab.predict.machine import EmulatedEngine
 from servelab.predict.words import WordTokenizer
@@ -155,7 +155,7 @@ def predict_level(
 
 def _result(engine: EmulatedEngine, stats: LevelStats) -> LevelSummary:
     """A predicted level's result, its figures' bands and provenance kept with it where the pricing is known."""
-    banded = {} if engine.pricing is None else level_figures(stats, engine.pricing)
+    banded = {} if engine.pricing is None else predicted_figures(stats, engine.pricing)
     return LevelSummary(stats, valid=True, client={}, predicted=banded)
 
 

@@ -7,6 +7,7 @@ ConfigError line; text from the file reaches the page only through the renderers
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -90,10 +91,45 @@ class Member:
 
 @dataclass(frozen=True)
 class ConfirmedFigure:
+    """One figure at the advised load: as advised, re-predicted with the fitted figures, and measured; written by
+    `advise --confirm` (advise/confirm.py) into the advice JSON and read back here."""
+
     figure: str
     advised: float | None
     repredicted: float | None
     measured: float | None
+
+    @staticmethod
+    def error(predicted: float | None, measured: float | None) -> float | None:
+        """(predicted - measured) / measured, as the bill's overlay writes it."""
+        if predicted is None or measured is None or measured == 0:
+            return None
+        return (predicted - measured) / measured
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "figure": self.figure,
+            "advised": round_or_none(self.advised),
+            "repredicted": round_or_none(self.repredicted),
+            "measured": round_or_none(self.measured),
+            "advised_error": round_or_none(self.error(self.advised, self.measured), 4),
+            "repredicted_error": round_or_none(self.error(self.repredicted, self.measured), 4),
+        }
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> ConfirmedFigure:
+        d = _object(value, where)
+        return cls(
+            _text(d, "figure", where),
+            _num(d, "advised", where),
+            _num(d, "repredicted", where),
+            _num(d, "measured", where),
+        )
+
+
+def round_or_none(x: float | None, digits: int = 2) -> float | None:
+    """`x` rounded for the JSON (None where it is not a finite number)."""
+    return None if x is None or not math.isfinite(x) else round(x, digits)
 
 
 @dataclass(frozen=True)
@@ -109,15 +145,10 @@ class Confirmed:
     def from_json(cls, value: Any, where: str) -> Confirmed:
         d = _object(value, where)
         figures = tuple(
-            ConfirmedFigure(
-                _text(f, "figure", w),
-                _num(f, "advised", w),
-                _num(f, "repredicted", w),
-                _num(f, "measured", w),
-            )
+            ConfirmedFigure.from_json(f, w)
             for i, f in enumerate(_list(d, "figures", where))
             for w in (f"{where}.figures[{i}]",)
-            if _object(f, w)
+            if _object(f, w)  # an empty object is no figure
         )
         commands = tuple(str(c) for c in _list(d, "commands", where))
         meets = d.get("meets_slo")

@@ -10,7 +10,7 @@ from servelab.report.bound import power_bounds
 from servelab.report.data import Bill, EngineSummary
 from servelab.report.levels import LevelFigures
 from servelab.report.tables import TableData, fmt, fmt_bytes, share
-from servelab.report.verdict import Verdict, engine_verdict
+from servelab.report.verdict import ScenarioVerdict, engine_verdict
 
 GLANCE_HEADERS = (
     "engine · model · workload",
@@ -84,23 +84,23 @@ def comparable(bill: Bill, workload: str) -> tuple[EngineSummary, ...]:
     return same if len(same) >= 2 else bill.engines
 
 
-def _faster_single(bill: Bill) -> Verdict | None:
+def _faster_single(bill: Bill) -> ScenarioVerdict | None:
     speeds = {e.label: e.single_stream_tok_s for e in comparable(bill, SAME_WORK) if e.single_stream_tok_s}
     if len(speeds) < 2:
         return None
     best = max(speeds, key=lambda k: speeds[k])
     others = [v for k, v in speeds.items() if k != best and v]
-    return Verdict("single user", best, f"{best} ({_versus(speeds[best] or 0.0, others, 'tok/s')})")
+    return ScenarioVerdict("single user", best, f"{best} ({_versus(speeds[best] or 0.0, others, 'tok/s')})")
 
 
-def _faster_aggregate(bill: Bill) -> Verdict | None:
+def _faster_aggregate(bill: Bill) -> ScenarioVerdict | None:
     tops = {e.label: e.best_aggregate for e in comparable(bill, SAME_WORK) if e.best_aggregate is not None}
     if len(tops) < 2:
         return None
     best = max(tops, key=lambda k: tops[k].aggregate_tok_s)
     others = [lv.aggregate_tok_s for k, lv in tops.items() if k != best and lv]
     level = tops[best]
-    return Verdict(
+    return ScenarioVerdict(
         "aggregate",
         best,
         f"{best} ({_versus(level.aggregate_tok_s if level else 0.0, others, 'tok/s')} "
@@ -120,7 +120,7 @@ def _at(engine: EngineSummary, concurrency: int) -> LevelFigures:
     return next(lv for lv in engine.closed_loop if lv.concurrency == concurrency)
 
 
-def _faster_tail(bill: Bill) -> Verdict | None:
+def _faster_tail(bill: Bill) -> ScenarioVerdict | None:
     """Lowest TTFT p99 at the highest concurrency every engine measured, on the mixed workload where two or
     more ran it: the tail a loaded server shows; the TPOT p99 of each beside it."""
     engines = comparable(bill, MIXED_WORK)
@@ -135,12 +135,12 @@ def _faster_tail(bill: Bill) -> Verdict | None:
     best = min(known, key=lambda k: known[k])
     others = [v for k, v in known.items() if k != best]
     if min(others) <= known[best] * 1.005:
-        return Verdict(
+        return ScenarioVerdict(
             "mixed-load tail",
             None,
             f"a tie (TTFT p99 at c={top}: {known[best]:,.1f} ms each; TPOT p99 {tpots})",
         )
-    return Verdict(
+    return ScenarioVerdict(
         "mixed-load tail",
         best,
         f"{best} (TTFT p99 at c={top}: "
@@ -148,7 +148,7 @@ def _faster_tail(bill: Bill) -> Verdict | None:
     )
 
 
-def faster_per_scenario(bill: Bill) -> list[Verdict]:
+def faster_per_scenario(bill: Bill) -> list[ScenarioVerdict]:
     """With two or more engines/configurations: the faster one for one user, for aggregate throughput and
     for the tail under load."""
     if len(bill.engines) < 2:

@@ -27,7 +27,7 @@ from servelab.store import StoredRun
 NS_PER_S = 1e9
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RequestFigures:
     """One successful request's figures, in seconds and tokens."""
 

@@ -62,12 +62,9 @@ class PlanFigures:
         return tp if isinstance(tp, int) and tp > 0 else None
 
 
-def engine_key(name: str | None) -> str | None:
-    """An engine's registry name for any spelling (``llama.cpp`` = ``llamacpp``); the name itself when unknown."""
-    if not name:
-        return None
-    found = registry.find_engine(name)
-    return found.name if found else name
+def _engine_key(name: str | None) -> str | None:
+    """The registry name for any spelling (the name itself when unknown); None for no name."""
+    return registry.registry_name(name) if name else None
 
 
 def _first_fitting(entries: Sequence[SavedPlan]) -> SavedPlan | None:
@@ -81,8 +78,8 @@ def pick_plan(plan_doc: PlanDocument | None, engines: tuple[str, ...]) -> SavedP
     if plan_doc is None:
         return None
     fitting = [p for p in plan_doc.plans if p.fits is not False] or list(plan_doc.plans)
-    first = engine_key(engines[0]) if engines else None
-    preferred = [p for p in fitting if first and engine_key(p.engine) == first]
+    first = _engine_key(engines[0]) if engines else None
+    preferred = [p for p in fitting if first and _engine_key(p.engine) == first]
     candidates = preferred or fitting
     return candidates[0] if candidates else None
 
@@ -94,12 +91,12 @@ def plans_for(plan_doc: PlanDocument | None, engines: Sequence[str]) -> tuple[Sa
     plan, since another engine's ceiling is not its own."""
     if plan_doc is None:
         return tuple(None for _ in engines)
-    keys = [engine_key(e) for e in engines]
-    named = {engine_key(p.engine) for p in plan_doc.plans} - {None}
+    keys = [_engine_key(e) for e in engines]
+    named = {_engine_key(p.engine) for p in plan_doc.plans} - {None}
     if not named & set(keys):
         whole = pick_plan(plan_doc, tuple(engines))
         return tuple(whole for _ in engines)
     unnamed = _first_fitting([p for p in plan_doc.plans if not p.engine])
     return tuple(
-        _first_fitting([p for p in plan_doc.plans if engine_key(p.engine) == key]) or unnamed for key in keys
+        _first_fitting([p for p in plan_doc.plans if _engine_key(p.engine) == key]) or unnamed for key in keys
     )

@@ -18,7 +18,7 @@ from servelab.report.tables import share as fmt_share
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ScenarioVerdict:
     scenario: str  # "single user", "serving many", "memory-starved", "speculative decoding", "bound", …
     choice: str | None  # the engine/configuration label chosen, or None
     sentence: str
@@ -28,7 +28,7 @@ def _pct(value: float, ceiling: float) -> str:
     return f"{value / ceiling * 100:.0f}%"
 
 
-def single_user(bill: Bill) -> Verdict:
+def single_user(bill: Bill) -> ScenarioVerdict:
     candidates = [e for e in bill.engines if e.single_stream_tok_s is not None]
     if not candidates:
         measured = any(e.single_stream is not None for e in bill.engines)
@@ -37,7 +37,7 @@ def single_user(bill: Bill) -> Verdict:
             if measured
             else "no run measured concurrency 1"
         )
-        return Verdict("single user", None, f"Single-user decode speed is unknown: {why}.")
+        return ScenarioVerdict("single user", None, f"Single-user decode speed is unknown: {why}.")
     best = max(candidates, key=lambda e: e.single_stream_tok_s or 0.0)
     speed = best.single_stream_tok_s or 0.0
     sentence = f"{best.label} decodes one stream fastest: {speed:.1f} tok/s (median)"
@@ -50,13 +50,13 @@ def single_user(bill: Bill) -> Verdict:
         sentence += (
             f"; that is {_pct(speed, ceiling)} of the {ceiling:.1f} tok/s bandwidth ceiling of the plan"
         )
-    return Verdict("single user", best.label, sentence + ".")
+    return ScenarioVerdict("single user", best.label, sentence + ".")
 
 
-def serving_many(bill: Bill) -> Verdict:
+def serving_many(bill: Bill) -> ScenarioVerdict:
     candidates = [(e, e.best_aggregate) for e in bill.engines if e.best_aggregate is not None]
     if not candidates:
-        return Verdict(
+        return ScenarioVerdict(
             "serving many", None, "No closed-loop ladder was measured, so aggregate throughput is unknown."
         )
     best, level = max(candidates, key=lambda pair: pair[1].aggregate_tok_s)
@@ -74,35 +74,35 @@ def serving_many(bill: Bill) -> Verdict:
         )
     if best.evictions:
         sentence += f"; {best.evictions} request(s) had their prompt evicted and recomputed"
-    return Verdict("serving many", best.label, sentence + ".")
+    return ScenarioVerdict("serving many", best.label, sentence + ".")
 
 
-def memory_starved(bill: Bill) -> Verdict:
+def memory_starved(bill: Bill) -> ScenarioVerdict:
     known = [e for e in bill.engines if e.memory_used_bytes is not None]
     if known:
         best = min(known, key=lambda e: e.memory_used_bytes or 0)
         sentence = f"{best.label} needs the least memory: {fmt_bytes(best.memory_used_bytes)} used"
         if best.planned.planned_total_bytes:
             sentence += f" (plan: {fmt_bytes(best.planned.planned_total_bytes)})"
-        return Verdict("memory-starved", best.label, sentence + ".")
+        return ScenarioVerdict("memory-starved", best.label, sentence + ".")
     if bill.plan is not None and bill.planned_total_bytes:
         capacity = bill.plan_memory.capacity if bill.plan_memory else None
         room = f" of {fmt_bytes(capacity)}" if capacity else ""
         quant = bill.plan.quant or "the planned quantization"
-        return Verdict(
+        return ScenarioVerdict(
             "memory-starved",
             None,
             f"No run recorded memory used; the plan puts {quant} at "
             f"{fmt_bytes(bill.planned_total_bytes)}{room}.",
         )
-    return Verdict(
+    return ScenarioVerdict(
         "memory-starved",
         None,
         "No memory figures: pass --plan, or --server-log with a llama-server log (-lv 4).",
     )
 
 
-def speculative(bill: Bill) -> Verdict | None:
+def speculative(bill: Bill) -> ScenarioVerdict | None:
     spec = bill.spec
     if not spec:
         return None
@@ -115,7 +115,7 @@ def speculative(bill: Bill) -> Verdict | None:
     if isinstance(spec.get("predicted_speedup"), int | float):
         parts.append(f"predicted {spec['predicted_speedup']:.2f}×")
     why = f" — {str(spec['why']).rstrip('.')}" if spec.get("why") else ""
-    return Verdict("speculative decoding", None, ", ".join(parts) + why + ".")
+    return ScenarioVerdict("speculative decoding", None, ", ".join(parts) + why + ".")
 
 
 def ceiling_at(planned: PlanFigures, context_tokens: float) -> float | None:
@@ -127,7 +127,7 @@ def ceiling_at(planned: PlanFigures, context_tokens: float) -> float | None:
     return 1 / (1 / short + (1 / full - 1 / short) * (context_tokens - start) / (context - start))
 
 
-def longest_context(bill: Bill) -> Verdict | None:
+def longest_context(bill: Bill) -> ScenarioVerdict | None:
     """The single-stream request with the longest context, against the ceiling at that context."""
     points = [
         (r.input_tokens + r.output_tokens / 2, r.decode_tok_s, e.label, e)
@@ -142,7 +142,7 @@ def longest_context(bill: Bill) -> Verdict | None:
     ceiling = ceiling_at(engine.planned, context)
     if ceiling is None or speed is None:
         return None
-    return Verdict(
+    return ScenarioVerdict(
         "against the ceiling",
         label,
         f"At {context:,.0f} tokens of context {label} decoded {speed:.1f} tok/s, "
@@ -163,7 +163,7 @@ def long_context(bill: Bill, engine: EngineSummary) -> str | None:
     return f"{engine.label} got the full planned context ({engine.usable_context} tokens)."
 
 
-def verdicts(bill: Bill) -> list[Verdict]:
+def verdicts(bill: Bill) -> list[ScenarioVerdict]:
     """The closing verdicts, in reading order."""
     found = [single_user(bill), serving_many(bill), memory_starved(bill)]
     ceiling = longest_context(bill)
@@ -175,15 +175,17 @@ def verdicts(bill: Bill) -> list[Verdict]:
     for engine in bill.engines:
         sentence = long_context(bill, engine)
         if sentence:
-            found.append(Verdict("usable context", engine.label, sentence))
+            found.append(ScenarioVerdict("usable context", engine.label, sentence))
     return found + bound_verdicts(bill)
 
 
-def bound_verdicts(bill: Bill) -> list[Verdict]:
+def bound_verdicts(bill: Bill) -> list[ScenarioVerdict]:
     """Per engine with both power and bandwidth figures (or one decisive): what limited it, in numbers."""
     decided = [b for b in power_bounds(bill)[1] if b.analysis.verdict != "undetermined"]
     return [
-        Verdict("bound", b.label, f"{b.label} was {b.analysis.verdict}: {b.analysis.why.split(': ', 1)[0]}.")
+        ScenarioVerdict(
+            "bound", b.label, f"{b.label} was {b.analysis.verdict}: {b.analysis.why.split(': ', 1)[0]}."
+        )
         for b in decided
     ]
 

@@ -74,7 +74,7 @@ class RunWorkload:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PredictTarget:
     """What `servelab predict` emulates."""
 

@@ -9,7 +9,7 @@ export and demo read them back; nobody recomputes a figure. Dicts exist only at 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -296,6 +296,7 @@ class LevelSummary:
     `levels` row of one repeat."""
 
     stats: LevelStats
+    _: KW_ONLY  # the rest by name
     valid: bool = True  # False when the client could not keep up (event-loop lag, CPU)
     invalid_reason: str | None = None
     partial: bool = False  # the run was interrupted during this level
@@ -306,7 +307,7 @@ class LevelSummary:
         default_factory=dict
     )  # the server's /metrics over the level (bench/server_metrics.py); written only when there is one
     # a predicted level (servelab predict): where its figures' parameters came from and each figure's band
-    # (predict/bands.py `level_figures`); written only for a predicted level
+    # (predict/bands.py `predicted_figures`); written only for a predicted level
     predicted: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

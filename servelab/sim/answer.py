@@ -11,7 +11,9 @@ from typing import Any
 class SimAnswer:
     """One answer: how many tokens, in which chunks, with which usage reporting."""
 
-    def __init__(self, chat: bool, model: str, prompt_tokens: int, out: int, k: int, usage: str, finish: str):
+    def __init__(
+        self, *, chat: bool, model: str, prompt_tokens: int, out: int, k: int, usage: str, finish: str
+    ) -> None:
         self.chat, self.model, self.prompt_tokens, self.out = chat, model, prompt_tokens, out
         self.k, self.usage, self.finish = k, usage, finish
         self.chunks = -(-out // k)
@@ -20,7 +22,7 @@ class SimAnswer:
 
     @classmethod
     def empty(cls) -> SimAnswer:
-        return cls(False, "", 0, 1, 1, "off", "stop")
+        return cls(chat=False, model="", prompt_tokens=0, out=1, k=1, usage="off", finish="stop")
 
     def role_delta(self) -> dict:
         return {"role": "assistant", "content": ""}

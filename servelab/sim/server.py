@@ -193,7 +193,16 @@ class SimServer:
             )  # as vLLM: continuous needs include
             usage = "continuous" if usage == "final" and options.get("continuous_usage_stats") else usage
         finish = "length" if out == max_tokens else "stop"
-        return SimAnswer(chat, cfg.model, prompt_tokens, out, cfg.tokens_per_chunk, usage, finish), None
+        answer = SimAnswer(
+            chat=chat,
+            model=cfg.model,
+            prompt_tokens=prompt_tokens,
+            out=out,
+            k=cfg.tokens_per_chunk,
+            usage=usage,
+            finish=finish,
+        )
+        return answer, None
 
     async def _emulate(
         self,
@@ -254,7 +263,14 @@ class SimServer:
         fault_at = plan.chunks // 2 if fault in ("drop", "stall", "malformed") else None
         keepalive_ns = int((self.config.keepalive_ms or 0) * 1e6)
         job = _StreamJob(
-            request.transport, response.chunked, plan, (t0_ns, n), self.config, log, fault_at, keepalive_ns
+            request.transport,
+            chunked=response.chunked,
+            plan=plan,
+            start=(t0_ns, n),
+            config=self.config,
+            log=log,
+            fault_at=fault_at,
+            keepalive_ns=keepalive_ns,
         )
         if job.transport is None:
             return response
@@ -285,6 +301,7 @@ class _StreamJob:
     def __init__(
         self,
         transport,
+        *,
         chunked: bool,
         plan: SimAnswer,
         start: tuple[int, int],

@@ -35,5 +35,5 @@ def test_a_search_on_ray_gives_the_same_front_as_one_process() -> None:
         spread = advise(setting, context=1024, engines=("vllm",), runner=cluster)
     finally:
         cluster.ray.shutdown()
-    names = [(j.point.name, j.per_gpu_tok_s, j.p99("ttft_ms")) for j in spread.verdict.front]
-    assert names == [(j.point.name, j.per_gpu_tok_s, j.p99("ttft_ms")) for j in here.verdict.front] and names
+    names = [(j.point.name, j.per_gpu_tok_s, j.p99("ttft_ms")) for j in spread.pareto.front]
+    assert names == [(j.point.name, j.per_gpu_tok_s, j.p99("ttft_ms")) for j in here.pareto.front] and names

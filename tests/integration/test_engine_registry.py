@@ -28,6 +28,13 @@ def test_the_registry_spells_names_one_way() -> None:
         is registry.get_engine("llama-cpp")
     )
     assert normalise("llama.cpp") == "llamacpp" and registry.fallback().name == "openai"
+    # the key results, plans and bands file an engine under; a name the registry does not know stays as given
+    assert [registry.registry_name(s) for s in ("llama.cpp", "SGLang", "*", "tgi")] == [
+        "llamacpp",
+        "sglang",
+        "*",
+        "tgi",
+    ]
     with pytest.raises(Exception, match="unknown engine 'toy'"):
         registry.get_engine("toy")
 

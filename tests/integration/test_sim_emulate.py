@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from servelab.cli.app import main
+from servelab.cli.planning import PlanningInputs
 from servelab.cli.predict import emulated_target
 from servelab.predict.calibrate import explain
 from servelab.store import Store
@@ -80,18 +81,16 @@ def _agree(predicted: dict, measured: dict) -> None:
 def _agree_with_replay(plan: list[str], db: Path, run_id: str) -> None:
     """The measured records replayed through the engine the sim emulates, at the records' own send times."""
     flags = dict(zip(plan[1::2], plan[2::2], strict=True))
-    engine, _ = emulated_target(
-        plan[0],
-        None,
-        flags["--gpu"],
-        flags["--engine"],
-        flags["--quant"],
-        int(flags["--context"]),
-        None,
-        int(flags.get("--parallel", 1)),
-        1,
-        None,
+    asked = PlanningInputs(
+        model=plan[0],
+        gpu=flags["--gpu"],
+        engine=flags["--engine"],
+        quant=flags["--quant"],
+        context=int(flags["--context"]),
+        parallel=int(flags.get("--parallel", 1)),
+        gpus=1,
     )
+    engine, _ = emulated_target(None, asked)
     with Store.open(db, must_exist=True) as store:
         records = list(store.load_run(run_id).requests)  # warm-up too: measured requests queued behind it
     levels = {fit.level: fit for fit in explain(engine, records).levels}

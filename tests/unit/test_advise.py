@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from servelab.advise.candidates import Planned, Variant, advisable, grid, tensor_parallel_sizes
+from servelab.advise.candidates import GridPoint, Variant, advisable, grid, tensor_parallel_sizes
 from servelab.advise.goal import Bound, Prices, cost_per_million, misses, parse_bounds
 from servelab.advise.judge import Judged
 from servelab.advise.rank import dominates, objectives, pareto, ranked
@@ -108,12 +108,12 @@ def test_tensor_parallel_sizes_are_powers_of_two_within_the_gpus() -> None:
 
 
 @pytest.fixture(scope="module")
-def point() -> Planned:
+def point() -> GridPoint:
     plan = make_plan(load_model("llama-3.2-1b"), card_for("rtx4090"), engine="vllm", context=2048)
-    return Planned(plan, 1)
+    return GridPoint(plan, 1)
 
 
-def _judged(point: Planned, name: str, per_gpu: float, ttft: float, tpot: float, gpus: int = 1) -> Judged:
+def _judged(point: GridPoint, name: str, per_gpu: float, ttft: float, tpot: float, gpus: int = 1) -> Judged:
     return Judged(
         point=replace(point, variant=Variant("vllm", (name,))),
         capacity=Capacity(4, None, 1),
@@ -127,7 +127,7 @@ def _judged(point: Planned, name: str, per_gpu: float, ttft: float, tpot: float,
     )
 
 
-def test_ranking_and_front_say_who_beats_whom(point: Planned) -> None:
+def test_ranking_and_front_say_who_beats_whom(point: GridPoint) -> None:
     fast = _judged(point, "fast", 100.0, 500.0, 20.0)
     snappy = _judged(point, "snappy", 60.0, 100.0, 25.0)  # slower, but a shorter TTFT: on the front
     same = _judged(point, "same", 100.0, 500.0, 20.0)  # fast's figures: ties
@@ -136,9 +136,9 @@ def test_ranking_and_front_say_who_beats_whom(point: Planned) -> None:
     order = ranked([slow, snappy, missed, same, fast])
     assert [j.point.variant.words[0] for j in order] == ["fast", "same", "snappy", "slow"]
     assert dominates(fast, slow) and not dominates(fast, snappy) and not dominates(fast, same)
-    verdict = pareto(order)
-    assert verdict.front == (fast, snappy)
-    assert [(a.point.variant.words[0], b.point.variant.words[0]) for a, b in verdict.dominated] == [
+    pareto_front = pareto(order)
+    assert pareto_front.front == (fast, snappy)
+    assert [(a.point.variant.words[0], b.point.variant.words[0]) for a, b in pareto_front.dominated] == [
         ("same", "fast"),
         ("slow", "fast"),
     ]
@@ -162,7 +162,7 @@ def reference_pareto(order):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_the_front_is_the_one_at_a_time_references(point: Planned, seed: int) -> None:
+def test_the_front_is_the_one_at_a_time_references(point: GridPoint, seed: int) -> None:
     """pareto computes each objective once: the same front and the same winner for each loser as the
     reference, on figures from few values (so ties and partial dominance are common)."""
     import random
@@ -181,9 +181,9 @@ def test_the_front_is_the_one_at_a_time_references(point: Planned, seed: int) ->
     ]
     order = ranked([*judged, _judged(point, "snappy", 40.0, 50.0, 10.0)])  # on the front whatever the rest
     front, beaten = reference_pareto(order)
-    verdict = pareto(order)
-    assert list(verdict.front) == front and 1 < len(front) < len(order)
-    assert [(id(a), id(b)) for a, b in verdict.dominated] == [(id(a), id(b)) for a, b in beaten]
+    pareto_front = pareto(order)
+    assert list(pareto_front.front) == front and 1 < len(front) < len(order)
+    assert [(id(a), id(b)) for a, b in pareto_front.dominated] == [(id(a), id(b)) for a, b in beaten]
 
 
 def test_the_planner_prunes_with_its_own_reason() -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.advise.confirm import WITHIN, Confirmation, Figure, MeasuredLevel, engine_args, ladder_around
+from servelab.advise.confirm import WITHIN, Confirmation, MeasuredLevel, engine_args, ladder_around
+from servelab.report.advice import ConfirmedFigure
 
 
 @pytest.mark.parametrize(
@@ -50,7 +51,7 @@ def _confirmed(measured: float, misses: tuple[str, ...] = ()) -> Confirmation:
         load=4,
         ran=True,
         levels=(level,),
-        figures=(Figure("goodput_tok_s", 100.0, 95.0, measured),),
+        figures=(ConfirmedFigure("goodput_tok_s", 100.0, 95.0, measured),),
     )
 
 
@@ -70,7 +71,7 @@ def test_the_verdict_says_within_or_not_and_flags_a_missed_slo() -> None:
     )
     not_here = Confirmation(candidate="x", engine="vllm", load=4, ran=False, reason="no GPU here")
     assert not_here.verdict() == "not measured here: no GPU here" and not_here.meets_slo is None
-    assert Figure.error(1.0, 0.0) is None and Figure.error(None, 1.0) is None
+    assert ConfirmedFigure.error(1.0, 0.0) is None and ConfirmedFigure.error(None, 1.0) is None
 
 
 def test_the_lines_for_a_person_hold_advice_beside_measurement() -> None:

@@ -89,7 +89,7 @@ def _cpu_card(tmp_path_factory: pytest.TempPathFactory, _host_bandwidth_json: by
 def _front(advice: Advice) -> list[tuple[str, float, float | None, float | None, float | None]]:
     return [
         (j.point.name, j.per_gpu_tok_s, j.p99("ttft_ms"), j.p99("tpot_ms"), j.cost_per_mtok)
-        for j in advice.verdict.front
+        for j in advice.pareto.front
     ]
 
 
@@ -103,7 +103,7 @@ def test_the_front_with_the_screen_equals_the_front_without_it(
     name: str, unscreened: dict[str, Advice]
 ) -> None:
     full, screened = unscreened[name], _search(name, screen=True)
-    assert full.verdict.front and _front(screened) == _front(full)
+    assert full.pareto.front and _front(screened) == _front(full)
     assert not full.screened
     emulated = {j.point.name for j in screened.judged}
     left_out = {s.name for s in screened.screened}

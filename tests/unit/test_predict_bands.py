@@ -21,14 +21,14 @@ from servelab.predict.bands import (
     Pricing,
     Provenance,
     level_batch,
-    level_figures,
+    predicted_figures,
     scaled,
     with_band,
 )
 from servelab.predict.machine import emulated_engine, planner_rates, price
 from servelab.predict.profiles import Profile, same_release, stale_reason
 from servelab.predict.roofline import AchievedRates
-from servelab.predict.speeds import decode_tok_s, prefill_tok_s, priced_plan
+from servelab.predict.speeds import priced_decode_tok_s, priced_plan, priced_prefill_tok_s
 from servelab.predict.stepmodel import STEP_MODEL_ENV, StepModel, load_step_model
 from servelab.results.level_key import Level
 from servelab.results.stats import Distribution, LevelStats
@@ -136,7 +136,7 @@ def test_a_level_keeps_each_banded_figure_with_its_source() -> None:
         "vllm",
         "hbm",
     )
-    got = level_figures(stats, pricing)
+    got = predicted_figures(stats, pricing)
     assert got["source"] == "corpus" and got["stale"] is None and got["batch"] == 4
     figures = got["figures"]
     assert figures["tpot_ms_p50"] == {
@@ -149,7 +149,7 @@ def test_a_level_keeps_each_banded_figure_with_its_source() -> None:
     assert figures["output_tok_s"]["band"] == pytest.approx([126.0, 216.0])
     assert figures["ttft_ms_p50"]["band"] is None  # vLLM has no TTFT band in the fixture
     assert "ttft_ms_p99" not in figures  # the corpus's figures are medians: no band for a tail
-    plan = level_figures(
+    plan = predicted_figures(
         stats, Pricing(AchievedRates(bandwidth_bytes_s=1e12, flops_s=1e14), Provenance("plan", "priors"))
     )
     assert plan["source"] == "plan" and all(f["band"] is None for f in plan["figures"].values())
@@ -173,7 +173,7 @@ def test_without_serving_rows_a_time_takes_its_llama_bench_rates_band_inverted()
         per_stream_tok_s=Distribution(p50=100.0),
         output_tok_s=99.0,
     )
-    figures = level_figures(stats, pricing)["figures"]
+    figures = predicted_figures(stats, pricing)["figures"]
     assert (
         figures["ttft_ms_p50"]["band"] == pytest.approx([40.0, 200.0])
         and figures["ttft_ms_p50"]["band_of"] == "pp tok/s"
@@ -255,11 +255,11 @@ def test_plan_states_the_speeds_predict_prices_with_their_bands() -> None:
     got = priced_plan(plan, spec, card, pricing)
     roofline = emulated_engine(plan, spec, card, pricing=pricing).roofline  # the engine predict emulates
     short = plan.decode_expected_tok_s.short_context
-    assert got.decode_expected_tok_s.short == round(decode_tok_s(roofline, short), 2)
+    assert got.decode_expected_tok_s.short == round(priced_decode_tok_s(roofline, short), 2)
     assert got.decode_expected_tok_s.short != plan.decode_expected_tok_s.short  # the fit's 2 ms step moved it
-    assert got.speeds.prefill_short_tok_s == round(prefill_tok_s(roofline, short), 1)
+    assert got.speeds.prefill_short_tok_s == round(priced_prefill_tok_s(roofline, short), 1)
     point = next(p for p in got.decode_batch_tok_s if p.batch == 4)
-    assert point.expected_aggregate_tok_s == round(decode_tok_s(roofline, point.context, 4), 1)
+    assert point.expected_aggregate_tok_s == round(priced_decode_tok_s(roofline, point.context, 4), 1)
     low, high = got.speeds.bands["batch_short:4"]  # TPOT band (0.8, 1.5) of a rate: (1/1.5, 1/0.8)
     assert low == pytest.approx(point.expected_aggregate_tok_s / 1.5, rel=1e-3)
     assert high == pytest.approx(point.expected_aggregate_tok_s / 0.8, rel=1e-3)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from servelab.predict.corpus.fit import Design, fit_design, targets
-from servelab.predict.corpus.harness import _Spans, figures, setup, trace
+from servelab.predict.corpus.fit import Design, fit_design, measured_figures
+from servelab.predict.corpus.harness import _Spans, figures, pass_log, setup
 from servelab.predict.corpus.recorded import record
 from servelab.predict.corpus.schema import Measurement, Source, Workload
 from servelab.predict.stepmodel import StepModel, prior_model
@@ -79,7 +79,7 @@ def test_a_recorded_row_prices_as_its_replay_under_any_model() -> None:
     groups' sides within 2%), including passes that move from one side of the max to the other."""
     s = setup(_serving())
     assert not isinstance(s, str)
-    t = trace(s, prior_model())
+    t = pass_log(s, prior_model())
     rec = record(s, t)
     assert len(rec.groups) < len(t.passes)  # the passes are grouped
     for model in (
@@ -108,8 +108,8 @@ def test_a_fold_fitted_without_a_row_does_not_move_with_its_measurement() -> Non
     for r in rows:
         s = setup(r)
         assert not isinstance(s, str)
-        recorded.append(record(s, trace(s, prior_model())))
-    data = [t for r in recorded for t in targets(r)]
+        recorded.append(record(s, pass_log(s, prior_model())))
+    data = [t for r in recorded for t in measured_figures(r)]
     design = Design(data)
     train = np.array([t.recorded is not recorded[0] for t in data])
     before = design.seconds(fit_design(design, train).model)[~train]

@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
-from servelab.predict.corpus.crossval import CrossValidation, Prediction, Prepared, band_coverage
-from servelab.predict.corpus.harness import setup, trace
+from servelab.predict.corpus.crossval import CrossValidation, FigurePrediction, Prepared, band_coverage
+from servelab.predict.corpus.harness import pass_log, setup
 from servelab.predict.corpus.recorded import record
 from servelab.predict.corpus.schema import Source, Workload
 from servelab.predict.corpus.select import COVER, QUANTILES, Selection, calibrated_quantiles, choose
@@ -22,7 +22,8 @@ def _cv(ratios: list[float]) -> CrossValidation:
     s = setup(row)
     assert not isinstance(s, str)
     return CrossValidation(
-        "source", [Prediction(s, "tg_tok_s", 100.0, 100.0 / r, f"fold{i}") for i, r in enumerate(ratios)]
+        "source",
+        [FigurePrediction(s, "tg_tok_s", 100.0, 100.0 / r, f"fold{i}") for i, r in enumerate(ratios)],
     )
 
 
@@ -77,7 +78,7 @@ def test_a_fit_that_beats_the_priors_out_of_sample_ships() -> None:
     for row in rows:
         s = setup(row)
         assert not isinstance(s, str)
-        recorded.append(record(s, trace(s, prior_model())))
+        recorded.append(record(s, pass_log(s, prior_model())))
     selection = choose(Prepared(tuple(recorded), ()), pulls=(1e-3, 10.0))
     c = selection.choices["llamacpp"]
     assert c.use_fit and c.pull == 1e-3

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 
 from servelab.hardware.gpus import find_gpu
-from servelab.predict.corpus.fit import fit_targets, predicted, targets
+from servelab.predict.corpus.fit import fit_figures, measured_figures, predicted
 from servelab.predict.corpus.harness import (
     figures,
+    pass_log,
     predict_row,
     quant_name,
     resolve_model,
     setup,
     step_times,
-    trace,
 )
 from servelab.predict.corpus.recorded import record
 from servelab.predict.corpus.schema import Measurement, Source, Workload
@@ -93,15 +93,15 @@ def test_llama_bench_rows_replay_one_sequence() -> None:
         )
     )
     assert not isinstance(pp, str) and not isinstance(tg, str)
-    t = trace(pp, prior_model())
+    t = pass_log(pp, prior_model())
     assert t.steps == 1 and len(t.passes) == 4  # n_batch 2048 per step, n_ubatch 512 per pass
     assert t.figures["pp_tok_s"].count == 2048
-    t = trace(tg, prior_model())
+    t = pass_log(tg, prior_model())
     assert t.steps == 128 and (t.step_tokens == 1).all()
     assert t.passes[-1, 1] > t.passes[0, 1]  # the KV read grows with the context
 
 
-def test_a_trace_prices_as_the_emulator_did() -> None:
+def test_a_pass_log_prices_as_the_emulator_did() -> None:
     """Replayed steps priced again under the same figures give the figures the replay produced; under the
     step model the serving row's figures come from the emulated scheduler."""
     row = _row(
@@ -116,7 +116,7 @@ def test_a_trace_prices_as_the_emulator_did() -> None:
     s = setup(row)
     assert not isinstance(s, str)
     model = StepModel({"vllm.host": 2e-3, "vllm.launch.graphs": 1e-5})
-    t = trace(s, model)
+    t = pass_log(s, model)
     e = model.rates(s.regime, s.gpu, s.layers)
     assert set(t.figures) >= {"ttft_ms_median", "tpot_ms_median", "output_tok_s", "itl_ms_median"}
     again = figures(t, e)
@@ -191,14 +191,14 @@ def test_the_fit_recovers_the_parameters_the_rows_were_made_with() -> None:
     for row in rows:
         s = setup(row)
         assert not isinstance(s, str)
-        data += targets(record(s, trace(s, prior_model())))
+        data += measured_figures(record(s, pass_log(s, prior_model())))
     before = [abs(predicted(t, prior_model()) / t.measured - 1) for t in data]
     assert np.median(before) > 0.2
     # with the priors' pull near zero the fit explains every figure and returns what the rows pin down: the
     # floor of a one-pass step (its layers' launches and the host's share, told apart by the two models'
     # layer counts), each format x memory class's bytes (their sum: a share can move between the two terms),
     # the KV reads and the attention
-    result = fit_targets(data, pull=1e-4)
+    result = fit_figures(data, pull=1e-4)
     errors = [abs(predicted(t, result.model) / t.measured - 1) for t in data]
     assert max(errors) < 1e-3
     got = result.model
@@ -212,7 +212,7 @@ def test_the_fit_recovers_the_parameters_the_rows_were_made_with() -> None:
             true = truth.value(f"llamacpp.weights.{fam}") + truth.value(f"llamacpp.memory.{cls}")
             assert fitted == pytest.approx(true, rel=0.01)
     # the default pull keeps the parameters near their priors where few rows speak: still far better than them
-    pulled = fit_targets(data)
+    pulled = fit_figures(data)
     assert np.median([abs(predicted(t, pulled.model) / t.measured - 1) for t in data]) < 0.05
 
 
@@ -223,7 +223,7 @@ def test_a_parameter_no_row_touches_keeps_its_prior() -> None:
 
 
 def test_bands_come_from_the_left_out_rows_of_their_regime() -> None:
-    from servelab.predict.corpus.crossval import CrossValidation, Prediction, bands
+    from servelab.predict.corpus.crossval import CrossValidation, FigurePrediction, bands
 
     row = _row(figures={"tg_tok_s": 100.0}, workload=Workload(prompt_tokens=0, output_tokens=64))
     s = setup(row)
@@ -231,7 +231,7 @@ def test_bands_come_from_the_left_out_rows_of_their_regime() -> None:
     cv = CrossValidation(
         "source",
         [
-            Prediction(s, "tg_tok_s", 100.0, 100.0 / r, "x")
+            FigurePrediction(s, "tg_tok_s", 100.0, 100.0 / r, "x")
             for r in (0.8, 0.9, 1.0, 1.0, 1.1, 1.2, 1.3, 0.7, 1.0, 1.05, 0.95)
         ],
     )

@@ -37,7 +37,9 @@ def _runs(tmp_path: Path, model: StepModel | None = MODEL):
         None,
     )
     with Store.open(db) as store:
-        predicted = predict(config, engine, PredictTarget("vllm", HOSTILE, "h100", "bf16"), store).run_id
+        predicted = predict(
+            config, engine, PredictTarget(engine="vllm", model=HOSTILE, gpu="h100", quant="bf16"), store
+        ).run_id
         return store.load_run(measured), store.load_run(predicted or "")
 
 

@@ -63,7 +63,7 @@ PREDICTED = RunMeta(
     workload=RunWorkload(kind="long"),
     targets=("predict://vllm/h100",),
     predicted=Prediction(
-        target=PredictTarget("vllm", "m", "h100-sxm", "bf16", engine_version="0.10.1"),
+        target=PredictTarget(engine="vllm", model="m", gpu="h100-sxm", quant="bf16", engine_version="0.10.1"),
         effective={"bandwidth_bytes_s": 3.0e12, "source": "plan"},
         speculation=None,
     ),

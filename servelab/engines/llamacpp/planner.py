@@ -26,7 +26,7 @@ from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
 from servelab.sizing.fit import EngineFit, PlanSettings, Refusal, memory_bytes
 
-Settings = PlanSettings[LlamaCppSettings]
+LlamaCppPlanSettings = PlanSettings[LlamaCppSettings]
 
 FIT_TARGET_BYTES = 1024**3  # llama.cpp --fit keeps 1024 MiB free per device
 
@@ -63,7 +63,7 @@ def _min_cpu_moe(model: ModelSpec, gpu: GPU, flags: dict[str, object]) -> int | 
     return low
 
 
-def _flags(model: ModelSpec, s: Settings, cache_k: str, cache_v: str) -> dict[str, object]:
+def _flags(model: ModelSpec, s: LlamaCppPlanSettings, cache_k: str, cache_v: str) -> dict[str, object]:
     """llamacpp_memory's keywords for these settings (-c, -np, -kvu, -ctk/-ctv, -fa, -b, -ub, --n-cpu-moe, the
     GPUs -sm layer splits over, the outputs and the mask the build reserves its graph with, how it reads -ngl)."""
     build = parse_build(s.engine_version)
@@ -87,7 +87,7 @@ def _flags(model: ModelSpec, s: Settings, cache_k: str, cache_v: str) -> dict[st
 
 
 def _refusals(
-    model: ModelSpec, gpu: GPU, s: Settings, flags: dict[str, object], total: int, slot: int
+    model: ModelSpec, gpu: GPU, s: LlamaCppPlanSettings, flags: dict[str, object], total: int, slot: int
 ) -> list[Refusal]:
     """What llama-server cannot do with these flags: allocate its GPU buffers (ggml_backend_cuda_buffer_type_alloc_buffer:
     "failed to allocate CUDA buffer" / "failed to load model"), or serve the asked context (each slot capped at
@@ -118,7 +118,7 @@ def _refusals(
     return out
 
 
-def _draft_memory(s: Settings, n_ctx: int) -> LlamaCppMemory | None:
+def _draft_memory(s: LlamaCppPlanSettings, n_ctx: int) -> LlamaCppMemory | None:
     """The draft model's buffers (-md): common_base_params_to_speculative gives its context the target's n_ctx and
     slots, its KV the -ctkd/-ctvd types (f16 by default), all layers on the GPU (-ngld defaults to all)."""
     spec = s.speculative
@@ -154,7 +154,7 @@ def _quantized_v_refusal(flags: dict[str, object]) -> list[Refusal]:
     ]
 
 
-def _auto_note(model: ModelSpec, s: Settings, flags: dict[str, object]) -> str | None:
+def _auto_note(model: ModelSpec, s: LlamaCppPlanSettings, flags: dict[str, object]) -> str | None:
     """With -fa auto, what the compute buffer becomes if the backend resolves flash attention off."""
     if (s.engine.flash_attn or "").lower() != "auto" or str(flags["cache_type_v"]).startswith(("q", "iq")):
         return None
@@ -166,7 +166,7 @@ def _auto_note(model: ModelSpec, s: Settings, flags: dict[str, object]) -> str |
     )
 
 
-def plan(model: ModelSpec, gpu: GPU, s: Settings) -> EngineFit:
+def plan(model: ModelSpec, gpu: GPU, s: LlamaCppPlanSettings) -> EngineFit:
     if gpu.is_cpu:
         return cpu_planner.plan(model, gpu, s)
     cache_type, note = engine_kv_dtype(s.kv_dtype)

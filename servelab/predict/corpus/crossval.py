@@ -20,12 +20,20 @@ from statistics import median
 
 import numpy as np
 
-from servelab.predict.corpus.fit import LAMBDA, Design, FitResult, Target, fit_design, targets
-from servelab.predict.corpus.harness import Setup, Trace, figures, is_bench, rates_for, setup, trace
+from servelab.engines.registry import registry_name
+from servelab.predict.corpus.fit import (
+    LAMBDA,
+    Design,
+    FitResult,
+    MeasuredFigure,
+    fit_design,
+    measured_figures,
+)
+from servelab.predict.corpus.harness import PassLog, Setup, figures, is_bench, pass_log, rates_for, setup
 from servelab.predict.corpus.load import gpu_class
 from servelab.predict.corpus.recorded import Recorded, record
 from servelab.predict.corpus.schema import Measurement
-from servelab.predict.stepmodel import engine_key, prior_model
+from servelab.predict.stepmodel import prior_model
 
 FIGURE_GROUPS = {
     "ttft_ms_median": "TTFT",
@@ -55,14 +63,14 @@ class Prepared:
     def setups(self) -> tuple[Setup, ...]:
         return tuple(r.setup for r in self.recorded)
 
-    def targets(self, keep: Callable[[Setup], bool] = lambda s: True) -> list[Target]:
-        return [t for r in self.recorded if keep(r.setup) for t in targets(r)]
+    def measured_figures(self, keep: Callable[[Setup], bool] = lambda s: True) -> list[MeasuredFigure]:
+        return [t for r in self.recorded if keep(r.setup) for t in measured_figures(r)]
 
     @property
     def design(self) -> Design:
         """Every target of every recorded row, built once for all folds."""
         if self._design is None:
-            self._design = Design(self.targets())
+            self._design = Design(self.measured_figures())
         return self._design
 
 
@@ -98,14 +106,14 @@ def prepare(
     return Prepared(tuple(recorded), tuple(skipped))
 
 
-Replayed = tuple[Setup, Trace, dict[str, float]]
+Replayed = tuple[Setup, PassLog, dict[str, float]]
 
 
 def _replay(row: Measurement) -> Replayed | str:
     s = setup(row)
     if isinstance(s, str):
         return s
-    t = trace(s, prior_model())
+    t = pass_log(s, prior_model())
     if not any(name in t.figures for name in row.figures):
         return "none of its figures is one servelab predicts"
     return s, t, {k: v for k, v in figures(t, rates_for(s, None)).items() if k in row.figures}
@@ -157,7 +165,7 @@ def replay_fingerprint() -> str:
 
 
 @dataclass(frozen=True)
-class Prediction:
+class FigurePrediction:
     setup: Setup
     figure: str
     measured: float
@@ -189,7 +197,7 @@ class Prediction:
 @dataclass
 class CrossValidation:
     kind: str  # "source", "gpu" or "none" (today's figures, nothing fitted)
-    predictions: list[Prediction] = field(default_factory=list)
+    predictions: list[FigurePrediction] = field(default_factory=list)
     fits: dict[str, FitResult] = field(default_factory=dict)
 
 
@@ -198,7 +206,7 @@ def uncalibrated(p: Prepared) -> CrossValidation:
     cv = CrossValidation("none")
     for r in p.recorded:
         s = r.setup
-        cv.predictions += [Prediction(s, k, s.row.figures[k], v, "-") for k, v in r.today.items()]
+        cv.predictions += [FigurePrediction(s, k, s.row.figures[k], v, "-") for k, v in r.today.items()]
     return cv
 
 
@@ -228,7 +236,7 @@ def leave_one_out(p: Prepared, kind: str, pull: float | Mapping[str, float] = LA
             t = design.data[i]
             f = t.recorded.figures[t.figure]
             cv.predictions.append(
-                Prediction(t.recorded.setup, t.figure, t.measured, f.of_seconds(seconds[i]), g)
+                FigurePrediction(t.recorded.setup, t.figure, t.measured, f.of_seconds(seconds[i]), g)
             )
     return cv
 
@@ -292,9 +300,9 @@ def bands(
     return out
 
 
-def band_keys(pr: Prediction) -> tuple[str, str, str]:
+def band_keys(pr: FigurePrediction) -> tuple[str, str, str]:
     """The regimes a prediction's band is looked up in, the narrowest first (StepModel.band's order)."""
-    e = engine_key(pr.engine)
+    e = registry_name(pr.engine)
     return (
         f"{e}|{pr.gpu_class}|{pr.group}|{batch_range(pr.batch)}",
         f"{e}|*|{pr.group}|*",

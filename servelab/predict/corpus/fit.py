@@ -1,6 +1,6 @@
 """Fit the step model's parameters to corpus rows: one procedure, the sibling of `calibrate`'s.
 
-Each row is replayed once (`harness.trace`, priced by the priors, so the replay knows nothing of any measurement)
+Each row is replayed once (`harness.pass_log`, priced by the priors, so the replay knows nothing of any measurement)
 and reduced to what the parameters multiply (`recorded.record`). With each pass on the memory or the compute
 side of its max, a step's time is linear in the parameters (predict/stepmodel.py), so every figure is
 `a · θ + idle`. The fit solves
@@ -40,7 +40,7 @@ ROUNDS = 12
 
 
 @dataclass(frozen=True)
-class Target:
+class MeasuredFigure:
     """One measured figure of one row, with the recorded replay that prices it."""
 
     recorded: Recorded
@@ -52,25 +52,25 @@ class Target:
         return self.recorded.figures[self.figure].seconds_of(self.measured)
 
 
-def targets(recorded: Recorded) -> list[Target]:
+def measured_figures(recorded: Recorded) -> list[MeasuredFigure]:
     return [
-        Target(recorded, name, value)
+        MeasuredFigure(recorded, name, value)
         for name, value in recorded.setup.row.figures.items()
         if name in recorded.figures
     ]
 
 
-def predicted(target: Target, model: StepModel) -> float:
+def predicted(target: MeasuredFigure, model: StepModel) -> float:
     """The figure `model` gives on the target's replay (its steps held, each pass's side chosen by `model`)."""
     return target.recorded.predict(target.figure, model)
 
 
 class Design:
-    """Every target's figure as `a(sides) · θ + idle`, for all targets at once: the recorded rows' groups and
+    """Every target's figure as `a(sides) · θ + idle`, for all measured figures at once: the recorded rows' groups and
     the targets' shares of them in flat arrays, so a model's sides and the matrix `a` are a few array
     operations (what makes a cross-validation fold cheap)."""
 
-    def __init__(self, data: Sequence[Target]) -> None:
+    def __init__(self, data: Sequence[MeasuredFigure]) -> None:
         if not data:
             raise ValueError("no corpus rows to fit")
         self.data = list(data)
@@ -108,7 +108,7 @@ class Design:
         return np.array([model.value(n) for n in self.names])
 
     def matrix(self, x: np.ndarray) -> np.ndarray:
-        """(targets, parameters): `a` with every group's side chosen by the parameter values `x`."""
+        """(measured figures, parameters): `a` with every group's side chosen by the parameter values `x`."""
         side = memory_side(self.groups, x[self.param][self.group_row])[self.entry_group]
         n = len(self.data)
         a = np.zeros((n, len(self.names)))
@@ -166,9 +166,9 @@ def nnls(a: np.ndarray, b: np.ndarray, iterations: int = 500) -> np.ndarray:
 class FitResult:
     model: StepModel
     rounds: int
-    rows: int  # targets fitted
+    rows: int  # measured figures fitted
     trimmed: int
-    median_relative: float  # over the fitted targets, in-sample
+    median_relative: float  # over the fitted measured figures, in-sample
 
 
 def fit_design(
@@ -179,7 +179,7 @@ def fit_design(
     note: str = "",
     pull: float | Mapping[str, float] = LAMBDA,
 ) -> FitResult:
-    """The parameter values that best explain the design's targets where `train` is True (module docstring;
+    """The parameter values that best explain the design's measured figures where `train` is True (module docstring;
     `pull`: the priors' weight λ, or λ per engine: a parameter's engine is its name's first word); parameters no
     training target touches keep their prior (left out)."""
     train = np.ones(len(design.data), dtype=bool) if train is None else train
@@ -233,12 +233,12 @@ def pull_of(pull: float | Mapping[str, float], name: str) -> float:
     return float(pull)
 
 
-def _figure(t: Target, seconds: float) -> float:
+def _figure(t: MeasuredFigure, seconds: float) -> float:
     return t.recorded.figures[t.figure].of_seconds(float(seconds))
 
 
-def fit_targets(
-    data: Sequence[Target],
+def fit_figures(
+    data: Sequence[MeasuredFigure],
     start: StepModel | None = None,
     *,
     note: str = "",

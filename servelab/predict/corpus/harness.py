@@ -3,7 +3,7 @@
 A row becomes a `Setup`: the model (the catalog, or `models.json`: the row's model name -> a catalog id or an
 architecture file in `models/` with its Hugging Face config URL), the GPU from the catalog, a plan of the row's
 engine, format, KV dtype and tensor parallelism (`plan/make.py`), the roofline of that plan
-(`predict/machine.py`) and the step model's regime (`predict/stepmodel.py`). Then `trace(setup, model)` runs
+(`predict/machine.py`) and the step model's regime (`predict/stepmodel.py`). Then `pass_log(setup, model)` runs
 the workload the row measured:
 
 - a row of an engine's own benchmark tool (llama-bench, llama-batched-bench: `pp_tok_s` / `tg_tok_s`): the timed
@@ -13,7 +13,7 @@ the workload the row measured:
   client sends the next after virtual_ladder.CLIENT_TURNAROUND_S), or arrivals at `request_rate` (Poisson, seeded),
   `num_prompts` requests of the row's prompt / output lengths, no shared prefixes (the random dataset).
 
-A `Trace` lists every pass's bytes (weights, KV) and FLOPs (matmul, attention), its all-reduce time, each step's
+A `PassLog` lists every pass's bytes (weights, KV) and FLOPs (matmul, attention), its all-reduce time, each step's
 tokens and layers, and each figure as a weighted sum of step times plus idle time (a TTFT the steps from its
 arrival to its first token, partial steps by their overlap; a median the middle request or two). With the step
 model's parameters the figures follow; with each pass's side of its max fixed they are linear in the
@@ -225,11 +225,11 @@ def _plan_flags(row: Measurement, engine: str) -> dict[str, object]:
     }
 
 
-# --- the trace -----------------------------------------------------------------------------------------------
+# --- the pass log ---------------------------------------------------------------------------------------------
 
 
 @dataclass
-class Figure:
+class StepFigure:
     """One figure as the steps give it: time = Σ shares x step times + idle; a rate is count / time."""
 
     name: str
@@ -252,13 +252,13 @@ class Figure:
         return self.of_seconds(self.seconds(step_s))
 
 
-def _whole(name: str, first: int, last: int, count: float) -> Figure:
+def _whole(name: str, first: int, last: int, count: float) -> StepFigure:
     """A figure of every step in [first, last) at full share and no idle time (llama-bench's timed passes)."""
-    return Figure(name, np.arange(first, last), np.ones(last - first), 0.0, count)
+    return StepFigure(name, np.arange(first, last), np.ones(last - first), 0.0, count)
 
 
 @dataclass
-class Trace:
+class PassLog:
     """Every pass of a row's replay and its figures."""
 
     # (P, 6): weight bytes, KV + state bytes, matmul FLOPs, attention FLOPs, all-reduce s, prompt matmul FLOPs (of
@@ -266,7 +266,7 @@ class Trace:
     passes: np.ndarray
     pass_step: np.ndarray  # (P,) the step of each pass
     step_tokens: np.ndarray  # (S,)
-    figures: dict[str, Figure]
+    figures: dict[str, StepFigure]
     refused: int = 0
 
     @property
@@ -275,7 +275,7 @@ class Trace:
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Recorder(Roofline):
+class _PassRecorder(Roofline):
     """The roofline that lists each pass's raw quantities."""
 
     rows: list[tuple[int, float, float, float, float, float, float]] = field(default_factory=list)
@@ -328,10 +328,10 @@ class _Recorder(Roofline):
         return times
 
 
-def _recorder(base: Roofline) -> _Recorder:
+def _recorder(base: Roofline) -> _PassRecorder:
     from dataclasses import fields
 
-    return _Recorder(**{f.name: getattr(base, f.name) for f in fields(Roofline)})
+    return _PassRecorder(**{f.name: getattr(base, f.name) for f in fields(Roofline)})
 
 
 def rates_for(s: Setup, model: StepModel | None) -> AchievedRates:
@@ -345,7 +345,7 @@ def rates_for(s: Setup, model: StepModel | None) -> AchievedRates:
     return model.rates(s.regime, s.gpu, s.layers)
 
 
-def trace(s: Setup, model: StepModel | None) -> Trace:
+def pass_log(s: Setup, model: StepModel | None) -> PassLog:
     """Replay the row's workload priced by `model` (None: the plan's figures) and list its passes."""
     base = roofline(s.plan, s.model, s.gpu, rates_for(s, model))
     rec = _recorder(base)
@@ -355,14 +355,14 @@ def trace(s: Setup, model: StepModel | None) -> Trace:
     else:
         figures, refused = _serving(s, rec)
     rows = np.array(rec.rows, dtype=float).reshape(-1, 7)
-    return Trace(rows[:, 1:], rows[:, 0].astype(int), np.array(rec.tokens, dtype=float), figures, refused)
+    return PassLog(rows[:, 1:], rows[:, 0].astype(int), np.array(rec.tokens, dtype=float), figures, refused)
 
 
-def _bench(s: Setup, rec: _Recorder) -> dict[str, Figure]:
+def _bench(s: Setup, rec: _PassRecorder) -> dict[str, StepFigure]:
     """An engine's own benchmark tool (llama-bench, llama-batched-bench): the timed steps its `bench_replay`
     says the tool runs, priced in order; each figure is its tokens over those steps."""
     replay = registry.get_engine(s.row.engine).bench_replay
-    w, out = s.row.workload, dict[str, Figure]()
+    w, out = s.row.workload, dict[str, StepFigure]()
     if replay is None:
         return out
     bench = BenchWorkload(_client(s.row), w.prompt_tokens, w.output_tokens, w.depth, w.batch or 1)
@@ -378,7 +378,7 @@ def _bench(s: Setup, rec: _Recorder) -> dict[str, Figure]:
     return out
 
 
-def _serving(s: Setup, rec: _Recorder) -> tuple[dict[str, Figure], int]:
+def _serving(s: Setup, rec: _PassRecorder) -> tuple[dict[str, StepFigure], int]:
     """A serving benchmark's load on the emulated engine: the figures over all its requests."""
     w = s.row.workload
     engine = emulated_engine(s.plan, s.model, s.gpu, rates=rec.rates)
@@ -413,7 +413,7 @@ def requests_emulated(row: Measurement) -> int:
 
 
 def _drive(
-    scheduler: object, rec: _Recorder, requests: list[Request], scheduled: list[float], limit: int
+    scheduler: object, rec: _PassRecorder, requests: list[Request], scheduled: list[float], limit: int
 ) -> tuple[list[tuple[float, float]], list[Sequence], int]:
     """The client and the engine in virtual time: request i is sent at max(its schedule, a free client);
     each step's (start, end) and the finished sequences (arrival stamped in `Request.arrival_s`)."""
@@ -460,7 +460,9 @@ def _drive(
     return spans, done, refused
 
 
-def _keep_ran(rec: _Recorder, first: int, start: float, end: float, spans: list[tuple[float, float]]) -> None:
+def _keep_ran(
+    rec: _PassRecorder, first: int, start: float, end: float, spans: list[tuple[float, float]]
+) -> None:
     """The spans of the steps one `EngineLoop.step` ran (a run of repeated decodes stops where the emulator
     stopped it: the steps the recorder listed past `end` are dropped)."""
     t = start
@@ -484,7 +486,7 @@ class _Spans:
 
     def overlap(
         self, name: str, t0: np.ndarray, t1: np.ndarray, factors: np.ndarray, divisor: float = 1.0
-    ) -> Figure:
+    ) -> StepFigure:
         """Σ_i factors[i] x (the steps overlapping [t0[i], t1[i]], each weighted by the share of it inside, and
         the idle time left) as one figure."""
         t0, t1, factors = np.atleast_1d(t0), np.atleast_1d(t1), np.atleast_1d(factors)
@@ -503,7 +505,7 @@ class _Spans:
         steps = np.nonzero(weights > 1e-15)[0]
         shares = weights[steps]
         idle = float(factors @ (t1 - t0)) - float(shares @ self.durations[steps])
-        return Figure(name, steps, shares, max(0.0, idle), divisor=divisor)
+        return StepFigure(name, steps, shares, max(0.0, idle), divisor=divisor)
 
     def _share(self, k: np.ndarray, t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
         """The share of steps `k` inside [t0, t1]."""
@@ -521,7 +523,7 @@ def _mid(values: list[tuple[float, int]]) -> list[int]:
 
 def _serving_figures(
     spans: list[tuple[float, float]], done: list[Sequence], n: int, prompt: int
-) -> dict[str, Figure]:
+) -> dict[str, StepFigure]:
     if not done or not spans:
         return {}
     sp = _Spans(spans)
@@ -573,10 +575,10 @@ def _serving_figures(
     return out
 
 
-# --- pricing a trace -----------------------------------------------------------------------------------------
+# --- pricing a pass log ---------------------------------------------------------------------------------------
 
 
-def step_times(t: Trace, e: AchievedRates) -> np.ndarray:
+def step_times(t: PassLog, e: AchievedRates) -> np.ndarray:
     """Each step's seconds under `e` (the step model's pass rule; the same as Roofline.step_s)."""
     p = t.passes
     if e.split:
@@ -594,7 +596,7 @@ def step_times(t: Trace, e: AchievedRates) -> np.ndarray:
     return out + e.step_overhead_s + e.token_overhead_s * t.step_tokens
 
 
-def figures(t: Trace, e: AchievedRates) -> dict[str, float]:
+def figures(t: PassLog, e: AchievedRates) -> dict[str, float]:
     times = step_times(t, e)
     return {name: f.value(times) for name, f in t.figures.items()}
 
@@ -604,7 +606,7 @@ PredictFn = Callable[[Setup], dict[str, float]]
 
 def predict_row(s: Setup, model: StepModel | None) -> dict[str, float]:
     """The row's figures predicted with `model` (None: today's plan figures): a full replay priced by it."""
-    t = trace(s, model)
+    t = pass_log(s, model)
     return {k: v for k, v in figures(t, rates_for(s, model)).items() if k in s.row.figures}
 
 
@@ -612,4 +614,4 @@ def mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
-__all__ = ["Setup", "Trace", "figures", "median", "predict_row", "setup", "step_times", "trace"]
+__all__ = ["PassLog", "Setup", "figures", "median", "pass_log", "predict_row", "setup", "step_times"]

@@ -1,7 +1,7 @@
 """A row's replay reduced, once, to what the step model's parameters multiply.
 
 The step model is linear in its parameters once each pass's side of its max (memory or compute) is known
-(predict/stepmodel.py). So a replay (`harness.trace`, run once per row at the priors) is kept as:
+(predict/stepmodel.py). So a replay (`harness.pass_log`, run once per row at the priors) is kept as:
 
 - its passes in *groups*: passes whose five times at the card's peaks (weight bytes, KV and state bytes, decode
   and prompt matmul FLOPs, attention FLOPs) each agree within a factor e^GROUP_EPS fall in one group, and a group
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from servelab.predict.corpus.harness import Setup, Trace
+from servelab.predict.corpus.harness import PassLog, Setup
 from servelab.predict.stepmodel import ATTENTION_UNIT, StepModel
 
 # the parameters' roles (Regime.names()); the first seven multiply a side of a pass, the last four do not
@@ -115,7 +115,7 @@ def memory_side(groups: np.ndarray, values: np.ndarray) -> np.ndarray:
     return memory >= compute
 
 
-def peak_seconds(s: Setup, t: Trace) -> np.ndarray:
+def peak_seconds(s: Setup, t: PassLog) -> np.ndarray:
     """(P, COLUMNS) each pass's weight and KV bytes over the card's bandwidth, decode and prompt matmul FLOPs over
     its math units' peak, attention FLOPs over its 16-bit peak."""
     bw = s.gpu.bandwidth_bytes_s
@@ -144,7 +144,7 @@ def _group_of(seconds: np.ndarray) -> tuple[np.ndarray, int]:
     return index, int(index.max()) + 1
 
 
-def record(s: Setup, t: Trace, today: dict[str, float] | None = None) -> Recorded:
+def record(s: Setup, t: PassLog, today: dict[str, float] | None = None) -> Recorded:
     """The row's replay `t` reduced to its groups and figures."""
     seconds = peak_seconds(s, t)
     group, count = _group_of(seconds)

@@ -25,16 +25,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from servelab.engines.registry import registry_name
 from servelab.predict.corpus.crossval import (
     CrossValidation,
-    Prediction,
+    FigurePrediction,
     Prepared,
     band_coverage,
     fold_key,
     leave_one_out,
     med,
 )
-from servelab.predict.stepmodel import StepModel, engine_key, prior_model
+from servelab.predict.stepmodel import StepModel, prior_model
 
 PULLS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
 QUANTILES = ((0.1, 0.9), (0.075, 0.925), (0.05, 0.95), (0.025, 0.975), (0.0, 1.0))
@@ -82,11 +83,11 @@ class Selection:
         return StepModel(keep, model.provenance, model.bands)
 
 
-def _by_engine(predictions: Sequence[Prediction]) -> dict[str, dict[str, list[float]]]:
+def _by_engine(predictions: Sequence[FigurePrediction]) -> dict[str, dict[str, list[float]]]:
     """engine -> figure group (and "all") -> |errors|."""
     out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for pr in predictions:
-        e = engine_key(pr.engine)
+        e = registry_name(pr.engine)
         out[e][pr.group].append(abs(pr.error))
         out[e]["all"].append(abs(pr.error))
     return out
@@ -102,7 +103,7 @@ def at_priors(p: Prepared, kind: str) -> CrossValidation:
     for i, t in enumerate(design.data):
         f = t.recorded.figures[t.figure]
         s = t.recorded.setup
-        cv.predictions.append(Prediction(s, t.figure, t.measured, f.of_seconds(seconds[i]), key(s)))
+        cv.predictions.append(FigurePrediction(s, t.figure, t.measured, f.of_seconds(seconds[i]), key(s)))
     return cv
 
 
@@ -136,9 +137,9 @@ def shipped_cv(p: Prepared, selection: Selection, kind: str) -> CrossValidation:
         runs = {e: joint for e in selection.choices}
     fitted = selection.fitted
     cv = CrossValidation(kind)
-    cv.predictions = [pr for pr in at_priors(p, kind).predictions if engine_key(pr.engine) not in fitted]
+    cv.predictions = [pr for pr in at_priors(p, kind).predictions if registry_name(pr.engine) not in fitted]
     for engine in sorted(fitted):
-        cv.predictions += [pr for pr in runs[engine].predictions if engine_key(pr.engine) == engine]
+        cv.predictions += [pr for pr in runs[engine].predictions if registry_name(pr.engine) == engine]
     return cv
 
 
