@@ -11,9 +11,11 @@ and writes the estimate as
     p x largest size x layers x hidden size + graph-equivalents x (attention layers x a + recurrent layers x r)
 (the first capture's pool activations at its size, then one graph per graph-equivalent, 1 + sum over modes of
 (graphs - 1)), plus what the source states outright: FlashInfer's decode workspace in the first FULL capture
-(memory.graph_parts; then that capture is the largest, so its size is the pool's). The three unknowns are solved by least squares on the relative error (each case's row divided by
-its printed figure: a 0.08 GiB case weighs as much as a 1.32 GiB one). A case whose `left_out` names the estimate
-(the GB10's unified memory) is not used. Leave-one-case-out: the fit without the case, applied to the case. Pure
+(memory.graph_parts), which reuses the PIECEWISE first capture's activations (graphs.first_captures; where it is
+the largest, its pool term is the FULL sizes beyond the PIECEWISE ones, none in vLLM's own counts). The three
+unknowns are solved by least squares on the relative error (each case's row divided by its printed figure: a
+0.08 GiB case weighs as much as a 1.32 GiB one). A case whose `left_out` names the estimate (the GB10's unified
+memory, the GGUF case's kernels) is not used. Leave-one-case-out: the fit without the case, applied to the case. Pure
 arithmetic on recorded text: no GPU, no network.
 """
 
@@ -31,7 +33,7 @@ import numpy
 
 from servelab.engines.vllm import graphs, memory
 from servelab.engines.vllm.settings import VllmSettings, compilation
-from servelab.model.spec import LayerKind
+from servelab.model.spec import LayerKind, ModelSpec
 from tests.real_logs import Case, case_gpu, case_model, load_cases, run_plan
 
 FIGURE = "cuda_graph_estimated_gib"
@@ -85,7 +87,7 @@ def row(case: Case) -> Row:
     counts, workspace = case_parts(case)
     recurrent = model.count(LayerKind.LINEAR_ATTENTION) + model.count(LayerKind.MAMBA)
     equivalents = graphs.graph_equivalents(counts)
-    largest = counts["FULL"][1] if workspace else graphs.largest_capture(counts)
+    largest, known = first_capture_terms(model, counts, workspace)
     return Row(
         case=case.name,
         counts=graphs.counts_line(counts),
@@ -93,8 +95,22 @@ def row(case: Case) -> Row:
         attention=float(equivalents * (model.num_layers - recurrent)),
         recurrent=float(equivalents * recurrent),
         printed=float(case.data["expected"][FIGURE]) * GIB,
-        known=float(workspace),
+        known=float(known),
     )
+
+
+def first_capture_terms(
+    model: ModelSpec, counts: dict[str, tuple[int, int]], workspace: int
+) -> tuple[int, int]:
+    """(the size whose pool activations the largest first capture holds, the bytes it holds besides them) for
+    the linear fit: the largest of graphs.first_captures at the shipped figures. The FULL first capture holds the
+    workspace and only the activations beyond the PIECEWISE one's (graphs.first_captures)."""
+    firsts = graphs.first_captures(model, counts, workspace)
+    mode = list(counts)[firsts.index(max(firsts))]
+    piecewise = counts["PIECEWISE"][1] if "PIECEWISE" in counts else 0
+    if mode == "FULL":
+        return max(0, counts["FULL"][1] - piecewise), workspace
+    return counts[mode][1], 0
 
 
 def rows() -> list[Row]:

@@ -175,7 +175,8 @@ def _kv_dtype(value: object) -> str | None:
 
 # Releases of the cases that print no version line, read off what their notes name. vLLM: the source file line
 # numbers of a release (gpu_worker.py:276 is v0.10.1's, gpu_worker.py:298 v0.11.0's), the V0 log format of
-# v0.6.4-v0.6.6, the month of the thread (July 2025: v0.9.2/v0.10.0). sglang: the date of the thread between two
+# v0.6.4-v0.6.6, the month of the thread (July 2025: v0.9.2/v0.10.0), a PR branch's base (vllm PR 39559: its "before" run prints
+# 0.19.1rc1.dev122, and its graph lines sit 38 lines below the v0.19.1 wheel's 5876/5955). sglang: the date of the thread between two
 # release wheels (main of 2025-03-25 lies between 0.4.4.post1 of 2025-03-14 and 0.4.4.post4 of 2025-04-05, which
 # set the same default; July 2025 is 0.4.9.x). llama.cpp: every case without a build line is dated 2025 or
 # earlier (the one late-2025 case offloads every layer, so -ngl's reading does not matter to it), so before b7470
@@ -194,6 +195,7 @@ VERSION_FROM_NOTES = {
     "vllm/v0-0.8-qwen3-30b-a3b-w4a16-rtx3090-seqs8": "0.8.5",
     "vllm/v0-0.6-llama3-8b-tp1-80gb-profile": "0.6.5",
     "vllm/v0-0.6-llama3-8b-tp2-80gb-profile": "0.6.5",
+    "vllm/qwen3.5-35b-a3b-gguf-iq2xxs-24gb-v019-pr39559-graphs": "0.19.1",
     "sglang/llama-3.1-8b-fa3-h100": "0.4.4.post1",
     "sglang/qwen3-235b-a22b-fp8-tp4-h100": "0.4.9.post2",
     "llamacpp/deepseek-r1-distill-qwen-7b-f16-kv": EARLY_BUILD,

@@ -226,9 +226,9 @@ def test_an_asked_attention_backend_decides_the_workspace() -> None:
         model, gpu, engine="vllm", context=16384, engine_version="0.21.0", attention_backend="FLASHINFER"
     )
     extra = int(str(flashinfer.details["cuda_graph_bytes"])) - int(str(default.details["cuda_graph_bytes"]))
-    # the FULL first capture (256, with the 394 MiB) now outweighs the PIECEWISE one (512)
-    pool = graphs.first_capture_pool_bytes
-    assert extra == graphs.FLASHINFER_WORKSPACE_BYTES + pool(model, 256) - pool(model, 512)
+    # the FULL first capture (the 394 MiB; its activations at 256 reuse the PIECEWISE capture's at 512) now
+    # outweighs the PIECEWISE one (512)
+    assert extra == graphs.FLASHINFER_WORKSPACE_BYTES - graphs.first_capture_pool_bytes(model, 512)
     assert flashinfer.command[-2:] == ("--attention-backend", "FLASHINFER")
     assert default.details["kv_budget_bytes"] - flashinfer.details["kv_budget_bytes"] == extra
 
@@ -241,7 +241,30 @@ def test_trtllm_and_xqa_decode_charge_the_global_buffer_once() -> None:
     bf16 = cuda_graph_bytes(model, 4, 32768, compute_capability="9.0", version="0.26.0")  # FlashAttention
     xqa = cuda_graph_bytes(model, 4, 32768, compute_capability="9.0", **kw)  # type: ignore[arg-type]
     native = cuda_graph_bytes(model, 4, 32768, compute_capability="9.0", **{**kw, "version": "0.24.0"})  # type: ignore[arg-type]
-    pool = graphs.first_capture_pool_bytes
-    step = pool(model, 4) - pool(model, 8)  # the FULL first capture (4) outweighs the PIECEWISE one (8)
+    # the FULL first capture (the buffer; its activations at 4 reuse the PIECEWISE capture's at 8) outweighs the
+    # PIECEWISE one (8)
+    step = -graphs.first_capture_pool_bytes(model, 8)
     assert xqa - bf16 == graphs.FLASHINFER_WORKSPACE_BYTES + step
     assert native - bf16 == 2 * graphs.FLASHINFER_WORKSPACE_BYTES + step  # v0.24: its own decode, per group
+
+
+def test_the_full_first_capture_reuses_the_piecewise_activations() -> None:
+    """gpu_model_runner.py `profile_cudagraph_memory` (v0.19.1 5896-5926): one `empty_cache`, then the PIECEWISE
+    captures before the FULL ones (cudagraph_dispatcher.py `get_capture_descs`) in one profiling pool, each
+    capture's free-memory drop measured. The FULL first capture's warm-up and graph reuse what the PIECEWISE first
+    capture left cached and released (CUDAGraphWrapper's `weak_ref_tensors`), so it adds only the activations
+    beyond those and what is new to it (FlashInfer's workspace); FULL alone pays its activations."""
+    model = catalog_model("Qwen/Qwen3.5-27B")
+    pool = graphs.first_capture_pool_bytes
+    workspace = graphs.FLASHINFER_WORKSPACE_BYTES
+    both = {"PIECEWISE": (51, 512), "FULL": (35, 256)}
+    assert graphs.first_captures(model, both) == [pool(model, 512), 0]
+    assert graphs.first_captures(model, both, workspace) == [pool(model, 512), workspace]
+    wider_full = {
+        "PIECEWISE": (3, 16),
+        "FULL": (4, 32),
+    }  # not a count vLLM makes (FULL sizes are PIECEWISE ones)
+    assert graphs.first_captures(model, wider_full)[1] == pool(model, 32) - pool(model, 16)
+    assert graphs.first_captures(model, {"FULL": (35, 256)}, workspace) == [pool(model, 256) + workspace]
+    per_graph = graphs.bytes_per_graph(model)
+    assert graphs.estimate_bytes(model, both, workspace) == max(pool(model, 512), workspace) + 85 * per_graph

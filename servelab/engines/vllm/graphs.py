@@ -11,7 +11,10 @@ What the source fixes (read in vllm `vllm/config/vllm.py` `_set_cudagraph_sizes`
   (1 + speculative tokens); FULL_AND_PIECEWISE (the V1 default) both; FULL and FULL_DECODE_ONLY only the FULL
   set (FULL over every size); NONE and --enforce-eager none.
 - the estimate: per mode, the first capture (the largest) and the second are measured; estimate = the largest
-  first capture over the modes + the sum over modes of (graphs - 1) x max(second capture, 1 MiB).
+  first capture over the modes + the sum over modes of (graphs - 1) x max(second capture, 1 MiB). PIECEWISE is
+  captured before FULL, after one `empty_cache`, in one profiling pool, so the FULL first capture reuses the
+  activations the PIECEWISE one left (`first_captures`; v0.19.1 gpu_model_runner.py 5896-5926,
+  cudagraph_dispatcher.py `get_capture_descs`, compilation/cuda_graph.py `weak_ref_tensors` of each output).
 
 - FlashInfer's decode workspace (vllm#50780): where FlashInfer runs the attention with its own decode wrapper, the
   first FULL capture's warm-up builds the profiling attention builder's workspace inside the measured window
@@ -225,16 +228,32 @@ def first_capture_pool_bytes(model: ModelSpec, largest: int) -> int:
 
 
 def estimate_bytes(model: ModelSpec, counts: dict[str, tuple[int, int]], full_workspace: int = 0) -> int:
-    """profile_cudagraph_memory's sum: the largest first capture over the modes (its pool activations plus one
-    graph; the FULL one also holds `full_workspace`, what its warm-up allocates and keeps, FlashInfer's decode
-    workspace) plus (graphs - 1) x one graph in each mode."""
+    """profile_cudagraph_memory's sum: the largest first capture over the modes (`first_captures`: its pool
+    activations plus one graph; the FULL one holds `full_workspace`, what its warm-up allocates and keeps,
+    FlashInfer's decode workspace) plus (graphs - 1) x one graph in each mode."""
     if not counts:
         return 0
-    firsts = [
-        first_capture_pool_bytes(model, largest) + (full_workspace if mode == "FULL" else 0)
-        for mode, (_, largest) in counts.items()
-    ]
-    return max(firsts) + graph_equivalents(counts) * bytes_per_graph(model)
+    return max(first_captures(model, counts, full_workspace)) + graph_equivalents(counts) * bytes_per_graph(
+        model
+    )
+
+
+def first_captures(
+    model: ModelSpec, counts: dict[str, tuple[int, int]], full_workspace: int = 0
+) -> list[int]:
+    """What each mode's first capture adds to the free-memory drop, in vLLM's order (PIECEWISE, then FULL:
+    cudagraph_dispatcher.py `get_capture_descs`). The FULL one runs after the PIECEWISE captures in the same
+    profiling pool, whose activations its graph capture reuses (CUDAGraphWrapper releases each output to the pool,
+    `weak_ref_tensors`), as its eager warm-up reuses the blocks the caching allocator kept from the PIECEWISE
+    warm-up (one `empty_cache` before all the captures): so it adds only the activations beyond the PIECEWISE
+    first capture's, plus what is new to it, FlashInfer's workspace (`full_workspace`)."""
+    piecewise = counts.get("PIECEWISE")
+    earlier = first_capture_pool_bytes(model, piecewise[1]) if piecewise else 0
+    firsts = []
+    for mode, (_, largest) in counts.items():
+        pool = first_capture_pool_bytes(model, largest)
+        firsts.append(max(0, pool - earlier) + full_workspace if mode == "FULL" else pool)
+    return firsts
 
 
 def counts_line(counts: dict[str, tuple[int, int]]) -> str:
