@@ -30,7 +30,9 @@ class OutputReserve:
     remaining prompt plus min(its output left, `clip_tokens`) is below the pool's free and evictable tokens less,
     for each running sequence, the prompt it has yet to hold plus min(its output left, `clip_tokens`) times the
     new-token ratio. The ratio starts at `initial_ratio`, falls by (initial - least) / `decay_steps` each decode
-    step to `least_ratio`, and is back at `initial_ratio` after a decode step that preempted."""
+    step to `least_ratio`, and is back at `initial_ratio` after a decode step that preempted. Once the test
+    refuses a request, no admission is tried until a running sequence finishes or is preempted (sglang marks the
+    running batch full on NO_TOKEN and clears the mark when the batch shrinks)."""
 
     clip_tokens: int
     initial_ratio: float
@@ -73,6 +75,7 @@ class ContinuousBatching:
             None  # the sequence `steady` let repeat, its tokens then
         )
         self.preempted = 0  # preemptions so far
+        self.full = False  # the reserve refused an admission: none is tried until a sequence leaves
         self._gone: set[int] = set()  # request ids preempted during the current `_running` pass
 
     def add(self, seq: Sequence) -> str | None:
@@ -93,6 +96,7 @@ class ContinuousBatching:
         self.pool.register(seq)
         self.pool.release(seq)
         self.running.remove(seq)
+        self.full = False
 
     def steady(self, step: Step) -> int:
         works = step.works
@@ -178,13 +182,15 @@ class ContinuousBatching:
         works[:] = [w for w in works if w.seq is not seq]
         seq.computed, seq.preemptions = 0, seq.preemptions + 1
         self.preempted += 1
+        self.full = False
         self._gone.add(seq.request.rid)
         self.waiting.appendleft(seq)
 
-    def _can_admit(self, ahead: int = 0, owed: float | None = None) -> bool:
+    def _can_admit(self, ahead: int = 0, owed: float | None = None, *, attempt: bool = False) -> bool:
         """Whether the first waiting request may join now (`ahead`: or after that many decode steps at most,
         the reserve's most hopeful bound: the pool as now, each output that much shorter, the ratio at its
-        least; `owed`: the reserve's sum over the running sequences, when the caller keeps it)."""
+        least; `owed`: the reserve's sum over the running sequences, when the caller keeps it). An `attempt`
+        the reserve refuses marks the batch full (`OutputReserve`)."""
         s = self.settings
         if not self.waiting or len(self.running) >= s.max_running:
             return False
@@ -193,13 +199,17 @@ class ContinuousBatching:
         r = s.reserve
         if r is None:
             return True
+        if self.full:
+            return False
         owed = self._owed(r, ahead) if owed is None else owed
         seq, pool = self.waiting[0], self.pool
         hit = len(pool.cached_blocks(seq)) * pool.block_tokens
         need = seq.tokens - hit + min(seq.request.output_tokens - seq.generated, r.clip_tokens)
-        return (
+        fits = (
             need < pool.available() * pool.block_tokens - owed
         )  # sglang's `total_tokens < rem_total_tokens`
+        self.full = attempt and not fits
+        return fits
 
     def _owed(self, r: OutputReserve, ahead: int = 0) -> float:
         """What the running sequences are owed (`OutputReserve`), `ahead` decode steps on at the least ratio."""
@@ -233,7 +243,7 @@ class ContinuousBatching:
         works = []
         r = self.settings.reserve
         owed = self._owed(r) if r else None  # kept as requests join: one pass over the running per step
-        while budget > 0 and self._can_admit(owed=owed):
+        while budget > 0 and self._can_admit(owed=owed, attempt=True):
             seq = self.waiting[0]
             hit = len(self.pool.cached_blocks(seq)) * self.pool.block_tokens
             cached = self.pool.admit(seq, hit + min(seq.tokens - hit, budget), self.settings.state_blocks)

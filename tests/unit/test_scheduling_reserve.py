@@ -124,3 +124,16 @@ def test_the_burst_of_100_long_prompts_replays_through_sglangs_scheduler() -> No
     assert t.refused == 0
     assert t.step_tokens.sum() >= 100 * (32000 + 99)  # every prompt and output computed at least once
     assert set(t.figures) >= {"ttft_ms_median", "tpot_ms_median", "output_tok_s"}
+
+
+def test_after_a_refusal_no_admission_is_tried_until_a_sequence_leaves() -> None:
+    """sglang marks the running batch full when the reserve refuses a request and tries again only once the batch
+    shrinks. Three prompts of 100 tokens with 600 to generate, a 1,720-token pool: the third needs 700 and sees
+    1,720 - 200 - 2 x 600 x 0.7 = 680 at first (refused); some 30 decode steps later the test alone would let it
+    in (the ratio falls faster than the two decodes fill the pool), then outgrow the pool and preempt. With the
+    mark it waits for the first to finish, and nothing is preempted."""
+    engine = prefill_only(RESERVE, total_blocks=1_720, token_budget=256)
+    done = emulate(engine, roofline(), burst(3, 100, 600), max_steps=MAX_STEPS)
+    seqs = sorted((o.seq for o in done), key=lambda s: s.request.rid)
+    assert seqs[2].first_token_s > min(s.token_times[-1] for s in seqs[:2])
+    assert engine.preempted == 0 and not engine.full
