@@ -33,6 +33,7 @@ def test_each_reader_turns_its_own_words_into_its_settings() -> None:
     assert sglang.settings(["--max-mamba-cache-size", "8", "--mem-fraction-static", "0.8"]) == SglangSettings(
         mem_fraction_static=0.8, max_mamba_cache_size=8
     )
+    assert sglang.settings(["--disable-radix-cache"]) == SglangSettings(disable_radix_cache=True)
     assert given(VllmSettings(max_num_seqs=64)) == {"max_num_seqs": 64}
 
 

@@ -46,6 +46,7 @@ FLAGS = (
     Flag(("--chunked-prefill-size",), "chunked_prefill_size"),
     Flag(("--ep-size", "--ep", "--expert-parallel-size"), "ep_size"),
     Flag(("--disable-cuda-graph",), "disable_cuda_graph", value=True),
+    Flag(("--disable-radix-cache",), "disable_radix_cache", value=True),
     Flag(("--host",), "host"),
     Flag(("--port",), "port"),
 )
@@ -88,6 +89,7 @@ class SglangLaunch:
     chunked_prefill_size: int | None = None
     ep_size: int | None = None
     disable_cuda_graph: bool | None = None
+    disable_radix_cache: bool | None = None
     host: str | None = None
     port: int | None = None
 
@@ -125,6 +127,7 @@ def parse(argv: list[str], environment: dict[str, str] | None = None) -> SglangL
         chunked_prefill_size=to_int(found, "chunked_prefill_size", "--chunked-prefill-size"),
         ep_size=to_int(found, "ep_size", "--ep-size"),
         disable_cuda_graph=True if found.get("disable_cuda_graph") else None,
+        disable_radix_cache=True if found.get("disable_radix_cache") else None,
         host=found.get("host"),
         port=to_int(found, "port", "--port"),
     )
@@ -150,6 +153,7 @@ def engine_settings(launch: SglangLaunch, *, speculative: bool = True) -> Sglang
         chunked_prefill_size=launch.chunked_prefill_size,
         ep_size=launch.ep_size,
         disable_cuda_graph=bool(launch.disable_cuda_graph),
+        disable_radix_cache=bool(launch.disable_radix_cache),
         **drafts,
     )
 
@@ -272,6 +276,8 @@ def command(
         argv += ["--ep-size", str(own.ep_size)]
     if own.disable_cuda_graph:
         argv.append("--disable-cuda-graph")
+    if own.disable_radix_cache:
+        argv.append("--disable-radix-cache")
     if own.speculative_algorithm is not None:
         argv += own_speculative_flags(own)
     elif speculative is not None:

@@ -36,6 +36,7 @@ def plan(model: ModelSpec, gpu: GPU, s: PlanSettings[SglangSettings]) -> EngineF
         mem_fraction_static=s.engine.mem_fraction_static,
         max_running_requests=running,
         max_mamba_cache_size=s.engine.max_mamba_cache_size,
+        disable_radix_cache=s.engine.disable_radix_cache,
         chunked_prefill_size=s.engine.chunked_prefill_size,
         speculative_draft_layers=spec.draft_attention_layers(model) if spec else 0,
         speculative=spec is not None,

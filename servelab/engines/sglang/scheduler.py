@@ -8,19 +8,28 @@ running request; the radix cache reuses any shared prefix token by token (left o
 which the emulator keeps in RADIX_UNIT-token blocks: a sequence's KV is rounded up, a cache hit down, to a whole
 unit (fewer than 16 tokens either way, against pools of 10^5 tokens and more), so a step costs per 16 tokens,
 not per token.
+A waiting request is admitted only when the pool holds its whole prompt and its output (clipped to
+CLIP_MAX_NEW_TOKENS) besides the outputs the running requests are owed, times the new-token ratio
+(`PrefillAdder.add_one_req`, `rem_total_tokens`; the ratio's start, floor and decay from the scheduler's
+`init_new_token_ratio`): `OUTPUT_RESERVE`.
 When decode runs out of tokens, requests are retracted and computed again (`retract_decode`). Sources:
-https://docs.sglang.ai/advanced_features/server_arguments.html, docs/reference/memory.md §2.
+https://docs.sglang.ai/advanced_features/server_arguments.html, docs/reference/memory.md §2,
+docs/reference/sglang-scheduler.md §1.
 """
 
 from __future__ import annotations
 
 from servelab.engines.sglang.settings import SglangFigures
-from servelab.scheduling.continuous import ContinuousBatching, ContinuousSettings
+from servelab.scheduling.continuous import ContinuousBatching, ContinuousSettings, OutputReserve
 from servelab.scheduling.core import EngineSetup
 
 DEFAULT_CHUNKED_PREFILL = 4096  # the planner's prefill_chunk_tokens (servelab/engines/sglang/engine.py)
 DEFAULT_MAX_RUNNING = 4096
 RADIX_UNIT = 16  # tokens per emulated block of sglang's page-size-1 pool (the docstring above)
+# schedule_policy.py CLIP_MAX_NEW_TOKENS (SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION, 4096); the new-token ratio from
+# SGLANG_INIT_NEW_TOKEN_RATIO 0.7 x --schedule-conservativeness 1.0, floored at 0.14 of it
+# (SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR), reached in SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS 600 decode steps
+OUTPUT_RESERVE = OutputReserve(clip_tokens=4096, initial_ratio=0.7, least_ratio=0.7 * 0.14, decay_steps=600)
 
 
 def scheduler(setup: EngineSetup[SglangFigures]) -> ContinuousBatching:
@@ -37,6 +46,7 @@ def scheduler(setup: EngineSetup[SglangFigures]) -> ContinuousBatching:
             mixed=False,
             prefix_caching=not hybrid,
             speculation=setup.speculation,
+            reserve=OUTPUT_RESERVE,
         )
     )
 

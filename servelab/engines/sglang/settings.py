@@ -42,6 +42,11 @@ class SglangSettings:
     disable_cuda_graph: bool = setting(
         "--disable-cuda-graph", "no CUDA graphs (carried; the eager step cost is not priced yet)", False
     )
+    disable_radix_cache: bool = setting(
+        "--disable-radix-cache",
+        "no prefix cache: a hybrid's state pool is --parallel slots and each running request takes one",
+        False,
+    )
     speculative_algorithm: str | None = setting(
         "--speculative-algorithm", "EAGLE, EAGLE3, NEXTN (the model's MTP), NGRAM or STANDALONE"
     )
@@ -80,8 +85,12 @@ class SglangSettings:
             )
         check_whole(self.chunked_prefill_size, "--chunked-prefill-size", 1, MAX_CONTEXT, "tokens")
         check_whole(self.ep_size, "--ep-size", 1, MAX_GPUS, "GPUs")
-        if not isinstance(self.disable_cuda_graph, bool):
-            raise ConfigError(f"--disable-cuda-graph is a switch, got {self.disable_cuda_graph!r}")
+        for flag, switch in (
+            ("--disable-cuda-graph", self.disable_cuda_graph),
+            ("--disable-radix-cache", self.disable_radix_cache),
+        ):
+            if not isinstance(switch, bool):
+                raise ConfigError(f"{flag} is a switch, got {switch!r}")
         check_whole(self.speculative_num_steps, "--speculative-num-steps", 1, MAX_SPECULATIVE_TOKENS, "steps")
         check_whole(self.speculative_eagle_topk, "--speculative-eagle-topk", 1, MAX_PARALLEL, "branches")
         check_whole(

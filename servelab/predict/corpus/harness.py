@@ -73,6 +73,11 @@ WAVES = 3
 MIN_REQUESTS = 32
 OUTPUT_BUDGET = 400_000
 SEED = 0
+# the rows' flags (each engine's own name) that servelab's shared planning inputs take: the served context
+# (vLLM --max-model-len, sglang --context-length: `plan --context`) and the batch limit (vLLM --max-num-seqs,
+# sglang --max-running-requests: `plan --parallel`; each engine's cmdline.SHARED_FLAGS / Settings)
+CONTEXT_FLAGS = ("max_model_len", "context_length")
+BATCH_LIMIT_FLAGS = ("max_num_seqs", "max_running_requests")
 
 
 @dataclass(frozen=True)
@@ -161,8 +166,8 @@ def setup(row: Measurement) -> Setup | str:
     engine = registry.get_engine(row.engine).name
     w = row.workload
     need = w.depth + w.prompt_tokens + w.output_tokens + 16
-    stated = row.flags.get("max_model_len")
-    context = (int(stated) if isinstance(stated, int | float) else 0) or max(need, 4096)
+    stated = _stated(row, CONTEXT_FLAGS)
+    context = stated or max(need, 4096)
     context = max(need, min(context, model.max_context or context))
     try:
         plan = make_plan(
@@ -173,6 +178,7 @@ def setup(row: Measurement) -> Setup | str:
             context=context,
             kv_dtype=None if row.kv_dtype in ("f16", "bf16", "auto") else row.kv_dtype,
             gpus=_gpus(row, engine),
+            parallel=_stated(row, BATCH_LIMIT_FLAGS) or 1,
             **_plan_flags(row, engine),  # type: ignore[arg-type]
         )
     except ServelabError as exc:
@@ -202,6 +208,15 @@ def _unmodelled_parallelism(row: Measurement) -> str:
     return ""
 
 
+def _stated(row: Measurement, names: tuple[str, ...]) -> int:
+    """The first of the row's flags `names` it states as a whole number (0: none)."""
+    for name in names:
+        value = row.flags.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            return int(value)
+    return 0
+
+
 def _gpus(row: Measurement, engine: str) -> int:
     """The GPUs one replica runs on: llama.cpp splits layers over every GPU the row had (its TP is 1); vLLM and
     sglang over their tensor-parallel group (rows with pipeline stages or data-parallel replicas are skipped,
@@ -213,16 +228,20 @@ def _gpus(row: Measurement, engine: str) -> int:
 
 def _plan_flags(row: Measurement, engine: str) -> dict[str, object]:
     """The row's engine flags `make_plan` takes: every stated flag named like a field of the engine's own Settings
-    (its batch limits and memory shares), read through the registry so no knob is named here."""
+    (its batch limits, memory shares and switches), read through the registry so no knob is named here; a
+    number where the field takes one, a switch (true/false) where the field is a switch."""
     import dataclasses
 
     planner = registry.get_engine(engine).planner
-    fields = {f.name for f in dataclasses.fields(planner.settings_type)} if planner is not None else set()
-    return {
-        k: v
-        for k, v in row.flags.items()
-        if k in fields and isinstance(v, int | float) and not isinstance(v, bool) and v
+    if planner is None:
+        return {}
+    switches = {f.name for f in dataclasses.fields(planner.settings_type) if isinstance(f.default, bool)}
+    fields = {f.name for f in dataclasses.fields(planner.settings_type)}
+    numbers = {
+        k for k, v in row.flags.items() if isinstance(v, int | float) and not isinstance(v, bool) and v
     }
+    switched = {k for k, v in row.flags.items() if isinstance(v, bool)}
+    return {k: v for k, v in row.flags.items() if k in switches & switched or k in fields & numbers}
 
 
 # --- the pass log ---------------------------------------------------------------------------------------------
