@@ -116,6 +116,44 @@ def scaled(
     return value * lo, value * hi
 
 
+def figure_factors(
+    pricing: Pricing, figure: LevelFigure, batch: int
+) -> tuple[tuple[float, float], str] | None:
+    """The (lo, hi) factors of measured / predicted a level figure is expected within at `batch` sequences, and
+    the cross-validation group they came from: its groups' first band found, inverted where the figure is the
+    inverse of its group's; None without one."""
+    for group, inverse in figure.groups:
+        factors = scaled(1.0, pricing.band(group, batch), inverse)
+        if factors is not None:
+            return factors, group
+    return None
+
+
+# The band of a latency distribution's tail: the band of its median figure. The step model's error is an error in
+# the price of a step, and every latency of a level is a sum of steps, so it scales the tail as it scales the
+# median; the corpus holds medians and throughputs and cannot say more. A chunk gap is an inter-token gap; an
+# end-to-end latency is a TTFT and a decode, so it takes the envelope of both bands.
+TAIL_FIGURES: dict[str, tuple[str, ...]] = {
+    "ttft_ms": ("ttft_ms_p50",),
+    "tpot_ms": ("tpot_ms_p50",),
+    "itl_ms": ("itl_ms_p50",),
+    "chunk_gap_ms": ("itl_ms_p50",),
+    "e2e_ms": ("ttft_ms_p50", "tpot_ms_p50"),
+}
+
+
+def tail_factors(pricing: Pricing, metric: str, batch: int) -> tuple[float, float] | None:
+    """The (lo, hi) factors of any percentile of the latency distribution `metric` ("ttft_ms", …, TAIL_FIGURES);
+    None where its figures have no band (the plan's figures, a calibration, a figure cross-validation left too
+    few rows of)."""
+    by_key = {f.key: f for f in LEVEL_FIGURES}
+    found = [figure_factors(pricing, by_key[k], batch) for k in TAIL_FIGURES.get(metric, ())]
+    if not found or any(f is None for f in found):
+        return None
+    factors = [f[0] for f in found if f is not None]
+    return min(lo for lo, _ in factors), max(hi for _, hi in factors)
+
+
 def level_figures(stats: LevelStats, pricing: Pricing) -> dict[str, Any]:
     """A predicted level's figures with their bands and provenance, as the level keeps them (`predicted`)."""
     batch = level_batch(stats)
@@ -124,12 +162,9 @@ def level_figures(stats: LevelStats, pricing: Pricing) -> dict[str, Any]:
         value = f.value(stats)
         if value is None:
             continue
-        band, of = None, None
-        for group, inverse in f.groups:
-            band = scaled(value, pricing.band(group, batch), inverse)
-            if band is not None:
-                of = group
-                break
+        found = figure_factors(pricing, f, batch)
+        band = None if found is None else scaled(value, found[0])
+        of = None if found is None else found[1]
         figures[f.key] = {
             "value": value,
             "band": None if band is None else list(band),

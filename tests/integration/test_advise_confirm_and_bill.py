@@ -130,7 +130,8 @@ def test_a_wrong_advice_file_is_one_line(doc: dict, says: str, tmp_path: Path, c
 
 def test_with_a_fitted_step_model_the_goodput_carries_its_band(tmp_path: Path, monkeypatch, capsys) -> None:
     """The corpus fit's cross-validation band of "output tok/s" scales the front's goodput; the p99 latencies
-    get none (the corpus holds medians); the bill writes the band beside the figure."""
+    take their median figures' bands, and this model has none for them; the bill writes the band beside the
+    figure."""
     from servelab.predict.stepmodel import STEP_MODEL_ENV, StepModel
 
     model = StepModel({}, {"note": "test-made"}, {"*|*|output tok/s|*": (0.7, 1.2)})

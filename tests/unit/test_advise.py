@@ -186,6 +186,92 @@ def test_the_front_is_the_one_at_a_time_references(point: Planned, seed: int) ->
     assert [(id(a), id(b)) for a, b in verdict.dominated] == [(id(a), id(b)) for a, b in beaten]
 
 
+def _banded(
+    point: Planned,
+    name: str,
+    engine: str,
+    per_gpu: float,
+    ttft: float,
+    goodput: tuple[float, float] = (0.5, 1.5),
+    ttft_band: tuple[float, float] = (0.5, 2.0),
+    over: tuple[str, ...] = (),
+) -> Judged:
+    """A candidate priced by the corpus fit: its goodput and p99 TTFT with band factors (TPOT without one)."""
+    from servelab.advise.bands import Bands
+
+    j = _judged(point, name, per_gpu, ttft, 20.0)
+    plan = replace(j.point.plan, engine=engine)
+    return replace(
+        j,
+        point=replace(j.point, plan=plan),
+        effective_source="corpus",
+        bands=Bands(goodput, (("ttft_ms", ttft_band),)),
+        over_band=over,
+    )
+
+
+def test_across_engines_a_difference_inside_both_bands_is_a_statistical_tie(point: Planned) -> None:
+    """llama.cpp predicted faster than sglang, but within both goodput bands and with overlapping TTFT bands:
+    neither dominates, both stay on the front, the second marked within the first's band; the order is by the
+    goodput each can be counted on for (the band's lower edge), here the reverse of the predictions'."""
+    slots = _banded(point, "slots", "llamacpp", 224.0, 3000.0, goodput=(0.47, 1.63))
+    batching = _banded(point, "batching", "sglang", 200.0, 2700.0, goodput=(0.8, 1.2))
+    assert not dominates(slots, batching) and not dominates(batching, slots)
+    order = ranked([slots, batching])
+    assert order == [batching, slots]  # 160 tok/s at least against 105
+    verdict = pareto(order)
+    assert verdict.front == (batching, slots) and verdict.dominated == ()
+    assert verdict.ties == ((slots, batching),)
+
+
+def test_beyond_both_bands_or_within_one_engines_band_the_better_one_dominates(point: Planned) -> None:
+    slow = _banded(point, "slow", "sglang", 50.0, 3000.0, goodput=(0.8, 1.2))
+    fast = _banded(point, "fast", "llamacpp", 224.0, 3000.0, goodput=(0.47, 1.63), ttft_band=(0.8, 1.25))
+    assert dominates(fast, slow)  # 105 tok/s at least against 60 at most, TTFT no worse at the upper edge
+    # one engine, one band: its error moves both alike, so 1% apart on the predictions is apart
+    twin = _banded(point, "twin", "llamacpp", 222.0, 3000.0, goodput=(0.47, 1.63), ttft_band=(0.8, 1.25))
+    assert dominates(fast, twin) and not dominates(twin, fast)
+    verdict = pareto(ranked([slow, twin, fast]))
+    assert verdict.front == (fast,) and verdict.ties == ()
+    assert {(a.point.variant.words[0], b.point.variant.words[0]) for a, b in verdict.dominated} == {
+        ("twin", "fast"),
+        ("slow", "fast"),
+    }
+
+
+def test_meeting_the_slo_at_the_bands_upper_edge_ranks_first(point: Planned) -> None:
+    """A candidate whose p99 breaks the SLO at its band's upper edge ranks below one that holds it there, and
+    one as good everywhere that is also safe dominates it."""
+    risky = _banded(point, "risky", "sglang", 300.0, 900.0, over=("ttft_p99_ms 1800 > 1000",))
+    sure = _banded(point, "sure", "llamacpp", 200.0, 400.0)
+    assert not risky.safe_at_load and sure.safe_at_load
+    assert ranked([risky, sure]) == [sure, risky]
+    verdict = pareto(ranked([risky, sure]))
+    assert verdict.front == (sure, risky) and verdict.ties == ()  # the safety tells them apart
+    safe_twin = replace(risky, over_band=(), point=replace(risky.point, variant=Variant("vllm", ("twin",))))
+    assert dominates(safe_twin, risky) and not dominates(risky, safe_twin)
+
+
+def test_a_tails_band_is_its_median_figures_and_the_slo_is_judged_at_its_upper_edge() -> None:
+    from servelab.advise.bands import Bands, over_band
+    from servelab.predict.bands import Pricing, Provenance, tail_factors
+    from servelab.predict.roofline import AchievedRates
+    from servelab.predict.stepmodel import StepModel
+
+    model = StepModel({}, {}, {"*|*|TTFT|*": (0.5, 3.0), "*|*|TPOT/ITL|*": (0.8, 1.5)})
+    pricing = Pricing(
+        AchievedRates(bandwidth_bytes_s=1e12, flops_s=1e14), Provenance("corpus", "fit"), model, "vllm", "hbm"
+    )
+    assert tail_factors(pricing, "ttft_ms", 4) == (0.5, 3.0)
+    assert tail_factors(pricing, "chunk_gap_ms", 4) == (0.8, 1.5)  # an inter-token gap
+    assert tail_factors(pricing, "e2e_ms", 4) == (0.5, 3.0)  # a TTFT and a decode: the envelope
+    bounds = parse_bounds("ttft_p99_ms=2000,tpot_p99_ms=50")
+    bands = Bands((0.9, 1.1), (("ttft_ms", (0.5, 3.0)), ("tpot_ms", (0.8, 1.5))))
+    assert over_band(bounds, _stats(600.0, 30.0), bands) == ()
+    assert over_band(bounds, _stats(700.0, 40.0), bands) == ("ttft_p99_ms 2100 > 2000", "tpot_p99_ms 60 > 50")
+    assert over_band(bounds, _stats(700.0, 40.0), None) == ()  # no band: taken at its value
+
+
 def test_the_planner_prunes_with_its_own_reason() -> None:
     model, gpu = load_model("Qwen/Qwen3.5-27B"), card_for("rtx4090")
     fitting, pruned = grid(
