@@ -10,7 +10,7 @@ import pytest
 from servelab.advise.candidates import Planned, Variant, advisable, grid, tensor_parallel_sizes
 from servelab.advise.goal import Bound, Prices, cost_per_million, misses, parse_bounds
 from servelab.advise.judge import Judged
-from servelab.advise.rank import dominates, objectives, pareto, ranked
+from servelab.advise.rank import dominates, objectives, pareto, ranked, scores
 from servelab.advise.search import Capacity, highest_passing
 from servelab.errors import ConfigError
 from servelab.hardware.gpus import card_for
@@ -237,6 +237,47 @@ def test_beyond_both_bands_or_within_one_engines_band_the_better_one_dominates(p
         ("twin", "fast"),
         ("slow", "fast"),
     }
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_banded_front_is_the_pairwise_reference_and_the_rank_extends_dominance(
+    point: Planned, seed: int
+) -> None:
+    """pareto (arrays) against `dominates` one pair at a time, on banded candidates of three engines with few
+    distinct figures (so ties, shared bands and intransitive dominance are common); whoever dominates ranks
+    higher."""
+    import random
+
+    rng = random.Random(seed)
+    judged = [
+        _banded(
+            point,
+            f"c{k}",
+            rng.choice(("llamacpp", "sglang", "vllm")),
+            rng.choice((50.0, 80.0, 100.0, 200.0)),
+            rng.choice((100.0, 300.0, 900.0)),
+            goodput=rng.choice(((0.5, 1.5), (0.9, 1.1))),
+            ttft_band=rng.choice(((0.5, 2.0), (0.9, 1.2))),
+            over=rng.choice(((), ("ttft_p99_ms 2000 > 1000",))),
+        )
+        for k in range(30)
+    ]
+    order = ranked(judged)
+    front: list[Judged] = []
+    for j in order:
+        if any(dominates(o, j) for o in order):
+            continue
+        if not any(scores(f) == scores(j) and objectives(f) == objectives(j) for f in front):
+            front.append(j)
+    verdict = pareto(order)
+    assert list(verdict.front) == front and 1 < len(front) < len(order)
+    place = {id(j): k for k, j in enumerate(order)}
+    for a in order:
+        for b in order:
+            if dominates(a, b):
+                assert place[id(a)] < place[id(b)]
+    for member, better in verdict.ties:
+        assert place[id(better)] < place[id(member)] and not dominates(better, member)
 
 
 def test_meeting_the_slo_at_the_bands_upper_edge_ranks_first(point: Planned) -> None:
