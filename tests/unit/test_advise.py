@@ -333,3 +333,57 @@ def test_open_loop_goodput_is_the_rate_times_the_mean_output() -> None:
     stats = replace(_stats(10.0, 1.0), completed=64, tokens=TokenCounts(output=8192), output_tok_s=12902.4)
     assert level_output_tok_s(stats, 20.0, closed=False) == 2560.0  # 20 req/s x 128 tokens
     assert level_output_tok_s(stats, 20.0, closed=True) == 12902.4  # closed loop: the steady window's
+
+
+def test_the_text_says_the_bands_the_safety_and_the_tie(point: Planned) -> None:
+    from servelab.advise.core import Advice
+    from servelab.advise.judge import Demand, Setting
+    from servelab.bench.config import BenchConfig
+    from servelab.cli.advise import _safety, lines
+
+    sure = Capacity(4, None, 1)
+    batching = replace(_banded(point, "batching", "sglang", 200.0, 2700.0, goodput=(0.8, 1.2)), safe=sure)
+    slots = replace(_banded(point, "slots", "llamacpp", 224.0, 2000.0, goodput=(0.47, 1.63)), safe=sure)
+    order = tuple(ranked([slots, batching]))
+    assert order == (batching, slots)  # 160 tok/s per GPU at least against 105.3
+    setting = Setting(
+        model=load_model("llama-3.2-1b"),
+        gpu=card_for("rtx4090"),
+        gpus=1,
+        bounds=parse_bounds("ttft_p99_ms=5000"),
+        demand=Demand(users=4),
+        prices=Prices(),
+        config=BenchConfig(targets=("http://127.0.0.1:1",)),
+    )
+    advice = Advice(
+        setting=setting,
+        interconnect=None,
+        context=2048,
+        candidates=2,
+        pruned=(),
+        judged=order,
+        order=order,
+        verdict=pareto(order),
+        seconds=0.0,
+    )
+    text = lines(advice)
+    assert text[2].startswith(f"1. {batching.point.name}: 200.0 (160-240) tok/s per GPU")
+    assert "p99 TTFT 2700 (1350-5400) ms" in text[2]
+    assert (
+        text[3]
+        == "   safe at this load (every SLO met at the bands' upper edge); safe to 4 users per replica"
+    )
+    assert text[5].startswith(f"2. {slots.point.name}: 224.0 (105-365) tok/s per GPU")
+    assert text[7] == (
+        f"   within the error band of 1 ({batching.point.name}): a statistical tie, ranked by what each can be"
+        " counted on for (goodput per GPU at least 105.3 against 160.0)"
+    )
+    risky = replace(batching, over_band=("ttft_p99_ms 5400 > 5000",), safe=Capacity(2, 3, 2), safe_replicas=2)
+    assert _safety(risky, Demand(users=4)) == (
+        "not safe at this load: at the bands' upper edge ttft_p99_ms 5400 > 5000; safe to 2 users per replica"
+        " (2 replicas for the demand)"
+    )
+    nowhere = replace(risky, safe=Capacity(None, 2, 2), safe_replicas=None)
+    assert _safety(nowhere, Demand(users=4)).endswith(
+        "; no share of the demand is safe from 2 users per replica"
+    )
