@@ -200,7 +200,7 @@ def advise(
     judged = sorted(search.judged, key=lambda j: index.get(j.point.name, len(index)))  # the grid's order
     order = ranked(judged)
     verdict = pareto(order)
-    # the front's safe loads (a few probes each, here: searched for every candidate they would cost a third more)
+    # the front's safe loads, here (a bisection each: the front's only, to keep the search's speed)
     safe = {id(j): with_safe_load(j, setting, search.pool) for j in verdict.front}
 
     def now(j: Judged) -> Judged:

@@ -76,9 +76,7 @@ class Judged:
     effective_source: str = "plan"
     lost: str = ""  # why it is not advised (empty: it meets the demand)
     bands: Bands | None = None  # the error bands of `stats`' figures (None: taken at their value)
-    over_band: tuple[
-        str, ...
-    ] = ()  # the SLOs `stats` breaks at its bands' upper edge (empty: safe at `load`)
+    over_band: tuple[str, ...] = ()  # the SLOs broken at the bands' upper edge (empty: safe at `load`)
     safe: Capacity | None = None  # the safe load search (with_safe_load: the front's; None: not searched)
     safe_replicas: int | None = None  # the replicas the demand needs at the safe load (None: none is safe)
 
