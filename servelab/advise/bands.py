@@ -1,8 +1,9 @@
 """The advice's error bands (pure): a judged level's figures with the bands of the corpus-fitted step model
 (predict/bands.py), and the SLOs judged at the bands' upper edge.
 
-A band is (lo, hi) factors of measured / predicted: the 10th-90th percentile over the rows cross-validation left
-out of the figure's regime (engine x GPU class x figure x batch range). The goodput takes the band of "output
+A band is (lo, hi) factors of measured / predicted: a low and a high quantile over the rows cross-validation left
+out of the figure's regime (engine x GPU class x figure x batch range), chosen so that 80% of them fall inside
+(docs/predict.md "Reading a band"). The goodput takes the band of "output
 tok/s"; every percentile of a latency takes the band of its median figure (`tail_factors`: the model's error is
 the price of a step, and every latency is a sum of steps). Figures priced by a calibration or by the plan alone
 carry no band: advise takes them at their value.
