@@ -12,13 +12,22 @@ from typing import Any
 
 from servelab.advise.candidates import GridPoint, Pruned, advisable, grid
 from servelab.advise.goal import Bound
-from servelab.advise.judge import DEFAULT_MAX_USERS, Demand, Judged, PromptPool, Setting, probe_config
-from servelab.advise.rank import ParetoFront, objectives, pareto, ranked
+from servelab.advise.judge import (
+    DEFAULT_MAX_USERS,
+    Demand,
+    Judged,
+    PromptPool,
+    Setting,
+    probe_config,
+    with_safe_load,
+)
+from servelab.advise.rank import LATENCY_METRICS, ParetoFront, objectives, pareto, point_front, ranked
 from servelab.advise.screen import Best, best_case, dominated, slo_floor_misses
 from servelab.advise.spread import Here, Runner, Task, chunked, with_figures
 from servelab.model.dtypes import storage_dtype
 from servelab.predict.machine import roofline
 from servelab.predict.roofline import AchievedRates
+from servelab.predict.stepmodel import load_step_model
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,6 +50,7 @@ class Advice:
         s = self.setting
         front = {id(j) for j in self.pareto.front}
         beaten = {id(loser): winner for loser, winner in self.pareto.dominated}
+        tied = {id(member): winner for member, winner in self.pareto.ties}
         return {
             "model": s.model.name,
             "gpu": s.gpu.name,
@@ -54,14 +64,15 @@ class Advice:
             "emulated": self.emulated,
             "seconds": round(self.seconds, 2),
             "front": [
-                {**judged_json(j), "compose": _compose(j, s), "bands": figure_bands(j, s)}
+                {**judged_json(j), "compose": _compose(j, s), "within_band_of": _name(tied.get(id(j)))}
                 for j in self.pareto.front
             ],
             "ranked": [
                 {
                     **judged_json(j),
                     "on_front": id(j) in front,
-                    "dominated_by": beaten[id(j)].point.name if id(j) in beaten else None,
+                    "dominated_by": _name(beaten.get(id(j))),
+                    "within_band_of": _name(tied.get(id(j))),
                 }
                 for j in self.order
             ],
@@ -97,26 +108,38 @@ def judged_json(j: Judged) -> dict[str, Any]:
         "usd_per_million_output_tokens": j.cost_per_mtok,
         "misses_beyond": list(j.failing_misses),
         "effective_figures": j.effective_source,
+        "bands": figure_bands(j),
+        "safe_at_load": j.safe_at_load if j.meets else None,
+        "misses_at_band_edge": list(j.over_band),
+        "safe_capacity_per_replica": None if j.safe is None else j.safe.load,
+        "safe_lowest_failing_load": None if j.safe is None else j.safe.failing,
+        "safe_replicas": j.safe_replicas,
         "lost": j.lost or None,
         "command": plan.command_line,
     }
 
 
-def figure_bands(j: Judged, setting: Setting) -> dict[str, list[float]] | None:
-    """The goodput's error band (low, high) where its figures came from the corpus-fitted step model
-    (predict/bands.py: `Pricing.band`, the cross-validation residuals of its regime at the load's batch); None
-    for a calibration or the plan's figures, which carry no band. The corpus holds medians and throughputs, so
-    the p99 latencies get none (as predict's levels)."""
-    from servelab.predict.bands import scaled
-    from servelab.predict.machine import price
-    from servelab.predict.stepmodel import load_step_model
+def _name(j: Judged | None) -> str | None:
+    return None if j is None else j.point.name
 
-    if j.effective_source != "corpus" or j.load is None:
+
+def figure_bands(j: Judged) -> dict[str, list[float]] | None:
+    """The error bands (low, high) of a candidate's figures at its load, where the corpus-fitted step model priced
+    them (advise/bands.py; None for a calibration's or the plan's figures, taken at their value): goodput per GPU
+    and cost from the band of "output tok/s", each p99 from its median figure's band."""
+    if j.bands is None or j.stats is None:
         return None
-    pricing = price(j.point.plan, setting.gpu, setting.model, step_model=load_step_model())
-    batch = int(j.load) if setting.demand.closed else j.point.plan.slots
-    band = scaled(j.per_gpu_tok_s, pricing.band("output tok/s", max(1, batch)))
-    return None if band is None else {"output_tok_s_per_gpu": [round(band[0], 2), round(band[1], 2)]}
+    out: dict[str, list[float]] = {}
+    goodput = j.bands.goodput
+    if goodput is not None:
+        out["output_tok_s_per_gpu"] = [round(j.per_gpu_tok_s * f, 2) for f in goodput]
+        if j.cost_per_mtok is not None and goodput[0] > 0:
+            out["usd_per_million_output_tokens"] = [round(j.cost_per_mtok / f, 4) for f in reversed(goodput)]
+    for metric in LATENCY_METRICS:
+        value, tail = j.p99(metric), j.bands.tail(metric)
+        if value is not None and tail is not None:
+            out[f"{metric.removesuffix('_ms')}_p99_ms"] = [round(value * f, 1) for f in tail]
+    return out or None
 
 
 def _compose(j: Judged, s: Setting) -> str:
@@ -176,15 +199,26 @@ def advise(
         index.setdefault(p.name, k)
     judged = sorted(search.judged, key=lambda j: index.get(j.point.name, len(index)))  # the grid's order
     order = ranked(judged)
+    found = pareto(order)
+    # the front's safe loads, here (a bisection each: the front's only, to keep the search's speed)
+    safe = {id(j): with_safe_load(j, setting, search.pool) for j in found.front}
+
+    def now(j: Judged) -> Judged:
+        return safe.get(id(j), j)
+
     return Advice(
         setting=setting,
         interconnect=interconnect,
         context=context,
         candidates=len(fitting) + len(pruned),
         pruned=tuple(pruned),
-        judged=tuple(judged),
-        order=tuple(order),
-        pareto=pareto(order),
+        judged=tuple(now(j) for j in judged),
+        order=tuple(now(j) for j in order),
+        pareto=ParetoFront(
+            tuple(now(j) for j in found.front),
+            tuple((a, now(b)) for a, b in found.dominated),
+            tuple((now(a), now(b)) for a, b in found.ties),
+        ),
         seconds=time.perf_counter() - started,
         screened=tuple(search.screened),
         emulated=search.emulated,
@@ -201,6 +235,7 @@ class _Search:
         self.done = 0
         self.emulated = 0
         self.pool = PromptPool()
+        self.step_model = load_step_model()
 
     def tick(self, name: str) -> None:
         self.done += 1
@@ -256,11 +291,16 @@ class _Search:
                 queue = self.rescreen(queue, bests)
 
     def rescreen(self, queue: list[Task], bests: dict[int, Best]) -> list[Task]:
-        front = pareto(ranked(self.judged)).front
-        rivals = tuple((j.point.name, objectives(j)) for j in front)
+        """Drop the queued candidates whose best case an emulated one dominates. Only candidates without an error
+        band weigh here, as rivals and as the screened: a band and its safe load are known only once emulated,
+        and between figures without one the dominance is the point predictions' (rank.py)."""
+        plain = [j for j in self.judged if j.bands is None]
+        if not plain:
+            return queue
+        rivals = tuple((j.point.name, objectives(j)) for j in point_front(plain))
         keep = []
         for task in queue:
-            best = bests.get(id(task[0]))
+            best = None if self.banded(task) else bests.get(id(task[0]))
             winner = dominated(best, rivals) if best is not None else None
             if winner is None:
                 keep.append(task)
@@ -270,6 +310,10 @@ class _Search:
             )
             self.tick(task[0].name)
         return keep
+
+    def banded(self, task: Task) -> bool:
+        """Whether `task` may be priced by the corpus fit, whose figures carry bands (judge.py `Prober`)."""
+        return task[1] is None and self.step_model is not None and not self.setting.gpu.is_cpu
 
     def best(self, task: Task) -> Best | None:
         return candidate_best(self.setting, task[0], task[1], self.pool)

@@ -10,6 +10,7 @@ target is usually written.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from servelab.errors import ConfigError
@@ -65,14 +66,19 @@ def parse_bounds(text: str) -> tuple[Bound, ...]:
     return tuple(bounds)
 
 
-def misses(bounds: tuple[Bound, ...], stats: LevelStats) -> tuple[str, ...]:
+def misses(
+    bounds: tuple[Bound, ...], stats: LevelStats, scale: Callable[[str], float] | None = None
+) -> tuple[str, ...]:
     """The SLOs `stats` breaks, each as `ttft_p99_ms 2400 > 2000`; a level without a value (no request
-    finished) or with an error misses them all."""
+    finished) or with an error misses them all. `scale`: a factor per metric each value is taken at (advise's
+    error bands, advise/bands.py)."""
     out = []
     if stats.errors:
         out.append(f"{stats.errors} of {stats.requests} requests refused")
     for b in bounds:
         got = b.value(stats)
+        if got is not None and scale is not None:
+            got *= scale(b.metric)
         if got is None or got > b.limit_ms:
             out.append(f"{b.key} {'none' if got is None else f'{got:.0f}'} > {b.limit_ms:g}")
     return tuple(out)

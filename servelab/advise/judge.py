@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from servelab.advise.bands import Bands, level_bands, over_band
 from servelab.advise.candidates import GridPoint
 from servelab.advise.goal import Bound, Prices, cost_per_million, misses
 from servelab.advise.search import Capacity, highest_passing
@@ -24,8 +25,9 @@ from servelab.bench.schedule import StopRule
 from servelab.bench.workloads import Prompt, build_prompts
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
-from servelab.predict.machine import EmulatedEngine, emulated_engine
+from servelab.predict.machine import EmulatedEngine, emulated_engine, price
 from servelab.predict.roofline import AchievedRates
+from servelab.predict.stepmodel import load_step_model
 from servelab.predict.virtual_ladder import predict_ladder
 from servelab.predict.words import WordTokenizer
 from servelab.results.stats import LevelStats
@@ -73,10 +75,19 @@ class Judged:
     cost_per_mtok: float | None = None
     effective_source: str = "plan"
     lost: str = ""  # why it is not advised (empty: it meets the demand)
+    bands: Bands | None = None  # the error bands of `stats`' figures (None: taken at their value)
+    over_band: tuple[str, ...] = ()  # the SLOs broken at the bands' upper edge (empty: safe at `load`)
+    safe: Capacity | None = None  # the safe load search (with_safe_load: the front's; None: not searched)
+    safe_replicas: int | None = None  # the replicas the demand needs at the safe load (None: none is safe)
 
     @property
     def meets(self) -> bool:
         return not self.lost
+
+    @property
+    def safe_at_load(self) -> bool:
+        """It meets the demand with its latencies at their bands' upper edge too."""
+        return self.meets and not self.over_band
 
     @property
     def per_gpu_tok_s(self) -> float:
@@ -140,35 +151,69 @@ def emulate_level(engine: EmulatedEngine, config: BenchConfig, model: str, pool:
     return result.targets[0].levels[0].stats
 
 
-def judge(point: GridPoint, setting: Setting, pool: PromptPool | None = None) -> Judged:
-    """`point`'s capacity per replica, the replicas the demand needs, and its figures at the load it carries."""
-    plan = point.plan
-    speculation = setting.speculation if point.speculative is not None else None
-    engine = emulated_engine(
-        plan, setting.model, setting.gpu, rates=_rates(setting, plan), speculation=speculation
-    )
-    demand, tp = setting.demand, plan.tensor_parallel
-    levels: dict[float, LevelStats] = {}
-    shared = pool or PromptPool()
+class Prober:
+    """One configuration's emulated engine, priced as `servelab predict` prices it (a calibration's figures, else
+    the corpus-fitted step model's with its bands, else the plan's), and the levels probed so far, by load per
+    replica."""
 
-    def at(load: float) -> LevelStats:
-        if load not in levels:
-            config = probe_config(setting.config, load, demand.closed)
-            levels[load] = emulate_level(engine, config, setting.model.name, shared)
-        return levels[load]
+    def __init__(self, point: GridPoint, setting: Setting, pool: PromptPool | None = None) -> None:
+        plan = point.plan
+        effective = _rates(setting, plan)
+        self.pricing = (
+            None
+            if effective is not None
+            else price(plan, setting.gpu, setting.model, step_model=load_step_model())
+        )
+        speculation = setting.speculation if point.speculative is not None else None
+        self.engine = emulated_engine(
+            plan,
+            setting.model,
+            setting.gpu,
+            rates=effective,
+            speculation=speculation,
+            pricing=self.pricing,
+        )
+        self.setting, self.pool = setting, pool or PromptPool()
+        self.levels: dict[float, LevelStats] = {}
 
-    def passes(load: float) -> bool:
-        return not misses(setting.bounds, at(load))
+    def at(self, load: float) -> LevelStats:
+        if load not in self.levels:
+            config = probe_config(self.setting.config, load, self.setting.demand.closed)
+            self.levels[load] = emulate_level(self.engine, config, self.setting.model.name, self.pool)
+        return self.levels[load]
 
-    most = setting.gpus // tp
+    def passes(self, load: float) -> bool:
+        return not misses(self.setting.bounds, self.at(load))
+
+    def passes_safely(self, load: float) -> bool:
+        """The SLOs met at `load` on the point prediction and at the bands' upper edge."""
+        stats = self.at(load)
+        return not misses(self.setting.bounds, stats) and not over_band(
+            self.setting.bounds, stats, level_bands(self.pricing, stats)
+        )
+
+
+def load_range(setting: Setting, tp: int) -> tuple[float, float]:
+    """(floor, cap) of the search per replica: the demand's least share over every replica the GPUs hold, all of
+    it on one."""
+    demand, most = setting.demand, setting.gpus // tp
     if demand.closed:
         users = demand.users
-        floor = 1 if users is None else math.ceil(users / most)
-        capacity = highest_passing(floor, users or DEFAULT_MAX_USERS, passes, whole=True)
-    else:
-        cap = float(demand.rate or 1.0)
-        capacity = highest_passing(cap / most, cap, passes, whole=False)
-    broken = misses(setting.bounds, at(capacity.failing)) if capacity.failing is not None else ()
+        return (1 if users is None else math.ceil(users / most)), users or DEFAULT_MAX_USERS
+    cap = float(demand.rate or 1.0)
+    return cap / most, cap
+
+
+def judge(point: GridPoint, setting: Setting, pool: PromptPool | None = None) -> Judged:
+    """`point`'s capacity per replica, the replicas the demand needs, and its figures (with their bands) at the
+    load it carries."""
+    plan = point.plan
+    probe = Prober(point, setting, pool)
+    demand, tp = setting.demand, plan.tensor_parallel
+    most = setting.gpus // tp
+    floor, cap = load_range(setting, tp)
+    capacity = highest_passing(floor, cap, probe.passes, whole=demand.closed)
+    broken = misses(setting.bounds, probe.at(capacity.failing)) if capacity.failing is not None else ()
     base = Judged(
         point=point,
         capacity=capacity,
@@ -176,21 +221,22 @@ def judge(point: GridPoint, setting: Setting, pool: PromptPool | None = None) ->
         load=None,
         stats=None,
         failing_misses=broken,
-        effective_source=engine.roofline.rates.source,
+        effective_source=probe.engine.roofline.rates.source,
     )
     if capacity.load is None:
         spread = f" per replica (the demand over all {most} replicas)" if most > 1 else ""
         return replace(
             base, lost=f"misses the SLO from {_load(capacity.failing, demand)}{spread}: {'; '.join(broken)}"
         )
+    replicas = replicas_for(setting, capacity.load, tp)
     total = float(demand.users) if demand.users is not None else demand.rate
-    replicas = most if total is None else min(most, math.ceil(total / capacity.load - 1e-9))
     load = capacity.load if total is None else _share(total, replicas, demand)
-    stats = at(load)
+    stats = probe.at(load)
     served = replicas if total is None else total / load  # replicas' worth of load actually carried
     output = level_output_tok_s(stats, load, demand.closed) * served
     gpus = replicas * tp
     cost = cost_per_million(setting.prices.per_hour(gpus, setting.gpu.tdp_w), output)
+    bands = level_bands(probe.pricing, stats)
     return replace(
         base,
         replicas=replicas,
@@ -199,7 +245,32 @@ def judge(point: GridPoint, setting: Setting, pool: PromptPool | None = None) ->
         output_tok_s=output,
         gpus_used=gpus,
         cost_per_mtok=cost,
+        bands=bands,
+        over_band=over_band(setting.bounds, stats, bands),
     )
+
+
+def replicas_for(setting: Setting, capacity: float, tp: int) -> int:
+    """The fewest replicas that carry the demand at `capacity` per replica (a capacity the search found is at
+    least the demand's share over every replica the GPUs hold); every replica they hold without a demand."""
+    most = setting.gpus // tp
+    total = float(setting.demand.users) if setting.demand.users is not None else setting.demand.rate
+    return most if total is None else min(most, math.ceil(total / capacity - 1e-9))
+
+
+def with_safe_load(j: Judged, setting: Setting, pool: PromptPool | None = None) -> Judged:
+    """`j` with its safe load per replica: the highest whose SLOs hold at the bands' upper edge too (the same
+    bisection as the capacity, between the demand's least share and the capacity), and the replicas the demand
+    needs there. A configuration without a band is taken at its value: its safe load is its capacity."""
+    if j.load is None or j.capacity.load is None:
+        return j
+    if j.bands is None:
+        return replace(j, safe=j.capacity, safe_replicas=j.replicas)
+    probe = Prober(j.point, setting, pool)
+    floor, _ = load_range(setting, j.point.plan.tensor_parallel)
+    safe = highest_passing(floor, j.capacity.load, probe.passes_safely, whole=setting.demand.closed)
+    replicas = None if safe.load is None else replicas_for(setting, safe.load, j.point.plan.tensor_parallel)
+    return replace(j, safe=safe, safe_replicas=replicas)
 
 
 def level_output_tok_s(stats: LevelStats, load: float, closed: bool) -> float:

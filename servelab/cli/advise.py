@@ -335,12 +335,29 @@ def lines(advice, show_all: bool = False) -> list[str]:
     ]
     if not v.front:
         out.append("nothing meets the SLO: loosen --slo, lower the load, or add GPUs")
+    tied = {id(member): winner for member, winner in v.ties}
+    place = {id(j): rank for rank, j in enumerate(v.front, 1)}
     for rank, j in enumerate(v.front, 1):
         out.append(f"{rank}. {j.point.name}: {_figures(j)}")
+        safety = _safety(j, s.demand)
+        if safety:
+            out.append(f"   {safety}")
+        if id(j) in tied:
+            w = tied[id(j)]
+            out.append(
+                f"   within the error band of {place[id(w)]} ({w.point.name}): a statistical tie, ranked by what"
+                f" each can be counted on for (goodput per GPU at least {_counted(j):.1f} against {_counted(w):.1f})"
+            )
         out.append(f"   $ {j.point.plan.command_line}")
-    ties = [f"  {loser.point.name}: ties with {w.point.name}" for loser, w in v.dominated if _tie(loser, w)]
+    ties = [
+        f"  {loser.point.name}: ties with {w.point.name} (the same figures)"
+        for loser, w in v.dominated
+        if v.same_figures(loser, w)
+    ]
     others = [
-        f"  {loser.point.name}: dominated by {w.point.name}" for loser, w in v.dominated if not _tie(loser, w)
+        f"  {loser.point.name}: dominated by {w.point.name}"
+        for loser, w in v.dominated
+        if not v.same_figures(loser, w)
     ]
     others += [f"  {j.point.name}: {j.lost}" for j in missed]
     others += [f"  {p.name}: screened out: {p.reason}" for p in advice.screened]
@@ -355,20 +372,58 @@ def lines(advice, show_all: bool = False) -> list[str]:
     return out
 
 
-def _tie(a, b) -> bool:
-    from servelab.advise.rank import objectives
-
-    return objectives(a) == objectives(b)
+def _counted(j) -> float:
+    """The goodput per GPU at its band's lower edge (the figure itself without a band)."""
+    band = j.bands.goodput if j.bands is not None else None
+    return j.per_gpu_tok_s * (band[0] if band else 1.0)
 
 
 def _figures(j) -> str:
+    from servelab.advise.core import figure_bands
+    from servelab.predict.bands import band_number
+
+    bands = figure_bands(j) or {}
+
+    def banded(value: float, key: str, digits: int) -> str:
+        band = bands.get(key)
+        text = f"{value:.{digits}f}"
+        return text if band is None else f"{text} ({band_number(band[0])}-{band_number(band[1])})"
+
     ttft, tpot = j.p99("ttft_ms"), j.p99("tpot_ms")
-    cost = f", ${j.cost_per_mtok:.3f}/M output tokens" if j.cost_per_mtok is not None else ""
-    load = _count(int(j.load), "user") if j.stats.level.rate_rps is None else f"{j.load:.3g} req/s"
-    return (
-        f"{j.per_gpu_tok_s:.1f} tok/s per GPU ({_count(j.replicas, 'replica')} x {load}, {_count(j.gpus_used, 'GPU')});"
-        f" p99 TTFT {ttft:.0f} ms, TPOT {tpot:.1f} ms{cost}"
+    cost = (
+        f", ${banded(j.cost_per_mtok, 'usd_per_million_output_tokens', 3)}/M output tokens"
+        if j.cost_per_mtok is not None
+        else ""
     )
+    load = _load(j.load, j.stats.level.rate_rps is None)
+    return (
+        f"{banded(j.per_gpu_tok_s, 'output_tok_s_per_gpu', 1)} tok/s per GPU ({_count(j.replicas, 'replica')} x"
+        f" {load}, {_count(j.gpus_used, 'GPU')}); p99 TTFT {banded(ttft, 'ttft_p99_ms', 0)} ms,"
+        f" TPOT {banded(tpot, 'tpot_p99_ms', 1)} ms{cost}"
+    )
+
+
+def _load(load: float, closed: bool) -> str:
+    return _count(int(load), "user") if closed else f"{load:.3g} req/s"
+
+
+def _safety(j, demand) -> str:
+    """The SLOs at the bands' upper edge: met at the advised load or which break, and the safe load (where
+    searched); empty without a band."""
+    if j.bands is None:
+        return ""
+    closed = demand.closed
+    if not j.over_band:
+        head = "safe at this load (every SLO met at the bands' upper edge)"
+    else:
+        head = f"not safe at this load: at the bands' upper edge {'; '.join(j.over_band)}"
+    if j.safe is None:
+        return head
+    if j.safe.load is None:
+        least = "" if j.safe.failing is None else f" from {_load(j.safe.failing, closed)} per replica"
+        return f"{head}; no share of the demand is safe{least}"
+    replicas = f" ({_count(j.safe_replicas, 'replica')} for the demand)" if j.over_band else ""
+    return f"{head}; safe to {_load(j.safe.load, closed)} per replica{replicas}"
 
 
 def _count(n: int, noun: str) -> str:

@@ -47,11 +47,12 @@ class Pricing:
     engine: str = ""  # registry name
     gpu_class: str = ""  # gddr, hbm, apple, amd (predict/corpus/load.py gpu_class); "" on the CPU
 
-    def band(self, group: str, batch: int) -> tuple[float, float] | None:
-        """The (lo, hi) factors of a figure group ("TTFT", "TPOT/ITL", "output tok/s") at `batch` sequences."""
+    def band(self, group: str, batch: int, *, any_engine: bool = True) -> tuple[float, float] | None:
+        """The (lo, hi) factors of a figure group ("TTFT", "TPOT/ITL", "output tok/s") at `batch` sequences
+        (`StepModel.band`)."""
         if self.model is None or self.provenance.source != "corpus":
             return None
-        return self.model.band(self.engine, self.gpu_class, group, batch)
+        return self.model.band(self.engine, self.gpu_class, group, batch, any_engine=any_engine)
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,53 @@ def scaled(
     return value * lo, value * hi
 
 
+def group_factors(
+    pricing: Pricing, groups: tuple[tuple[str, bool], ...], batch: int
+) -> tuple[tuple[float, float], str] | None:
+    """The (lo, hi) factors of measured / predicted a figure is expected within at `batch` sequences, and the
+    cross-validation group they came from: the first of `groups` with a band of this engine's, else the first
+    with a band over every engine (so llama.cpp's TTFT takes its own prompt-rate band before every engine's TTFT
+    band), inverted where the figure is the inverse of its group's; None without one."""
+    for any_engine in (False, True):
+        for group, inverse in groups:
+            factors = scaled(1.0, pricing.band(group, batch, any_engine=any_engine), inverse)
+            if factors is not None:
+                return factors, group
+    return None
+
+
+def figure_factors(
+    pricing: Pricing, figure: LevelFigure, batch: int
+) -> tuple[tuple[float, float], str] | None:
+    """`group_factors` of a level figure."""
+    return group_factors(pricing, figure.groups, batch)
+
+
+# The band of a latency distribution's tail: the band of its median figure. The step model's error is an error in
+# the price of a step, and every latency of a level is a sum of steps, so it scales the tail as it scales the
+# median; the corpus holds medians and throughputs and cannot say more. A chunk gap is an inter-token gap; an
+# end-to-end latency is a TTFT and a decode, so it takes the envelope of both bands.
+TAIL_FIGURES: dict[str, tuple[str, ...]] = {
+    "ttft_ms": ("ttft_ms_p50",),
+    "tpot_ms": ("tpot_ms_p50",),
+    "itl_ms": ("itl_ms_p50",),
+    "chunk_gap_ms": ("itl_ms_p50",),
+    "e2e_ms": ("ttft_ms_p50", "tpot_ms_p50"),
+}
+
+
+def tail_factors(pricing: Pricing, metric: str, batch: int) -> tuple[float, float] | None:
+    """The (lo, hi) factors of any percentile of the latency distribution `metric` ("ttft_ms", …, TAIL_FIGURES);
+    None where its figures have no band (the plan's figures, a calibration, a figure cross-validation left too
+    few rows of)."""
+    by_key = {f.key: f for f in LEVEL_FIGURES}
+    found = [figure_factors(pricing, by_key[k], batch) for k in TAIL_FIGURES.get(metric, ())]
+    if not found or any(f is None for f in found):
+        return None
+    factors = [f[0] for f in found if f is not None]
+    return min(lo for lo, _ in factors), max(hi for _, hi in factors)
+
+
 def predicted_figures(stats: LevelStats, pricing: Pricing) -> dict[str, Any]:
     """A predicted level's figures with their bands and provenance, as the level keeps them (`predicted`)."""
     batch = level_batch(stats)
@@ -124,12 +172,9 @@ def predicted_figures(stats: LevelStats, pricing: Pricing) -> dict[str, Any]:
         value = f.value(stats)
         if value is None:
             continue
-        band, of = None, None
-        for group, inverse in f.groups:
-            band = scaled(value, pricing.band(group, batch), inverse)
-            if band is not None:
-                of = group
-                break
+        found = figure_factors(pricing, f, batch)
+        band = None if found is None else scaled(value, found[0])
+        of = None if found is None else found[1]
         figures[f.key] = {
             "value": value,
             "band": None if band is None else list(band),

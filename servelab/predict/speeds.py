@@ -15,7 +15,7 @@ import dataclasses
 
 from servelab.hardware.gpus import GPU
 from servelab.model.spec import ModelSpec
-from servelab.predict.bands import Pricing, scaled
+from servelab.predict.bands import Pricing, group_factors
 from servelab.predict.machine import roofline
 from servelab.predict.roofline import Roofline
 from servelab.scheduling.core import Request, Sequence, Step, Work
@@ -44,11 +44,11 @@ def priced_prefill_tok_s(r: Roofline, tokens: int) -> float:
 def _band(
     pricing: Pricing, value: float, batch: int, choices: tuple[tuple[str, bool], ...]
 ) -> tuple[float, ...]:
-    for group, inverse in choices:
-        found = scaled(value, pricing.band(group, batch), inverse)
-        if found is not None:
-            return (round(found[0], 2), round(found[1], 2))
-    return ()
+    found = group_factors(pricing, choices, batch)
+    if found is None:
+        return ()
+    (lo, hi), _ = found
+    return (round(value * lo, 2), round(value * hi, 2))
 
 
 def priced_plan(plan: Plan, model: ModelSpec, gpu: GPU, pricing: Pricing) -> Plan:

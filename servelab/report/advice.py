@@ -65,6 +65,11 @@ class Member:
     command: str
     on_front: bool
     bands: dict[str, tuple[float, float]]
+    within_band_of: str = ""  # the better-ranked front member it is in a statistical tie with
+    safe_at_load: bool | None = None  # its SLOs met at the bands' upper edge at its load (None: not said)
+    misses_at_band_edge: tuple[str, ...] = ()
+    safe_load: float | None = None  # per replica, the highest load safe at the bands' upper edge
+    safe_replicas: int | None = None
 
     @classmethod
     def from_json(cls, value: Any, where: str, on_front: bool) -> Member:
@@ -75,6 +80,8 @@ class Member:
                 raise ConfigError(f"{where}.bands.{k}: give [low, high]")
             bands[str(k)] = (float(v[0]), float(v[1]))
         replicas = _num(d, "replicas", where)
+        safe = d.get("safe_at_load")
+        safe_replicas = _num(d, "safe_replicas", where)
         return cls(
             candidate=_text(d, "candidate", where),
             per_gpu_tok_s=_num(d, "output_tok_s_per_gpu", where),
@@ -86,6 +93,11 @@ class Member:
             command=_text(d, "command", where),
             on_front=on_front or bool(d.get("on_front")),
             bands=bands,
+            within_band_of=_text(d, "within_band_of", where),
+            safe_at_load=safe if isinstance(safe, bool) else None,
+            misses_at_band_edge=tuple(str(x) for x in _list(d, "misses_at_band_edge", where)),
+            safe_load=_num(d, "safe_capacity_per_replica", where),
+            safe_replicas=None if safe_replicas is None else int(safe_replicas),
         )
 
 
@@ -248,7 +260,18 @@ def _band(m: Member, key: str, value: float | None, digits: int) -> str:
     )
 
 
+def _safety(m: Member) -> str:
+    """The SLOs at the bands' upper edge: met at the advised load, or which break and the safe load."""
+    if m.safe_at_load is None or not m.bands:
+        return "—"
+    head = "met" if m.safe_at_load else "missed: " + "; ".join(m.misses_at_band_edge)
+    if m.safe_load is not None:
+        return f"{head}; safe to {fmt(m.safe_load, 3 if m.safe_load % 1 else 0)} per replica"
+    return head
+
+
 def front_table(doc: AdviceDoc) -> TableData:
+    place = {m.candidate: i for i, m in enumerate(doc.front, 1)}
     rows = tuple(
         (
             str(i),
@@ -257,7 +280,9 @@ def front_table(doc: AdviceDoc) -> TableData:
             f"{fmt(m.replicas, 0) if m.replicas is not None else '—'} x {fmt(m.load, 3 if m.load and m.load % 1 else 0)}",
             _band(m, "ttft_p99_ms", m.ttft_p99_ms, 0),
             _band(m, "tpot_p99_ms", m.tpot_p99_ms, 1),
-            fmt(m.cost, 3),
+            _band(m, "usd_per_million_output_tokens", m.cost, 3),
+            _safety(m),
+            f"within the band of {place.get(m.within_band_of, m.within_band_of)}" if m.within_band_of else "",
             m.command,
         )
         for i, m in enumerate(doc.front, 1)
@@ -270,10 +295,15 @@ def front_table(doc: AdviceDoc) -> TableData:
         "TTFT p99 ms",
         "TPOT p99 ms",
         "USD / M output tokens",
+        "SLO at the bands' upper edge",
+        "statistical tie",
         "launch command",
     )
     return TableData(
-        "advice-front", "The Pareto front (error band in brackets where one ships)", headers, rows
+        "advice-front",
+        "The Pareto front (error band in brackets where one ships; ranked by what each can be counted on for)",
+        headers,
+        rows,
     )
 
 

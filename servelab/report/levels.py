@@ -49,7 +49,7 @@ class LevelFigures:
         default=(), repr=False
     )  # sent, end, ok, evicted
     server: dict = field(default_factory=dict)  # the server's /metrics over the level, repeats pooled
-    # a predicted level's `predicted` (predict/bands.py level_figures): each figure's band and source
+    # a predicted level's `predicted` (predict/bands.py predicted_figures): each figure's band and source
     predicted: dict = field(default_factory=dict)
 
     @property

@@ -109,6 +109,35 @@ def test_the_bill_renders_an_advice_with_its_front_plot_and_escapes_its_text(
     assert "The Pareto front" in md.read_text(encoding="utf-8")
 
 
+def test_the_bill_shows_the_slo_at_the_bands_edge_and_the_statistical_tie(
+    advised: dict, tmp_path: Path
+) -> None:
+    """The front table carries what advise judged at the bands' upper edge (met, or the SLOs broken and the safe
+    load) and the statistical tie, by the tied member's rank."""
+    first = {
+        **advised["front"][0],
+        "bands": {"output_tok_s_per_gpu": [10.0, 30.0], "ttft_p99_ms": [100.0, 7000.0]},
+        "safe_at_load": False,
+        "misses_at_band_edge": ["ttft_p99_ms 7000 > 1000"],
+        "safe_capacity_per_replica": 2,
+    }
+    second = {
+        **first,
+        "candidate": "second",
+        "safe_at_load": True,
+        "misses_at_band_edge": [],
+        "safe_capacity_per_replica": 4,
+        "within_band_of": first["candidate"],
+    }
+    path = tmp_path / "advice.json"
+    path.write_text(json.dumps({**advised, "front": [first, second]}), encoding="utf-8")
+    md = tmp_path / "bill.md"
+    assert main(["report", "--advice", str(path), "-o", str(md), "--db", str(tmp_path / "none.db")]) == 0
+    text = md.read_text(encoding="utf-8")
+    assert "missed: ttft\\_p99\\_ms 7000 &gt; 1000; safe to 2 per replica" in text  # escaped as Markdown
+    assert "met; safe to 4 per replica" in text and "within the band of 1" in text
+
+
 @pytest.mark.parametrize(
     ("doc", "says"),
     [
@@ -130,7 +159,8 @@ def test_a_wrong_advice_file_is_one_line(doc: dict, says: str, tmp_path: Path, c
 
 def test_with_a_fitted_step_model_the_goodput_carries_its_band(tmp_path: Path, monkeypatch, capsys) -> None:
     """The corpus fit's cross-validation band of "output tok/s" scales the front's goodput; the p99 latencies
-    get none (the corpus holds medians); the bill writes the band beside the figure."""
+    take their median figures' bands, and this model has none for them; the bill writes the band beside the
+    figure."""
     from servelab.predict.stepmodel import STEP_MODEL_ENV, StepModel
 
     model = StepModel({}, {"note": "test-made"}, {"*|*|output tok/s|*": (0.7, 1.2)})

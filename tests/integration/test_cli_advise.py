@@ -9,7 +9,6 @@ import re
 import pytest
 
 from servelab.cli.app import main
-from servelab.predict.stepmodel import STEP_MODEL_ENV
 
 QWEN3_8B = [
     "advise",
@@ -42,7 +41,9 @@ def test_advise_prints_the_front_with_launch_commands_and_why_others_lost(capsys
     assert tally and int(tally[1]) + int(tally[2]) == 27, lines[1]
     assert lines[2].startswith("1. sglang awq-w4g128 kv=fp8_e4m3 tp=1 slots=4096: ")
     assert "tok/s per GPU (1 replica x 4 users, 1 GPU); p99 TTFT " in lines[2]
-    assert lines[3] == (
+    # the shipped fit prices it, so the SLOs are judged at its bands' upper edge too, beside the prediction
+    assert lines[3].startswith("   safe at this load (every SLO met at the bands' upper edge); safe to ")
+    assert lines[4] == (
         "   $ python -m sglang.launch_server --model-path Qwen/Qwen3-8B --host 127.0.0.1 --port 30000"
         " --quantization awq --context-length 1024 --kv-cache-dtype fp8_e4m3"
     )
@@ -138,19 +139,17 @@ def test_field_report_one_card_with_4_bit_ranks_above_tensor_parallel_over_a_hos
     assert ranked[min(same_format)]["output_tok_s_per_gpu"] < best["output_tok_s_per_gpu"] / 2
 
 
-def test_field_report_sixteen_mixed_users_take_continuous_batching_over_llamacpp_slots(
-    monkeypatch: pytest.MonkeyPatch, capsys
+def test_field_report_sixteen_mixed_users_put_continuous_batching_in_the_first_statistical_tie(
+    capsys,
 ) -> None:
     """The field report's second goal: 16 users of mixed long and short requests at TTFT p99 <= 5 s on the same
-    machine; llama.cpp's slots queue the long prompts (a slot per request, evictions), continuous batching carries
-    them.
-
-    Priced with the plan's figures (no step model). Under the fit shipped on 2026-12-02 (sglang at its priors, no
-    sglang row on a GeForce card in the corpus; llama.cpp fitted on llama-bench rows at λ 0.01) advise ranks
-    llama.cpp IQ4_XS with 16 slots first (224 tok/s per GPU, p99 TTFT 3.0 s, against sglang fp8's 138 tok/s at
-    2.7 s): the field report's answer does not hold under the shipped fit, and issue 24 says so; this test keeps
-    the decision logic pinned on the figures that do not move with each re-fit."""
-    monkeypatch.setenv(STEP_MODEL_ENV, "none")
+    machine, under the step model fit that ships. The report found continuous batching (sglang) over llama.cpp's
+    slots. The shipped fit prices llama.cpp from its llama-bench rows and sglang at its priors (no sglang row on a
+    GeForce card), and ranks llama.cpp IQ4_XS with 16 slots above sglang fp8 on the predictions alone (224 against
+    138 tok/s per GPU); the difference lies inside both goodput bands and the TTFT bands overlap, so advise keeps
+    sglang on the front in a statistical tie with the first, and no llama.cpp layout beats it beyond the error.
+    The tie is ordered by the goodput each can be counted on for (the bands' lower edge), which is llama.cpp's:
+    the shipped fit does not say sglang is better, only that llama.cpp is not shown to be."""
     args = [
         "advise",
         "Qwen/Qwen3.5-27B",
@@ -174,15 +173,24 @@ def test_field_report_sixteen_mixed_users_take_continuous_batching_over_llamacpp
     ]
     assert main(args) == 0
     data = json.loads(capsys.readouterr().out)
-    front = [r for r in data["ranked"] if r["on_front"]]
-    assert data["ranked"][0]["engine"] == "sglang" and front and {r["engine"] for r in front} == {"sglang"}
-    # llama.cpp's slots lose with a reason: they miss the SLO, or (priced by the corpus step model, whose
-    # prompt rate lets some meet 5 s) an sglang configuration delivers more at a lower tail
-    slots = [r for r in data["ranked"] + data["missed"] if r["engine"] == "llamacpp"]
-    assert slots
-    for r in slots:
-        missed = (r["lost"] or "").startswith("misses the SLO from ")
-        assert missed or (r["dominated_by"] or "").startswith("sglang "), r
+    front, ranked = data["front"], data["ranked"]
+    assert front and all(m["effective_figures"] == "corpus" for m in front)
+    batching = [m for m in front if m["engine"] == "sglang"]
+    assert batching, [m["candidate"] for m in front]
+    best = batching[0]
+    # first, or a statistical tie with the first: no figure tells the two apart beyond their bands
+    assert best is front[0] or best["within_band_of"] == front[0]["candidate"]
+    for r in ranked:  # no sglang configuration lost to llama.cpp's slots beyond the error bands
+        if r["engine"] == "sglang" and r["dominated_by"] is not None:
+            assert r["dominated_by"].startswith("sglang "), r
+    # each figure carries its band, and the SLO judged at the bands' upper edge is reported beside the point's
+    assert set(best["bands"]) >= {"output_tok_s_per_gpu", "ttft_p99_ms"}
+    low, high = best["bands"]["ttft_p99_ms"]
+    assert low < best["ttft_p99_ms"] < high
+    assert best["safe_at_load"] is (high <= 5000) and (best["misses_at_band_edge"] == []) is (high <= 5000)
+    for m in front:
+        safe = m["safe_capacity_per_replica"]
+        assert safe is None or safe <= m["capacity_per_replica"]
 
 
 def test_rate_demand_and_an_engine_variant_read_by_its_own_reader(capsys) -> None:

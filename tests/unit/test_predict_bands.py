@@ -18,8 +18,10 @@ from servelab.hardware.host import cpu_device
 from servelab.model.load import load_model
 from servelab.plan.make import make_plan
 from servelab.predict.bands import (
+    LEVEL_FIGURES,
     Pricing,
     Provenance,
+    figure_factors,
     level_batch,
     predicted_figures,
     scaled,
@@ -268,3 +270,21 @@ def test_plan_states_the_speeds_predict_prices_with_their_bands() -> None:
     assert Plan.from_json(json.loads(json.dumps(to_jsonable(got)))) == got  # a saved plan keeps them
     kept = priced_plan(plan, spec, card, price(plan, card, spec))
     assert kept.decode_expected_tok_s == plan.decode_expected_tok_s and kept.speeds.source == "plan"
+
+
+def test_an_engines_own_counterpart_band_comes_before_every_engines_band() -> None:
+    """llama.cpp's TTFT without a TTFT band of its own takes its llama-bench prompt-rate band (inverted), not the
+    TTFT band over every engine, which its serving rows did not shape."""
+    model = StepModel(
+        {},
+        {"note": "test fixture"},
+        {"*|*|TTFT|*": (0.15, 6.0), "llamacpp|*|pp tok/s|*": (0.8, 1.25), "*|*|tg tok/s|*": (0.9, 1.1)},
+    )
+    rates = AchievedRates(bandwidth_bytes_s=1e12, flops_s=1e14)
+    llama = Pricing(rates, Provenance("corpus", "fit"), model, "llamacpp", "gddr")
+    ttft = next(f for f in LEVEL_FIGURES if f.key == "ttft_ms_p50")
+    assert figure_factors(llama, ttft, 4) == ((1 / 1.25, 1 / 0.8), "pp tok/s")
+    vllm = Pricing(rates, Provenance("corpus", "fit"), model, "vllm", "hbm")
+    assert figure_factors(vllm, ttft, 4) == ((0.15, 6.0), "TTFT")  # no band of its own: every engine's
+    tpot = next(f for f in LEVEL_FIGURES if f.key == "tpot_ms_p50")
+    assert figure_factors(llama, tpot, 4) == ((1 / 1.1, 1 / 0.9), "tg tok/s")
