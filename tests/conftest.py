@@ -24,8 +24,10 @@ them all and the browser tests out.
 
 from __future__ import annotations
 
+import faulthandler
 import fcntl
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,6 +42,17 @@ VLLM_TESTS = Path(__file__).parent / "integration" / "vllm"
 # under `--dist loadgroup` one worker runs each group's tests one after another
 VLLM_GROUP = "engines-vllm"
 LLAMACPP_GROUP = "engines-llamacpp"
+
+
+EXIT_WATCH_S = 20
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A test process still alive EXIT_WATCH_S after its session ended prints every thread's stack (a thread, a
+    child process or an atexit hook that a test left behind holds the exit, and the suite's time with it). Not
+    in a pytest-xdist worker: it waits there for the others, by design."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        faulthandler.dump_traceback_later(EXIT_WATCH_S, file=sys.__stderr__)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker and before pytest-xdist reads xdist_group
