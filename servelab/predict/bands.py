@@ -47,12 +47,12 @@ class Pricing:
     engine: str = ""  # registry name
     gpu_class: str = ""  # gddr, hbm, apple, amd (predict/corpus/load.py gpu_class); "" on the CPU
 
-    def band(self, group: str, batch: int, *, any_engine: bool = True) -> tuple[float, float] | None:
+    def band(self, group: str, batch: int) -> tuple[float, float] | None:
         """The (lo, hi) factors of a figure group ("TTFT", "TPOT/ITL", "output tok/s") at `batch` sequences
         (`StepModel.band`)."""
         if self.model is None or self.provenance.source != "corpus":
             return None
-        return self.model.band(self.engine, self.gpu_class, group, batch, any_engine=any_engine)
+        return self.model.band(self.engine, self.gpu_class, group, batch)
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,10 @@ class LevelFigure:
 
 
 # the figures a level's band covers: the corpus's figures are medians and throughputs, so tails (p99) get none.
-# A serving figure the corpus has no serving rows for takes its llama-bench counterpart's band: a prompt's
-# prefill rate for TTFT, the decode rate for TPOT/ITL (inverted)
+# A serving figure takes its engine's serving band, else the serving band over every engine (a figure of an engine
+# whose serving the corpus never measured, e.g. llama.cpp's TTFT under load: queueing is in it, which a llama-bench
+# prompt rate never saw, so its narrower band would claim more than the corpus shows); only with no serving band
+# at all its llama-bench counterpart's: a prompt's prefill rate for TTFT, the decode rate for TPOT/ITL (inverted)
 LEVEL_FIGURES: tuple[LevelFigure, ...] = (
     LevelFigure(
         "ttft_ms_p50", "TTFT p50", "ms", (("TTFT", False), ("pp tok/s", True)), lambda s: s.ttft_ms.p50
@@ -121,14 +123,12 @@ def group_factors(
     pricing: Pricing, groups: tuple[tuple[str, bool], ...], batch: int
 ) -> tuple[tuple[float, float], str] | None:
     """The (lo, hi) factors of measured / predicted a figure is expected within at `batch` sequences, and the
-    cross-validation group they came from: the first of `groups` with a band of this engine's, else the first
-    with a band over every engine (so llama.cpp's TTFT takes its own prompt-rate band before every engine's TTFT
-    band), inverted where the figure is the inverse of its group's; None without one."""
-    for any_engine in (False, True):
-        for group, inverse in groups:
-            factors = scaled(1.0, pricing.band(group, batch, any_engine=any_engine), inverse)
-            if factors is not None:
-                return factors, group
+    cross-validation group they came from: the first of `groups` with a band (its engine's, else every engine's),
+    inverted where the figure is the inverse of its group's; None without one."""
+    for group, inverse in groups:
+        factors = scaled(1.0, pricing.band(group, batch), inverse)
+        if factors is not None:
+            return factors, group
     return None
 
 

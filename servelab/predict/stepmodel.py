@@ -152,18 +152,18 @@ class StepModel:
     # left-out rows (predict/corpus/crossval.py `bands`)
     bands: dict[str, tuple[float, float]] = field(default_factory=dict)
 
-    def band(
-        self, engine: str, gpu_class: str, figure: str, batch: int, *, any_engine: bool = True
-    ) -> tuple[float, float] | None:
+    def band(self, engine: str, gpu_class: str, figure: str, batch: int) -> tuple[float, float] | None:
         """The (lo, hi) factors a predicted `figure` ("TTFT", "TPOT/ITL", "output tok/s", "pp tok/s",
-        "tg tok/s") is expected within: its regime's, else the engine's for that figure, else (`any_engine`) the
-        figure's over every engine; None when cross-validation left too few rows of it. `engine` in any spelling
-        the registry knows."""
+        "tg tok/s") is expected within: its regime's, else the engine's for that figure, else the figure's;
+        None when cross-validation left too few rows of it. `engine` in any spelling the registry knows."""
         from servelab.predict.corpus.crossval import batch_range
 
         engine = registry.registry_name(engine)
-        keys = [f"{engine}|{gpu_class}|{figure}|{batch_range(batch)}", f"{engine}|*|{figure}|*"]
-        for key in keys + [f"*|*|{figure}|*"] * any_engine:
+        for key in (
+            f"{engine}|{gpu_class}|{figure}|{batch_range(batch)}",
+            f"{engine}|*|{figure}|*",
+            f"*|*|{figure}|*",
+        ):
             if key in self.bands:
                 return self.bands[key]
         return None

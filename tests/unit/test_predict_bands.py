@@ -272,19 +272,16 @@ def test_plan_states_the_speeds_predict_prices_with_their_bands() -> None:
     assert kept.decode_expected_tok_s == plan.decode_expected_tok_s and kept.speeds.source == "plan"
 
 
-def test_an_engines_own_counterpart_band_comes_before_every_engines_band() -> None:
-    """llama.cpp's TTFT without a TTFT band of its own takes its llama-bench prompt-rate band (inverted), not the
-    TTFT band over every engine, which its serving rows did not shape."""
-    model = StepModel(
-        {},
-        {"note": "test fixture"},
-        {"*|*|TTFT|*": (0.15, 6.0), "llamacpp|*|pp tok/s|*": (0.8, 1.25), "*|*|tg tok/s|*": (0.9, 1.1)},
-    )
+def test_a_serving_figure_takes_every_engines_serving_band_before_a_llama_bench_one() -> None:
+    """llama.cpp's TTFT without a TTFT band of its own takes the TTFT band over every engine (queueing is in a
+    served TTFT, not in a llama-bench prompt rate); the prompt-rate band (inverted) only where no TTFT band exists."""
+    bands = {"*|*|TTFT|*": (0.15, 6.0), "llamacpp|*|pp tok/s|*": (0.8, 1.25), "*|*|tg tok/s|*": (0.9, 1.1)}
     rates = AchievedRates(bandwidth_bytes_s=1e12, flops_s=1e14)
-    llama = Pricing(rates, Provenance("corpus", "fit"), model, "llamacpp", "gddr")
+    llama = Pricing(rates, Provenance("corpus", "fit"), StepModel({}, {}, bands), "llamacpp", "gddr")
     ttft = next(f for f in LEVEL_FIGURES if f.key == "ttft_ms_p50")
+    assert figure_factors(llama, ttft, 4) == ((0.15, 6.0), "TTFT")
+    del bands["*|*|TTFT|*"]
+    llama = Pricing(rates, Provenance("corpus", "fit"), StepModel({}, {}, bands), "llamacpp", "gddr")
     assert figure_factors(llama, ttft, 4) == ((1 / 1.25, 1 / 0.8), "pp tok/s")
-    vllm = Pricing(rates, Provenance("corpus", "fit"), model, "vllm", "hbm")
-    assert figure_factors(vllm, ttft, 4) == ((0.15, 6.0), "TTFT")  # no band of its own: every engine's
     tpot = next(f for f in LEVEL_FIGURES if f.key == "tpot_ms_p50")
     assert figure_factors(llama, tpot, 4) == ((1 / 1.1, 1 / 0.9), "tg tok/s")

@@ -10,7 +10,7 @@ import pytest
 from servelab.engines.sglang.scheduler import OUTPUT_RESERVE, scheduler
 from servelab.engines.sglang.settings import SglangFigures
 from servelab.predict.corpus import load_corpus
-from servelab.predict.corpus.harness import setup, trace
+from servelab.predict.corpus.harness import pass_log, setup
 from servelab.predict.emulator import emulate
 from servelab.predict.roofline import AchievedRates, Roofline
 from servelab.scheduling.continuous import ContinuousBatching, ContinuousSettings, OutputReserve
@@ -120,7 +120,7 @@ def test_the_burst_of_100_long_prompts_replays_through_sglangs_scheduler() -> No
     ]
     s = setup(row)
     assert not isinstance(s, str), s
-    t = trace(s, None)
+    t = pass_log(s, None)
     assert t.refused == 0
     assert t.step_tokens.sum() >= 100 * (32000 + 99)  # every prompt and output computed at least once
     assert set(t.figures) >= {"ttft_ms_median", "tpot_ms_median", "output_tok_s"}
