@@ -30,7 +30,6 @@ from servelab.predict.corpus.recorded import (
     ROLES,
     SIDED_ROLES,
     Recorded,
-    memory_side,
 )
 from servelab.predict.stepmodel import StepModel, prior
 
@@ -66,7 +65,7 @@ def predicted(target: MeasuredFigure, model: StepModel) -> float:
 
 
 class Design:
-    """Every target's figure as `a(sides) · θ + idle`, for all measured figures at once: the recorded rows' groups and
+    """Every target's figure as `a(sides) · θ + idle`, for all targets at once: the recorded rows' groups and
     the targets' shares of them in flat arrays, so a model's sides and the matrix `a` are a few array
     operations (what makes a cross-validation fold cheap)."""
 
@@ -103,25 +102,75 @@ class Design:
         self.idle = np.array(idle)
         self.y = np.array([t.y_s for t in data])
         self.sources = np.array([t.recorded.setup.row.source.id for t in data])
+        # for `matrix`: the groups' and entries' columns contiguous, each row's group count, each target's entries
+        self._group_columns = np.ascontiguousarray(self.groups.T)
+        self._entry_columns = np.ascontiguousarray(self.entry_values.T)
+        self._row_groups = np.array([len(r.groups) for r in recs])
+        self._entry_count = np.array([len(t.recorded.figures[t.figure].sided) for t in data])
+        self._entry_start = np.cumsum(self._entry_count) - self._entry_count
+        self._memo: tuple[np.ndarray, np.ndarray] | None = None  # the last sides and their matrix
 
     def values(self, model: StepModel) -> np.ndarray:
         return np.array([model.value(n) for n in self.names])
 
     def matrix(self, x: np.ndarray) -> np.ndarray:
-        """(measured figures, parameters): `a` with every group's side chosen by the parameter values `x`."""
-        side = memory_side(self.groups, x[self.param][self.group_row])[self.entry_group]
-        n = len(self.data)
-        a = np.zeros((n, len(self.names)))
-        targets_at = np.arange(n)
-        params = self.param[self.target_row]  # (T, ROLES)
+        """(measured figures, parameters): `a` with every group's side chosen by the parameter values `x`.
+
+        The sides change in few groups from one round of a fit to the next and from one fold to the next, and a
+        target's row of `a` depends on its own row's groups' sides alone: the rows of `a` whose recorded row has
+        no group that changed side since the last call are kept, the others summed again as the first call sums
+        them (the same entries in the same order: the same bits)."""
+        side = self._sides(x)
+        if self._memo is None:
+            a = self._rows(side, np.arange(len(self.data)))
+        else:
+            last_side, last = self._memo
+            changed = side != last_side
+            if not changed.any():
+                return last.copy()
+            moved = np.zeros(len(self.param), dtype=bool)
+            moved[self.group_row[changed]] = True
+            at = np.nonzero(moved[self.target_row])[0]
+            a = last.copy()
+            a[at] = self._rows(side, at)
+        self._memo = (side, a)
+        return a.copy()
+
+    def _sides(self, x: np.ndarray) -> np.ndarray:
+        """Per group: True where memory is the longer side under `x` (`recorded.memory_side`'s sums, term by
+        term in its order, on contiguous columns)."""
+        row_values = x[self.param]  # (R, ROLES)
+        memory = np.zeros(len(self.groups))
+        compute = np.zeros(len(self.groups))
         for j in range(SIDED_ROLES):
-            mask = side if ROLE_MEMORY[j] else ~side
-            coef = np.bincount(
-                self.entry_target, weights=self.entry_values[:, ROLE_COLUMN[j]] * mask, minlength=n
-            )
-            np.add.at(a, (targets_at, params[:, j]), coef)
+            part = self._group_columns[ROLE_COLUMN[j]] * np.repeat(row_values[:, j], self._row_groups)
+            if ROLE_MEMORY[j]:
+                memory += part
+            else:
+                compute += part
+        return memory >= compute
+
+    def _rows(self, side: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """The rows `at` of `a` under the groups' sides `side`: each role's seconds summed over a target's entries
+        in their order, then added to the role's parameter's column in role order."""
+        count = self._entry_count[at]
+        first = np.cumsum(count) - count
+        entries = np.arange(int(count.sum())) + np.repeat(self._entry_start[at] - first, count)
+        local = np.repeat(np.arange(len(at)), count)  # each entry's place in `at`
+        entry_side = side[self.entry_group[entries]]
+        a = np.zeros((len(at), len(self.names)))
+        rows_at = np.arange(len(at))
+        params = self.param[self.target_row[at]]  # (targets at, ROLES)
+        sums: dict[tuple[int, bool], np.ndarray] = {}  # roles 0 and 1, 3 and 4 sum the same column and side
+        for j in range(SIDED_ROLES):
+            key = (ROLE_COLUMN[j], ROLE_MEMORY[j])
+            if key not in sums:
+                mask = entry_side if ROLE_MEMORY[j] else ~entry_side
+                weights = self._entry_columns[ROLE_COLUMN[j]][entries] * mask
+                sums[key] = np.bincount(local, weights=weights, minlength=len(at))
+            np.add.at(a, (rows_at, params[:, j]), sums[key])
         for j in range(SIDED_ROLES, len(ROLES)):
-            np.add.at(a, (targets_at, params[:, j]), self.fixed[:, j - SIDED_ROLES])
+            np.add.at(a, (rows_at, params[:, j]), self.fixed[at, j - SIDED_ROLES])
         return a
 
     def seconds(self, model: StepModel) -> np.ndarray:
@@ -130,18 +179,31 @@ class Design:
         return self.matrix(x) @ x + self.idle
 
 
-def nnls(a: np.ndarray, b: np.ndarray, iterations: int = 500) -> np.ndarray:
+def nnls(a: np.ndarray, b: np.ndarray, iterations: int = 500, free: np.ndarray | None = None) -> np.ndarray:
     """min ||a x - b|| with x >= 0: Lawson and Hanson's active-set method (Solving Least Squares Problems,
     1974, ch. 23): free the variable whose gradient most wants to grow, solve on the free set, step back to
     the boundary where a free variable would turn negative. A tall `a` is first reduced to its QR triangle (the
-    same minimiser, a system of its columns' size)."""
+    same minimiser, a system of its columns' size).
+
+    `free`: the variables to start free (a guess of the solution's support, e.g. the last round's of a fit):
+    they are solved for at once, those that come out <= 0 dropped until the rest are positive, and the method
+    goes on from there. The minimiser is unique (a fit's system has full column rank) and is the least-squares
+    solution on its support, so a start only saves the steps that would have found that support: the result is
+    the same solve on the same free set as from a cold start."""
     if a.shape[0] > a.shape[1]:
         q, r = np.linalg.qr(a)
         a, b = r, q.T @ b
     n = a.shape[1]
     x = np.zeros(n)
-    free = np.zeros(n, dtype=bool)
     tol = 1e-12 * max(1.0, float(np.abs(a).max()) * max(1.0, float(np.abs(b).max())))
+    free = np.zeros(n, dtype=bool) if free is None else free.copy()
+    while free.any():
+        z = np.zeros(n)
+        z[free] = np.linalg.lstsq(a[:, free], b, rcond=None)[0]
+        if (z[free] > 0).all():
+            x = z
+            break
+        free &= z > 0
     for _ in range(iterations):
         grad = a.T @ (b - a @ x)
         candidates = np.where(~free & (grad > tol))[0]
@@ -166,9 +228,9 @@ def nnls(a: np.ndarray, b: np.ndarray, iterations: int = 500) -> np.ndarray:
 class FitResult:
     model: StepModel
     rounds: int
-    rows: int  # measured figures fitted
+    rows: int  # targets fitted
     trimmed: int
-    median_relative: float  # over the fitted measured figures, in-sample
+    median_relative: float  # over the fitted targets, in-sample
 
 
 def fit_design(
@@ -179,7 +241,7 @@ def fit_design(
     note: str = "",
     pull: float | Mapping[str, float] = LAMBDA,
 ) -> FitResult:
-    """The parameter values that best explain the design's measured figures where `train` is True (module docstring;
+    """The parameter values that best explain the design's targets where `train` is True (module docstring;
     `pull`: the priors' weight λ, or λ per engine: a parameter's engine is its name's first word); parameters no
     training target touches keep their prior (left out)."""
     train = np.ones(len(design.data), dtype=bool) if train is None else train
@@ -208,7 +270,7 @@ def fit_design(
         rhs = np.concatenate([b * w, pulls * priors / scales])
         col = np.linalg.norm(lhs, axis=0)
         col[col == 0] = 1.0
-        sol = nnls(lhs / col, rhs) / col
+        sol = nnls(lhs / col, rhs, free=x > 0) / col  # the last round's support (the start's in the first)
         rel = np.abs((a @ sol + design.idle[train]) / y - 1)
         moved = float(np.max(np.abs(sol - x) / np.maximum(np.abs(x), 1e-12)))
         x = sol

@@ -8,8 +8,8 @@
    rows of, the fit's leave-one-source-out median |error| is no worse than its priors' (the step model with
    that engine's parameters at their sourced priors: nothing fitted, so its error is out of sample as it is).
    Otherwise the engine's parameters stay at their priors in the shipped model: no engine's `corpus` figure is
-   worse under cross-validation than its priors' (which, for every engine, are at least as good as the plan's
-   figures on the corpus: the benchmark prints both).
+   worse under cross-validation than its priors' (the benchmark prints the priors' errors beside the plan's
+   figures': on the 1,831-row corpus the serving engines' priors are a little worse than the plan in TTFT).
 3. **Bands that cover.** For each figure group, the narrowest quantile pair of `QUANTILES` whose band (from
    the *other* folds' residuals of the row's regime, `crossval.band_coverage`) holds at least `COVER` of the
    shipped model's left-out figures under both cross-validations (sources left out, GPU types left out); the
