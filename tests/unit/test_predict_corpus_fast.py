@@ -12,7 +12,7 @@ import pytest
 from servelab.predict.corpus import fit
 from servelab.predict.corpus.crossval import Prepared, leave_one_out
 from servelab.predict.corpus.fit import Design, nnls
-from servelab.predict.corpus.harness import setup, trace
+from servelab.predict.corpus.harness import pass_log, setup
 from servelab.predict.corpus.recorded import (
     ROLE_COLUMN,
     ROLE_MEMORY,
@@ -59,7 +59,7 @@ def prepared() -> Prepared:
     for row in rows:
         s = setup(row)
         assert not isinstance(s, str)
-        recorded.append(record(s, trace(s, prior_model())))
+        recorded.append(record(s, pass_log(s, prior_model())))
     return Prepared(tuple(recorded), ())
 
 
