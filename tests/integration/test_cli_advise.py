@@ -144,12 +144,13 @@ def test_field_report_sixteen_mixed_users_put_continuous_batching_in_the_first_s
 ) -> None:
     """The field report's second goal: 16 users of mixed long and short requests at TTFT p99 <= 5 s on the same
     machine, under the step model fit that ships. The report found continuous batching (sglang) over llama.cpp's
-    slots. The shipped fit prices llama.cpp from its llama-bench rows and sglang at its priors (no sglang row on a
-    GeForce card), and ranks llama.cpp IQ4_XS with 16 slots above sglang fp8 on the predictions alone (224 against
-    138 tok/s per GPU); the difference lies inside both goodput bands and the TTFT bands overlap, so advise keeps
-    sglang on the front in a statistical tie with the first, and no llama.cpp layout beats it beyond the error.
-    The tie is ordered by the goodput each can be counted on for (the bands' lower edge), which is llama.cpp's:
-    the shipped fit does not say sglang is better, only that llama.cpp is not shown to be."""
+    slots. The shipped fit (2,025 corpus rows) prices sglang at its priors and llama.cpp's serving figures with
+    every engine's serving bands (the corpus has no llama.cpp serving row); on the predictions alone llama.cpp
+    IQ4_XS with 16 slots serves more per GPU (218 against 138 tok/s), but inside both goodput bands, so the two
+    tie and the tie is ordered by the goodput each can be counted on (the bands' lower edge): sglang's. The test
+    holds the weaker claim that stands under any fit whose bands overlap: sglang first or in the first's tie, and
+    no llama.cpp layout beating an sglang one beyond the error. A band need not hold its own point: where every
+    left-out ratio of a regime lies above 1 (sglang's TTFT here, under-predicted), the band lies above it."""
     args = [
         "advise",
         "Qwen/Qwen3.5-27B",
@@ -186,7 +187,7 @@ def test_field_report_sixteen_mixed_users_put_continuous_batching_in_the_first_s
     # each figure carries its band, and the SLO judged at the bands' upper edge is reported beside the point's
     assert set(best["bands"]) >= {"output_tok_s_per_gpu", "ttft_p99_ms"}
     low, high = best["bands"]["ttft_p99_ms"]
-    assert low < best["ttft_p99_ms"] < high
+    assert 0 < low < high
     assert best["safe_at_load"] is (high <= 5000) and (best["misses_at_band_edge"] == []) is (high <= 5000)
     for m in front:
         safe = m["safe_capacity_per_replica"]
